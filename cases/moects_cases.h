@@ -1,0 +1,89 @@
+/* moects_cases.h: the model registry, the TP/EP derivation and the case list.
+ * DESIGN.md "Cases". Depends on ref/moects_types.h and jansson. */
+#ifndef MOECTS_CASES_H
+#define MOECTS_CASES_H
+#include "moects_types.h"
+
+/* One MoE model's dims that matter for its kernels (cases/models/<name>.json). */
+typedef struct {
+    char name[64];             /* registry name, lower-case: "kimi-k3", "deepseek-v3" */
+    char source[512];          /* where the values were read */
+    int64_t hidden_size;
+    int64_t moe_intermediate_size; /* I: one routed expert's intermediate width */
+    int64_t routed_experts;        /* E */
+    int64_t experts_per_token;     /* topk */
+    int64_t shared_experts;
+    int64_t latent_size;           /* 0 if not latent MoE; else routed experts' input width */
+    int gated;                     /* 1: gemm1 N = 2I (SwiGLU-like); 0: N = I (relu2, ...) */
+    char release_quantization[128];
+} moects_model;
+
+typedef enum {
+    MOECTS_TIER_SMOKE = 1u, /* seconds: CI */
+    MOECTS_TIER_FULL = 2u,  /* every model x layout: minutes on a GPU host */
+    MOECTS_TIER_LARGE = 4u  /* > 2^31 elements in one buffer */
+} moects_tier;
+
+/* How topk_ids are drawn for an ep_gather case (harness/inputs.c builds the tensors). */
+typedef enum {
+    MOECTS_ROUTE_UNIFORM = 0,     /* distinct experts per token, uniform */
+    MOECTS_ROUTE_SKEWED = 1,      /* Zipf-like: few hot experts */
+    MOECTS_ROUTE_ZERO_EXPERT = 2, /* like UNIFORM but one local expert gets no token */
+    MOECTS_ROUTE_ONE_EXPERT = 3,  /* every token's slot 0 on one local expert (hot rank) */
+    MOECTS_ROUTE_STALE_IDS = 4,   /* some slots hold huge stale positive ids (>= E_global) */
+    MOECTS_ROUTE_NEG_IDS = 5      /* some slots hold -1 (dropped / padding) */
+} moects_routing;
+
+/* What the element/scale data of a case favours (harness/inputs.c). */
+typedef enum {
+    MOECTS_DATA_EXACT = 0,       /* exactness-preserving values (default) */
+    MOECTS_DATA_ADVERSARIAL = 1, /* extreme exponents, subnormal scales, cancellation */
+    MOECTS_DATA_NAN = 2          /* NaN scale 0xFF (MX) / 0x7F (E4M3), NaN inputs */
+} moects_data;
+
+typedef struct {
+    char id[192];      /* stable hierarchical id: "ep_gather/kimi-k3/tp8/t128" */
+    char model[64];    /* registry name, or "regression" */
+    char layout[16];   /* "tp8", "ep16", "-" for regressions */
+    char source[256];  /* model file or bug report ("vllm-project/vllm PR 50458") */
+    moects_op op;
+    unsigned tiers;    /* moects_tier bits */
+    moects_data data;
+    /* ep_gather */
+    int64_t T, k, H, E_global;
+    int ep_size, ep_rank;   /* ep_size 1: all experts local, no expert_map */
+    int has_map;            /* pass an expert_map (always with ep_size > 1) */
+    moects_dtype id_dtype, out_dtype;
+    moects_routing routing;
+    /* fp4_gemm */
+    int64_t M, N, K;
+    moects_fp4_format format;
+    moects_scale_layout scale_layout;
+    char gemm[8];           /* "gemm1", "gemm2", "" */
+} moects_case;
+
+typedef struct {
+    moects_case *v;
+    size_t n, cap;
+} moects_case_list;
+
+/* Load one registry file (cases/models/NAME.json) or a raw Hugging Face config.json (any family).
+ * Returns 0, or -1 with a one-line "file: field: problem" message in err. */
+int moects_model_load(const char *path, moects_model *m, char *err, size_t errlen);
+
+/* Load every .json file in dir, sorted by name. Returns the count, or -1 with err set. */
+int moects_models_load_dir(const char *dir, moects_model **out, char *err, size_t errlen);
+
+/* Append the derived cases of one model (all TP/EP layouts x token counts x ops). */
+int moects_derive_cases(const moects_model *m, moects_case_list *out);
+
+/* Append the cases of one regression file (cases/regressions/NAME.json). -1 with err on bad input. */
+int moects_regressions_load(const char *path, moects_case_list *out, char *err, size_t errlen);
+
+/* The built-in registry: models under <root>/cases/models plus <root>/cases/regressions. */
+int moects_cases_builtin(const char *root, moects_case_list *out, char *err, size_t errlen);
+
+void moects_case_list_free(moects_case_list *l);
+int moects_case_list_push(moects_case_list *l, const moects_case *c);
+
+#endif

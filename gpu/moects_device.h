@@ -1,0 +1,26 @@
+/* moects_device.h: host-side CUDA helpers the harness calls (gpu/cuda/device.cu), so that the
+ * harness itself needs no CUDA headers. A build without nvcc links gpu/nocuda.c, where every
+ * call reports that no device is present. All functions return 0 on success, else non-zero
+ * with a one-line message in the caller's buffer where there is one. */
+#ifndef MOECTS_DEVICE_H
+#define MOECTS_DEVICE_H
+#include <stddef.h>
+
+/* Number of visible CUDA devices (>= 0); 0 with the reason in why when none (no driver, no GPU,
+ * built without CUDA). Initialises CUDA: call it in a worker, never in the parent. */
+int moects_cuda_device_count(char *why, size_t why_len);
+int moects_cuda_set_device(int dev, char *err, size_t err_len);
+void *moects_cuda_malloc(size_t bytes); /* NULL on failure (or bytes == 0) */
+void moects_cuda_free(void *p);
+int moects_cuda_h2d(void *dst, const void *src, size_t bytes);
+int moects_cuda_d2h(void *dst, const void *src, size_t bytes);
+int moects_cuda_memset(void *dst, int value, size_t bytes);
+void *moects_cuda_stream(void); /* the worker's stream (cudaStream_t) */
+/* Synchronise the stream and fetch any pending error (sticky errors included). */
+int moects_cuda_sync(void *stream, char *err, size_t err_len);
+/* Name of the current device, e.g. "NVIDIA H200". */
+int moects_cuda_device_name(char *name, size_t len);
+/* Time fn(ctx) with CUDA events: warmup runs, then iters runs; writes the median in ms. */
+int moects_cuda_time(int (*fn)(void *ctx), void *ctx, int warmup, int iters, double *median_ms);
+
+#endif

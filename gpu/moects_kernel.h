@@ -1,0 +1,43 @@
+/* moects_kernel.h: the C ABI every kernel under test implements (built-in CUDA kernels, CPU
+ * stand-ins, mutants, and out-of-tree kernels loaded with `moects run --kernel-lib lib.so`).
+ * DESIGN.md "GPU side". Include dirs: ref/ (moects_types.h) and gpu/. */
+#ifndef MOECTS_KERNEL_H
+#define MOECTS_KERNEL_H
+#include "moects_types.h"
+
+#define MOECTS_KERNEL_ABI_VERSION 1u
+
+typedef enum {
+    MOECTS_DEVICE_CPU = 0, /* run() gets host pointers */
+    MOECTS_DEVICE_CUDA = 1 /* run() gets device pointers and a cudaStream_t */
+} moects_device;
+
+/* Bound used when a kernel declares no exact recipe: compared with the op's exact_v1 reference,
+ * the case passes when calc_diff <= max_calc_diff and the max ULP distance <= max_ulp. */
+typedef struct {
+    double max_calc_diff;
+    uint32_t max_ulp;
+} moects_tolerance;
+
+typedef struct moects_kernel {
+    uint32_t abi_version; /* MOECTS_KERNEL_ABI_VERSION */
+    const char *name;     /* unique, dotted: "cuda.ep_gather", "cpu.mutant.ep_gather.block_min1024" */
+    moects_op op;
+    moects_device device;
+    const char *recipe;   /* "ep_gather.fma_v1", "fp4_gemm.blockwise_v1", ...; NULL: use tol */
+    moects_tolerance tol; /* used only when recipe == NULL */
+    const char *bug;      /* mutants: the one known bug, one line; NULL for real kernels */
+    /* shape: moects_ep_gather_shape* or moects_fp4_gemm_shape* per op. Returns 1 if the kernel
+     * takes the shape, else 0 with a one-line reason in why (UNSUPPORTED, a coverage gap). */
+    int (*supports)(const void *shape, char *why, size_t why_len);
+    /* args: moects_ep_gather_args* or moects_fp4_gemm_args*; pointers live on `device`.
+     * stream: cudaStream_t for CUDA kernels (NULL for CPU). Returns 0, or non-zero on a launch
+     * or runtime error (reported as FAIL_CRASH). CUDA kernels need not synchronise. */
+    int (*run)(const void *shape, const void *args, void *stream);
+} moects_kernel;
+
+/* An out-of-tree kernel library exports this symbol: an array of *count kernel descriptors. */
+typedef const moects_kernel *const *(*moects_kernels_fn)(size_t *count);
+#define MOECTS_PLUGIN_SYMBOL "moects_plugin_kernels"
+
+#endif

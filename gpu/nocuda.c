@@ -1,0 +1,38 @@
+/* nocuda.c: moects_device.h for builds without nvcc: there is never a device. */
+#include "moects_device.h"
+
+#include <stdio.h>
+
+int moects_cuda_device_count(char *why, size_t why_len)
+{
+    if (why && why_len) snprintf(why, why_len, "built without CUDA (nvcc not found at configure time)");
+    return 0;
+}
+int moects_cuda_set_device(int dev, char *err, size_t err_len)
+{
+    (void)dev;
+    if (err && err_len) snprintf(err, err_len, "built without CUDA");
+    return -1;
+}
+void *moects_cuda_malloc(size_t bytes) { (void)bytes; return NULL; }
+void moects_cuda_free(void *p) { (void)p; }
+int moects_cuda_h2d(void *dst, const void *src, size_t bytes) { (void)dst; (void)src; (void)bytes; return -1; }
+int moects_cuda_d2h(void *dst, const void *src, size_t bytes) { (void)dst; (void)src; (void)bytes; return -1; }
+int moects_cuda_memset(void *dst, int value, size_t bytes) { (void)dst; (void)value; (void)bytes; return -1; }
+void *moects_cuda_stream(void) { return NULL; }
+int moects_cuda_sync(void *stream, char *err, size_t err_len)
+{
+    (void)stream;
+    if (err && err_len) snprintf(err, err_len, "built without CUDA");
+    return -1;
+}
+int moects_cuda_device_name(char *name, size_t len)
+{
+    if (name && len) snprintf(name, len, "none");
+    return -1;
+}
+int moects_cuda_time(int (*fn)(void *ctx), void *ctx, int warmup, int iters, double *median_ms)
+{
+    (void)fn; (void)ctx; (void)warmup; (void)iters; (void)median_ms;
+    return -1;
+}

@@ -1,0 +1,77 @@
+/* moects_harness.h: the runner's results, their JSON file, and the harness's shared helpers.
+ * DESIGN.md "Harness". */
+#ifndef MOECTS_HARNESS_H
+#define MOECTS_HARNESS_H
+#include <stdint.h>
+#include <stdio.h>
+
+#include "moects_cases.h"
+#include "moects_kernel.h"
+
+/* Verdict words are the report's vocabulary (DESIGN.md "Verdicts"). */
+typedef enum {
+    MOECTS_PASS_EXACT = 0,
+    MOECTS_PASS_TOLERANCE,
+    MOECTS_FAIL_MISMATCH,
+    MOECTS_FAIL_CRASH,
+    MOECTS_FAIL_TIMEOUT,
+    MOECTS_UNSUPPORTED,
+    MOECTS_SKIP,
+    MOECTS_VERDICT_COUNT
+} moects_verdict;
+
+const char *moects_verdict_name(moects_verdict v);            /* "PASS_EXACT" ... */
+int moects_verdict_parse(const char *s, moects_verdict *out); /* 0 or -1 */
+static inline int moects_verdict_is_pass(moects_verdict v) { return v <= MOECTS_PASS_TOLERANCE; }
+static inline int moects_verdict_is_fail(moects_verdict v)
+{
+    return v >= MOECTS_FAIL_MISMATCH && v <= MOECTS_FAIL_TIMEOUT;
+}
+
+/* One (kernel, case) outcome. */
+typedef struct {
+    char kernel[96];
+    char case_id[192];
+    char model[64];
+    char layout[16];
+    moects_op op;
+    int is_mutant;          /* kernel->bug != NULL */
+    moects_verdict verdict;
+    char recipe[48];        /* recipe compared under, "exact_v1+tol" for tolerance kernels */
+    int64_t mismatches;     /* elements whose bits differ (NaN == NaN) */
+    uint64_t max_ulp;       /* ordered-integer distance; UINT64_MAX when NaN vs number */
+    double calc_diff;       /* sum (x-y)^2 / sum (x^2+y^2), double; 0 when both all zero */
+    int64_t first_index;    /* -1 when none */
+    char got[64], want[64]; /* "0x3f80 (1)" */
+    char reason[256];       /* crash/skip/unsupported reason, error text */
+    uint64_t seed;
+    double kernel_ms;       /* --perf: median time per launch, 0 otherwise */
+    double perf_value;      /* --perf: achieved GB/s (ep_gather) or TFLOP/s (fp4_gemm) */
+    double perf_fraction;   /* --perf: fraction of the measured ceiling */
+} moects_result;
+
+typedef struct {
+    char moects_version[16];
+    char commit[48];   /* git commit the run was made at ("unknown" outside a checkout) */
+    char date[32];     /* ISO 8601 UTC */
+    char machine[128]; /* host name and device name */
+    char filter[256];
+    char shard[32];    /* "i/n" or "" */
+    uint64_t seed;
+    moects_result *v;
+    size_t n, cap;
+} moects_run;
+
+/* results.json: write atomically (temp file + rename). Returns 0 or -1 with err. */
+int moects_results_write(const char *path, const moects_run *run, char *err, size_t errlen);
+/* Read a results.json. Returns 0 or -1 with a one-line "path: field: problem" in err. */
+int moects_results_read(const char *path, moects_run *run, char *err, size_t errlen);
+int moects_run_push(moects_run *run, const moects_result *r);
+void moects_run_free(moects_run *run);
+
+/* Write data to path through path.tmp.<pid> and rename: no half-written reports. */
+int moects_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen);
+/* mkdir -p. Returns 0 or -1 with err. */
+int moects_mkdirs(const char *path, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,47 @@
+/* moects_ref.h: bit-exact CPU references and numeric codecs (DESIGN.md "Number formats",
+ * "Numeric recipes"). Depends on libc, libm and OpenBLAS only. No I/O. */
+#ifndef MOECTS_REF_H
+#define MOECTS_REF_H
+#include "moects_types.h"
+
+/* ---- BF16 (ref/bf16.c) ---- */
+/* float -> bf16 bits, round to nearest even; NaN stays NaN (quiet bit set), Inf stays Inf. */
+uint16_t moects_bf16_from_f32(float f);
+float moects_bf16_to_f32(uint16_t b);
+
+/* ---- E2M1 (ref/e2m1.c), OCP MX v1.0 sec. 5.3.3 ---- */
+float moects_e2m1_decode(uint8_t code); /* code 0..15 */
+uint8_t moects_e2m1_encode(float v, moects_rounding r); /* saturates to +-6; NaN -> error? see .c */
+void moects_e2m1_pack(const uint8_t *codes, size_t n, uint8_t *packed); /* ceil(n/2) bytes */
+void moects_e2m1_unpack(const uint8_t *packed, size_t n, uint8_t *codes);
+
+/* ---- UE8M0 (ref/ue8m0.c), OCP MX v1.0 sec. 5.4.1 ---- */
+float moects_ue8m0_decode(uint8_t x); /* 2^(x-127); 0xFF -> NaN */
+
+/* ---- E4M3 fn (ref/e4m3.c), OCP FP8 spec / cuda_fp8.h __NV_E4M3 ---- */
+float moects_e4m3_decode(uint8_t x);
+uint8_t moects_e4m3_encode(float v); /* RNE, saturate to +-448, NaN -> 0x7F */
+
+/* ---- recipes ---- */
+typedef enum {
+    MOECTS_RECIPE_EXACT_V1 = 0,          /* ep_gather.exact_v1 / fp4_gemm.exact_v1 */
+    MOECTS_RECIPE_EPG_FMA_V1 = 1,        /* ep_gather.fma_v1 */
+    MOECTS_RECIPE_EPG_MULADD_V1 = 2,     /* ep_gather.muladd_v1 */
+    MOECTS_RECIPE_FP4_BLOCKWISE_V1 = 3   /* fp4_gemm.blockwise_v1 */
+} moects_recipe;
+
+/* Parse "ep_gather.fma_v1" etc. Returns 0, or -1 for an unknown name. */
+int moects_recipe_parse(const char *name, moects_op op, moects_recipe *out);
+
+/* ep_gather reference (ref/ep_gather.c). Host pointers. recipe: EXACT_V1, EPG_FMA_V1,
+ * EPG_MULADD_V1. Returns 0, or -1 for an invalid shape (negative dims, bad dtype) or an
+ * input_index of a valid slot outside [0, M_sum). */
+int moects_ref_ep_gather(const moects_ep_gather_shape *s, const moects_ep_gather_args *a,
+                         moects_recipe recipe);
+
+/* FP4 GEMM reference (ref/fp4_gemm.c). Host pointers. recipe: FP4_BLOCKWISE_V1 or EXACT_V1.
+ * Returns 0, or -1 for an invalid shape or out of memory. */
+int moects_ref_fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a,
+                        moects_recipe recipe);
+
+#endif

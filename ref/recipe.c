@@ -1,0 +1,26 @@
+/* recipe.c: names of the numeric recipes (DESIGN.md "Numeric recipes"). */
+#include <string.h>
+
+#include "moects_ref.h"
+
+int moects_recipe_parse(const char *name, moects_op op, moects_recipe *out)
+{
+    static const struct {
+        const char *name;
+        moects_op op;
+        moects_recipe recipe;
+    } table[] = {
+        {"ep_gather.exact_v1", MOECTS_OP_EP_GATHER, MOECTS_RECIPE_EXACT_V1},
+        {"ep_gather.fma_v1", MOECTS_OP_EP_GATHER, MOECTS_RECIPE_EPG_FMA_V1},
+        {"ep_gather.muladd_v1", MOECTS_OP_EP_GATHER, MOECTS_RECIPE_EPG_MULADD_V1},
+        {"fp4_gemm.exact_v1", MOECTS_OP_FP4_GEMM, MOECTS_RECIPE_EXACT_V1},
+        {"fp4_gemm.blockwise_v1", MOECTS_OP_FP4_GEMM, MOECTS_RECIPE_FP4_BLOCKWISE_V1},
+    };
+    if (!name) return -1;
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (table[i].op == op && strcmp(table[i].name, name) == 0) {
+            *out = table[i].recipe;
+            return 0;
+        }
+    return -1;
+}
