@@ -22,5 +22,10 @@ int moects_cuda_sync(void *stream, char *err, size_t err_len);
 int moects_cuda_device_name(char *name, size_t len);
 /* Time fn(ctx) with CUDA events: warmup runs, then iters runs; writes the median in ms. */
 int moects_cuda_time(int (*fn)(void *ctx), void *ctx, int warmup, int iters, double *median_ms);
+/* --perf ceilings, measured in the same run on the current device:
+ * device-to-device cudaMemcpy bandwidth in GB/s (bytes read + written) over `bytes` bytes,
+ * and cuBLAS BF16 GEMM (FP32 accumulate, NT layout, bf16 out) rate in TFLOP/s for M, N, K. */
+int moects_cuda_copy_gbps(size_t bytes, double *gbps, char *err, size_t err_len);
+int moects_cuda_cublas_bf16_tflops(long M, long N, long K, double *tflops, char *err, size_t err_len);
 
 #endif

@@ -36,3 +36,15 @@ int moects_cuda_time(int (*fn)(void *ctx), void *ctx, int warmup, int iters, dou
     (void)fn; (void)ctx; (void)warmup; (void)iters; (void)median_ms;
     return -1;
 }
+int moects_cuda_copy_gbps(size_t bytes, double *gbps, char *err, size_t err_len)
+{
+    (void)bytes; (void)gbps;
+    if (err && err_len) snprintf(err, err_len, "built without CUDA");
+    return -1;
+}
+int moects_cuda_cublas_bf16_tflops(long M, long N, long K, double *tflops, char *err, size_t err_len)
+{
+    (void)M; (void)N; (void)K; (void)tflops;
+    if (err && err_len) snprintf(err, err_len, "built without CUDA");
+    return -1;
+}
