@@ -1,0 +1,13 @@
+/* moects_commands.h: the subcommands of the moects CLI; harness/main.c dispatches argv to them.
+ * Each returns the process exit status (0 ok, 1 failures found, 2 bad usage or bad input) and
+ * prints one-line errors on stderr. */
+#ifndef MOECTS_COMMANDS_H
+#define MOECTS_COMMANDS_H
+
+int moects_cmd_list(int argc, char **argv);     /* harness/cli_run.c */
+int moects_cmd_run(int argc, char **argv);      /* harness/cli_run.c */
+int moects_cmd_gate(int argc, char **argv);     /* harness/gate.c */
+int moects_cmd_coverage(int argc, char **argv); /* harness/coverage.c */
+int moects_cmd_merge(int argc, char **argv);    /* harness/merge.c */
+
+#endif
