@@ -1,0 +1,88 @@
+/* compare.c: bit comparison of kernel output and reference (DESIGN.md "Verdicts"). */
+#include "moects_compare.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "moects_ref.h"
+
+/* Map a sign-magnitude pattern of `bits` bits to a signed integer that is monotonic in the
+ * value: +x -> x, -x -> -x (so +0 and -0 both map to 0). */
+static int64_t ordered(uint64_t u, int bits)
+{
+    uint64_t sign = 1ull << (bits - 1);
+    int64_t mag = (int64_t)(u & (sign - 1));
+    return (u & sign) ? -mag : mag;
+}
+
+static uint64_t dist(int64_t a, int64_t b) { return a > b ? (uint64_t)(a - b) : (uint64_t)(b - a); }
+
+uint64_t moects_ulp_distance_bf16(uint16_t a, uint16_t b)
+{
+    int na = (a & 0x7fff) > 0x7f80, nb = (b & 0x7fff) > 0x7f80;
+    if (na || nb) return (na && nb) ? 0 : UINT64_MAX;
+    return dist(ordered(a, 16), ordered(b, 16));
+}
+
+uint64_t moects_ulp_distance_f32(uint32_t a, uint32_t b)
+{
+    int na = (a & 0x7fffffffu) > 0x7f800000u, nb = (b & 0x7fffffffu) > 0x7f800000u;
+    if (na || nb) return (na && nb) ? 0 : UINT64_MAX;
+    return dist(ordered(a, 32), ordered(b, 32));
+}
+
+static double value_at(moects_dtype dt, const void *p, int64_t i, uint32_t *bits)
+{
+    if (dt == MOECTS_BF16) {
+        uint16_t b = ((const uint16_t *)p)[i];
+        *bits = b;
+        return moects_bf16_to_f32(b);
+    }
+    uint32_t u;
+    memcpy(&u, (const char *)p + 4 * i, 4);
+    *bits = u;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+void moects_format_value(moects_dtype dt, const void *data, int64_t i, char *buf, size_t len)
+{
+    uint32_t bits;
+    double v = value_at(dt, data, i, &bits);
+    if (dt == MOECTS_BF16)
+        snprintf(buf, len, "0x%04x (%.9g)", (unsigned)bits, v);
+    else
+        snprintf(buf, len, "0x%08x (%.9g)", (unsigned)bits, v);
+}
+
+int moects_compare(moects_dtype dt, const void *got, const void *want, int64_t n,
+                   moects_compare_result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->first_index = -1;
+    if ((dt != MOECTS_BF16 && dt != MOECTS_F32) || n < 0) return -1;
+    double num = 0.0, den = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t gb, wb;
+        double x = value_at(dt, got, i, &gb), y = value_at(dt, want, i, &wb);
+        uint64_t d = dt == MOECTS_BF16 ? moects_ulp_distance_bf16((uint16_t)gb, (uint16_t)wb)
+                                       : moects_ulp_distance_f32(gb, wb);
+        int both_nan = isnan(x) && isnan(y);
+        if (gb != wb && !both_nan) {
+            if (r->mismatches++ == 0) {
+                r->first_index = i;
+                moects_format_value(dt, got, i, r->got, sizeof r->got);
+                moects_format_value(dt, want, i, r->want, sizeof r->want);
+            }
+        }
+        if (d > r->max_ulp) r->max_ulp = d;
+        if (isfinite(x) && isfinite(y)) {
+            num += (x - y) * (x - y);
+            den += x * x + y * y;
+        }
+    }
+    r->calc_diff = den > 0.0 ? num / den : 0.0;
+    return 0;
+}

@@ -1,0 +1,31 @@
+/* moects_compare.h: bit comparison of a kernel's output with the reference (DESIGN.md
+ * "Verdicts"): mismatch count, max ULP distance, first mismatch, calc_diff. */
+#ifndef MOECTS_COMPARE_H
+#define MOECTS_COMPARE_H
+#include <stdint.h>
+
+#include "moects_types.h"
+
+typedef struct {
+    int64_t mismatches;     /* elements whose bits differ; any NaN equals any NaN */
+    uint64_t max_ulp;       /* max ordered-integer distance; UINT64_MAX for NaN vs number */
+    double calc_diff;       /* sum (x-y)^2 / sum (x^2+y^2) over finite pairs, double; 0 if 0/0 */
+    int64_t first_index;    /* element index of the first mismatch, -1 when none */
+    char got[64], want[64]; /* first mismatch as "0x3f80 (1)"; "" when none */
+} moects_compare_result;
+
+/* Ordered-integer distance of two BF16 / FP32 bit patterns: the number of representable values
+ * between them (+0 and -0 are 0 apart, Inf is one past the largest finite value). NaN vs NaN is
+ * 0; NaN vs anything else is UINT64_MAX. */
+uint64_t moects_ulp_distance_bf16(uint16_t a, uint16_t b);
+uint64_t moects_ulp_distance_f32(uint32_t a, uint32_t b);
+
+/* "0x3f80 (1)": the bits of element i of a BF16 or FP32 array in hex, then its value (%.9g). */
+void moects_format_value(moects_dtype dt, const void *data, int64_t i, char *buf, size_t len);
+
+/* Compare n elements of got with want, both of dtype dt (MOECTS_BF16 or MOECTS_F32), host
+ * pointers. Returns 0, or -1 for another dtype or n < 0 (r zeroed, first_index -1). */
+int moects_compare(moects_dtype dt, const void *got, const void *want, int64_t n,
+                   moects_compare_result *r);
+
+#endif

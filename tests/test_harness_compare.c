@@ -1,0 +1,118 @@
+/* Tests of harness/compare.c. Expected values worked out by hand from the bit layouts
+ * (BF16 = sign|8 exp|7 mantissa, FP32 = sign|8 exp|23 mantissa) and from the calc_diff formula. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "moects_compare.h"
+
+Test(ulp, bf16_neighbours_and_signs)
+{
+    cr_assert_eq(moects_ulp_distance_bf16(0x3f80, 0x3f80), 0);
+    cr_assert_eq(moects_ulp_distance_bf16(0x3f80, 0x3f81), 1);    /* 1.0 and 1.0078125 */
+    cr_assert_eq(moects_ulp_distance_bf16(0x3f81, 0x3f80), 1);    /* symmetric */
+    cr_assert_eq(moects_ulp_distance_bf16(0x3f7f, 0x3f80), 1);    /* across a binade */
+    cr_assert_eq(moects_ulp_distance_bf16(0x0000, 0x8000), 0);    /* +0, -0 */
+    cr_assert_eq(moects_ulp_distance_bf16(0x0001, 0x8001), 2);    /* +-min subnormal */
+    cr_assert_eq(moects_ulp_distance_bf16(0x3f80, 0xbf80), 2 * 0x3f80); /* 1 vs -1: 32512 */
+    cr_assert_eq(moects_ulp_distance_bf16(0x7f7f, 0x7f80), 1);    /* max finite vs +Inf */
+    cr_assert_eq(moects_ulp_distance_bf16(0x7fc0, 0xffc1), 0);    /* NaN matches any NaN */
+    cr_assert_eq(moects_ulp_distance_bf16(0x7fc0, 0x3f80), UINT64_MAX);
+    cr_assert_eq(moects_ulp_distance_bf16(0x7f80, 0x7f81), UINT64_MAX); /* Inf vs NaN */
+}
+
+Test(ulp, f32)
+{
+    cr_assert_eq(moects_ulp_distance_f32(0x3f800000u, 0x3f800003u), 3);
+    cr_assert_eq(moects_ulp_distance_f32(0x00000000u, 0x80000000u), 0);
+    cr_assert_eq(moects_ulp_distance_f32(0x00000002u, 0x80000003u), 5);
+    /* 1.0f vs -1.0f: 2 * 0x3f800000 = 2130706432 */
+    cr_assert_eq(moects_ulp_distance_f32(0x3f800000u, 0xbf800000u), 2130706432ull);
+    /* -Inf vs +Inf: 2 * 0x7f800000 */
+    cr_assert_eq(moects_ulp_distance_f32(0xff800000u, 0x7f800000u), 2ull * 0x7f800000u);
+    cr_assert_eq(moects_ulp_distance_f32(0x7fc00000u, 0xffffffffu), 0);
+    cr_assert_eq(moects_ulp_distance_f32(0x7fc00000u, 0x00000000u), UINT64_MAX);
+}
+
+Test(compare, identical_bf16)
+{
+    uint16_t a[3] = {0x3f80, 0x7fc0, 0x0000}, b[3] = {0x3f80, 0xffff, 0x0000};
+    moects_compare_result r;
+    cr_assert_eq(moects_compare(MOECTS_BF16, a, b, 3, &r), 0);
+    cr_assert_eq(r.mismatches, 0);
+    cr_assert_eq(r.max_ulp, 0);
+    cr_assert_eq(r.first_index, -1);
+    cr_assert_str_empty(r.got);
+    /* finite pairs (1,1), (0,0): num 0, den 2 */
+    cr_assert_eq(r.calc_diff, 0.0);
+}
+
+Test(compare, signed_zero_is_a_mismatch_of_zero_ulp)
+{
+    uint16_t a[2] = {0x3f80, 0x8000}, b[2] = {0x3f80, 0x0000};
+    moects_compare_result r;
+    moects_compare(MOECTS_BF16, a, b, 2, &r);
+    cr_assert_eq(r.mismatches, 1);
+    cr_assert_eq(r.max_ulp, 0);
+    cr_assert_eq(r.first_index, 1);
+    cr_assert_str_eq(r.got, "0x8000 (-0)");
+    cr_assert_str_eq(r.want, "0x0000 (0)");
+}
+
+Test(compare, first_mismatch_and_calc_diff_bf16)
+{
+    /* got = [1, 2, 2], want = [1, 3, 2.5]: 0x4040 = 3, 0x4020 = 2.5.
+     * num = 0 + 1 + 0.25 = 1.25; den = 2 + (4+9) + (4+6.25) = 25.25 */
+    uint16_t got[3] = {0x3f80, 0x4000, 0x4000}, want[3] = {0x3f80, 0x4040, 0x4020};
+    moects_compare_result r;
+    moects_compare(MOECTS_BF16, got, want, 3, &r);
+    cr_assert_eq(r.mismatches, 2);
+    cr_assert_eq(r.first_index, 1);
+    cr_assert_str_eq(r.got, "0x4000 (2)");
+    cr_assert_str_eq(r.want, "0x4040 (3)");
+    cr_assert_eq(r.max_ulp, 0x40);  /* 2 -> 3 is 64 BF16 steps (mantissa 0x00 -> 0x40) */
+    cr_assert_float_eq(r.calc_diff, 1.25 / 25.25, 1e-15);
+}
+
+Test(compare, nan_vs_number_and_finite_only_calc_diff)
+{
+    /* got = [1, NaN, Inf, NaN], want = [2, 5, Inf, NaN]: finite pair only (1,2): 1/5. */
+    float g[4] = {1.0f, NAN, INFINITY, NAN}, w[4] = {2.0f, 5.0f, INFINITY, -NAN};
+    moects_compare_result r;
+    moects_compare(MOECTS_F32, g, w, 4, &r);
+    cr_assert_eq(r.mismatches, 2);
+    cr_assert_eq(r.max_ulp, UINT64_MAX);
+    cr_assert_eq(r.first_index, 0);
+    cr_assert_str_eq(r.got, "0x3f800000 (1)");
+    cr_assert_str_eq(r.want, "0x40000000 (2)");
+    cr_assert_float_eq(r.calc_diff, 0.2, 1e-15);
+}
+
+Test(compare, all_zero_gives_zero_calc_diff)
+{
+    float g[2] = {0.0f, -0.0f}, w[2] = {0.0f, -0.0f};
+    moects_compare_result r;
+    moects_compare(MOECTS_F32, g, w, 2, &r);
+    cr_assert_eq(r.mismatches, 0);
+    cr_assert_eq(r.calc_diff, 0.0);
+    cr_assert_eq(moects_compare(MOECTS_F32, g, w, 0, &r), 0);
+    cr_assert_eq(r.calc_diff, 0.0);
+}
+
+Test(compare, opposite_signs_calc_diff_is_two)
+{
+    /* x = -y: sum (2y)^2 / sum 2y^2 = 2 */
+    float g[2] = {1.5f, -3.0f}, w[2] = {-1.5f, 3.0f};
+    moects_compare_result r;
+    moects_compare(MOECTS_F32, g, w, 2, &r);
+    cr_assert_float_eq(r.calc_diff, 2.0, 1e-15);
+}
+
+Test(compare, rejects_other_dtypes)
+{
+    int32_t a = 0;
+    moects_compare_result r;
+    cr_assert_eq(moects_compare(MOECTS_I32, &a, &a, 1, &r), -1);
+    cr_assert_eq(r.first_index, -1);
+}
