@@ -1,0 +1,698 @@
+/* results.c: verdict names, the results.json file (read and write), and the report helpers shared
+ * by gate.c, coverage.c and merge.c (reports_internal.h).
+ *
+ * results.json, written by `moects run` and `moects merge`, read by `moects gate|coverage|merge`:
+ *
+ *   {
+ *     "moects_version": "0.1",           required
+ *     "commit":  "858abae...",            git commit of the run, "unknown" outside a checkout
+ *     "date":    "2026-11-30T16:34:04Z",  ISO 8601 UTC
+ *     "machine": "host / NVIDIA H200",
+ *     "filter":  "ep_gather/kimi-k3/tp8/t1", the run's case filter (a glob), "" for all
+ *     "shard":   "0/4",                   "i/n" of a shard run, "" for a whole run
+ *     "seed":    1,                       u64
+ *     "results": [                        required; case-major: all kernels of case 1, then case 2...
+ *       {"kernel": "cpu.ep_gather",       required
+ *        "case": "ep_gather/kimi-k3/tp8/t128",   required, unique with kernel
+ *        "model": "kimi-k3", "layout": "tp8",    required ("regression", "-" for regressions)
+ *        "op": "ep_gather",               required: "ep_gather" | "fp4_gemm"
+ *        "mutant": false,                 required: the kernel has a declared bug
+ *        "verdict": "PASS_EXACT",         required: PASS_EXACT PASS_TOLERANCE FAIL_MISMATCH
+ *                                           FAIL_CRASH FAIL_TIMEOUT UNSUPPORTED SKIP
+ *        "recipe": "ep_gather.fma_v1",    the rest optional (default "", 0, null)
+ *        "mismatches": 0,                 i64 >= 0
+ *        "max_ulp": 0,                    u64
+ *        "calc_diff": 0,                  double
+ *        "first_mismatch": null,          or {"index": i64 >= 0, "got": "0x3f80 (1)", "want": "..."}
+ *        "reason": "",
+ *        "seed": 1,                       u64
+ *        "kernel_ms": 0, "perf_value": 0, "perf_fraction": 0}   doubles (--perf)
+ *     ]
+ *   }
+ *
+ * Number conventions: a u64 (seed, max_ulp) is a JSON integer when below 2^53 (exact in every JSON
+ * reader, JavaScript included), else its decimal digits as a string: UINT64_MAX (NaN against a
+ * number) is "18446744073709551615". A double is written with the fewest digits that read back
+ * to the same bits, always with a '.' or an exponent (so -0.0 keeps its sign); NaN and the
+ * infinities, which JSON lacks, are the strings "nan", "inf", "-inf". The reader accepts either form of each. Unknown keys, wrong types, missing required keys and
+ * duplicate (kernel, case) pairs are errors: "path: results[3].verdict: problem". One result per
+ * line in the file, so a committed baseline diffs line by line. */
+#include <ctype.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reports_internal.h"
+
+static const char *const verdict_names[MOECTS_VERDICT_COUNT] = {
+    "PASS_EXACT", "PASS_TOLERANCE", "FAIL_MISMATCH", "FAIL_CRASH", "FAIL_TIMEOUT", "UNSUPPORTED", "SKIP",
+};
+
+/* The words of DESIGN.md "Verdicts"; "?" for a value outside the enum. */
+const char *moects_verdict_name(moects_verdict v)
+{
+    return (unsigned)v < MOECTS_VERDICT_COUNT ? verdict_names[v] : "?";
+}
+
+/* Exact, case-sensitive match of a verdict word. 0, or -1 for an unknown word. */
+int moects_verdict_parse(const char *s, moects_verdict *out)
+{
+    for (int i = 0; i < MOECTS_VERDICT_COUNT; i++)
+        if (s && strcmp(s, verdict_names[i]) == 0) {
+            *out = (moects_verdict)i;
+            return 0;
+        }
+    return -1;
+}
+
+const char *moects__op_name(moects_op op)
+{
+    switch (op) {
+    case MOECTS_OP_EP_GATHER: return "ep_gather";
+    case MOECTS_OP_FP4_GEMM: return "fp4_gemm";
+    }
+    return NULL;
+}
+
+int moects__op_parse(const char *s, moects_op *out)
+{
+    if (strcmp(s, "ep_gather") == 0) *out = MOECTS_OP_EP_GATHER;
+    else if (strcmp(s, "fp4_gemm") == 0) *out = MOECTS_OP_FP4_GEMM;
+    else return -1;
+    return 0;
+}
+
+/* ---- run ---- */
+
+int moects_run_push(moects_run *run, const moects_result *r)
+{
+    if (run->n == run->cap) {
+        size_t cap = run->cap ? 2 * run->cap : 256;
+        moects_result *v = realloc(run->v, cap * sizeof *v);
+        if (!v) return -1;
+        run->v = v;
+        run->cap = cap;
+    }
+    run->v[run->n++] = *r;
+    return 0;
+}
+
+void moects_run_free(moects_run *run)
+{
+    free(run->v);
+    memset(run, 0, sizeof *run);
+}
+
+/* ---- text buffer ---- */
+
+static void buf_reserve(moects__buf *b, size_t more)
+{
+    if (b->oom) return;
+    if (b->n + more + 1 <= b->cap) return;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->n + more + 1) cap *= 2;
+    char *s = realloc(b->s, cap);
+    if (!s) {
+        b->oom = 1;
+        return;
+    }
+    b->s = s;
+    b->cap = cap;
+}
+
+void moects__buf_addn(moects__buf *b, const char *s, size_t n)
+{
+    buf_reserve(b, n);
+    if (b->oom) return;
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = '\0';
+}
+
+void moects__buf_add(moects__buf *b, const char *s) { moects__buf_addn(b, s, strlen(s)); }
+
+void moects__buf_printf(moects__buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    buf_reserve(b, (size_t)n);
+    if (b->oom) return;
+    va_start(ap, fmt);
+    vsnprintf(b->s + b->n, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->n += (size_t)n;
+}
+
+void moects__buf_json_str(moects__buf *b, const char *s)
+{
+    moects__buf_add(b, "\"");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"') moects__buf_add(b, "\\\"");
+        else if (*p == '\\') moects__buf_add(b, "\\\\");
+        else if (*p == '\n') moects__buf_add(b, "\\n");
+        else if (*p == '\t') moects__buf_add(b, "\\t");
+        else if (*p < 0x20 || *p == 0x7f) moects__buf_printf(b, "\\u%04x", *p);
+        else moects__buf_addn(b, (const char *)p, 1);
+    }
+    moects__buf_add(b, "\"");
+}
+
+void moects__buf_html(moects__buf *b, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '&': moects__buf_add(b, "&amp;"); break;
+        case '<': moects__buf_add(b, "&lt;"); break;
+        case '>': moects__buf_add(b, "&gt;"); break;
+        case '"': moects__buf_add(b, "&quot;"); break;
+        case '\'': moects__buf_add(b, "&#39;"); break;
+        default: moects__buf_addn(b, s, 1);
+        }
+    }
+}
+
+void moects__buf_md(moects__buf *b, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '|') moects__buf_add(b, "\\|");
+        else if (*s == '\n' || *s == '\r') moects__buf_add(b, " ");
+        else if (*s == '`') moects__buf_add(b, "'");
+        else moects__buf_addn(b, s, 1);
+    }
+}
+
+void moects__buf_free(moects__buf *b)
+{
+    free(b->s);
+    memset(b, 0, sizeof *b);
+}
+
+int moects__buf_write(const moects__buf *b, const char *path, char *err, size_t errlen)
+{
+    if (b->oom) {
+        snprintf(err, errlen, "%s: out of memory building the file", path);
+        return -1;
+    }
+    return moects_write_file_atomic(path, b->s ? b->s : "", b->n, err, errlen);
+}
+
+/* ---- write ---- */
+
+#define SAFE_INT_MAX 9007199254740991ull /* 2^53 - 1 */
+
+static void put_u64(moects__buf *b, uint64_t v)
+{
+    if (v <= SAFE_INT_MAX) moects__buf_printf(b, "%" PRIu64, v);
+    else moects__buf_printf(b, "\"%" PRIu64 "\"", v);
+}
+
+/* Fewest significant digits (up to 17) that strtod reads back to the same double. */
+static void put_double(moects__buf *b, double v)
+{
+    if (isnan(v)) {
+        moects__buf_add(b, "\"nan\"");
+        return;
+    }
+    if (isinf(v)) {
+        moects__buf_add(b, v > 0 ? "\"inf\"" : "\"-inf\"");
+        return;
+    }
+    char s[40];
+    for (int p = 1; p <= 17; p++) {
+        snprintf(s, sizeof s, "%.*g", p, v);
+        if (strtod(s, NULL) == v && signbit(strtod(s, NULL)) == signbit(v)) break;
+    }
+    /* "-0" would read back as the integer 0: keep every double a JSON real */
+    if (!strpbrk(s, ".e")) strcat(s, ".0");
+    moects__buf_add(b, s);
+}
+
+static void put_key(moects__buf *b, const char *k)
+{
+    moects__buf_json_str(b, k);
+    moects__buf_add(b, ": ");
+}
+
+static void put_result(moects__buf *b, const moects_result *r)
+{
+    const char *op = moects__op_name(r->op);
+    moects__buf_add(b, "{");
+    put_key(b, "kernel"); moects__buf_json_str(b, r->kernel);
+    moects__buf_add(b, ", "); put_key(b, "case"); moects__buf_json_str(b, r->case_id);
+    moects__buf_add(b, ", "); put_key(b, "model"); moects__buf_json_str(b, r->model);
+    moects__buf_add(b, ", "); put_key(b, "layout"); moects__buf_json_str(b, r->layout);
+    moects__buf_add(b, ", "); put_key(b, "op"); moects__buf_json_str(b, op ? op : "?");
+    moects__buf_add(b, ", "); put_key(b, "mutant"); moects__buf_add(b, r->is_mutant ? "true" : "false");
+    moects__buf_add(b, ", "); put_key(b, "verdict"); moects__buf_json_str(b, moects_verdict_name(r->verdict));
+    moects__buf_add(b, ", "); put_key(b, "recipe"); moects__buf_json_str(b, r->recipe);
+    moects__buf_add(b, ", "); put_key(b, "mismatches"); moects__buf_printf(b, "%" PRId64, r->mismatches);
+    moects__buf_add(b, ", "); put_key(b, "max_ulp"); put_u64(b, r->max_ulp);
+    moects__buf_add(b, ", "); put_key(b, "calc_diff"); put_double(b, r->calc_diff);
+    moects__buf_add(b, ", "); put_key(b, "first_mismatch");
+    if (r->first_index < 0) {
+        moects__buf_add(b, "null");
+    } else {
+        moects__buf_printf(b, "{\"index\": %" PRId64 ", \"got\": ", r->first_index);
+        moects__buf_json_str(b, r->got);
+        moects__buf_add(b, ", \"want\": ");
+        moects__buf_json_str(b, r->want);
+        moects__buf_add(b, "}");
+    }
+    moects__buf_add(b, ", "); put_key(b, "reason"); moects__buf_json_str(b, r->reason);
+    moects__buf_add(b, ", "); put_key(b, "seed"); put_u64(b, r->seed);
+    moects__buf_add(b, ", "); put_key(b, "kernel_ms"); put_double(b, r->kernel_ms);
+    moects__buf_add(b, ", "); put_key(b, "perf_value"); put_double(b, r->perf_value);
+    moects__buf_add(b, ", "); put_key(b, "perf_fraction"); put_double(b, r->perf_fraction);
+    moects__buf_add(b, "}");
+}
+
+/* Serialise run to path atomically (the schema above). Returns 0, or -1 with err: an op outside
+ * the enum, or the file cannot be written. */
+int moects_results_write(const char *path, const moects_run *run, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < run->n; i++)
+        if (!moects__op_name(run->v[i].op) || (unsigned)run->v[i].verdict >= MOECTS_VERDICT_COUNT) {
+            snprintf(err, errlen, "%s: results[%zu]: op or verdict out of range", path, i);
+            return -1;
+        }
+    moects__buf b = {0};
+    moects__buf_add(&b, "{\n");
+    put_key(&b, "moects_version");
+    moects__buf_json_str(&b, run->moects_version);
+    moects__buf_add(&b, ",\n"); put_key(&b, "commit"); moects__buf_json_str(&b, run->commit);
+    moects__buf_add(&b, ",\n"); put_key(&b, "date"); moects__buf_json_str(&b, run->date);
+    moects__buf_add(&b, ",\n"); put_key(&b, "machine"); moects__buf_json_str(&b, run->machine);
+    moects__buf_add(&b, ",\n"); put_key(&b, "filter"); moects__buf_json_str(&b, run->filter);
+    moects__buf_add(&b, ",\n"); put_key(&b, "shard"); moects__buf_json_str(&b, run->shard);
+    moects__buf_add(&b, ",\n"); put_key(&b, "seed"); put_u64(&b, run->seed);
+    moects__buf_add(&b, ",\n"); put_key(&b, "results"); moects__buf_add(&b, "[");
+    for (size_t i = 0; i < run->n; i++) {
+        moects__buf_add(&b, i ? ",\n  " : "\n  ");
+        put_result(&b, &run->v[i]);
+    }
+    moects__buf_add(&b, run->n ? "\n]\n}\n" : "]\n}\n");
+    int rc = moects__buf_write(&b, path, err, errlen);
+    moects__buf_free(&b);
+    return rc;
+}
+
+/* ---- read ---- */
+
+typedef struct {
+    const char *path;
+    char *err;
+    size_t errlen;
+    char where[64]; /* "results[3]." or "" */
+} rd;
+
+__attribute__((format(printf, 3, 4))) static int fail(rd *c, const char *field, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    snprintf(c->err, c->errlen, "%s: %s%s: %s", c->path, c->where, field, msg);
+    return -1;
+}
+
+static const char *type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+    }
+    return "?";
+}
+
+/* Field getters: v NULL means absent. Each returns 0, or -1 with the error written. */
+static int get_str(rd *c, const char *field, const json_t *v, char *dst, size_t cap, int required)
+{
+    if (!v) {
+        if (required) return fail(c, field, "missing");
+        dst[0] = '\0';
+        return 0;
+    }
+    if (!json_is_string(v)) return fail(c, field, "expected a string, got %s", type_name(v));
+    const char *s = json_string_value(v);
+    size_t n = json_string_length(v);
+    if (strlen(s) != n) return fail(c, field, "string holds a NUL byte");
+    if (n >= cap) return fail(c, field, "longer than %zu bytes", cap - 1);
+    memcpy(dst, s, n + 1);
+    return 0;
+}
+
+static int get_u64(rd *c, const char *field, const json_t *v, uint64_t *dst)
+{
+    *dst = 0;
+    if (!v) return 0;
+    if (json_is_integer(v)) {
+        if (json_integer_value(v) < 0) return fail(c, field, "negative");
+        *dst = (uint64_t)json_integer_value(v);
+        return 0;
+    }
+    if (json_is_string(v)) {
+        const char *s = json_string_value(v);
+        char *end;
+        if (!isdigit((unsigned char)s[0])) return fail(c, field, "\"%s\" is not a decimal integer", s);
+        errno = 0;
+        unsigned long long x = strtoull(s, &end, 10);
+        if (*end || errno == ERANGE) return fail(c, field, "\"%s\" is not a 64-bit unsigned integer", s);
+        *dst = x;
+        return 0;
+    }
+    return fail(c, field, "expected an integer, got %s", type_name(v));
+}
+
+static int get_i64(rd *c, const char *field, const json_t *v, int64_t *dst)
+{
+    *dst = 0;
+    if (!v) return 0;
+    if (!json_is_integer(v)) return fail(c, field, "expected an integer, got %s", type_name(v));
+    if (json_integer_value(v) < 0) return fail(c, field, "negative");
+    *dst = (int64_t)json_integer_value(v);
+    return 0;
+}
+
+static int get_double(rd *c, const char *field, const json_t *v, double *dst)
+{
+    *dst = 0;
+    if (!v) return 0;
+    if (json_is_number(v)) {
+        *dst = json_number_value(v);
+        return 0;
+    }
+    if (json_is_string(v)) {
+        const char *s = json_string_value(v);
+        if (strcmp(s, "nan") == 0) *dst = NAN;
+        else if (strcmp(s, "inf") == 0) *dst = INFINITY;
+        else if (strcmp(s, "-inf") == 0) *dst = -INFINITY;
+        else return fail(c, field, "\"%s\" is not a number (strings allowed: nan, inf, -inf)", s);
+        return 0;
+    }
+    return fail(c, field, "expected a number, got %s", type_name(v));
+}
+
+static int check_keys(rd *c, const json_t *obj, const char *const *known)
+{
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)obj, key, val) {
+        int ok = 0;
+        for (const char *const *k = known; *k; k++) ok |= strcmp(key, *k) == 0;
+        if (!ok) return fail(c, key, "unknown field");
+    }
+    return 0;
+}
+
+static const char *const result_keys[] = {
+    "kernel", "case", "model", "layout", "op", "mutant", "verdict", "recipe", "mismatches", "max_ulp",
+    "calc_diff", "first_mismatch", "reason", "seed", "kernel_ms", "perf_value", "perf_fraction", NULL};
+static const char *const top_keys[] = {
+    "moects_version", "commit", "date", "machine", "filter", "shard", "seed", "results", NULL};
+
+static int read_result(rd *c, const json_t *o, moects_result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->first_index = -1;
+    if (!json_is_object(o)) {
+        c->where[strlen(c->where) - 1] = '\0'; /* "results[3]" without the dot */
+        return fail(c, "", "expected an object, got %s", type_name(o));
+    }
+    if (check_keys(c, o, result_keys)) return -1;
+    char tmp[32];
+    if (get_str(c, "kernel", json_object_get(o, "kernel"), r->kernel, sizeof r->kernel, 1) ||
+        get_str(c, "case", json_object_get(o, "case"), r->case_id, sizeof r->case_id, 1) ||
+        get_str(c, "model", json_object_get(o, "model"), r->model, sizeof r->model, 1) ||
+        get_str(c, "layout", json_object_get(o, "layout"), r->layout, sizeof r->layout, 1) ||
+        get_str(c, "op", json_object_get(o, "op"), tmp, sizeof tmp, 1))
+        return -1;
+    if (!r->kernel[0]) return fail(c, "kernel", "empty");
+    if (!r->case_id[0]) return fail(c, "case", "empty");
+    if (moects__op_parse(tmp, &r->op)) return fail(c, "op", "unknown op \"%s\" (ep_gather, fp4_gemm)", tmp);
+    const json_t *m = json_object_get(o, "mutant");
+    if (!m) return fail(c, "mutant", "missing");
+    if (!json_is_boolean(m)) return fail(c, "mutant", "expected a boolean, got %s", type_name(m));
+    r->is_mutant = json_is_true(m);
+    if (get_str(c, "verdict", json_object_get(o, "verdict"), tmp, sizeof tmp, 1)) return -1;
+    if (moects_verdict_parse(tmp, &r->verdict)) return fail(c, "verdict", "unknown verdict \"%s\"", tmp);
+    if (get_str(c, "recipe", json_object_get(o, "recipe"), r->recipe, sizeof r->recipe, 0) ||
+        get_i64(c, "mismatches", json_object_get(o, "mismatches"), &r->mismatches) ||
+        get_u64(c, "max_ulp", json_object_get(o, "max_ulp"), &r->max_ulp) ||
+        get_double(c, "calc_diff", json_object_get(o, "calc_diff"), &r->calc_diff) ||
+        get_str(c, "reason", json_object_get(o, "reason"), r->reason, sizeof r->reason, 0) ||
+        get_u64(c, "seed", json_object_get(o, "seed"), &r->seed) ||
+        get_double(c, "kernel_ms", json_object_get(o, "kernel_ms"), &r->kernel_ms) ||
+        get_double(c, "perf_value", json_object_get(o, "perf_value"), &r->perf_value) ||
+        get_double(c, "perf_fraction", json_object_get(o, "perf_fraction"), &r->perf_fraction))
+        return -1;
+    const json_t *fm = json_object_get(o, "first_mismatch");
+    if (fm && !json_is_null(fm)) {
+        if (!json_is_object(fm))
+            return fail(c, "first_mismatch", "expected an object or null, got %s", type_name(fm));
+        static const char *const fm_keys[] = {"index", "got", "want", NULL};
+        size_t wl = strlen(c->where);
+        snprintf(c->where + wl, sizeof c->where - wl, "first_mismatch.");
+        if (check_keys(c, fm, fm_keys)) return -1;
+        if (!json_object_get(fm, "index")) return fail(c, "index", "missing");
+        if (get_i64(c, "index", json_object_get(fm, "index"), &r->first_index) ||
+            get_str(c, "got", json_object_get(fm, "got"), r->got, sizeof r->got, 1) ||
+            get_str(c, "want", json_object_get(fm, "want"), r->want, sizeof r->want, 1))
+            return -1;
+        c->where[wl] = '\0';
+    }
+    return 0;
+}
+
+typedef struct {
+    const char *kernel, *case_id;
+    size_t i;
+} pair_ref;
+
+static int pair_cmp(const void *a, const void *b)
+{
+    const pair_ref *x = a, *y = b;
+    int d = strcmp(x->case_id, y->case_id);
+    if (!d) d = strcmp(x->kernel, y->kernel);
+    if (!d) d = (x->i > y->i) - (x->i < y->i);
+    return d;
+}
+
+/* Parse path into run (any previous content is not freed: pass a zeroed or freed run). The file
+ * is strict JSON plus the conventions above. Returns 0, or -1 with "path: field: problem" in err
+ * and run left empty. */
+int moects_results_read(const char *path, moects_run *run, char *err, size_t errlen)
+{
+    memset(run, 0, sizeof *run);
+    rd c = {path, err, errlen, ""};
+    json_error_t je;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        if (je.line < 0) snprintf(err, errlen, "%s: cannot read: %s", path, je.text);
+        else snprintf(err, errlen, "%s: line %d column %d: %s", path, je.line, je.column, je.text);
+        return -1;
+    }
+    int rc = -1;
+    if (!json_is_object(root)) {
+        fail(&c, "(top level)", "expected an object, got %s", type_name(root));
+        goto out;
+    }
+    if (check_keys(&c, root, top_keys) ||
+        get_str(&c, "moects_version", json_object_get(root, "moects_version"), run->moects_version,
+                sizeof run->moects_version, 1) ||
+        get_str(&c, "commit", json_object_get(root, "commit"), run->commit, sizeof run->commit, 0) ||
+        get_str(&c, "date", json_object_get(root, "date"), run->date, sizeof run->date, 0) ||
+        get_str(&c, "machine", json_object_get(root, "machine"), run->machine, sizeof run->machine, 0) ||
+        get_str(&c, "filter", json_object_get(root, "filter"), run->filter, sizeof run->filter, 0) ||
+        get_str(&c, "shard", json_object_get(root, "shard"), run->shard, sizeof run->shard, 0) ||
+        get_u64(&c, "seed", json_object_get(root, "seed"), &run->seed))
+        goto out;
+    const json_t *arr = json_object_get(root, "results");
+    if (!arr) {
+        fail(&c, "results", "missing");
+        goto out;
+    }
+    if (!json_is_array(arr)) {
+        fail(&c, "results", "expected an array, got %s", type_name(arr));
+        goto out;
+    }
+    size_t n = json_array_size(arr);
+    for (size_t i = 0; i < n; i++) {
+        moects_result r;
+        snprintf(c.where, sizeof c.where, "results[%zu].", i);
+        if (read_result(&c, json_array_get(arr, i), &r)) goto out;
+        if (moects_run_push(run, &r)) {
+            snprintf(err, errlen, "%s: out of memory", path);
+            goto out;
+        }
+    }
+    if (run->n > 1) {
+        pair_ref *p = malloc(run->n * sizeof *p);
+        if (!p) {
+            snprintf(err, errlen, "%s: out of memory", path);
+            goto out;
+        }
+        for (size_t i = 0; i < run->n; i++) p[i] = (pair_ref){run->v[i].kernel, run->v[i].case_id, i};
+        qsort(p, run->n, sizeof *p, pair_cmp);
+        for (size_t i = 1; i < run->n; i++)
+            if (!strcmp(p[i].case_id, p[i - 1].case_id) && !strcmp(p[i].kernel, p[i - 1].kernel)) {
+                snprintf(err, errlen, "%s: results[%zu]: duplicate of results[%zu] (kernel %s, case %s)",
+                         path, p[i].i, p[i - 1].i, p[i].kernel, p[i].case_id);
+                free(p);
+                goto out;
+            }
+        free(p);
+    }
+    rc = 0;
+out:
+    json_decref(root);
+    if (rc) moects_run_free(run);
+    return rc;
+}
+
+/* ---- shared report helpers ---- */
+
+static void shell_quote(moects__buf *b, const char *s)
+{
+    int plain = *s != '\0';
+    for (const char *p = s; *p; p++)
+        if (!isalnum((unsigned char)*p) && !strchr("/._-:=+,@%", *p)) plain = 0;
+    if (plain) {
+        moects__buf_add(b, s);
+        return;
+    }
+    moects__buf_add(b, "'");
+    for (; *s; s++) {
+        if (*s == '\'') moects__buf_add(b, "'\\''");
+        else moects__buf_addn(b, s, 1);
+    }
+    moects__buf_add(b, "'");
+}
+
+/* One case alone under one kernel, same seed: `moects run --kernel K --filter CASE --seed S`. */
+void moects__repro(moects__buf *b, const moects_result *r)
+{
+    moects__buf_add(b, "moects run --kernel ");
+    shell_quote(b, r->kernel);
+    moects__buf_add(b, " --filter ");
+    shell_quote(b, r->case_id);
+    moects__buf_printf(b, " --seed %" PRIu64, r->seed);
+}
+
+void moects__md_counts(moects__buf *b, const moects_run *run)
+{
+    size_t cnt[2][MOECTS_VERDICT_COUNT] = {{0}};
+    for (size_t i = 0; i < run->n; i++)
+        if ((unsigned)run->v[i].verdict < MOECTS_VERDICT_COUNT) cnt[run->v[i].is_mutant != 0][run->v[i].verdict]++;
+    moects__buf_add(b, "| verdict | kernels | mutants |\n|---|---:|---:|\n");
+    for (int v = 0; v < MOECTS_VERDICT_COUNT; v++)
+        if (cnt[0][v] || cnt[1][v])
+            moects__buf_printf(b, "| %s | %zu | %zu |\n", verdict_names[v], cnt[0][v], cnt[1][v]);
+    size_t t0 = 0, t1 = 0;
+    for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) t0 += cnt[0][v], t1 += cnt[1][v];
+    moects__buf_printf(b, "| total | %zu | %zu |\n", t0, t1);
+}
+
+static int layout_rank(const char *s, long *num)
+{
+    char *end;
+    if ((s[0] == 't' || s[0] == 'e') && s[1] == 'p' && isdigit((unsigned char)s[2])) {
+        *num = strtol(s + 2, &end, 10);
+        if (*end == '\0') return s[0] == 't' ? 0 : 1;
+    }
+    *num = 0;
+    return 2;
+}
+
+int moects__layout_cmp(const char *a, const char *b)
+{
+    long na, nb;
+    int ra = layout_rank(a, &na), rb = layout_rank(b, &nb);
+    if (ra != rb) return ra < rb ? -1 : 1;
+    if (na != nb) return na < nb ? -1 : 1;
+    return strcmp(a, b);
+}
+
+void moects__free_id_list(char **v, int n)
+{
+    for (int i = 0; i < n; i++) free(v[i]);
+    free(v);
+}
+
+int moects__read_id_list(const char *path, char ***out, char *err, size_t errlen)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    char *line = NULL;
+    size_t lcap = 0;
+    ssize_t len;
+    int n = 0, cap = 0, lineno = 0;
+    char **v = NULL;
+    while ((len = getline(&line, &lcap, f)) >= 0) {
+        lineno++;
+        char *s = line;
+        char *hash = strchr(s, '#');
+        if (hash) *hash = '\0';
+        while (isspace((unsigned char)*s)) s++;
+        char *e = s + strlen(s);
+        while (e > s && isspace((unsigned char)e[-1])) *--e = '\0';
+        if (!*s) continue;
+        for (char *p = s; *p; p++)
+            if (isspace((unsigned char)*p)) {
+                snprintf(err, errlen, "%s: line %d: one case id per line, got \"%s\"", path, lineno, s);
+                goto bad;
+            }
+        if (strlen(s) >= sizeof(((moects_result *)0)->case_id)) {
+            snprintf(err, errlen, "%s: line %d: case id too long", path, lineno);
+            goto bad;
+        }
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            char **nv = realloc(v, (size_t)cap * sizeof *nv);
+            if (!nv) goto oom;
+            v = nv;
+        }
+        if (!(v[n] = strdup(s))) goto oom;
+        n++;
+    }
+    free(line);
+    fclose(f);
+    *out = v;
+    return n;
+oom:
+    snprintf(err, errlen, "%s: out of memory", path);
+bad:
+    free(line);
+    fclose(f);
+    moects__free_id_list(v, n);
+    return -1;
+}
+
+const char *moects__source_root(void)
+{
+    const char *r = getenv("MOECTS_ROOT");
+    if (r && *r) return r;
+#ifdef MOECTS_SOURCE_DIR
+    return MOECTS_SOURCE_DIR;
+#else
+    return ".";
+#endif
+}
