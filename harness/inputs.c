@@ -1,0 +1,583 @@
+/* inputs.c: deterministic case inputs (DESIGN.md "Determinism", "Cases", bug-reports.md).
+ * Every value is a function of (seed, case id, tensor name, element index) through SplitMix64,
+ * never of a running generator state, so generation order and the rest of the run do not matter.
+ * Bulk tensors of large cases are tiled from a random pool (one memcpy per row) to stay fast. */
+#include "moects_inputs.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GOLDEN 0x9e3779b97f4a7c15ull
+#define POOL_ELEMS (1ll << 20)
+#define ROWS_ALIGN 128              /* contiguous grouped layout: rows per expert padded to 128 */
+#define STALE_ID_EXAMPLE 2071690107 /* vllm issue 41834 */
+#define INVALID_WEIGHT_BITS 0x7fc00badu
+
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+uint64_t moects_input_key(uint64_t seed, const char *case_id, const char *tensor)
+{
+    uint64_t k = mix64(seed + GOLDEN);
+    k = mix64(k ^ fnv1a(case_id));
+    return mix64(k ^ fnv1a(tensor));
+}
+
+uint64_t moects_input_u64(uint64_t key, uint64_t i) { return mix64(key + (i + 1) * GOLDEN); }
+
+static uint64_t draw(uint64_t key, uint64_t i) { return moects_input_u64(key, i); }
+
+size_t moects_swizzle_offset(int64_t r, int64_t kb, int64_t nkb)
+{
+    int64_t kb4 = (nkb + 3) / 4;
+    return (size_t)(((r / 128) * kb4 + kb / 4) * 512 + (r % 32) * 16 + ((r / 32) % 4) * 4 + kb % 4);
+}
+
+size_t moects_swizzle_bytes(int64_t rows, int64_t nkb)
+{
+    return (size_t)(((rows + 127) / 128) * 128) * (size_t)(((nkb + 3) / 4) * 4);
+}
+
+void moects_inputs_free(moects_inputs *in)
+{
+    for (int i = 0; i < in->nt; i++) free(in->t[i].host);
+    memset(in, 0, sizeof *in);
+}
+
+const void *moects_inputs_shape(const moects_inputs *in)
+{
+    return in->op == MOECTS_OP_EP_GATHER ? (const void *)&in->eg : (const void *)&in->fg;
+}
+
+void moects_inputs_bind(const moects_inputs *in, void *const ptr[MOECTS_INPUTS_MAX], void *out,
+                        moects_op_args *args)
+{
+    memset(args, 0, sizeof *args);
+    if (in->op == MOECTS_OP_EP_GATHER) {
+        args->eg.x = ptr[MOECTS_EG_X];
+        args->eg.topk_ids = ptr[MOECTS_EG_IDS];
+        args->eg.topk_weights = ptr[MOECTS_EG_W];
+        args->eg.input_index = ptr[MOECTS_EG_IDX];
+        args->eg.expert_map = in->eg.has_expert_map ? ptr[MOECTS_EG_MAP] : NULL;
+        args->eg.out = out;
+    } else {
+        args->fg.a = ptr[MOECTS_FG_A];
+        args->fg.b = ptr[MOECTS_FG_B];
+        args->fg.sa = ptr[MOECTS_FG_SA];
+        args->fg.sb = ptr[MOECTS_FG_SB];
+        args->fg.alpha = in->alpha;
+        args->fg.d = out;
+    }
+}
+
+/* Allocate tensor slot i (zero bytes: NULL). -2 with a message when memory runs out. */
+static int alloc_tensor(moects_inputs *in, int i, const char *name, size_t bytes, const char *id,
+                        char *err, size_t errlen)
+{
+    in->t[i].name = name;
+    in->t[i].bytes = bytes;
+    in->t[i].host = NULL;
+    if (i >= in->nt) in->nt = i + 1;
+    if (bytes == 0) return 0;
+    in->t[i].host = malloc(bytes);
+    if (!in->t[i].host) {
+        snprintf(err, errlen, "case %s: out of host memory (%zu bytes for %s)", id, bytes, name);
+        return -2;
+    }
+    return 0;
+}
+
+static float f32_from_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* ---------------------------------------------------------------- ep_gather ---- */
+
+/* One x element (bf16 bits) for data mode d from a 64-bit draw. */
+static uint16_t x_value(moects_data d, uint64_t u)
+{
+    uint16_t sign = (uint16_t)((u & 1) << 15);
+    if (d == MOECTS_DATA_ADVERSARIAL) {
+        uint16_t m = (uint16_t)((u >> 1) & 0x7f);
+        unsigned sel = (unsigned)((u >> 8) & 63);
+        int e;
+        if (sel == 0) e = 0;             /* subnormal (or +-0 when m == 0) */
+        else if (sel == 1) e = 1;        /* smallest normal binade, 2^-126 */
+        else if (sel == 2) e = 254;      /* largest binade, 2^127 */
+        else e = 127 + (int)((u >> 16) % 61) - 30; /* 2^-30 .. 2^30 */
+        return (uint16_t)(sign | (uint16_t)(e << 7) | m);
+    }
+    if (d == MOECTS_DATA_NAN && ((u >> 20) & 511) == 0) {
+        static const uint16_t special[4] = {0x7fc1, 0xffc1, 0x7f80, 0xff80}; /* NaN, -NaN, +-Inf */
+        return special[(u >> 29) & 3];
+    }
+    /* exactness-preserving: 4 significant bits, exponents 2^-3 .. 2^3 */
+    int e = 127 + (int)((u >> 4) % 7) - 3;
+    uint16_t m = (uint16_t)(((u >> 1) & 7) << 4);
+    return (uint16_t)(sign | (uint16_t)(e << 7) | m);
+}
+
+/* Garbage for padding rows: random bits, half of them with an all-ones exponent (NaN/Inf). */
+static uint16_t pad_value(uint64_t u)
+{
+    uint16_t b = (uint16_t)u;
+    return (u >> 16) & 1 ? (uint16_t)(b | 0x7f80) : b;
+}
+
+static float weight_value(moects_data d, uint64_t u)
+{
+    if (d != MOECTS_DATA_ADVERSARIAL) return (float)(1 + (int)(u % 64)) / 64.0f; /* k/64 */
+    /* full 24-bit significand in [2^-6, 1); 1 in 16 scaled by 2^+-60; 1 in 8 negative */
+    uint32_t e = 126 - (uint32_t)((u >> 8) % 6);
+    unsigned sel = (unsigned)((u >> 40) & 15);
+    if (sel == 0) e += 60;
+    if (sel == 1) e -= 60;
+    uint32_t bits = (e << 23) | (uint32_t)((u >> 41) & 0x7fffff);
+    if (((u >> 4) & 7) == 0) bits |= 0x80000000u;
+    return f32_from_bits(bits);
+}
+
+static int64_t get_id(const moects_inputs *in, int64_t i)
+{
+    return in->eg.id_dtype == MOECTS_I64 ? ((const int64_t *)in->t[MOECTS_EG_IDS].host)[i]
+                                         : ((const int32_t *)in->t[MOECTS_EG_IDS].host)[i];
+}
+
+static void set_id(moects_inputs *in, int64_t i, int64_t v)
+{
+    if (in->eg.id_dtype == MOECTS_I64)
+        ((int64_t *)in->t[MOECTS_EG_IDS].host)[i] = v;
+    else
+        ((int32_t *)in->t[MOECTS_EG_IDS].host)[i] = (int32_t)v;
+}
+
+/* Draw expert j of token t: distinct from the token's earlier slots, per the routing rule. */
+static int64_t pick_expert(const moects_case *c, uint64_t key, const int64_t *prev, int64_t t,
+                           int64_t j, int64_t first_local, int64_t excl)
+{
+    int64_t E = c->E_global;
+    for (int a = 0;; a++) {
+        uint64_t u = draw(key, ((uint64_t)t * (uint64_t)c->k + (uint64_t)j) * 64 + (uint64_t)a);
+        int64_t e;
+        if (c->routing == MOECTS_ROUTE_SKEWED) {
+            /* Zipf-like: density ~ f^-2/3 near 0, hot experts start at this rank's first */
+            double f = (double)(u >> 11) * 0x1p-53;
+            e = ((int64_t)((double)E * f * f * f) + first_local) % E;
+        } else {
+            e = (int64_t)(u % (uint64_t)E);
+        }
+        if (a >= 64) { /* give up drawing: probe upwards deterministically */
+            for (int64_t p = 0; p < E; p++, e = (e + 1) % E) {
+                int dup = e == excl;
+                for (int64_t q = 0; q < j && !dup; q++) dup = prev[q] == e;
+                if (!dup) return e;
+            }
+            return -1; /* unreachable: k <= E - (excl >= 0) is checked */
+        }
+        int dup = e == excl;
+        for (int64_t q = 0; q < j && !dup; q++) dup = prev[q] == e;
+        if (!dup) return e;
+    }
+}
+
+static int build_ep_gather(const moects_case *c, uint64_t seed, int64_t pool_min, moects_inputs *in,
+                           char *err, size_t errlen)
+{
+    const char *id = c->id;
+    int64_t T = c->T, k = c->k, H = c->H, E = c->E_global;
+    int64_t es = c->ep_size, er = c->ep_rank;
+#define BAD(...) do { snprintf(err, errlen, __VA_ARGS__); return -1; } while (0)
+#define OOM(...) do { snprintf(err, errlen, __VA_ARGS__); return -2; } while (0)
+    if (T < 0) BAD("case %s: T: negative (%lld)", id, (long long)T);
+    if (k < 1) BAD("case %s: k: must be >= 1 (%lld)", id, (long long)k);
+    if (H < 1) BAD("case %s: H: must be >= 1 (%lld)", id, (long long)H);
+    if (E < 1 || E > INT32_MAX / 2) BAD("case %s: E_global: out of range (%lld)", id, (long long)E);
+    if (es < 1 || er < 0 || er >= es)
+        BAD("case %s: ep_rank/ep_size: rank %lld of %lld", id, (long long)er, (long long)es);
+    if (es > 1 && !c->has_map) BAD("case %s: has_map: ep_size %lld needs an expert_map", id, (long long)es);
+    if (c->id_dtype != MOECTS_I32 && c->id_dtype != MOECTS_I64) BAD("case %s: id_dtype: not int32/int64", id);
+    if (c->out_dtype != MOECTS_BF16 && c->out_dtype != MOECTS_F32) BAD("case %s: out_dtype: not bf16/f32", id);
+    in->n_local = E / es + (er < E % es ? 1 : 0);
+    in->first_local = er * (E / es) + (er < E % es ? er : E % es);
+    int64_t nl = in->n_local, fl = in->first_local;
+    int rt = c->routing;
+    if (rt < MOECTS_ROUTE_UNIFORM || rt > MOECTS_ROUTE_NEG_IDS) BAD("case %s: routing: unknown (%d)", id, rt);
+    if ((rt == MOECTS_ROUTE_ZERO_EXPERT || rt == MOECTS_ROUTE_ONE_EXPERT) && nl == 0)
+        BAD("case %s: routing: rank %lld holds no expert", id, (long long)er);
+    if (k > E - (rt == MOECTS_ROUTE_ZERO_EXPERT))
+        BAD("case %s: k: %lld distinct experts out of %lld", id, (long long)k, (long long)E);
+    int has_map = c->has_map;
+
+    in->op = MOECTS_OP_EP_GATHER;
+    in->eg = (moects_ep_gather_shape){.T = T, .k = k, .M_sum = 0, .H = H, .E_global = E,
+                                      .id_dtype = c->id_dtype, .out_dtype = c->out_dtype,
+                                      .has_expert_map = has_map};
+    size_t idsz = c->id_dtype == MOECTS_I64 ? 8 : 4;
+    size_t TK = (size_t)T * (size_t)k;
+    int rc;
+    if ((rc = alloc_tensor(in, MOECTS_EG_IDS, "topk_ids", TK * idsz, id, err, errlen)) ||
+        (rc = alloc_tensor(in, MOECTS_EG_W, "topk_weights", TK * 4, id, err, errlen)) ||
+        (rc = alloc_tensor(in, MOECTS_EG_IDX, "input_index", TK * 4, id, err, errlen)) ||
+        (rc = alloc_tensor(in, MOECTS_EG_MAP, "expert_map", has_map ? (size_t)E * 4 : 0, id, err, errlen)))
+        return rc;
+    int32_t *map = in->t[MOECTS_EG_MAP].host;
+    if (has_map)
+        for (int64_t g = 0; g < E; g++) map[g] = (g >= fl && g < fl + nl) ? (int32_t)(g - fl) : -1;
+
+    /* routing */
+    uint64_t kid = moects_input_key(seed, id, "topk_ids");
+    uint64_t kbad = moects_input_key(seed, id, "topk_ids.invalid");
+    uint64_t kch = moects_input_key(seed, id, "routing");
+    int64_t zero_e = nl ? fl + (int64_t)(draw(kch, 0) % (uint64_t)nl) : -1;
+    int64_t hot_e = nl ? fl + (int64_t)(draw(kch, 1) % (uint64_t)nl) : -1;
+    int64_t *prev = malloc((size_t)k * sizeof *prev);
+    if (!prev) OOM("case %s: out of host memory", id);
+    int first_stale = 1;
+    for (int64_t t = 0; t < T; t++) {
+        for (int64_t j = 0; j < k; j++) {
+            int64_t e;
+            if (rt == MOECTS_ROUTE_ONE_EXPERT && j == 0) e = hot_e;
+            else
+                e = pick_expert(c, kid, prev, t, j, fl,
+                                rt == MOECTS_ROUTE_ZERO_EXPERT ? zero_e
+                                : rt == MOECTS_ROUTE_ONE_EXPERT ? hot_e : -1);
+            prev[j] = e;
+            uint64_t u = draw(kbad, (uint64_t)t * (uint64_t)k + (uint64_t)j);
+            int spoil = (u % 4 == 0) || (T >= 2 && t == T - 1);
+            if (rt == MOECTS_ROUTE_STALE_IDS && spoil) {
+                if (first_stale) e = STALE_ID_EXAMPLE;
+                else if (c->id_dtype == MOECTS_I64 && (u >> 8) % 2 && nl)
+                    e = (1ll << 32) + fl + (int64_t)((u >> 16) % (uint64_t)nl); /* truncates to a local id */
+                else
+                    e = E + (int64_t)((u >> 16) % (uint64_t)(INT32_MAX - E));
+                first_stale = 0;
+            } else if (rt == MOECTS_ROUTE_NEG_IDS && spoil) {
+                unsigned s = (unsigned)((u >> 8) % 8);
+                e = s == 0 ? INT32_MIN : s == 1 ? -2 : -1;
+            }
+            set_id(in, t * k + j, e);
+        }
+    }
+    free(prev);
+
+    /* buckets: local experts (index = expert_map value / expert id), plus one bucket for valid
+     * ids >= E_global without a map (stale ids are valid there: the contract checks i >= 0) */
+    int64_t nb = has_map ? nl : E + 1;
+    int64_t *cnt = calloc((size_t)nb + 1, sizeof *cnt), *off = calloc((size_t)nb + 1, sizeof *off);
+    if (!cnt || !off) {
+        free(cnt);
+        free(off);
+        OOM("case %s: out of host memory", id);
+    }
+    int32_t *idx = in->t[MOECTS_EG_IDX].host;
+    float *w = in->t[MOECTS_EG_W].host;
+    for (size_t s = 0; s < TK; s++) {
+        int64_t e = get_id(in, (int64_t)s), b = -1;
+        if (has_map) {
+            if (e >= 0 && e < E && map[e] >= 0) b = map[e];
+        } else if (e >= 0) {
+            b = e < E ? e : E;
+        }
+        idx[s] = (int32_t)b; /* bucket for now */
+        if (b >= 0) cnt[b]++;
+    }
+    for (int64_t b = 0; b < nb; b++) off[b + 1] = off[b] + (cnt[b] + ROWS_ALIGN - 1) / ROWS_ALIGN * ROWS_ALIGN;
+    int64_t M_sum = off[nb];
+    if (M_sum > INT32_MAX) {
+        free(cnt);
+        free(off);
+        BAD("case %s: M_sum: %lld rows do not fit input_index (int32)", id, (long long)M_sum);
+    }
+    in->eg.M_sum = M_sum;
+    uint64_t kw = moects_input_key(seed, id, "topk_weights");
+    int64_t valid = 0;
+    memset(cnt, 0, (size_t)nb * sizeof *cnt);
+    for (size_t s = 0; s < TK; s++) {
+        int64_t b = idx[s];
+        if (b < 0) {
+            idx[s] = INT32_MAX;
+            w[s] = f32_from_bits(INVALID_WEIGHT_BITS);
+        } else {
+            idx[s] = (int32_t)(off[b] + cnt[b]++);
+            w[s] = weight_value(c->data, draw(kw, s));
+            valid++;
+        }
+    }
+    in->valid_slots = valid;
+
+    /* x: row r is valid iff r - off[b] < cnt[b] for its bucket b */
+    if ((rc = alloc_tensor(in, MOECTS_EG_X, "x", (size_t)M_sum * (size_t)H * 2, id, err, errlen))) {
+        free(cnt);
+        free(off);
+        return rc;
+    }
+    uint16_t *x = in->t[MOECTS_EG_X].host;
+    uint64_t kx = moects_input_key(seed, id, "x"), kpad = moects_input_key(seed, id, "x.padding");
+    in->pooled = M_sum * H > pool_min;
+    uint16_t *pool = NULL;
+    int64_t P = 0;
+    if (in->pooled) {
+        P = POOL_ELEMS > 2 * H ? POOL_ELEMS : 2 * H;
+        pool = malloc((size_t)P * 2);
+        if (!pool) {
+            free(cnt);
+            free(off);
+            OOM("case %s: out of host memory (pool)", id);
+        }
+        uint64_t kp = moects_input_key(seed, id, "x.pool");
+        for (int64_t i = 0; i < P; i++) pool[i] = x_value(c->data, draw(kp, (uint64_t)i));
+    }
+    uint64_t koff = moects_input_key(seed, id, "x.row_offset");
+    for (int64_t b = 0; b < nb; b++) {
+        for (int64_t r = off[b]; r < off[b + 1]; r++) {
+            uint16_t *row = x + (size_t)r * (size_t)H;
+            int is_pad = r - off[b] >= cnt[b];
+            if (in->pooled) {
+                if (is_pad) memset(row, 0xff, (size_t)H * 2);
+                else memcpy(row, pool + draw(koff, (uint64_t)r) % (uint64_t)(P - H + 1), (size_t)H * 2);
+            } else {
+                for (int64_t d = 0; d < H; d++) {
+                    uint64_t i = (uint64_t)r * (uint64_t)H + (uint64_t)d;
+                    row[d] = is_pad ? pad_value(draw(kpad, i)) : x_value(c->data, draw(kx, i));
+                }
+            }
+        }
+    }
+    free(pool);
+    free(cnt);
+    free(off);
+
+    /* cancellation: the second valid slot of some tokens reads the negated row of the first
+     * with the same weight, so the sum keeps only rounding residues (fma vs mul-add differ) */
+    if (c->data == MOECTS_DATA_ADVERSARIAL && !in->pooled) {
+        uint64_t kc = moects_input_key(seed, id, "cancel");
+        for (int64_t t = 0; t < T; t++) {
+            if (draw(kc, (uint64_t)t) % 2) continue;
+            int64_t j1 = -1, j2 = -1;
+            for (int64_t j = 0; j < k && j2 < 0; j++)
+                if (idx[t * k + j] != INT32_MAX) {
+                    if (j1 < 0) j1 = j;
+                    else j2 = j;
+                }
+            if (j2 < 0) continue;
+            const uint16_t *r1 = x + (size_t)idx[t * k + j1] * (size_t)H;
+            uint16_t *r2 = x + (size_t)idx[t * k + j2] * (size_t)H;
+            for (int64_t d = 0; d < H; d++) r2[d] = r1[d] ^ 0x8000;
+            w[t * k + j2] = w[t * k + j1];
+        }
+    }
+    in->out_dtype = c->out_dtype;
+    in->out_elems = T * H;
+    in->out_bytes = (size_t)in->out_elems * (c->out_dtype == MOECTS_F32 ? 4 : 2);
+    return 0;
+#undef BAD
+#undef OOM
+}
+
+/* ---------------------------------------------------------------- fp4_gemm ---- */
+
+static uint8_t scale_value(moects_fp4_format f, moects_data d, uint64_t u)
+{
+    unsigned sel = (unsigned)(u & 63);
+    if (f == MOECTS_FP4_MXFP4) {
+        if (d == MOECTS_DATA_NAN && sel == 0) return 0xff;
+        if (d == MOECTS_DATA_ADVERSARIAL && sel < 8) {
+            static const uint8_t special[8] = {0, 1, 2, 253, 254, 0, 1, 254};
+            return special[sel];
+        }
+        if (d == MOECTS_DATA_ADVERSARIAL) return (uint8_t)(127 + (int)((u >> 8) % 41) - 20);
+        return (uint8_t)(127 + (int)((u >> 8) % 9) - 4); /* 2^-4 .. 2^4 */
+    }
+    uint8_t m = (uint8_t)((u >> 8) & 7);
+    if (d == MOECTS_DATA_NAN && sel == 0) return (u >> 16) & 1 ? 0xff : 0x7f;
+    if (d == MOECTS_DATA_ADVERSARIAL) {
+        if (sel < 8) return (uint8_t)(1 + (u >> 8) % 7); /* subnormal: 2^-9 .. 7*2^-9 */
+        if (sel == 8) return 0x00;                        /* zero scale */
+        uint8_t e = (uint8_t)(1 + (u >> 12) % 15);
+        if (e == 15 && m == 7) m = 6;                     /* 0x7F is NaN; 0x7E = 448 */
+        return (uint8_t)(e << 3 | m);
+    }
+    return (uint8_t)((4 + (u >> 12) % 7) << 3 | m);       /* normal, 2^-3 .. 15 */
+}
+
+/* Codes of one operand, [rows][kbytes] packed; pad nibble of odd K = 0x7 (6.0: caught if read). */
+static void fill_codes(uint8_t *p, int64_t rows, int64_t K, uint64_t key, int pooled, uint64_t kpool,
+                       uint64_t koff, uint8_t *pool, int64_t P)
+{
+    int64_t kbytes = (K + 1) / 2;
+    if (pooled) {
+        for (int64_t i = 0; i < P; i++) pool[i] = (uint8_t)(draw(kpool, (uint64_t)i / 8) >> (8 * (i % 8)));
+        for (int64_t r = 0; r < rows; r++)
+            memcpy(p + (size_t)r * (size_t)kbytes, pool + draw(koff, (uint64_t)r) % (uint64_t)(P - kbytes + 1),
+                   (size_t)kbytes);
+    } else {
+        size_t n = (size_t)rows * (size_t)kbytes;
+        for (size_t i = 0; i < n; i += 8) {
+            uint64_t u = draw(key, i / 8);
+            for (size_t q = 0; q < 8 && i + q < n; q++) p[i + q] = (uint8_t)(u >> (8 * q));
+        }
+    }
+    if (K % 2)
+        for (int64_t r = 0; r < rows; r++) {
+            uint8_t *b = p + (size_t)r * (size_t)kbytes + kbytes - 1;
+            *b = (uint8_t)((*b & 0x0f) | 0x70);
+        }
+}
+
+static int build_fp4_gemm(const moects_case *c, uint64_t seed, int64_t pool_min, moects_inputs *in,
+                          char *err, size_t errlen)
+{
+    const char *id = c->id;
+    int64_t M = c->M, N = c->N, K = c->K;
+#define BAD(...) do { snprintf(err, errlen, __VA_ARGS__); return -1; } while (0)
+#define OOM(...) do { snprintf(err, errlen, __VA_ARGS__); return -2; } while (0)
+    if (M < 0 || N < 0) BAD("case %s: M/N: negative", id);
+    if (K < 1) BAD("case %s: K: must be >= 1 (%lld)", id, (long long)K);
+    if (c->format != MOECTS_FP4_MXFP4 && c->format != MOECTS_FP4_NVFP4) BAD("case %s: format: unknown", id);
+    if (c->scale_layout != MOECTS_SCALES_LINEAR && c->scale_layout != MOECTS_SCALES_SWIZZLED_128X4)
+        BAD("case %s: scale_layout: unknown", id);
+    if (c->out_dtype != MOECTS_BF16 && c->out_dtype != MOECTS_F32) BAD("case %s: out_dtype: not bf16/f32", id);
+    in->op = MOECTS_OP_FP4_GEMM;
+    in->fg = (moects_fp4_gemm_shape){.M = M, .N = N, .K = K, .format = c->format,
+                                     .scale_layout = c->scale_layout, .out_dtype = c->out_dtype};
+    int64_t blk = moects_fp4_block(c->format), nkb = (K + blk - 1) / blk, kbytes = (K + 1) / 2;
+    int swz = c->scale_layout == MOECTS_SCALES_SWIZZLED_128X4;
+    size_t sa_bytes = swz ? (M ? moects_swizzle_bytes(M, nkb) : 0) : (size_t)M * (size_t)nkb;
+    size_t sb_bytes = swz ? (N ? moects_swizzle_bytes(N, nkb) : 0) : (size_t)N * (size_t)nkb;
+    int rc;
+    if ((rc = alloc_tensor(in, MOECTS_FG_A, "a", (size_t)M * (size_t)kbytes, id, err, errlen)) ||
+        (rc = alloc_tensor(in, MOECTS_FG_B, "b", (size_t)N * (size_t)kbytes, id, err, errlen)) ||
+        (rc = alloc_tensor(in, MOECTS_FG_SA, "sa", sa_bytes, id, err, errlen)) ||
+        (rc = alloc_tensor(in, MOECTS_FG_SB, "sb", sb_bytes, id, err, errlen)))
+        return rc;
+    in->pooled = (M > N ? M : N) * K > pool_min;
+    uint8_t *pool = NULL;
+    int64_t P = 0;
+    if (in->pooled) {
+        P = POOL_ELEMS > 2 * kbytes ? POOL_ELEMS : 2 * kbytes;
+        if (!(pool = malloc((size_t)P))) OOM("case %s: out of host memory (pool)", id);
+    }
+    uint8_t *a = in->t[MOECTS_FG_A].host, *b = in->t[MOECTS_FG_B].host;
+    fill_codes(a, M, K, moects_input_key(seed, id, "a"), in->pooled, moects_input_key(seed, id, "a.pool"),
+               moects_input_key(seed, id, "a.row_offset"), pool, P);
+    fill_codes(b, N, K, moects_input_key(seed, id, "b"), in->pooled, moects_input_key(seed, id, "b.pool"),
+               moects_input_key(seed, id, "b.row_offset"), pool, P);
+    free(pool);
+
+    /* logical scales [rows][nkb] */
+    uint8_t *ls[2] = {malloc((size_t)M * (size_t)nkb + 1), malloc((size_t)N * (size_t)nkb + 1)};
+    if (!ls[0] || !ls[1]) {
+        free(ls[0]);
+        free(ls[1]);
+        OOM("case %s: out of host memory (scales)", id);
+    }
+    int64_t rows[2] = {M, N};
+    const char *sname[2] = {"sa", "sb"};
+    for (int o = 0; o < 2; o++) {
+        uint64_t ks = moects_input_key(seed, id, sname[o]);
+        for (int64_t i = 0; i < rows[o] * nkb; i++) ls[o][i] = scale_value(c->format, c->data, draw(ks, (uint64_t)i));
+    }
+
+    if (c->data == MOECTS_DATA_ADVERSARIAL && !in->pooled) {
+        uint8_t *op[2] = {a, b};
+        int64_t bb = blk / 2; /* bytes per K-block (blk is even) */
+        /* all-zero blocks (+0 and -0 codes) */
+        uint64_t kz = moects_input_key(seed, id, "zero_blocks");
+        for (int o = 0; o < 2; o++)
+            for (int64_t r = 0; r < rows[o]; r++)
+                for (int64_t kb = 0; kb < nkb; kb++) {
+                    uint64_t u = draw(kz, ((uint64_t)o << 62) ^ ((uint64_t)r * (uint64_t)nkb + (uint64_t)kb));
+                    if (u % 16) continue;
+                    int64_t lo = kb * bb, hi = lo + bb < kbytes ? lo + bb : kbytes;
+                    for (int64_t q = lo; q < hi; q++) {
+                        uint8_t *p = op[o] + (size_t)r * (size_t)kbytes + q;
+                        uint8_t z = (uint8_t)((u >> (8 + (q - lo) % 48)) & 1 ? 0x88 : 0x00);
+                        *p = (K % 2 && q == kbytes - 1) ? (uint8_t)((*p & 0xf0) | (z & 0x0f)) : z;
+                    }
+                }
+        /* cancellation: K-block pairs (kb, kb+1) where A's second block is the first negated and
+         * B's repeats, with equal scales: block partials cancel and only rounding residues stay */
+        uint64_t kp = moects_input_key(seed, id, "cancel_pairs");
+        for (int64_t kb = 0; kb + 1 < nkb && (kb + 2) * blk <= K; kb += 2) {
+            if (draw(kp, (uint64_t)kb) % 2) continue;
+            for (int o = 0; o < 2; o++)
+                for (int64_t r = 0; r < rows[o]; r++) {
+                    uint8_t *p = op[o] + (size_t)r * (size_t)kbytes + kb * bb;
+                    for (int64_t q = 0; q < bb; q++) p[bb + q] = o == 0 ? (uint8_t)(p[q] ^ 0x88) : p[q];
+                    ls[o][r * nkb + kb + 1] = ls[o][r * nkb + kb];
+                }
+        }
+    }
+    /* lay the scales out */
+    uint8_t *phys[2] = {in->t[MOECTS_FG_SA].host, in->t[MOECTS_FG_SB].host};
+    for (int o = 0; o < 2; o++) {
+        if (!phys[o]) continue;
+        if (!swz) {
+            memcpy(phys[o], ls[o], (size_t)rows[o] * (size_t)nkb);
+            continue;
+        }
+        memset(phys[o], 0, moects_swizzle_bytes(rows[o], nkb));
+        for (int64_t r = 0; r < rows[o]; r++)
+            for (int64_t kb = 0; kb < nkb; kb++) phys[o][moects_swizzle_offset(r, kb, nkb)] = ls[o][r * nkb + kb];
+    }
+    free(ls[0]);
+    free(ls[1]);
+
+    if (c->format == MOECTS_FP4_NVFP4) {
+        /* encode-direction global scales 448*6/amax for amax in [1/16, 256], FP32 ops */
+        uint64_t kg = moects_input_key(seed, id, "global_scale");
+        float amax_a = (float)(1 + draw(kg, 0) % 4096) / 16.0f, amax_b = (float)(1 + draw(kg, 1) % 4096) / 16.0f;
+        in->gs_a = 448.0f * 6.0f / amax_a;
+        in->gs_b = 448.0f * 6.0f / amax_b;
+        float prod = in->gs_a * in->gs_b;
+        in->alpha = 1.0f / prod;
+    } else {
+        in->gs_a = in->gs_b = in->alpha = 1.0f;
+    }
+    in->out_dtype = c->out_dtype;
+    in->out_elems = M * N;
+    in->out_bytes = (size_t)in->out_elems * (c->out_dtype == MOECTS_F32 ? 4 : 2);
+    return 0;
+#undef BAD
+#undef OOM
+}
+
+int moects_inputs_build_ex(const moects_case *c, uint64_t seed, int64_t pool_min_elems,
+                           moects_inputs *in, char *err, size_t errlen)
+{
+    memset(in, 0, sizeof *in);
+    int rc;
+    if (c->op == MOECTS_OP_EP_GATHER) rc = build_ep_gather(c, seed, pool_min_elems, in, err, errlen);
+    else if (c->op == MOECTS_OP_FP4_GEMM) rc = build_fp4_gemm(c, seed, pool_min_elems, in, err, errlen);
+    else {
+        snprintf(err, errlen, "case %s: op: unknown (%d)", c->id, (int)c->op);
+        rc = -1;
+    }
+    if (rc) moects_inputs_free(in);
+    return rc;
+}
+
+int moects_inputs_build(const moects_case *c, uint64_t seed, moects_inputs *in, char *err, size_t errlen)
+{
+    return moects_inputs_build_ex(c, seed, MOECTS_POOL_MIN_ELEMS, in, err, errlen);
+}

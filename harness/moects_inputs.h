@@ -1,0 +1,77 @@
+/* moects_inputs.h: the input tensors of a case (DESIGN.md "Determinism", "Cases").
+ * Every byte comes from a counter-based generator keyed by (seed, case id, tensor name,
+ * element index), so a case built alone and inside a full run gets identical bytes. */
+#ifndef MOECTS_INPUTS_H
+#define MOECTS_INPUTS_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "moects_cases.h"
+#include "moects_types.h"
+
+/* Tensor slots, in this order, of the two ops. */
+enum { MOECTS_EG_X, MOECTS_EG_IDS, MOECTS_EG_W, MOECTS_EG_IDX, MOECTS_EG_MAP, MOECTS_EG_NT };
+enum { MOECTS_FG_A, MOECTS_FG_B, MOECTS_FG_SA, MOECTS_FG_SB, MOECTS_FG_NT };
+#define MOECTS_INPUTS_MAX 5
+
+typedef struct {
+    const char *name; /* "x", "topk_ids", "topk_weights", "input_index", "expert_map",
+                         "a", "b", "sa", "sb" */
+    void *host;       /* NULL when bytes == 0 (and for expert_map without a map) */
+    size_t bytes;
+} moects_tensor;
+
+typedef union {
+    moects_ep_gather_args eg;
+    moects_fp4_gemm_args fg;
+} moects_op_args;
+
+typedef struct {
+    moects_op op;
+    moects_ep_gather_shape eg;
+    moects_fp4_gemm_shape fg;
+    moects_tensor t[MOECTS_INPUTS_MAX];
+    int nt;
+    moects_dtype out_dtype;
+    int64_t out_elems;
+    size_t out_bytes;
+    /* ep_gather facts (DESIGN.md derivation) */
+    int64_t n_local, first_local; /* this EP rank's experts: [first_local, first_local+n_local) */
+    int64_t valid_slots;          /* slots that read a row of x */
+    /* fp4_gemm facts */
+    float gs_a, gs_b;             /* NVFP4 encode global scales 448*6/amax (1 for MXFP4) */
+    float alpha;                  /* 1 (MXFP4) or 1.0f/(gs_a*gs_b) in FP32 (NVFP4) */
+    int pooled;                   /* bulk tensors tiled from a random pool (large cases) */
+} moects_inputs;
+
+/* Key of one tensor's stream: SplitMix64 of (seed, FNV-1a(case id), FNV-1a(tensor name)). */
+uint64_t moects_input_key(uint64_t seed, const char *case_id, const char *tensor);
+/* Element i of that stream: the SplitMix64 output at counter i (Steele et al. 2014). */
+uint64_t moects_input_u64(uint64_t key, uint64_t i);
+
+/* Bulk tensors with more elements than this are tiled from a 2^20-element random pool (one
+ * memcpy per row at a row-keyed offset) instead of hashed per element. */
+#define MOECTS_POOL_MIN_ELEMS (1ll << 26)
+
+/* Build the inputs of case c (host memory). Returns 0; -1 for a case the generator cannot
+ * satisfy (message "case ID: field: problem" in err); -2 when memory runs out (err says how
+ * many bytes of which tensor). in is zeroed first and must be freed with moects_inputs_free. */
+int moects_inputs_build(const moects_case *c, uint64_t seed, moects_inputs *in, char *err,
+                        size_t errlen);
+/* The same with the pooled-generation threshold given (tests). */
+int moects_inputs_build_ex(const moects_case *c, uint64_t seed, int64_t pool_min_elems,
+                           moects_inputs *in, char *err, size_t errlen);
+void moects_inputs_free(moects_inputs *in);
+
+/* The op's args with tensor i at ptr[i] (host or device) and the output at out. */
+void moects_inputs_bind(const moects_inputs *in, void *const ptr[MOECTS_INPUTS_MAX], void *out,
+                        moects_op_args *args);
+/* &in->eg or &in->fg. */
+const void *moects_inputs_shape(const moects_inputs *in);
+
+/* Byte offset of scale (row r, K-block kb) in the cuBLASLt/CUTLASS 128x4 swizzled layout
+ * (DESIGN.md "Scale layouts") with nkb K-blocks per row, and the layout's size for rows. */
+size_t moects_swizzle_offset(int64_t r, int64_t kb, int64_t nkb);
+size_t moects_swizzle_bytes(int64_t rows, int64_t nkb);
+
+#endif

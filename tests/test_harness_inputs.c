@@ -1,0 +1,543 @@
+/* Tests of harness/inputs.c: determinism and the structural promises of the generated inputs
+ * (DESIGN.md "Cases", "Determinism"; bug-reports.md). Expected values are worked out by hand
+ * from the derivation rules, or are published test vectors (SplitMix64). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "moects_inputs.h"
+
+static moects_case eg_case(const char *id, int64_t T, int64_t k, int64_t H, int64_t E, int es, int er,
+                           moects_routing rt, moects_data d)
+{
+    moects_case c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.id, sizeof c.id, "%s", id);
+    c.op = MOECTS_OP_EP_GATHER;
+    c.T = T;
+    c.k = k;
+    c.H = H;
+    c.E_global = E;
+    c.ep_size = es;
+    c.ep_rank = er;
+    c.has_map = es > 1;
+    c.id_dtype = MOECTS_I32;
+    c.out_dtype = MOECTS_BF16;
+    c.routing = rt;
+    c.data = d;
+    c.tiers = MOECTS_TIER_SMOKE;
+    return c;
+}
+
+static moects_case fg_case(const char *id, int64_t M, int64_t N, int64_t K, moects_fp4_format f,
+                           moects_scale_layout l, moects_data d)
+{
+    moects_case c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.id, sizeof c.id, "%s", id);
+    c.op = MOECTS_OP_FP4_GEMM;
+    c.M = M;
+    c.N = N;
+    c.K = K;
+    c.format = f;
+    c.scale_layout = l;
+    c.out_dtype = MOECTS_BF16;
+    c.data = d;
+    return c;
+}
+
+static void build(const moects_case *c, uint64_t seed, moects_inputs *in)
+{
+    char err[256] = "";
+    int rc = moects_inputs_build(c, seed, in, err, sizeof err);
+    cr_assert_eq(rc, 0, "build %s: %s", c->id, err);
+}
+
+static int same_bytes(const moects_inputs *a, const moects_inputs *b)
+{
+    if (a->nt != b->nt) return 0;
+    for (int i = 0; i < a->nt; i++) {
+        if (a->t[i].bytes != b->t[i].bytes) return 0;
+        if (a->t[i].bytes && memcmp(a->t[i].host, b->t[i].host, a->t[i].bytes)) return 0;
+    }
+    return 1;
+}
+
+static int64_t id_at(const moects_inputs *in, int64_t i)
+{
+    return in->eg.id_dtype == MOECTS_I64 ? ((int64_t *)in->t[MOECTS_EG_IDS].host)[i]
+                                         : ((int32_t *)in->t[MOECTS_EG_IDS].host)[i];
+}
+
+Test(hash, splitmix64_vector)
+{
+    /* Vigna's splitmix64.c seeded with 0: first outputs 0xe220a8397b1dcdaf, 0x6e789e6aa1b965f4 */
+    cr_assert_eq(moects_input_u64(0, 0), 0xe220a8397b1dcdafull);
+    cr_assert_eq(moects_input_u64(0, 1), 0x6e789e6aa1b965f4ull);
+}
+
+Test(hash, key_depends_on_each_part)
+{
+    uint64_t k = moects_input_key(1, "ep_gather/a/tp1/t1", "x");
+    cr_assert_eq(k, moects_input_key(1, "ep_gather/a/tp1/t1", "x"));
+    cr_assert_neq(k, moects_input_key(2, "ep_gather/a/tp1/t1", "x"));
+    cr_assert_neq(k, moects_input_key(1, "ep_gather/a/tp1/t2", "x"));
+    cr_assert_neq(k, moects_input_key(1, "ep_gather/a/tp1/t1", "topk_ids"));
+}
+
+Test(determinism, case_alone_equals_case_in_a_run)
+{
+    moects_case a = eg_case("ep_gather/m/ep4/t64", 64, 4, 384, 32, 4, 1, MOECTS_ROUTE_SKEWED,
+                            MOECTS_DATA_ADVERSARIAL);
+    moects_case b = fg_case("fp4_gemm.nvfp4/m/tp1/gemm1/m33", 33, 40, 96, MOECTS_FP4_NVFP4,
+                            MOECTS_SCALES_SWIZZLED_128X4, MOECTS_DATA_NAN);
+    moects_inputs a1, a2, b1, b2, other;
+    build(&a, 7, &a1);                 /* alone */
+    build(&b, 7, &b1);                 /* "a run": other cases first, other seeds in between */
+    build(&b, 8, &other);
+    moects_inputs_free(&other);
+    build(&a, 7, &a2);
+    build(&b, 7, &b2);
+    cr_assert(same_bytes(&a1, &a2));
+    cr_assert(same_bytes(&b1, &b2));
+    cr_assert_eq(b1.alpha, b2.alpha);
+    build(&a, 8, &other);              /* another seed: other bytes */
+    cr_assert_not(same_bytes(&a1, &other));
+    moects_inputs_free(&other);
+    moects_case a3 = a;                /* same shape, other id: other bytes */
+    snprintf(a3.id, sizeof a3.id, "ep_gather/m/ep4/t64b");
+    build(&a3, 7, &other);
+    cr_assert_not(same_bytes(&a1, &other));
+    moects_inputs_free(&other);
+    moects_inputs_free(&a1);
+    moects_inputs_free(&a2);
+    moects_inputs_free(&b1);
+    moects_inputs_free(&b2);
+}
+
+Test(ep_gather, local_experts_follow_the_derivation)
+{
+    /* E = 10 over EP 4: 10/4 = 2 each, the first 10%4 = 2 ranks one more:
+     * rank 0: 0..2, rank 1: 3..5, rank 2: 6..7, rank 3: 8..9 */
+    int64_t first[4] = {0, 3, 6, 8}, n[4] = {3, 3, 2, 2};
+    for (int r = 0; r < 4; r++) {
+        moects_case c = eg_case("ep_gather/x/ep4/t8", 8, 2, 64, 10, 4, r, MOECTS_ROUTE_UNIFORM,
+                                MOECTS_DATA_EXACT);
+        moects_inputs in;
+        build(&c, 1, &in);
+        cr_assert_eq(in.first_local, first[r]);
+        cr_assert_eq(in.n_local, n[r]);
+        const int32_t *map = in.t[MOECTS_EG_MAP].host;
+        for (int g = 0; g < 10; g++)
+            cr_assert_eq(map[g], (g >= first[r] && g < first[r] + n[r]) ? g - first[r] : -1);
+        moects_inputs_free(&in);
+    }
+}
+
+/* Checks every ep_gather promise; returns the number of valid slots. */
+static int64_t check_ep_gather(const moects_inputs *in)
+{
+    const moects_ep_gather_shape *s = &in->eg;
+    const int32_t *idx = in->t[MOECTS_EG_IDX].host, *map = in->t[MOECTS_EG_MAP].host;
+    const float *w = in->t[MOECTS_EG_W].host;
+    int64_t valid = 0;
+    cr_assert_eq(s->M_sum % 128, 0, "M_sum %lld not a multiple of 128", (long long)s->M_sum);
+    static char used[1 << 20];
+    memset(used, 0, sizeof used);
+    cr_assert_lt(s->M_sum, (int64_t)sizeof used);
+    for (int64_t t = 0; t < s->T; t++)
+        for (int64_t j = 0; j < s->k; j++) {
+            int64_t i = t * s->k + j, e = id_at(in, i);
+            for (int64_t q = 0; q < j; q++)
+                if (e >= 0 && e < s->E_global) cr_assert_neq(id_at(in, t * s->k + q), e, "duplicate expert");
+            int ok = s->has_expert_map ? (e >= 0 && e < s->E_global && map[e] >= 0) : e >= 0;
+            if (!ok) {
+                cr_assert_eq(idx[i], INT32_MAX);
+                cr_assert(isnan(w[i]));
+                continue;
+            }
+            valid++;
+            cr_assert(idx[i] >= 0 && idx[i] < s->M_sum);
+            cr_assert_not(used[idx[i]], "two slots share row %d", idx[i]);
+            used[idx[i]] = 1;
+            cr_assert(isfinite(w[i]));
+        }
+    cr_assert_eq(valid, in->valid_slots);
+    return valid;
+}
+
+Test(ep_gather, uniform_exact_values)
+{
+    moects_case c = eg_case("ep_gather/x/tp1/t100", 100, 8, 96, 64, 1, 0, MOECTS_ROUTE_UNIFORM,
+                            MOECTS_DATA_EXACT);
+    moects_inputs in;
+    build(&c, 3, &in);
+    cr_assert_eq(in.eg.has_expert_map, 0);
+    cr_assert_null(in.t[MOECTS_EG_MAP].host);
+    cr_assert_eq(check_ep_gather(&in), 800); /* no map, ids 0..63: every slot valid */
+    const float *w = in.t[MOECTS_EG_W].host;
+    for (int i = 0; i < 800; i++) {
+        float v = w[i] * 64.0f;
+        cr_assert(v == floorf(v) && v >= 1 && v <= 64, "weight %g is not k/64", w[i]);
+    }
+    /* valid rows: 4 significant bits, exponent within 2^-3..2^3 */
+    const int32_t *idx = in.t[MOECTS_EG_IDX].host;
+    const uint16_t *x = in.t[MOECTS_EG_X].host;
+    for (int i = 0; i < 800; i++)
+        for (int d = 0; d < 96; d++) {
+            uint16_t b = x[(size_t)idx[i] * 96 + d];
+            int e = (b >> 7) & 0xff;
+            cr_assert_eq(b & 0xf, 0);
+            cr_assert(e >= 124 && e <= 130);
+        }
+    moects_inputs_free(&in);
+}
+
+Test(ep_gather, rows_sorted_by_expert_and_padding_is_garbage)
+{
+    moects_case c = eg_case("ep_gather/x/ep2/t50", 50, 4, 32, 16, 2, 1, MOECTS_ROUTE_SKEWED,
+                            MOECTS_DATA_EXACT);
+    moects_inputs in;
+    build(&c, 5, &in);
+    check_ep_gather(&in);
+    const int32_t *idx = in.t[MOECTS_EG_IDX].host, *map = in.t[MOECTS_EG_MAP].host;
+    /* rows of local expert l form [start_l, start_l + cnt_l), start_l multiple of 128, ascending
+     * in l and in token order */
+    int64_t cnt[8] = {0}, minrow[8], maxrow[8], last[8];
+    for (int l = 0; l < 8; l++) minrow[l] = INT64_MAX, maxrow[l] = -1, last[l] = -1;
+    for (int64_t i = 0; i < 200; i++) {
+        int64_t e = id_at(&in, i);
+        if (idx[i] == INT32_MAX) continue;
+        int l = map[e];
+        cnt[l]++;
+        if (idx[i] < minrow[l]) minrow[l] = idx[i];
+        if (idx[i] > maxrow[l]) maxrow[l] = idx[i];
+        cr_assert_gt(idx[i], last[l], "rows of one expert follow token order");
+        last[l] = idx[i];
+    }
+    int64_t row = 0;
+    const uint16_t *x = in.t[MOECTS_EG_X].host;
+    int64_t pad_special = 0, pad_total = 0;
+    for (int l = 0; l < 8; l++) {
+        if (!cnt[l]) continue;
+        cr_assert_eq(minrow[l], row);
+        cr_assert_eq(maxrow[l], row + cnt[l] - 1);
+        int64_t end = row + (cnt[l] + 127) / 128 * 128;
+        for (int64_t r = row + cnt[l]; r < end; r++)
+            for (int d = 0; d < 32; d++, pad_total++) pad_special += (x[r * 32 + d] & 0x7f80) == 0x7f80;
+        row = end;
+    }
+    cr_assert_eq(row, in.eg.M_sum);
+    cr_assert_gt(pad_total, 0);
+    cr_assert_gt(pad_special, pad_total / 4, "padding rows should be mostly NaN/Inf garbage");
+    moects_inputs_free(&in);
+}
+
+Test(ep_gather, zero_expert_and_one_expert)
+{
+    moects_case z = eg_case("ep_gather/x/ep4/zero", 300, 4, 16, 16, 4, 2, MOECTS_ROUTE_ZERO_EXPERT,
+                            MOECTS_DATA_EXACT);
+    moects_inputs in;
+    build(&z, 9, &in);
+    check_ep_gather(&in);
+    int hits[16] = {0};
+    for (int64_t i = 0; i < 1200; i++) hits[id_at(&in, i)]++;
+    int zero_local = 0; /* rank 2 of 4 holds 8..11 */
+    for (int e = 8; e < 12; e++) zero_local += hits[e] == 0;
+    cr_assert_eq(zero_local, 1);
+    moects_inputs_free(&in);
+
+    moects_case o = eg_case("ep_gather/x/ep4/one", 300, 4, 16, 16, 4, 2, MOECTS_ROUTE_ONE_EXPERT,
+                            MOECTS_DATA_EXACT);
+    build(&o, 9, &in);
+    check_ep_gather(&in);
+    int64_t e0 = id_at(&in, 0);
+    cr_assert(e0 >= 8 && e0 < 12);
+    for (int64_t t = 0; t < 300; t++) cr_assert_eq(id_at(&in, t * 4), e0);
+    moects_inputs_free(&in);
+}
+
+Test(ep_gather, stale_ids_with_map)
+{
+    moects_case c = eg_case("ep_gather/x/ep8/stale", 64, 8, 16, 64, 8, 0, MOECTS_ROUTE_STALE_IDS,
+                            MOECTS_DATA_EXACT);
+    moects_inputs in;
+    build(&c, 1, &in);
+    check_ep_gather(&in);
+    int saw_example = 0, stale = 0;
+    for (int64_t i = 0; i < 64 * 8; i++) {
+        int64_t e = id_at(&in, i);
+        saw_example += e == 2071690107;
+        stale += e >= 64;
+    }
+    cr_assert_eq(saw_example, 1);
+    cr_assert_gt(stale, 8);
+    for (int j = 0; j < 8; j++) cr_assert_geq(id_at(&in, 63 * 8 + j), 64, "last token all stale");
+    moects_inputs_free(&in);
+}
+
+Test(ep_gather, stale_int64_ids_truncate_to_local_experts)
+{
+    moects_case c = eg_case("ep_gather/x/ep8/stale64", 64, 8, 16, 64, 8, 3, MOECTS_ROUTE_STALE_IDS,
+                            MOECTS_DATA_EXACT);
+    c.id_dtype = MOECTS_I64;
+    moects_inputs in;
+    build(&c, 1, &in);
+    check_ep_gather(&in);
+    int trunc = 0;
+    for (int64_t i = 0; i < 64 * 8; i++) {
+        int64_t e = id_at(&in, i);
+        if (e >= (1ll << 32)) {
+            int32_t low = (int32_t)(uint32_t)e;
+            cr_assert(low >= 24 && low < 32, "low word %d should be a local expert of rank 3", low);
+            trunc++;
+        }
+    }
+    cr_assert_gt(trunc, 0);
+    moects_inputs_free(&in);
+}
+
+Test(ep_gather, stale_ids_without_map_are_valid_slots)
+{
+    /* DESIGN.md: without a map a slot is valid iff id >= 0, so stale ids read their row */
+    moects_case c = eg_case("ep_gather/x/tp1/stale", 32, 4, 16, 16, 1, 0, MOECTS_ROUTE_STALE_IDS,
+                            MOECTS_DATA_EXACT);
+    moects_inputs in;
+    build(&c, 1, &in);
+    cr_assert_eq(check_ep_gather(&in), 128);
+    moects_inputs_free(&in);
+}
+
+Test(ep_gather, negative_ids)
+{
+    moects_case c = eg_case("ep_gather/x/tp1/neg", 40, 4, 16, 16, 1, 0, MOECTS_ROUTE_NEG_IDS,
+                            MOECTS_DATA_EXACT);
+    moects_inputs in;
+    build(&c, 1, &in);
+    int64_t valid = check_ep_gather(&in);
+    cr_assert_lt(valid, 160);
+    for (int j = 0; j < 4; j++) cr_assert_lt(id_at(&in, 39 * 4 + j), 0, "last token has no valid slot");
+    moects_inputs_free(&in);
+}
+
+Test(ep_gather, zero_tokens_give_empty_tensors)
+{
+    moects_case c = eg_case("ep_gather/x/ep8/t0", 0, 8, 7168, 256, 8, 0, MOECTS_ROUTE_UNIFORM,
+                            MOECTS_DATA_EXACT);
+    moects_inputs in;
+    build(&c, 1, &in);
+    cr_assert_eq(in.eg.M_sum, 0);
+    cr_assert_null(in.t[MOECTS_EG_X].host);
+    cr_assert_null(in.t[MOECTS_EG_IDS].host);
+    cr_assert_eq(in.out_bytes, 0);
+    cr_assert_not_null(in.t[MOECTS_EG_MAP].host);
+    moects_inputs_free(&in);
+}
+
+Test(ep_gather, adversarial_cancellation_pairs)
+{
+    moects_case c = eg_case("ep_gather/x/tp1/adv", 64, 4, 32, 16, 1, 0, MOECTS_ROUTE_UNIFORM,
+                            MOECTS_DATA_ADVERSARIAL);
+    moects_inputs in;
+    build(&c, 2, &in);
+    check_ep_gather(&in);
+    const int32_t *idx = in.t[MOECTS_EG_IDX].host;
+    const float *w = in.t[MOECTS_EG_W].host;
+    const uint16_t *x = in.t[MOECTS_EG_X].host;
+    int pairs = 0, inexact = 0;
+    for (int t = 0; t < 64; t++) {
+        const uint16_t *r0 = x + (size_t)idx[t * 4] * 32, *r1 = x + (size_t)idx[t * 4 + 1] * 32;
+        int neg = w[t * 4] == w[t * 4 + 1];
+        for (int d = 0; d < 32 && neg; d++) neg = r1[d] == (r0[d] ^ 0x8000);
+        pairs += neg;
+        float s = w[t * 4] * 16777216.0f; /* 2^24: full significands are not multiples of 2^-6 */
+        inexact += (w[t * 4] * 64.0f) != floorf(w[t * 4] * 64.0f) && isfinite(s);
+    }
+    cr_assert(pairs > 10 && pairs < 54, "about half the tokens cancel, got %d", pairs);
+    cr_assert_gt(inexact, 32);
+    moects_inputs_free(&in);
+}
+
+Test(ep_gather, nan_data_has_nan_and_inf)
+{
+    moects_case c = eg_case("ep_gather/x/tp1/nan", 64, 4, 256, 16, 1, 0, MOECTS_ROUTE_UNIFORM,
+                            MOECTS_DATA_NAN);
+    moects_inputs in;
+    build(&c, 2, &in);
+    const int32_t *idx = in.t[MOECTS_EG_IDX].host;
+    const uint16_t *x = in.t[MOECTS_EG_X].host;
+    int nan = 0, inf = 0;
+    for (int s = 0; s < 256; s++)
+        for (int d = 0; d < 256; d++) {
+            uint16_t b = x[(size_t)idx[s] * 256 + d] & 0x7fff;
+            nan += b > 0x7f80;
+            inf += b == 0x7f80;
+        }
+    cr_assert_gt(nan, 0);
+    cr_assert_gt(inf, 0);
+    moects_inputs_free(&in);
+}
+
+Test(ep_gather, pooled_generation_is_deterministic_and_rows_differ)
+{
+    moects_case c = eg_case("ep_gather/x/tp1/large", 512, 2, 640, 8, 1, 0, MOECTS_ROUTE_UNIFORM,
+                            MOECTS_DATA_EXACT);
+    moects_inputs a, b;
+    char err[256];
+    cr_assert_eq(moects_inputs_build_ex(&c, 1, 1000, &a, err, sizeof err), 0);
+    cr_assert_eq(moects_inputs_build_ex(&c, 1, 1000, &b, err, sizeof err), 0);
+    cr_assert(a.pooled);
+    cr_assert(same_bytes(&a, &b));
+    check_ep_gather(&a);
+    const int32_t *idx = a.t[MOECTS_EG_IDX].host;
+    const uint16_t *x = a.t[MOECTS_EG_X].host;
+    int same = 0;
+    for (int s = 1; s < 1024; s++) same += !memcmp(x + (size_t)idx[0] * 640, x + (size_t)idx[s] * 640, 1280);
+    cr_assert_eq(same, 0, "each valid row holds its own values");
+    moects_inputs_free(&a);
+    moects_inputs_free(&b);
+}
+
+Test(ep_gather, bad_case_is_an_error_naming_the_field)
+{
+    moects_case c = eg_case("ep_gather/x/tp1/bad", 4, 20, 16, 16, 1, 0, MOECTS_ROUTE_UNIFORM,
+                            MOECTS_DATA_EXACT);
+    moects_inputs in;
+    char err[256] = "";
+    cr_assert_eq(moects_inputs_build(&c, 1, &in, err, sizeof err), -1);
+    cr_assert(strstr(err, "ep_gather/x/tp1/bad") && strstr(err, "k:"), "%s", err);
+}
+
+/* ---- fp4_gemm ---- */
+
+Test(fp4_gemm, swizzle_offsets_by_hand)
+{
+    /* DESIGN.md: ((r/128)*ceil(nkb/4) + kb/4)*512 + (r%32)*16 + ((r/32)%4)*4 + kb%4 */
+    cr_assert_eq(moects_swizzle_offset(0, 0, 5), 0);
+    cr_assert_eq(moects_swizzle_offset(129, 4, 5), 1552); /* (1*2+1)*512 + 1*16 + 0 + 0 */
+    cr_assert_eq(moects_swizzle_offset(70, 2, 5), 106); /* 70%32 = 6: 6*16 + (70/32)%4 = 2: 2*4 + 2 */
+    cr_assert_eq(moects_swizzle_bytes(130, 5), 256 * 8);
+    cr_assert_eq(moects_swizzle_bytes(1, 1), 128 * 4);
+}
+
+Test(fp4_gemm, mxfp4_exact_scales_and_alpha)
+{
+    moects_case c = fg_case("fp4_gemm.mxfp4/x/tp1/gemm1/m5", 5, 7, 96, MOECTS_FP4_MXFP4,
+                            MOECTS_SCALES_LINEAR, MOECTS_DATA_EXACT);
+    moects_inputs in;
+    build(&c, 1, &in);
+    cr_assert_eq(in.alpha, 1.0f);
+    cr_assert_eq(in.t[MOECTS_FG_A].bytes, 5 * 48);
+    cr_assert_eq(in.t[MOECTS_FG_SA].bytes, 5 * 3);
+    cr_assert_eq(in.t[MOECTS_FG_SB].bytes, 7 * 3);
+    const uint8_t *sa = in.t[MOECTS_FG_SA].host;
+    for (int i = 0; i < 15; i++) cr_assert(sa[i] >= 123 && sa[i] <= 131);
+    int neg_zero = 0;
+    const uint8_t *a = in.t[MOECTS_FG_A].host;
+    for (int i = 0; i < 240; i++) neg_zero += (a[i] & 15) == 8 || (a[i] >> 4) == 8;
+    cr_assert_gt(neg_zero, 0, "-0 codes appear");
+    cr_assert_eq(in.out_elems, 35);
+    moects_inputs_free(&in);
+}
+
+Test(fp4_gemm, nvfp4_scales_normal_and_alpha_from_global_scales)
+{
+    moects_case c = fg_case("fp4_gemm.nvfp4/x/tp1/gemm1/m9", 9, 4, 64, MOECTS_FP4_NVFP4,
+                            MOECTS_SCALES_LINEAR, MOECTS_DATA_EXACT);
+    moects_inputs in;
+    build(&c, 1, &in);
+    const uint8_t *sa = in.t[MOECTS_FG_SA].host;
+    for (int i = 0; i < 9 * 4; i++) {
+        int e = sa[i] >> 3;
+        cr_assert(e >= 1 && e <= 14 && !(sa[i] & 0x80), "scale 0x%02x not a normal E4M3", sa[i]);
+    }
+    /* gs = 448*6/amax with amax a multiple of 1/16 in [1/16, 256] */
+    double amax_a = 2688.0 / in.gs_a;
+    cr_assert(amax_a >= 0.0625 * 0.999 && amax_a <= 256.001);
+    volatile float p = in.gs_a * in.gs_b;
+    cr_assert_eq(in.alpha, 1.0f / p);
+    moects_inputs_free(&in);
+}
+
+Test(fp4_gemm, swizzled_holds_the_same_scales_as_linear)
+{
+    moects_case l = fg_case("fp4_gemm.mxfp4/x/tp1/gemm1/m130", 130, 3, 160, MOECTS_FP4_MXFP4,
+                            MOECTS_SCALES_LINEAR, MOECTS_DATA_ADVERSARIAL);
+    moects_case s = l;
+    s.scale_layout = MOECTS_SCALES_SWIZZLED_128X4;
+    moects_inputs li, si;
+    build(&l, 4, &li);
+    build(&s, 4, &si);
+    cr_assert_eq(si.t[MOECTS_FG_SA].bytes, 256 * 8);
+    cr_assert_eq(si.t[MOECTS_FG_SB].bytes, 128 * 8);
+    const uint8_t *lin = li.t[MOECTS_FG_SA].host, *swz = si.t[MOECTS_FG_SA].host;
+    size_t nonpad = 0;
+    for (int r = 0; r < 130; r++)
+        for (int kb = 0; kb < 5; kb++) {
+            /* hand-expanded formula, nkb = 5 -> 2 groups of 4 K-blocks */
+            size_t off = (size_t)(((r / 128) * 2 + kb / 4) * 512 + (r % 32) * 16 + ((r / 32) % 4) * 4 + kb % 4);
+            cr_assert_eq(swz[off], lin[r * 5 + kb]);
+            nonpad++;
+        }
+    size_t zeros = 0;
+    for (size_t i = 0; i < 2048; i++) zeros += swz[i] == 0;
+    cr_assert_geq(zeros, 2048 - nonpad, "padding of the swizzled layout is zero");
+    cr_assert_eq(memcmp(li.t[MOECTS_FG_A].host, si.t[MOECTS_FG_A].host, li.t[MOECTS_FG_A].bytes), 0);
+    moects_inputs_free(&li);
+    moects_inputs_free(&si);
+}
+
+Test(fp4_gemm, adversarial_and_nan_scales)
+{
+    moects_case c = fg_case("fp4_gemm.mxfp4/x/tp1/gemm1/adv", 64, 64, 256, MOECTS_FP4_MXFP4,
+                            MOECTS_SCALES_LINEAR, MOECTS_DATA_ADVERSARIAL);
+    moects_inputs in;
+    build(&c, 1, &in);
+    const uint8_t *sa = in.t[MOECTS_FG_SA].host;
+    int c0 = 0, c1 = 0, c254 = 0, zero_blocks = 0;
+    for (int i = 0; i < 64 * 8; i++) c0 += sa[i] == 0, c1 += sa[i] == 1, c254 += sa[i] == 254;
+    cr_assert(c0 && c1 && c254);
+    const uint8_t *a = in.t[MOECTS_FG_A].host;
+    for (int r = 0; r < 64; r++)
+        for (int kb = 0; kb < 8; kb++) {
+            int z = 1;
+            for (int q = 0; q < 16; q++) z &= (a[r * 128 + kb * 16 + q] & 0x77) == 0;
+            zero_blocks += z;
+        }
+    cr_assert_gt(zero_blocks, 0);
+    moects_inputs_free(&in);
+
+    c = fg_case("fp4_gemm.nvfp4/x/tp1/gemm1/adv", 64, 64, 256, MOECTS_FP4_NVFP4,
+                MOECTS_SCALES_LINEAR, MOECTS_DATA_ADVERSARIAL);
+    build(&c, 1, &in);
+    sa = in.t[MOECTS_FG_SA].host;
+    int sub = 0, nan = 0;
+    for (int i = 0; i < 64 * 16; i++) sub += sa[i] >= 1 && sa[i] <= 7, nan += (sa[i] & 0x7f) == 0x7f;
+    cr_assert_gt(sub, 0);
+    cr_assert_eq(nan, 0);
+    moects_inputs_free(&in);
+
+    c = fg_case("fp4_gemm.mxfp4/x/tp1/gemm1/nan", 64, 64, 256, MOECTS_FP4_MXFP4,
+                MOECTS_SCALES_LINEAR, MOECTS_DATA_NAN);
+    build(&c, 1, &in);
+    sa = in.t[MOECTS_FG_SA].host;
+    nan = 0;
+    for (int i = 0; i < 64 * 8; i++) nan += sa[i] == 0xff;
+    cr_assert_gt(nan, 0);
+    moects_inputs_free(&in);
+}
+
+Test(fp4_gemm, odd_k_pad_nibble)
+{
+    moects_case c = fg_case("fp4_gemm.mxfp4/x/tp1/gemm1/k33", 3, 3, 33, MOECTS_FP4_MXFP4,
+                            MOECTS_SCALES_LINEAR, MOECTS_DATA_EXACT);
+    moects_inputs in;
+    build(&c, 1, &in);
+    cr_assert_eq(in.t[MOECTS_FG_A].bytes, 3 * 17);
+    cr_assert_eq(in.t[MOECTS_FG_SA].bytes, 3 * 2);
+    const uint8_t *a = in.t[MOECTS_FG_A].host;
+    for (int r = 0; r < 3; r++) cr_assert_eq(a[r * 17 + 16] >> 4, 7);
+    moects_inputs_free(&in);
+}
