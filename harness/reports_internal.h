@@ -21,8 +21,13 @@ __attribute__((format(printf, 2, 3))) void moects__buf_printf(moects__buf *b, co
 void moects__buf_json_str(moects__buf *b, const char *s);
 /* Append s escaped for HTML text and attribute values (& < > " '). */
 void moects__buf_html(moects__buf *b, const char *s);
-/* Append s for a Markdown table cell / inline code: | and newlines escaped. */
+/* Append s as Markdown text: \ ` * _ [ ] < > | # backslash-escaped, newlines as spaces (safe in
+ * table cells and list items). */
 void moects__buf_md(moects__buf *b, const char *s);
+/* Append s for the inside of a `code span`: backticks become ', newlines spaces. */
+void moects__buf_md_code(moects__buf *b, const char *s);
+/* Append s quoted for a POSIX shell when it holds anything but [A-Za-z0-9/._-:=+,@%]. */
+void moects__shell_quote(moects__buf *b, const char *s);
 void moects__buf_free(moects__buf *b);
 /* Write the buffer atomically to path; -1 with err on failure (or oom). */
 int moects__buf_write(const moects__buf *b, const char *path, char *err, size_t errlen);
@@ -44,6 +49,48 @@ int moects__layout_cmp(const char *a, const char *b);
  * comments and blank lines ignored. Returns the count, or -1 with "path: line N: problem". */
 int moects__read_id_list(const char *path, char ***out, char *err, size_t errlen);
 void moects__free_id_list(char **v, int n);
+
+/* Positions of a run's results by (kernel, case), hashed. */
+typedef struct {
+    const moects_run *run;
+    size_t *slot; /* cap entries, each result index + 1, 0 empty */
+    size_t cap;
+} moects__index;
+
+int moects__index_build(moects__index *ix, const moects_run *run); /* 0, -1 out of memory */
+/* Index of the result of (kernel, case_id), or -1. */
+long moects__index_find(const moects__index *ix, const char *kernel, const char *case_id);
+void moects__index_free(moects__index *ix);
+
+/* Does case_id fall under a run's filter? "" and "*" take everything; otherwise a glob, or
+ * several separated by commas (any may match). */
+int moects__filter_match(const char *filter, const char *case_id);
+
+/* A coverage cell: one kernel on one model under one layout, and the verdicts of its cases. */
+typedef enum {
+    MOECTS__CELL_PASS = 0,       /* some case passed, none failed or was refused */
+    MOECTS__CELL_FAIL,           /* some case failed (mismatch, crash, timeout) */
+    MOECTS__CELL_UNSUPPORTED,    /* the kernel refused some case, none failed */
+    MOECTS__CELL_NOT_REGISTERED, /* no case of this model/layout for the kernel's op */
+    MOECTS__CELL_NOT_RUN,        /* cases exist, none has a verdict (filtered out or SKIP) */
+    MOECTS__CELL_COUNT
+} moects__cell_state;
+
+typedef struct {
+    const char *kernel, *model, *layout; /* point into the run */
+    moects_op op;
+    int is_mutant;
+    size_t n[MOECTS_VERDICT_COUNT];
+    long first_bad; /* index of the first FAIL_* (else UNSUPPORTED) result, -1 if none */
+} moects__cell;
+
+const char *moects__cell_name(moects__cell_state s); /* "PASS", ..., "NOT_REGISTERED", "NOT_RUN" */
+moects__cell_state moects__cell_state_of(const moects__cell *c);
+/* The cells of a run's results whose case matches filter (moects__filter_match), sorted by
+ * (kernel, model, layout). *out is malloc'ed. Returns the count, or -1 out of memory. */
+long moects__cells(const moects_run *run, const char *filter, moects__cell **out);
+const moects__cell *moects__cell_find(const moects__cell *v, long n, const char *kernel, const char *model,
+                                      const char *layout);
 
 /* Directory holding cases/ and gpu/: $MOECTS_ROOT, else the source tree the binary was built in. */
 const char *moects__source_root(void);

@@ -182,9 +182,22 @@ void moects__buf_html(moects__buf *b, const char *s)
 void moects__buf_md(moects__buf *b, const char *s)
 {
     for (; *s; s++) {
-        if (*s == '|') moects__buf_add(b, "\\|");
+        if (strchr("\\`*_[]<>|#", *s)) {
+            moects__buf_add(b, "\\");
+            moects__buf_addn(b, s, 1);
+        } else if (*s == '\n' || *s == '\r') {
+            moects__buf_add(b, " ");
+        } else {
+            moects__buf_addn(b, s, 1);
+        }
+    }
+}
+
+void moects__buf_md_code(moects__buf *b, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '`') moects__buf_add(b, "'");
         else if (*s == '\n' || *s == '\r') moects__buf_add(b, " ");
-        else if (*s == '`') moects__buf_add(b, "'");
         else moects__buf_addn(b, s, 1);
     }
 }
@@ -566,7 +579,7 @@ out:
 
 /* ---- shared report helpers ---- */
 
-static void shell_quote(moects__buf *b, const char *s)
+void moects__shell_quote(moects__buf *b, const char *s)
 {
     int plain = *s != '\0';
     for (const char *p = s; *p; p++)
@@ -587,9 +600,9 @@ static void shell_quote(moects__buf *b, const char *s)
 void moects__repro(moects__buf *b, const moects_result *r)
 {
     moects__buf_add(b, "moects run --kernel ");
-    shell_quote(b, r->kernel);
+    moects__shell_quote(b, r->kernel);
     moects__buf_add(b, " --filter ");
-    shell_quote(b, r->case_id);
+    moects__shell_quote(b, r->case_id);
     moects__buf_printf(b, " --seed %" PRIu64, r->seed);
 }
 
@@ -684,6 +697,155 @@ bad:
     fclose(f);
     moects__free_id_list(v, n);
     return -1;
+}
+
+static uint64_t fnv1a(uint64_t h, const char *s)
+{
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t pair_hash(const char *kernel, const char *case_id)
+{
+    return fnv1a(fnv1a(0xcbf29ce484222325ull, kernel) * 31 + 1, case_id);
+}
+
+int moects__index_build(moects__index *ix, const moects_run *run)
+{
+    ix->run = run;
+    ix->cap = 16;
+    while (ix->cap < 2 * run->n + 1) ix->cap *= 2;
+    ix->slot = calloc(ix->cap, sizeof *ix->slot);
+    if (!ix->slot) return -1;
+    for (size_t i = 0; i < run->n; i++) {
+        size_t h = (size_t)pair_hash(run->v[i].kernel, run->v[i].case_id) & (ix->cap - 1);
+        while (ix->slot[h]) {
+            const moects_result *o = &run->v[ix->slot[h] - 1];
+            if (!strcmp(o->kernel, run->v[i].kernel) && !strcmp(o->case_id, run->v[i].case_id)) break;
+            h = (h + 1) & (ix->cap - 1);
+        }
+        if (!ix->slot[h]) ix->slot[h] = i + 1; /* a duplicate keeps the first */
+    }
+    return 0;
+}
+
+long moects__index_find(const moects__index *ix, const char *kernel, const char *case_id)
+{
+    size_t h = (size_t)pair_hash(kernel, case_id) & (ix->cap - 1);
+    while (ix->slot[h]) {
+        const moects_result *o = &ix->run->v[ix->slot[h] - 1];
+        if (!strcmp(o->kernel, kernel) && !strcmp(o->case_id, case_id)) return (long)ix->slot[h] - 1;
+        h = (h + 1) & (ix->cap - 1);
+    }
+    return -1;
+}
+
+void moects__index_free(moects__index *ix)
+{
+    free(ix->slot);
+    ix->slot = NULL;
+    ix->cap = 0;
+}
+
+int moects__filter_match(const char *filter, const char *case_id)
+{
+    if (!filter[0] || !strcmp(filter, "*")) return 1;
+    char buf[sizeof(((moects_run *)0)->filter)];
+    snprintf(buf, sizeof buf, "%s", filter);
+    char *save = NULL;
+    for (char *g = strtok_r(buf, ",", &save); g; g = strtok_r(NULL, ",", &save))
+        if (fnmatch(g, case_id, 0) == 0) return 1;
+    return 0;
+}
+
+static const char *const cell_names[MOECTS__CELL_COUNT] = {
+    "PASS", "FAIL", "UNSUPPORTED", "NOT_REGISTERED", "NOT_RUN"};
+
+const char *moects__cell_name(moects__cell_state s)
+{
+    return (unsigned)s < MOECTS__CELL_COUNT ? cell_names[s] : "?";
+}
+
+moects__cell_state moects__cell_state_of(const moects__cell *c)
+{
+    if (c->n[MOECTS_FAIL_MISMATCH] + c->n[MOECTS_FAIL_CRASH] + c->n[MOECTS_FAIL_TIMEOUT]) return MOECTS__CELL_FAIL;
+    if (c->n[MOECTS_UNSUPPORTED]) return MOECTS__CELL_UNSUPPORTED;
+    if (c->n[MOECTS_PASS_EXACT] + c->n[MOECTS_PASS_TOLERANCE]) return MOECTS__CELL_PASS;
+    return MOECTS__CELL_NOT_RUN;
+}
+
+static int cell_key_cmp(const char *k1, const char *m1, const char *l1, const char *k2, const char *m2,
+                        const char *l2)
+{
+    int d = strcmp(k1, k2);
+    if (!d) d = strcmp(m1, m2);
+    if (!d) d = strcmp(l1, l2);
+    return d;
+}
+
+static const moects_run *cells_sort_run;
+
+static int cells_sort_cmp(const void *a, const void *b)
+{
+    const moects_result *x = &cells_sort_run->v[*(const size_t *)a], *y = &cells_sort_run->v[*(const size_t *)b];
+    int d = cell_key_cmp(x->kernel, x->model, x->layout, y->kernel, y->model, y->layout);
+    if (!d) d = (*(const size_t *)a > *(const size_t *)b) - (*(const size_t *)a < *(const size_t *)b);
+    return d;
+}
+
+long moects__cells(const moects_run *run, const char *filter, moects__cell **out)
+{
+    *out = NULL;
+    size_t *ord = malloc((run->n ? run->n : 1) * sizeof *ord);
+    moects__cell *v = malloc((run->n ? run->n : 1) * sizeof *v);
+    if (!ord || !v) {
+        free(ord);
+        free(v);
+        return -1;
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < run->n; i++)
+        if (moects__filter_match(filter, run->v[i].case_id)) ord[m++] = i;
+    cells_sort_run = run; /* single-threaded CLI */
+    qsort(ord, m, sizeof *ord, cells_sort_cmp);
+    long n = 0;
+    for (size_t j = 0; j < m; j++) {
+        const moects_result *r = &run->v[ord[j]];
+        moects__cell *c = n ? &v[n - 1] : NULL;
+        if (!c || cell_key_cmp(c->kernel, c->model, c->layout, r->kernel, r->model, r->layout)) {
+            c = &v[n++];
+            memset(c, 0, sizeof *c);
+            c->kernel = r->kernel;
+            c->model = r->model;
+            c->layout = r->layout;
+            c->op = r->op;
+            c->is_mutant = r->is_mutant;
+            c->first_bad = -1;
+        }
+        c->n[r->verdict]++;
+        if (moects_verdict_is_fail(r->verdict) &&
+            (c->first_bad < 0 || !moects_verdict_is_fail(run->v[c->first_bad].verdict)))
+            c->first_bad = (long)ord[j];
+        else if (r->verdict == MOECTS_UNSUPPORTED && c->first_bad < 0)
+            c->first_bad = (long)ord[j];
+    }
+    free(ord);
+    *out = v;
+    return n;
+}
+
+const moects__cell *moects__cell_find(const moects__cell *v, long n, const char *kernel, const char *model,
+                                      const char *layout)
+{
+    long lo = 0, hi = n;
+    while (lo < hi) {
+        long mid = lo + (hi - lo) / 2;
+        int d = cell_key_cmp(v[mid].kernel, v[mid].model, v[mid].layout, kernel, model, layout);
+        if (!d) return &v[mid];
+        if (d < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return NULL;
 }
 
 const char *moects__source_root(void)

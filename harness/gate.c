@@ -1,0 +1,407 @@
+/* gate.c: `moects gate RUN_RESULTS [--baseline BASE_RESULTS] [--mustpass FILE...] [--summary FILE.md]
+ * [--limit N]`: the pass/fail decision of CI on a run (DESIGN.md "Harness", Gate).
+ *
+ * The gate fails (exit 1) on:
+ *   regression       an honest kernel's (kernel, case) passed in the baseline and now fails
+ *                    (FAIL_MISMATCH, FAIL_CRASH, FAIL_TIMEOUT);
+ *   new failure      an honest kernel fails a (kernel, case) that did not fail in the baseline
+ *                    (absent, UNSUPPORTED or SKIP there); without a baseline, every honest failure;
+ *   must-pass        a case of a --mustpass list (ids or globs) has no honest-kernel result, or
+ *                    none passed, or one was refused or failed (a failure already listed above is
+ *                    not listed twice);
+ *   lost coverage    a (model, layout, honest kernel) cell that was PASS in the baseline is now
+ *                    FAIL, UNSUPPORTED, absent or only skipped;
+ *   mutant escaped   a mutant caught (some case failed) in the baseline is caught by no case now;
+ *   empty run        the run holds no result.
+ * Only baseline results whose case falls under the run's filter are compared, so a filtered run
+ * is gated against the matching part of a full baseline. A failure in both runs ("known") is
+ * reported but does not fail the gate. Exit 2: bad usage, an unreadable results file, or a shard
+ * (merge shards first: `moects merge`). The Markdown summary (stdout, and --summary FILE) is fit
+ * for a PR comment or $GITHUB_STEP_SUMMARY: the counts, then the problems with a repro line each,
+ * at most --limit (default 20) of them, then "and N more". */
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moects_commands.h"
+#include "reports_internal.h"
+
+enum { CAT_REGRESSION, CAT_NEW_FAIL, CAT_MUSTPASS, CAT_LOST_CELL, CAT_MUTANT, CAT_EMPTY, CAT_COUNT };
+static const char *const cat_title[CAT_COUNT] = {"regression", "new failure", "must-pass", "lost coverage",
+                                                  "mutant escaped", "empty run"};
+static const char *const cat_plural[CAT_COUNT] = {"regressions", "new failures", "must-pass cases",
+                                                   "lost coverage cells", "mutants escaped", "empty run"};
+
+typedef struct {
+    moects__buf items; /* the problem lines, each ends with "\n" and starts with "- " */
+    size_t n, ncat[CAT_COUNT];
+    size_t listed, limit;
+    size_t known; /* honest failures that failed in the baseline too */
+} problems;
+
+static void add_item(problems *p, int cat, const moects__buf *text)
+{
+    p->n++;
+    p->ncat[cat]++;
+    if (p->listed >= p->limit) return;
+    p->listed++;
+    moects__buf_add(&p->items, text->s ? text->s : "");
+}
+
+/* "FAIL_MISMATCH: 12 mismatches, max ULP 3, first at 5: got 0x.. want 0x.." or "VERDICT: reason". */
+static void describe(moects__buf *b, const moects_result *r)
+{
+    moects__buf_add(b, moects_verdict_name(r->verdict));
+    if (r->verdict == MOECTS_FAIL_MISMATCH || r->mismatches) {
+        moects__buf_printf(b, ": %" PRId64 " mismatches", r->mismatches);
+        if (r->max_ulp == UINT64_MAX) moects__buf_add(b, ", NaN against a number");
+        else moects__buf_printf(b, ", max ULP %" PRIu64, r->max_ulp);
+        if (r->first_index >= 0) {
+            moects__buf_printf(b, ", first at %" PRId64 ": got ", r->first_index);
+            moects__buf_md(b, r->got);
+            moects__buf_add(b, ", want ");
+            moects__buf_md(b, r->want);
+        }
+    }
+    if (r->reason[0]) {
+        moects__buf_add(b, r->verdict == MOECTS_FAIL_MISMATCH ? "; " : ": ");
+        moects__buf_md(b, r->reason);
+    }
+}
+
+/* "  `command`\n": the repro line under a problem. */
+static void code_line(moects__buf *b, const moects__buf *cmd)
+{
+    moects__buf_add(b, "  `");
+    moects__buf_md_code(b, cmd->s ? cmd->s : "");
+    moects__buf_add(b, "`\n");
+}
+
+static void repro_line(moects__buf *b, const moects_result *r)
+{
+    moects__buf cmd = {0};
+    moects__repro(&cmd, r);
+    code_line(b, &cmd);
+    moects__buf_free(&cmd);
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: moects gate RUN_RESULTS [--baseline BASE_RESULTS] [--mustpass FILE...] "
+                    "[--summary FILE.md] [--limit N]\n");
+    return 2;
+}
+
+static void short_commit(char *dst, size_t cap, const char *c)
+{
+    snprintf(dst, cap, "%.12s", c[0] ? c : "unknown");
+}
+
+typedef struct {
+    char **ids;
+    int n;
+    const char *file;
+} idlist;
+
+int moects_cmd_gate(int argc, char **argv)
+{
+    const char *run_path = NULL, *base_path = NULL, *summary_path = NULL;
+    idlist lists[64];
+    int nlists = 0, rc = 2;
+    long limit = 20;
+    char err[1024];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--baseline") && i + 1 < argc) base_path = argv[++i];
+        else if (!strcmp(a, "--summary") && i + 1 < argc) summary_path = argv[++i];
+        else if (!strcmp(a, "--limit") && i + 1 < argc) {
+            char *end;
+            limit = strtol(argv[++i], &end, 10);
+            if (*end || limit < 0) {
+                fprintf(stderr, "moects gate: --limit: \"%s\" is not a count\n", argv[i]);
+                return 2;
+            }
+        } else if (!strcmp(a, "--mustpass")) {
+            int got = 0;
+            while (i + 1 < argc && argv[i + 1][0] != '-') {
+                if (nlists == (int)(sizeof lists / sizeof lists[0])) {
+                    fprintf(stderr, "moects gate: --mustpass: more than 64 files\n");
+                    goto out;
+                }
+                lists[nlists].file = argv[++i];
+                lists[nlists].n = moects__read_id_list(argv[i], &lists[nlists].ids, err, sizeof err);
+                if (lists[nlists].n < 0) {
+                    fprintf(stderr, "%s\n", err);
+                    goto out;
+                }
+                nlists++;
+                got++;
+            }
+            if (!got) {
+                fprintf(stderr, "moects gate: --mustpass needs at least one file\n");
+                goto out;
+            }
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage();
+            rc = 0;
+            goto out;
+        } else if (a[0] == '-' || run_path) {
+            fprintf(stderr, "moects gate: unexpected argument \"%s\"\n", a);
+            usage();
+            goto out;
+        } else {
+            run_path = a;
+        }
+    }
+    if (!run_path) {
+        usage();
+        goto out;
+    }
+
+    moects_run run = {0}, base = {0};
+    moects__index run_ix = {0}, base_ix = {0};
+    moects__cell *run_cells = NULL, *base_cells = NULL;
+    long n_run_cells = 0, n_base_cells = 0;
+    problems p = {.limit = (size_t)limit};
+    moects__buf item = {0}, out = {0}, cmd = {0};
+
+    if (moects_results_read(run_path, &run, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        goto done;
+    }
+    if (run.shard[0]) {
+        fprintf(stderr, "%s: shard: the run is shard %s; merge the shards first (moects merge)\n", run_path,
+                run.shard);
+        goto done;
+    }
+    if (base_path) {
+        if (moects_results_read(base_path, &base, err, sizeof err)) {
+            fprintf(stderr, "%s\n", err);
+            goto done;
+        }
+        if (base.shard[0]) {
+            fprintf(stderr, "%s: shard: the baseline is shard %s; merge the shards first (moects merge)\n",
+                    base_path, base.shard);
+            goto done;
+        }
+    }
+    if (moects__index_build(&run_ix, &run) || moects__index_build(&base_ix, &base) ||
+        (n_run_cells = moects__cells(&run, "", &run_cells)) < 0 ||
+        (n_base_cells = moects__cells(&base, run.filter, &base_cells)) < 0) {
+        fprintf(stderr, "moects gate: out of memory\n");
+        goto done;
+    }
+
+    if (run.n == 0) {
+        moects__buf_add(&item, "- **empty run**: the run holds no result\n");
+        add_item(&p, CAT_EMPTY, &item);
+    }
+
+    /* regressions and new failures of honest kernels; flagged[i] marks run results listed */
+    char *flagged = calloc(run.n ? run.n : 1, 1);
+    if (!flagged) {
+        fprintf(stderr, "moects gate: out of memory\n");
+        goto done;
+    }
+    for (size_t i = 0; i < run.n; i++) {
+        const moects_result *r = &run.v[i];
+        if (r->is_mutant || !moects_verdict_is_fail(r->verdict)) continue;
+        long j = base_path ? moects__index_find(&base_ix, r->kernel, r->case_id) : -1;
+        const moects_result *was = j >= 0 ? &base.v[j] : NULL;
+        if (was && moects_verdict_is_fail(was->verdict)) {
+            p.known++;
+            continue;
+        }
+        int cat = was && moects_verdict_is_pass(was->verdict) ? CAT_REGRESSION : CAT_NEW_FAIL;
+        item.n = 0;
+        moects__buf_printf(&item, "- **%s** `", cat_title[cat]);
+        moects__buf_md_code(&item, r->case_id);
+        moects__buf_add(&item, "` on `");
+        moects__buf_md_code(&item, r->kernel);
+        moects__buf_add(&item, "`: ");
+        describe(&item, r);
+        if (was) moects__buf_printf(&item, " (baseline: %s)", moects_verdict_name(was->verdict));
+        else if (base_path) moects__buf_add(&item, " (not in the baseline)");
+        moects__buf_add(&item, "\n");
+        repro_line(&item, r);
+        add_item(&p, cat, &item);
+        flagged[i] = 1;
+    }
+
+    /* must-pass lists */
+    for (int l = 0; l < nlists; l++)
+        for (int k = 0; k < lists[l].n; k++) {
+            const char *id = lists[l].ids[k];
+            int glob = strpbrk(id, "*?[") != NULL;
+            size_t honest = 0, passed = 0;
+            for (size_t i = 0; i < run.n; i++) {
+                const moects_result *r = &run.v[i];
+                if (r->is_mutant || (glob ? fnmatch(id, r->case_id, 0) : strcmp(id, r->case_id))) continue;
+                honest++;
+                if (moects_verdict_is_pass(r->verdict)) passed++;
+                if (moects_verdict_is_pass(r->verdict) || r->verdict == MOECTS_SKIP || flagged[i]) continue;
+                item.n = 0;
+                moects__buf_add(&item, "- **must-pass** `");
+                moects__buf_md_code(&item, r->case_id);
+                moects__buf_add(&item, "` on `");
+                moects__buf_md_code(&item, r->kernel);
+                moects__buf_add(&item, "`: ");
+                describe(&item, r);
+                moects__buf_add(&item, " (`");
+                moects__buf_md_code(&item, lists[l].file);
+                moects__buf_add(&item, "`)\n");
+                repro_line(&item, r);
+                add_item(&p, CAT_MUSTPASS, &item);
+                flagged[i] = 1;
+            }
+            if (passed) continue;
+            item.n = 0;
+            moects__buf_add(&item, "- **must-pass** `");
+            moects__buf_md_code(&item, id);
+            moects__buf_printf(&item, "`: %s (`", honest ? "no honest kernel passed it" : "missing from the run");
+            moects__buf_md_code(&item, lists[l].file);
+            moects__buf_add(&item, "`)\n");
+            cmd.n = 0;
+            moects__buf_add(&cmd, "moects run --filter ");
+            moects__shell_quote(&cmd, id);
+            code_line(&item, &cmd);
+            add_item(&p, CAT_MUSTPASS, &item);
+        }
+    free(flagged);
+
+    /* lost coverage cells (honest kernels) */
+    for (long c = 0; c < n_base_cells; c++) {
+        const moects__cell *bc = &base_cells[c];
+        if (bc->is_mutant || moects__cell_state_of(bc) != MOECTS__CELL_PASS) continue;
+        const moects__cell *rc_ = moects__cell_find(run_cells, n_run_cells, bc->kernel, bc->model, bc->layout);
+        moects__cell_state now = rc_ ? moects__cell_state_of(rc_) : MOECTS__CELL_NOT_RUN;
+        if (now == MOECTS__CELL_PASS) continue;
+        item.n = 0;
+        moects__buf_add(&item, "- **lost coverage** `");
+        moects__buf_md_code(&item, bc->model);
+        moects__buf_add(&item, "` x `");
+        moects__buf_md_code(&item, bc->layout);
+        moects__buf_add(&item, "` on `");
+        moects__buf_md_code(&item, bc->kernel);
+        moects__buf_printf(&item, "`: PASS in the baseline, now %s",
+                           rc_ ? (now == MOECTS__CELL_NOT_RUN ? "only SKIP" : moects__cell_name(now)) : "absent");
+        if (rc_ && rc_->first_bad >= 0) {
+            moects__buf_add(&item, " (`");
+            moects__buf_md_code(&item, run.v[rc_->first_bad].case_id);
+            moects__buf_add(&item, "`: ");
+            describe(&item, &run.v[rc_->first_bad]);
+            moects__buf_add(&item, ")");
+        }
+        moects__buf_add(&item, "\n");
+        char glob[sizeof bc->model + sizeof bc->layout + 8];
+        snprintf(glob, sizeof glob, "*/%s/%s/*", bc->model, bc->layout);
+        cmd.n = 0;
+        moects__buf_add(&cmd, "moects run --kernel ");
+        moects__shell_quote(&cmd, bc->kernel);
+        moects__buf_add(&cmd, " --filter ");
+        moects__shell_quote(&cmd, glob);
+        code_line(&item, &cmd);
+        add_item(&p, CAT_LOST_CELL, &item);
+    }
+
+    /* mutants caught in the baseline and by no case now */
+    for (long c = 0; c < n_base_cells; c++) {
+        const moects__cell *bc = &base_cells[c];
+        if (!bc->is_mutant || (c > 0 && !strcmp(base_cells[c - 1].kernel, bc->kernel))) continue;
+        size_t caught_was = 0, caught_now = 0, ran_now = 0;
+        for (long d = c; d < n_base_cells && !strcmp(base_cells[d].kernel, bc->kernel); d++)
+            caught_was += base_cells[d].n[MOECTS_FAIL_MISMATCH] + base_cells[d].n[MOECTS_FAIL_CRASH] +
+                          base_cells[d].n[MOECTS_FAIL_TIMEOUT];
+        for (size_t i = 0; i < run.n; i++)
+            if (!strcmp(run.v[i].kernel, bc->kernel)) {
+                ran_now++;
+                caught_now += moects_verdict_is_fail(run.v[i].verdict);
+            }
+        if (!caught_was || caught_now) continue;
+        item.n = 0;
+        moects__buf_add(&item, "- **mutant escaped** `");
+        moects__buf_md_code(&item, bc->kernel);
+        moects__buf_printf(&item, "`: caught in %zu baseline case%s, in none of its %zu case%s now\n", caught_was,
+                           caught_was == 1 ? "" : "s", ran_now, ran_now == 1 ? "" : "s");
+        cmd.n = 0;
+        moects__buf_add(&cmd, "moects run --kernel ");
+        moects__shell_quote(&cmd, bc->kernel);
+        code_line(&item, &cmd);
+        add_item(&p, CAT_MUTANT, &item);
+    }
+
+    /* the summary */
+    char c1[16], c2[16];
+    short_commit(c1, sizeof c1, run.commit);
+    if (p.n) moects__buf_printf(&out, "## moects gate: FAIL (%zu problem%s)\n\n", p.n, p.n == 1 ? "" : "s");
+    else moects__buf_add(&out, "## moects gate: PASS\n\n");
+    moects__buf_printf(&out, "Run `%s`", c1);
+    if (run.date[0]) moects__buf_printf(&out, " of %s", run.date);
+    if (run.machine[0]) {
+        moects__buf_add(&out, " on ");
+        moects__buf_md(&out, run.machine);
+    }
+    if (run.filter[0]) {
+        moects__buf_add(&out, ", filter `");
+        moects__buf_md_code(&out, run.filter);
+        moects__buf_add(&out, "`");
+    }
+    moects__buf_printf(&out, ": %zu results", run.n);
+    if (base_path) {
+        short_commit(c2, sizeof c2, base.commit);
+        size_t in_scope = 0;
+        for (size_t i = 0; i < base.n; i++) in_scope += moects__filter_match(run.filter, base.v[i].case_id);
+        moects__buf_printf(&out, ". Baseline `%s`", c2);
+        if (base.date[0]) moects__buf_printf(&out, " of %s", base.date);
+        moects__buf_printf(&out, ": %zu results, %zu under the run's filter", base.n, in_scope);
+    } else {
+        moects__buf_add(&out, ". No baseline");
+    }
+    if (nlists) moects__buf_printf(&out, "; %d must-pass list%s", nlists, nlists == 1 ? "" : "s");
+    moects__buf_add(&out, ".\n\n");
+    moects__md_counts(&out, &run);
+    moects__buf_add(&out, "\n");
+    if (p.n) {
+        int first = 1;
+        for (int c = 0; c < CAT_COUNT; c++)
+            if (p.ncat[c]) {
+                moects__buf_printf(&out, "%s%zu %s", first ? "Problems: " : ", ", p.ncat[c],
+                                   p.ncat[c] == 1 && c != CAT_MUSTPASS ? cat_title[c] : cat_plural[c]);
+                first = 0;
+            }
+        moects__buf_add(&out, ".\n\n");
+        moects__buf_add(&out, p.items.s ? p.items.s : "");
+        if (p.n > p.listed) moects__buf_printf(&out, "- and %zu more\n", p.n - p.listed);
+        moects__buf_add(&out, "\n");
+    }
+    if (p.known)
+        moects__buf_printf(&out, "%zu honest failure%s also failed in the baseline (known, not gating).\n\n",
+                           p.known, p.known == 1 ? "" : "s");
+    if (out.oom) {
+        fprintf(stderr, "moects gate: out of memory\n");
+        goto done;
+    }
+    fputs(out.s, stdout);
+    fflush(stdout);
+    if (summary_path && moects__buf_write(&out, summary_path, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        goto done;
+    }
+    rc = p.n ? 1 : 0;
+done:
+    moects__buf_free(&item);
+    moects__buf_free(&cmd);
+    moects__buf_free(&out);
+    moects__buf_free(&p.items);
+    free(run_cells);
+    free(base_cells);
+    moects__index_free(&run_ix);
+    moects__index_free(&base_ix);
+    moects_run_free(&run);
+    moects_run_free(&base);
+out:
+    for (int l = 0; l < nlists; l++) moects__free_id_list(lists[l].ids, lists[l].n);
+    return rc;
+}

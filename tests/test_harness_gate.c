@@ -1,0 +1,163 @@
+/* test_harness_gate.c: `moects gate` (harness/gate.c) on hand-built results files under
+ * tests/data/gate/. The scenario, worked by hand (honest kernels k.a, k.b; mutants m.x, m.y):
+ *   alpha/tp1/t1 k.b PASS_EXACT -> FAIL_CRASH           regression (and cell alpha x tp1 on k.b lost)
+ *   alpha/tp8/t1 k.b UNSUPPORTED -> FAIL_MISMATCH       new failure (the cell was not PASS: not lost)
+ *   beta/tp1/t1  k.b FAIL_MISMATCH in both              known; on the must-pass list: must-pass problem
+ *   beta/ep8/t1  k.a PASS_EXACT -> UNSUPPORTED          cell beta x ep8 on k.a lost
+ *   m.y caught (FAIL_CRASH) on alpha/tp1/t2, now on no case   mutant escaped
+ *   must-pass glob ep_gather/delta/(star) matches nothing   missing
+ * = 7 problems. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "moects_commands.h"
+
+#define DATA MOECTS_SOURCE_DIR "/tests/data/gate/"
+
+static char tmpdir[64], summary[128];
+
+static void setup(void)
+{
+    strcpy(tmpdir, "/tmp/moects_gate_XXXXXX");
+    cr_assert_not_null(mkdtemp(tmpdir));
+    snprintf(summary, sizeof summary, "%s/summary.md", tmpdir);
+    cr_assert_not_null(freopen("/dev/null", "w", stdout));
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+static int gate(int argc, const char **argv)
+{
+    return moects_cmd_gate(argc, (char **)argv);
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s", path);
+    char *buf = calloc(1, 1 << 16);
+    size_t n = fread(buf, 1, (1 << 16) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* file contents with @MUSTPASS@ replaced by the must-pass file's path */
+static char *expected(const char *name)
+{
+    char *t = slurp(name), *out = calloc(1, 1 << 16);
+    const char *p = t, *q;
+    while ((q = strstr(p, "@MUSTPASS@"))) {
+        strncat(out, p, (size_t)(q - p));
+        strcat(out, DATA "mustpass.txt");
+        p = q + strlen("@MUSTPASS@");
+    }
+    strcat(out, p);
+    free(t);
+    return out;
+}
+
+Test(gate, broken_run_lists_problems_capped, .init = setup, .fini = teardown)
+{
+    const char *argv[] = {"gate", DATA "run_bad.json", "--baseline", DATA "base.json", "--mustpass",
+                          DATA "mustpass.txt", "--summary", summary, "--limit", "3"};
+    cr_assert_eq(gate(10, argv), 1);
+    char *got = slurp(summary), *want = expected(DATA "expected_bad_limit3.md");
+    cr_assert_str_eq(got, want);
+    free(got);
+    free(want);
+}
+
+Test(gate, broken_run_full_list, .init = setup, .fini = teardown)
+{
+    const char *argv[] = {"gate", DATA "run_bad.json", "--baseline", DATA "base.json", "--mustpass",
+                          DATA "mustpass.txt", "--summary", summary};
+    cr_assert_eq(gate(8, argv), 1);
+    char *got = slurp(summary), *want = expected(DATA "expected_bad_rest.md");
+    /* the first three problems as in the capped summary, then the other four */
+    const char *cut = strstr(got, "- **must-pass** `ep_gather/delta/*`");
+    cr_assert_not_null(cut);
+    cr_assert_str_eq(cut, want);
+    cr_assert_null(strstr(got, "more\n"));
+    free(got);
+    free(want);
+}
+
+Test(gate, same_run_passes, .init = setup, .fini = teardown)
+{
+    const char *argv[] = {"gate", DATA "base.json", "--baseline", DATA "base.json", "--summary", summary};
+    cr_assert_eq(gate(6, argv), 0);
+    char *got = slurp(summary);
+    cr_assert_eq(strncmp(got, "## moects gate: PASS\n\n", 22), 0, "%s", got);
+    /* k.b fails beta/tp1/t1 in both: known */
+    cr_assert_not_null(strstr(got, "\n1 honest failure also failed in the baseline (known, not gating).\n"));
+    free(got);
+}
+
+Test(gate, filtered_run_is_gated_on_its_part_of_the_baseline, .init = setup, .fini = teardown)
+{
+    /* run_alpha.json: the alpha cases of the baseline, filter "ep_gather/alpha/ *" */
+    const char *argv[] = {"gate", DATA "run_alpha.json", "--baseline", DATA "base.json", "--summary", summary};
+    cr_assert_eq(gate(6, argv), 0);
+    char *got = slurp(summary);
+    /* 10 of the 14 baseline results are alpha cases */
+    cr_assert_not_null(strstr(got, ": 14 results, 10 under the run's filter."), "%s", got);
+    free(got);
+}
+
+Test(gate, must_pass_alone_without_baseline, .init = setup, .fini = teardown)
+{
+    /* no baseline: every honest failure is new (k.b on alpha/tp1/t1, alpha/tp8/t1, beta/tp1/t1 = 3);
+     * must-pass: beta/tp1/t1's failure is already listed, delta/ * is missing = 1 */
+    const char *argv[] = {"gate", DATA "run_bad.json", "--mustpass", DATA "mustpass.txt", "--summary", summary};
+    cr_assert_eq(gate(6, argv), 1);
+    char *got = slurp(summary);
+    cr_assert_not_null(strstr(got, "## moects gate: FAIL (4 problems)\n"), "%s", got);
+    cr_assert_not_null(strstr(got, "\nProblems: 3 new failures, 1 must-pass cases.\n"), "%s", got);
+    cr_assert_not_null(strstr(got, ". No baseline; 1 must-pass list.\n"), "%s", got);
+    free(got);
+}
+
+Test(gate, bad_input_exits_2, .init = setup, .fini = teardown)
+{
+    const char *a1[] = {"gate"};
+    cr_assert_eq(gate(1, a1), 2);
+    const char *a2[] = {"gate", DATA "no_such.json"};
+    cr_assert_eq(gate(2, a2), 2);
+    const char *a3[] = {"gate", DATA "base.json", "--mustpass", DATA "no_such.txt"};
+    cr_assert_eq(gate(4, a3), 2);
+    const char *a4[] = {"gate", DATA "base.json", "--bogus"};
+    cr_assert_eq(gate(3, a4), 2);
+    const char *a5[] = {"gate", DATA "base.json", "--mustpass"};
+    cr_assert_eq(gate(3, a5), 2);
+    /* a shard must be merged first */
+    char shard[160];
+    snprintf(shard, sizeof shard, "%s/shard.json", tmpdir);
+    FILE *f = fopen(shard, "w");
+    fputs("{\"moects_version\": \"0.1\", \"shard\": \"0/2\", \"results\": []}", f);
+    fclose(f);
+    const char *a6[] = {"gate", shard};
+    cr_assert_eq(gate(2, a6), 2);
+}
+
+Test(gate, empty_run_fails, .init = setup, .fini = teardown)
+{
+    char empty[160];
+    snprintf(empty, sizeof empty, "%s/empty.json", tmpdir);
+    FILE *f = fopen(empty, "w");
+    fputs("{\"moects_version\": \"0.1\", \"results\": []}", f);
+    fclose(f);
+    const char *argv[] = {"gate", empty, "--summary", summary};
+    cr_assert_eq(gate(4, argv), 1);
+    char *got = slurp(summary);
+    cr_assert_not_null(strstr(got, "- **empty run**: the run holds no result\n"), "%s", got);
+    free(got);
+}
