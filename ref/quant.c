@@ -1,0 +1,164 @@
+/* quant.c: MXFP4 / NVFP4 quantizers and the 128x4 scale swizzle (API and sources in
+ * moects_quant.h). */
+#include <math.h>
+#include <string.h>
+
+#include "moects_quant.h"
+#include "moects_ref.h"
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int64_t moects_scale_bytes(int64_t rows, int64_t nkb, moects_scale_layout layout)
+{
+    if (rows < 0 || nkb < 0) return -1;
+    if (layout == MOECTS_SCALES_LINEAR) return rows * nkb;
+    if (layout == MOECTS_SCALES_SWIZZLED_128X4) return cdiv(rows, 128) * 128 * cdiv(nkb, 4) * 4;
+    return -1;
+}
+
+int64_t moects_scale_offset(int64_t r, int64_t kb, int64_t nkb, moects_scale_layout layout)
+{
+    if (layout == MOECTS_SCALES_LINEAR) return r * nkb + kb;
+    return ((r / 128) * cdiv(nkb, 4) + kb / 4) * 512 + (r % 32) * 16 + ((r / 32) % 4) * 4 + kb % 4;
+}
+
+int moects_scales_swizzle(const uint8_t *linear, int64_t rows, int64_t nkb, uint8_t *swizzled)
+{
+    int64_t n = moects_scale_bytes(rows, nkb, MOECTS_SCALES_SWIZZLED_128X4);
+    if (n < 0) return -1;
+    memset(swizzled, 0, (size_t)n);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t kb = 0; kb < nkb; kb++)
+            swizzled[moects_scale_offset(r, kb, nkb, MOECTS_SCALES_SWIZZLED_128X4)] = linear[r * nkb + kb];
+    return 0;
+}
+
+int moects_scales_unswizzle(const uint8_t *swizzled, int64_t rows, int64_t nkb, uint8_t *linear)
+{
+    if (rows < 0 || nkb < 0) return -1;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t kb = 0; kb < nkb; kb++)
+            linear[r * nkb + kb] = swizzled[moects_scale_offset(r, kb, nkb, MOECTS_SCALES_SWIZZLED_128X4)];
+    return 0;
+}
+
+static int bad_common(int64_t rows, int64_t K, moects_rounding rd, moects_scale_layout layout)
+{
+    return rows < 0 || K < 0 || (rd != MOECTS_ROUND_RNE && rd != MOECTS_ROUND_TIES_TO_ZERO) ||
+           (layout != MOECTS_SCALES_LINEAR && layout != MOECTS_SCALES_SWIZZLED_128X4);
+}
+
+/* Zero the code bytes and (swizzled) the scale padding, so every output byte is defined. */
+static void clear_outputs(int64_t rows, int64_t K, int64_t nkb, moects_scale_layout layout,
+                          uint8_t *codes, uint8_t *scales)
+{
+    memset(codes, 0, (size_t)(rows * cdiv(K, 2)));
+    memset(scales, 0, (size_t)moects_scale_bytes(rows, nkb, layout));
+}
+
+static void put_code(uint8_t *row, int64_t k, uint8_t c)
+{
+    row[k / 2] = (uint8_t)(row[k / 2] | (c & 0xFu) << (4 * (k & 1)));
+}
+
+/* Unbiased exponent of the scale for a block with finite amax > 0. */
+static int mx_scale_exp(float amax, moects_mx_scale_rule rule)
+{
+    int e;
+    (void)frexp((double)amax, &e); /* amax = f * 2^e, f in [0.5, 1): floor(log2 amax) = e - 1 */
+    if (rule == MOECTS_MX_SCALE_OCP) return e - 1 - 2;
+    /* smallest s with 6 * 2^s >= amax; exact in double. */
+    int s = e - 3; /* 6 * 2^(e-3) = 0.75 * 2^e < amax? then s = e - 2 */
+    if (6.0 * ldexp(1.0, s) < (double)amax) s++;
+    return s;
+}
+
+int moects_quant_mxfp4(const float *x, int64_t rows, int64_t K, moects_mx_scale_rule rule,
+                       moects_rounding rounding, moects_scale_layout layout, uint8_t *codes,
+                       uint8_t *scales)
+{
+    if (bad_common(rows, K, rounding, layout) ||
+        (rule != MOECTS_MX_SCALE_OCP && rule != MOECTS_MX_SCALE_ROUND_UP))
+        return -1;
+    const int64_t g = 32, nkb = cdiv(K, g), rb = cdiv(K, 2);
+    clear_outputs(rows, K, nkb, layout, codes, scales);
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * K;
+        for (int64_t b = 0; b < nkb; b++) {
+            int64_t k0 = b * g, k1 = k0 + g < K ? k0 + g : K;
+            float amax = 0.0f;
+            int finite = 1;
+            for (int64_t k = k0; k < k1; k++) {
+                if (!isfinite(xr[k])) finite = 0;
+                else if (fabsf(xr[k]) > amax) amax = fabsf(xr[k]);
+            }
+            uint8_t sc;
+            if (!finite) {
+                sc = 0xFFu; /* codes stay 0 */
+            } else {
+                int s = amax > 0.0f ? mx_scale_exp(amax, rule) : -127;
+                if (s < -127) s = -127;
+                if (s > 127) s = 127; /* unreachable for float input; kept for clarity */
+                sc = (uint8_t)(s + 127);
+                for (int64_t k = k0; k < k1; k++) {
+                    double q = ldexp((double)xr[k], -s); /* exact: a power-of-two division */
+                    put_code(codes + r * rb, k, moects_e2m1_encode((float)q, rounding));
+                }
+            }
+            scales[moects_scale_offset(r, b, nkb, layout)] = sc;
+        }
+    }
+    return 0;
+}
+
+float moects_nvfp4_global_scale(const float *x, size_t n)
+{
+    float amax = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(x[i])) return NAN;
+        if (fabsf(x[i]) > amax) amax = fabsf(x[i]);
+    }
+    if (amax == 0.0f) return 1.0f;
+    return 2688.0f / amax;
+}
+
+int moects_quant_nvfp4(const float *x, int64_t rows, int64_t K, float gs, moects_rounding rounding,
+                       moects_scale_layout layout, uint8_t *codes, uint8_t *scales)
+{
+    if (bad_common(rows, K, rounding, layout) || !isfinite(gs) || !(gs > 0.0f)) return -1;
+    const int64_t g = 16, nkb = cdiv(K, g), rb = cdiv(K, 2);
+    const float rcp6 = 1.0f / 6.0f, rcp_gs = 1.0f / gs;
+    clear_outputs(rows, K, nkb, layout, codes, scales);
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * K;
+        for (int64_t b = 0; b < nkb; b++) {
+            int64_t k0 = b * g, k1 = k0 + g < K ? k0 + g : K;
+            float amax = 0.0f;
+            for (int64_t k = k0; k < k1; k++) {
+                float a = fabsf(xr[k]);
+                if (isnan(a)) amax = NAN; /* fmaxf would drop it */
+                else if (a > amax) amax = a;
+            }
+            float sf = gs * (amax * rcp6);
+            uint8_t sc = moects_e4m3_encode(sf);
+            float dsc = moects_e4m3_decode(sc);
+            float oscl = sf != 0.0f && dsc != 0.0f ? 1.0f / (dsc * rcp_gs) : 0.0f;
+            for (int64_t k = k0; k < k1; k++)
+                put_code(codes + r * rb, k, moects_e2m1_encode(xr[k] * oscl, rounding));
+            scales[moects_scale_offset(r, b, nkb, layout)] = sc;
+        }
+    }
+    return 0;
+}
+
+void moects_fp4_dequant_row(const uint8_t *codes, const uint8_t *scales, int64_t r, int64_t K,
+                            moects_fp4_format fmt, moects_scale_layout layout, float *out)
+{
+    const int64_t g = moects_fp4_block(fmt), nkb = cdiv(K, g);
+    const uint8_t *row = codes + r * cdiv(K, 2);
+    for (int64_t k = 0; k < K; k++) {
+        uint8_t sc = scales[moects_scale_offset(r, k / g, nkb, layout)];
+        float s = fmt == MOECTS_FP4_NVFP4 ? moects_e4m3_decode(sc) : moects_ue8m0_decode(sc);
+        out[k] = moects_e2m1_decode((uint8_t)(row[k / 2] >> (4 * (k & 1)))) * s;
+    }
+}
