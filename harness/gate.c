@@ -264,7 +264,7 @@ int moects_cmd_gate(int argc, char **argv)
             moects__buf_md_code(&item, lists[l].file);
             moects__buf_add(&item, "`)\n");
             cmd.n = 0;
-            moects__buf_add(&cmd, "moects run --filter ");
+            moects__buf_add(&cmd, "moects run ");
             moects__shell_quote(&cmd, id);
             code_line(&item, &cmd);
             add_item(&p, CAT_MUSTPASS, &item);
@@ -300,7 +300,7 @@ int moects_cmd_gate(int argc, char **argv)
         cmd.n = 0;
         moects__buf_add(&cmd, "moects run --kernel ");
         moects__shell_quote(&cmd, bc->kernel);
-        moects__buf_add(&cmd, " --filter ");
+        moects__buf_add(&cmd, " ");
         moects__shell_quote(&cmd, glob);
         code_line(&item, &cmd);
         add_item(&p, CAT_LOST_CELL, &item);

@@ -596,14 +596,14 @@ void moects__shell_quote(moects__buf *b, const char *s)
     moects__buf_add(b, "'");
 }
 
-/* One case alone under one kernel, same seed: `moects run --kernel K --filter CASE --seed S`. */
+/* One case alone under one kernel, same seed: `moects run --kernel K --seed S CASE` (the form
+ * harness/tap.c prints). */
 void moects__repro(moects__buf *b, const moects_result *r)
 {
     moects__buf_add(b, "moects run --kernel ");
     moects__shell_quote(b, r->kernel);
-    moects__buf_add(b, " --filter ");
+    moects__buf_printf(b, " --seed %" PRIu64 " ", r->seed);
     moects__shell_quote(b, r->case_id);
-    moects__buf_printf(b, " --seed %" PRIu64, r->seed);
 }
 
 void moects__md_counts(moects__buf *b, const moects_run *run)
