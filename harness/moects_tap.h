@@ -1,0 +1,50 @@
+/* moects_tap.h: the TAP stream and summary.md of a run (DESIGN.md "Harness"): one indented
+ * subtest per kernel, one test point per case, YAML diagnostics on failures (and with -v on
+ * passes). Header "TAP version 13" by default: Perl TAP::Harness 3.44 rejects 14. */
+#ifndef MOECTS_TAP_H
+#define MOECTS_TAP_H
+#include <stddef.h>
+#include <stdio.h>
+
+#include "moects_harness.h"
+#include "moects_kernel.h"
+
+typedef struct {
+    int version;             /* 13 (default) or 14: only the header line differs */
+    int verbose;             /* YAML blocks on passing points too */
+    const char *repro_extra; /* appended to every repro command, e.g. " --kernel-lib 'x.so'" */
+    char **missing;          /* must-pass ids that match no registered case: failing points */
+    size_t nmissing;
+    const char *missing_file;
+    const char *empty_reason; /* plan "1..0 # SKIP <reason>" when nothing ran; NULL: "no cases" */
+} moects_tap_opts;
+
+/* How a kernel came out over the selected cases (the top-level test point). */
+typedef enum {
+    MOECTS_KS_PASS,          /* honest: no FAIL_*, at least one PASS_* */
+    MOECTS_KS_FAIL,          /* honest: some FAIL_* */
+    MOECTS_KS_CAUGHT,        /* mutant: some FAIL_* (the suite detected the bug) */
+    MOECTS_KS_ESCAPED,       /* mutant: passed every selected case */
+    MOECTS_KS_NOT_EXERCISED  /* no PASS_* and no FAIL_*: all SKIP / UNSUPPORTED (or none) */
+} moects_kernel_status;
+
+/* Status of kernel `name` over run's results; counts[v] gets the number of each verdict
+ * (counts may be NULL). is_mutant: the kernel declares a bug. */
+moects_kernel_status moects_kernel_status_of(const moects_run *run, const char *name, int is_mutant,
+                                             size_t counts[MOECTS_VERDICT_COUNT]);
+/* 1 when the status counts as a failure of the run (FAIL or ESCAPED). */
+int moects_kernel_status_fails(moects_kernel_status s);
+
+/* Render the TAP of run. kernels: the run's kernels in report order (kernels without results are
+ * left out). Returns a malloc'ed NUL-terminated text (length in *len), NULL when out of memory. */
+char *moects_tap_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
+                        const moects_tap_opts *o, size_t *len);
+
+/* summary.md: one row per kernel with its count of each verdict and its status. */
+char *moects_summary_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
+                            const moects_tap_opts *o, size_t *len);
+
+/* Append s to f single-quoted for a POSIX shell. */
+void moects_shell_quote(FILE *f, const char *s);
+
+#endif

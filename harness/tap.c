@@ -1,0 +1,353 @@
+/* tap.c: TAP 13/14 output and summary.md of a run (DESIGN.md "Harness", "Verdicts").
+ * Layout (TAP 14 subtests, readable by TAP 13 consumers, which skip indented lines):
+ *   TAP version 13
+ *   1..N
+ *   # Subtest: <kernel>
+ *       1..M
+ *       ok 1 - <case id>
+ *       not ok 2 - <case id>
+ *         ---  (YAML diagnostics)  ...
+ *   ok 1 - <kernel>
+ */
+#include "moects_tap.h"
+
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+moects_kernel_status moects_kernel_status_of(const moects_run *run, const char *name, int is_mutant,
+                                             size_t counts[MOECTS_VERDICT_COUNT])
+{
+    size_t c[MOECTS_VERDICT_COUNT] = {0}, pass = 0, fail = 0;
+    for (size_t i = 0; i < run->n; i++) {
+        const moects_result *r = &run->v[i];
+        if (strcmp(r->kernel, name) != 0) continue;
+        if ((unsigned)r->verdict < MOECTS_VERDICT_COUNT) c[r->verdict]++;
+        pass += moects_verdict_is_pass(r->verdict);
+        fail += moects_verdict_is_fail(r->verdict);
+    }
+    if (counts) memcpy(counts, c, sizeof c);
+    if (is_mutant) return fail ? MOECTS_KS_CAUGHT : pass ? MOECTS_KS_ESCAPED : MOECTS_KS_NOT_EXERCISED;
+    return fail ? MOECTS_KS_FAIL : pass ? MOECTS_KS_PASS : MOECTS_KS_NOT_EXERCISED;
+}
+
+int moects_kernel_status_fails(moects_kernel_status s)
+{
+    return s == MOECTS_KS_FAIL || s == MOECTS_KS_ESCAPED;
+}
+
+void moects_shell_quote(FILE *f, const char *s)
+{
+    fputc('\'', f);
+    for (; *s; s++) {
+        if (*s == '\'') fputs("'\\''", f);
+        else fputc(*s, f);
+    }
+    fputc('\'', f);
+}
+
+/* A YAMLish double-quoted scalar (TAP::Parser::YAMLish::Reader: \" \\ \xNN escapes). */
+static void yaml_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+        else if (ch < 0x20 || ch == 0x7f) fprintf(f, "\\x%02x", ch);
+        else fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+/* One line of free text: newlines and tabs become spaces; '#' escaped where asked (descriptions). */
+static void line_text(FILE *f, const char *s, int escape_hash)
+{
+    for (; *s; s++) {
+        char ch = *s;
+        if (ch == '\n' || ch == '\r' || ch == '\t') ch = ' ';
+        if (escape_hash && (ch == '#' || ch == '\\')) fputc('\\', f);
+        fputc(ch, f);
+    }
+}
+
+static void repro(FILE *f, const moects_result *r, const moects_tap_opts *o)
+{
+    fputs("moects run --kernel ", f);
+    moects_shell_quote(f, r->kernel);
+    fprintf(f, " --seed %" PRIu64, r->seed);
+    if (o->repro_extra) fputs(o->repro_extra, f);
+    fputc(' ', f);
+    moects_shell_quote(f, r->case_id);
+}
+
+static void yaml_block(FILE *f, const char *ind, const moects_result *r, const moects_tap_opts *o)
+{
+    fprintf(f, "%s---\n", ind);
+    fprintf(f, "%sverdict: %s\n", ind, moects_verdict_name(r->verdict));
+    fprintf(f, "%skernel: ", ind);
+    yaml_str(f, r->kernel);
+    fprintf(f, "\n%srecipe: ", ind);
+    yaml_str(f, r->recipe);
+    fprintf(f, "\n%smismatches: %" PRId64 "\n", ind, r->mismatches);
+    fprintf(f, "%smax_ulp: %" PRIu64 "\n", ind, r->max_ulp);
+    if (r->first_index >= 0) {
+        fprintf(f, "%sfirst_mismatch:\n%s  index: %" PRId64 "\n%s  got: ", ind, ind, r->first_index, ind);
+        yaml_str(f, r->got);
+        fprintf(f, "\n%s  want: ", ind);
+        yaml_str(f, r->want);
+        fputc('\n', f);
+    } else {
+        fprintf(f, "%sfirst_mismatch: ~\n", ind);
+    }
+    fprintf(f, "%scalc_diff: %.6g\n", ind, r->calc_diff);
+    fprintf(f, "%sseed: %" PRIu64 "\n", ind, r->seed);
+    fprintf(f, "%sreason: ", ind);
+    yaml_str(f, r->reason);
+    fputc('\n', f);
+    if (r->kernel_ms > 0) {
+        fprintf(f, "%skernel_ms: %.6g\n", ind, r->kernel_ms);
+        fprintf(f, "%s%s: %.6g\n", ind, r->op == MOECTS_OP_FP4_GEMM ? "tflops" : "gbps", r->perf_value);
+        fprintf(f, "%sfraction_of_ceiling: %.4g\n", ind, r->perf_fraction);
+    }
+    /* repro: build it, then emit quoted */
+    char *cmd = NULL;
+    size_t clen = 0;
+    FILE *m = open_memstream(&cmd, &clen);
+    if (m) {
+        repro(m, r, o);
+        fclose(m);
+        fprintf(f, "%srepro: ", ind);
+        yaml_str(f, cmd ? cmd : "");
+        fputc('\n', f);
+        free(cmd);
+    }
+    fprintf(f, "%s...\n", ind);
+}
+
+static void case_point(FILE *f, size_t num, const moects_result *r, const moects_kernel *k,
+                       const moects_tap_opts *o)
+{
+    int ok = !moects_verdict_is_fail(r->verdict);
+    fprintf(f, "    %s %zu - ", ok ? "ok" : "not ok", num);
+    line_text(f, r->case_id, 1);
+    const char *bug = k && k->bug ? k->bug : (r->is_mutant ? "(mutant)" : NULL);
+    if (r->verdict == MOECTS_UNSUPPORTED) {
+        fputs(" # SKIP UNSUPPORTED: ", f);
+        line_text(f, r->reason[0] ? r->reason : "refused by supports()", 0);
+    } else if (r->verdict == MOECTS_SKIP) {
+        fputs(" # SKIP ", f);
+        line_text(f, r->reason[0] ? r->reason : "skipped", 0);
+    } else if (!ok && bug) {
+        fputs(" # TODO mutant: ", f);
+        line_text(f, bug, 0);
+    }
+    fputc('\n', f);
+    if (!ok || (o->verbose && r->verdict != MOECTS_SKIP && r->verdict != MOECTS_UNSUPPORTED) ||
+        (o->verbose && r->reason[0]))
+        yaml_block(f, "      ", r, o);
+}
+
+char *moects_tap_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
+                        const moects_tap_opts *o, size_t *len)
+{
+    char *buf = NULL;
+    size_t blen = 0;
+    FILE *f = open_memstream(&buf, &blen);
+    if (!f) return NULL;
+    fprintf(f, "TAP version %d\n", o->version == 14 ? 14 : 13);
+    /* kernels that have results, in the given order */
+    size_t nplan = o->nmissing;
+    for (size_t i = 0; i < nk; i++)
+        for (size_t j = 0; j < run->n; j++)
+            if (strcmp(run->v[j].kernel, kernels[i]->name) == 0) {
+                nplan++;
+                break;
+            }
+    if (nplan == 0) {
+        fputs("1..0 # SKIP ", f);
+        line_text(f, o->empty_reason ? o->empty_reason : "no cases selected", 0);
+        fputc('\n', f);
+    } else {
+        fprintf(f, "1..%zu\n", nplan);
+    }
+    fprintf(f, "# moects %s seed %" PRIu64 " commit %s", run->moects_version, run->seed,
+            run->commit[0] ? run->commit : "unknown");
+    if (run->machine[0]) {
+        fputs(" on ", f);
+        line_text(f, run->machine, 0);
+    }
+    if (run->shard[0]) fprintf(f, " shard %s", run->shard);
+    fputc('\n', f);
+    size_t top = 0;
+    for (size_t i = 0; i < nk; i++) {
+        const moects_kernel *k = kernels[i];
+        size_t cnt = 0;
+        for (size_t j = 0; j < run->n; j++) cnt += strcmp(run->v[j].kernel, k->name) == 0;
+        if (!cnt) continue;
+        fputs("# Subtest: ", f);
+        line_text(f, k->name, 0);
+        fprintf(f, "\n    1..%zu\n", cnt);
+        size_t num = 0;
+        for (size_t j = 0; j < run->n; j++)
+            if (strcmp(run->v[j].kernel, k->name) == 0) case_point(f, ++num, &run->v[j], k, o);
+        size_t c[MOECTS_VERDICT_COUNT];
+        int mutant = k->bug != NULL;
+        moects_kernel_status st = moects_kernel_status_of(run, k->name, mutant, c);
+        size_t fails = c[MOECTS_FAIL_MISMATCH] + c[MOECTS_FAIL_CRASH] + c[MOECTS_FAIL_TIMEOUT];
+        size_t passes = c[MOECTS_PASS_EXACT] + c[MOECTS_PASS_TOLERANCE];
+        fprintf(f, "%s %zu - ", moects_kernel_status_fails(st) ? "not ok" : "ok", ++top);
+        line_text(f, k->name, 1);
+        switch (st) {
+        case MOECTS_KS_PASS:
+            fprintf(f, ": %zu of %zu cases pass", passes, cnt);
+            if (c[MOECTS_UNSUPPORTED]) fprintf(f, ", %zu unsupported", c[MOECTS_UNSUPPORTED]);
+            if (c[MOECTS_SKIP]) fprintf(f, ", %zu skipped", c[MOECTS_SKIP]);
+            break;
+        case MOECTS_KS_FAIL:
+            fprintf(f, ": %zu of %zu cases fail", fails, cnt);
+            break;
+        case MOECTS_KS_CAUGHT:
+            fprintf(f, ": mutant caught by %zu of %zu cases", fails, cnt);
+            break;
+        case MOECTS_KS_ESCAPED:
+            fprintf(f, ": mutant escaped, passed all %zu exercised cases", passes);
+            break;
+        case MOECTS_KS_NOT_EXERCISED: {
+            const char *why = "";
+            for (size_t j = 0; j < run->n && !why[0]; j++)
+                if (strcmp(run->v[j].kernel, k->name) == 0) why = run->v[j].reason;
+            fprintf(f, " # SKIP no case exercised it (%zu UNSUPPORTED, %zu SKIP)", c[MOECTS_UNSUPPORTED],
+                    c[MOECTS_SKIP]);
+            if (why[0]) {
+                fputs(": ", f);
+                line_text(f, why, 0);
+            }
+            break;
+        }
+        }
+        fputc('\n', f);
+        if (moects_kernel_status_fails(st)) {
+            fprintf(f, "  ---\n  kernel: ");
+            yaml_str(f, k->name);
+            fprintf(f, "\n  cases: %zu\n", cnt);
+            for (int v = 0; v < MOECTS_VERDICT_COUNT; v++)
+                if (c[v]) fprintf(f, "  %s: %zu\n", moects_verdict_name((moects_verdict)v), c[v]);
+            if (st == MOECTS_KS_ESCAPED) {
+                fputs("  bug: ", f);
+                yaml_str(f, k->bug);
+                fputc('\n', f);
+            } else {
+                fputs("  failed:\n", f);
+                size_t shown = 0;
+                for (size_t j = 0; j < run->n; j++) {
+                    const moects_result *r = &run->v[j];
+                    if (strcmp(r->kernel, k->name) || !moects_verdict_is_fail(r->verdict)) continue;
+                    if (++shown > 20) {
+                        fprintf(f, "    - \"... %zu more\"\n", fails - 20);
+                        break;
+                    }
+                    fputs("    - ", f);
+                    yaml_str(f, r->case_id);
+                    fputc('\n', f);
+                }
+            }
+            fputs("  ...\n", f);
+        }
+    }
+    for (size_t i = 0; i < o->nmissing; i++) {
+        fprintf(f, "not ok %zu - must-pass case ", ++top);
+        line_text(f, o->missing[i], 1);
+        fputs(" is not registered", f);
+        if (o->missing_file) {
+            fputs(" (", f);
+            line_text(f, o->missing_file, 1);
+            fputc(')', f);
+        }
+        fputc('\n', f);
+    }
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    if (len) *len = blen;
+    return buf;
+}
+
+static const char *status_word(moects_kernel_status s)
+{
+    switch (s) {
+    case MOECTS_KS_PASS: return "pass";
+    case MOECTS_KS_FAIL: return "**FAIL**";
+    case MOECTS_KS_CAUGHT: return "caught";
+    case MOECTS_KS_ESCAPED: return "**ESCAPED**";
+    default: return "not exercised";
+    }
+}
+
+char *moects_summary_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
+                            const moects_tap_opts *o, size_t *len)
+{
+    char *buf = NULL;
+    size_t blen = 0;
+    FILE *f = open_memstream(&buf, &blen);
+    if (!f) return NULL;
+    fprintf(f, "# moects run summary\n\n");
+    fprintf(f, "- moects %s, commit `%s`, %s\n", run->moects_version, run->commit[0] ? run->commit : "unknown",
+            run->date);
+    if (run->machine[0]) {
+        fputs("- machine: ", f);
+        line_text(f, run->machine, 0);
+        fputc('\n', f);
+    }
+    fprintf(f, "- seed %" PRIu64, run->seed);
+    if (run->filter[0]) fprintf(f, ", filter `%s`", run->filter);
+    if (run->shard[0]) fprintf(f, ", shard %s", run->shard);
+    fputs("\n\n", f);
+    fputs("| kernel | kind |", f);
+    for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) fprintf(f, " %s |", moects_verdict_name((moects_verdict)v));
+    fputs(" status |\n|---|---|", f);
+    for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) fputs("---:|", f);
+    fputs("---|\n", f);
+    size_t tot[MOECTS_VERDICT_COUNT] = {0};
+    for (size_t i = 0; i < nk; i++) {
+        size_t c[MOECTS_VERDICT_COUNT], n = 0;
+        moects_kernel_status st = moects_kernel_status_of(run, kernels[i]->name, kernels[i]->bug != NULL, c);
+        for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) n += c[v], tot[v] += c[v];
+        if (!n) continue;
+        fprintf(f, "| `%s` | %s |", kernels[i]->name, kernels[i]->bug ? "mutant" : "kernel");
+        for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) fprintf(f, " %zu |", c[v]);
+        fprintf(f, " %s |\n", status_word(st));
+    }
+    fputs("| total | |", f);
+    for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) fprintf(f, " %zu |", tot[v]);
+    fputs(" |\n", f);
+    if (o && o->nmissing) {
+        fprintf(f, "\nMust-pass ids not registered (%s):\n\n", o->missing_file ? o->missing_file : "");
+        for (size_t i = 0; i < o->nmissing; i++) fprintf(f, "- `%s`\n", o->missing[i]);
+    }
+    /* failures, first 50 */
+    size_t shown = 0;
+    for (size_t j = 0; j < run->n; j++) {
+        const moects_result *r = &run->v[j];
+        if (!moects_verdict_is_fail(r->verdict) || r->is_mutant) continue;
+        if (!shown) fputs("\n## Failures (honest kernels)\n\n| kernel | case | verdict | detail |\n|---|---|---|---|\n", f);
+        if (++shown > 50) {
+            fputs("| ... | | | |\n", f);
+            break;
+        }
+        fprintf(f, "| `%s` | `%s` | %s | ", r->kernel, r->case_id, moects_verdict_name(r->verdict));
+        if (r->verdict == MOECTS_FAIL_MISMATCH)
+            fprintf(f, "%" PRId64 " mismatches, first at %" PRId64 ": got %s want %s", r->mismatches,
+                    r->first_index, r->got, r->want);
+        else
+            for (const char *s = r->reason; *s; s++) fputc(*s == '|' ? '/' : *s == '\n' ? ' ' : *s, f);
+        fputs(" |\n", f);
+    }
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    if (len) *len = blen;
+    return buf;
+}
