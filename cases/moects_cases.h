@@ -16,6 +16,7 @@ typedef struct {
     int64_t latent_size;           /* 0 if not latent MoE; else routed experts' input width */
     int gated;                     /* 1: gemm1 N = 2I (SwiGLU-like); 0: N = I (relu2, ...) */
     char release_quantization[128];
+    char hf_id[128];               /* Hugging Face repository id, "" if unknown */
 } moects_model;
 
 typedef enum {
@@ -31,7 +32,8 @@ typedef enum {
     MOECTS_ROUTE_ZERO_EXPERT = 2, /* like UNIFORM but one local expert gets no token */
     MOECTS_ROUTE_ONE_EXPERT = 3,  /* every token's slot 0 on one local expert (hot rank) */
     MOECTS_ROUTE_STALE_IDS = 4,   /* some slots hold huge stale positive ids (>= E_global) */
-    MOECTS_ROUTE_NEG_IDS = 5      /* some slots hold -1 (dropped / padding) */
+    MOECTS_ROUTE_NEG_IDS = 5,     /* some slots hold -1 (dropped / padding) */
+    MOECTS_ROUTE_NO_LOCAL = 6     /* T > 0 but every slot on another rank: M_sum = 0, out all +0 */
 } moects_routing;
 
 /* What the element/scale data of a case favours (harness/inputs.c). */
@@ -85,5 +87,29 @@ int moects_cases_builtin(const char *root, moects_case_list *out, char *err, siz
 
 void moects_case_list_free(moects_case_list *l);
 int moects_case_list_push(moects_case_list *l, const moects_case *c);
+
+/* vLLM's linear EP split (FusedMoE determine_expert_map): rank r of e holds E/e experts, the
+ * first E%e ranks one more, contiguous from r*(E/e) + min(r, E%e). Returns the local count and
+ * sets *first (if not NULL) to the first global expert; -1 on bad arguments (E < 1, e < 1,
+ * r outside [0, e)). */
+int64_t moects_ep_local_experts(int64_t E, int ep_size, int ep_rank, int64_t *first);
+/* Fill map[E] with the local index of each global expert on rank ep_rank, -1 elsewhere.
+ * Returns the local count, or -1 on bad arguments. */
+int64_t moects_expert_map(int64_t E, int ep_size, int ep_rank, int32_t *map);
+
+/* Names used in ids and files: "uniform", "skewed", "zero-expert", "hot-rank", "stale-ids",
+ * "neg-ids", "no-local"; "exact", "adversarial", "nan"; "smoke", "full", "large".
+ * The parse functions return 0, or -1 for an unknown name. */
+const char *moects_routing_name(moects_routing r);
+int moects_routing_parse(const char *s, moects_routing *out);
+const char *moects_data_name(moects_data d);
+int moects_data_parse(const char *s, moects_data *out);
+int moects_tier_parse(const char *s, moects_tier *out);
+
+/* A case-id list file (cases/mustpass/ *.txt): one id per line; '#' starts a comment; blank lines
+ * and surrounding blanks ignored. Returns the number of ids (*ids: malloc'd array of malloc'd
+ * strings, free with moects_idlist_free), or -1 with "path:line: problem" in err. */
+int moects_idlist_load(const char *path, char ***ids, char *err, size_t errlen);
+void moects_idlist_free(char **ids, size_t n);
 
 #endif

@@ -1,0 +1,440 @@
+/* model.c: load one model's MoE dims from a registry file (cases/models/NAME.json) or from a raw
+ * Hugging Face config.json of any MoE family. DESIGN.md "Cases". */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cases_internal.h"
+#include "moects_cases.h"
+
+typedef struct {
+    const char *path;
+    char *err;
+    size_t errlen;
+} ctx;
+
+static const char *type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "object";
+    case JSON_ARRAY: return "array";
+    case JSON_STRING: return "string";
+    case JSON_INTEGER: return "integer";
+    case JSON_REAL: return "real";
+    case JSON_TRUE:
+    case JSON_FALSE: return "boolean";
+    default: return "null";
+    }
+}
+
+/* Read obj[key] as an integer. Returns 1 if absent (or null when null_ok), 0 when read, -1 on error.
+ * pre is the path of obj inside the file ("" or "text_config."). */
+static int get_int(const ctx *c, const json_t *obj, const char *pre, const char *key, int null_ok,
+                   int64_t min, int64_t *out)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (!v || (null_ok && json_is_null(v))) return 1;
+    if (!json_is_integer(v))
+        return moects__fail(c->err, c->errlen, "%s: %s%s: wrong type (%s, expected integer)", c->path, pre,
+                            key, type_name(v));
+    int64_t x = (int64_t)json_integer_value(v);
+    if (x < min)
+        return moects__fail(c->err, c->errlen, "%s: %s%s: %s (%lld)", c->path, pre, key,
+                            min > 0 ? "non-positive size" : "negative count", (long long)x);
+    *out = x;
+    return 0;
+}
+
+static int get_str(const ctx *c, const json_t *obj, const char *pre, const char *key, char *dst, size_t n)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (!v) return moects__fail(c->err, c->errlen, "%s: %s%s: missing field", c->path, pre, key);
+    if (!json_is_string(v))
+        return moects__fail(c->err, c->errlen, "%s: %s%s: wrong type (%s, expected string)", c->path, pre, key,
+                            type_name(v));
+    if (moects__copy(dst, n, json_string_value(v)))
+        return moects__fail(c->err, c->errlen, "%s: %s%s: too long (max %zu bytes)", c->path, pre, key, n - 1);
+    return 0;
+}
+
+static int need_int(const ctx *c, const json_t *obj, const char *key, int64_t min, int64_t *out)
+{
+    int r = get_int(c, obj, "", key, 0, min, out);
+    if (r == 1) return moects__fail(c->err, c->errlen, "%s: %s: missing field", c->path, key);
+    return r;
+}
+
+/* ---- registry file ---------------------------------------------------------------------------- */
+
+static int valid_name(const char *s)
+{
+    if (!*s) return 0;
+    for (; *s; s++)
+        if (!(islower((unsigned char)*s) || isdigit((unsigned char)*s) || *s == '-' || *s == '.' || *s == '_'))
+            return 0;
+    return 1;
+}
+
+static int load_registry(const ctx *c, const json_t *root, moects_model *m)
+{
+    static const char *const known[] = {"name", "hf_id", "hidden_size", "moe_intermediate_size",
+                                        "routed_experts", "experts_per_token", "shared_experts", "latent_size",
+                                        "gated", "release_quantization", "source", "notes"};
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)root, key, val)
+    {
+        size_t i = 0;
+        while (i < sizeof known / sizeof *known && strcmp(key, known[i])) i++;
+        if (i == sizeof known / sizeof *known)
+            return moects__fail(c->err, c->errlen, "%s: %s: unknown field", c->path, key);
+    }
+    if (get_str(c, root, "", "name", m->name, sizeof m->name)) return -1;
+    if (!valid_name(m->name))
+        return moects__fail(c->err, c->errlen, "%s: name: not a registry name (lower-case a-z 0-9 . - _): \"%s\"",
+                            c->path, m->name);
+    if (get_str(c, root, "", "hf_id", m->hf_id, sizeof m->hf_id)) return -1;
+    if (need_int(c, root, "hidden_size", 1, &m->hidden_size)) return -1;
+    if (need_int(c, root, "moe_intermediate_size", 1, &m->moe_intermediate_size)) return -1;
+    if (need_int(c, root, "routed_experts", 1, &m->routed_experts)) return -1;
+    if (need_int(c, root, "experts_per_token", 1, &m->experts_per_token)) return -1;
+    if (need_int(c, root, "shared_experts", 0, &m->shared_experts)) return -1;
+    const json_t *lat = json_object_get(root, "latent_size");
+    if (!lat) return moects__fail(c->err, c->errlen, "%s: latent_size: missing field", c->path);
+    m->latent_size = 0;
+    if (get_int(c, root, "", "latent_size", 1, 1, &m->latent_size) < 0) return -1;
+    const json_t *g = json_object_get(root, "gated");
+    if (!g) return moects__fail(c->err, c->errlen, "%s: gated: missing field", c->path);
+    if (!json_is_boolean(g))
+        return moects__fail(c->err, c->errlen, "%s: gated: wrong type (%s, expected boolean)", c->path,
+                            type_name(g));
+    m->gated = json_is_true(g);
+    if (get_str(c, root, "", "release_quantization", m->release_quantization, sizeof m->release_quantization))
+        return -1;
+    if (get_str(c, root, "", "source", m->source, sizeof m->source)) return -1;
+    if (m->routed_experts < 2)
+        return moects__fail(c->err, c->errlen, "%s: routed_experts: not MoE (%lld routed expert)", c->path,
+                            (long long)m->routed_experts);
+    if (m->experts_per_token > m->routed_experts)
+        return moects__fail(c->err, c->errlen, "%s: experts_per_token: exceeds routed_experts (%lld > %lld)",
+                            c->path, (long long)m->experts_per_token, (long long)m->routed_experts);
+    return 0;
+}
+
+/* ---- raw Hugging Face config.json ------------------------------------------------------------- */
+
+/* Look up the first present synonym of a field; all present synonyms must agree.
+ * Returns 1 absent, 0 found (*used = the key), -1 error. */
+static int get_synonym(const ctx *c, const json_t *obj, const char *pre, const char *const *keys, int64_t min,
+                       int64_t *out, const char **used)
+{
+    int found = 0;
+    for (const char *const *k = keys; *k; k++) {
+        int64_t v;
+        int r = get_int(c, obj, pre, *k, 1, min, &v);
+        if (r < 0) return -1;
+        if (r == 1) continue;
+        if (found && v != *out)
+            return moects__fail(c->err, c->errlen, "%s: %s%s: disagrees with %s%s (%lld vs %lld)", c->path, pre,
+                                *k, pre, *used, (long long)v, (long long)*out);
+        if (!found) {
+            *out = v;
+            *used = *k;
+            found = 1;
+        }
+    }
+    return found ? 0 : 1;
+}
+
+static const char *const EXPERT_KEYS[] = {"n_routed_experts", "num_experts", "num_local_experts",
+                                          "moe_num_experts", "num_routed_experts", NULL};
+static const char *const TOPK_KEYS[] = {"num_experts_per_tok", "num_experts_per_token", "experts_per_token",
+                                        "moe_top_k", "moe_k", NULL};
+static const char *const SHARED_KEYS[] = {"n_shared_experts", "num_shared_experts", "moe_num_shared_experts",
+                                          NULL};
+static const char *const SHARED_WIDTH_KEYS[] = {"shared_expert_intermediate_size",
+                                                "moe_shared_expert_intermediate_size", NULL};
+static const char *const LATENT_KEYS[] = {"moe_latent_size", "routed_expert_hidden_size", "latent_size", NULL};
+static const char *const ACT_KEYS[] = {"mlp_hidden_act", "moe_hidden_act", "hidden_act", "hidden_activation",
+                                       "activation_function", NULL};
+
+/* Activations whose expert MLP has no gate/up pair (gemm1 N = I). */
+static int act_is_gated(const char *a)
+{
+    static const char *const plain[] = {"relu2", "relu_squared", "squared_relu", "relu2_no_glu", NULL};
+    for (const char *const *p = plain; *p; p++)
+        if (!strcmp(a, *p)) return 0;
+    return 1;
+}
+
+static int has_any(const json_t *obj, const char *const *keys)
+{
+    for (; *keys; keys++)
+        if (json_object_get(obj, *keys)) return 1;
+    return 0;
+}
+
+/* Registry-style name from the file name: "org--Repo-Name.config.json" -> "repo-name". */
+static void name_from_path(const char *path, char *name, size_t n, char *hf_id, size_t hn)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    char tmp[256];
+    moects__copy(tmp, sizeof tmp, base);
+    char *dot = strstr(tmp, ".json");
+    if (dot && !dot[5]) *dot = '\0';
+    size_t L = strlen(tmp);
+    static const char *const suf[] = {".config", "_config", "-config"};
+    for (int i = 0; i < 3; i++) {
+        size_t s = strlen(suf[i]);
+        if (L > s && !strcmp(tmp + L - s, suf[i])) tmp[L -= s] = '\0';
+    }
+    if (!strcmp(tmp, "config")) { /* .../<dir>/config.json: use the directory name */
+        const char *end = base > path ? base - 1 : path;
+        const char *beg = end;
+        while (beg > path && beg[-1] != '/') beg--;
+        size_t d = (size_t)(end - beg);
+        if (d > 0 && d < sizeof tmp) {
+            memcpy(tmp, beg, d);
+            tmp[d] = '\0';
+        }
+    }
+    char *sep = strstr(tmp, "--");
+    hf_id[0] = '\0';
+    if (sep && strlen(tmp) < hn) {
+        moects__copy(hf_id, hn, tmp);
+        hf_id[sep - tmp] = '/';
+        memmove(hf_id + (sep - tmp) + 1, hf_id + (sep - tmp) + 2, strlen(sep + 2) + 1);
+    }
+    const char *src = sep ? sep + 2 : tmp;
+    size_t o = 0;
+    for (; *src && o + 1 < n; src++) {
+        unsigned char ch = (unsigned char)tolower((unsigned char)*src);
+        name[o++] = (isalnum(ch) || ch == '.' || ch == '-' || ch == '_') ? (char)ch : '-';
+    }
+    name[o] = '\0';
+    if (!o) moects__copy(name, n, "unnamed");
+}
+
+static void describe_quant(const json_t *root, const json_t *sec, char *dst, size_t n)
+{
+    char buf[256] = "";
+    size_t o = 0;
+    const json_t *ed = json_object_get(sec, "expert_dtype");
+    if (!ed) ed = json_object_get(root, "expert_dtype");
+    if (json_is_string(ed)) o += (size_t)snprintf(buf + o, sizeof buf - o, "routed experts %s; ", json_string_value(ed));
+    const json_t *q = json_object_get(sec, "quantization_config");
+    if (!q) q = json_object_get(root, "quantization_config");
+    if (json_is_object(q)) {
+        static const char *const keys[] = {"quant_method", "format", "fmt", "scale_fmt", NULL};
+        for (const char *const *k = keys; *k && o < sizeof buf; k++) {
+            const json_t *v = json_object_get(q, *k);
+            if (json_is_string(v)) o += (size_t)snprintf(buf + o, sizeof buf - o, "%s ", json_string_value(v));
+        }
+        const json_t *wb = json_object_get(q, "weight_block_size");
+        if (json_is_array(wb) && json_array_size(wb) == 2 && o < sizeof buf)
+            o += (size_t)snprintf(buf + o, sizeof buf - o, "block %lldx%lld ",
+                                  (long long)json_integer_value(json_array_get(wb, 0)),
+                                  (long long)json_integer_value(json_array_get(wb, 1)));
+    } else {
+        const json_t *dt = json_object_get(sec, "torch_dtype");
+        if (!json_is_string(dt)) dt = json_object_get(root, "torch_dtype");
+        if (!json_is_string(dt)) dt = json_object_get(sec, "dtype");
+        if (!json_is_string(dt)) dt = json_object_get(root, "dtype");
+        if (json_is_string(dt)) {
+            const char *s = json_string_value(dt);
+            o += (size_t)snprintf(buf + o, sizeof buf - o, "%s", !strcmp(s, "bfloat16") ? "bf16" : s);
+        }
+    }
+    if (o >= sizeof buf) o = sizeof buf - 1;
+    while (o > 0 && (buf[o - 1] == ' ' || buf[o - 1] == ';')) buf[--o] = '\0';
+    moects__copy(dst, n, o ? buf : "unknown");
+}
+
+static int load_hf(const ctx *c, const json_t *root, moects_model *m)
+{
+    /* Multimodal configs nest the language model (Kimi K3: text_config). */
+    static const char *const nests[] = {"text_config", "language_config", "llm_config", "thinker_config", NULL};
+    const json_t *sec = root;
+    char pre[40] = "";
+    if (!has_any(root, EXPERT_KEYS)) {
+        for (const char *const *k = nests; *k; k++) {
+            const json_t *t = json_object_get(root, *k);
+            if (json_is_object(t) && (has_any(t, EXPERT_KEYS) || json_object_get(t, "hidden_size"))) {
+                sec = t;
+                snprintf(pre, sizeof pre, "%s.", *k);
+                break;
+            }
+        }
+    }
+    /* DBRX keeps its MoE fields in ffn_config and names the width d_model. */
+    const json_t *ffn = json_object_get(sec, "ffn_config");
+    int dbrx = json_is_object(ffn) && json_object_get(ffn, "moe_num_experts");
+    char fpre[56];
+    snprintf(fpre, sizeof fpre, "%sffn_config.", pre);
+
+    char src[512];
+    size_t so = 0;
+#define SRC(...) (so += (so < sizeof src ? (size_t)snprintf(src + so, sizeof src - so, __VA_ARGS__) : 0))
+    SRC("%s:", c->path);
+
+    const char *used = NULL;
+    static const char *const HID[] = {"hidden_size", "d_model", NULL};
+    int r = get_synonym(c, sec, pre, HID, 1, &m->hidden_size, &used);
+    if (r < 0) return -1;
+    if (r == 1) return moects__fail(c->err, c->errlen, "%s: %shidden_size: missing field", c->path, pre);
+    SRC(" %s%s", pre, used);
+
+    r = dbrx ? get_synonym(c, ffn, fpre, (const char *const[]){"moe_num_experts", NULL}, 0, &m->routed_experts,
+                           &used)
+             : get_synonym(c, sec, pre, EXPERT_KEYS, 0, &m->routed_experts, &used);
+    if (r < 0) return -1;
+    if (r == 1)
+        return moects__fail(c->err, c->errlen,
+                            "%s: %sn_routed_experts: not an MoE config (none of n_routed_experts, num_experts, "
+                            "num_local_experts, moe_num_experts)",
+                            c->path, pre);
+    if (m->routed_experts < 2)
+        return moects__fail(c->err, c->errlen, "%s: %s%s: not an MoE config (%lld routed experts)", c->path,
+                            dbrx ? fpre : pre, used, (long long)m->routed_experts);
+    SRC(", %s%s", dbrx ? fpre : pre, used);
+
+    /* The routed expert's width: moe_intermediate_size where the family has a dense MLP too. */
+    static const char *const MOEI[] = {"moe_intermediate_size", NULL};
+    static const char *const DENSEI[] = {"intermediate_size", NULL};
+    r = dbrx ? get_synonym(c, ffn, fpre, (const char *const[]){"ffn_hidden_size", NULL}, 1,
+                           &m->moe_intermediate_size, &used)
+             : get_synonym(c, sec, pre, MOEI, 1, &m->moe_intermediate_size, &used);
+    if (r == 1 && !dbrx) r = get_synonym(c, sec, pre, DENSEI, 1, &m->moe_intermediate_size, &used);
+    if (r < 0) return -1;
+    if (r == 1)
+        return moects__fail(c->err, c->errlen, "%s: %smoe_intermediate_size: missing field (nor intermediate_size)",
+                            c->path, pre);
+    SRC(", %s%s", dbrx ? fpre : pre, used);
+
+    r = dbrx ? get_synonym(c, ffn, fpre, (const char *const[]){"moe_top_k", NULL}, 1, &m->experts_per_token, &used)
+             : get_synonym(c, sec, pre, TOPK_KEYS, 1, &m->experts_per_token, &used);
+    if (r < 0) return -1;
+    if (r == 1)
+        return moects__fail(c->err, c->errlen, "%s: %snum_experts_per_tok: missing field (nor experts_per_token)",
+                            c->path, pre);
+    if (m->experts_per_token > m->routed_experts)
+        return moects__fail(c->err, c->errlen, "%s: %s%s: exceeds the routed expert count (%lld > %lld)", c->path,
+                            dbrx ? fpre : pre, used, (long long)m->experts_per_token, (long long)m->routed_experts);
+    SRC(", %s%s", dbrx ? fpre : pre, used);
+
+    r = get_synonym(c, sec, pre, SHARED_KEYS, 0, &m->shared_experts, &used);
+    if (r < 0) return -1;
+    if (r == 0) {
+        SRC(", %s%s", pre, used);
+    } else {
+        int64_t w = 0;
+        r = get_synonym(c, sec, pre, SHARED_WIDTH_KEYS, 0, &w, &used);
+        if (r < 0) return -1;
+        m->shared_experts = (r == 0 && w > 0) ? 1 : 0;
+        if (r == 0) SRC(", shared from %s%s=%lld", pre, used, (long long)w);
+        else SRC(", shared 0 (no field)");
+    }
+
+    m->latent_size = 0;
+    r = get_synonym(c, sec, pre, LATENT_KEYS, 1, &m->latent_size, &used);
+    if (r < 0) return -1;
+    if (r == 0) SRC(", latent %s%s", pre, used);
+
+    m->gated = 1;
+    const char *act = NULL;
+    for (const char *const *k = ACT_KEYS; *k && !act; k++) {
+        const json_t *v = json_object_get(sec, *k);
+        if (!v) continue;
+        if (!json_is_string(v))
+            return moects__fail(c->err, c->errlen, "%s: %s%s: wrong type (%s, expected string)", c->path, pre, *k,
+                                type_name(v));
+        act = json_string_value(v);
+        m->gated = act_is_gated(act);
+        SRC("; %s: %s%s=%s", m->gated ? "gated" : "not gated", pre, *k, act);
+    }
+    if (!act) SRC("; gated: default (no activation field)");
+#undef SRC
+    if (so >= sizeof src) memcpy(src + sizeof src - 4, "...", 4);
+    moects__copy(m->source, sizeof m->source, src);
+    describe_quant(root, sec, m->release_quantization, sizeof m->release_quantization);
+    name_from_path(c->path, m->name, sizeof m->name, m->hf_id, sizeof m->hf_id);
+    const json_t *np = json_object_get(sec, "_name_or_path");
+    if (!m->hf_id[0] && json_is_string(np)) moects__copy(m->hf_id, sizeof m->hf_id, json_string_value(np));
+    return 0;
+}
+
+int moects_model_load(const char *path, moects_model *m, char *err, size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    ctx c = {path, err, errlen};
+    /* Registry files are ours: strict (duplicate keys rejected). HF files: as Python writes them. */
+    json_t *root = moects__json_load_file(path, 0, err, errlen);
+    if (!root) return -1;
+    int rc;
+    if (json_object_get(root, "routed_experts")) {
+        json_decref(root);
+        root = moects__json_load_file(path, 1, err, errlen);
+        if (!root) return -1;
+        rc = load_registry(&c, root, m);
+    } else {
+        rc = load_hf(&c, root, m);
+    }
+    json_decref(root);
+    if (rc) memset(m, 0, sizeof *m);
+    return rc;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int moects_models_load_dir(const char *dir, moects_model **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    DIR *d = opendir(dir);
+    if (!d) return moects__fail(err, errlen, "%s: unreadable directory: %s", dir, strerror(errno));
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    int oom = 0;
+    while ((e = readdir(d))) {
+        size_t L = strlen(e->d_name);
+        if (L < 6 || strcmp(e->d_name + L - 5, ".json") || e->d_name[0] == '.') continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 32;
+            char **nn = realloc(names, cap * sizeof *nn);
+            if (!nn) {
+                oom = 1;
+                break;
+            }
+            names = nn;
+        }
+        if (!(names[n] = strdup(e->d_name))) {
+            oom = 1;
+            break;
+        }
+        n++;
+    }
+    closedir(d);
+    moects_model *v = oom ? NULL : calloc(n ? n : 1, sizeof *v);
+    int rc = (int)n;
+    if (!v) rc = moects__fail(err, errlen, "%s: out of memory", dir);
+    else qsort(names, n, sizeof *names, cmp_str);
+    for (size_t i = 0; rc >= 0 && i < n; i++) {
+        char path[4096];
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, names[i]) >= sizeof path)
+            rc = moects__fail(err, errlen, "%s/%s: path too long", dir, names[i]);
+        else if (moects_model_load(path, &v[i], err, errlen))
+            rc = -1;
+    }
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+    if (rc < 0) {
+        free(v);
+        return -1;
+    }
+    *out = v;
+    return rc;
+}

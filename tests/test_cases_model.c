@@ -1,0 +1,364 @@
+/* test_cases_model.c: the model registry and the raw Hugging Face config reader (cases/model.c).
+ * Expected values are read by hand from the config files (cases/sources/) or are the independent
+ * second reading: the registry files were written by hand, the loader reads the raw configs. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "moects_cases.h"
+
+#define SRC MOECTS_SOURCE_DIR "/cases/sources"
+#define MODELS MOECTS_SOURCE_DIR "/cases/models"
+
+static char tmpdir[256];
+
+static void mk_tmp(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/moects-test-model-XXXXXX");
+    cr_assert_not_null(mkdtemp(tmpdir));
+}
+
+static void rm_tmp(void)
+{
+    DIR *d = opendir(tmpdir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char p[512];
+        snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
+        unlink(p);
+    }
+    if (d) closedir(d);
+    rmdir(tmpdir);
+}
+
+/* Write text to tmpdir/name; returns the path (static buffer). */
+static const char *put(const char *name, const char *text)
+{
+    static char path[512];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+static const moects_model *find_hf(const moects_model *v, int n, const char *hf_id)
+{
+    const moects_model *hit = NULL;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(v[i].hf_id, hf_id)) {
+            cr_assert_null(hit, "two registry files with hf_id %s", hf_id);
+            hit = &v[i];
+        }
+    return hit;
+}
+
+static void same_dims(const moects_model *a, const moects_model *b, const char *what)
+{
+    cr_expect_eq(a->hidden_size, b->hidden_size, "%s: hidden_size", what);
+    cr_expect_eq(a->moe_intermediate_size, b->moe_intermediate_size, "%s: moe_intermediate_size", what);
+    cr_expect_eq(a->routed_experts, b->routed_experts, "%s: routed_experts", what);
+    cr_expect_eq(a->experts_per_token, b->experts_per_token, "%s: experts_per_token", what);
+    cr_expect_eq(a->shared_experts, b->shared_experts, "%s: shared_experts", what);
+    cr_expect_eq(a->latent_size, b->latent_size, "%s: latent_size", what);
+    cr_expect_eq(a->gated, b->gated, "%s: gated", what);
+}
+
+Test(model, registry_has_23_lowercase_models_named_after_their_files)
+{
+    moects_model *v;
+    char err[512] = "";
+    int n = moects_models_load_dir(MODELS, &v, err, sizeof err);
+    cr_assert_eq(n, 23, "%s", err);
+    for (int i = 0; i < n; i++) {
+        for (const char *p = v[i].name; *p; p++)
+            cr_expect(!(*p >= 'A' && *p <= 'Z'), "%s: upper case in name", v[i].name);
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s.json", MODELS, v[i].name);
+        cr_expect_eq(access(path, R_OK), 0, "%s: no file named after the model", v[i].name);
+        cr_expect(v[i].source[0] && v[i].release_quantization[0] && v[i].hf_id[0], "%s: empty text field", v[i].name);
+        if (i) { /* sorted by file name */
+            char a[80], b[80];
+            snprintf(a, sizeof a, "%s.json", v[i - 1].name);
+            snprintf(b, sizeof b, "%s.json", v[i].name);
+            cr_expect_lt(strcmp(a, b), 0, "not sorted by file name: %s, %s", a, b);
+        }
+    }
+    free(v);
+}
+
+/* Every raw config loads and agrees with the registry file that names its hf_id. */
+Test(model, every_hf_config_agrees_with_its_registry_file)
+{
+    moects_model *reg;
+    char err[512] = "";
+    int nreg = moects_models_load_dir(MODELS, &reg, err, sizeof err);
+    cr_assert_gt(nreg, 0, "%s", err);
+    DIR *d = opendir(SRC "/hf-configs");
+    cr_assert_not_null(d);
+    struct dirent *e;
+    int seen = 0;
+    while ((e = readdir(d))) {
+        const char *dot = strstr(e->d_name, ".config.json");
+        if (!dot || dot[12]) continue;
+        char path[512], hf_id[256];
+        snprintf(path, sizeof path, "%s/hf-configs/%s", SRC, e->d_name);
+        /* "org--Repo.config.json" -> "org/Repo" (SOURCES.md naming) */
+        snprintf(hf_id, sizeof hf_id, "%.*s", (int)(dot - e->d_name), e->d_name);
+        char *sep = strstr(hf_id, "--");
+        cr_assert_not_null(sep, "%s", e->d_name);
+        *sep = '/';
+        memmove(sep + 1, sep + 2, strlen(sep + 2) + 1);
+        moects_model m;
+        cr_assert_eq(moects_model_load(path, &m, err, sizeof err), 0, "%s", err);
+        cr_expect_str_eq(m.hf_id, hf_id);
+        const moects_model *r = find_hf(reg, nreg, hf_id);
+        cr_assert_not_null(r, "no registry file for %s", hf_id);
+        same_dims(&m, r, hf_id);
+        seen++;
+    }
+    closedir(d);
+    cr_expect_eq(seen, 16);
+    free(reg);
+}
+
+/* The 7 models without a raw config: registry against models-extra.json, read here with jansson. */
+Test(model, extra_models_agree_with_models_extra_json)
+{
+    moects_model *reg;
+    char err[512] = "";
+    int nreg = moects_models_load_dir(MODELS, &reg, err, sizeof err);
+    cr_assert_gt(nreg, 0, "%s", err);
+    json_error_t je;
+    json_t *a = json_load_file(SRC "/models-extra.json", 0, &je);
+    cr_assert_not_null(a, "%s", je.text);
+    cr_assert_eq(json_array_size(a), 7);
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        json_t *o = json_array_get(a, i);
+        const char *name = json_string_value(json_object_get(o, "model"));
+        const moects_model *r = NULL;
+        for (int j = 0; j < nreg; j++)
+            if (!strcmp(reg[j].name, name)) r = &reg[j];
+        cr_assert_not_null(r, "no registry file for %s", name);
+        cr_expect_eq(r->hidden_size, json_integer_value(json_object_get(o, "hidden_size")), "%s", name);
+        cr_expect_eq(r->moe_intermediate_size, json_integer_value(json_object_get(o, "moe_intermediate_size")), "%s",
+                     name);
+        cr_expect_eq(r->routed_experts, json_integer_value(json_object_get(o, "routed_experts")), "%s", name);
+        cr_expect_eq(r->experts_per_token, json_integer_value(json_object_get(o, "experts_per_token")), "%s", name);
+        cr_expect_eq(r->shared_experts, json_integer_value(json_object_get(o, "shared_experts")), "%s", name);
+        cr_expect(json_is_null(json_object_get(o, "latent_size")) && r->latent_size == 0, "%s", name);
+        const char *act = json_string_value(json_object_get(o, "expert_activation"));
+        cr_expect_eq(r->gated, !strncmp(act, "gated", 5), "%s", name);
+    }
+    json_decref(a);
+    free(reg);
+}
+
+/* Values read by hand from the raw files: the family-specific field names. */
+Test(model, family_field_names_read_by_hand)
+{
+    moects_model m;
+    char err[512] = "";
+    /* Kimi K3: all under text_config; latent = routed_expert_hidden_size; hidden_act situ (gated). */
+    cr_assert_eq(moects_model_load(SRC "/hf-configs/moonshotai--Kimi-K3.config.json", &m, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(m.hidden_size, 7168);
+    cr_expect_eq(m.latent_size, 3584);
+    cr_expect_eq(m.moe_intermediate_size, 3072);
+    cr_expect_eq(m.routed_experts, 896);
+    cr_expect_eq(m.experts_per_token, 16);
+    cr_expect_eq(m.shared_experts, 2);
+    cr_expect_eq(m.gated, 1);
+    cr_expect_str_eq(m.name, "kimi-k3");
+    /* Nemotron-3 Ultra: moe_latent_size, mlp_hidden_act relu2 (not gated). */
+    cr_assert_eq(moects_model_load(SRC "/hf-configs/nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16.config.json", &m, err,
+                                   sizeof err),
+                 0, "%s", err);
+    cr_expect_eq(m.latent_size, 2048);
+    cr_expect_eq(m.gated, 0);
+    cr_expect_eq(m.experts_per_token, 22);
+    /* gpt-oss-120b: num_local_experts, intermediate_size, experts_per_token == num_experts_per_tok. */
+    cr_assert_eq(moects_model_load(SRC "/hf-configs/openai--gpt-oss-120b.config.json", &m, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(m.routed_experts, 128);
+    cr_expect_eq(m.moe_intermediate_size, 2880);
+    cr_expect_eq(m.experts_per_token, 4);
+    cr_expect_eq(m.latent_size, 0);
+    /* Mixtral: intermediate_size is the expert width. */
+    cr_assert_eq(moects_model_load(SRC "/hf-configs/mistralai--Mixtral-8x7B-v0.1.config.json", &m, err, sizeof err), 0,
+                 "%s", err);
+    cr_expect_eq(m.moe_intermediate_size, 14336);
+    cr_expect_eq(m.routed_experts, 8);
+    /* DeepSeek-V3: moe_intermediate_size (2048), not the dense intermediate_size (18432). */
+    cr_assert_eq(moects_model_load(SRC "/hf-configs/deepseek-ai--DeepSeek-V3.config.json", &m, err, sizeof err), 0, "%s",
+                 err);
+    cr_expect_eq(m.moe_intermediate_size, 2048);
+    cr_expect_eq(m.shared_experts, 1);
+    /* Qwen3-Next: one shared expert, known only from shared_expert_intermediate_size = 512;
+     * Qwen3-Coder: shared_expert_intermediate_size = 0 -> none. */
+    cr_assert_eq(moects_model_load(SRC "/hf-configs/Qwen--Qwen3-Next-80B-A3B-Thinking.config.json", &m, err, sizeof err),
+                 0, "%s", err);
+    cr_expect_eq(m.shared_experts, 1);
+    cr_expect_eq(m.experts_per_token, 10);
+    cr_assert_eq(moects_model_load(SRC "/hf-configs/Qwen--Qwen3-Coder-480B-A35B-Instruct.config.json", &m, err,
+                                   sizeof err),
+                 0, "%s", err);
+    cr_expect_eq(m.shared_experts, 0);
+}
+
+Test(model, registry_file_reads_back)
+{
+    moects_model m;
+    char err[512] = "";
+    cr_assert_eq(moects_model_load(MODELS "/nemotron-3-nano-30b-a3b.json", &m, err, sizeof err), 0, "%s", err);
+    cr_expect_str_eq(m.name, "nemotron-3-nano-30b-a3b");
+    cr_expect_str_eq(m.hf_id, "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16");
+    cr_expect_eq(m.hidden_size, 2688);
+    cr_expect_eq(m.moe_intermediate_size, 1856);
+    cr_expect_eq(m.gated, 0);
+    cr_expect_eq(m.latent_size, 0);
+}
+
+/* DBRX keeps its MoE fields in ffn_config and names the width d_model (numbers: models-extra.json). */
+Test(model, dbrx_style_config, .init = mk_tmp, .fini = rm_tmp)
+{
+    const char *p = put("dbrx.json", "{\"d_model\": 6144, \"n_layers\": 40, \"ffn_config\": {\"ffn_hidden_size\": 10752,"
+                                     " \"moe_num_experts\": 16, \"moe_top_k\": 4}}");
+    moects_model m;
+    char err[512] = "";
+    cr_assert_eq(moects_model_load(p, &m, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(m.hidden_size, 6144);
+    cr_expect_eq(m.moe_intermediate_size, 10752);
+    cr_expect_eq(m.routed_experts, 16);
+    cr_expect_eq(m.experts_per_token, 4);
+    cr_expect_eq(m.gated, 1);
+}
+
+/* Python's json writes bare NaN / Infinity / -Infinity; the reader accepts them outside strings
+ * and leaves strings alone. */
+Test(model, nan_and_infinity_tokens_accepted, .init = mk_tmp, .fini = rm_tmp)
+{
+    const char *p = put("cfg.json", "{\n  \"rope_theta\": Infinity,\n  \"x\": -Infinity, \"y\": NaN,\n"
+                                    "  \"z\": [NaN, Infinity,-Infinity],\n  \"hidden_act\": \"NaN Infinity\",\n"
+                                    "  \"hidden_size\": 2048, \"moe_intermediate_size\": 768, \"num_experts\": 128,\n"
+                                    "  \"num_experts_per_tok\": 8\n}\n");
+    moects_model m;
+    char err[512] = "";
+    cr_assert_eq(moects_model_load(p, &m, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(m.hidden_size, 2048);
+    cr_expect_eq(m.routed_experts, 128);
+    cr_expect_eq(m.gated, 1);
+    cr_expect(strstr(m.source, "hidden_act=NaN Infinity") != NULL, "string was rewritten: %s", m.source);
+}
+
+/* Expect load to fail with exactly "<path><suffix>" (one line). */
+static void expect_err(const char *path, const char *suffix)
+{
+    moects_model m;
+    char err[512] = "", want[1024];
+    cr_assert_eq(moects_model_load(path, &m, err, sizeof err), -1, "loaded: %s", path);
+    snprintf(want, sizeof want, "%s%s", path, suffix);
+    cr_expect_str_eq(err, want);
+    cr_expect_null(strchr(err, '\n'));
+}
+
+#define HF_OK "\"hidden_size\": 2048, \"moe_intermediate_size\": 768, \"num_experts_per_tok\": 8"
+
+Test(model, malformed_files_give_one_line_errors, .init = mk_tmp, .fini = rm_tmp)
+{
+    char missing[600];
+    snprintf(missing, sizeof missing, "%s/nope.json", tmpdir);
+    expect_err(missing, ": unreadable file: No such file or directory");
+    expect_err(put("a.json", "{\"moe_intermediate_size\": 768, \"num_experts\": 8, \"num_experts_per_tok\": 2}"),
+               ": hidden_size: missing field");
+    expect_err(put("b.json", "{\"hidden_size\": \"2048\", \"num_experts\": 8}"),
+               ": hidden_size: wrong type (string, expected integer)");
+    expect_err(put("c.json", "{" HF_OK ", \"num_experts\": 128, \"moe_intermediate_size\": 0}"),
+               ": moe_intermediate_size: non-positive size (0)");
+    expect_err(put("d.json", "{\"hidden_size\": 4096, \"intermediate_size\": 11008}"),
+               ": n_routed_experts: not an MoE config (none of n_routed_experts, num_experts, num_local_experts, "
+               "moe_num_experts)");
+    expect_err(put("e.json", "{" HF_OK ", \"num_experts\": 1}"), ": num_experts: not an MoE config (1 routed experts)");
+    expect_err(put("f.json", "[1, 2]"), ": (root): not a JSON object");
+    expect_err(put("g.json", "{" HF_OK ", \"num_experts\": 128, \"experts_per_token\": 4}"),
+               ": experts_per_token: disagrees with num_experts_per_tok (4 vs 8)");
+    expect_err(put("h.json", "{\"text_config\": {\"hidden_size\": 7168.5, \"num_experts\": 896}}"),
+               ": text_config.hidden_size: wrong type (real, expected integer)");
+    expect_err(put("i.json", "{\"hidden_size\": 64, \"moe_intermediate_size\": 64, \"num_experts\": 4, "
+                             "\"num_experts_per_tok\": 8}"),
+               ": num_experts_per_tok: exceeds the routed expert count (8 > 4)");
+    expect_err(put("j.json", "{\"hidden_size\": 64, \"moe_intermediate_size\": 64, \"num_experts\": 4}"),
+               ": num_experts_per_tok: missing field (nor experts_per_token)");
+    expect_err(put("k.json", "{" HF_OK ", \"num_experts\": 128, \"hidden_act\": 7}"),
+               ": hidden_act: wrong type (integer, expected string)");
+}
+
+#define REG_HEAD "{\"name\": \"x\", \"hf_id\": \"o/x\", \"hidden_size\": 64, \"moe_intermediate_size\": 32, "
+#define REG_TAIL "\"release_quantization\": \"bf16\", \"source\": \"hand\"}"
+
+Test(model, registry_errors, .init = mk_tmp, .fini = rm_tmp)
+{
+    expect_err(put("r1.json", REG_HEAD "\"routed_experts\": 8, \"experts_per_token\": 2, \"shared_experts\": 0, "
+                                       "\"latent_size\": null, \"gated\": true, \"colour\": 1, " REG_TAIL),
+               ": colour: unknown field");
+    expect_err(put("r2.json", REG_HEAD "\"routed_experts\": 8, \"experts_per_token\": 2, \"shared_experts\": 0, "
+                                       "\"latent_size\": null, \"gated\": \"yes\", " REG_TAIL),
+               ": gated: wrong type (string, expected boolean)");
+    expect_err(put("r3.json", REG_HEAD "\"routed_experts\": 8, \"experts_per_token\": 2, \"shared_experts\": 0, "
+                                       "\"latent_size\": 0, \"gated\": true, " REG_TAIL),
+               ": latent_size: non-positive size (0)");
+    expect_err(put("r4.json", REG_HEAD "\"routed_experts\": 8, \"experts_per_token\": 2, \"shared_experts\": 0, "
+                                       "\"gated\": true, " REG_TAIL),
+               ": latent_size: missing field");
+    expect_err(put("r5.json", REG_HEAD "\"routed_experts\": 8, \"experts_per_token\": 2, \"shared_experts\": -1, "
+                                       "\"latent_size\": null, \"gated\": true, " REG_TAIL),
+               ": shared_experts: negative count (-1)");
+    expect_err(put("r6.json", "{\"name\": \"X\", \"hf_id\": \"o/x\", \"routed_experts\": 8}"),
+               ": name: not a registry name (lower-case a-z 0-9 . - _): \"X\"");
+    /* registry files are strict: a repeated key is an error (line 1, jansson's column) */
+    moects_model m;
+    char err[512];
+    const char *p = put("r7.json", REG_HEAD "\"routed_experts\": 8, \"routed_experts\": 9}");
+    cr_assert_eq(moects_model_load(p, &m, err, sizeof err), -1);
+    cr_expect(!strncmp(err, p, strlen(p)) && !strncmp(err + strlen(p), ":1:", 3), "%s", err);
+    cr_expect(strstr(err, ": malformed JSON: duplicate object key") != NULL, "%s", err);
+}
+
+/* A syntax error's line:col is the file's, also after a NaN on the same line: the column equals
+ * the one reported for the same text with a 3-character number in place of NaN. */
+Test(model, malformed_json_line_and_column, .init = mk_tmp, .fini = rm_tmp)
+{
+    moects_model m;
+    char e1[512], e2[512];
+    const char *p1 = put("m1.json", "{\n  \"a\": 1,\n  \"b\": NaN, \"c\": }\n");
+    cr_assert_eq(moects_model_load(p1, &m, e1, sizeof e1), -1);
+    const char *p2 = put("m2.json", "{\n  \"a\": 1,\n  \"b\": 1.0, \"c\": }\n");
+    cr_assert_eq(moects_model_load(p2, &m, e2, sizeof e2), -1);
+    const char *c1 = strstr(e1, "m1.json:"), *c2 = strstr(e2, "m2.json:");
+    cr_assert(c1 && c2, "%s | %s", e1, e2);
+    cr_expect_str_eq(c1 + 8, c2 + 8);
+    cr_expect_eq(strncmp(c1 + 8, "3:", 2), 0, "line: %s", e1);
+    cr_expect(strstr(e1, ": malformed JSON: ") != NULL, "%s", e1);
+}
+
+Test(model, load_dir_sorted_and_names_bad_file, .init = mk_tmp, .fini = rm_tmp)
+{
+    put("b.json", "{" HF_OK ", \"num_experts\": 128}");
+    put("a.json", "{" HF_OK ", \"num_experts\": 64}");
+    put("notes.txt", "ignored");
+    moects_model *v;
+    char err[512] = "";
+    cr_assert_eq(moects_models_load_dir(tmpdir, &v, err, sizeof err), 2, "%s", err);
+    cr_expect_eq(v[0].routed_experts, 64);
+    cr_expect_eq(v[1].routed_experts, 128);
+    free(v);
+    const char *bad = put("c.json", "{\"hidden_size\": 1}");
+    cr_assert_eq(moects_models_load_dir(tmpdir, &v, err, sizeof err), -1);
+    cr_expect(strncmp(err, bad, strlen(bad)) == 0, "%s", err);
+    cr_expect_eq(moects_models_load_dir("/nonexistent-moects", &v, err, sizeof err), -1);
+    cr_expect_str_eq(err, "/nonexistent-moects: unreadable directory: No such file or directory");
+}
