@@ -1,0 +1,1065 @@
+/* coverage.c: `moects coverage`, the shape-coverage report and the pre-launch check
+ * (DESIGN.md "Harness", Coverage).
+ *
+ * moects coverage [RUN_RESULTS] [--out DIR] [--root DIR] [--registry DIR]
+ *   A models x layouts table per honest kernel, each cell one of
+ *     PASS            some case of the cell passed and none failed or was refused
+ *     FAIL            some case failed (FAIL_MISMATCH, FAIL_CRASH, FAIL_TIMEOUT)
+ *     UNSUPPORTED     the kernel refused some case (its supports()), none failed
+ *     NOT_REGISTERED  no case of that model and layout for the kernel's op
+ *     NOT_RUN         cases exist but none has a verdict (filtered out, or SKIP)
+ *   With RUN_RESULTS the cells come from the run's verdicts (its honest kernels); without, from
+ *   every built-in honest kernel's supports() on the registered cases (UNSUPPORTED or NOT_RUN).
+ *   Writes DIR/coverage.md and DIR/coverage.html (one self-contained page: inline CSS, inline SVG
+ *   heat maps, titles on hover, no script, no external resource), atomically. DIR defaults to the
+ *   directory of RUN_RESULTS, else ".". Regression cases (model "regression") are counted apart.
+ *
+ * moects coverage --config CONFIG.json [--tp N]... [--ep N]... [--registry DIR] [--out DIR]
+ *   Pre-launch check of a model not registered yet (a raw Hugging Face config.json of any family,
+ *   or a registry file): derives its cases (moects_derive_cases) under the given layouts (all
+ *   derived layouts when none is given), then lists
+ *     - the shapes no registered case covers, by op and the dims that matter: ep_gather
+ *       (H, topk, E), fp4_gemm.<format> (N, K); a dim value no registered case of the op has is
+ *       named "new";
+ *     - the shapes a built-in honest kernel refuses (supports() false), with its reason.
+ *   The registry is the built-in one (cases/models and cases/regressions under --root) or --registry
+ *   DIR (a source tree holding cases/models, or a directory of model files), without the model
+ *   itself (same registry name, or same hf_id). Markdown on stdout (and DIR/prelaunch.md with
+ *   --out). Exit 1 when a shape is uncovered or refused or a layout derives no case, else 0.
+ *   ep_gather shapes are checked with M_sum = T*k + 127 * min(T*k, local experts), the largest
+ *   expert-padded row count (DESIGN.md derivation: rows per expert padded to 128).
+ * Exit 2: bad usage or bad input (one line naming the file and field). */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "moects_commands.h"
+#include "moects_registry.h"
+#include "reports_internal.h"
+
+/* ---- registry ---- */
+
+typedef struct {
+    moects_case_list cases;
+    moects_model *models;
+    int nmodels;
+    char where[4096]; /* what was loaded, for the report */
+} registry;
+
+static int is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* dir: NULL (built-in of root), a source tree with cases/models, or a directory of model files. */
+static int registry_load(registry *r, const char *dir, const char *root, char *err, size_t errlen)
+{
+    memset(r, 0, sizeof *r);
+    char models_dir[4096];
+    const char *tree = dir ? dir : root;
+    snprintf(models_dir, sizeof models_dir, "%s/cases/models", tree);
+    if (!dir || is_dir(models_dir)) {
+        snprintf(r->where, sizeof r->where, "%s/cases", tree);
+        if ((r->nmodels = moects_models_load_dir(models_dir, &r->models, err, errlen)) < 0) return -1;
+        return moects_cases_builtin(tree, &r->cases, err, errlen);
+    }
+    if (!is_dir(dir)) {
+        snprintf(err, errlen, "%s: --registry: not a directory", dir);
+        return -1;
+    }
+    snprintf(r->where, sizeof r->where, "%s", dir);
+    if ((r->nmodels = moects_models_load_dir(dir, &r->models, err, errlen)) < 0) return -1;
+    for (int i = 0; i < r->nmodels; i++)
+        if (moects_derive_cases(&r->models[i], &r->cases)) {
+            snprintf(err, errlen, "%s: %s: case derivation failed", dir, r->models[i].name);
+            return -1;
+        }
+    return 0;
+}
+
+static void registry_free(registry *r)
+{
+    moects_case_list_free(&r->cases);
+    free(r->models);
+    memset(r, 0, sizeof *r);
+}
+
+static int is_regression(const moects_case *c) { return !strcmp(c->model, "regression"); }
+
+/* ---- case -> kernel shape ---- */
+
+static void case_shapes(const moects_case *c, moects_ep_gather_shape *eg, moects_fp4_gemm_shape *fg)
+{
+    memset(eg, 0, sizeof *eg);
+    memset(fg, 0, sizeof *fg);
+    if (c->op == MOECTS_OP_EP_GATHER) {
+        int64_t slots = c->T * c->k, local = c->E_global;
+        if (c->ep_size > 1) local = c->E_global / c->ep_size + (c->ep_rank < c->E_global % c->ep_size);
+        eg->T = c->T;
+        eg->k = c->k;
+        eg->M_sum = slots + 127 * (slots < local ? slots : local);
+        eg->H = c->H;
+        eg->E_global = c->E_global;
+        eg->id_dtype = c->id_dtype ? c->id_dtype : MOECTS_I32;
+        eg->out_dtype = c->out_dtype ? c->out_dtype : MOECTS_BF16;
+        eg->has_expert_map = c->has_map;
+    } else {
+        fg->M = c->M;
+        fg->N = c->N;
+        fg->K = c->K;
+        fg->format = c->format;
+        fg->scale_layout = c->scale_layout;
+        fg->out_dtype = c->out_dtype ? c->out_dtype : MOECTS_BF16;
+    }
+}
+
+/* 1 when kernel k takes case c; else 0 with the reason in why. */
+static int kernel_takes(const moects_kernel *k, const moects_case *c, char *why, size_t wl)
+{
+    moects_ep_gather_shape eg;
+    moects_fp4_gemm_shape fg;
+    case_shapes(c, &eg, &fg);
+    why[0] = '\0';
+    int ok = k->supports(c->op == MOECTS_OP_EP_GATHER ? (const void *)&eg : (const void *)&fg, why, wl);
+    if (!ok && !why[0]) snprintf(why, wl, "refused (no reason given)");
+    return ok;
+}
+
+/* ---- the table ---- */
+
+static const char *const cell_color[MOECTS__CELL_COUNT] = {"#1a9850", "#d73027", "#fdae61", "#ececec",
+                                                            "#c6dbef"};
+static const char *const cell_ink[MOECTS__CELL_COUNT] = {"#fff", "#fff", "#222", "#999", "#234"};
+static const char *const cell_glyph[MOECTS__CELL_COUNT] = {"\u2713", "\u2717", "\u2298", "", "?"};
+static const char *const cell_md[MOECTS__CELL_COUNT] = {"PASS", "**FAIL**", "UNSUP", "-", "?"};
+static const char *const cell_help[MOECTS__CELL_COUNT] = {
+    "some case passed, none failed or was refused",
+    "some case failed (mismatch, crash or timeout)",
+    "the kernel refused some case (supports()), none failed",
+    "no case of this model and layout for the kernel's op",
+    "cases exist, none has a verdict (filtered out or skipped)"};
+
+typedef struct {
+    size_t n[MOECTS_VERDICT_COUNT];
+    size_t supported; /* static mode: cases supports() took */
+    size_t registered;
+    long first_bad;             /* run mode: index in the run */
+    const moects_case *refused; /* static mode: first refused case */
+    char why[160];
+} cell;
+
+typedef struct {
+    const char *name;
+    moects_op op;
+    const moects_kernel *desc; /* NULL for a kernel known only from the run */
+    size_t reg_pass, reg_total; /* regression cases */
+} kinfo;
+
+typedef struct {
+    const moects_run *run; /* NULL: static mode */
+    const registry *reg;
+    const char **models, **layouts;
+    int nm, nl, nk;
+    kinfo *k;
+    cell *cells; /* [k][m][l] */
+    unsigned char *registered; /* [m][l][op 1..2] */
+    size_t regression_cases;
+} table;
+
+static cell *at(table *t, int k, int m, int l) { return &t->cells[((size_t)k * t->nm + m) * t->nl + l]; }
+
+static moects__cell_state state_of(table *t, int k, int m, int l)
+{
+    const cell *c = at(t, k, m, l);
+    if (!t->registered[((size_t)m * t->nl + l) * 3 + t->k[k].op]) return MOECTS__CELL_NOT_REGISTERED;
+    if (c->n[MOECTS_FAIL_MISMATCH] + c->n[MOECTS_FAIL_CRASH] + c->n[MOECTS_FAIL_TIMEOUT]) return MOECTS__CELL_FAIL;
+    if (c->n[MOECTS_UNSUPPORTED]) return MOECTS__CELL_UNSUPPORTED;
+    if (c->n[MOECTS_PASS_EXACT] + c->n[MOECTS_PASS_TOLERANCE]) return MOECTS__CELL_PASS;
+    return MOECTS__CELL_NOT_RUN;
+}
+
+static int find_str(const char **v, int n, const char *s)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(v[i], s)) return i;
+    return -1;
+}
+
+static int add_str(const char ***v, int *n, const char *s)
+{
+    if (find_str(*v, *n, s) >= 0) return 0;
+    const char **nv = realloc(*v, (size_t)(*n + 1) * sizeof *nv);
+    if (!nv) return -1;
+    nv[(*n)++] = s;
+    *v = nv;
+    return 0;
+}
+
+static int cmp_layout(const void *a, const void *b)
+{
+    return moects__layout_cmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int find_kernel(const table *t, const char *name)
+{
+    for (int i = 0; i < t->nk; i++)
+        if (!strcmp(t->k[i].name, name)) return i;
+    return -1;
+}
+
+static int table_build(table *t, const registry *reg, const moects_run *run)
+{
+    memset(t, 0, sizeof *t);
+    t->run = run;
+    t->reg = reg;
+    /* models: the registry's files, then the run's others; layouts: all, in natural order */
+    for (int i = 0; i < reg->nmodels; i++)
+        if (add_str(&t->models, &t->nm, reg->models[i].name)) return -1;
+    for (size_t i = 0; i < reg->cases.n; i++) {
+        const moects_case *c = &reg->cases.v[i];
+        if (is_regression(c)) {
+            t->regression_cases++;
+            continue;
+        }
+        if (add_str(&t->models, &t->nm, c->model) || add_str(&t->layouts, &t->nl, c->layout)) return -1;
+    }
+    if (run)
+        for (size_t i = 0; i < run->n; i++) {
+            const moects_result *r = &run->v[i];
+            if (!strcmp(r->model, "regression") || !r->model[0] || !r->layout[0] || !strcmp(r->layout, "-")) continue;
+            if (add_str(&t->models, &t->nm, r->model) || add_str(&t->layouts, &t->nl, r->layout)) return -1;
+        }
+    if (t->nl) qsort(t->layouts, (size_t)t->nl, sizeof *t->layouts, cmp_layout);
+
+    /* kernels: honest ones; the run's (built-in order first), or every built-in one */
+    size_t nb;
+    const moects_kernel *const *bk = moects_builtin_kernels(&nb);
+    t->k = calloc(nb + (run ? run->n : 0) + 1, sizeof *t->k);
+    if (!t->k) return -1;
+    for (size_t i = 0; i < nb; i++) {
+        if (bk[i]->bug) continue;
+        int used = !run;
+        for (size_t j = 0; run && j < run->n && !used; j++) used = !strcmp(run->v[j].kernel, bk[i]->name);
+        if (used) t->k[t->nk++] = (kinfo){bk[i]->name, bk[i]->op, bk[i], 0, 0};
+    }
+    for (size_t j = 0; run && j < run->n; j++)
+        if (!run->v[j].is_mutant && find_kernel(t, run->v[j].kernel) < 0)
+            t->k[t->nk++] = (kinfo){run->v[j].kernel, run->v[j].op, NULL, 0, 0};
+
+    size_t ncell = (size_t)(t->nk ? t->nk : 1) * (t->nm ? t->nm : 1) * (t->nl ? t->nl : 1);
+    t->cells = calloc(ncell, sizeof *t->cells);
+    t->registered = calloc((size_t)(t->nm ? t->nm : 1) * (t->nl ? t->nl : 1) * 3, 1);
+    if (!t->cells || !t->registered) return -1;
+    for (size_t i = 0; i < ncell; i++) t->cells[i].first_bad = -1;
+
+    for (size_t i = 0; i < reg->cases.n; i++) {
+        const moects_case *c = &reg->cases.v[i];
+        if (is_regression(c)) continue;
+        int m = find_str(t->models, t->nm, c->model), l = find_str(t->layouts, t->nl, c->layout);
+        t->registered[((size_t)m * t->nl + l) * 3 + c->op] = 1;
+        for (int k = 0; k < t->nk; k++) {
+            if (t->k[k].op != c->op) continue;
+            cell *x = at(t, k, m, l);
+            x->registered++;
+            if (run || !t->k[k].desc) continue;
+            char why[160];
+            if (kernel_takes(t->k[k].desc, c, why, sizeof why)) {
+                x->supported++;
+            } else {
+                x->n[MOECTS_UNSUPPORTED]++;
+                if (!x->refused) {
+                    x->refused = c;
+                    snprintf(x->why, sizeof x->why, "%s", why);
+                }
+            }
+        }
+    }
+    for (size_t i = 0; run && i < run->n; i++) {
+        const moects_result *r = &run->v[i];
+        int k = r->is_mutant ? -1 : find_kernel(t, r->kernel);
+        if (k < 0) continue;
+        if (!strcmp(r->model, "regression")) {
+            t->k[k].reg_total += r->verdict != MOECTS_SKIP;
+            t->k[k].reg_pass += moects_verdict_is_pass(r->verdict);
+            continue;
+        }
+        int m = find_str(t->models, t->nm, r->model), l = find_str(t->layouts, t->nl, r->layout);
+        if (m < 0 || l < 0) continue;
+        t->registered[((size_t)m * t->nl + l) * 3 + r->op] = 1;
+        cell *x = at(t, k, m, l);
+        x->n[r->verdict]++;
+        int bad = moects_verdict_is_fail(r->verdict) || r->verdict == MOECTS_UNSUPPORTED;
+        if (bad && (x->first_bad < 0 || (moects_verdict_is_fail(r->verdict) &&
+                                         !moects_verdict_is_fail(run->v[x->first_bad].verdict))))
+            x->first_bad = (long)i;
+    }
+    return 0;
+}
+
+static void table_free(table *t)
+{
+    free(t->models);
+    free(t->layouts);
+    free(t->k);
+    free(t->cells);
+    free(t->registered);
+}
+
+/* "12 cases registered; 11 PASS_EXACT, 1 UNSUPPORTED; first: <case>: <verdict>: <reason>" */
+static void cell_detail(moects__buf *b, table *t, int k, int m, int l)
+{
+    const cell *c = at(t, k, m, l);
+    moects__cell_state s = state_of(t, k, m, l);
+    moects__buf_printf(b, "%s x %s on %s: %s", t->models[m], t->layouts[l], t->k[k].name, moects__cell_name(s));
+    if (s == MOECTS__CELL_NOT_REGISTERED) return;
+    if (c->registered) moects__buf_printf(b, "\n%zu case%s registered", c->registered, c->registered == 1 ? "" : "s");
+    else moects__buf_add(b, "\nnot in the registry");
+    if (!t->run) {
+        if (t->k[k].desc)
+            moects__buf_printf(b, "; supports() takes %zu, refuses %zu", c->supported, c->n[MOECTS_UNSUPPORTED]);
+        if (c->refused) moects__buf_printf(b, "\nfirst refused: %s: %s", c->refused->id, c->why);
+        return;
+    }
+    int first = 1;
+    for (int v = 0; v < MOECTS_VERDICT_COUNT; v++)
+        if (c->n[v]) {
+            moects__buf_printf(b, "%s%zu %s", first ? "; run: " : ", ", c->n[v], moects_verdict_name((moects_verdict)v));
+            first = 0;
+        }
+    if (first) moects__buf_add(b, "; no verdict in the run");
+    if (c->first_bad >= 0) {
+        const moects_result *r = &t->run->v[c->first_bad];
+        moects__buf_printf(b, "\nfirst: %s: %s", r->case_id, moects_verdict_name(r->verdict));
+        if (r->verdict == MOECTS_FAIL_MISMATCH)
+            moects__buf_printf(b, " (%" PRId64 " mismatches)", r->mismatches);
+        if (r->reason[0]) moects__buf_printf(b, ": %s", r->reason);
+    }
+}
+
+static void header_line(moects__buf *b, const table *t, const char *run_path, int html)
+{
+    const moects_run *run = t->run;
+    if (run) {
+        moects__buf_add(b, "Run ");
+        if (html) {
+            moects__buf_add(b, "<code>");
+            moects__buf_html(b, run_path);
+            moects__buf_add(b, "</code>: commit <code>");
+            moects__buf_html(b, run->commit[0] ? run->commit : "unknown");
+            moects__buf_add(b, "</code>");
+        } else {
+            moects__buf_add(b, "`");
+            moects__buf_md_code(b, run_path);
+            moects__buf_add(b, "`: commit `");
+            moects__buf_md_code(b, run->commit[0] ? run->commit : "unknown");
+            moects__buf_add(b, "`");
+        }
+        moects__buf_add(b, ", ");
+        if (run->date[0]) (html ? moects__buf_html : moects__buf_md)(b, run->date);
+        if (run->machine[0]) {
+            moects__buf_add(b, " on ");
+            (html ? moects__buf_html : moects__buf_md)(b, run->machine);
+        }
+        moects__buf_printf(b, ", %zu results", run->n);
+        if (run->filter[0]) {
+            moects__buf_add(b, ", filter ");
+            (html ? moects__buf_html : moects__buf_md)(b, run->filter);
+        }
+        moects__buf_add(b, ". ");
+    } else {
+        moects__buf_add(b, "No run: each built-in kernel's supports() on the registered cases. ");
+    }
+    moects__buf_printf(b, "Registry: %d models x %d layouts, %zu cases (+ %zu regression cases, not in the table), from ",
+                       t->nm, t->nl, t->reg->cases.n - t->regression_cases, t->regression_cases);
+    if (html) {
+        moects__buf_add(b, "<code>");
+        moects__buf_html(b, t->reg->where);
+        moects__buf_add(b, "</code>.");
+    } else {
+        moects__buf_add(b, "`");
+        moects__buf_md_code(b, t->reg->where);
+        moects__buf_add(b, "`.");
+    }
+}
+
+static void count_states(table *t, int k, size_t cnt[MOECTS__CELL_COUNT])
+{
+    memset(cnt, 0, MOECTS__CELL_COUNT * sizeof *cnt);
+    for (int m = 0; m < t->nm; m++)
+        for (int l = 0; l < t->nl; l++) cnt[state_of(t, k, m, l)]++;
+}
+
+static void render_md(moects__buf *b, table *t, const char *run_path)
+{
+    moects__buf_add(b, "# moects shape coverage\n\n");
+    header_line(b, t, run_path, 0);
+    moects__buf_add(b, "\n\nCells:");
+    for (int s = 0; s < MOECTS__CELL_COUNT; s++) {
+        const char *name = moects__cell_name((moects__cell_state)s);
+        moects__buf_printf(b, "%s %s", s ? ";" : "", cell_md[s]);
+        if (!strstr(cell_md[s], name)) moects__buf_printf(b, " = %s", name);
+        moects__buf_printf(b, ": %s", cell_help[s]);
+    }
+    moects__buf_add(b, ".\n\n| kernel | op | PASS | FAIL | UNSUPPORTED | NOT_REGISTERED | NOT_RUN | regressions passed |\n"
+                       "|---|---|---:|---:|---:|---:|---:|---:|\n");
+    for (int k = 0; k < t->nk; k++) {
+        size_t cnt[MOECTS__CELL_COUNT];
+        count_states(t, k, cnt);
+        moects__buf_add(b, "| `");
+        moects__buf_md_code(b, t->k[k].name);
+        moects__buf_printf(b, "` | %s", moects__op_name(t->k[k].op));
+        for (int s = 0; s < MOECTS__CELL_COUNT; s++) moects__buf_printf(b, " | %zu", cnt[s]);
+        if (t->run) moects__buf_printf(b, " | %zu/%zu |\n", t->k[k].reg_pass, t->k[k].reg_total);
+        else moects__buf_add(b, " | - |\n");
+    }
+    if (!t->nk) moects__buf_add(b, "| (no kernel) | | | | | | | |\n");
+    for (int k = 0; k < t->nk; k++) {
+        moects__buf_add(b, "\n## `");
+        moects__buf_md_code(b, t->k[k].name);
+        moects__buf_printf(b, "` (%s)\n\n| model |", moects__op_name(t->k[k].op));
+        for (int l = 0; l < t->nl; l++) {
+            moects__buf_add(b, " ");
+            moects__buf_md(b, t->layouts[l]);
+            moects__buf_add(b, " |");
+        }
+        moects__buf_add(b, "\n|---|");
+        for (int l = 0; l < t->nl; l++) moects__buf_add(b, ":-:|");
+        moects__buf_add(b, "\n");
+        for (int m = 0; m < t->nm; m++) {
+            moects__buf_add(b, "| ");
+            moects__buf_md(b, t->models[m]);
+            moects__buf_add(b, " |");
+            for (int l = 0; l < t->nl; l++) moects__buf_printf(b, " %s |", cell_md[state_of(t, k, m, l)]);
+            moects__buf_add(b, "\n");
+        }
+    }
+}
+
+/* SVG heat map of kernel k: models rows x layouts columns. */
+#define CW 46
+#define CH 20
+#define GAP 2
+#define GROUP_GAP 10
+#define TOP 30
+
+static int col_x(table *t, int l, int lw)
+{
+    int x = lw + l * (CW + GAP);
+    for (int j = 1; j <= l; j++)
+        if (tolower((unsigned char)t->layouts[j][0]) != tolower((unsigned char)t->layouts[j - 1][0])) x += GROUP_GAP;
+    return x;
+}
+
+static void render_svg(moects__buf *b, table *t, int k)
+{
+    size_t maxlen = 6;
+    for (int m = 0; m < t->nm; m++)
+        if (strlen(t->models[m]) > maxlen) maxlen = strlen(t->models[m]);
+    int lw = 12 + (int)maxlen * 7;
+    int w = (t->nl ? col_x(t, t->nl - 1, lw) + CW : lw) + 8, h = TOP + t->nm * (CH + GAP) + 6;
+    moects__buf_printf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"heat\" width=\"%d\" height=\"%d\" "
+                          "viewBox=\"0 0 %d %d\" role=\"img\" aria-label=\"coverage of ", w, h, w, h);
+    moects__buf_html(b, t->k[k].name);
+    moects__buf_add(b, "\"><title>");
+    moects__buf_html(b, t->k[k].name);
+    moects__buf_add(b, ": models (rows) x layouts (columns)</title>\n");
+    /* row stripes and labels */
+    for (int m = 0; m < t->nm; m++) {
+        int y = TOP + m * (CH + GAP);
+        if (m % 2) moects__buf_printf(b, "<rect x=\"0\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#f4f6f8\"/>", y - 1, w - 8, CH + 2);
+        moects__buf_printf(b, "<text class=\"row\" x=\"%d\" y=\"%d\">", lw - 8, y + CH - 6);
+        moects__buf_html(b, t->models[m]);
+        moects__buf_add(b, "</text>\n");
+    }
+    /* column labels, grouped tp / ep */
+    for (int l = 0; l < t->nl; l++) {
+        moects__buf_printf(b, "<text class=\"col\" x=\"%d\" y=\"%d\">", col_x(t, l, lw) + CW / 2, TOP - 8);
+        moects__buf_html(b, t->layouts[l]);
+        moects__buf_add(b, "</text>");
+    }
+    moects__buf_add(b, "\n");
+    moects__buf detail = {0};
+    for (int m = 0; m < t->nm; m++)
+        for (int l = 0; l < t->nl; l++) {
+            moects__cell_state s = state_of(t, k, m, l);
+            int x = col_x(t, l, lw), y = TOP + m * (CH + GAP);
+            detail.n = 0;
+            cell_detail(&detail, t, k, m, l);
+            moects__buf_printf(b, "<g class=\"cell s%d\"><title>", (int)s);
+            moects__buf_html(b, detail.s ? detail.s : "");
+            moects__buf_printf(b, "</title><rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"3\" fill=\"%s\"%s/>",
+                               x, y, CW, CH, cell_color[s],
+                               s == MOECTS__CELL_NOT_RUN ? " stroke=\"#6b8db5\" stroke-dasharray=\"3 2\"" : "");
+            if (cell_glyph[s][0])
+                moects__buf_printf(b, "<text x=\"%d\" y=\"%d\" fill=\"%s\">%s</text>", x + CW / 2, y + CH - 5, cell_ink[s],
+                                   cell_glyph[s]);
+            moects__buf_add(b, "</g>\n");
+        }
+    moects__buf_free(&detail);
+    moects__buf_add(b, "</svg>\n");
+}
+
+static const char css[] =
+    "body{font:14px/1.45 'DejaVu Sans',Verdana,Arial,sans-serif;margin:24px 32px;color:#1d2329;background:#fff}\n"
+    "h1{font-size:24px;margin:0 0 6px}h2{font-size:16px;margin:0 0 8px}h2 small{color:#667;font-weight:normal}\n"
+    "code{font-family:'DejaVu Sans Mono',monospace;font-size:13px;background:#f1f3f5;padding:0 3px;border-radius:3px}\n"
+    "p.meta{color:#444;max-width:1100px}\n"
+    ".legend{display:flex;flex-wrap:wrap;gap:8px 22px;margin:12px 0 18px;padding:0;list-style:none}\n"
+    ".legend li{display:flex;align-items:center;gap:6px}\n"
+    ".sw{display:inline-block;width:30px;height:18px;border-radius:3px;text-align:center;line-height:18px;font-size:13px}\n"
+    "table{border-collapse:collapse;margin:0 0 22px}th,td{border:1px solid #d4d9de;padding:3px 9px}\n"
+    "th{background:#f1f3f5;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}\n"
+    "td.z{color:#aab}\n"
+    ".maps{display:flex;flex-wrap:wrap;gap:26px;align-items:flex-start}\n"
+    "section.map{border:1px solid #d4d9de;border-radius:8px;padding:12px 14px;background:#fff}\n"
+    "svg.heat text{font-family:'DejaVu Sans',Verdana,sans-serif;font-size:12px;text-anchor:middle}\n"
+    "svg.heat text.row{text-anchor:end;fill:#1d2329}svg.heat text.col{font-weight:bold;fill:#1d2329}\n"
+    "svg.heat g.cell:hover rect{stroke:#000;stroke-width:2}\n"
+    "details{margin:18px 0}summary{cursor:pointer;font-weight:bold}\n";
+
+static void render_html(moects__buf *b, table *t, const char *run_path)
+{
+    moects__buf_add(b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+                       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+                       "<title>moects shape coverage</title>\n<style>\n");
+    moects__buf_add(b, css);
+    moects__buf_add(b, "</style>\n</head>\n<body>\n<h1>moects shape coverage</h1>\n<p class=\"meta\">");
+    header_line(b, t, run_path, 1);
+    moects__buf_add(b, " Hover a cell for its cases and the first failing or refused one.</p>\n<ul class=\"legend\">\n");
+    for (int s = 0; s < MOECTS__CELL_COUNT; s++) {
+        moects__buf_printf(b, "<li><span class=\"sw\" style=\"background:%s;color:%s%s\">%s</span><b>%s</b> %s</li>\n",
+                           cell_color[s], cell_ink[s], s == MOECTS__CELL_NOT_RUN ? ";outline:1px dashed #6b8db5" : "",
+                           cell_glyph[s], moects__cell_name((moects__cell_state)s), cell_help[s]);
+    }
+    moects__buf_add(b, "</ul>\n<table class=\"sum\">\n<thead><tr><th>kernel</th><th>op</th>");
+    for (int s = 0; s < MOECTS__CELL_COUNT; s++) moects__buf_printf(b, "<th>%s</th>", moects__cell_name((moects__cell_state)s));
+    moects__buf_add(b, "<th>regressions passed</th></tr></thead>\n<tbody>\n");
+    for (int k = 0; k < t->nk; k++) {
+        size_t cnt[MOECTS__CELL_COUNT];
+        count_states(t, k, cnt);
+        moects__buf_add(b, "<tr><td><code>");
+        moects__buf_html(b, t->k[k].name);
+        moects__buf_printf(b, "</code></td><td>%s</td>", moects__op_name(t->k[k].op));
+        for (int s = 0; s < MOECTS__CELL_COUNT; s++)
+            moects__buf_printf(b, "<td class=\"n%s\">%zu</td>", cnt[s] ? "" : " z", cnt[s]);
+        if (t->run) moects__buf_printf(b, "<td class=\"n\">%zu/%zu</td></tr>\n", t->k[k].reg_pass, t->k[k].reg_total);
+        else moects__buf_add(b, "<td class=\"n z\">-</td></tr>\n");
+    }
+    if (!t->nk) moects__buf_add(b, "<tr><td colspan=\"8\">no kernel</td></tr>\n");
+    moects__buf_add(b, "</tbody>\n</table>\n<div class=\"maps\">\n");
+    for (int k = 0; k < t->nk; k++) {
+        moects__buf_add(b, "<section class=\"map\"><h2><code>");
+        moects__buf_html(b, t->k[k].name);
+        moects__buf_printf(b, "</code> <small>%s", moects__op_name(t->k[k].op));
+        if (t->k[k].desc && t->k[k].desc->recipe) {
+            moects__buf_add(b, ", ");
+            moects__buf_html(b, t->k[k].desc->recipe);
+        }
+        moects__buf_add(b, "</small></h2>\n");
+        render_svg(b, t, k);
+        moects__buf_add(b, "</section>\n");
+    }
+    moects__buf_add(b, "</div>\n");
+    /* the cells that need attention, as a table */
+    size_t nbad = 0;
+    moects__buf rows = {0}, detail = {0};
+    for (int k = 0; k < t->nk; k++)
+        for (int m = 0; m < t->nm; m++)
+            for (int l = 0; l < t->nl; l++) {
+                moects__cell_state s = state_of(t, k, m, l);
+                if (s != MOECTS__CELL_FAIL && s != MOECTS__CELL_UNSUPPORTED) continue;
+                if (++nbad > 500) continue;
+                detail.n = 0;
+                cell_detail(&detail, t, k, m, l);
+                const char *nl = strchr(detail.s, '\n');
+                moects__buf_add(&rows, "<tr><td><code>");
+                moects__buf_html(&rows, t->k[k].name);
+                moects__buf_add(&rows, "</code></td><td>");
+                moects__buf_html(&rows, t->models[m]);
+                moects__buf_add(&rows, "</td><td>");
+                moects__buf_html(&rows, t->layouts[l]);
+                moects__buf_printf(&rows, "</td><td>%s</td><td>", moects__cell_name(s));
+                for (const char *p = nl ? nl + 1 : ""; *p;) { /* lines of the detail, <br> between */
+                    const char *e = strchr(p, '\n');
+                    char line[512];
+                    snprintf(line, sizeof line, "%.*s", (int)(e ? e - p : (long)strlen(p)), p);
+                    moects__buf_html(&rows, line);
+                    if (!e) break;
+                    moects__buf_add(&rows, "<br>");
+                    p = e + 1;
+                }
+                moects__buf_add(&rows, "</td></tr>\n");
+            }
+    moects__buf_printf(b, "<details id=\"attention\"%s><summary>%zu cells failing or refused</summary>\n", nbad && nbad <= 60 ? " open" : "",
+                       nbad);
+    if (nbad) {
+        moects__buf_add(b, "<table class=\"bad\"><thead><tr><th>kernel</th><th>model</th><th>layout</th><th>state</th>"
+                           "<th>cases</th></tr></thead>\n<tbody>\n");
+        moects__buf_add(b, rows.s ? rows.s : "");
+        if (nbad > 500) moects__buf_printf(b, "<tr><td colspan=\"5\">and %zu more</td></tr>\n", nbad - 500);
+        moects__buf_add(b, "</tbody></table>\n");
+    }
+    moects__buf_add(b, "</details>\n</body>\n</html>\n");
+    moects__buf_free(&rows);
+    moects__buf_free(&detail);
+}
+
+static int cmd_table(const char *run_path, const char *out_dir, const char *root, const char *registry_dir)
+{
+    char err[1024];
+    moects_run run = {0};
+    registry reg;
+    table t = {0};
+    moects__buf md = {0}, html = {0};
+    int rc = 2;
+    if (run_path && moects_results_read(run_path, &run, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 2;
+    }
+    if (registry_load(&reg, registry_dir, root, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        goto out;
+    }
+    if (table_build(&t, &reg, run_path ? &run : NULL)) {
+        fprintf(stderr, "moects coverage: out of memory\n");
+        goto out;
+    }
+    char dir[4096];
+    if (out_dir) {
+        snprintf(dir, sizeof dir, "%s", out_dir);
+    } else if (run_path && strrchr(run_path, '/')) {
+        snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(run_path, '/') - run_path), run_path);
+        if (!dir[0]) strcpy(dir, "/");
+    } else {
+        strcpy(dir, ".");
+    }
+    if (moects_mkdirs(dir, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        goto out;
+    }
+    render_md(&md, &t, run_path ? run_path : "");
+    render_html(&html, &t, run_path ? run_path : "");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/coverage.md", dir);
+    if (moects__buf_write(&md, path, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        goto out;
+    }
+    snprintf(path, sizeof path, "%s/coverage.html", dir);
+    if (moects__buf_write(&html, path, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        goto out;
+    }
+    fprintf(stderr, "moects coverage: %d kernels x %d models x %d layouts -> %s/coverage.md, %s/coverage.html\n", t.nk,
+            t.nm, t.nl, dir, dir);
+    rc = 0;
+out:
+    moects__buf_free(&md);
+    moects__buf_free(&html);
+    table_free(&t);
+    registry_free(&reg);
+    moects_run_free(&run);
+    return rc;
+}
+
+/* ---- pre-launch check ---- */
+
+/* "ep_gather" or "fp4_gemm.mxfp4": the first segment of the case id */
+static void op_of(const moects_case *c, char *dst, size_t cap)
+{
+    const char *slash = strchr(c->id, '/');
+    size_t n = slash ? (size_t)(slash - c->id) : strlen(c->id);
+    snprintf(dst, cap, "%.*s", (int)n, c->id);
+}
+
+static void shape_key(const moects_case *c, char *dst, size_t cap)
+{
+    if (c->op == MOECTS_OP_EP_GATHER)
+        snprintf(dst, cap, "H=%" PRId64 " topk=%" PRId64 " E=%" PRId64, c->H, c->k, c->E_global);
+    else
+        snprintf(dst, cap, "N=%" PRId64 " K=%" PRId64, c->N, c->K);
+}
+
+typedef struct {
+    char **v;
+    size_t n, cap;
+    int sorted;
+} strset;
+
+static int set_add(strset *s, const char *x)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 256;
+        char **nv = realloc(s->v, cap * sizeof *nv);
+        if (!nv) return -1;
+        s->v = nv;
+        s->cap = cap;
+    }
+    if (!(s->v[s->n] = strdup(x))) return -1;
+    s->n++;
+    s->sorted = 0;
+    return 0;
+}
+
+static int cmp_pstr(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static int set_has(strset *s, const char *x)
+{
+    if (!s->sorted) {
+        if (s->n) qsort(s->v, s->n, sizeof *s->v, cmp_pstr);
+        s->sorted = 1;
+    }
+    return s->n && bsearch(&x, s->v, s->n, sizeof *s->v, cmp_pstr) != NULL;
+}
+
+static void set_free(strset *s)
+{
+    for (size_t i = 0; i < s->n; i++) free(s->v[i]);
+    free(s->v);
+    memset(s, 0, sizeof *s);
+}
+
+/* The dims of case c one by one, "op|H=3584", for the "new" note. */
+static int dims_of(const moects_case *c, char out[3][96])
+{
+    char op[64];
+    op_of(c, op, sizeof op);
+    if (c->op == MOECTS_OP_EP_GATHER) {
+        snprintf(out[0], 96, "%s|H=%" PRId64, op, c->H);
+        snprintf(out[1], 96, "%s|topk=%" PRId64, op, c->k);
+        snprintf(out[2], 96, "%s|E=%" PRId64, op, c->E_global);
+        return 3;
+    }
+    snprintf(out[0], 96, "%s|N=%" PRId64, op, c->N);
+    snprintf(out[1], 96, "%s|K=%" PRId64, op, c->K);
+    return 2;
+}
+
+static void norm_name(const char *s, char *d, size_t cap)
+{
+    size_t i = 0;
+    for (; *s && i + 1 < cap; s++) d[i++] = *s == '_' ? '-' : (char)tolower((unsigned char)*s);
+    d[i] = '\0';
+}
+
+typedef struct {
+    char op[64], key[96], layouts[128], example[192];
+    size_t ncases;
+    const char *kernel; /* refusals */
+    char why[200];
+} finding;
+
+typedef struct {
+    finding *v;
+    size_t n, cap;
+} findings;
+
+static finding *finding_get(findings *f, const char *op, const char *key, const char *kernel, const char *why)
+{
+    for (size_t i = 0; i < f->n; i++)
+        if (!strcmp(f->v[i].op, op) && !strcmp(f->v[i].key, key) &&
+            (!kernel || (!strcmp(f->v[i].kernel, kernel) && !strcmp(f->v[i].why, why))))
+            return &f->v[i];
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? 2 * f->cap : 32;
+        finding *nv = realloc(f->v, cap * sizeof *nv);
+        if (!nv) return NULL;
+        f->v = nv;
+        f->cap = cap;
+    }
+    finding *x = &f->v[f->n++];
+    memset(x, 0, sizeof *x);
+    snprintf(x->op, sizeof x->op, "%s", op);
+    snprintf(x->key, sizeof x->key, "%s", key);
+    x->kernel = kernel;
+    if (why) snprintf(x->why, sizeof x->why, "%s", why);
+    return x;
+}
+
+static void finding_note(finding *x, const moects_case *c)
+{
+    if (!x->ncases++) snprintf(x->example, sizeof x->example, "%s", c->id);
+    char pat[24];
+    snprintf(pat, sizeof pat, "%s", c->layout);
+    /* layouts as a comma list, each once */
+    const char *p = x->layouts;
+    size_t L = strlen(pat);
+    int seen = 0;
+    while ((p = strstr(p, pat))) {
+        if ((p == x->layouts || p[-1] == ' ') && (p[L] == ',' || p[L] == '\0')) seen = 1;
+        p += L;
+    }
+    if (!seen) {
+        size_t n = strlen(x->layouts);
+        snprintf(x->layouts + n, sizeof x->layouts - n, "%s%s", n ? ", " : "", pat);
+    }
+}
+
+static int cmd_prelaunch(const char *config, const int *tps, int ntp, const int *eps, int nep, const char *registry_dir,
+                         const char *root, const char *out_dir)
+{
+    char err[1024];
+    moects_model m;
+    registry reg = {0};
+    moects_case_list mine = {0};
+    strset keys = {0}, dims = {0};
+    findings unc = {0}, ref = {0};
+    moects__buf b = {0};
+    char **excluded = NULL;
+    int nexcl = 0, rc = 2;
+    if (moects_model_load(config, &m, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 2;
+    }
+    if (registry_load(&reg, registry_dir, root, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        goto out;
+    }
+    if (moects_derive_cases(&m, &mine)) {
+        fprintf(stderr, "%s: case derivation failed\n", config);
+        goto out;
+    }
+    /* the layouts asked for */
+    char want[40][16];
+    int nwant = 0;
+    for (int i = 0; i < ntp; i++) snprintf(want[nwant++], 16, "tp%d", tps[i]);
+    for (int i = 0; i < nep; i++) snprintf(want[nwant++], 16, "ep%d", eps[i]);
+
+    /* the registry without the model itself */
+    char mn[64], rn[64];
+    norm_name(m.name, mn, sizeof mn);
+    excluded = calloc((size_t)reg.nmodels + 1, sizeof *excluded);
+    if (!excluded) goto oom;
+    for (int i = 0; i < reg.nmodels; i++) {
+        norm_name(reg.models[i].name, rn, sizeof rn);
+        if (!strcmp(rn, mn) || (m.hf_id[0] && !strcasecmp(m.hf_id, reg.models[i].hf_id)))
+            excluded[nexcl++] = reg.models[i].name;
+    }
+    size_t nreg = 0;
+    for (size_t i = 0; i < reg.cases.n; i++) {
+        const moects_case *c = &reg.cases.v[i];
+        int skip = 0;
+        for (int e = 0; e < nexcl; e++) skip |= !strcmp(c->model, excluded[e]);
+        if (skip) continue;
+        nreg++;
+        char op[64], key[96], d[3][96], k2[200];
+        op_of(c, op, sizeof op);
+        shape_key(c, key, sizeof key);
+        snprintf(k2, sizeof k2, "%s|%s", op, key);
+        if (set_add(&keys, k2)) goto oom;
+        int nd = dims_of(c, d);
+        for (int j = 0; j < nd; j++)
+            if (set_add(&dims, d[j])) goto oom;
+    }
+
+    size_t nb;
+    const moects_kernel *const *bk = moects_builtin_kernels(&nb);
+    int layout_cases[40] = {0};
+    size_t nmine = 0;
+    for (size_t i = 0; i < mine.n; i++) {
+        const moects_case *c = &mine.v[i];
+        int w = -1;
+        for (int j = 0; j < nwant; j++)
+            if (!strcmp(c->layout, want[j])) w = j;
+        if (nwant && w < 0) continue;
+        if (w >= 0) layout_cases[w]++;
+        nmine++;
+        char op[64], key[96], k2[200];
+        op_of(c, op, sizeof op);
+        shape_key(c, key, sizeof key);
+        snprintf(k2, sizeof k2, "%s|%s", op, key);
+        if (!set_has(&keys, k2)) {
+            finding *x = finding_get(&unc, op, key, NULL, NULL);
+            if (!x) goto oom;
+            finding_note(x, c);
+        }
+        for (size_t j = 0; j < nb; j++) {
+            if (bk[j]->bug || bk[j]->op != c->op) continue;
+            char why[200];
+            if (kernel_takes(bk[j], c, why, sizeof why)) continue;
+            finding *x = finding_get(&ref, op, key, bk[j]->name, why);
+            if (!x) goto oom;
+            finding_note(x, c);
+        }
+    }
+
+    /* the report */
+    moects__buf_add(&b, "# moects pre-launch check: ");
+    moects__buf_md(&b, m.name);
+    moects__buf_add(&b, "\n\nConfig `");
+    moects__buf_md_code(&b, config);
+    moects__buf_add(&b, "`");
+    if (m.hf_id[0]) {
+        moects__buf_add(&b, " (");
+        moects__buf_md(&b, m.hf_id);
+        moects__buf_add(&b, ")");
+    }
+    moects__buf_printf(&b, ": hidden %" PRId64, m.hidden_size);
+    if (m.latent_size) moects__buf_printf(&b, ", latent %" PRId64, m.latent_size);
+    moects__buf_printf(&b, ", I %" PRId64 ", E %" PRId64 ", topk %" PRId64 ", %s experts.\n\nLayouts: ",
+                       m.moe_intermediate_size, m.routed_experts, m.experts_per_token, m.gated ? "gated" : "non-gated");
+    if (!nwant) moects__buf_add(&b, "all derived");
+    for (int j = 0; j < nwant; j++) moects__buf_printf(&b, "%s%s (%d cases)", j ? ", " : "", want[j], layout_cases[j]);
+    moects__buf_printf(&b, "; %zu cases of the model checked. Registry `", nmine);
+    moects__buf_md_code(&b, reg.where);
+    moects__buf_printf(&b, "`: %zu cases", nreg);
+    if (nexcl) {
+        moects__buf_add(&b, " (without ");
+        for (int e = 0; e < nexcl; e++) {
+            moects__buf_add(&b, e ? ", " : "");
+            moects__buf_md(&b, excluded[e]);
+        }
+        moects__buf_add(&b, ", the model itself)");
+    }
+    moects__buf_add(&b, ". Kernels:");
+    int nk = 0;
+    for (size_t j = 0; j < nb; j++)
+        if (!bk[j]->bug) {
+            moects__buf_add(&b, nk++ ? ", `" : " `");
+            moects__buf_md_code(&b, bk[j]->name);
+            moects__buf_add(&b, "`");
+        }
+    moects__buf_add(&b, nk ? ".\n" : " none built in.\n");
+
+    size_t missing = 0;
+    for (int j = 0; j < nwant; j++)
+        if (!layout_cases[j]) {
+            if (!missing++) moects__buf_add(&b, "\n## Layouts that derive no case\n\n");
+            moects__buf_printf(&b, "- %s: the derivation gives no case for this model under it\n", want[j]);
+        }
+
+    moects__buf_printf(&b, "\n## Shapes no registered case covers (%zu)\n\n", unc.n);
+    if (!unc.n) moects__buf_add(&b, "none\n");
+    else moects__buf_add(&b, "| op | shape | new dims | cases | layouts | example |\n|---|---|---|---:|---|---|\n");
+    for (size_t i = 0; i < unc.n; i++) {
+        const finding *x = &unc.v[i];
+        moects__buf_printf(&b, "| %s | %s | ", x->op, x->key);
+        /* each dim of the key that no registered case of the op has */
+        char key[96];
+        snprintf(key, sizeof key, "%s", x->key);
+        int nnew = 0;
+        char *save = NULL;
+        for (char *d = strtok_r(key, " ", &save); d; d = strtok_r(NULL, " ", &save)) {
+            char k2[200];
+            snprintf(k2, sizeof k2, "%s|%s", x->op, d);
+            if (!set_has(&dims, k2)) moects__buf_printf(&b, "%s%s", nnew++ ? ", " : "", d);
+        }
+        if (!nnew) moects__buf_add(&b, "(combination)");
+        moects__buf_printf(&b, " | %zu | %s | `", x->ncases, x->layouts);
+        moects__buf_md_code(&b, x->example);
+        moects__buf_add(&b, "` |\n");
+    }
+    moects__buf_printf(&b, "\n## Shapes a built-in kernel refuses (%zu)\n\n", ref.n);
+    if (!ref.n) moects__buf_add(&b, "none\n");
+    else moects__buf_add(&b, "| kernel | op | shape | reason | cases | layouts | example |\n|---|---|---|---|---:|---|---|\n");
+    for (size_t i = 0; i < ref.n; i++) {
+        const finding *x = &ref.v[i];
+        moects__buf_add(&b, "| `");
+        moects__buf_md_code(&b, x->kernel);
+        moects__buf_printf(&b, "` | %s | %s | ", x->op, x->key);
+        moects__buf_md(&b, x->why);
+        moects__buf_printf(&b, " | %zu | %s | `", x->ncases, x->layouts);
+        moects__buf_md_code(&b, x->example);
+        moects__buf_add(&b, "` |\n");
+    }
+    int bad = unc.n || ref.n || missing;
+    if (bad)
+        moects__buf_printf(&b, "\n**FAIL**: %zu shape%s uncovered, %zu refused%s.\n", unc.n, unc.n == 1 ? "" : "s", ref.n,
+                           missing ? ", and layouts without cases" : "");
+    else
+        moects__buf_add(&b, "\n**PASS**: every shape is covered by a registered case and taken by every built-in kernel.\n");
+    if (b.oom) goto oom;
+    fputs(b.s, stdout);
+    fflush(stdout);
+    if (out_dir) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/prelaunch.md", out_dir);
+        if (moects_mkdirs(out_dir, err, sizeof err) || moects__buf_write(&b, path, err, sizeof err)) {
+            fprintf(stderr, "%s\n", err);
+            goto out;
+        }
+    }
+    rc = bad ? 1 : 0;
+    goto out;
+oom:
+    fprintf(stderr, "moects coverage: out of memory\n");
+    rc = 2;
+out:
+    moects__buf_free(&b);
+    free(excluded);
+    free(unc.v);
+    free(ref.v);
+    set_free(&keys);
+    set_free(&dims);
+    moects_case_list_free(&mine);
+    registry_free(&reg);
+    return rc;
+}
+
+/* ---- arguments ---- */
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: moects coverage [RUN_RESULTS] [--out DIR] [--root DIR] [--registry DIR]\n"
+                    "       moects coverage --config CONFIG.json [--tp N]... [--ep N]... [--registry DIR] [--out DIR]\n");
+    return 2;
+}
+
+static int parse_size(const char *opt, const char *s, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (*end || end == s || errno || v < 1 || v > 1024) {
+        fprintf(stderr, "moects coverage: %s: \"%s\" is not a parallel size (1..1024)\n", opt, s);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+int moects_cmd_coverage(int argc, char **argv)
+{
+    const char *run_path = NULL, *out_dir = NULL, *root = NULL, *registry_dir = NULL, *config = NULL;
+    int tps[20], eps[20], ntp = 0, nep = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int more = i + 1 < argc;
+        if (!strcmp(a, "--out") && more) out_dir = argv[++i];
+        else if (!strcmp(a, "--root") && more) root = argv[++i];
+        else if (!strcmp(a, "--registry") && more) registry_dir = argv[++i];
+        else if (!strcmp(a, "--config") && more) config = argv[++i];
+        else if (!strcmp(a, "--tp") && more) {
+            if (ntp == 20 || parse_size("--tp", argv[++i], &tps[ntp++])) return 2;
+        } else if (!strcmp(a, "--ep") && more) {
+            if (nep == 20 || parse_size("--ep", argv[++i], &eps[nep++])) return 2;
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage();
+            return 0;
+        } else if (a[0] == '-' || run_path) {
+            fprintf(stderr, "moects coverage: unexpected argument \"%s\"\n", a);
+            return usage();
+        } else {
+            run_path = a;
+        }
+    }
+    if (!root) root = moects__source_root();
+    if (config) {
+        if (run_path) {
+            fprintf(stderr, "moects coverage: --config checks a model, not a run: drop \"%s\"\n", run_path);
+            return usage();
+        }
+        return cmd_prelaunch(config, tps, ntp, eps, nep, registry_dir, root, out_dir);
+    }
+    if (ntp || nep) {
+        fprintf(stderr, "moects coverage: --tp/--ep need --config\n");
+        return usage();
+    }
+    return cmd_table(run_path, out_dir, root, registry_dir);
+}

@@ -1,0 +1,11 @@
+# reports_tests.cmake: CTest shell tests of the report commands (gate.c, coverage.c, merge.c).
+# coverage_html_chromium renders coverage.html and reads it back with headless Chromium
+# (Debian package `chromium`); skipped (exit 77) when Chromium is missing.
+find_program(MOECTS_CHROMIUM NAMES chromium chromium-browser google-chrome)
+if(NOT MOECTS_CHROMIUM)
+  set(MOECTS_CHROMIUM "")
+endif()
+add_test(NAME coverage_html_chromium
+         COMMAND sh ${PROJECT_SOURCE_DIR}/tests/coverage_html.sh $<TARGET_FILE:moects> "${MOECTS_CHROMIUM}"
+                 ${PROJECT_SOURCE_DIR}/tests/data/coverage ${CMAKE_CURRENT_BINARY_DIR}/coverage_html)
+set_tests_properties(coverage_html_chromium PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
