@@ -131,7 +131,7 @@ int moects_cmd_gate(int argc, char **argv)
                     goto out;
                 }
                 lists[nlists].file = argv[++i];
-                lists[nlists].n = moects__read_id_list(argv[i], &lists[nlists].ids, err, sizeof err);
+                lists[nlists].n = moects_idlist_load(argv[i], &lists[nlists].ids, err, sizeof err);
                 if (lists[nlists].n < 0) {
                     fprintf(stderr, "%s\n", err);
                     goto out;
@@ -402,6 +402,6 @@ done:
     moects_run_free(&run);
     moects_run_free(&base);
 out:
-    for (int l = 0; l < nlists; l++) moects__free_id_list(lists[l].ids, lists[l].n);
+    for (int l = 0; l < nlists; l++) moects_idlist_free(lists[l].ids, (size_t)lists[l].n);
     return rc;
 }

@@ -217,7 +217,7 @@ int moects_cmd_merge(int argc, char **argv)
 
     /* the order: cases, then kernels */
     if (cases_file) {
-        n_order_ids = moects__read_id_list(cases_file, &order_ids, err, sizeof err);
+        n_order_ids = moects_idlist_load(cases_file, &order_ids, err, sizeof err);
         if (n_order_ids < 0) {
             fprintf(stderr, "%s\n", err);
             goto out;
@@ -355,7 +355,7 @@ out:
     map_free(&cases);
     map_free(&kernels);
     moects_case_list_free(&reg);
-    moects__free_id_list(order_ids, n_order_ids > 0 ? n_order_ids : 0);
+    moects_idlist_free(order_ids, n_order_ids > 0 ? (size_t)n_order_ids : 0);
     for (int s = 0; s < ns; s++) moects_run_free(&sh[s].run);
     free(sh);
     return rc;

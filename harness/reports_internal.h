@@ -45,11 +45,6 @@ void moects__md_counts(moects__buf *b, const moects_run *run);
 /* Natural order of layout names: tp1 < tp2 < tp16 < ep2 < ep64 < anything else (strcmp). */
 int moects__layout_cmp(const char *a, const char *b);
 
-/* Read a list of case ids (must-pass file, case order file): one id or glob per line, '#'
- * comments and blank lines ignored. Returns the count, or -1 with "path: line N: problem". */
-int moects__read_id_list(const char *path, char ***out, char *err, size_t errlen);
-void moects__free_id_list(char **v, int n);
-
 /* Positions of a run's results by (kernel, case), hashed. */
 typedef struct {
     const moects_run *run;

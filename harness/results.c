@@ -640,65 +640,6 @@ int moects__layout_cmp(const char *a, const char *b)
     return strcmp(a, b);
 }
 
-void moects__free_id_list(char **v, int n)
-{
-    for (int i = 0; i < n; i++) free(v[i]);
-    free(v);
-}
-
-int moects__read_id_list(const char *path, char ***out, char *err, size_t errlen)
-{
-    *out = NULL;
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
-    char *line = NULL;
-    size_t lcap = 0;
-    ssize_t len;
-    int n = 0, cap = 0, lineno = 0;
-    char **v = NULL;
-    while ((len = getline(&line, &lcap, f)) >= 0) {
-        lineno++;
-        char *s = line;
-        char *hash = strchr(s, '#');
-        if (hash) *hash = '\0';
-        while (isspace((unsigned char)*s)) s++;
-        char *e = s + strlen(s);
-        while (e > s && isspace((unsigned char)e[-1])) *--e = '\0';
-        if (!*s) continue;
-        for (char *p = s; *p; p++)
-            if (isspace((unsigned char)*p)) {
-                snprintf(err, errlen, "%s: line %d: one case id per line, got \"%s\"", path, lineno, s);
-                goto bad;
-            }
-        if (strlen(s) >= sizeof(((moects_result *)0)->case_id)) {
-            snprintf(err, errlen, "%s: line %d: case id too long", path, lineno);
-            goto bad;
-        }
-        if (n == cap) {
-            cap = cap ? 2 * cap : 64;
-            char **nv = realloc(v, (size_t)cap * sizeof *nv);
-            if (!nv) goto oom;
-            v = nv;
-        }
-        if (!(v[n] = strdup(s))) goto oom;
-        n++;
-    }
-    free(line);
-    fclose(f);
-    *out = v;
-    return n;
-oom:
-    snprintf(err, errlen, "%s: out of memory", path);
-bad:
-    free(line);
-    fclose(f);
-    moects__free_id_list(v, n);
-    return -1;
-}
-
 static uint64_t fnv1a(uint64_t h, const char *s)
 {
     for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
