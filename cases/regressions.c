@@ -1,0 +1,367 @@
+/* regressions.c: cases from public bug reports (cases/regressions/NAME.json). DESIGN.md "Cases".
+ *
+ * File: {"source": "<project> <issue|PR> <number>", "class": "<short-class>", "summary": "...",
+ *        "trigger": "...", "cases": [ENTRY, ...]}
+ * ENTRY: {"op": "ep_gather" | "fp4_gemm", "name": "h{H}/t{T}", "tiers": ["smoke", "full", "large"],
+ *         ep_gather: "T" (>= 0), "k", "H", "E" (E_global), "ep_size" (1), "ep_rank" (0, or "last"),
+ *                    "map" (true iff ep_size > 1), "id_dtype" ("int32" | "int64"),
+ *                    "routing" ("uniform", "skewed", "zero-expert", "hot-rank", "stale-ids",
+ *                    "neg-ids", "no-local"),
+ *         fp4_gemm:  "M" (>= 0), "N", "K", "format" ("mxfp4" | "nvfp4"),
+ *                    "scale_layout" ("linear" | "swizzled"), "gemm" ("gemm1" | "gemm2" | ""),
+ *         both:      "out_dtype" ("bf16" | "f32"), "data" ("exact", "adversarial", "nan")}
+ *        (defaults in parentheses). Every field but op, name, tiers, map and gemm may be a list:
+ * the entry stands for the cartesian product, and each listed field with more than one value must
+ * appear as {field} in name so that ids stay distinct. "smoke" implies "full".
+ * Case id: <op>/regression/<class>/<name>, op being "ep_gather" or "fp4_gemm.<format>". */
+#include <stdio.h>
+#include <string.h>
+
+#include "cases_internal.h"
+#include "moects_cases.h"
+
+enum { F_T, F_K, F_H, F_E, F_EPS, F_EPR, F_IDT, F_ROUTE, F_M, F_N, F_KK, F_FMT, F_SCL, F_OUT, F_DATA, NF };
+static const struct {
+    const char *key;
+    int op;      /* 1 ep_gather, 2 fp4_gemm, 3 both */
+    int is_int;  /* 1 integer, 0 string */
+    int64_t min; /* least integer value */
+} FIELDS[NF] = {
+    [F_T] = {"T", 1, 1, 0},          [F_K] = {"k", 1, 1, 1},          [F_H] = {"H", 1, 1, 1},
+    [F_E] = {"E", 1, 1, 1},          [F_EPS] = {"ep_size", 1, 1, 1},  [F_EPR] = {"ep_rank", 1, 1, 0},
+    [F_IDT] = {"id_dtype", 1, 0, 0}, [F_ROUTE] = {"routing", 1, 0, 0}, [F_M] = {"M", 2, 1, 0},
+    [F_N] = {"N", 2, 1, 1},          [F_KK] = {"K", 2, 1, 1},         [F_FMT] = {"format", 2, 0, 0},
+    [F_SCL] = {"scale_layout", 2, 0, 0}, [F_OUT] = {"out_dtype", 3, 0, 0}, [F_DATA] = {"data", 3, 0, 0},
+};
+
+typedef struct {
+    const char *path;
+    char *err;
+    size_t errlen;
+    size_t ci; /* entry index, for messages */
+} rctx;
+
+#define FAIL(r, ...) moects__fail((r)->err, (r)->errlen, __VA_ARGS__)
+
+static int str_enum(const rctx *r, const char *key, const char *s, const char *const *names, int *out)
+{
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(s, names[i])) {
+            *out = i;
+            return 0;
+        }
+    char opts[160] = "";
+    for (int i = 0; names[i]; i++)
+        snprintf(opts + strlen(opts), sizeof opts - strlen(opts), "%s%s", i ? ", " : "", names[i]);
+    return FAIL(r, "%s: cases[%zu].%s: unknown value \"%s\" (%s)", r->path, r->ci, key, s, opts);
+}
+
+/* Value v of field f into case c. */
+static int apply(const rctx *r, int f, const json_t *v, moects_case *c, int *rank_last)
+{
+    static const char *const IDT[] = {"int32", "int64", NULL}, *const OUT[] = {"bf16", "f32", NULL},
+                              *const FMT[] = {"mxfp4", "nvfp4", NULL}, *const SCL[] = {"linear", "swizzled", NULL};
+    const char *key = FIELDS[f].key;
+    if (f == F_EPR && json_is_string(v)) {
+        if (strcmp(json_string_value(v), "last"))
+            return FAIL(r, "%s: cases[%zu].ep_rank: unknown value \"%s\" (an integer or \"last\")", r->path, r->ci,
+                        json_string_value(v));
+        *rank_last = 1;
+        return 0;
+    }
+    if (FIELDS[f].is_int) {
+        if (!json_is_integer(v))
+            return FAIL(r, "%s: cases[%zu].%s: wrong type (expected integer)", r->path, r->ci, key);
+        int64_t x = (int64_t)json_integer_value(v);
+        if (x < FIELDS[f].min)
+            return FAIL(r, "%s: cases[%zu].%s: %s (%lld)", r->path, r->ci, key,
+                        FIELDS[f].min ? "non-positive size" : "negative", (long long)x);
+        if ((f == F_EPS || f == F_EPR) && x > 1 << 20)
+            return FAIL(r, "%s: cases[%zu].%s: too large (%lld)", r->path, r->ci, key, (long long)x);
+        switch (f) {
+        case F_T: c->T = x; break;
+        case F_K: c->k = x; break;
+        case F_H: c->H = x; break;
+        case F_E: c->E_global = x; break;
+        case F_EPS: c->ep_size = (int)x; break;
+        case F_EPR: c->ep_rank = (int)x; break;
+        case F_M: c->M = x; break;
+        case F_N: c->N = x; break;
+        default: c->K = x; break;
+        }
+        return 0;
+    }
+    if (!json_is_string(v)) return FAIL(r, "%s: cases[%zu].%s: wrong type (expected string)", r->path, r->ci, key);
+    const char *s = json_string_value(v);
+    int i;
+    switch (f) {
+    case F_IDT:
+        if (str_enum(r, key, s, IDT, &i)) return -1;
+        c->id_dtype = i ? MOECTS_I64 : MOECTS_I32;
+        return 0;
+    case F_OUT:
+        if (str_enum(r, key, s, OUT, &i)) return -1;
+        c->out_dtype = i ? MOECTS_F32 : MOECTS_BF16;
+        return 0;
+    case F_FMT:
+        if (str_enum(r, key, s, FMT, &i)) return -1;
+        c->format = i ? MOECTS_FP4_NVFP4 : MOECTS_FP4_MXFP4;
+        return 0;
+    case F_SCL:
+        if (str_enum(r, key, s, SCL, &i)) return -1;
+        c->scale_layout = i ? MOECTS_SCALES_SWIZZLED_128X4 : MOECTS_SCALES_LINEAR;
+        return 0;
+    case F_ROUTE:
+        if (moects_routing_parse(s, &c->routing))
+            return str_enum(r, key, s,
+                            (const char *const[]){"uniform", "skewed", "zero-expert", "hot-rank", "stale-ids",
+                                                  "neg-ids", "no-local", NULL},
+                            &i);
+        return 0;
+    default:
+        if (moects_data_parse(s, &c->data))
+            return str_enum(r, key, s, (const char *const[]){"exact", "adversarial", "nan", NULL}, &i);
+        return 0;
+    }
+}
+
+/* Render name, replacing {field} with the field's value in this combination. */
+static int render(const rctx *r, const char *tmpl, const json_t *const *val, const moects_case *c, char *dst,
+                  size_t n, int op)
+{
+    size_t o = 0;
+    for (const char *p = tmpl; *p;) {
+        if (*p != '{') {
+            if (o + 1 >= n) return FAIL(r, "%s: cases[%zu].name: id too long", r->path, r->ci);
+            dst[o++] = *p++;
+            continue;
+        }
+        const char *e = strchr(p, '}');
+        if (!e) return FAIL(r, "%s: cases[%zu].name: unclosed '{' in \"%s\"", r->path, r->ci, tmpl);
+        int f = 0;
+        while (f < NF && (strlen(FIELDS[f].key) != (size_t)(e - p - 1) || strncmp(FIELDS[f].key, p + 1, e - p - 1)))
+            f++;
+        if (f == NF || !(FIELDS[f].op & op))
+            return FAIL(r, "%s: cases[%zu].name: unknown placeholder %.*s", r->path, r->ci, (int)(e - p + 1), p);
+        char tmp[64];
+        if (f == F_EPR) snprintf(tmp, sizeof tmp, "%d", c->ep_rank);
+        else if (!val[f]) return FAIL(r, "%s: cases[%zu].name: placeholder {%s} but no such field", r->path, r->ci,
+                                      FIELDS[f].key);
+        else if (json_is_integer(val[f])) snprintf(tmp, sizeof tmp, "%lld", (long long)json_integer_value(val[f]));
+        else snprintf(tmp, sizeof tmp, "%s", json_string_value(val[f]));
+        size_t L = strlen(tmp);
+        if (o + L >= n) return FAIL(r, "%s: cases[%zu].name: id too long", r->path, r->ci);
+        memcpy(dst + o, tmp, L);
+        o += L;
+        p = e + 1;
+    }
+    dst[o] = '\0';
+    return 0;
+}
+
+static int check_case(const rctx *r, const moects_case *c)
+{
+    if (c->op == MOECTS_OP_EP_GATHER) {
+        if (c->k > c->E_global)
+            return FAIL(r, "%s: cases[%zu].k: exceeds E (%lld > %lld)", r->path, r->ci, (long long)c->k,
+                        (long long)c->E_global);
+        if (c->ep_size > c->E_global)
+            return FAIL(r, "%s: cases[%zu].ep_size: exceeds E (%d > %lld)", r->path, r->ci, c->ep_size,
+                        (long long)c->E_global);
+        if (c->ep_rank >= c->ep_size)
+            return FAIL(r, "%s: cases[%zu].ep_rank: not below ep_size (%d >= %d)", r->path, r->ci, c->ep_rank,
+                        c->ep_size);
+        if (c->ep_size > 1 && !c->has_map)
+            return FAIL(r, "%s: cases[%zu].map: must be true when ep_size > 1", r->path, r->ci);
+        if (c->routing == MOECTS_ROUTE_STALE_IDS && !c->has_map)
+            return FAIL(r, "%s: cases[%zu].routing: stale-ids needs an expert_map (map: true)", r->path, r->ci);
+        if (c->routing == MOECTS_ROUTE_NO_LOCAL && c->ep_size < 2)
+            return FAIL(r, "%s: cases[%zu].routing: no-local needs ep_size > 1", r->path, r->ci);
+        if (c->routing == MOECTS_ROUTE_NO_LOCAL &&
+            c->k > c->E_global - moects_ep_local_experts(c->E_global, c->ep_size, c->ep_rank, NULL))
+            return FAIL(r, "%s: cases[%zu].routing: no-local needs k <= the experts of other ranks", r->path, r->ci);
+        if ((c->routing == MOECTS_ROUTE_ZERO_EXPERT && c->k >= c->E_global))
+            return FAIL(r, "%s: cases[%zu].routing: zero-expert needs k < E", r->path, r->ci);
+    }
+    return 0;
+}
+
+static int load_entry(rctx *r, const json_t *ent, const char *cls, const char *source, moects_case_list *out,
+                      size_t first)
+{
+    if (!json_is_object(ent)) return FAIL(r, "%s: cases[%zu]: not a JSON object", r->path, r->ci);
+    const json_t *opv = json_object_get(ent, "op");
+    if (!opv) return FAIL(r, "%s: cases[%zu].op: missing field", r->path, r->ci);
+    if (!json_is_string(opv)) return FAIL(r, "%s: cases[%zu].op: wrong type (expected string)", r->path, r->ci);
+    int op;
+    if (str_enum(r, "op", json_string_value(opv), (const char *const[]){"ep_gather", "fp4_gemm", NULL}, &op))
+        return -1;
+    op += 1; /* 1 ep_gather, 2 fp4_gemm */
+    const json_t *namev = json_object_get(ent, "name");
+    if (!namev) return FAIL(r, "%s: cases[%zu].name: missing field", r->path, r->ci);
+    if (!json_is_string(namev) || !*json_string_value(namev))
+        return FAIL(r, "%s: cases[%zu].name: wrong type (expected non-empty string)", r->path, r->ci);
+    const char *tmpl = json_string_value(namev);
+
+    unsigned tiers = 0;
+    const json_t *tv = json_object_get(ent, "tiers");
+    if (!tv) return FAIL(r, "%s: cases[%zu].tiers: missing field", r->path, r->ci);
+    if (!json_is_array(tv) || !json_array_size(tv))
+        return FAIL(r, "%s: cases[%zu].tiers: wrong type (expected non-empty list of strings)", r->path, r->ci);
+    for (size_t i = 0; i < json_array_size(tv); i++) {
+        const json_t *t = json_array_get(tv, i);
+        moects_tier tier;
+        if (!json_is_string(t) || moects_tier_parse(json_string_value(t), &tier))
+            return FAIL(r, "%s: cases[%zu].tiers[%zu]: not one of smoke, full, large", r->path, r->ci, i);
+        tiers |= tier;
+    }
+    if (tiers & MOECTS_TIER_SMOKE) tiers |= MOECTS_TIER_FULL;
+
+    int has_map = -1;
+    const json_t *mv = json_object_get(ent, "map");
+    if (mv) {
+        if (op != 1) return FAIL(r, "%s: cases[%zu].map: not a field of fp4_gemm", r->path, r->ci);
+        if (!json_is_boolean(mv)) return FAIL(r, "%s: cases[%zu].map: wrong type (expected boolean)", r->path, r->ci);
+        has_map = json_is_true(mv);
+    }
+    char gemm[8] = "";
+    const json_t *gv = json_object_get(ent, "gemm");
+    if (gv) {
+        if (op != 2) return FAIL(r, "%s: cases[%zu].gemm: not a field of ep_gather", r->path, r->ci);
+        int gi;
+        if (!json_is_string(gv)) return FAIL(r, "%s: cases[%zu].gemm: wrong type (expected string)", r->path, r->ci);
+        if (str_enum(r, "gemm", json_string_value(gv), (const char *const[]){"gemm1", "gemm2", "", NULL}, &gi))
+            return -1;
+        moects__copy(gemm, sizeof gemm, json_string_value(gv));
+    }
+
+    /* Every key must be known and belong to this op. */
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)ent, key, val)
+    {
+        if (!strcmp(key, "op") || !strcmp(key, "name") || !strcmp(key, "tiers") || !strcmp(key, "map") ||
+            !strcmp(key, "gemm") || !strcmp(key, "notes"))
+            continue;
+        int f = 0;
+        while (f < NF && strcmp(FIELDS[f].key, key)) f++;
+        if (f == NF) return FAIL(r, "%s: cases[%zu].%s: unknown field", r->path, r->ci, key);
+        if (!(FIELDS[f].op & op))
+            return FAIL(r, "%s: cases[%zu].%s: not a field of %s", r->path, r->ci, key, op == 1 ? "ep_gather" : "fp4_gemm");
+    }
+    static const int REQ_G[] = {F_T, F_K, F_H, F_E}, REQ_F[] = {F_M, F_N, F_KK, F_FMT};
+    for (int i = 0; i < 4; i++) {
+        int f = op == 1 ? REQ_G[i] : REQ_F[i];
+        if (!json_object_get(ent, FIELDS[f].key))
+            return FAIL(r, "%s: cases[%zu].%s: missing field", r->path, r->ci, FIELDS[f].key);
+    }
+
+    /* The value lists; a field with several values must be named in the template. */
+    const json_t *lists[NF] = {0};
+    size_t count[NF], idx[NF];
+    for (int f = 0; f < NF; f++) {
+        count[f] = 1;
+        idx[f] = 0;
+        const json_t *v = json_object_get(ent, FIELDS[f].key);
+        if (!v) continue;
+        lists[f] = v;
+        if (json_is_array(v)) {
+            count[f] = json_array_size(v);
+            if (!count[f]) return FAIL(r, "%s: cases[%zu].%s: empty list", r->path, r->ci, FIELDS[f].key);
+            char ph[24];
+            snprintf(ph, sizeof ph, "{%s}", FIELDS[f].key);
+            if (count[f] > 1 && !(op == 2 && f == F_FMT) && !strstr(tmpl, ph))
+                return FAIL(r, "%s: cases[%zu].name: %s has %zu values but %s is not in \"%s\" (ids would repeat)",
+                            r->path, r->ci, FIELDS[f].key, count[f], ph, tmpl);
+        }
+    }
+    for (;;) {
+        moects_case c;
+        memset(&c, 0, sizeof c);
+        moects__copy(c.model, sizeof c.model, "regression");
+        moects__copy(c.layout, sizeof c.layout, "-");
+        if (moects__copy(c.source, sizeof c.source, source))
+            return FAIL(r, "%s: source: too long (max %zu bytes)", r->path, sizeof c.source - 1);
+        c.op = op == 1 ? MOECTS_OP_EP_GATHER : MOECTS_OP_FP4_GEMM;
+        c.tiers = tiers;
+        c.out_dtype = MOECTS_BF16;
+        if (op == 1) {
+            c.ep_size = 1;
+            c.id_dtype = MOECTS_I32;
+        } else {
+            moects__copy(c.gemm, sizeof c.gemm, gemm);
+        }
+        const json_t *cur[NF] = {0};
+        int rank_last = 0;
+        for (int f = 0; f < NF; f++) {
+            if (!lists[f]) continue;
+            cur[f] = json_is_array(lists[f]) ? json_array_get(lists[f], idx[f]) : lists[f];
+            if (apply(r, f, cur[f], &c, &rank_last)) return -1;
+        }
+        if (op == 1) {
+            if (rank_last) c.ep_rank = c.ep_size - 1;
+            c.has_map = has_map >= 0 ? has_map : c.ep_size > 1;
+        }
+        if (check_case(r, &c)) return -1;
+        char name[192];
+        if (render(r, tmpl, cur, &c, name, sizeof name, op)) return -1;
+        int n = snprintf(c.id, sizeof c.id, "%s%s/regression/%s/%s", op == 1 ? "ep_gather" : "fp4_gemm.",
+                         op == 1 ? "" : (c.format == MOECTS_FP4_NVFP4 ? "nvfp4" : "mxfp4"), cls, name);
+        if (n < 0 || (size_t)n >= sizeof c.id) return FAIL(r, "%s: cases[%zu].name: id too long", r->path, r->ci);
+        for (size_t j = first; j < out->n; j++)
+            if (!strcmp(out->v[j].id, c.id))
+                return FAIL(r, "%s: cases[%zu]: duplicate id %s", r->path, r->ci, c.id);
+        if (moects_case_list_push(out, &c)) return FAIL(r, "%s: out of memory", r->path);
+        /* next combination: odometer over the fields in table order, last field fastest */
+        int f = NF - 1;
+        while (f >= 0 && ++idx[f] == count[f]) idx[f--] = 0;
+        if (f < 0) break;
+    }
+    return 0;
+}
+
+static int valid_class(const char *s)
+{
+    if (!*s) return 0;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '-')) return 0;
+    return 1;
+}
+
+int moects_regressions_load(const char *path, moects_case_list *out, char *err, size_t errlen)
+{
+    json_t *root = moects__json_load_file(path, 1, err, errlen);
+    if (!root) return -1;
+    rctx r = {path, err, errlen, 0};
+    size_t first = out->n;
+    int rc = 0;
+    const char *key;
+    json_t *val;
+    json_object_foreach(root, key, val)
+    {
+        if (strcmp(key, "source") && strcmp(key, "class") && strcmp(key, "summary") && strcmp(key, "trigger") &&
+            strcmp(key, "notes") && strcmp(key, "cases")) {
+            rc = FAIL(&r, "%s: %s: unknown field", path, key);
+            break;
+        }
+    }
+    const json_t *src = json_object_get(root, "source"), *cls = json_object_get(root, "class"),
+                 *cases = json_object_get(root, "cases");
+    if (rc) {
+    } else if (!src) rc = FAIL(&r, "%s: source: missing field", path);
+    else if (!json_is_string(src) || !*json_string_value(src))
+        rc = FAIL(&r, "%s: source: wrong type (expected non-empty string)", path);
+    else if (!cls) rc = FAIL(&r, "%s: class: missing field", path);
+    else if (!json_is_string(cls) || !valid_class(json_string_value(cls)))
+        rc = FAIL(&r, "%s: class: not a short class name (a-z 0-9 -)", path);
+    else if (!cases) rc = FAIL(&r, "%s: cases: missing field", path);
+    else if (!json_is_array(cases) || !json_array_size(cases))
+        rc = FAIL(&r, "%s: cases: wrong type (expected non-empty list)", path);
+    for (size_t i = 0; !rc && i < json_array_size(cases); i++) {
+        r.ci = i;
+        rc = load_entry(&r, json_array_get(cases, i), json_string_value(cls), json_string_value(src), out, first);
+    }
+    json_decref(root);
+    if (rc) out->n = first; /* all of the file or nothing */
+    return rc ? -1 : 0;
+}

@@ -1,0 +1,297 @@
+/* test_cases_derive.c: the TP/EP derivation (cases/derive.c, cases/ep_split.c). Expected shapes
+ * are worked out by hand from DESIGN.md "Derivation" and the models' config values. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moects_cases.h"
+
+#define MODELS MOECTS_SOURCE_DIR "/cases/models"
+
+static moects_model load(const char *name)
+{
+    char path[512], err[512] = "";
+    snprintf(path, sizeof path, "%s/%s.json", MODELS, name);
+    moects_model m;
+    cr_assert_eq(moects_model_load(path, &m, err, sizeof err), 0, "%s", err);
+    return m;
+}
+
+static const moects_case *find(const moects_case_list *l, const char *id)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (!strcmp(l->v[i].id, id)) return &l->v[i];
+    cr_assert_fail("no case %s", id);
+    return NULL;
+}
+
+static int has(const moects_case_list *l, const char *id)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (!strcmp(l->v[i].id, id)) return 1;
+    return 0;
+}
+
+static moects_case_list derive(const char *name)
+{
+    moects_model m = load(name);
+    moects_case_list l = {0};
+    cr_assert_eq(moects_derive_cases(&m, &l), 0);
+    return l;
+}
+
+/* Kimi K3 at TP8: ep_gather over the latent width 3584 (not hidden 7168), every expert local;
+ * gemm1 N = 2 * 3072 / 8 = 768, K = 3584; gemm2 N = 3584, K' = 3072 / 8 = 384. */
+Test(derive, kimi_k3_tp8)
+{
+    moects_case_list l = derive("kimi-k3");
+    const moects_case *c = find(&l, "ep_gather/kimi-k3/tp8/t128");
+    cr_expect_eq(c->op, MOECTS_OP_EP_GATHER);
+    cr_expect_eq(c->H, 3584);
+    cr_expect_eq(c->T, 128);
+    cr_expect_eq(c->k, 16);
+    cr_expect_eq(c->E_global, 896);
+    cr_expect_eq(c->ep_size, 1);
+    cr_expect_eq(c->has_map, 0);
+    cr_expect_str_eq(c->layout, "tp8");
+    cr_expect_str_eq(c->model, "kimi-k3");
+    c = find(&l, "fp4_gemm.mxfp4/kimi-k3/tp8/gemm1/m256");
+    cr_expect_eq(c->M, 256);
+    cr_expect_eq(c->N, 768);
+    cr_expect_eq(c->K, 3584);
+    cr_expect_eq(c->format, MOECTS_FP4_MXFP4);
+    cr_expect_str_eq(c->gemm, "gemm1");
+    c = find(&l, "fp4_gemm.nvfp4/kimi-k3/tp8/gemm2/m100");
+    cr_expect_eq(c->N, 3584);
+    cr_expect_eq(c->K, 384);
+    cr_expect_eq(c->format, MOECTS_FP4_NVFP4);
+    /* EP8: 896 / 8 = 112 experts a rank, I undivided: gemm2 K' = 3072. */
+    c = find(&l, "fp4_gemm.nvfp4/kimi-k3/ep8/gemm2/m100");
+    cr_expect_eq(c->N, 3584);
+    cr_expect_eq(c->K, 3072);
+    c = find(&l, "ep_gather/kimi-k3/ep8/t128");
+    cr_expect_eq(c->ep_size, 8);
+    cr_expect_eq(c->has_map, 1);
+    cr_expect_eq(c->H, 3584);
+    cr_expect_eq(moects_ep_local_experts(896, 8, 7, NULL), 112);
+    moects_case_list_free(&l);
+}
+
+/* Qwen3-30B-A3B TP4: gemm2 K' = 768 / 4 = 192, N = hidden 2048; gemm1 N = 2 * 192 = 384. */
+Test(derive, qwen3_30b_tp4)
+{
+    moects_case_list l = derive("qwen3-30b-a3b");
+    const moects_case *c = find(&l, "fp4_gemm.mxfp4/qwen3-30b-a3b/tp4/gemm2/m128");
+    cr_expect_eq(c->K, 192);
+    cr_expect_eq(c->N, 2048);
+    c = find(&l, "fp4_gemm.mxfp4/qwen3-30b-a3b/tp4/gemm1/m128");
+    cr_expect_eq(c->N, 384);
+    cr_expect_eq(c->K, 2048);
+    c = find(&l, "ep_gather/qwen3-30b-a3b/tp4/t4096");
+    cr_expect_eq(c->H, 2048);
+    cr_expect_eq(c->k, 8);
+    moects_case_list_free(&l);
+}
+
+/* DeepSeek-V3 EP64: 256 experts / 64 = 4 a rank; rank 5 holds 20..23. */
+Test(derive, deepseek_v3_ep64)
+{
+    moects_case_list l = derive("deepseek-v3");
+    const moects_case *c = find(&l, "ep_gather/deepseek-v3/ep64/t128");
+    cr_expect_eq(c->ep_size, 64);
+    cr_expect_eq(c->E_global, 256);
+    cr_expect_eq(c->H, 7168);
+    cr_expect_eq(c->has_map, 1);
+    c = find(&l, "fp4_gemm.mxfp4/deepseek-v3/ep64/gemm1/m16");
+    cr_expect_eq(c->N, 4096); /* 2 * 2048, I not divided by EP */
+    cr_expect_eq(c->K, 7168);
+    c = find(&l, "ep_gather/deepseek-v3/ep8/t4096");
+    cr_expect_eq(c->ep_size, 8);
+    cr_expect_eq(c->T, 4096);
+    c = find(&l, "fp4_gemm.mxfp4/deepseek-v3/tp8/gemm1/m256");
+    cr_expect_eq(c->N, 512); /* 2 * 2048 / 8 */
+    cr_expect_eq(c->K, 7168);
+    for (int r = 0; r < 64; r++) {
+        int64_t first = -1;
+        cr_expect_eq(moects_ep_local_experts(256, 64, r, &first), 4);
+        cr_expect_eq(first, 4 * r);
+    }
+    int32_t map[256];
+    cr_assert_eq(moects_expert_map(256, 64, 5, map), 4);
+    for (int i = 0; i < 256; i++) cr_expect_eq(map[i], (i >= 20 && i < 24) ? i - 20 : -1, "map[%d]", i);
+    moects_case_list_free(&l);
+}
+
+/* E % e != 0: 160 experts (GLM-4.5, Qwen3-Coder) over 64 ranks: 160 = 64 * 2 + 32, so ranks 0..31
+ * hold 3 (0-2, 3-5, ... 93-95) and ranks 32..63 hold 2 (96-97, ..., 158-159). 9 over 2: 5 and 4. */
+Test(derive, uneven_ep_split)
+{
+    int64_t first, total = 0;
+    for (int r = 0; r < 64; r++) {
+        int64_t n = moects_ep_local_experts(160, 64, r, &first);
+        cr_expect_eq(n, r < 32 ? 3 : 2, "rank %d", r);
+        cr_expect_eq(first, r < 32 ? 3 * r : 96 + 2 * (r - 32), "rank %d", r);
+        total += n;
+    }
+    cr_expect_eq(total, 160);
+    int32_t map[9];
+    cr_assert_eq(moects_expert_map(9, 2, 1, map), 4);
+    const int32_t want[9] = {-1, -1, -1, -1, -1, 0, 1, 2, 3};
+    for (int i = 0; i < 9; i++) cr_expect_eq(map[i], want[i]);
+    cr_assert_eq(moects_expert_map(9, 2, 0, map), 5);
+    cr_expect_eq(map[4], 4);
+    cr_expect_eq(map[5], -1);
+    cr_expect_eq(moects_ep_local_experts(8, 2, 2, NULL), -1);
+    cr_expect_eq(moects_ep_local_experts(8, 0, 0, NULL), -1);
+    moects_case_list l = derive("glm-4.5");
+    const moects_case *c = find(&l, "ep_gather/glm-4.5/ep64/t128/last-rank");
+    cr_expect_eq(c->ep_rank, 63);
+    cr_expect_eq(c->ep_size, 64);
+    moects_case_list_free(&l);
+}
+
+/* Non-gated (relu2) Nemotron: gemm1 N = I/t, not 2I/t. Nano TP8: 1856 / 8 = 232, K = 2688.
+ * Ultra is latent MoE too: K = 2048, gemm1 N = 5120 / 8 = 640, ep_gather H = 2048. */
+Test(derive, nemotron_non_gated)
+{
+    moects_case_list l = derive("nemotron-3-nano-30b-a3b");
+    const moects_case *c = find(&l, "fp4_gemm.mxfp4/nemotron-3-nano-30b-a3b/tp8/gemm1/m16");
+    cr_expect_eq(c->N, 232);
+    cr_expect_eq(c->K, 2688);
+    c = find(&l, "fp4_gemm.nvfp4/nemotron-3-nano-30b-a3b/tp1/gemm1/m1");
+    cr_expect_eq(c->N, 1856);
+    c = find(&l, "fp4_gemm.nvfp4/nemotron-3-nano-30b-a3b/tp16/gemm2/m1");
+    cr_expect_eq(c->N, 2688);
+    cr_expect_eq(c->K, 116);
+    moects_case_list_free(&l);
+    l = derive("nemotron-3-ultra-550b-a55b");
+    c = find(&l, "fp4_gemm.mxfp4/nemotron-3-ultra-550b-a55b/tp8/gemm1/m16");
+    cr_expect_eq(c->N, 640);
+    cr_expect_eq(c->K, 2048);
+    c = find(&l, "ep_gather/nemotron-3-ultra-550b-a55b/tp2/t16");
+    cr_expect_eq(c->H, 2048);
+    cr_expect_eq(c->k, 22);
+    moects_case_list_free(&l);
+}
+
+/* Layouts exist only where they divide: TP needs I % t == 0, EP needs e <= E. */
+Test(derive, layouts_that_do_not_divide_are_skipped)
+{
+    moects_model m = {0};
+    strcpy(m.name, "toy");
+    m.hidden_size = 96;
+    m.moe_intermediate_size = 100; /* 100 % 8 = 4: tp1, tp2, tp4 only */
+    m.routed_experts = 6;          /* ep2, ep4 only */
+    m.experts_per_token = 2;
+    m.gated = 1;
+    moects_case_list l = {0};
+    cr_assert_eq(moects_derive_cases(&m, &l), 0);
+    cr_expect(has(&l, "ep_gather/toy/tp4/t1"));
+    cr_expect(!has(&l, "ep_gather/toy/tp8/t1"));
+    cr_expect(!has(&l, "ep_gather/toy/tp16/t1"));
+    cr_expect(has(&l, "ep_gather/toy/ep4/t1"));
+    cr_expect(!has(&l, "ep_gather/toy/ep8/t1"));
+    const moects_case *c = find(&l, "fp4_gemm.mxfp4/toy/tp4/gemm1/m1");
+    cr_expect_eq(c->N, 50); /* 2 * 100 / 4 */
+    cr_expect_eq(c->K, 96);
+    /* no tp8: the smoke GEMMs use the largest TP there is (tp4) */
+    cr_expect(find(&l, "fp4_gemm.mxfp4/toy/tp4/gemm2/m16")->tiers & MOECTS_TIER_SMOKE);
+    /* EP4 of 6 experts: ranks hold 2, 2, 1, 1 */
+    cr_expect_eq(moects_ep_local_experts(6, 4, 0, NULL), 2);
+    cr_expect_eq(moects_ep_local_experts(6, 4, 3, NULL), 1);
+    moects_case_list_free(&l);
+    moects_case_list m8 = derive("mixtral-8x7b");
+    cr_expect(has(&m8, "ep_gather/mixtral-8x7b/ep8/t16"));
+    cr_expect(!has(&m8, "ep_gather/mixtral-8x7b/ep16/t16"));
+    moects_case_list_free(&m8);
+}
+
+Test(derive, bad_models_refused)
+{
+    moects_model m = {0};
+    moects_case_list l = {0};
+    strcpy(m.name, "bad");
+    m.hidden_size = 64;
+    m.moe_intermediate_size = 64;
+    m.routed_experts = 1;
+    m.experts_per_token = 1;
+    cr_expect_eq(moects_derive_cases(&m, &l), -1);
+    m.routed_experts = 4;
+    m.experts_per_token = 5;
+    cr_expect_eq(moects_derive_cases(&m, &l), -1);
+    m.experts_per_token = 2;
+    m.hidden_size = 0;
+    cr_expect_eq(moects_derive_cases(&m, &l), -1);
+    cr_expect_eq(l.n, 0);
+}
+
+/* Smoke: every model x every layout has an ep_gather case, plus a skewed EP one; every model has
+ * fp4_gemm smoke cases in both formats, gemm1 and gemm2, at tp8 and one more layout, M <= 64;
+ * smoke is inside full. Routing variants and token counts from decode to prefill appear. */
+Test(derive, smoke_and_full_tiers_cover_every_model_and_layout)
+{
+    moects_model *v;
+    char err[512] = "";
+    int n = moects_models_load_dir(MODELS, &v, err, sizeof err);
+    cr_assert_eq(n, 23, "%s", err);
+    for (int i = 0; i < n; i++) {
+        moects_case_list l = {0};
+        cr_assert_eq(moects_derive_cases(&v[i], &l), 0);
+        const char *layouts[11];
+        int nl = 0;
+        static const int tps[] = {1, 2, 4, 8, 16}, eps[] = {2, 4, 8, 16, 32, 64};
+        char names[11][8];
+        for (int t = 0; t < 5; t++)
+            if (v[i].moe_intermediate_size % tps[t] == 0) snprintf(names[nl], 8, "tp%d", tps[t]), layouts[nl] = names[nl], nl++;
+        for (int e = 0; e < 6; e++)
+            if (eps[e] <= v[i].routed_experts) snprintf(names[nl], 8, "ep%d", eps[e]), layouts[nl] = names[nl], nl++;
+        for (int j = 0; j < nl; j++) {
+            int smoke = 0, full_t = 0;
+            for (size_t c = 0; c < l.n; c++) {
+                const moects_case *x = &l.v[c];
+                if (strcmp(x->layout, layouts[j])) continue;
+                if (x->op == MOECTS_OP_EP_GATHER && (x->tiers & MOECTS_TIER_SMOKE)) smoke = 1;
+                if (x->op == MOECTS_OP_EP_GATHER && x->routing == MOECTS_ROUTE_UNIFORM) full_t |= (x->T == 1) | (x->T == 2) << 1 | (x->T == 16) << 2 | (x->T == 64) << 3 | (x->T == 4096) << 4;
+            }
+            cr_expect(smoke, "%s/%s: no smoke ep_gather case", v[i].name, layouts[j]);
+            cr_expect_eq(full_t, 31, "%s/%s: token counts 1, 2, 16, 64, 4096 missing", v[i].name, layouts[j]);
+        }
+        int skewed_smoke = 0, gemm_smoke[2][2] = {{0}}, tp8_smoke = 0, smoke_layouts = 0;
+        char first_layout[16] = "";
+        for (size_t c = 0; c < l.n; c++) {
+            const moects_case *x = &l.v[c];
+            cr_expect(x->tiers & MOECTS_TIER_FULL, "%s not in full", x->id);
+            if (!(x->tiers & MOECTS_TIER_SMOKE)) continue;
+            if (x->op == MOECTS_OP_EP_GATHER) {
+                if (x->routing == MOECTS_ROUTE_SKEWED && x->ep_size > 1) skewed_smoke = 1;
+                cr_expect_leq(x->T, 64, "%s", x->id);
+                continue;
+            }
+            cr_expect_leq(x->M, 64, "%s: smoke M", x->id);
+            gemm_smoke[x->format == MOECTS_FP4_NVFP4][!strcmp(x->gemm, "gemm2")] = 1;
+            if (!strcmp(x->layout, "tp8")) tp8_smoke = 1;
+            if (strcmp(first_layout, x->layout)) smoke_layouts++, strcpy(first_layout, x->layout);
+        }
+        cr_expect(skewed_smoke, "%s: no smoke skewed EP case", v[i].name);
+        cr_expect(gemm_smoke[0][0] && gemm_smoke[0][1] && gemm_smoke[1][0] && gemm_smoke[1][1], "%s", v[i].name);
+        cr_expect(tp8_smoke, "%s: no tp8 smoke GEMM", v[i].name);
+        cr_expect_geq(smoke_layouts, 2, "%s: smoke GEMMs in one layout only", v[i].name);
+        moects_case_list_free(&l);
+    }
+    free(v);
+}
+
+/* The same model derives the same ids in the same order; no id repeats. */
+Test(derive, ids_stable_and_unique)
+{
+    moects_case_list a = derive("kimi-k3"), b = derive("kimi-k3");
+    cr_assert_eq(a.n, b.n);
+    for (size_t i = 0; i < a.n; i++) {
+        cr_expect_str_eq(a.v[i].id, b.v[i].id);
+        cr_expect_eq(memcmp(&a.v[i], &b.v[i], sizeof a.v[i]), 0, "%s", a.v[i].id);
+        for (size_t j = 0; j < i; j++) cr_expect_str_neq(a.v[i].id, a.v[j].id);
+    }
+    moects_case_list_free(&a);
+    moects_case_list_free(&b);
+}
