@@ -18,7 +18,8 @@
  * reported but does not fail the gate. Exit 2: bad usage, an unreadable results file, or a shard
  * (merge shards first: `moects merge`). The Markdown summary (stdout, and --summary FILE) is fit
  * for a PR comment or $GITHUB_STEP_SUMMARY: the counts, then the problems with a repro line each,
- * at most --limit (default 20) of them, then "and N more". */
+ * at most --limit (default 20) of them shared round-robin among the kinds of problem, each kind
+ * cut short ending with "- and N more <kind>". */
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -35,19 +36,58 @@ static const char *const cat_plural[CAT_COUNT] = {"regressions", "new failures",
                                                    "lost coverage cells", "mutants escaped", "empty run"};
 
 typedef struct {
-    moects__buf items; /* the problem lines, each ends with "\n" and starts with "- " */
-    size_t n, ncat[CAT_COUNT];
-    size_t listed, limit;
+    char **items[CAT_COUNT]; /* each a Markdown list item ("- ...\n", repro line included) */
+    size_t ncat[CAT_COUNT], cap[CAT_COUNT], n;
+    size_t limit;
     size_t known; /* honest failures that failed in the baseline too */
+    int oom;
 } problems;
 
 static void add_item(problems *p, int cat, const moects__buf *text)
 {
     p->n++;
-    p->ncat[cat]++;
-    if (p->listed >= p->limit) return;
-    p->listed++;
-    moects__buf_add(&p->items, text->s ? text->s : "");
+    if (p->ncat[cat] == p->cap[cat]) {
+        size_t cap = p->cap[cat] ? 2 * p->cap[cat] : 16;
+        char **v = realloc(p->items[cat], cap * sizeof *v);
+        if (!v) {
+            p->oom = 1;
+            return;
+        }
+        p->items[cat] = v;
+        p->cap[cat] = cap;
+    }
+    char *s = strdup(text->s ? text->s : "");
+    if (!s) p->oom = 1;
+    p->items[cat][p->ncat[cat]++] = s;
+}
+
+/* Share the --limit among the categories round-robin, so that each kind of problem shows. */
+static void list_items(moects__buf *out, const problems *p)
+{
+    size_t quota[CAT_COUNT] = {0}, left = p->limit;
+    for (int more = 1; more && left;) {
+        more = 0;
+        for (int c = 0; c < CAT_COUNT && left; c++)
+            if (quota[c] < p->ncat[c]) {
+                quota[c]++;
+                left--;
+                more = 1;
+            }
+    }
+    for (int c = 0; c < CAT_COUNT; c++) {
+        for (size_t i = 0; i < quota[c]; i++) moects__buf_add(out, p->items[c][i] ? p->items[c][i] : "");
+        if (p->ncat[c] > quota[c])
+            moects__buf_printf(out, "- and %zu more %s\n", p->ncat[c] - quota[c],
+                               p->ncat[c] - quota[c] == 1 && c != CAT_MUSTPASS ? cat_title[c] : cat_plural[c]);
+    }
+}
+
+static void problems_free(problems *p)
+{
+    for (int c = 0; c < CAT_COUNT; c++) {
+        for (size_t i = 0; i < p->ncat[c] && i < p->cap[c]; i++) free(p->items[c][i]);
+        free(p->items[c]);
+    }
 }
 
 /* "FAIL_MISMATCH: 12 mismatches, max ULP 3, first at 5: got 0x.. want 0x.." or "VERDICT: reason". */
@@ -372,14 +412,13 @@ int moects_cmd_gate(int argc, char **argv)
                 first = 0;
             }
         moects__buf_add(&out, ".\n\n");
-        moects__buf_add(&out, p.items.s ? p.items.s : "");
-        if (p.n > p.listed) moects__buf_printf(&out, "- and %zu more\n", p.n - p.listed);
+        list_items(&out, &p);
         moects__buf_add(&out, "\n");
     }
     if (p.known)
         moects__buf_printf(&out, "%zu honest failure%s also failed in the baseline (known, not gating).\n\n",
                            p.known, p.known == 1 ? "" : "s");
-    if (out.oom) {
+    if (out.oom || p.oom) {
         fprintf(stderr, "moects gate: out of memory\n");
         goto done;
     }
@@ -394,7 +433,7 @@ done:
     moects__buf_free(&item);
     moects__buf_free(&cmd);
     moects__buf_free(&out);
-    moects__buf_free(&p.items);
+    problems_free(&p);
     free(run_cells);
     free(base_cells);
     moects__index_free(&run_ix);
