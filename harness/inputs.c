@@ -171,9 +171,10 @@ static void set_id(moects_inputs *in, int64_t i, int64_t v)
         ((int32_t *)in->t[MOECTS_EG_IDS].host)[i] = (int32_t)v;
 }
 
-/* Draw expert j of token t: distinct from the token's earlier slots, per the routing rule. */
+/* Draw expert j of token t: distinct from the token's earlier slots, not excl, not in
+ * [xlo, xhi), per the routing rule. */
 static int64_t pick_expert(const moects_case *c, uint64_t key, const int64_t *prev, int64_t t,
-                           int64_t j, int64_t first_local, int64_t excl)
+                           int64_t j, int64_t first_local, int64_t excl, int64_t xlo, int64_t xhi)
 {
     int64_t E = c->E_global;
     for (int a = 0;; a++) {
@@ -188,13 +189,13 @@ static int64_t pick_expert(const moects_case *c, uint64_t key, const int64_t *pr
         }
         if (a >= 64) { /* give up drawing: probe upwards deterministically */
             for (int64_t p = 0; p < E; p++, e = (e + 1) % E) {
-                int dup = e == excl;
+                int dup = e == excl || (e >= xlo && e < xhi);
                 for (int64_t q = 0; q < j && !dup; q++) dup = prev[q] == e;
                 if (!dup) return e;
             }
-            return -1; /* unreachable: k <= E - (excl >= 0) is checked */
+            return -1; /* unreachable: k <= E - excluded experts is checked */
         }
-        int dup = e == excl;
+        int dup = e == excl || (e >= xlo && e < xhi);
         for (int64_t q = 0; q < j && !dup; q++) dup = prev[q] == e;
         if (!dup) return e;
     }
@@ -221,11 +222,13 @@ static int build_ep_gather(const moects_case *c, uint64_t seed, int64_t pool_min
     in->first_local = er * (E / es) + (er < E % es ? er : E % es);
     int64_t nl = in->n_local, fl = in->first_local;
     int rt = c->routing;
-    if (rt < MOECTS_ROUTE_UNIFORM || rt > MOECTS_ROUTE_NEG_IDS) BAD("case %s: routing: unknown (%d)", id, rt);
+    if (rt < MOECTS_ROUTE_UNIFORM || rt > MOECTS_ROUTE_NO_LOCAL) BAD("case %s: routing: unknown (%d)", id, rt);
     if ((rt == MOECTS_ROUTE_ZERO_EXPERT || rt == MOECTS_ROUTE_ONE_EXPERT) && nl == 0)
         BAD("case %s: routing: rank %lld holds no expert", id, (long long)er);
-    if (k > E - (rt == MOECTS_ROUTE_ZERO_EXPERT))
-        BAD("case %s: k: %lld distinct experts out of %lld", id, (long long)k, (long long)E);
+    if (k > E - (rt == MOECTS_ROUTE_ZERO_EXPERT) - (rt == MOECTS_ROUTE_NO_LOCAL ? nl : 0))
+        BAD("case %s: k: %lld distinct experts out of %lld%s", id, (long long)k, (long long)E,
+            rt == MOECTS_ROUTE_NO_LOCAL ? " non-local ones" : "");
+    if (rt == MOECTS_ROUTE_NO_LOCAL && !c->has_map) BAD("case %s: routing: no-local needs an expert_map", id);
     int has_map = c->has_map;
 
     in->op = MOECTS_OP_EP_GATHER;
@@ -260,7 +263,8 @@ static int build_ep_gather(const moects_case *c, uint64_t seed, int64_t pool_min
             else
                 e = pick_expert(c, kid, prev, t, j, fl,
                                 rt == MOECTS_ROUTE_ZERO_EXPERT ? zero_e
-                                : rt == MOECTS_ROUTE_ONE_EXPERT ? hot_e : -1);
+                                : rt == MOECTS_ROUTE_ONE_EXPERT ? hot_e : -1,
+                                rt == MOECTS_ROUTE_NO_LOCAL ? fl : 0, rt == MOECTS_ROUTE_NO_LOCAL ? fl + nl : 0);
             prev[j] = e;
             uint64_t u = draw(kbad, (uint64_t)t * (uint64_t)k + (uint64_t)j);
             int spoil = (u % 4 == 0) || (T >= 2 && t == T - 1);

@@ -1,8 +1,46 @@
-/* main.c: the moects command line (placeholder until harness/cli lands). */
+/* main.c: the moects command line: `moects list|run|gate|coverage|merge ...` (DESIGN.md
+ * "Harness"). Each subcommand parses its own options; see moects_commands.h. */
 #include <stdio.h>
+#include <string.h>
 
-int main(void)
+#include "moects_commands.h"
+
+#ifndef MOECTS_VERSION
+#define MOECTS_VERSION "0.1"
+#endif
+
+static void usage(FILE *f)
 {
-    fprintf(stderr, "moects: not built yet\n");
+    fputs("usage: moects COMMAND [ARGS]\n"
+          "  list      case ids (and tiers), or --kernels\n"
+          "  run       run kernels on cases against the references; TAP on stdout\n"
+          "  gate      compare a run with a baseline or must-pass lists\n"
+          "  coverage  models x layouts x kernels coverage report\n"
+          "  merge     merge shard results into one run\n"
+          "`moects COMMAND --help` for a command's options.\n",
+          f);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *c = argv[1];
+    if (!strcmp(c, "list")) return moects_cmd_list(argc - 1, argv + 1);
+    if (!strcmp(c, "run")) return moects_cmd_run(argc - 1, argv + 1);
+    if (!strcmp(c, "gate")) return moects_cmd_gate(argc - 1, argv + 1);
+    if (!strcmp(c, "coverage")) return moects_cmd_coverage(argc - 1, argv + 1);
+    if (!strcmp(c, "merge")) return moects_cmd_merge(argc - 1, argv + 1);
+    if (!strcmp(c, "--version") || !strcmp(c, "version")) {
+        printf("moects %s\n", MOECTS_VERSION);
+        return 0;
+    }
+    if (!strcmp(c, "--help") || !strcmp(c, "-h") || !strcmp(c, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "moects: unknown command \"%s\" (list, run, gate, coverage, merge)\n", c);
     return 2;
 }

@@ -322,6 +322,23 @@ Test(ep_gather, negative_ids)
     moects_inputs_free(&in);
 }
 
+Test(ep_gather, no_local_routes_every_slot_elsewhere)
+{
+    moects_case c = eg_case("ep_gather/x/ep8/nolocal", 16, 8, 64, 64, 8, 3, MOECTS_ROUTE_NO_LOCAL,
+                            MOECTS_DATA_EXACT);
+    moects_inputs in;
+    build(&c, 1, &in);
+    cr_assert_eq(check_ep_gather(&in), 0);
+    cr_assert_eq(in.eg.M_sum, 0);
+    cr_assert_null(in.t[MOECTS_EG_X].host);
+    cr_assert_eq(in.out_bytes, 16 * 64 * 2);
+    for (int64_t i = 0; i < 128; i++) {
+        int64_t e = id_at(&in, i);
+        cr_assert(e >= 0 && e < 64 && (e < 24 || e >= 32), "id %lld is local to rank 3 (24..31)", (long long)e);
+    }
+    moects_inputs_free(&in);
+}
+
 Test(ep_gather, zero_tokens_give_empty_tensors)
 {
     moects_case c = eg_case("ep_gather/x/ep8/t0", 0, 8, 7168, 256, 8, 0, MOECTS_ROUTE_UNIFORM,

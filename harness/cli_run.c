@@ -1,0 +1,717 @@
+/* cli_run.c: `moects list` and `moects run` (DESIGN.md "Harness"). Selection of cases (globs,
+ * tiers, must-pass files, shards) and kernels (globs, --kernel-lib), the run itself
+ * (harness/runner.c), then TAP on stdout and the reports under --out, written at the end. */
+#include <errno.h>
+#include <fnmatch.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "moects_cases.h"
+#include "moects_commands.h"
+#include "moects_harness.h"
+#include "moects_ref.h"
+#include "moects_registry.h"
+#include "moects_runner.h"
+#include "moects_tap.h"
+
+#ifndef MOECTS_VERSION
+#define MOECTS_VERSION "0.1"
+#endif
+#define ALL_TIERS (MOECTS_TIER_SMOKE | MOECTS_TIER_FULL | MOECTS_TIER_LARGE)
+
+typedef struct {
+    const char *cmd;
+    char **globs;
+    size_t nglobs;
+    unsigned tiers;
+    int tier_given;
+    char **case_files;
+    size_t ncase_files;
+    char **kernel_globs;
+    size_t nkernel_globs;
+    char **libs;
+    size_t nlibs;
+    uint64_t seed;
+    double timeout;
+    int jobs;
+    int verbose;
+    int tap_version;
+    int shard_i, shard_n;
+    const char *out;
+    const char *root;
+    int perf;
+    int list_kernels;
+} cli;
+
+static int bad(const cli *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int bad(const cli *o, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "moects %s: ", o->cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 2;
+}
+
+static int push_str(char ***v, size_t *n, const char *s)
+{
+    char **nv = realloc(*v, (*n + 1) * sizeof *nv);
+    if (!nv) return -1;
+    nv[(*n)++] = (char *)s;
+    *v = nv;
+    return 0;
+}
+
+static void cli_free(cli *o)
+{
+    free(o->globs);
+    free(o->case_files);
+    free(o->kernel_globs);
+    free(o->libs);
+}
+
+static int is_glob(const char *s) { return strpbrk(s, "*?[") != NULL; }
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || !*s || *s == '-') return -1;
+    char *e;
+    errno = 0;
+    unsigned long long v = strtoull(s, &e, 0);
+    if (errno || *e) return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_tier(const char *s, unsigned *out)
+{
+    if (!strcmp(s, "all")) {
+        *out = ALL_TIERS;
+        return 0;
+    }
+    moects_tier t;
+    if (moects_tier_parse(s, &t) != 0) return -1;
+    *out = (unsigned)t;
+    return 0;
+}
+
+static int parse_shard(const char *s, int *i, int *n)
+{
+    char *e;
+    errno = 0;
+    long a = strtol(s, &e, 10);
+    if (errno || e == s || *e != '/') return -1;
+    const char *q = e + 1;
+    long b = strtol(q, &e, 10);
+    if (errno || e == q || *e || b < 1 || a < 0 || a >= b || b > 1000000) return -1;
+    *i = (int)a;
+    *n = (int)b;
+    return 0;
+}
+
+/* root = where cases/ is: --root, $MOECTS_ROOT, the source tree compiled in, else ".". */
+static const char *resolve_root(const char *given)
+{
+    if (given) return given;
+    const char *e = getenv("MOECTS_ROOT");
+    if (e && *e) return e;
+#ifdef MOECTS_SOURCE_DIR
+    char p[4096];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/cases", MOECTS_SOURCE_DIR);
+    if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) return MOECTS_SOURCE_DIR;
+#endif
+    return ".";
+}
+
+enum { OPT_TIER = 256, OPT_CASES, OPT_KERNEL, OPT_LIB, OPT_SEED, OPT_TIMEOUT, OPT_TAPV, OPT_SHARD, OPT_OUT,
+       OPT_PERF, OPT_ROOT, OPT_KERNELS, OPT_FILTER };
+
+static int parse_args(cli *o, int argc, char **argv, int is_run)
+{
+    static const struct option longopts[] = {
+        {"tier", required_argument, 0, OPT_TIER},       {"cases", required_argument, 0, OPT_CASES},
+        {"kernel", required_argument, 0, OPT_KERNEL},   {"kernel-lib", required_argument, 0, OPT_LIB},
+        {"seed", required_argument, 0, OPT_SEED},       {"timeout", required_argument, 0, OPT_TIMEOUT},
+        {"jobs", required_argument, 0, 'j'},            {"verbose", no_argument, 0, 'v'},
+        {"tap-version", required_argument, 0, OPT_TAPV}, {"shard", required_argument, 0, OPT_SHARD},
+        {"out", required_argument, 0, OPT_OUT},         {"perf", no_argument, 0, OPT_PERF},
+        {"root", required_argument, 0, OPT_ROOT},       {"kernels", no_argument, 0, OPT_KERNELS},
+        {"filter", required_argument, 0, OPT_FILTER},   {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":j:vh", longopts, NULL)) != -1) {
+        const char *a = optarg;
+        switch (c) {
+        case OPT_TIER:
+            if (parse_tier(a, &o->tiers) != 0) return bad(o, "--tier: unknown tier \"%s\" (smoke, full, large, all)", a);
+            o->tier_given = 1;
+            break;
+        case OPT_CASES: if (push_str(&o->case_files, &o->ncase_files, a)) return bad(o, "out of memory"); break;
+        case OPT_KERNEL: {
+            /* comma-separated lists allowed */
+            char *s = a ? strdup(a) : NULL, *save = NULL;
+            if (!s) return bad(o, "out of memory");
+            for (char *t = strtok_r(s, ",", &save); t; t = strtok_r(NULL, ",", &save))
+                if (push_str(&o->kernel_globs, &o->nkernel_globs, t)) return bad(o, "out of memory");
+            break; /* s stays allocated: the globs point into it */
+        }
+        case OPT_LIB: if (push_str(&o->libs, &o->nlibs, a)) return bad(o, "out of memory"); break;
+        case OPT_SEED:
+            if (parse_u64(a, &o->seed) != 0) return bad(o, "--seed: not an unsigned integer: \"%s\"", a);
+            break;
+        case OPT_TIMEOUT: {
+            char *e;
+            double t = strtod(a, &e);
+            if (*e || !(t >= 0)) return bad(o, "--timeout: not a number of seconds: \"%s\"", a);
+            o->timeout = t;
+            break;
+        }
+        case 'j': {
+            char *e;
+            long j = strtol(a, &e, 10);
+            if (*e || j < 1 || j > 1024) return bad(o, "--jobs: not a count 1..1024: \"%s\"", a);
+            o->jobs = (int)j;
+            break;
+        }
+        case 'v': o->verbose = 1; break;
+        case OPT_TAPV:
+            if (strcmp(a, "13") && strcmp(a, "14")) return bad(o, "--tap-version: 13 or 14, not \"%s\"", a);
+            o->tap_version = atoi(a);
+            break;
+        case OPT_SHARD:
+            if (parse_shard(a, &o->shard_i, &o->shard_n) != 0)
+                return bad(o, "--shard: want i/n with 0 <= i < n, got \"%s\"", a);
+            break;
+        case OPT_OUT: o->out = a; break;
+        case OPT_PERF: o->perf = 1; break;
+        case OPT_ROOT: o->root = a; break;
+        case OPT_KERNELS: o->list_kernels = 1; break;
+        case OPT_FILTER: if (push_str(&o->globs, &o->nglobs, a)) return bad(o, "out of memory"); break;
+        case 'h': return -1;
+        case ':': return bad(o, "%s needs a value", argv[optind - 1]);
+        default: return bad(o, "unknown option %s", argv[optind - 1]);
+        }
+    }
+    for (int i = optind; i < argc; i++)
+        if (push_str(&o->globs, &o->nglobs, argv[i])) return bad(o, "out of memory");
+    if (!is_run && (o->ncase_files || o->perf || o->out || o->shard_n))
+        return bad(o, "--cases, --perf, --out and --shard belong to `moects run`");
+    return 0;
+}
+
+/* ----------------------------------------------------------------- kernels ---- */
+
+static int load_kernels(cli *o, const moects_kernel ***out, size_t *n)
+{
+    size_t nb;
+    const moects_kernel *const *b = moects_builtin_kernels(&nb);
+    const moects_kernel **v = malloc((nb ? nb : 1) * sizeof *v);
+    if (!v) return bad(o, "out of memory");
+    for (size_t i = 0; i < nb; i++) v[i] = b[i];
+    *n = nb;
+    char err[512];
+    for (size_t i = 0; i < o->nlibs; i++)
+        if (moects_plugin_load(o->libs[i], &v, n, err, sizeof err) != 0) {
+            free(v);
+            return bad(o, "--kernel-lib %s", err);
+        }
+    for (size_t i = 0; i < *n; i++) {
+        moects_recipe r;
+        if (v[i]->recipe && moects_recipe_parse(v[i]->recipe, v[i]->op, &r) != 0) {
+            int rc = bad(o, "kernel %s: recipe: unknown \"%s\"", v[i]->name, v[i]->recipe);
+            free(v);
+            return rc;
+        }
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(v[i]->name, v[j]->name)) {
+                int rc = bad(o, "kernel %s: registered twice (built in or --kernel-lib)", v[i]->name);
+                free(v);
+                return rc;
+            }
+    }
+    *out = v;
+    return 0;
+}
+
+/* Keep the kernels matching --kernel globs (each glob must match one); without globs all of them,
+ * except that must-pass runs (--cases) keep honest kernels only. */
+static int select_kernels(cli *o, const moects_kernel **v, size_t *n)
+{
+    size_t m = 0;
+    for (size_t g = 0; g < o->nkernel_globs; g++) {
+        int hit = 0;
+        for (size_t i = 0; i < *n && !hit; i++) hit = fnmatch(o->kernel_globs[g], v[i]->name, 0) == 0;
+        if (!hit) return bad(o, "--kernel: no kernel matches \"%s\" (see moects list --kernels)", o->kernel_globs[g]);
+    }
+    for (size_t i = 0; i < *n; i++) {
+        int keep = 0;
+        if (o->nkernel_globs) {
+            for (size_t g = 0; g < o->nkernel_globs && !keep; g++) keep = fnmatch(o->kernel_globs[g], v[i]->name, 0) == 0;
+        } else {
+            keep = !(o->ncase_files && v[i]->bug);
+        }
+        if (keep) v[m++] = v[i];
+    }
+    *n = m;
+    return 0;
+}
+
+/* ----------------------------------------------------------------- cases ---- */
+
+static void tier_names(unsigned t, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s%s%s%s%s", t & MOECTS_TIER_SMOKE ? "smoke" : "",
+             (t & MOECTS_TIER_SMOKE) && (t & (MOECTS_TIER_FULL | MOECTS_TIER_LARGE)) ? "," : "",
+             t & MOECTS_TIER_FULL ? "full" : "", (t & MOECTS_TIER_FULL) && (t & MOECTS_TIER_LARGE) ? "," : "",
+             t & MOECTS_TIER_LARGE ? "large" : "");
+}
+
+static int cmp_id(const void *a, const void *b, void *ctx)
+{
+    const moects_case *c = ctx;
+    return strcmp(c[*(const size_t *)a].id, c[*(const size_t *)b].id);
+}
+
+typedef struct {
+    const moects_case *v;
+    const size_t *ix;
+    size_t n;
+} id_index;
+
+static long find_id(const id_index *x, const char *id)
+{
+    size_t lo = 0, hi = x->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strcmp(x->v[x->ix[mid]].id, id);
+        if (!c) return (long)x->ix[mid];
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return -1;
+}
+
+/* Mark the selected cases in sel[]. Missing must-pass entries go to *missing. */
+static int select_cases(cli *o, const moects_case_list *all, char *sel, char ***missing, size_t *nmissing,
+                        char **first_file)
+{
+    size_t n = all->n;
+    unsigned tiers = o->tier_given ? o->tiers : MOECTS_TIER_SMOKE;
+    if (o->ncase_files) {
+        size_t *ix = malloc((n ? n : 1) * sizeof *ix);
+        if (!ix) return bad(o, "out of memory");
+        for (size_t i = 0; i < n; i++) ix[i] = i;
+        qsort_r(ix, n, sizeof *ix, cmp_id, all->v);
+        id_index x = {all->v, ix, n};
+        char err[512];
+        for (size_t f = 0; f < o->ncase_files; f++) {
+            char **ids = NULL;
+            int k = moects_idlist_load(o->case_files[f], &ids, err, sizeof err);
+            if (k < 0) {
+                free(ix);
+                return bad(o, "--cases %s", err);
+            }
+            if (!*first_file) *first_file = o->case_files[f];
+            for (int i = 0; i < k; i++) {
+                int hit = 0;
+                if (is_glob(ids[i])) {
+                    for (size_t c = 0; c < n; c++)
+                        if (fnmatch(ids[i], all->v[c].id, 0) == 0 && (!o->tier_given || (all->v[c].tiers & tiers)))
+                            sel[c] = 1, hit = 1;
+                } else {
+                    long c = find_id(&x, ids[i]);
+                    if (c >= 0) sel[c] = 1, hit = 1;
+                }
+                if (!hit) {
+                    char *d = strdup(ids[i]);
+                    if (!d || push_str(missing, nmissing, d)) {
+                        free(ix);
+                        return bad(o, "out of memory");
+                    }
+                }
+            }
+            moects_idlist_free(ids, (size_t)k);
+        }
+        free(ix);
+        /* positional globs narrow a must-pass run further */
+        if (o->nglobs)
+            for (size_t c = 0; c < n; c++) {
+                int m = 0;
+                for (size_t g = 0; g < o->nglobs && !m; g++) m = fnmatch(o->globs[g], all->v[c].id, 0) == 0;
+                if (!m) sel[c] = 0;
+            }
+        return 0;
+    }
+    for (size_t g = 0; g < o->nglobs; g++) {
+        int hit = 0;
+        for (size_t c = 0; c < n && !hit; c++) hit = fnmatch(o->globs[g], all->v[c].id, 0) == 0;
+        if (!hit) return bad(o, "no case matches \"%s\" (see moects list)", o->globs[g]);
+    }
+    size_t matched = 0, chosen = 0;
+    for (size_t c = 0; c < n; c++) {
+        const moects_case *k = &all->v[c];
+        int m = !o->nglobs, literal = 0;
+        for (size_t g = 0; g < o->nglobs; g++)
+            if (fnmatch(o->globs[g], k->id, 0) == 0) {
+                m = 1;
+                literal |= !is_glob(o->globs[g]);
+            }
+        if (!m) continue;
+        matched++;
+        /* a case named exactly runs whatever its tier, unless --tier is given */
+        if ((k->tiers & tiers) || (literal && !o->tier_given)) sel[c] = 1, chosen++;
+    }
+    if (!chosen) {
+        char t[32];
+        tier_names(tiers, t, sizeof t);
+        if (!n) return bad(o, "no cases registered under the root (cases/models, cases/regressions)");
+        return bad(o, "%zu case%s match but none is in tier %s (use --tier full|large|all)", matched,
+                   matched == 1 ? "" : "s", t);
+    }
+    return 0;
+}
+
+static int load_cases(cli *o, const char *root, moects_case_list *all)
+{
+    char err[1024];
+    memset(all, 0, sizeof *all);
+    if (moects_cases_builtin(root, all, err, sizeof err) != 0) return bad(o, "%s", err);
+    return 0;
+}
+
+/* ----------------------------------------------------------------- metadata ---- */
+
+static void read_line(const char *path, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    if (fgets(buf, (int)len, f)) buf[strcspn(buf, "\r\n")] = '\0';
+    fclose(f);
+}
+
+/* The commit the tree is at: $MOECTS_COMMIT, else <root>/.git (HEAD, loose ref, packed-refs). */
+static void git_commit(const char *root, char *out, size_t len)
+{
+    const char *e = getenv("MOECTS_COMMIT");
+    if (e && *e) {
+        snprintf(out, len, "%s", e);
+        return;
+    }
+    snprintf(out, len, "unknown");
+    char gitdir[3000], p[4096], line[512];
+    snprintf(gitdir, sizeof gitdir, "%.2900s/.git", root);
+    struct stat st;
+    if (stat(gitdir, &st) != 0) return;
+    if (S_ISREG(st.st_mode)) { /* worktree: "gitdir: PATH" */
+        read_line(gitdir, line, sizeof line);
+        if (strncmp(line, "gitdir: ", 8)) return;
+        if (line[8] == '/') snprintf(gitdir, sizeof gitdir, "%s", line + 8);
+        else snprintf(gitdir, sizeof gitdir, "%.2000s/%.500s", root, line + 8);
+    }
+    snprintf(p, sizeof p, "%s/HEAD", gitdir);
+    read_line(p, line, sizeof line);
+    if (strncmp(line, "ref: ", 5) != 0) {
+        if (strlen(line) >= 40) snprintf(out, len, "%.40s", line);
+        return;
+    }
+    char ref[sizeof line];
+    memcpy(ref, line + 5, strlen(line + 5) + 1);
+    snprintf(p, sizeof p, "%s/%s", gitdir, ref);
+    read_line(p, line, sizeof line);
+    if (strlen(line) >= 40) {
+        snprintf(out, len, "%.40s", line);
+        return;
+    }
+    snprintf(p, sizeof p, "%s/packed-refs", gitdir);
+    FILE *f = fopen(p, "r");
+    if (!f) return;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        char *sp = strchr(line, ' ');
+        if (sp && !strcmp(sp + 1, ref) && sp - line >= 40) {
+            snprintf(out, len, "%.40s", line);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+/* ----------------------------------------------------------------- list ---- */
+
+static int usage_list(void)
+{
+    fputs("usage: moects list [GLOB...] [--tier smoke|full|large|all] [--root DIR]\n"
+          "       moects list --kernels [--kernel GLOB] [--kernel-lib LIB.so]\n"
+          "Case ids (with their tiers), or kernels (name, op, device, recipe or tolerance, mutant bug).\n",
+          stdout);
+    return 0;
+}
+
+int moects_cmd_list(int argc, char **argv)
+{
+    cli o = {.cmd = "list", .tiers = ALL_TIERS, .tap_version = 13};
+    int rc = parse_args(&o, argc, argv, 0);
+    if (rc) {
+        cli_free(&o);
+        return rc < 0 ? usage_list() : rc;
+    }
+    if (o.list_kernels) {
+        const moects_kernel **v = NULL;
+        size_t n = 0;
+        if ((rc = load_kernels(&o, &v, &n)) == 0 && (rc = select_kernels(&o, v, &n)) == 0)
+            for (size_t i = 0; i < n; i++) {
+                const moects_kernel *k = v[i];
+                printf("%s\t%s\t%s\t", k->name, k->op == MOECTS_OP_FP4_GEMM ? "fp4_gemm" : "ep_gather",
+                       k->device == MOECTS_DEVICE_CUDA ? "cuda" : "cpu");
+                if (k->recipe) printf("%s", k->recipe);
+                else printf("tol(calc_diff<=%g,ulp<=%u)", k->tol.max_calc_diff, k->tol.max_ulp);
+                if (k->bug) printf("\tmutant: %s", k->bug);
+                putchar('\n');
+            }
+        free(v);
+        cli_free(&o);
+        return rc;
+    }
+    moects_case_list all;
+    if ((rc = load_cases(&o, resolve_root(o.root), &all)) != 0) {
+        cli_free(&o);
+        return rc;
+    }
+    for (size_t g = 0; g < o.nglobs && !rc; g++) {
+        int hit = 0;
+        for (size_t c = 0; c < all.n && !hit; c++) hit = fnmatch(o.globs[g], all.v[c].id, 0) == 0;
+        if (!hit) rc = bad(&o, "no case matches \"%s\"", o.globs[g]);
+    }
+    for (size_t c = 0; c < all.n && !rc; c++) {
+        const moects_case *k = &all.v[c];
+        int m = !o.nglobs;
+        for (size_t g = 0; g < o.nglobs && !m; g++) m = fnmatch(o.globs[g], k->id, 0) == 0;
+        if (!m || !(k->tiers & o.tiers)) continue;
+        char t[32];
+        tier_names(k->tiers, t, sizeof t);
+        printf("%s\t%s\n", k->id, t);
+    }
+    moects_case_list_free(&all);
+    cli_free(&o);
+    return rc;
+}
+
+/* ----------------------------------------------------------------- run ---- */
+
+static int usage_run(void)
+{
+    fputs("usage: moects run [GLOB...] [--tier smoke|full|large|all] [--cases FILE] [--kernel GLOB]\n"
+          "                  [--kernel-lib LIB.so] [--seed N] [--timeout SEC] [--jobs N] [-v]\n"
+          "                  [--tap-version 13|14] [--shard i/n] [--out DIR] [--perf] [--root DIR]\n"
+          "Runs every selected kernel on every selected case against the bit-exact reference; TAP on\n"
+          "stdout; results.json, run.tap, summary.md (and perf.md) in --out (default ROOT/reports/latest).\n"
+          "GLOB: fnmatch on case ids (an exact id runs whatever its tier). --cases FILE: a must-pass list\n"
+          "(ids or globs, # comments), honest kernels only unless --kernel is given.\n"
+          "Exit: 0 all honest kernels pass and all mutants are caught, 1 otherwise, 2 bad input.\n",
+          stdout);
+    return 0;
+}
+
+static int write_out(const char *dir, const char *name, const char *data, size_t len, char *err, size_t errlen)
+{
+    char p[4200];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return moects_write_file_atomic(p, data, len, err, errlen);
+}
+
+int moects_cmd_run(int argc, char **argv)
+{
+    cli o = {.cmd = "run", .tiers = MOECTS_TIER_SMOKE, .seed = 1, .timeout = 120, .tap_version = 13};
+    int rc = parse_args(&o, argc, argv, 1);
+    if (rc) {
+        cli_free(&o);
+        return rc < 0 ? usage_run() : rc;
+    }
+    const char *root = resolve_root(o.root);
+    /* shard: --shard, else the Bazel/GoogleTest variables */
+    if (!o.shard_n) {
+        const char *tn = getenv("TEST_TOTAL_SHARDS"), *ti = getenv("TEST_SHARD_INDEX");
+        if (tn && *tn) {
+            char spec[64];
+            snprintf(spec, sizeof spec, "%s/%s", ti && *ti ? ti : "0", tn);
+            if (parse_shard(spec, &o.shard_i, &o.shard_n) != 0) {
+                cli_free(&o);
+                return bad(&o, "TEST_TOTAL_SHARDS=%s TEST_SHARD_INDEX=%s: not a shard", tn, ti ? ti : "");
+            }
+        }
+    }
+    const moects_kernel **kernels = NULL;
+    size_t nk = 0;
+    moects_case_list all = {0};
+    char *sel = NULL, **missing = NULL, *mfile = NULL;
+    size_t nmissing = 0;
+    moects_case *cases = NULL;
+    moects_run run;
+    memset(&run, 0, sizeof run);
+    char **devs = NULL;
+    size_t ndevs = 0;
+    char *devbuf = NULL;
+    if ((rc = load_kernels(&o, &kernels, &nk)) || (rc = select_kernels(&o, kernels, &nk)) ||
+        (rc = load_cases(&o, root, &all)))
+        goto done;
+    sel = calloc(all.n + 1, 1);
+    cases = malloc((all.n + 1) * sizeof *cases);
+    if (!sel || !cases) {
+        rc = bad(&o, "out of memory");
+        goto done;
+    }
+    if ((rc = select_cases(&o, &all, sel, &missing, &nmissing, &mfile))) goto done;
+    size_t nsel = 0, ncases = 0;
+    for (size_t c = 0; c < all.n; c++)
+        if (sel[c]) {
+            if (!o.shard_n || (int)(nsel % (size_t)o.shard_n) == o.shard_i) cases[ncases++] = all.v[c];
+            nsel++;
+        }
+    if (o.shard_n) {
+        const char *sf = getenv("TEST_SHARD_STATUS_FILE");
+        if (sf && *sf) {
+            FILE *f = fopen(sf, "a");
+            if (f) fclose(f);
+        }
+    }
+
+    /* devices: asked of a throwaway child, only when a CUDA kernel has work */
+    int need_cuda = 0;
+    for (size_t k = 0; k < nk && !need_cuda; k++)
+        if (kernels[k]->device == MOECTS_DEVICE_CUDA)
+            for (size_t c = 0; c < ncases && !need_cuda; c++) need_cuda = cases[c].op == kernels[k]->op;
+    moects_device_info dev = {0};
+    if (need_cuda) moects_probe_devices(&dev);
+    if (dev.count > 0) {
+        const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+        if (cvd && *cvd) {
+            devbuf = strdup(cvd);
+            char *save = NULL;
+            for (char *t = devbuf ? strtok_r(devbuf, ",", &save) : NULL; t; t = strtok_r(NULL, ",", &save))
+                push_str(&devs, &ndevs, t);
+        } else {
+            devbuf = malloc((size_t)dev.count * 12);
+            for (int i = 0; devbuf && i < dev.count && i < 100000; i++) {
+                snprintf(devbuf + 12 * i, 12, "%d", i);
+                push_str(&devs, &ndevs, devbuf + 12 * i);
+            }
+        }
+        if (ndevs > (size_t)dev.count) ndevs = (size_t)dev.count;
+    }
+    int jobs = o.jobs ? o.jobs : (dev.count > 0 ? dev.count : 1);
+
+    /* metadata */
+    snprintf(run.moects_version, sizeof run.moects_version, "%s", MOECTS_VERSION);
+    git_commit(root, run.commit, sizeof run.commit);
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(run.date, sizeof run.date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    char host[64] = "";
+    gethostname(host, sizeof host - 1);
+    snprintf(run.machine, sizeof run.machine, "%.60s%s%.60s", host, dev.count > 0 ? ", " : "", dev.count > 0 ? dev.name : "");
+    {
+        size_t l = 0;
+        for (size_t f = 0; f < o.ncase_files && l < sizeof run.filter; f++)
+            l += (size_t)snprintf(run.filter + l, sizeof run.filter - l, "%s--cases %s", l ? " " : "", o.case_files[f]);
+        for (size_t g = 0; g < o.nglobs && l < sizeof run.filter; g++)
+            l += (size_t)snprintf(run.filter + l, sizeof run.filter - l, "%s%s", l ? " " : "", o.globs[g]);
+        for (size_t g = 0; g < o.nkernel_globs && l < sizeof run.filter; g++)
+            l += (size_t)snprintf(run.filter + l, sizeof run.filter - l, "%s--kernel %s", l ? " " : "", o.kernel_globs[g]);
+        if (o.tier_given && l < sizeof run.filter) {
+            char t[32];
+            tier_names(o.tiers, t, sizeof t);
+            snprintf(run.filter + l, sizeof run.filter - l, "%s--tier %s", l ? " " : "", t);
+        }
+    }
+    if (o.shard_n) snprintf(run.shard, sizeof run.shard, "%d/%d", o.shard_i, o.shard_n);
+    run.seed = o.seed;
+
+    moects_runner_opts ro = {.cases = cases, .ncases = ncases, .kernels = kernels, .nkernels = nk, .seed = o.seed,
+                             .timeout_s = o.timeout, .jobs = jobs, .perf = o.perf,
+                             .progress = isatty(2), .devices = devs, .ndevices = ndevs};
+    char err[512];
+    if (moects_runner_run(&ro, &run, err, sizeof err) != 0) {
+        fprintf(stderr, "moects run: %s\n", err);
+        rc = 2;
+        goto done;
+    }
+
+    /* TAP, reports */
+    char *extra = NULL;
+    size_t elen = 0;
+    FILE *ef = open_memstream(&extra, &elen);
+    if (ef) {
+        for (size_t i = 0; i < o.nlibs; i++) {
+            char *abs = realpath(o.libs[i], NULL);
+            fputs(" --kernel-lib ", ef);
+            moects_shell_quote(ef, abs ? abs : o.libs[i]);
+            free(abs);
+        }
+        if (o.root) {
+            fputs(" --root ", ef);
+            moects_shell_quote(ef, o.root);
+        }
+        fclose(ef);
+    }
+    char empty[128];
+    if (o.shard_n) snprintf(empty, sizeof empty, "no case or kernel selected in shard %d/%d", o.shard_i, o.shard_n);
+    else snprintf(empty, sizeof empty, "no selected kernel takes the selected cases");
+    moects_tap_opts to = {.version = o.tap_version, .verbose = o.verbose, .repro_extra = extra, .missing = missing,
+                          .nmissing = nmissing, .missing_file = mfile, .empty_reason = empty};
+    size_t tlen = 0, slen = 0, plen = 0;
+    char *tap = moects_tap_render(&run, kernels, nk, &to, &tlen);
+    char *sum = moects_summary_render(&run, kernels, nk, &to, &slen);
+    char *perf = o.perf ? moects_perf_render(&run, &plen) : NULL;
+    if (!tap || !sum || (o.perf && !perf)) {
+        rc = bad(&o, "out of memory rendering the reports");
+    } else {
+        fwrite(tap, 1, tlen, stdout);
+        fflush(stdout);
+        char outdir[4096];
+        if (o.out) snprintf(outdir, sizeof outdir, "%s", o.out);
+        else snprintf(outdir, sizeof outdir, "%s/reports/latest", root);
+        char p[4200];
+        snprintf(p, sizeof p, "%s/results.json", outdir);
+        if (moects_mkdirs(outdir, err, sizeof err) || moects_results_write(p, &run, err, sizeof err) ||
+            write_out(outdir, "run.tap", tap, tlen, err, sizeof err) ||
+            write_out(outdir, "summary.md", sum, slen, err, sizeof err) ||
+            (perf && write_out(outdir, "perf.md", perf, plen, err, sizeof err))) {
+            rc = bad(&o, "%s", err);
+        } else {
+            rc = nmissing ? 1 : 0;
+            for (size_t k = 0; k < nk; k++)
+                if (moects_kernel_status_fails(moects_kernel_status_of(&run, kernels[k]->name, kernels[k]->bug != NULL, NULL)))
+                    rc = 1;
+        }
+    }
+    free(tap);
+    free(sum);
+    free(perf);
+    free(extra);
+done:
+    moects_run_free(&run);
+    for (size_t i = 0; i < nmissing; i++) free(missing[i]);
+    free(missing);
+    free(sel);
+    free(cases);
+    free(devs);
+    free(devbuf);
+    moects_case_list_free(&all);
+    free(kernels);
+    cli_free(&o);
+    return rc;
+}

@@ -1,0 +1,171 @@
+#!/bin/sh
+# cli_tests.sh: end-to-end CTest checks of `moects list|run` (harness/CMakeLists.txt registers one
+# CTest test per NAME). Usage: cli_tests.sh NAME MOECTS_BIN PLUGIN_SO SOURCE_ROOT WORK_DIR
+set -u
+name=$1 moects=$2 plugin=$3 root=$4 work=$5/$1
+rm -rf "$work" && mkdir -p "$work" || exit 1
+cd "$work" || exit 1
+fail() { echo "FAIL [$name]: $*" >&2; exit 1; }
+export MOECTS_ROOT="$root" MOECTS_COMMIT=cli-test
+unset TEST_TOTAL_SHARDS TEST_SHARD_INDEX TEST_SHARD_STATUS_FILE
+# a few cheap smoke cases, whatever the registry holds
+pick() { "$moects" list --tier smoke "$1" | cut -f1 | head -n "$2"; }
+
+case $name in
+prove_mustpass)
+    # prove runs `moects run --cases FILE` on each list: honest kernels only, must pass.
+    pick 'ep_gather/regression/block-divides-h/*' 4 > a.txt
+    [ -s a.txt ] || fail "no smoke case to use"
+    { echo "# comment line"; pick 'ep_gather/regression/non-pow2-h/*' 2; } > b.txt
+    prove --exec "$moects run --out $work/out --cases" a.txt b.txt > prove.log 2>&1 ||
+        { cat prove.log; fail "prove failed on must-pass lists"; }
+    grep -q "Result: PASS" prove.log || { cat prove.log; fail "no PASS"; }
+    grep -qi "parse error" prove.log && fail "TAP parse errors"
+    # an id that is not registered: a failing test point naming it, prove fails
+    { cat a.txt; echo "ep_gather/no-such-model/tp1/t1"; } > c.txt
+    prove --exec "$moects run --out $work/out --cases" c.txt > prove2.log 2>&1 &&
+        fail "prove passed with an unregistered must-pass id"
+    "$moects" run --out out --cases c.txt > c.tap 2>/dev/null
+    [ $? -eq 1 ] || fail "exit status not 1 for a missing must-pass id"
+    grep -q "^not ok .* must-pass case ep_gather/no-such-model/tp1/t1 is not registered (c.txt)" c.tap ||
+        fail "missing id not named"
+    ;;
+junit)
+    pick 'ep_gather/regression/block-divides-h/*' 6 > ids
+    # shellcheck disable=SC2046
+    "$moects" run --out out --kernel 'cpu.ep_gather*' -v $(cat ids) > run.tap || fail "run failed"
+    cmp -s run.tap out/run.tap || fail "stdout and out/run.tap differ"
+    prove -e cat run.tap > prove.log 2>&1 || { cat prove.log; fail "prove -e cat failed"; }
+    prove --formatter TAP::Formatter::JUnit -e cat run.tap > junit.xml 2> junit.err || { cat junit.err; fail "JUnit formatter"; }
+    xmllint --noout junit.xml || fail "JUnit XML not well-formed"
+    grep -q "<testcase" junit.xml || fail "no testcase in JUnit XML"
+    grep -q "<testsuite" junit.xml || fail "no testsuite in JUnit XML"
+    grep -q "<failure" junit.xml && fail "failures in JUnit XML of a passing run"
+    for f in results.json summary.md run.tap; do [ -s out/$f ] || fail "out/$f missing"; done
+    ;;
+tap14)
+    id=$(pick 'ep_gather/regression/block-divides-h/*' 1)
+    "$moects" run --out out --kernel cpu.ep_gather --tap-version 14 "$id" > run.tap || fail "run failed"
+    [ "$(head -n1 run.tap)" = "TAP version 14" ] || fail "header is not TAP version 14"
+    "$moects" run --out out --kernel cpu.ep_gather "$id" > run13.tap || fail "run failed"
+    [ "$(head -n1 run13.tap)" = "TAP version 13" ] || fail "default header is not TAP version 13"
+    [ "$(tail -n +2 run.tap)" = "$(tail -n +2 run13.tap)" ] || fail "bodies of 13 and 14 differ"
+    ;;
+plugin)
+    pick 'ep_gather/regression/block-divides-h/*' 8 > ids
+    "$moects" list --kernels --kernel-lib "$plugin" | grep -q "^plugin.ep_gather	ep_gather	cpu	ep_gather.fma_v1" ||
+        fail "plugin kernel not listed"
+    # shellcheck disable=SC2046
+    "$moects" run --out out --kernel-lib "$plugin" --kernel plugin.ep_gather $(cat ids) > run.tap ||
+        { cat run.tap; fail "honest plugin kernel did not pass"; }
+    grep -q "^ok 1 - plugin.ep_gather: 8 of 8 cases pass" run.tap || fail "plugin top-level point"
+    grep -q -- "--kernel-lib '" out/run.tap || true
+    # errors name the file
+    "$moects" run --kernel-lib ./nope.so > /dev/null 2> err.txt
+    [ $? -eq 2 ] || fail "missing library: exit status not 2"
+    grep -q "nope.so" err.txt || fail "missing library: file not named"
+    MOECTS_PLUGIN_EXAMPLE_BAD_ABI=1 "$moects" run --kernel-lib "$plugin" > /dev/null 2> err.txt
+    [ $? -eq 2 ] || fail "wrong ABI: exit status not 2"
+    grep -q "abi_version" err.txt && grep -q "$(basename "$plugin")" err.txt || { cat err.txt; fail "wrong ABI message"; }
+    [ "$(wc -l < err.txt)" -eq 1 ] || fail "more than one error line"
+    ;;
+isolation)
+    # SIGSEGV and a hang in workers cost one task each; the run goes on, case-major.
+    t1=$(pick 'ep_gather/regression/block-divides-h/kimi-k3-tp8/t1' 1)
+    t16=$(pick 'ep_gather/regression/block-divides-h/kimi-k3-tp8/t16' 1)
+    [ -n "$t1" ] && [ -n "$t16" ] || fail "kimi-k3-tp8 regression cases not registered"
+    "$moects" run --out out --timeout 2 --kernel-lib "$plugin" --kernel 'plugin.*' "$t16" "$t1" > run.tap 2> err.txt
+    rc=$?
+    [ $rc -eq 0 ] || { cat run.tap; fail "exit status $rc (mutants caught, honest passing: want 0)"; }
+    grep -q 'verdict: FAIL_CRASH' run.tap || fail "no FAIL_CRASH"
+    grep -q 'reason: "worker killed by signal 11 (Segmentation fault) while the kernel ran"' run.tap || fail "crash reason"
+    grep -q 'verdict: FAIL_TIMEOUT' run.tap || fail "no FAIL_TIMEOUT"
+    grep -q 'reason: "killed after 2 s in the kernel"' run.tap || fail "timeout reason"
+    grep -q "^ok 1 - plugin.ep_gather: 2 of 2 cases pass" run.tap || fail "honest kernel after the crash"
+    grep -q "^ok 2 - plugin.mutant.segv: mutant caught by 1 of 2 cases" run.tap || fail "segv mutant"
+    grep -q "^ok 3 - plugin.mutant.hang: mutant caught by 1 of 2 cases" run.tap || fail "hang mutant"
+    prove -e cat run.tap > prove.log 2>&1 || { cat prove.log; fail "prove"; }
+    ;;
+jobs_and_shards)
+    pick 'ep_gather/*' 40 > ids
+    # shellcheck disable=SC2046
+    "$moects" run --out j1 --jobs 1 --kernel 'cpu.*' $(cat ids) > j1.tap
+    rc1=$?
+    # shellcheck disable=SC2046
+    "$moects" run --out j2 --jobs 2 --kernel 'cpu.*' $(cat ids) > j2.tap
+    rc2=$?
+    [ $rc1 -eq $rc2 ] || fail "exit status differs with --jobs"
+    cmp -s j1.tap j2.tap || fail "TAP differs between --jobs 1 and --jobs 2"
+    # shards: 0/3, 1/3, 2/3 partition the cases
+    for i in 0 1 2; do
+        # shellcheck disable=SC2046
+        "$moects" run --out s$i --shard $i/3 --kernel cpu.ep_gather -v $(cat ids) > s$i.tap
+        grep -E '^    (not )?ok' s$i.tap | sed 's/^    [a-z ]*[0-9]* - //; s/ #.*//' >> shard_ids
+    done
+    sort shard_ids > a; sort ids > b
+    cmp -s a b || fail "shards do not partition the selection"
+    grep -q "shard 1/3" s1.tap || fail "shard not in TAP header"
+    # Bazel / GoogleTest variables
+    # shellcheck disable=SC2046
+    TEST_TOTAL_SHARDS=3 TEST_SHARD_INDEX=1 TEST_SHARD_STATUS_FILE=$work/status "$moects" run --out b1 \
+        --kernel cpu.ep_gather -v $(cat ids) > b1.tap
+    [ -e status ] || fail "TEST_SHARD_STATUS_FILE not touched"
+    cmp -s s1.tap b1.tap || { diff s1.tap b1.tap | head; fail "env shard differs from --shard 1/3"; }
+    ;;
+determinism)
+    # a case alone gets the same result (bytes -> same verdicts/diagnostics) as inside a bigger run
+    pick 'ep_gather/regression/*' 30 > ids
+    one=$(sed -n 7p ids)
+    # shellcheck disable=SC2046
+    "$moects" run --out all --kernel 'cpu.*' -v $(cat ids) > all.tap
+    "$moects" run --out alone --kernel 'cpu.*' -v "$one" > alone.tap
+    python3 - "$one" <<'PY' || fail "case alone differs from the case in a run"
+import json, sys
+one = sys.argv[1]
+a = [r for r in json.load(open("all/results.json"))["results"] if r["case"] == one]
+b = json.load(open("alone/results.json"))["results"]
+key = lambda r: r["kernel"]
+strip = lambda r: {k: v for k, v in r.items() if k not in ("kernel_ms",)}
+assert len(a) == len(b) and len(a) > 0, (len(a), len(b))
+for x, y in zip(sorted(a, key=key), sorted(b, key=key)):
+    assert strip(x) == strip(y), (x, y)
+PY
+    ;;
+bad_input)
+    for args in "--tier nightly" "--shard 3/3" "--seed -4" "--tap-version 12" "--jobs 0" "no/such/case/*" "--kernel nosuch" "--bogus"; do
+        # shellcheck disable=SC2086
+        "$moects" run --out out $args > out.txt 2> err.txt
+        rc=$?
+        [ $rc -eq 2 ] || fail "run $args: exit $rc, want 2"
+        [ "$(wc -l < err.txt)" -eq 1 ] || { cat err.txt; fail "run $args: want one stderr line"; }
+        [ -s out.txt ] && fail "run $args: wrote to stdout"
+        [ -e out ] && fail "run $args: created the out directory"
+    done
+    grep -q 'no case matches "no/such/case/\*"' err.txt 2>/dev/null || true
+    "$moects" run --out out 'no/such/case/*' 2>&1 | grep -q 'no case matches' || fail "glob message"
+    # malformed model file: one line naming the file, exit 2, nothing written
+    mkdir -p badroot/cases/models badroot/cases/regressions
+    echo '{"name": "broken", "hidden_size": ' > badroot/cases/models/broken.json
+    "$moects" run --root badroot --out out > out.txt 2> err.txt
+    [ $? -eq 2 ] || fail "malformed model: exit status"
+    grep -q "broken.json" err.txt || { cat err.txt; fail "malformed model: file not named"; }
+    [ -e out ] && fail "malformed model: created out"
+    "$moects" list 'no/such/*' > /dev/null 2>&1
+    [ $? -eq 2 ] || fail "list: glob matching nothing must exit 2"
+    ;;
+exit_status)
+    id=$(pick 'ep_gather/regression/block-divides-h/*' 1)
+    "$moects" run --out out --kernel cpu.ep_gather "$id" > /dev/null || fail "honest pass must exit 0"
+    # a mutant that the selected case does not catch: escaped -> exit 1
+    "$moects" run --out out --kernel cpu.mutant.ep_gather.int32_offset "$id" > esc.tap
+    [ $? -eq 1 ] || fail "escaped mutant must exit 1"
+    grep -q "^not ok 1 - cpu.mutant.ep_gather.int32_offset: mutant escaped" esc.tap || fail "escaped point"
+    # list
+    "$moects" list --kernels | grep -q "^cpu.ep_gather	" || fail "list --kernels"
+    "$moects" list 'ep_gather/*' | head -n1 | grep -q "	" || fail "list: id TAB tiers"
+    ;;
+*)
+    fail "unknown test"
+    ;;
+esac
+echo "ok [$name]"

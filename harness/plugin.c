@@ -1,0 +1,106 @@
+/* plugin.c: out-of-tree kernels (`moects run --kernel-lib path.so`, DESIGN.md "GPU side"): a
+ * shared library exporting MOECTS_PLUGIN_SYMBOL, which returns its kernel descriptors. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "moects_ref.h"
+#include "moects_runner.h"
+
+static int check_kernel(const char *path, size_t i, const moects_kernel *k, char *err, size_t errlen)
+{
+    if (!k) {
+        snprintf(err, errlen, "%s: kernel %zu: NULL descriptor", path, i);
+        return -1;
+    }
+    const char *name = k->name && k->name[0] ? k->name : "?";
+    if (k->abi_version != MOECTS_KERNEL_ABI_VERSION) {
+        snprintf(err, errlen, "%s: kernel %zu (%s): abi_version %u, this moects speaks %u", path, i, name,
+                 k->abi_version, MOECTS_KERNEL_ABI_VERSION);
+        return -1;
+    }
+    if (!k->name || !k->name[0]) {
+        snprintf(err, errlen, "%s: kernel %zu: empty name", path, i);
+        return -1;
+    }
+    if (k->op != MOECTS_OP_EP_GATHER && k->op != MOECTS_OP_FP4_GEMM) {
+        snprintf(err, errlen, "%s: kernel %zu (%s): op: unknown (%d)", path, i, name, (int)k->op);
+        return -1;
+    }
+    if (k->device != MOECTS_DEVICE_CPU && k->device != MOECTS_DEVICE_CUDA) {
+        snprintf(err, errlen, "%s: kernel %zu (%s): device: unknown (%d)", path, i, name, (int)k->device);
+        return -1;
+    }
+    if (!k->run) {
+        snprintf(err, errlen, "%s: kernel %zu (%s): run: NULL", path, i, name);
+        return -1;
+    }
+    moects_recipe rc;
+    if (k->recipe && moects_recipe_parse(k->recipe, k->op, &rc) != 0) {
+        snprintf(err, errlen, "%s: kernel %zu (%s): recipe: unknown \"%s\"", path, i, name, k->recipe);
+        return -1;
+    }
+    if (!k->recipe && !(k->tol.max_calc_diff >= 0)) {
+        snprintf(err, errlen, "%s: kernel %zu (%s): tol: no recipe and no valid tolerance", path, i, name);
+        return -1;
+    }
+    return 0;
+}
+
+int moects_plugin_load(const char *path, const moects_kernel ***v, size_t *n, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        snprintf(err, errlen, "%s: no such file", path);
+        return -1;
+    }
+    /* a bare file name means the file here, not a search of the library path */
+    char local[4096];
+    const char *open_path = path;
+    if (!strchr(path, '/')) {
+        snprintf(local, sizeof local, "./%s", path);
+        open_path = local;
+    }
+    void *h = dlopen(open_path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *e = dlerror();
+        snprintf(err, errlen, "%s: dlopen: %s", path, e ? e : "failed");
+        return -1;
+    }
+    void *sym = dlsym(h, MOECTS_PLUGIN_SYMBOL);
+    if (!sym) {
+        snprintf(err, errlen, "%s: no symbol %s", path, MOECTS_PLUGIN_SYMBOL);
+        dlclose(h);
+        return -1;
+    }
+    moects_kernels_fn fn;
+    memcpy(&fn, &sym, sizeof fn);
+    size_t count = 0;
+    const moects_kernel *const *ks = fn(&count);
+    if (!ks && count) {
+        snprintf(err, errlen, "%s: %s returned NULL", path, MOECTS_PLUGIN_SYMBOL);
+        dlclose(h);
+        return -1;
+    }
+    if (count == 0) {
+        snprintf(err, errlen, "%s: %s returned no kernels", path, MOECTS_PLUGIN_SYMBOL);
+        dlclose(h);
+        return -1;
+    }
+    for (size_t i = 0; i < count; i++)
+        if (check_kernel(path, i, ks[i], err, errlen) != 0) {
+            dlclose(h);
+            return -1;
+        }
+    const moects_kernel **nv = realloc(*v, (*n + count) * sizeof *nv);
+    if (!nv) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    for (size_t i = 0; i < count; i++) nv[*n + i] = ks[i];
+    *v = nv;
+    *n += count;
+    return 0; /* the library stays loaded: its kernels are used until exit */
+}

@@ -1,0 +1,672 @@
+/* runner.c: kernels under test run in forked worker processes (DESIGN.md "Harness": isolation).
+ * Parent -> worker: a task (case index, kernel index), case-major, one at a time; a worker keeps
+ * one case's inputs, references and device copies across that case's kernels. Worker -> parent:
+ * a fixed-size message (a phase notice or the moects_result). A worker that dies costs only its
+ * task (FAIL_CRASH); a fresh worker resumes with the next one. The parent never touches CUDA. */
+#include "moects_runner.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "moects_compare.h"
+#include "moects_device.h"
+#include "moects_ref.h"
+
+void openblas_set_num_threads(int num_threads); /* OpenBLAS (linked by moects_ref) */
+
+/* ------------------------------------------------------------------ worker side ---- */
+
+#define NRECIPES 4
+
+typedef struct {
+    long case_idx; /* cached case, -1 none */
+    const moects_case *c;
+    int build_rc;
+    char build_err[256];
+    moects_inputs in;
+    void *ref[NRECIPES];
+    int ref_state[NRECIPES]; /* 0 not computed, 1 ok, -1 failed */
+    int cuda_checked, ndev;
+    char nodev[256];
+    void *dev[MOECTS_INPUTS_MAX];
+    int dev_state; /* 0 not copied, 1 copied, -1 failed (reason in dev_err) */
+    char dev_err[256];
+    int dev_err_fatal;
+} worker_state;
+
+static void drop_case(worker_state *ws)
+{
+    for (int i = 0; i < NRECIPES; i++) {
+        free(ws->ref[i]);
+        ws->ref[i] = NULL;
+        ws->ref_state[i] = 0;
+    }
+    for (int i = 0; i < MOECTS_INPUTS_MAX; i++) {
+        if (ws->dev[i]) moects_cuda_free(ws->dev[i]);
+        ws->dev[i] = NULL;
+    }
+    ws->dev_state = 0;
+    if (ws->case_idx >= 0 && ws->build_rc == 0) moects_inputs_free(&ws->in);
+    ws->case_idx = -1;
+}
+
+static void *xmalloc_ff(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (p) memset(p, 0xff, bytes); /* NaN pattern: outputs the kernel does not write are caught */
+    return p;
+}
+
+/* Host pointers of the inputs; the references get a non-NULL dummy for empty tensors. */
+static void host_ptrs(const moects_inputs *in, void *ptr[MOECTS_INPUTS_MAX], int dummy_for_empty)
+{
+    static uint64_t dummy[8];
+    for (int i = 0; i < MOECTS_INPUTS_MAX; i++)
+        ptr[i] = i < in->nt && in->t[i].host ? in->t[i].host : dummy_for_empty ? (void *)dummy : NULL;
+}
+
+/* Copy with truncation (no format-truncation warnings on fixed fields). */
+static void copy_str(char *dst, size_t n, const char *src)
+{
+    size_t l = strlen(src);
+    if (l >= n) l = n - 1;
+    memcpy(dst, src, l);
+    dst[l] = '\0';
+}
+
+static void set_reason(moects_result *r, const char *fmt, const char *a, const char *b)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, fmt, a, b);
+    copy_str(r->reason, sizeof r->reason, buf);
+}
+
+/* Run one task in this process. Returns 1 when the process should exit afterwards (a CUDA error
+ * that may be sticky). notify(): called when the kernel is about to run (timeout phase). */
+static int do_task(worker_state *ws, long ci, const moects_case *c, const moects_kernel *k, uint64_t seed,
+                   int perf, moects_result *r, void (*notify)(void *), void *nctx)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->kernel, sizeof r->kernel, "%s", k->name);
+    snprintf(r->case_id, sizeof r->case_id, "%s", c->id);
+    snprintf(r->model, sizeof r->model, "%s", c->model);
+    snprintf(r->layout, sizeof r->layout, "%s", c->layout);
+    r->op = c->op;
+    r->is_mutant = k->bug != NULL;
+    r->seed = seed;
+    r->first_index = -1;
+    const char *opname = c->op == MOECTS_OP_FP4_GEMM ? "fp4_gemm" : "ep_gather";
+    if (k->recipe) snprintf(r->recipe, sizeof r->recipe, "%s", k->recipe);
+    else snprintf(r->recipe, sizeof r->recipe, "%s.exact_v1+tol", opname);
+    moects_recipe recipe = MOECTS_RECIPE_EXACT_V1;
+    if (k->recipe && moects_recipe_parse(k->recipe, c->op, &recipe) != 0) {
+        r->verdict = MOECTS_FAIL_CRASH;
+        set_reason(r, "kernel declares unknown recipe %s for op %s", k->recipe, opname);
+        return 0;
+    }
+
+    /* inputs, once per case */
+    if (ws->case_idx != ci) {
+        drop_case(ws);
+        ws->case_idx = ci;
+        ws->c = c;
+        ws->build_rc = moects_inputs_build(c, seed, &ws->in, ws->build_err, sizeof ws->build_err);
+    }
+    if (ws->build_rc == -2) {
+        r->verdict = MOECTS_SKIP;
+        set_reason(r, "%s%s", ws->build_err, "");
+        return 0;
+    }
+    if (ws->build_rc != 0) {
+        r->verdict = MOECTS_FAIL_CRASH;
+        set_reason(r, "harness cannot build the inputs: %s%s", ws->build_err, "");
+        return 0;
+    }
+    moects_inputs *in = &ws->in;
+    const void *shape = moects_inputs_shape(in);
+
+    char why[256] = "";
+    if (k->supports && !k->supports(shape, why, sizeof why)) {
+        r->verdict = MOECTS_UNSUPPORTED;
+        set_reason(r, "%s%s", why[0] ? why : "refused by supports()", "");
+        return 0;
+    }
+    if (k->device == MOECTS_DEVICE_CUDA) {
+        if (!ws->cuda_checked) {
+            ws->cuda_checked = 1;
+            ws->ndev = moects_cuda_device_count(ws->nodev, sizeof ws->nodev);
+            if (ws->ndev > 0 && moects_cuda_set_device(0, ws->nodev, sizeof ws->nodev) != 0) ws->ndev = 0;
+            if (ws->ndev <= 0 && !ws->nodev[0]) snprintf(ws->nodev, sizeof ws->nodev, "no CUDA device");
+        }
+        if (ws->ndev <= 0) {
+            r->verdict = MOECTS_SKIP;
+            set_reason(r, "%s%s", ws->nodev, "");
+            return 0;
+        }
+    }
+
+    /* reference, once per (case, recipe) */
+    if (ws->ref_state[recipe] == 0) {
+        ws->ref[recipe] = xmalloc_ff(in->out_bytes);
+        if (!ws->ref[recipe]) {
+            r->verdict = MOECTS_SKIP;
+            snprintf(r->reason, sizeof r->reason, "out of host memory (%zu bytes for the reference)", in->out_bytes);
+            return 0;
+        }
+        void *hp[MOECTS_INPUTS_MAX];
+        host_ptrs(in, hp, 1);
+        moects_op_args a;
+        moects_inputs_bind(in, hp, ws->ref[recipe], &a);
+        int rc = c->op == MOECTS_OP_EP_GATHER ? moects_ref_ep_gather(&in->eg, &a.eg, recipe)
+                                              : moects_ref_fp4_gemm(&in->fg, &a.fg, recipe);
+        ws->ref_state[recipe] = rc == 0 ? 1 : -1;
+    }
+    if (ws->ref_state[recipe] < 0) {
+        r->verdict = MOECTS_FAIL_CRASH;
+        set_reason(r, "the reference refused the case (harness or case bug), recipe %s%s", r->recipe, "");
+        return 0;
+    }
+
+    void *got = xmalloc_ff(in->out_bytes);
+    if (!got) {
+        r->verdict = MOECTS_SKIP;
+        snprintf(r->reason, sizeof r->reason, "out of host memory (%zu bytes for the output)", in->out_bytes);
+        return 0;
+    }
+    int exit_after = 0;
+    if (k->device == MOECTS_DEVICE_CPU) {
+        void *hp[MOECTS_INPUTS_MAX];
+        host_ptrs(in, hp, 0);
+        moects_op_args a;
+        moects_inputs_bind(in, hp, in->out_bytes ? got : NULL, &a);
+        if (notify) notify(nctx);
+        int rc = k->run(shape, &a, NULL);
+        if (rc != 0) {
+            r->verdict = MOECTS_FAIL_CRASH;
+            snprintf(r->reason, sizeof r->reason, "run() returned %d", rc);
+            free(got);
+            return 0;
+        }
+    } else {
+        /* device copies of the inputs, once per case */
+        if (ws->dev_state == 0) {
+            ws->dev_state = 1;
+            for (int i = 0; i < in->nt && ws->dev_state == 1; i++) {
+                if (!in->t[i].bytes) continue;
+                ws->dev[i] = moects_cuda_malloc(in->t[i].bytes);
+                if (!ws->dev[i]) {
+                    ws->dev_state = -1;
+                    ws->dev_err_fatal = 0;
+                    snprintf(ws->dev_err, sizeof ws->dev_err, "out of device memory (%zu bytes for %s)",
+                             in->t[i].bytes, in->t[i].name);
+                } else if (moects_cuda_h2d(ws->dev[i], in->t[i].host, in->t[i].bytes) != 0) {
+                    ws->dev_state = -1;
+                    ws->dev_err_fatal = 1;
+                    snprintf(ws->dev_err, sizeof ws->dev_err, "copying %s to the device failed", in->t[i].name);
+                }
+            }
+        }
+        if (ws->dev_state < 0) {
+            r->verdict = ws->dev_err_fatal ? MOECTS_FAIL_CRASH : MOECTS_SKIP;
+            set_reason(r, "%s%s", ws->dev_err, "");
+            free(got);
+            return ws->dev_err_fatal;
+        }
+        void *dout = in->out_bytes ? moects_cuda_malloc(in->out_bytes) : NULL;
+        if (in->out_bytes && !dout) {
+            r->verdict = MOECTS_SKIP;
+            snprintf(r->reason, sizeof r->reason, "out of device memory (%zu bytes for the output)", in->out_bytes);
+            free(got);
+            return 0;
+        }
+        char cerr[200] = "";
+        int rc = dout ? moects_cuda_memset(dout, 0xff, in->out_bytes) : 0;
+        moects_op_args a;
+        moects_inputs_bind(in, ws->dev, dout, &a);
+        if (rc == 0) {
+            if (notify) notify(nctx);
+            rc = k->run(shape, &a, moects_cuda_stream());
+            if (rc != 0) snprintf(cerr, sizeof cerr, "run() returned %d", rc);
+        }
+        char serr[200] = "";
+        int src = moects_cuda_sync(moects_cuda_stream(), serr, sizeof serr);
+        if (rc == 0 && src == 0 && dout) src = moects_cuda_d2h(got, dout, in->out_bytes);
+        if (rc != 0 || src != 0) {
+            r->verdict = MOECTS_FAIL_CRASH;
+            snprintf(r->reason, sizeof r->reason, "%s%s%s", cerr, cerr[0] && serr[0] ? "; " : "",
+                     serr[0] ? serr : (cerr[0] ? "" : "device error"));
+            /* CUDA errors can be sticky: this worker exits, a fresh one takes the next task */
+            exit_after = src != 0;
+            if (dout) moects_cuda_free(dout);
+            free(got);
+            return exit_after;
+        }
+        if (perf) moects_perf_measure(k, in, &a, r);
+        if (dout) moects_cuda_free(dout);
+    }
+
+    moects_compare_result cr;
+    moects_compare(in->out_dtype, got, ws->ref[recipe], in->out_elems, &cr);
+    free(got);
+    r->mismatches = cr.mismatches;
+    r->max_ulp = cr.max_ulp;
+    r->calc_diff = cr.calc_diff;
+    r->first_index = cr.first_index;
+    snprintf(r->got, sizeof r->got, "%s", cr.got);
+    snprintf(r->want, sizeof r->want, "%s", cr.want);
+    if (k->recipe)
+        r->verdict = cr.mismatches == 0 ? MOECTS_PASS_EXACT : MOECTS_FAIL_MISMATCH;
+    else
+        r->verdict = (cr.calc_diff <= k->tol.max_calc_diff && cr.max_ulp <= k->tol.max_ulp)
+                         ? MOECTS_PASS_TOLERANCE : MOECTS_FAIL_MISMATCH;
+    if (r->verdict == MOECTS_FAIL_MISMATCH && !k->recipe)
+        snprintf(r->reason, sizeof r->reason, "outside the declared tolerance: calc_diff %.3g > %.3g or max_ulp %llu > %u",
+                 cr.calc_diff, k->tol.max_calc_diff, (unsigned long long)cr.max_ulp, k->tol.max_ulp);
+    return 0;
+}
+
+void moects_runner_task(const moects_case *c, const moects_kernel *k, uint64_t seed, int perf, moects_result *r)
+{
+    worker_state ws;
+    memset(&ws, 0, sizeof ws);
+    ws.case_idx = -1;
+    do_task(&ws, 0, c, k, seed, perf, r, NULL, NULL);
+    drop_case(&ws);
+}
+
+/* ------------------------------------------------------------------ protocol ---- */
+
+typedef struct {
+    uint32_t magic;
+    uint32_t task, case_idx, kernel_idx;
+} task_msg;
+
+enum { MSG_KERNEL_START = 1, MSG_RESULT = 2 };
+typedef struct {
+    uint32_t magic, type, task, exiting;
+    moects_result r;
+} result_msg;
+
+#define MAGIC 0x6d6f6563u /* "moec" */
+
+static int write_full(int fd, const void *p, size_t n)
+{
+    const char *c = p;
+    while (n) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* 1 full message, 0 EOF before any byte, -1 short/error. */
+static int read_full(int fd, void *p, size_t n)
+{
+    char *c = p;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, c + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return -1;
+        if (r == 0) return got ? -1 : 0;
+        got += (size_t)r;
+    }
+    return 1;
+}
+
+typedef struct {
+    int fd;
+    uint32_t task;
+} notify_ctx;
+
+static void notify_kernel_start(void *p)
+{
+    notify_ctx *n = p;
+    result_msg m;
+    memset(&m, 0, sizeof m);
+    m.magic = MAGIC;
+    m.type = MSG_KERNEL_START;
+    m.task = n->task;
+    if (write_full(n->fd, &m, sizeof m) != 0) _exit(3);
+}
+
+static void worker_main(const moects_runner_opts *o, int rfd, int wfd, int widx)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* no orphaned workers holding a GPU */
+    signal(SIGPIPE, SIG_DFL);
+    dup2(2, 1); /* whatever a kernel prints must not mix with the TAP on stdout */
+    if (o->devices && o->ndevices) setenv("CUDA_VISIBLE_DEVICES", o->devices[(size_t)widx % o->ndevices], 1);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int th = (int)(ncpu > 0 ? ncpu : 1) / (o->jobs > 0 ? o->jobs : 1);
+    openblas_set_num_threads(th > 0 ? th : 1);
+    worker_state ws;
+    memset(&ws, 0, sizeof ws);
+    ws.case_idx = -1;
+    for (;;) {
+        task_msg t;
+        int rc = read_full(rfd, &t, sizeof t);
+        if (rc == 0) break;
+        if (rc < 0 || t.magic != MAGIC || t.case_idx >= o->ncases || t.kernel_idx >= o->nkernels) _exit(4);
+        result_msg m;
+        memset(&m, 0, sizeof m);
+        notify_ctx nc = {wfd, t.task};
+        int ex = do_task(&ws, (long)t.case_idx, &o->cases[t.case_idx], o->kernels[t.kernel_idx], o->seed, o->perf,
+                         &m.r, notify_kernel_start, &nc);
+        m.magic = MAGIC;
+        m.type = MSG_RESULT;
+        m.task = t.task;
+        m.exiting = (uint32_t)ex;
+        if (write_full(wfd, &m, sizeof m) != 0) _exit(3);
+        if (ex) _exit(0);
+    }
+    drop_case(&ws);
+    _exit(0);
+}
+
+/* ------------------------------------------------------------------ parent side ---- */
+
+typedef struct {
+    pid_t pid;   /* 0: not running */
+    int to, from;
+    int busy;
+    uint32_t task;
+    int kernel_phase;
+    double deadline;
+    size_t g_next, g_end; /* the rest of the worker's current case group */
+} worker;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int spawn(const moects_runner_opts *o, worker *ws, int nw, int w, char *err, size_t errlen)
+{
+    int tp[2], rp[2];
+    if (pipe(tp) != 0) {
+        snprintf(err, errlen, "pipe: %s", strerror(errno));
+        return -1;
+    }
+    if (pipe(rp) != 0) {
+        snprintf(err, errlen, "pipe: %s", strerror(errno));
+        close(tp[0]);
+        close(tp[1]);
+        return -1;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(err, errlen, "fork: %s", strerror(errno));
+        close(tp[0]), close(tp[1]), close(rp[0]), close(rp[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        for (int i = 0; i < nw; i++)
+            if (i != w && ws[i].pid) close(ws[i].to), close(ws[i].from);
+        close(tp[1]);
+        close(rp[0]);
+        worker_main(o, tp[0], rp[1], w);
+    }
+    close(tp[0]);
+    close(rp[1]);
+    ws[w].pid = pid;
+    ws[w].to = tp[1];
+    ws[w].from = rp[0];
+    ws[w].busy = 0;
+    return 0;
+}
+
+static void reap(worker *w, int *status)
+{
+    close(w->to);
+    close(w->from);
+    int st = 0;
+    while (waitpid(w->pid, &st, 0) < 0 && errno == EINTR) {}
+    if (status) *status = st;
+    w->pid = 0;
+    w->busy = 0;
+}
+
+static void death_reason(char *buf, size_t len, int st, int kernel_phase)
+{
+    const char *phase = kernel_phase ? "while the kernel ran" : "while building inputs/reference";
+    if (WIFSIGNALED(st))
+        snprintf(buf, len, "worker killed by signal %d (%s) %s", WTERMSIG(st), strsignal(WTERMSIG(st)), phase);
+    else if (WIFEXITED(st))
+        snprintf(buf, len, "worker exited with status %d %s", WEXITSTATUS(st), phase);
+    else
+        snprintf(buf, len, "worker died %s", phase);
+}
+
+typedef struct {
+    uint32_t case_idx, kernel_idx;
+} task;
+
+static void fill_identity(const moects_runner_opts *o, const task *t, moects_result *r)
+{
+    const moects_case *c = &o->cases[t->case_idx];
+    const moects_kernel *k = o->kernels[t->kernel_idx];
+    memset(r, 0, sizeof *r);
+    snprintf(r->kernel, sizeof r->kernel, "%s", k->name);
+    snprintf(r->case_id, sizeof r->case_id, "%s", c->id);
+    snprintf(r->model, sizeof r->model, "%s", c->model);
+    snprintf(r->layout, sizeof r->layout, "%s", c->layout);
+    r->op = c->op;
+    r->is_mutant = k->bug != NULL;
+    r->seed = o->seed;
+    r->first_index = -1;
+    if (k->recipe) snprintf(r->recipe, sizeof r->recipe, "%s", k->recipe);
+    else snprintf(r->recipe, sizeof r->recipe, "%s.exact_v1+tol", c->op == MOECTS_OP_FP4_GEMM ? "fp4_gemm" : "ep_gather");
+}
+
+int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, size_t errlen)
+{
+    /* tasks, case-major; groups = one case's tasks */
+    size_t cap = 0, nt = 0, ng = 0;
+    for (size_t c = 0; c < o->ncases; c++)
+        for (size_t k = 0; k < o->nkernels; k++) cap += o->kernels[k]->op == o->cases[c].op;
+    task *tasks = malloc((cap ? cap : 1) * sizeof *tasks);
+    size_t *gstart = malloc((o->ncases + 1) * sizeof *gstart);
+    moects_result *res = calloc(cap ? cap : 1, sizeof *res);
+    char *done = calloc(cap ? cap : 1, 1);
+    int nw = o->jobs > 0 ? o->jobs : 1;
+    worker *ws = calloc((size_t)nw, sizeof *ws);
+    if (!tasks || !gstart || !res || !done || !ws) {
+        snprintf(err, errlen, "out of memory for %zu tasks", cap);
+        free(tasks), free(gstart), free(res), free(done), free(ws);
+        return -1;
+    }
+    for (size_t c = 0; c < o->ncases; c++) {
+        size_t before = nt;
+        for (size_t k = 0; k < o->nkernels; k++)
+            if (o->kernels[k]->op == o->cases[c].op) tasks[nt++] = (task){(uint32_t)c, (uint32_t)k};
+        if (nt > before) gstart[ng++] = before;
+    }
+    gstart[ng] = nt;
+    if ((size_t)nw > ng) nw = ng ? (int)ng : 1;
+
+    void (*old_pipe)(int) = signal(SIGPIPE, SIG_IGN);
+    size_t next_group = 0, ndone = 0;
+    int rc = 0;
+    double t0 = now_s();
+    while (ndone < nt && rc == 0) {
+        /* hand out work */
+        for (int w = 0; w < nw && rc == 0; w++) {
+            worker *W = &ws[w];
+            if (W->busy) continue;
+            if (W->g_next >= W->g_end) {
+                if (next_group >= ng) {
+                    if (W->pid) reap(W, NULL); /* nothing left for it */
+                    continue;
+                }
+                W->g_next = gstart[next_group];
+                W->g_end = gstart[next_group + 1];
+                next_group++;
+            }
+            if (!W->pid && spawn(o, ws, nw, w, err, errlen) != 0) {
+                rc = -1;
+                break;
+            }
+            uint32_t ti = (uint32_t)W->g_next++;
+            task_msg m = {MAGIC, ti, tasks[ti].case_idx, tasks[ti].kernel_idx};
+            W->busy = 1;
+            W->task = ti;
+            W->kernel_phase = 0;
+            W->deadline = o->timeout_s > 0 ? now_s() + 10 * o->timeout_s : 0;
+            if (write_full(W->to, &m, sizeof m) != 0) {
+                /* died while idle: count the task as crashed rather than loop */
+                int st;
+                reap(W, &st);
+                fill_identity(o, &tasks[ti], &res[ti]);
+                res[ti].verdict = MOECTS_FAIL_CRASH;
+                death_reason(res[ti].reason, sizeof res[ti].reason, st, 0);
+                done[ti] = 1;
+                ndone++;
+            }
+        }
+        if (rc) break;
+        /* wait for a message or the nearest deadline */
+        struct pollfd pf[nw];
+        int map[nw], np = 0;
+        double nearest = 0;
+        for (int w = 0; w < nw; w++)
+            if (ws[w].busy) {
+                pf[np] = (struct pollfd){.fd = ws[w].from, .events = POLLIN};
+                map[np++] = w;
+                if (ws[w].deadline > 0 && (nearest == 0 || ws[w].deadline < nearest)) nearest = ws[w].deadline;
+            }
+        if (!np) continue;
+        int ms = -1;
+        if (nearest > 0) {
+            double d = (nearest - now_s()) * 1000.0;
+            ms = d < 0 ? 0 : d > 1e9 ? 1000000000 : (int)d + 1;
+        }
+        int pr = poll(pf, (nfds_t)np, ms);
+        if (pr < 0 && errno != EINTR) {
+            snprintf(err, errlen, "poll: %s", strerror(errno));
+            rc = -1;
+            break;
+        }
+        for (int i = 0; i < np && pr > 0; i++) {
+            if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            worker *W = &ws[map[i]];
+            result_msg m;
+            int r = read_full(W->from, &m, sizeof m);
+            if (r == 1 && m.magic == MAGIC && m.task == W->task && m.type == MSG_KERNEL_START) {
+                W->kernel_phase = 1;
+                W->deadline = o->timeout_s > 0 ? now_s() + o->timeout_s : 0;
+                continue;
+            }
+            uint32_t ti = W->task;
+            if (r == 1 && m.magic == MAGIC && m.task == ti && m.type == MSG_RESULT) {
+                res[ti] = m.r;
+                if (m.exiting) reap(W, NULL);
+                W->busy = 0;
+            } else {
+                int st;
+                int phase = W->kernel_phase;
+                kill(W->pid, SIGKILL); /* a garbled message: do not trust it */
+                reap(W, &st);
+                fill_identity(o, &tasks[ti], &res[ti]);
+                res[ti].verdict = MOECTS_FAIL_CRASH;
+                death_reason(res[ti].reason, sizeof res[ti].reason, st, phase);
+            }
+            done[ti] = 1;
+            ndone++;
+            if (o->progress) {
+                fprintf(stderr, "\r\033[K[%zu/%zu %.0fs] %s %s", ndone, nt, now_s() - t0,
+                        o->kernels[tasks[ti].kernel_idx]->name, o->cases[tasks[ti].case_idx].id);
+                fflush(stderr);
+            }
+        }
+        /* timeouts */
+        double t = now_s();
+        for (int w = 0; w < nw; w++) {
+            worker *W = &ws[w];
+            if (!W->busy || W->deadline <= 0 || t < W->deadline) continue;
+            uint32_t ti = W->task;
+            int phase = W->kernel_phase;
+            kill(W->pid, SIGKILL);
+            reap(W, NULL);
+            fill_identity(o, &tasks[ti], &res[ti]);
+            res[ti].verdict = MOECTS_FAIL_TIMEOUT;
+            snprintf(res[ti].reason, sizeof res[ti].reason, "killed after %g s %s", phase ? o->timeout_s : 10 * o->timeout_s,
+                     phase ? "in the kernel" : "building inputs/reference");
+            done[ti] = 1;
+            ndone++;
+        }
+    }
+    for (int w = 0; w < nw; w++)
+        if (ws[w].pid) {
+            if (rc) kill(ws[w].pid, SIGKILL);
+            reap(&ws[w], NULL);
+        }
+    signal(SIGPIPE, old_pipe);
+    if (o->progress) fputs("\r\033[K", stderr);
+    for (size_t i = 0; i < nt && rc == 0; i++)
+        if (moects_run_push(run, &res[i]) != 0) {
+            snprintf(err, errlen, "out of memory for results");
+            rc = -1;
+        }
+    free(tasks), free(gstart), free(res), free(done), free(ws);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ device probe ---- */
+
+void moects_probe_devices(moects_device_info *d)
+{
+    memset(d, 0, sizeof *d);
+    int p[2];
+    if (pipe(p) != 0) {
+        snprintf(d->why, sizeof d->why, "device probe: pipe: %s", strerror(errno));
+        return;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(d->why, sizeof d->why, "device probe: fork: %s", strerror(errno));
+        close(p[0]);
+        close(p[1]);
+        return;
+    }
+    if (pid == 0) {
+        close(p[0]);
+        dup2(2, 1);
+        moects_device_info c;
+        memset(&c, 0, sizeof c);
+        c.count = moects_cuda_device_count(c.why, sizeof c.why);
+        if (c.count > 0) {
+            char e[128];
+            if (moects_cuda_set_device(0, e, sizeof e) == 0) moects_cuda_device_name(c.name, sizeof c.name);
+        }
+        write_full(p[1], &c, sizeof c);
+        _exit(0);
+    }
+    close(p[1]);
+    struct pollfd pf = {.fd = p[0], .events = POLLIN};
+    int r = poll(&pf, 1, 120000);
+    if (r <= 0 || read_full(p[0], d, sizeof *d) != 1) {
+        memset(d, 0, sizeof *d);
+        snprintf(d->why, sizeof d->why, "device probe %s", r <= 0 ? "timed out" : "died");
+        kill(pid, SIGKILL);
+    }
+    close(p[0]);
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    if (d->count < 0) d->count = 0;
+    d->why[sizeof d->why - 1] = d->name[sizeof d->name - 1] = '\0';
+}

@@ -1,0 +1,105 @@
+/* plugin_example.c: an out-of-tree kernel library for `moects run --kernel-lib` (DESIGN.md "GPU
+ * side"): built as a shared object, it exports MOECTS_PLUGIN_SYMBOL and needs nothing from moects
+ * but the ABI header. It holds one honest CPU ep_gather (recipe ep_gather.fma_v1, its own code)
+ * and two mutants that show the runner's isolation: one dies of SIGSEGV, one never returns (both
+ * only on tokens counts T >= 2, so T = 1 cases pass). Build flags: -ffp-contract=off. */
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "moects_kernel.h"
+
+static float bf16_to_f32(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static uint16_t f32_to_bf16(float f) /* round to nearest even, NaN stays NaN */
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+static int supports(const void *shape, char *why, size_t why_len)
+{
+    (void)shape, (void)why, (void)why_len;
+    return 1;
+}
+
+/* out[t][d] = rne(sum over valid slots, ascending, of fmaf(x[row][d], w, acc)). */
+static int run(const void *shape, const void *args, void *stream)
+{
+    const moects_ep_gather_shape *s = shape;
+    const moects_ep_gather_args *a = args;
+    (void)stream;
+    for (int64_t t = 0; t < s->T; t++)
+        for (int64_t d = 0; d < s->H; d++) {
+            float acc = 0.0f;
+            for (int64_t j = 0; j < s->k; j++) {
+                int64_t i = t * s->k + j;
+                int64_t id = s->id_dtype == MOECTS_I64 ? ((const int64_t *)a->topk_ids)[i]
+                                                       : ((const int32_t *)a->topk_ids)[i];
+                if (id < 0) continue;
+                if (s->has_expert_map && (id >= s->E_global || a->expert_map[id] < 0)) continue;
+                int64_t row = a->input_index[i];
+                if (row < 0 || row >= s->M_sum) return -1;
+                acc = fmaf(bf16_to_f32(a->x[row * s->H + d]), a->topk_weights[i], acc);
+            }
+            if (s->out_dtype == MOECTS_F32) ((float *)a->out)[t * s->H + d] = acc;
+            else ((uint16_t *)a->out)[t * s->H + d] = f32_to_bf16(acc);
+        }
+    return 0;
+}
+
+static int run_segv(const void *shape, const void *args, void *stream)
+{
+    const moects_ep_gather_shape *s = shape;
+    if (s->T >= 2) raise(SIGSEGV);
+    return run(shape, args, stream);
+}
+
+static int run_hang(const void *shape, const void *args, void *stream)
+{
+    const moects_ep_gather_shape *s = shape;
+    if (s->T >= 2)
+        for (;;) pause();
+    return run(shape, args, stream);
+}
+
+static const moects_kernel honest = {
+    .abi_version = MOECTS_KERNEL_ABI_VERSION, .name = "plugin.ep_gather", .op = MOECTS_OP_EP_GATHER,
+    .device = MOECTS_DEVICE_CPU, .recipe = "ep_gather.fma_v1", .supports = supports, .run = run};
+static const moects_kernel segv = {
+    .abi_version = MOECTS_KERNEL_ABI_VERSION, .name = "plugin.mutant.segv", .op = MOECTS_OP_EP_GATHER,
+    .device = MOECTS_DEVICE_CPU, .recipe = "ep_gather.fma_v1", .bug = "dies of SIGSEGV when T >= 2",
+    .supports = supports, .run = run_segv};
+static const moects_kernel hang = {
+    .abi_version = MOECTS_KERNEL_ABI_VERSION, .name = "plugin.mutant.hang", .op = MOECTS_OP_EP_GATHER,
+    .device = MOECTS_DEVICE_CPU, .recipe = "ep_gather.fma_v1", .bug = "never returns when T >= 2",
+    .supports = supports, .run = run_hang};
+
+static const moects_kernel *const kernels[] = {&honest, &segv, &hang};
+
+/* A descriptor of a future ABI, to test that moects refuses it (MOECTS_PLUGIN_EXAMPLE_BAD_ABI=1). */
+static const moects_kernel future = {
+    .abi_version = MOECTS_KERNEL_ABI_VERSION + 1, .name = "plugin.future", .op = MOECTS_OP_EP_GATHER,
+    .device = MOECTS_DEVICE_CPU, .recipe = "ep_gather.fma_v1", .supports = supports, .run = run};
+static const moects_kernel *const future_kernels[] = {&honest, &future};
+
+__attribute__((visibility("default"))) const moects_kernel *const *moects_plugin_kernels(size_t *count)
+{
+    const char *bad = getenv("MOECTS_PLUGIN_EXAMPLE_BAD_ABI");
+    if (bad && *bad == '1') {
+        *count = 2;
+        return future_kernels;
+    }
+    *count = sizeof kernels / sizeof kernels[0];
+    return kernels;
+}
