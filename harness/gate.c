@@ -13,8 +13,10 @@
  *                    FAIL, UNSUPPORTED, absent or only skipped;
  *   mutant escaped   a mutant caught (some case failed) in the baseline is caught by no case now;
  *   empty run        the run holds no result.
- * Only baseline results whose case falls under the run's filter are compared, so a filtered run
- * is gated against the matching part of a full baseline. A failure in both runs ("known") is
+ * When the run and the baseline were made with the same selection ("filter", the run's case and
+ * kernel options), every baseline result is compared, and a result or cell the run lacks is lost.
+ * When the selections differ (a developer's filtered run against the CI baseline), only baseline
+ * results whose case and kernel the run holds are compared. A failure in both runs ("known") is
  * reported but does not fail the gate. Exit 2: bad usage, an unreadable results file, or a shard
  * (merge shards first: `moects merge`). The Markdown summary (stdout, and --summary FILE) is fit
  * for a PR comment or $GITHUB_STEP_SUMMARY: the counts, then the problems with a repro line each,
@@ -139,6 +141,42 @@ static void short_commit(char *dst, size_t cap, const char *c)
     snprintf(dst, cap, "%.12s", c[0] ? c : "unknown");
 }
 
+static int cmp_pstr(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* keep[i] = 1 for the baseline results compared: all when the selections are the same, else
+ * those whose case and kernel the run holds. 0, or -1 out of memory. */
+static int scope(const moects_run *run, const moects_run *base, int same_sel, char *keep, size_t *compared)
+{
+    *compared = 0;
+    if (same_sel) {
+        memset(keep, 1, base->n);
+        *compared = base->n;
+        return 0;
+    }
+    const char **cases = malloc((run->n ? run->n : 1) * sizeof *cases);
+    const char **kernels = malloc((run->n ? run->n : 1) * sizeof *kernels);
+    if (!cases || !kernels) {
+        free(cases);
+        free(kernels);
+        return -1;
+    }
+    for (size_t i = 0; i < run->n; i++) {
+        cases[i] = run->v[i].case_id;
+        kernels[i] = run->v[i].kernel;
+    }
+    qsort(cases, run->n, sizeof *cases, cmp_pstr);
+    qsort(kernels, run->n, sizeof *kernels, cmp_pstr);
+    for (size_t i = 0; i < base->n; i++) {
+        const char *c = base->v[i].case_id, *k = base->v[i].kernel;
+        keep[i] = run->n && bsearch(&c, cases, run->n, sizeof *cases, cmp_pstr) &&
+                  bsearch(&k, kernels, run->n, sizeof *kernels, cmp_pstr);
+        *compared += keep[i] != 0;
+    }
+    free(cases);
+    free(kernels);
+    return 0;
+}
+
 typedef struct {
     char **ids;
     int n;
@@ -203,6 +241,7 @@ int moects_cmd_gate(int argc, char **argv)
     moects_run run = {0}, base = {0};
     moects__index run_ix = {0}, base_ix = {0};
     moects__cell *run_cells = NULL, *base_cells = NULL;
+    char *keep = NULL;
     long n_run_cells = 0, n_base_cells = 0;
     problems p = {.limit = (size_t)limit};
     moects__buf item = {0}, out = {0}, cmd = {0};
@@ -227,9 +266,14 @@ int moects_cmd_gate(int argc, char **argv)
             goto done;
         }
     }
-    if (moects__index_build(&run_ix, &run) || moects__index_build(&base_ix, &base) ||
-        (n_run_cells = moects__cells(&run, "", &run_cells)) < 0 ||
-        (n_base_cells = moects__cells(&base, run.filter, &base_cells)) < 0) {
+    /* the part of the baseline compared */
+    int same_sel = !strcmp(run.filter, base.filter);
+    size_t compared = 0;
+    keep = malloc(base.n ? base.n : 1);
+    if (!keep || moects__index_build(&run_ix, &run) || moects__index_build(&base_ix, &base) ||
+        scope(&run, &base, same_sel, keep, &compared) ||
+        (n_run_cells = moects__cells(&run, NULL, &run_cells)) < 0 ||
+        (n_base_cells = moects__cells(&base, keep, &base_cells)) < 0) {
         fprintf(stderr, "moects gate: out of memory\n");
         goto done;
     }
@@ -391,11 +435,16 @@ int moects_cmd_gate(int argc, char **argv)
     moects__buf_printf(&out, ": %zu results", run.n);
     if (base_path) {
         short_commit(c2, sizeof c2, base.commit);
-        size_t in_scope = 0;
-        for (size_t i = 0; i < base.n; i++) in_scope += moects__filter_match(run.filter, base.v[i].case_id);
         moects__buf_printf(&out, ". Baseline `%s`", c2);
         if (base.date[0]) moects__buf_printf(&out, " of %s", base.date);
-        moects__buf_printf(&out, ": %zu results, %zu under the run's filter", base.n, in_scope);
+        moects__buf_printf(&out, ": %zu results, %zu compared", base.n, compared);
+        if (!same_sel) {
+            moects__buf_add(&out, " (the run's selection `");
+            moects__buf_md_code(&out, run.filter[0] ? run.filter : "(default)");
+            moects__buf_add(&out, "` is not the baseline's `");
+            moects__buf_md_code(&out, base.filter[0] ? base.filter : "(default)");
+            moects__buf_add(&out, "`: only the cases and kernels the run holds)");
+        }
     } else {
         moects__buf_add(&out, ". No baseline");
     }
@@ -436,6 +485,7 @@ done:
     problems_free(&p);
     free(run_cells);
     free(base_cells);
+    free(keep);
     moects__index_free(&run_ix);
     moects__index_free(&base_ix);
     moects_run_free(&run);

@@ -57,10 +57,6 @@ int moects__index_build(moects__index *ix, const moects_run *run); /* 0, -1 out 
 long moects__index_find(const moects__index *ix, const char *kernel, const char *case_id);
 void moects__index_free(moects__index *ix);
 
-/* Does case_id fall under a run's filter? "" and "*" take everything; otherwise a glob, or
- * several separated by commas (any may match). */
-int moects__filter_match(const char *filter, const char *case_id);
-
 /* A coverage cell: one kernel on one model under one layout, and the verdicts of its cases. */
 typedef enum {
     MOECTS__CELL_PASS = 0,       /* some case passed, none failed or was refused */
@@ -81,9 +77,9 @@ typedef struct {
 
 const char *moects__cell_name(moects__cell_state s); /* "PASS", ..., "NOT_REGISTERED", "NOT_RUN" */
 moects__cell_state moects__cell_state_of(const moects__cell *c);
-/* The cells of a run's results whose case matches filter (moects__filter_match), sorted by
- * (kernel, model, layout). *out is malloc'ed. Returns the count, or -1 out of memory. */
-long moects__cells(const moects_run *run, const char *filter, moects__cell **out);
+/* The cells of a run's results i with keep[i] != 0 (keep NULL: all), sorted by (kernel, model,
+ * layout). *out is malloc'ed. Returns the count, or -1 out of memory. */
+long moects__cells(const moects_run *run, const char *keep, moects__cell **out);
 const moects__cell *moects__cell_find(const moects__cell *v, long n, const char *kernel, const char *model,
                                       const char *layout);
 

@@ -39,7 +39,6 @@
  * line in the file, so a committed baseline diffs line by line. */
 #include <ctype.h>
 #include <errno.h>
-#include <fnmatch.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
@@ -688,17 +687,6 @@ void moects__index_free(moects__index *ix)
     ix->cap = 0;
 }
 
-int moects__filter_match(const char *filter, const char *case_id)
-{
-    if (!filter[0] || !strcmp(filter, "*")) return 1;
-    char buf[sizeof(((moects_run *)0)->filter)];
-    snprintf(buf, sizeof buf, "%s", filter);
-    char *save = NULL;
-    for (char *g = strtok_r(buf, ",", &save); g; g = strtok_r(NULL, ",", &save))
-        if (fnmatch(g, case_id, 0) == 0) return 1;
-    return 0;
-}
-
 static const char *const cell_names[MOECTS__CELL_COUNT] = {
     "PASS", "FAIL", "UNSUPPORTED", "NOT_REGISTERED", "NOT_RUN"};
 
@@ -734,7 +722,7 @@ static int cells_sort_cmp(const void *a, const void *b)
     return d;
 }
 
-long moects__cells(const moects_run *run, const char *filter, moects__cell **out)
+long moects__cells(const moects_run *run, const char *keep, moects__cell **out)
 {
     *out = NULL;
     size_t *ord = malloc((run->n ? run->n : 1) * sizeof *ord);
@@ -746,7 +734,7 @@ long moects__cells(const moects_run *run, const char *filter, moects__cell **out
     }
     size_t m = 0;
     for (size_t i = 0; i < run->n; i++)
-        if (moects__filter_match(filter, run->v[i].case_id)) ord[m++] = i;
+        if (!keep || keep[i]) ord[m++] = i;
     cells_sort_run = run; /* single-threaded CLI */
     qsort(ord, m, sizeof *ord, cells_sort_cmp);
     long n = 0;

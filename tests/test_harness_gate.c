@@ -102,14 +102,17 @@ Test(gate, same_run_passes, .init = setup, .fini = teardown)
     free(got);
 }
 
-Test(gate, filtered_run_is_gated_on_its_part_of_the_baseline, .init = setup, .fini = teardown)
+Test(gate, run_of_another_selection_is_gated_on_what_it_holds, .init = setup, .fini = teardown)
 {
-    /* run_alpha.json: the alpha cases of the baseline, filter "ep_gather/alpha/ *" */
+    /* run_alpha.json: the alpha cases of the baseline, made with another selection
+     * ("ep_gather/alpha/(star)"): compared on them alone, the beta cells are not lost */
     const char *argv[] = {"gate", DATA "run_alpha.json", "--baseline", DATA "base.json", "--summary", summary};
     cr_assert_eq(gate(6, argv), 0);
     char *got = slurp(summary);
     /* 10 of the 14 baseline results are alpha cases */
-    cr_assert_not_null(strstr(got, ": 14 results, 10 under the run's filter."), "%s", got);
+    cr_assert_not_null(strstr(got, ": 14 results, 10 compared (the run's selection `ep_gather/alpha/*` is not the "
+                                   "baseline's `(default)`: only the cases and kernels the run holds)."),
+                       "%s", got);
     free(got);
 }
 
@@ -159,5 +162,30 @@ Test(gate, empty_run_fails, .init = setup, .fini = teardown)
     cr_assert_eq(gate(4, argv), 1);
     char *got = slurp(summary);
     cr_assert_not_null(strstr(got, "- **empty run**: the run holds no result\n"), "%s", got);
+    free(got);
+}
+
+Test(gate, same_selection_missing_cells_are_lost, .init = setup, .fini = teardown)
+{
+    /* run_alpha.json claimed to be made like the baseline (filter ""): the beta cells are absent.
+     * PASS in the baseline: k.a beta x tp1, k.a beta x ep8, k.b beta x ep8 (k.b beta x tp1 FAILed) */
+    char *t = slurp(DATA "run_alpha.json"), *p = strstr(t, "\"filter\": \"ep_gather/alpha/*\"");
+    cr_assert_not_null(p);
+    char path[160];
+    snprintf(path, sizeof path, "%s/same.json", tmpdir);
+    FILE *f = fopen(path, "w");
+    fwrite(t, 1, (size_t)(p - t), f);
+    fputs("\"filter\": \"\"", f);
+    fputs(p + strlen("\"filter\": \"ep_gather/alpha/*\""), f);
+    fclose(f);
+    free(t);
+    const char *argv[] = {"gate", path, "--baseline", DATA "base.json", "--summary", summary};
+    cr_assert_eq(gate(6, argv), 1);
+    char *got = slurp(summary);
+    cr_assert_not_null(strstr(got, ": 14 results, 14 compared."), "%s", got);
+    cr_assert_not_null(strstr(got, "\nProblems: 3 lost coverage cells.\n"), "%s", got);
+    cr_assert_not_null(strstr(got, "- **lost coverage** `beta` x `tp1` on `k.a`: PASS in the baseline, now absent\n"), "%s", got);
+    cr_assert_not_null(strstr(got, "- **lost coverage** `beta` x `ep8` on `k.a`: PASS in the baseline, now absent\n"), "%s", got);
+    cr_assert_not_null(strstr(got, "- **lost coverage** `beta` x `ep8` on `k.b`: PASS in the baseline, now absent\n"), "%s", got);
     free(got);
 }
