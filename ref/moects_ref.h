@@ -11,7 +11,7 @@ float moects_bf16_to_f32(uint16_t b);
 
 /* ---- E2M1 (ref/e2m1.c), OCP MX v1.0 sec. 5.3.3 ---- */
 float moects_e2m1_decode(uint8_t code); /* code 0..15 */
-uint8_t moects_e2m1_encode(float v, moects_rounding r); /* saturates to +-6; NaN -> error? see .c */
+uint8_t moects_e2m1_encode(float v, moects_rounding r); /* saturates to +-6; NaN -> +6 (0x7) */
 void moects_e2m1_pack(const uint8_t *codes, size_t n, uint8_t *packed); /* ceil(n/2) bytes */
 void moects_e2m1_unpack(const uint8_t *packed, size_t n, uint8_t *codes);
 
@@ -40,6 +40,8 @@ int moects_ref_ep_gather(const moects_ep_gather_shape *s, const moects_ep_gather
                          moects_recipe recipe);
 
 /* FP4 GEMM reference (ref/fp4_gemm.c). Host pointers. recipe: FP4_BLOCKWISE_V1 or EXACT_V1.
+ * K % block != 0: the last K-block is zero-padded (missing elements count as 0, its scale is
+ * read); with odd K the high nibble of each row's last byte is ignored. A NaN scale gives NaN.
  * Returns 0, or -1 for an invalid shape or out of memory. */
 int moects_ref_fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a,
                         moects_recipe recipe);

@@ -1,0 +1,134 @@
+/* bench_fp4_gemm.c: time the FP4 GEMM reference (ref/fp4_gemm.c, blockwise_v1 and optionally
+ * exact_v1) against one plain cblas_sgemm of the same M, N, K (fp32 inputs, NT, OpenBLAS's own
+ * threads), in the same process. Prints the median of --reps runs of each and the ratio.
+ *
+ *   bench_fp4_gemm [--reps R] [--exact] [--shape NAME:M:N:K] ...
+ * Default shapes: DeepSeek-V3 gemm1 at TP8 (N = 2*2048/8 = 512, K = 7168) and Kimi K3 gemm2 at TP8
+ * (N = routed_expert_hidden_size = 3584, K = moe_intermediate_size/8 = 3072/8 = 384, from
+ * hf-configs/moonshotai--Kimi-K3.config.json), M = 4096, MXFP4 and NVFP4, fp32 output. */
+#include <cblas.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "moects_quant.h"
+#include "moects_ref.h"
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static uint64_t rng = 88172645463325252ull;
+static uint32_t next(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 32);
+}
+
+typedef struct {
+    const char *name;
+    int64_t M, N, K;
+} shape;
+
+static int run(const shape *sh, moects_fp4_format fmt, int reps, int exact)
+{
+    const int64_t M = sh->M, N = sh->N, K = sh->K, g = moects_fp4_block(fmt), nkb = (K + g - 1) / g;
+    const int64_t rb = (K + 1) / 2;
+    uint8_t *a = malloc((size_t)(M * rb)), *b = malloc((size_t)(N * rb));
+    uint8_t *sa = malloc((size_t)(M * nkb)), *sb = malloc((size_t)(N * nkb));
+    float *d = malloc((size_t)(M * N) * sizeof(float));
+    float *fa = malloc((size_t)(M * K) * sizeof(float)), *fb = malloc((size_t)(N * K) * sizeof(float));
+    if (!a || !b || !sa || !sb || !d || !fa || !fb) {
+        fprintf(stderr, "bench_fp4_gemm: out of memory for %s\n", sh->name);
+        return -1;
+    }
+    for (int64_t i = 0; i < M * rb; i++) a[i] = (uint8_t)next();
+    for (int64_t i = 0; i < N * rb; i++) b[i] = (uint8_t)next();
+    for (int64_t i = 0; i < M * nkb; i++) sa[i] = fmt == MOECTS_FP4_NVFP4 ? (uint8_t)(0x20 + next() % 0x40) : (uint8_t)(120 + next() % 16);
+    for (int64_t i = 0; i < N * nkb; i++) sb[i] = fmt == MOECTS_FP4_NVFP4 ? (uint8_t)(0x20 + next() % 0x40) : (uint8_t)(120 + next() % 16);
+    for (int64_t i = 0; i < M * K; i++) fa[i] = (float)(next() % 15) * 0.5f - 3.5f;
+    for (int64_t i = 0; i < N * K; i++) fb[i] = (float)(next() % 15) * 0.5f - 3.5f;
+    moects_fp4_gemm_shape s = {M, N, K, fmt, MOECTS_SCALES_LINEAR, MOECTS_F32};
+    moects_fp4_gemm_args args = {a, b, sa, sb, 1.0f, d};
+
+    double *tp = calloc((size_t)reps, sizeof(double)), *tb = calloc((size_t)reps, sizeof(double));
+    double *te = calloc((size_t)reps, sizeof(double));
+    for (int r = 0; r < reps; r++) { /* alternate, so drift hits both alike */
+        double t0 = now();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, fa, (int)K, fb,
+                    (int)K, 0.0f, d, (int)N);
+        double t1 = now();
+        if (moects_ref_fp4_gemm(&s, &args, MOECTS_RECIPE_FP4_BLOCKWISE_V1) != 0) return -1;
+        double t2 = now();
+        tp[r] = t1 - t0;
+        tb[r] = t2 - t1;
+        if (exact) {
+            if (moects_ref_fp4_gemm(&s, &args, MOECTS_RECIPE_EXACT_V1) != 0) return -1;
+            te[r] = now() - t2;
+        }
+    }
+    double mp = median(tp, reps), mb = median(tb, reps);
+    printf("%-28s %-5s M=%-5lld N=%-5lld K=%-5lld sgemm %8.2f ms  blockwise_v1 %8.2f ms  ratio %.2f",
+           sh->name, fmt == MOECTS_FP4_NVFP4 ? "nvfp4" : "mxfp4", (long long)M, (long long)N, (long long)K,
+           1e3 * mp, 1e3 * mb, mb / mp);
+    if (exact) {
+        double me = median(te, reps);
+        printf("  exact_v1 %8.2f ms  ratio %.2f", 1e3 * me, me / mp);
+    }
+    printf("\n");
+    fflush(stdout);
+    free(a); free(b); free(sa); free(sb); free(d); free(fa); free(fb); free(tp); free(tb); free(te);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int reps = 5, exact = 0, nsh = 0;
+    shape shapes[16];
+    static char names[16][64];
+    for (int i = 1; i < argc; i++) {
+        long long M, N, K;
+        if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--exact")) exact = 1;
+        else if (!strcmp(argv[i], "--shape") && i + 1 < argc && nsh < 16 &&
+                 sscanf(argv[i + 1], "%63[^:]:%lld:%lld:%lld", names[nsh], &M, &N, &K) == 4 && M > 0 &&
+                 N > 0 && K > 0) {
+            shapes[nsh] = (shape){names[nsh], M, N, K};
+            nsh++;
+            i++;
+        } else {
+            fprintf(stderr, "usage: %s [--reps R] [--exact] [--shape NAME:M:N:K]...\n", argv[0]);
+            return 2;
+        }
+    }
+    if (reps < 1) reps = 1;
+    if (nsh == 0) {
+        shapes[nsh++] = (shape){"deepseek-v3/tp8/gemm1", 4096, 512, 7168};
+        shapes[nsh++] = (shape){"kimi-k3/tp8/gemm2", 4096, 3584, 384};
+    }
+    printf("# %s; OpenBLAS threads %d, core %s; median of %d\n", openblas_get_config(),
+           openblas_get_num_threads(), openblas_get_corename(), reps);
+    for (int i = 0; i < nsh; i++)
+        for (int f = 0; f < 2; f++)
+            if (run(&shapes[i], f ? MOECTS_FP4_NVFP4 : MOECTS_FP4_MXFP4, reps, exact) != 0) return 1;
+    return 0;
+}
