@@ -1,0 +1,100 @@
+/* fp4_dequant_sgemm.c: cpu.fp4_gemm.dequant_sgemm, the common "dequantize, then one GEMM" route:
+ * A and B dequantized to FP32 (E2M1 value * block scale, one FP32 multiply), one cblas_sgemm over
+ * the whole K, then * alpha (FP32) and RNE to the output type. It declares no recipe: it is
+ * measured against fp4_gemm.exact_v1 with the tolerance below.
+ *
+ * Tolerance: max_calc_diff 1e-5, max_ulp unlimited. Where every dequantized value and product stays
+ * in the FP32 normal range, each is exact (E2M1 has 2 significant bits, UE8M0 1, E4M3 4) and the
+ * only error is sgemm's FP32 summation: about sqrt(K) * 2^-24 relative per element for random
+ * signs (K = 7168: ~5e-6, calc_diff ~1e-11), and under bf16 output the rare one-ulp flip of the
+ * final rounding (2^-8 relative on few elements, calc_diff << 1e-6). 1e-5 leaves room for that
+ * and flags real errors (a wrong scale is a factor >= 2: calc_diff ~0.1). ULPs are not bounded:
+ * a sum that cancels to near zero has a large ULP error for a tiny absolute one. It is expected to
+ * fail on adversarial inputs: UE8M0 codes 253/254 overflow the dequantized value (6 * 2^127 >
+ * FLT_MAX) where the exact result is finite, and codes near 0 underflow it, which is the point of
+ * measuring it against exact_v1. */
+#include <cblas.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "fp4_internal.h"
+#include "moects_quant.h"
+#include "moects_ref.h"
+
+#define CHUNK_ELEMS ((int64_t)1 << 26) /* dequantized rows per sgemm: at most 256 MiB per operand */
+
+static int supports(const void *shape, char *why, size_t why_len)
+{
+    const moects_fp4_gemm_shape *s = shape;
+    if (!moects__fp4_shape_ok(s, why, why_len)) return 0;
+    if (s->M > INT32_MAX || s->N > INT32_MAX || s->K > INT32_MAX) {
+        if (why && why_len) snprintf(why, why_len, "M, N or K above INT32_MAX (cblas_sgemm takes int)");
+        return 0;
+    }
+    return 1;
+}
+
+/* rows [r0, r0+nr) dequantized: out[r][k] = dec(code) * dec(scale), FP32. */
+static void dequant(const moects_fp4_gemm_shape *s, const uint8_t *codes, const uint8_t *sc, int64_t r0,
+                    int64_t nr, float *out)
+{
+    for (int64_t r = 0; r < nr; r++)
+        moects_fp4_dequant_row(codes, sc, r0 + r, s->K, s->format, s->scale_layout, out + r * s->K);
+}
+
+static int run(const void *shape, const void *args, void *stream)
+{
+    (void)stream;
+    const moects_fp4_gemm_shape *s = shape;
+    const moects_fp4_gemm_args *a = args;
+    if (!supports(s, NULL, 0)) return -1;
+    const int64_t M = s->M, N = s->N, K = s->K;
+    if (M == 0 || N == 0) return 0;
+    int64_t mc = K ? CHUNK_ELEMS / K : M, nc = K ? CHUNK_ELEMS / K : N;
+    if (mc < 1) mc = 1;
+    if (nc < 1) nc = 1;
+    if (mc > M) mc = M;
+    if (nc > N) nc = N;
+    float *fa = malloc((size_t)(mc * K + 1) * sizeof(float)), *fb = malloc((size_t)(nc * K + 1) * sizeof(float));
+    float *c = malloc((size_t)(mc * nc) * sizeof(float));
+    int rc = -1;
+    if (!fa || !fb || !c) goto out;
+    for (int64_t n0 = 0; n0 < N; n0 += nc) {
+        int64_t nn = N - n0 < nc ? N - n0 : nc;
+        dequant(s, a->b, a->sb, n0, nn, fb);
+        for (int64_t m0 = 0; m0 < M; m0 += mc) {
+            int64_t mm = M - m0 < mc ? M - m0 : mc;
+            dequant(s, a->a, a->sa, m0, mm, fa);
+            if (K > 0)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mm, (int)nn, (int)K, 1.0f, fa,
+                            (int)K, fb, (int)K, 0.0f, c, (int)nn);
+            for (int64_t i = 0; i < mm; i++)
+                for (int64_t j = 0; j < nn; j++) {
+                    float v = (K > 0 ? c[i * nn + j] : 0.0f) * a->alpha;
+                    int64_t o = (m0 + i) * N + n0 + j;
+                    if (s->out_dtype == MOECTS_BF16) ((uint16_t *)a->d)[o] = moects_bf16_from_f32(v);
+                    else ((float *)a->d)[o] = v;
+                }
+        }
+    }
+    rc = 0;
+out:
+    free(fa);
+    free(fb);
+    free(c);
+    return rc;
+}
+
+const moects_kernel moects_cpu_fp4_gemm_dequant_sgemm = {
+    .abi_version = MOECTS_KERNEL_ABI_VERSION,
+    .name = "cpu.fp4_gemm.dequant_sgemm",
+    .op = MOECTS_OP_FP4_GEMM,
+    .device = MOECTS_DEVICE_CPU,
+    .recipe = NULL,
+    .tol = {.max_calc_diff = 1e-5, .max_ulp = UINT32_MAX},
+    .bug = NULL,
+    .supports = supports,
+    .run = run,
+};

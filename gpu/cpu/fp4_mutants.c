@@ -1,0 +1,62 @@
+/* fp4_mutants.c: CPU FP4 GEMM kernels with one known bug each (DESIGN.md "GPU side"). Each declares
+ * fp4_gemm.blockwise_v1 and otherwise computes it exactly (the loop of fp4_blockwise.c), so the
+ * suite must catch the bug as a mismatch. They take every shape their bug can show on. */
+#include <stdio.h>
+
+#include "fp4_internal.h"
+
+static int run_nibble(const void *s, const void *a, void *st)
+{
+    (void)st;
+    return moects__fp4_blockwise_run(MOECTS__FP4_BUG_NIBBLE_SWAP, s, a);
+}
+static int run_tail(const void *s, const void *a, void *st)
+{
+    (void)st;
+    return moects__fp4_blockwise_run(MOECTS__FP4_BUG_TAIL_SCALE, s, a);
+}
+static int run_e4m3(const void *s, const void *a, void *st)
+{
+    (void)st;
+    return moects__fp4_blockwise_run(MOECTS__FP4_BUG_E4M3_AS_UE8M0, s, a);
+}
+static int run_ftz(const void *s, const void *a, void *st)
+{
+    (void)st;
+    return moects__fp4_blockwise_run(MOECTS__FP4_BUG_SCALE_FTZ, s, a);
+}
+
+static int supports_any(const void *shape, char *why, size_t why_len)
+{
+    return moects__fp4_shape_ok(shape, why, why_len);
+}
+
+/* The format confusion exists only on the NVFP4 path: MXFP4 would be computed correctly. */
+static int supports_nvfp4(const void *shape, char *why, size_t why_len)
+{
+    if (!moects__fp4_shape_ok(shape, why, why_len)) return 0;
+    if (((const moects_fp4_gemm_shape *)shape)->format == MOECTS_FP4_NVFP4) return 1;
+    if (why && why_len) snprintf(why, why_len, "mutant of the NVFP4 scale decode only");
+    return 0;
+}
+
+#define MUTANT(sym, nm, bugtext, sup, fn)                                                          \
+    const moects_kernel sym = {.abi_version = MOECTS_KERNEL_ABI_VERSION,                           \
+                               .name = nm,                                                         \
+                               .op = MOECTS_OP_FP4_GEMM,                                           \
+                               .device = MOECTS_DEVICE_CPU,                                        \
+                               .recipe = "fp4_gemm.blockwise_v1",                                  \
+                               .bug = bugtext,                                                     \
+                               .supports = sup,                                                    \
+                               .run = fn}
+
+MUTANT(moects_cpu_mutant_fp4_gemm_nibble_swap, "cpu.mutant.fp4_gemm.nibble_swap",
+       "B's E2M1 nibbles read in swapped order (element 2j from the high nibble)", supports_any, run_nibble);
+MUTANT(moects_cpu_mutant_fp4_gemm_tail_scale, "cpu.mutant.fp4_gemm.tail_scale",
+       "the last K-block reads the scales of block nkb-2 (tail-block scale index off by one)", supports_any,
+       run_tail);
+MUTANT(moects_cpu_mutant_fp4_gemm_e4m3_as_ue8m0, "cpu.mutant.fp4_gemm.e4m3_as_ue8m0",
+       "NVFP4 E4M3 block scales decoded as UE8M0 (2^(x-127)): format confusion", supports_nvfp4, run_e4m3);
+MUTANT(moects_cpu_mutant_fp4_gemm_scale_ftz, "cpu.mutant.fp4_gemm.scale_ftz",
+       "subnormal scales flushed to zero (UE8M0 code 0 = 2^-127, E4M3 codes 0x01-0x07)", supports_any,
+       run_ftz);
