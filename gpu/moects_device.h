@@ -5,6 +5,9 @@
 #ifndef MOECTS_DEVICE_H
 #define MOECTS_DEVICE_H
 #include <stddef.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* Number of visible CUDA devices (>= 0); 0 with the reason in why when none (no driver, no GPU,
  * built without CUDA). Initialises CUDA: call it in a worker, never in the parent. */
@@ -27,5 +30,13 @@ int moects_cuda_time(int (*fn)(void *ctx), void *ctx, int warmup, int iters, dou
  * and cuBLAS BF16 GEMM (FP32 accumulate, NT layout, bf16 out) rate in TFLOP/s for M, N, K. */
 int moects_cuda_copy_gbps(size_t bytes, double *gbps, char *err, size_t err_len);
 int moects_cuda_cublas_bf16_tflops(long M, long N, long K, double *tflops, char *err, size_t err_len);
+/* 1 if cuBLAS (libcublas.so.13, dlopen'ed, never linked) can be loaded, else 0 with the reason in
+ * why. dlopen/dlsym only, no CUDA call: safe in the parent. A kernel that needs cuBLAS
+ * ("cuda.fp4_gemm.dequant_cublas") also refuses in supports() with this reason when it is missing;
+ * the harness may report those cases as SKIP. */
+int moects_cuda_cublas_available(char *why, size_t why_len);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

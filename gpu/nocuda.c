@@ -48,3 +48,8 @@ int moects_cuda_cublas_bf16_tflops(long M, long N, long K, double *tflops, char 
     if (err && err_len) snprintf(err, err_len, "built without CUDA");
     return -1;
 }
+int moects_cuda_cublas_available(char *why, size_t why_len)
+{
+    if (why && why_len) snprintf(why, why_len, "built without CUDA");
+    return 0;
+}

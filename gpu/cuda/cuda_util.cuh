@@ -1,0 +1,57 @@
+/* cuda_util.cuh: internals shared by the CUDA kernels (not installed, not part of any ABI):
+ * error-to-stderr helpers and the cuBLAS loader (cuBLAS is dlopen'ed at first use, never
+ * linked: the build machine has no static cuBLAS). */
+#ifndef MOECTS_CUDA_UTIL_CUH
+#define MOECTS_CUDA_UTIL_CUH
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Report a failed CUDA runtime call on stderr as "file:line: what: cudaError text"; returns
+ * non-zero when e != cudaSuccess. */
+int moects__cuda_check(cudaError_t e, const char *what, const char *file, int line);
+#define MOECTS_CU(call) moects__cuda_check((call), #call, __FILE__, __LINE__)
+
+/* The last launch's error (cudaGetLastError), reported like MOECTS_CU. */
+#define MOECTS_CU_LAUNCH(name) moects__cuda_check(cudaGetLastError(), name, __FILE__, __LINE__)
+
+/* cuBLAS through dlopen("libcublas.so.13"). The few entry points moects uses, typed with
+ * plain C types so that no cuBLAS header is needed at link time. */
+typedef struct moects__cublas {
+    void *lib;
+    int (*create)(void **handle);                     /* cublasCreate_v2 */
+    int (*destroy)(void *handle);                     /* cublasDestroy_v2 */
+    int (*set_stream)(void *handle, cudaStream_t s);  /* cublasSetStream_v2 */
+    /* cublasGemmEx(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta,
+     * C, Ctype, ldc, computeType, algo) */
+    int (*gemm_ex)(void *handle, int transa, int transb, int m, int n, int k, const void *alpha,
+                   const void *A, int Atype, int lda, const void *B, int Btype, int ldb,
+                   const void *beta, void *C, int Ctype, int ldc, int computeType, int algo);
+    void *handle; /* created on first use, one per process (the worker) */
+} moects__cublas;
+
+/* 1 if libcublas.so.13 loads and has the entry points (dlopen/dlsym only: no CUDA call, so a
+ * parent that forks workers may ask), else 0 with the reason in why. */
+int moects__cublas_probe(char *why, size_t why_len);
+
+/* Load cuBLAS and create the process's handle once. Returns the loader, or NULL with a one-line
+ * reason in why (library missing, symbol missing, cublasCreate failed). */
+const moects__cublas *moects__cublas_get(char *why, size_t why_len);
+
+/* cuBLAS constants (cublas_api.h, library_types.h; stable across CUDA 11-13). */
+enum {
+    MOECTS__CUBLAS_OP_N = 0,
+    MOECTS__CUBLAS_OP_T = 1,
+    MOECTS__CUDA_R_32F = 0,
+    MOECTS__CUDA_R_16BF = 14,
+    MOECTS__CUBLAS_COMPUTE_32F = 68,
+    MOECTS__CUBLAS_GEMM_DEFAULT = -1
+};
+
+/* D[M,N] (row-major, ld N) = alpha * A[M,K] * B[N,K]^T, BF16 operands (K-contiguous), FP32
+ * accumulate, d_type MOECTS__CUDA_R_16BF or MOECTS__CUDA_R_32F. Returns 0 or non-zero with why. */
+int moects__cublas_gemm_nt_bf16(const moects__cublas *cb, cudaStream_t s, long M, long N, long K,
+                                float alpha, const void *A, const void *B, void *D, int d_type,
+                                char *why, size_t why_len);
+
+#endif

@@ -1,0 +1,455 @@
+/* fp4_gemm_blockwise.cuh: the tensor-core FP4 GEMM that implements fp4_gemm.blockwise_v1
+ * (DESIGN.md "Numeric recipes") bit-exactly, as a template included by fp4_gemm_blockwise.cu (the
+ * kernel and two mutants) and fp4_gemm_ftz.cu (the same source built with --use_fast_math, a mutant).
+ * Define MOECTS_FP4_NS to a distinct namespace name before including.
+ *
+ * NT layout: D[M,N] = alpha * A[M,K] * B[N,K]^T, A and B packed E2M1 (element 2j low nibble), rows
+ * of ceil(K/2) bytes; block scales along K (g = 32 UE8M0 for MXFP4, g = 16 UE4M3 for NVFP4), linear
+ * [rows][nkb] or the 128x4 swizzle. Per output element and K-block b in ascending order:
+ *     p   = block partial from FP16 mma.sync m16n8k16 starting from a ZERO accumulator (g = 32: two
+ *           chained k16 steps). E2M1 values are exact in FP16, their products exact in FP32, and a
+ *           partial (a multiple of 1/4, |p| <= g*36) needs at most 13 significant bits, so the tensor
+ *           core returns it exactly.
+ *     s   = __fmul_rn(sA[m][b], sB[n][b])          one FP32 multiply, RNE, subnormals kept
+ *     acc = __fmaf_rn(p, s, acc)
+ * D = out_rne(__fmul_rn(acc, alpha)). The K tail is a zero-padded last block (codes past K read as 0,
+ * padding nibbles ignored); blocks past ceil(K/g) are never accumulated.
+ *
+ * Why FP16 and not FP8: on sm_90 mma.sync with .e4m3 is not native (ptxas emits F2FP unpacks to
+ * FP16 plus HMMA.16816, seen in the SASS), so converting E2M1 straight to FP16 once per CTA is cheaper.
+ * Tiles: CTA BM x BN (128x64 with 8 warps, 64x64 with 4), warp tile 32x32, K-stage 64 codes. FP4 goes
+ * global -> shared by cp.async (4 raw stages, 3 in flight, each thread converting the 16-byte items it
+ * copied), then E2M1 -> FP16 (byte permutes) into two FP16 stages whose 16-byte chunks are XOR-swizzled
+ * by row, read by ldmatrix. */
+#include <cuda_bf16.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_util.cuh"
+#include "moects_kernel.h"
+
+namespace MOECTS_FP4_NS {
+
+enum { BK = 64 };        /* codes per stage; a stage row is BK FP16 = 128 bytes = 8 chunks */
+enum { ROWB = 2 * BK };  /* bytes per FP16 row in shared memory */
+enum { RAW_STAGES = 4 }; /* raw FP4 stages; RAW_STAGES - 1 in flight */
+enum { BUG_NONE = 0, BUG_TAIL_SCALE = 1, BUG_NIBBLE_ORDER = 2 };
+
+struct Params {
+    const uint8_t *a, *b, *sa, *sb;
+    void *d;
+    float alpha;
+    int64_t M, N, K;
+    int64_t rowbytes; /* ceil(K/2) */
+    int64_t nkb;      /* ceil(K/g) */
+    int swizzled;
+    int out_bf16;
+    int aligned;    /* rowbytes % 16 == 0 and a, b 16-byte aligned: cp.async 16-byte copies */
+    int sc_aligned; /* sa, sb 4-byte aligned: swizzled scales read as words */
+};
+
+__device__ __forceinline__ uint32_t prmt(uint32_t lo, uint32_t hi, uint32_t sel)
+{
+    uint32_t r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(lo), "r"(hi), "r"(sel));
+    return r;
+}
+
+/* Eight E2M1 codes (nibble i = element i) -> eight FP16 values in out[0..3] (element 2i in the low
+ * half of out[i]). The FP16 of an E2M1 value has a zero low byte; its high byte comes from an 8-entry
+ * table (0, 0.5, 1, 1.5, 2, 3, 4, 6 = 0x00 38 3C 3E 40 42 44 46) by byte permute with the sign bits
+ * masked off. Sign: a permute over 0x80 bytes in prmt's sign-replicate mode gives 0xFF where the
+ * code's bit 3 is set and 0x80 where not; its bit 6 moved to bit 7 is the sign. Then the high bytes
+ * are interleaved with zero bytes. */
+__device__ __forceinline__ void e2m1x8_to_f16(uint32_t w, uint32_t *out)
+{
+    const uint32_t T0 = 0x3E3C3800u, T1 = 0x46444240u, K80 = 0x80808080u;
+    const uint32_t m = w & 0x77777777u;
+    const uint32_t hb_lo = prmt(T0, T1, m) | ((prmt(K80, K80, w) << 1) & 0x80808080u);
+    const uint32_t hb_hi = prmt(T0, T1, m >> 16) | ((prmt(K80, K80, w >> 16) << 1) & 0x80808080u);
+    out[0] = prmt(hb_lo, 0u, 0x1404u);
+    out[1] = prmt(hb_lo, 0u, 0x3424u);
+    out[2] = prmt(hb_hi, 0u, 0x1404u);
+    out[3] = prmt(hb_hi, 0u, 0x3424u);
+}
+
+/* Keep the first n (0..32) codes of a 32-code item, zero the rest. */
+__device__ __forceinline__ void mask_codes(uint4 &v, int n)
+{
+    uint32_t *w = reinterpret_cast<uint32_t *>(&v);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int c = n - 8 * i;
+        w[i] &= c >= 8 ? 0xFFFFFFFFu : c <= 0 ? 0u : (1u << (4 * c)) - 1u;
+    }
+}
+
+/* Raw FP4 item (32 codes = 16 bytes) of row r from code k0c (a multiple of 32) into shared memory
+ * at dst: cp.async (zero-filled past the last row or past K) when rows are 16-byte aligned, else byte
+ * loads. Codes past K inside the item are masked when it is converted. */
+__device__ __forceinline__ void issue_item(uint8_t *dst, const uint8_t *base, int64_t rows, int64_t r,
+                                           int64_t k0c, const Params &P)
+{
+    const bool in = r < rows && k0c < P.K;
+    const uint8_t *p = base + (in ? r * P.rowbytes + (k0c >> 1) : 0);
+    if (P.aligned) {
+        const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(__cvta_generic_to_global(p)),
+                     "r"(in ? 16 : 0)
+                     : "memory");
+    } else {
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (in) {
+            uint8_t *bv = reinterpret_cast<uint8_t *>(&v);
+            const int64_t left = P.rowbytes - (k0c >> 1);
+#pragma unroll
+            for (int j = 0; j < 16; j++)
+                if (j < left) bv[j] = __ldg(p + j);
+        }
+        *reinterpret_cast<uint4 *>(dst) = v;
+    }
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+/* UE8M0: 2^(x-127), x = 0 is the subnormal 2^-127, 0xFF NaN. UE4M3 (E4M3 fn bits, sign honoured as
+ * moects_e4m3_decode does): 0x7F/0xFF NaN, exponent 0 subnormal m * 2^-9. Exact, bit-built. */
+template <int G> __device__ __forceinline__ float decode_scale(uint32_t x)
+{
+    if (G == 32) {
+        if (x == 0xFFu) return __uint_as_float(0x7FC00000u);
+        return __uint_as_float(x == 0 ? 0x00400000u : x << 23);
+    } else {
+        const uint32_t s = (x & 0x80u) << 24, e = (x >> 3) & 15u, m = x & 7u;
+        if (e == 15u && m == 7u) return __uint_as_float(0x7FC00000u);
+        if (e == 0) return __uint_as_float(s | __float_as_uint((float)m * 0.001953125f));
+        return __uint_as_float(s | (e + 120u) << 23 | m << 20);
+    }
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr)
+                 : "memory");
+}
+
+/* d = A(16x16 f16) * B(16x8 f16) + c, FP32. */
+__device__ __forceinline__ void mma16816(const uint32_t *a, const uint32_t *b, const float *c, float *d)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%11,%12,%13};"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
+          "f"(c[3]));
+}
+
+template <int BM, int BN, int G> struct Smem {
+    uint8_t a[2][BM * ROWB];                      /* FP16, swizzled 16-byte chunks */
+    uint8_t b[2][BN * ROWB];
+    uint8_t raw[RAW_STAGES][(BM + BN) * BK / 2]; /* FP4 as loaded; thread-private 16-byte items */
+    float sa[2][BK / G][BM];
+    float sb[2][BK / G][BN];
+};
+
+template <int BM, int BN, int G, int BUG>
+__global__ void __launch_bounds__(BM * BN / 32, 65536 / 128 / (BM * BN / 32)) fp4_gemm_kernel(Params P)
+{
+    constexpr int WARPS_N = BN / 32, NTHR = (BM / 32) * WARPS_N * 32;
+    constexpr int NB = BK / G;                      /* K-blocks per stage */
+    constexpr int A_ITEMS = BM * (BK / 32), ITEMS = (BM + BN) * (BK / 32);
+    constexpr int ITEMS_PER_THR = (ITEMS + NTHR - 1) / NTHR;
+    static_assert(BM + BN <= NTHR && NB >= 1, "tile does not fit the thread count");
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    Smem<BM, BN, G> &S = *reinterpret_cast<Smem<BM, BN, G> *>(smem_raw);
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp / WARPS_N, wn = warp % WARPS_N;
+    const int64_t m0 = (int64_t)blockIdx.y * BM, n0 = (int64_t)blockIdx.x * BN;
+    const int64_t nstage = (P.K + BK - 1) / BK;
+
+    float acc[2][4][4];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;
+
+    /* Raw item j (this thread's: tid + c * NTHR): A's items first (row j / 2), then B's; 32-code half
+     * j % 2 of the stage; 16 bytes at raw + j * 16. */
+    auto issue_stage = [&](int64_t st) {
+        if (st < nstage) {
+            uint8_t *raw = S.raw[st % RAW_STAGES];
+#pragma unroll
+            for (int c = 0; c < ITEMS_PER_THR; c++) {
+                const int j = tid + c * NTHR;
+                if (ITEMS % NTHR == 0 || j < ITEMS) {
+                    const bool isa = j < A_ITEMS;
+                    const int jj = isa ? j : j - A_ITEMS;
+                    issue_item(raw + j * 16, isa ? P.a : P.b, isa ? P.M : P.N, (isa ? m0 : n0) + jj / 2,
+                               st * BK + (jj % 2) * 32, P);
+                }
+            }
+        }
+        cp_async_commit();
+    };
+
+    /* Scales: thread tid < BM + BN owns one row (A's rows, then B's) and holds the NB scale bytes of
+     * the next stage in rs (byte j = block kb0 + j). Row pointer computed once. */
+    const bool srow_a = tid < BM, srow_on = tid < BM + BN;
+    const int64_t srow = srow_a ? m0 + tid : n0 + (tid - BM);
+    const bool srow_in = srow_on && srow < (srow_a ? P.M : P.N);
+    const uint8_t *sptr = srow_a ? P.sa : P.sb;
+    if (srow_in) {
+        if (P.swizzled)
+            sptr += (srow / 128) * ((P.nkb + 3) / 4) * 512 + (srow % 32) * 16 + ((srow / 32) % 4) * 4;
+        else
+            sptr += srow * P.nkb;
+    }
+    uint32_t rs = 0;
+    auto load_scales = [&](int64_t st) {
+        const int64_t kb0 = st * NB;
+        rs = 0;
+        if (!srow_in || kb0 >= P.nkb) return;
+        if (P.swizzled && P.sc_aligned && BUG != BUG_TAIL_SCALE) {
+            /* the word of 4 consecutive blocks (padded to 4 in this layout) holding kb0 .. kb0+NB-1 */
+            rs = __ldg(reinterpret_cast<const uint32_t *>(sptr + (kb0 / 4) * 512)) >> (8 * (kb0 % 4));
+        } else {
+#pragma unroll
+            for (int j = 0; j < NB; j++) {
+                int64_t kb = kb0 + j;
+                if (kb >= P.nkb) break;
+                if (BUG == BUG_TAIL_SCALE && kb == P.nkb - 1 && P.K % G && kb > 0) kb -= 1;
+                const int64_t off = P.swizzled ? (kb / 4) * 512 + kb % 4 : kb;
+                rs |= (uint32_t)__ldg(sptr + off) << (8 * j);
+            }
+        }
+    };
+
+    /* Own raw items of stage st -> FP16 in buffer buf (8-code chunk c of row r at
+     * r * ROWB + ((c ^ (r & 7)) * 16)); scale bytes -> floats. */
+    auto convert_stage = [&](int64_t st, int buf) {
+        const uint8_t *raw = S.raw[st % RAW_STAGES];
+#pragma unroll
+        for (int c = 0; c < ITEMS_PER_THR; c++) {
+            const int j = tid + c * NTHR;
+            if (ITEMS % NTHR == 0 || j < ITEMS) {
+                const bool isa = j < A_ITEMS;
+                const int jj = isa ? j : j - A_ITEMS;
+                uint4 v = *reinterpret_cast<const uint4 *>(raw + j * 16);
+                const int64_t k0c = st * BK + (jj % 2) * 32;
+                if (k0c + 32 > P.K) mask_codes(v, (int)(P.K - k0c < 0 ? 0 : P.K - k0c));
+                const int r = jj / 2, c0 = (jj % 2) * 4;
+                uint8_t *row = (isa ? S.a[buf] : S.b[buf]) + r * ROWB;
+                uint32_t wv[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    if (BUG == BUG_NIBBLE_ORDER && !isa) /* the bug: B's nibbles swapped */
+                        wv[q] = ((wv[q] >> 4) & 0x0F0F0F0Fu) | ((wv[q] << 4) & 0xF0F0F0F0u);
+                    uint4 o;
+                    e2m1x8_to_f16(wv[q], reinterpret_cast<uint32_t *>(&o));
+                    *reinterpret_cast<uint4 *>(row + (((c0 + q) ^ (r & 7)) * 16)) = o;
+                }
+            }
+        }
+        if (srow_on) {
+            float *dst = srow_a ? &S.sa[buf][0][tid] : &S.sb[buf][0][tid - BM];
+            const int stride = srow_a ? BM : BN;
+#pragma unroll
+            for (int j = 0; j < NB; j++) dst[j * stride] = decode_scale<G>((rs >> (8 * j)) & 0xFFu);
+        }
+    };
+
+    /* Prologue: stages 0..RAW_STAGES-2 in flight, stage 0 converted, stage 1's scales in rs. */
+#pragma unroll
+    for (int i = 0; i < RAW_STAGES - 1; i++) issue_stage(i);
+    if (nstage > 0) {
+        load_scales(0);
+        cp_async_wait<RAW_STAGES - 2>();
+        convert_stage(0, 0);
+        load_scales(1);
+    }
+    __syncthreads();
+
+    const int g = lane >> 2, t4 = lane & 3;
+    const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t st = 0; st < nstage; st++) {
+        const int buf = (int)(st & 1);
+        issue_stage(st + RAW_STAGES - 1);
+
+        const uint32_t a_base = (uint32_t)__cvta_generic_to_shared(&S.a[buf][0]);
+        const uint32_t b_base = (uint32_t)__cvta_generic_to_shared(&S.b[buf][0]);
+#pragma unroll 1
+        for (int blk = 0; blk < NB; blk++) {
+            if (st * NB + blk >= P.nkb) break;
+            float p[2][4][4];
+#pragma unroll
+            for (int h = 0; h < G / 16; h++) {
+                const int kk = blk * (G / 16) + h; /* k16 step within the stage: chunks 2kk, 2kk+1 */
+                uint32_t af[2][4], bfr[4][2];
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++) {
+                    const int r = wm * 32 + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+                    const int ch = kk * 2 + (lane >> 4);
+                    ldsm_x4(a_base + r * ROWB + ((ch ^ (r & 7)) * 16), af[mt][0], af[mt][1], af[mt][2], af[mt][3]);
+                }
+#pragma unroll
+                for (int np = 0; np < 2; np++) {
+                    const int r = wn * 32 + np * 16 + (lane & 7) + (lane >> 4) * 8;
+                    const int ch = kk * 2 + ((lane >> 3) & 1);
+                    ldsm_x4(b_base + r * ROWB + ((ch ^ (r & 7)) * 16), bfr[2 * np][0], bfr[2 * np][1],
+                            bfr[2 * np + 1][0], bfr[2 * np + 1][1]);
+                }
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                    for (int nt = 0; nt < 4; nt++) mma16816(af[mt], bfr[nt], h == 0 ? zero : p[mt][nt], p[mt][nt]);
+            }
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++) {
+                const float sa0 = S.sa[buf][blk][wm * 32 + mt * 16 + g];
+                const float sa1 = S.sa[buf][blk][wm * 32 + mt * 16 + g + 8];
+#pragma unroll
+                for (int nt = 0; nt < 4; nt++) {
+                    const float2 sb = *reinterpret_cast<const float2 *>(&S.sb[buf][blk][wn * 32 + nt * 8 + 2 * t4]);
+                    float *c = acc[mt][nt];
+                    const float *q = p[mt][nt];
+                    c[0] = __fmaf_rn(q[0], __fmul_rn(sa0, sb.x), c[0]);
+                    c[1] = __fmaf_rn(q[1], __fmul_rn(sa0, sb.y), c[1]);
+                    c[2] = __fmaf_rn(q[2], __fmul_rn(sa1, sb.x), c[2]);
+                    c[3] = __fmaf_rn(q[3], __fmul_rn(sa1, sb.y), c[3]);
+                }
+            }
+        }
+        if (st + 1 < nstage) {
+            cp_async_wait<RAW_STAGES - 2>(); /* this thread's items of stage st + 1 have landed */
+            convert_stage(st + 1, buf ^ 1);
+            load_scales(st + 2);
+        }
+        __syncthreads();
+    }
+    cp_async_wait<0>();
+
+    /* D = out_rne(acc * alpha). Thread holds rows g, g+8 and columns 2*t4, 2*t4+1 of each 16x8 tile. */
+    const bool pair = (P.N % 2 == 0) && ((uintptr_t)P.d % (P.out_bf16 ? 4 : 8) == 0);
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++) {
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            const int64_t r = m0 + wm * 32 + mt * 16 + g + hr * 8;
+            if (r >= P.M) continue;
+#pragma unroll
+            for (int nt = 0; nt < 4; nt++) {
+                const int64_t c = n0 + wn * 32 + nt * 8 + 2 * t4;
+                const float v0 = __fmul_rn(acc[mt][nt][2 * hr], P.alpha);
+                const float v1 = __fmul_rn(acc[mt][nt][2 * hr + 1], P.alpha);
+                const int64_t o = r * P.N + c;
+                if (P.out_bf16) {
+                    __nv_bfloat16 *D = static_cast<__nv_bfloat16 *>(P.d);
+                    if (pair && c + 1 < P.N) {
+                        *reinterpret_cast<__nv_bfloat162 *>(D + o) = __floats2bfloat162_rn(v0, v1);
+                    } else {
+                        if (c < P.N) D[o] = __float2bfloat16_rn(v0);
+                        if (c + 1 < P.N) D[o + 1] = __float2bfloat16_rn(v1);
+                    }
+                } else {
+                    float *D = static_cast<float *>(P.d);
+                    if (pair && c + 1 < P.N) {
+                        *reinterpret_cast<float2 *>(D + o) = make_float2(v0, v1);
+                    } else {
+                        if (c < P.N) D[o] = v0;
+                        if (c + 1 < P.N) D[o + 1] = v1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* Shape checks shared by every variant. */
+static int supports(const void *shape, char *why, size_t why_len)
+{
+    const moects_fp4_gemm_shape *s = static_cast<const moects_fp4_gemm_shape *>(shape);
+    if (s->M < 0 || s->N < 0 || s->K < 0) {
+        snprintf(why, why_len, "negative dimension (M=%lld N=%lld K=%lld)", (long long)s->M,
+                 (long long)s->N, (long long)s->K);
+        return 0;
+    }
+    if (s->format != MOECTS_FP4_MXFP4 && s->format != MOECTS_FP4_NVFP4) {
+        snprintf(why, why_len, "format must be MXFP4 or NVFP4");
+        return 0;
+    }
+    if (s->scale_layout != MOECTS_SCALES_LINEAR && s->scale_layout != MOECTS_SCALES_SWIZZLED_128X4) {
+        snprintf(why, why_len, "unknown scale layout %d", (int)s->scale_layout);
+        return 0;
+    }
+    if (s->out_dtype != MOECTS_BF16 && s->out_dtype != MOECTS_F32) {
+        snprintf(why, why_len, "out_dtype must be bf16 or fp32");
+        return 0;
+    }
+    if ((s->M + 63) / 64 > 65535) {
+        snprintf(why, why_len, "M=%lld exceeds the grid's y limit (65535 tiles of 64 rows)", (long long)s->M);
+        return 0;
+    }
+    return 1;
+}
+
+template <int BM, int BN, int G, int BUG> static int launch_cfg(const Params &P, cudaStream_t st)
+{
+    const size_t smem = sizeof(Smem<BM, BN, G>);
+    auto kern = fp4_gemm_kernel<BM, BN, G, BUG>;
+    static bool attr_set; /* per instantiation; the worker uses one device */
+    if (!attr_set) {
+        if (MOECTS_CU(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem))) return -1;
+        attr_set = true;
+    }
+    const dim3 grid((unsigned)((P.N + BN - 1) / BN), (unsigned)((P.M + BM - 1) / BM));
+    kern<<<grid, BM * BN / 32, smem, st>>>(P);
+    return MOECTS_CU_LAUNCH("fp4_gemm_kernel") ? -1 : 0;
+}
+
+/* Run variant BUG. Small problems (fewer 128x64 tiles than 2 per multiprocessor) use 64x64 tiles. */
+template <int BUG> static int run(const void *shape, const void *args, void *stream)
+{
+    const moects_fp4_gemm_shape *s = static_cast<const moects_fp4_gemm_shape *>(shape);
+    const moects_fp4_gemm_args *a = static_cast<const moects_fp4_gemm_args *>(args);
+    if (s->M == 0 || s->N == 0) return 0;
+    Params P;
+    P.a = a->a, P.b = a->b, P.sa = a->sa, P.sb = a->sb, P.d = a->d, P.alpha = a->alpha;
+    P.M = s->M, P.N = s->N, P.K = s->K;
+    P.rowbytes = (s->K + 1) / 2;
+    const int gsz = s->format == MOECTS_FP4_NVFP4 ? 16 : 32;
+    P.nkb = (s->K + gsz - 1) / gsz;
+    P.swizzled = s->scale_layout == MOECTS_SCALES_SWIZZLED_128X4;
+    P.out_bf16 = s->out_dtype == MOECTS_BF16;
+    P.aligned = P.rowbytes % 16 == 0 && (uintptr_t)a->a % 16 == 0 && (uintptr_t)a->b % 16 == 0;
+    P.sc_aligned = (uintptr_t)a->sa % 4 == 0 && (uintptr_t)a->sb % 4 == 0;
+    static int nsm;
+    if (!nsm) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+            nsm = 132;
+    }
+    /* MOECTS_FP4_TILE=128x64|64x64 forces a tile (for tuning runs). */
+    static int force = -1;
+    if (force < 0) {
+        const char *e = getenv("MOECTS_FP4_TILE");
+        force = e && !strcmp(e, "128x64") ? 1 : e && !strcmp(e, "64x64") ? 2 : 0;
+    }
+    const bool big = force ? force == 1 : ((P.M + 127) / 128) * ((P.N + 63) / 64) >= (int64_t)nsm;
+    cudaStream_t st = (cudaStream_t)stream;
+    if (gsz == 32)
+        return big ? launch_cfg<128, 64, 32, BUG>(P, st) : launch_cfg<64, 64, 32, BUG>(P, st);
+    return big ? launch_cfg<128, 64, 16, BUG>(P, st) : launch_cfg<64, 64, 16, BUG>(P, st);
+}
+
+} // namespace MOECTS_FP4_NS
