@@ -368,8 +368,9 @@ static void header_line(moects__buf *b, const table *t, const char *run_path, in
         }
         moects__buf_printf(b, ", %zu results", run->n);
         if (run->filter[0]) {
-            moects__buf_add(b, ", filter ");
-            (html ? moects__buf_html : moects__buf_md)(b, run->filter);
+            moects__buf_add(b, html ? ", selection <code>" : ", selection `");
+            (html ? moects__buf_html : moects__buf_md_code)(b, run->filter);
+            moects__buf_add(b, html ? "</code>" : "`");
         }
         moects__buf_add(b, ". ");
     } else {
@@ -442,7 +443,7 @@ static void render_md(moects__buf *b, table *t, const char *run_path)
 }
 
 /* SVG heat map of kernel k: models rows x layouts columns. */
-#define CW 46
+#define CW 40
 #define CH 20
 #define GAP 2
 #define GROUP_GAP 10
@@ -461,7 +462,7 @@ static void render_svg(moects__buf *b, table *t, int k)
     size_t maxlen = 6;
     for (int m = 0; m < t->nm; m++)
         if (strlen(t->models[m]) > maxlen) maxlen = strlen(t->models[m]);
-    int lw = 12 + (int)maxlen * 7;
+    int lw = 14 + (int)(maxlen * 13 / 2); /* 12px DejaVu Sans: about 6.5px a character */
     int w = (t->nl ? col_x(t, t->nl - 1, lw) + CW : lw) + 8, h = TOP + t->nm * (CH + GAP) + 6;
     moects__buf_printf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"heat\" width=\"%d\" height=\"%d\" "
                           "viewBox=\"0 0 %d %d\" role=\"img\" aria-label=\"coverage of ", w, h, w, h);
@@ -508,7 +509,7 @@ static void render_svg(moects__buf *b, table *t, int k)
 static const char css[] =
     "body{font:14px/1.45 'DejaVu Sans',Verdana,Arial,sans-serif;margin:24px 32px;color:#1d2329;background:#fff}\n"
     "h1{font-size:24px;margin:0 0 6px}h2{font-size:16px;margin:0 0 8px}h2 small{color:#667;font-weight:normal}\n"
-    "code{font-family:'DejaVu Sans Mono',monospace;font-size:13px;background:#f1f3f5;padding:0 3px;border-radius:3px}\n"
+    "code{font-family:'DejaVu Sans Mono',monospace;font-size:13px;background:#f1f3f5;padding:0 3px;border-radius:3px;white-space:nowrap}\n"
     "p.meta{color:#444;max-width:1100px}\n"
     ".legend{display:flex;flex-wrap:wrap;gap:8px 22px;margin:12px 0 18px;padding:0;list-style:none}\n"
     ".legend li{display:flex;align-items:center;gap:6px}\n"
