@@ -337,6 +337,8 @@ int moects_ref_fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_ar
         c.lut[i][1] = moects_e2m1_decode((uint8_t)(i >> 4));
     }
 
+    float slut[256];
+    for (int i = 0; i < 256; i++) slut[i] = dec_scale(s->format, (uint8_t)i);
     float *sa = malloc((size_t)(M * c.nkb + 1) * sizeof(float));
     float *sbt = malloc((size_t)(N * c.nkb + 1) * sizeof(float));
     uint8_t *nan_a = calloc((size_t)M, 1), *nan_b = calloc((size_t)N, 1);
@@ -345,13 +347,13 @@ int moects_ref_fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_ar
     if (!sa || !sbt || !nan_a || !nan_b) goto out;
     for (int64_t m = 0; m < M; m++)
         for (int64_t b = 0; b < c.nkb; b++) {
-            float v = dec_scale(s->format, a->sa[moects_scale_offset(m, b, c.nkb, s->scale_layout)]);
+            float v = slut[a->sa[moects_scale_offset(m, b, c.nkb, s->scale_layout)]];
             sa[m * c.nkb + b] = v;
             if (isnan(v)) nan_a[m] = 1;
         }
     for (int64_t n = 0; n < N; n++)
         for (int64_t b = 0; b < c.nkb; b++) {
-            float v = dec_scale(s->format, a->sb[moects_scale_offset(n, b, c.nkb, s->scale_layout)]);
+            float v = slut[a->sb[moects_scale_offset(n, b, c.nkb, s->scale_layout)]];
             sbt[b * N + n] = v;
             if (isnan(v)) nan_b[n] = 1;
         }

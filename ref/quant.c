@@ -156,9 +156,12 @@ void moects_fp4_dequant_row(const uint8_t *codes, const uint8_t *scales, int64_t
 {
     const int64_t g = moects_fp4_block(fmt), nkb = cdiv(K, g);
     const uint8_t *row = codes + r * cdiv(K, 2);
-    for (int64_t k = 0; k < K; k++) {
-        uint8_t sc = scales[moects_scale_offset(r, k / g, nkb, layout)];
+    float lut[16];
+    for (int c = 0; c < 16; c++) lut[c] = moects_e2m1_decode((uint8_t)c);
+    for (int64_t b = 0; b < nkb; b++) {
+        uint8_t sc = scales[moects_scale_offset(r, b, nkb, layout)];
         float s = fmt == MOECTS_FP4_NVFP4 ? moects_e4m3_decode(sc) : moects_ue8m0_decode(sc);
-        out[k] = moects_e2m1_decode((uint8_t)(row[k / 2] >> (4 * (k & 1)))) * s;
+        int64_t k1 = (b + 1) * g < K ? (b + 1) * g : K;
+        for (int64_t k = b * g; k < k1; k++) out[k] = lut[(row[k / 2] >> (4 * (k & 1))) & 0xF] * s;
     }
 }

@@ -51,13 +51,17 @@ static float dec_scale(moects__fp4_bug bug, moects_fp4_format f, uint8_t x)
     return (x & 0x80) ? -v : v;
 }
 
-/* One row of packed codes -> 2 * values, [Kp] with zeros past K (the zero-padded last block). */
+/* One row of packed codes -> 2 * values, [Kp] with zeros past K (the zero-padded last block).
+ * swap: element 2j from the high nibble (the nibble_swap mutant). */
 static void unpack_row(const uint8_t *row, int64_t K, int64_t Kp, int swap, int8_t *out)
 {
-    for (int64_t k = 0; k < K; k++) {
-        int hi = (int)(k & 1) ^ swap;
-        out[k] = e2m1_x2[(row[k / 2] >> (4 * hi)) & 0xF];
+    int lo = swap ? 4 : 0, hi = swap ? 0 : 4;
+    int64_t k = 0;
+    for (; k + 1 < K; k += 2) {
+        out[k] = e2m1_x2[(row[k / 2] >> lo) & 0xF];
+        out[k + 1] = e2m1_x2[(row[k / 2] >> hi) & 0xF];
     }
+    if (k < K) out[k] = e2m1_x2[(row[k / 2] >> lo) & 0xF];
     memset(out + K, 0, (size_t)(Kp - K));
 }
 
@@ -85,15 +89,17 @@ int moects__fp4_blockwise_run(moects__fp4_bug bug, const void *shape, const void
     if (M == 0 || N == 0) return 0;
     int8_t *arow = malloc((size_t)Kp + 1), *bv = malloc((size_t)(N * Kp) + 1);
     float *sa = malloc((size_t)nkb * sizeof(float) + 1), *sb = malloc((size_t)(N * nkb) * sizeof(float) + 1);
+    float slut[256];
+    for (int i = 0; i < 256; i++) slut[i] = dec_scale(bug, s->format, (uint8_t)i);
     int rc = -1;
     if (!arow || !bv || !sa || !sb) goto out;
     for (int64_t n = 0; n < N; n++) {
         unpack_row(a->b + n * rb, K, Kp, bug == MOECTS__FP4_BUG_NIBBLE_SWAP, bv + n * Kp);
-        for (int64_t kb = 0; kb < nkb; kb++) sb[n * nkb + kb] = dec_scale(bug, s->format, a->sb[scale_off(s, n, kb, nkb)]);
+        for (int64_t kb = 0; kb < nkb; kb++) sb[n * nkb + kb] = slut[a->sb[scale_off(s, n, kb, nkb)]];
     }
     for (int64_t m = 0; m < M; m++) {
         unpack_row(a->a + m * rb, K, Kp, 0, arow);
-        for (int64_t kb = 0; kb < nkb; kb++) sa[kb] = dec_scale(bug, s->format, a->sa[scale_off(s, m, kb, nkb)]);
+        for (int64_t kb = 0; kb < nkb; kb++) sa[kb] = slut[a->sa[scale_off(s, m, kb, nkb)]];
         for (int64_t n = 0; n < N; n++) {
             const int8_t *br = bv + n * Kp;
             float acc = 0.0f;
