@@ -712,11 +712,10 @@ static int cell_key_cmp(const char *k1, const char *m1, const char *l1, const ch
     return d;
 }
 
-static const moects_run *cells_sort_run;
-
-static int cells_sort_cmp(const void *a, const void *b)
+static int cells_sort_cmp(const void *a, const void *b, void *ctx)
 {
-    const moects_result *x = &cells_sort_run->v[*(const size_t *)a], *y = &cells_sort_run->v[*(const size_t *)b];
+    const moects_run *run = ctx;
+    const moects_result *x = &run->v[*(const size_t *)a], *y = &run->v[*(const size_t *)b];
     int d = cell_key_cmp(x->kernel, x->model, x->layout, y->kernel, y->model, y->layout);
     if (!d) d = (*(const size_t *)a > *(const size_t *)b) - (*(const size_t *)a < *(const size_t *)b);
     return d;
@@ -735,8 +734,7 @@ long moects__cells(const moects_run *run, const char *keep, moects__cell **out)
     size_t m = 0;
     for (size_t i = 0; i < run->n; i++)
         if (!keep || keep[i]) ord[m++] = i;
-    cells_sort_run = run; /* single-threaded CLI */
-    qsort(ord, m, sizeof *ord, cells_sort_cmp);
+    qsort_r(ord, m, sizeof *ord, cells_sort_cmp, (void *)run);
     long n = 0;
     for (size_t j = 0; j < m; j++) {
         const moects_result *r = &run->v[ord[j]];
