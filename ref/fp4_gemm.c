@@ -247,10 +247,18 @@ static void do_tile(const ctx *c, work *w, int64_t tm, int64_t tn)
                 vb = moects_bf16_from_f32(v);
             } else {
                 moects_xsum *x = &w->xs[i * nt + j];
-                moects_xsum_add(x, w->hi[i * nt + j]);
-                moects_xsum_scale(x, (double)a->alpha);
-                if (bf16) vb = moects_xsum_round_bf16(x);
-                else v = moects_xsum_round_f32(x);
+                double h = w->hi[i * nt + j], p = h * (double)a->alpha;
+                /* fast path: the sum is the double h and h * alpha is exact (TwoProduct error 0,
+                 * finite): one IEEE double -> float conversion is the correct rounding */
+                if (!bf16 && x->n == 0 && !x->nan && !x->pos_inf && !x->neg_inf && isfinite(p) &&
+                    fma(h, (double)a->alpha, -p) == 0.0 && (p == 0.0 || fabs(p) >= 0x1p-1000)) {
+                    v = p == 0.0 ? 0.0f : (float)p; /* an exact zero is +0 (moects_exact.h) */
+                } else {
+                    moects_xsum_add(x, h);
+                    moects_xsum_scale(x, (double)a->alpha);
+                    if (bf16) vb = moects_xsum_round_bf16(x);
+                    else v = moects_xsum_round_f32(x);
+                }
             }
             if (bf16) ((uint16_t *)a->d)[o] = vb;
             else ((float *)a->d)[o] = v;

@@ -89,6 +89,7 @@ static void make(prob *p, int64_t M, int64_t N, int64_t K, moects_fp4_format f, 
     p->d = malloc((size_t)(M * N + 1) * 4);
     float alpha = 1.0f;
     if (f == MOECTS_FP4_NVFP4) alpha = (float)ldexp(1.0 + (rnd() % 1000) / 1000.0, (int)(rnd() % 20) - 18);
+    if (rnd() % 4 == 0) alpha = -alpha; /* signed zeros: blockwise -0, exact +0 */
     p->a = (moects_fp4_gemm_args){p->A, p->B, p->sa_lin, p->sb_lin, alpha, p->d};
 }
 
@@ -247,6 +248,29 @@ Test(fp4_gemm_oracle, cancellation)
             check_all(&p, "cancel");
             release(&p);
         }
+}
+
+/* Zero sums: A all +-0 codes, alpha = -0.5. blockwise_v1: acc = +0, D = +0 * -0.5 = -0 (an FP32
+ * multiply); exact_v1: the exact value 0, written +0. */
+Test(fp4_gemm, zero_sum_signs)
+{
+    uint8_t A[16], B[16], sa[1] = {127}, sb[1] = {127};
+    memset(A, 0x88, sizeof A);
+    memset(B, 0x77, sizeof B);
+    float d;
+    moects_fp4_gemm_shape s = {1, 1, 32, MOECTS_FP4_MXFP4, MOECTS_SCALES_LINEAR, MOECTS_F32};
+    moects_fp4_gemm_args a = {A, B, sa, sb, -0.5f, &d};
+    cr_assert_eq(moects_ref_fp4_gemm(&s, &a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
+    cr_assert(d == 0.0f && signbit(d));
+    cr_assert_eq(moects_ref_fp4_gemm(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
+    cr_assert(d == 0.0f && !signbit(d));
+    prob p;
+    rng_state = 10;
+    make(&p, 5, 6, 64, MOECTS_FP4_NVFP4, MOECTS_BF16, SC_NARROW, 0);
+    memset(p.A, 0x08, (size_t)(5 * p.rb));
+    p.a.alpha = -3.0f;
+    check_all(&p, "zero sums");
+    release(&p);
 }
 
 /* Hand-worked: MXFP4, M = N = 1, K = 64 (two blocks). A = B = all 1.0 (code 2): p0 = p1 = 32.

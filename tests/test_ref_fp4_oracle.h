@@ -148,6 +148,7 @@ static double or_element(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_a
         } else {
             mpfr_set_flt(t, a->alpha, MPFR_RNDN);
             mpfr_mul(u, acc, t, MPFR_RNDN); /* exact; 0 * Inf = NaN */
+            if (mpfr_zero_p(u)) mpfr_set_zero(u, 1); /* the exact value 0 is +0 */
             result = or_round(u, prec_out);
         }
     }
