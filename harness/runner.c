@@ -135,7 +135,11 @@ static int do_task(worker_state *ws, long ci, const moects_case *c, const moects
 
     char why[256] = "";
     if (k->supports && !k->supports(shape, why, sizeof why)) {
-        r->verdict = MOECTS_UNSUPPORTED;
+        /* a CUDA kernel refusing because cuBLAS is missing lacks a resource: SKIP, not a gap */
+        char cb[256] = "";
+        int no_cublas = k->device == MOECTS_DEVICE_CUDA && !moects_cuda_cublas_available(cb, sizeof cb) &&
+                        why[0] && strcmp(why, cb) == 0;
+        r->verdict = no_cublas ? MOECTS_SKIP : MOECTS_UNSUPPORTED;
         set_reason(r, "%s%s", why[0] ? why : "refused by supports()", "");
         return 0;
     }
