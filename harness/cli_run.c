@@ -692,6 +692,10 @@ int moects_cmd_run(int argc, char **argv)
             (perf && write_out(outdir, "perf.md", perf, plen, err, sizeof err))) {
             rc = bad(&o, "%s", err);
         } else {
+            if (!perf) { /* no stale perf.md next to this run's results */
+                snprintf(p, sizeof p, "%s/perf.md", outdir);
+                unlink(p);
+            }
             rc = nmissing ? 1 : 0;
             for (size_t k = 0; k < nk; k++)
                 if (moects_kernel_status_fails(moects_kernel_status_of(&run, kernels[k]->name, kernels[k]->bug != NULL, NULL)))
