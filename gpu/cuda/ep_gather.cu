@@ -25,6 +25,9 @@ namespace {
 
 enum { MODE_FMA = 0, MODE_MULADD = 1, MODE_INT32_OFFSET = 2 };
 enum { KCHUNK = 32 }; /* slots staged in shared memory per pass */
+#ifndef EPG_MINB4
+#define EPG_MINB4 2 /* min blocks per SM for the NV = 4 kernels (register cap 128) */
+#endif
 
 struct Params {
     const uint16_t *x;
@@ -130,7 +133,7 @@ __device__ __forceinline__ int64_t slot_row(const Params &P, int64_t s)
 }
 
 template <typename IdT, bool OUT_BF16, int V, int NV, int MODE>
-__global__ void __launch_bounds__(256) ep_gather_kernel(Params P)
+__global__ void __launch_bounds__(256, NV >= 4 ? EPG_MINB4 : 3) ep_gather_kernel(Params P)
 {
     constexpr int UNR = NV >= 4 ? 2 : NV == 2 ? 4 : 8; /* slots per round: UNR * NV loads in flight */
     extern __shared__ unsigned char smem_raw[];
@@ -142,8 +145,12 @@ __global__ void __launch_bounds__(256) ep_gather_kernel(Params P)
     const int tid = threadIdx.y * blockDim.x + threadIdx.x;
     const int nthr = blockDim.x * blockDim.y;
     bool act[NV];
+    int dq[NV]; /* column offset of vector q within a row (H < 2^31) */
 #pragma unroll
-    for (int q = 0; q < NV; q++) act[q] = t < P.T && vbase + (int64_t)q * blockDim.x < P.nvec;
+    for (int q = 0; q < NV; q++) {
+        act[q] = t < P.T && vbase + (int64_t)q * blockDim.x < P.nvec;
+        dq[q] = (int)((vbase + (int64_t)q * blockDim.x) * V);
+    }
 
     float acc[NV][V];
 #pragma unroll
@@ -179,15 +186,16 @@ __global__ void __launch_bounds__(256) ep_gather_kernel(Params P)
             for (int u = 0; u < UNR; u++) {
                 ok[u] = j + u < kc && rows[j + u] >= 0;
                 if (!ok[u]) continue;
+                const int64_t r = rows[j + u];
+                const uint16_t *rp = P.x + r * P.H;
 #pragma unroll
                 for (int q = 0; q < NV; q++) {
                     if (!act[q]) continue;
-                    const int64_t d = (vbase + (int64_t)q * blockDim.x) * V;
                     const uint16_t *src;
                     if (MODE == MODE_INT32_OFFSET) /* the bug: row * H + d in 32 bits */
-                        src = P.x + (int)((unsigned)rows[j + u] * (unsigned)P.H + (unsigned)d);
+                        src = P.x + (int)((unsigned)r * (unsigned)P.H + (unsigned)dq[q]);
                     else
-                        src = P.x + rows[j + u] * P.H + d;
+                        src = rp + dq[q];
                     v[u][q] = __ldg(reinterpret_cast<const typename Vec<V>::T *>(src));
                 }
             }
@@ -214,9 +222,8 @@ __global__ void __launch_bounds__(256) ep_gather_kernel(Params P)
 #pragma unroll
     for (int q = 0; q < NV; q++) {
         if (!act[q]) continue;
-        const int64_t d = (vbase + (int64_t)q * blockDim.x) * V;
-        const int64_t o = MODE == MODE_INT32_OFFSET ? (int64_t)(int)((unsigned)t * (unsigned)P.H + (unsigned)d)
-                                                    : t * P.H + d;
+        const int64_t o = MODE == MODE_INT32_OFFSET ? (int64_t)(int)((unsigned)t * (unsigned)P.H + (unsigned)dq[q])
+                                                    : t * P.H + dq[q];
         if (OUT_BF16)
             store_bf16<V>(static_cast<uint16_t *>(P.out) + o, acc[q]);
         else
