@@ -17,7 +17,10 @@
  * kernel options), every baseline result is compared, and a result or cell the run lacks is lost.
  * When the selections differ (a developer's filtered run against the CI baseline), only baseline
  * results whose case and kernel the run holds are compared. A failure in both runs ("known") is
- * reported but does not fail the gate. Exit 2: bad usage, an unreadable results file, or a shard
+ * reported but does not fail the gate; so is an honest failure that the run marked as a known
+ * finding (results.json "known", from cases/known-findings.txt), which also satisfies must-pass as
+ * a SKIP does. Known findings and entries matching passing results ("fixed?") are counted in the
+ * summary. Exit 2: bad usage, an unreadable results file, or a shard
  * (merge shards first: `moects merge`). The Markdown summary (stdout, and --summary FILE) is fit
  * for a PR comment or $GITHUB_STEP_SUMMARY: the counts, then the problems with a repro line each,
  * at most --limit (default 20) of them shared round-robin among the kinds of problem, each kind
@@ -42,6 +45,7 @@ typedef struct {
     size_t ncat[CAT_COUNT], cap[CAT_COUNT], n;
     size_t limit;
     size_t known; /* honest failures that failed in the baseline too */
+    size_t findings, fixed; /* honest failures / passes that carry a known finding ("known") */
     int oom;
 } problems;
 
@@ -291,7 +295,13 @@ int moects_cmd_gate(int argc, char **argv)
     }
     for (size_t i = 0; i < run.n; i++) {
         const moects_result *r = &run.v[i];
+        if (!r->is_mutant && r->known[0] && moects_verdict_is_pass(r->verdict)) p.fixed++;
         if (r->is_mutant || !moects_verdict_is_fail(r->verdict)) continue;
+        if (r->known[0]) { /* a known finding: reported, not gating */
+            p.findings++;
+            flagged[i] = 1;
+            continue;
+        }
         long j = base_path ? moects__index_find(&base_ix, r->kernel, r->case_id) : -1;
         const moects_result *was = j >= 0 ? &base.v[j] : NULL;
         if (was && moects_verdict_is_fail(was->verdict)) {
@@ -467,6 +477,34 @@ int moects_cmd_gate(int argc, char **argv)
     if (p.known)
         moects__buf_printf(&out, "%zu honest failure%s also failed in the baseline (known, not gating).\n\n",
                            p.known, p.known == 1 ? "" : "s");
+    if (p.findings) {
+        moects__buf_printf(&out, "%zu honest failure%s (cases/known-findings.txt; not gating):\n\n", p.findings,
+                           p.findings == 1 ? " is a known finding" : "s are known findings");
+        /* one line per (kernel, reason) with its count */
+        for (size_t i = 0; i < run.n; i++) {
+            const moects_result *r = &run.v[i];
+            if (r->is_mutant || !r->known[0] || !moects_verdict_is_fail(r->verdict)) continue;
+            int seen = 0;
+            for (size_t j = 0; j < i && !seen; j++)
+                seen = !run.v[j].is_mutant && moects_verdict_is_fail(run.v[j].verdict) &&
+                       !strcmp(run.v[j].kernel, r->kernel) && !strcmp(run.v[j].known, r->known);
+            if (seen) continue;
+            size_t cnt = 0;
+            for (size_t j = i; j < run.n; j++)
+                cnt += !run.v[j].is_mutant && moects_verdict_is_fail(run.v[j].verdict) &&
+                       !strcmp(run.v[j].kernel, r->kernel) && !strcmp(run.v[j].known, r->known);
+            moects__buf_add(&out, "- `");
+            moects__buf_md_code(&out, r->kernel);
+            moects__buf_printf(&out, "`: %zu case%s: ", cnt, cnt == 1 ? "" : "s");
+            moects__buf_md(&out, r->known);
+            moects__buf_add(&out, "\n");
+        }
+        moects__buf_add(&out, "\n");
+    }
+    if (p.fixed)
+        moects__buf_printf(&out, "%zu passing result%s match%s a known-findings entry: fixed? remove it from "
+                                 "cases/known-findings.txt (not an error).\n\n",
+                           p.fixed, p.fixed == 1 ? "" : "s", p.fixed == 1 ? "es" : "");
     if (out.oom || p.oom) {
         fprintf(stderr, "moects gate: out of memory\n");
         goto done;

@@ -44,6 +44,8 @@ typedef struct {
     int64_t first_index;    /* -1 when none */
     char got[64], want[64]; /* "0x3f80 (1)" */
     char reason[256];       /* crash/skip/unsupported reason, error text */
+    char known[256];        /* reason of the known finding (moects_known.h) matching this honest
+                               FAIL_* / PASS_* result, "" when none: a known FAIL_* does not fail the run */
     uint64_t seed;
     double kernel_ms;       /* --perf: median time per launch, 0 otherwise */
     double perf_value;      /* --perf: achieved GB/s (ep_gather) or TFLOP/s (fp4_gemm) */

@@ -21,8 +21,8 @@ typedef struct {
 
 /* How a kernel came out over the selected cases (the top-level test point). */
 typedef enum {
-    MOECTS_KS_PASS,          /* honest: no FAIL_*, at least one PASS_* */
-    MOECTS_KS_FAIL,          /* honest: some FAIL_* */
+    MOECTS_KS_PASS,          /* honest: no FAIL_* but known findings, some PASS_* or known finding */
+    MOECTS_KS_FAIL,          /* honest: some FAIL_* that is not a known finding (r->known empty) */
     MOECTS_KS_CAUGHT,        /* mutant: some FAIL_* (the suite detected the bug) */
     MOECTS_KS_ESCAPED,       /* mutant: passed every selected case */
     MOECTS_KS_NOT_EXERCISED  /* no PASS_* and no FAIL_*: all SKIP / UNSUPPORTED (or none) */
@@ -32,6 +32,9 @@ typedef enum {
  * (counts may be NULL). is_mutant: the kernel declares a bug. */
 moects_kernel_status moects_kernel_status_of(const moects_run *run, const char *name, int is_mutant,
                                              size_t counts[MOECTS_VERDICT_COUNT]);
+/* Known findings of kernel `name` (none for a mutant): the FAIL_* results carrying r->known are
+ * returned; *fixed (may be NULL) gets the PASS_* results carrying it (an entry that may be stale). */
+size_t moects_kernel_known_of(const moects_run *run, const char *name, int is_mutant, size_t *fixed);
 /* 1 when the status counts as a failure of the run (FAIL or ESCAPED). */
 int moects_kernel_status_fails(moects_kernel_status s);
 

@@ -25,6 +25,9 @@
  *        "calc_diff": 0,                  double
  *        "first_mismatch": null,          or {"index": i64 >= 0, "got": "0x3f80 (1)", "want": "..."}
  *        "reason": "",
+ *        "known": "dequantized ...",      only on an honest FAIL_* / PASS_* result that a known-findings
+ *                                           entry matches (harness/moects_known.h): the entry's reason;
+ *                                           a known FAIL_* does not fail the run or the gate
  *        "seed": 1,                       u64
  *        "kernel_ms": 0, "perf_value": 0, "perf_fraction": 0}   doubles (--perf)
  *     ]
@@ -279,6 +282,9 @@ static void put_result(moects__buf *b, const moects_result *r)
         moects__buf_add(b, "}");
     }
     moects__buf_add(b, ", "); put_key(b, "reason"); moects__buf_json_str(b, r->reason);
+    if (r->known[0]) {
+        moects__buf_add(b, ", "); put_key(b, "known"); moects__buf_json_str(b, r->known);
+    }
     moects__buf_add(b, ", "); put_key(b, "seed"); put_u64(b, r->seed);
     moects__buf_add(b, ", "); put_key(b, "kernel_ms"); put_double(b, r->kernel_ms);
     moects__buf_add(b, ", "); put_key(b, "perf_value"); put_double(b, r->perf_value);
@@ -433,7 +439,7 @@ static int check_keys(rd *c, const json_t *obj, const char *const *known)
 
 static const char *const result_keys[] = {
     "kernel", "case", "model", "layout", "op", "mutant", "verdict", "recipe", "mismatches", "max_ulp",
-    "calc_diff", "first_mismatch", "reason", "seed", "kernel_ms", "perf_value", "perf_fraction", NULL};
+    "calc_diff", "first_mismatch", "reason", "known", "seed", "kernel_ms", "perf_value", "perf_fraction", NULL};
 static const char *const top_keys[] = {
     "moects_version", "commit", "date", "machine", "filter", "shard", "seed", "results", NULL};
 
@@ -467,11 +473,15 @@ static int read_result(rd *c, const json_t *o, moects_result *r)
         get_u64(c, "max_ulp", json_object_get(o, "max_ulp"), &r->max_ulp) ||
         get_double(c, "calc_diff", json_object_get(o, "calc_diff"), &r->calc_diff) ||
         get_str(c, "reason", json_object_get(o, "reason"), r->reason, sizeof r->reason, 0) ||
+        get_str(c, "known", json_object_get(o, "known"), r->known, sizeof r->known, 0) ||
         get_u64(c, "seed", json_object_get(o, "seed"), &r->seed) ||
         get_double(c, "kernel_ms", json_object_get(o, "kernel_ms"), &r->kernel_ms) ||
         get_double(c, "perf_value", json_object_get(o, "perf_value"), &r->perf_value) ||
         get_double(c, "perf_fraction", json_object_get(o, "perf_fraction"), &r->perf_fraction))
         return -1;
+    if (r->known[0] && (r->is_mutant || !(moects_verdict_is_fail(r->verdict) || moects_verdict_is_pass(r->verdict))))
+        return fail(c, "known", "only on a FAIL_* or PASS_* result of an honest kernel (not on %s%s)",
+                    r->is_mutant ? "a mutant's " : "", moects_verdict_name(r->verdict));
     const json_t *fm = json_object_get(o, "first_mismatch");
     if (fm && !json_is_null(fm)) {
         if (!json_is_object(fm))

@@ -19,17 +19,40 @@
 moects_kernel_status moects_kernel_status_of(const moects_run *run, const char *name, int is_mutant,
                                              size_t counts[MOECTS_VERDICT_COUNT])
 {
-    size_t c[MOECTS_VERDICT_COUNT] = {0}, pass = 0, fail = 0;
+    size_t c[MOECTS_VERDICT_COUNT] = {0}, pass = 0, fail = 0, known = 0;
     for (size_t i = 0; i < run->n; i++) {
         const moects_result *r = &run->v[i];
         if (strcmp(r->kernel, name) != 0) continue;
         if ((unsigned)r->verdict < MOECTS_VERDICT_COUNT) c[r->verdict]++;
         pass += moects_verdict_is_pass(r->verdict);
-        fail += moects_verdict_is_fail(r->verdict);
+        if (moects_verdict_is_fail(r->verdict)) {
+            if (!is_mutant && r->known[0]) known++;
+            else fail++;
+        }
     }
     if (counts) memcpy(counts, c, sizeof c);
     if (is_mutant) return fail ? MOECTS_KS_CAUGHT : pass ? MOECTS_KS_ESCAPED : MOECTS_KS_NOT_EXERCISED;
-    return fail ? MOECTS_KS_FAIL : pass ? MOECTS_KS_PASS : MOECTS_KS_NOT_EXERCISED;
+    return fail ? MOECTS_KS_FAIL : pass || known ? MOECTS_KS_PASS : MOECTS_KS_NOT_EXERCISED;
+}
+
+size_t moects_kernel_known_of(const moects_run *run, const char *name, int is_mutant, size_t *fixed)
+{
+    size_t known = 0, fx = 0;
+    for (size_t i = 0; i < run->n && !is_mutant; i++) {
+        const moects_result *r = &run->v[i];
+        if (!r->known[0] || strcmp(r->kernel, name) != 0) continue;
+        known += moects_verdict_is_fail(r->verdict);
+        fx += moects_verdict_is_pass(r->verdict);
+    }
+    if (fixed) *fixed = fx;
+    return known;
+}
+
+/* A FAIL_* of an honest kernel that a known-findings entry explains. */
+static int is_known_fail(const moects_result *r, const moects_kernel *k)
+{
+    int mutant = k ? k->bug != NULL : r->is_mutant;
+    return !mutant && r->known[0] && moects_verdict_is_fail(r->verdict);
 }
 
 int moects_kernel_status_fails(moects_kernel_status s)
@@ -105,6 +128,11 @@ static void yaml_block(FILE *f, const char *ind, const moects_result *r, const m
     fprintf(f, "%sreason: ", ind);
     yaml_str(f, r->reason);
     fputc('\n', f);
+    if (r->known[0]) {
+        fprintf(f, "%sknown: ", ind);
+        yaml_str(f, r->known);
+        fputc('\n', f);
+    }
     if (r->kernel_ms > 0) {
         fprintf(f, "%skernel_ms: %.6g\n", ind, r->kernel_ms);
         fprintf(f, "%s%s: %.6g\n", ind, r->op == MOECTS_OP_FP4_GEMM ? "tflops" : "gbps", r->perf_value);
@@ -141,6 +169,9 @@ static void case_point(FILE *f, size_t num, const moects_result *r, const moects
     } else if (!ok && bug) {
         fputs(" # TODO mutant: ", f);
         line_text(f, bug, 0);
+    } else if (is_known_fail(r, k)) {
+        fputs(" # TODO known finding: ", f);
+        line_text(f, r->known, 0);
     }
     fputc('\n', f);
     if (!ok || (o->verbose && r->verdict != MOECTS_SKIP && r->verdict != MOECTS_UNSUPPORTED) ||
@@ -194,18 +225,21 @@ char *moects_tap_render(const moects_run *run, const moects_kernel *const *kerne
         size_t c[MOECTS_VERDICT_COUNT];
         int mutant = k->bug != NULL;
         moects_kernel_status st = moects_kernel_status_of(run, k->name, mutant, c);
-        size_t fails = c[MOECTS_FAIL_MISMATCH] + c[MOECTS_FAIL_CRASH] + c[MOECTS_FAIL_TIMEOUT];
+        size_t fixed = 0, known = moects_kernel_known_of(run, k->name, mutant, &fixed);
+        size_t fails = c[MOECTS_FAIL_MISMATCH] + c[MOECTS_FAIL_CRASH] + c[MOECTS_FAIL_TIMEOUT] - known;
         size_t passes = c[MOECTS_PASS_EXACT] + c[MOECTS_PASS_TOLERANCE];
         fprintf(f, "%s %zu - ", moects_kernel_status_fails(st) ? "not ok" : "ok", ++top);
         line_text(f, k->name, 1);
         switch (st) {
         case MOECTS_KS_PASS:
             fprintf(f, ": %zu of %zu cases pass", passes, cnt);
+            if (known) fprintf(f, ", %zu known finding%s (TODO)", known, known == 1 ? "" : "s");
             if (c[MOECTS_UNSUPPORTED]) fprintf(f, ", %zu unsupported", c[MOECTS_UNSUPPORTED]);
             if (c[MOECTS_SKIP]) fprintf(f, ", %zu skipped", c[MOECTS_SKIP]);
             break;
         case MOECTS_KS_FAIL:
             fprintf(f, ": %zu of %zu cases fail", fails, cnt);
+            if (known) fprintf(f, " (and %zu known finding%s)", known, known == 1 ? "" : "s");
             break;
         case MOECTS_KS_CAUGHT:
             fprintf(f, ": mutant caught by %zu of %zu cases", fails, cnt);
@@ -226,6 +260,7 @@ char *moects_tap_render(const moects_run *run, const moects_kernel *const *kerne
             break;
         }
         }
+        if (fixed) fprintf(f, ", %zu known finding%s now pass%s (fixed?)", fixed, fixed == 1 ? "" : "s", fixed == 1 ? "es" : "");
         fputc('\n', f);
         if (moects_kernel_status_fails(st)) {
             fprintf(f, "  ---\n  kernel: ");
@@ -233,6 +268,7 @@ char *moects_tap_render(const moects_run *run, const moects_kernel *const *kerne
             fprintf(f, "\n  cases: %zu\n", cnt);
             for (int v = 0; v < MOECTS_VERDICT_COUNT; v++)
                 if (c[v]) fprintf(f, "  %s: %zu\n", moects_verdict_name((moects_verdict)v), c[v]);
+            if (known) fprintf(f, "  known_findings: %zu\n", known);
             if (st == MOECTS_KS_ESCAPED) {
                 fputs("  bug: ", f);
                 yaml_str(f, k->bug);
@@ -242,7 +278,8 @@ char *moects_tap_render(const moects_run *run, const moects_kernel *const *kerne
                 size_t shown = 0;
                 for (size_t j = 0; j < run->n; j++) {
                     const moects_result *r = &run->v[j];
-                    if (strcmp(r->kernel, k->name) || !moects_verdict_is_fail(r->verdict)) continue;
+                    if (strcmp(r->kernel, k->name) || !moects_verdict_is_fail(r->verdict) || is_known_fail(r, k))
+                        continue;
                     if (++shown > 20) {
                         fprintf(f, "    - \"... %zu more\"\n", fails - 20);
                         break;
@@ -272,6 +309,15 @@ char *moects_tap_render(const moects_run *run, const moects_kernel *const *kerne
     }
     if (len) *len = blen;
     return buf;
+}
+
+/* Free text in a Markdown table cell: | and the emphasis/code marks escaped, one line. */
+static void md_text(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (strchr("\\`*_|<>[]", *s)) fputc('\\', f);
+        fputc(*s == '\n' || *s == '\r' ? ' ' : *s, f);
+    }
 }
 
 static const char *status_word(moects_kernel_status s)
@@ -309,28 +355,37 @@ char *moects_summary_render(const moects_run *run, const moects_kernel *const *k
     fputs(" status |\n|---|---|", f);
     for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) fputs("---:|", f);
     fputs("---|\n", f);
-    size_t tot[MOECTS_VERDICT_COUNT] = {0};
+    size_t tot[MOECTS_VERDICT_COUNT] = {0}, tot_known = 0, tot_fixed = 0;
     for (size_t i = 0; i < nk; i++) {
         size_t c[MOECTS_VERDICT_COUNT], n = 0;
         moects_kernel_status st = moects_kernel_status_of(run, kernels[i]->name, kernels[i]->bug != NULL, c);
         for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) n += c[v], tot[v] += c[v];
         if (!n) continue;
+        size_t fixed = 0, known = moects_kernel_known_of(run, kernels[i]->name, kernels[i]->bug != NULL, &fixed);
+        tot_known += known;
+        tot_fixed += fixed;
         fprintf(f, "| `%s` | %s |", kernels[i]->name, kernels[i]->bug ? "mutant" : "kernel");
         for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) fprintf(f, " %zu |", c[v]);
-        fprintf(f, " %s |\n", status_word(st));
+        fprintf(f, " %s", status_word(st));
+        if (known) fprintf(f, " (%zu known finding%s)", known, known == 1 ? "" : "s");
+        fputs(" |\n", f);
     }
     fputs("| total | |", f);
     for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) fprintf(f, " %zu |", tot[v]);
     fputs(" |\n", f);
+    if (tot_known)
+        fprintf(f, "\nKnown findings: %zu of the FAIL_* results above %s of honest kernels "
+                   "(cases/known-findings.txt): reported, not gating.\n",
+                tot_known, tot_known == 1 ? "is a known finding" : "are known findings");
     if (o && o->nmissing) {
         fprintf(f, "\nMust-pass ids not registered (%s):\n\n", o->missing_file ? o->missing_file : "");
         for (size_t i = 0; i < o->nmissing; i++) fprintf(f, "- `%s`\n", o->missing[i]);
     }
-    /* failures, first 50 */
+    /* failures, first 50 (known findings apart, below) */
     size_t shown = 0;
     for (size_t j = 0; j < run->n; j++) {
         const moects_result *r = &run->v[j];
-        if (!moects_verdict_is_fail(r->verdict) || r->is_mutant) continue;
+        if (!moects_verdict_is_fail(r->verdict) || r->is_mutant || is_known_fail(r, NULL)) continue;
         if (!shown) fputs("\n## Failures (honest kernels)\n\n| kernel | case | verdict | detail |\n|---|---|---|---|\n", f);
         if (++shown > 50) {
             fputs("| ... | | | |\n", f);
@@ -343,6 +398,31 @@ char *moects_summary_render(const moects_run *run, const moects_kernel *const *k
         else
             for (const char *s = r->reason; *s; s++) fputc(*s == '|' ? '/' : *s == '\n' ? ' ' : *s, f);
         fputs(" |\n", f);
+    }
+    /* known findings: still failing (TODO), then entries that match a passing case (stale?) */
+    for (int pass = 0; pass < 2; pass++) {
+        if (!(pass ? tot_fixed : tot_known)) continue;
+        if (pass)
+            fputs("\n## Known findings that now pass: fixed? remove from known-findings\n\n"
+                  "A cases/known-findings.txt entry matches these passing results; if the kernel was fixed, "
+                  "remove the entry (not an error).\n\n",
+                  f);
+        else
+            fputs("\n## Known findings (honest kernels; TAP TODO, not gating)\n\n", f);
+        fputs("| kernel | case | verdict | known finding |\n|---|---|---|---|\n", f);
+        shown = 0;
+        for (size_t j = 0; j < run->n; j++) {
+            const moects_result *r = &run->v[j];
+            if (r->is_mutant || !r->known[0] || !(pass ? moects_verdict_is_pass(r->verdict) : moects_verdict_is_fail(r->verdict)))
+                continue;
+            if (++shown > 50) {
+                fprintf(f, "| ... %zu more | | | |\n", (pass ? tot_fixed : tot_known) - 50);
+                break;
+            }
+            fprintf(f, "| `%s` | `%s` | %s | ", r->kernel, r->case_id, moects_verdict_name(r->verdict));
+            md_text(f, r->known);
+            fputs(pass ? " (fixed? remove from known-findings) |\n" : " |\n", f);
+        }
     }
     if (fclose(f) != 0) {
         free(buf);
