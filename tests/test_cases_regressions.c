@@ -135,11 +135,17 @@ Test(regressions, block_divides_h_class, .init = load_all, .fini = free_all)
 }
 
 /* Rows 4-6: 64-bit addressing. LARGE cases whose buffers pass 2^31 elements (x: at least T*k rows
- * when all experts are local; out: T*H) or 2^31 bytes; cheap smoke stand-ins of the same class. */
+ * when all experts are local; out: T*H) or 2^31 bytes; cheap smoke stand-ins of the same class.
+ * Exactly one large case is also in smoke (so the default run catches 32-bit offsets): the
+ * cheapest of row 4's three, whose x all hold about 2.15e9 elements (52429*10*4096, 37500*8*7168,
+ * 37500*16*3584): h3584/k16/t37500 has the fewest outputs (37500*3584 = 1.34e8 against 2.15e8
+ * and 2.69e8). Smoke implies full, so its tiers are all three. */
 Test(regressions, addr64_classes, .init = load_all, .fini = free_all)
 {
     const char *classes[] = {"addr64-combine", "addr64-scatter", "addr64-skewed"};
+    const char *smoke_large = "ep_gather/regression/addr64-combine/h3584/k16/t37500";
     const double two31 = 2147483648.0;
+    int smoke_large_seen = 0;
     for (int k = 0; k < 3; k++) {
         size_t n = class_cases(classes[k], cs, MAXC);
         int large = 0, smoke = 0;
@@ -147,7 +153,13 @@ Test(regressions, addr64_classes, .init = load_all, .fini = free_all)
             const moects_case *c = cs[i];
             if (c->tiers & MOECTS_TIER_SMOKE) smoke = 1;
             if (!(c->tiers & MOECTS_TIER_LARGE)) continue;
-            cr_expect_eq(c->tiers, MOECTS_TIER_LARGE, "%s: large only", c->id);
+            if (!strcmp(c->id, smoke_large)) {
+                cr_expect_eq(c->tiers, MOECTS_TIER_SMOKE | MOECTS_TIER_FULL | MOECTS_TIER_LARGE, "%s", c->id);
+                cr_expect_eq(c->T * c->k * c->H, 2150400000);
+                smoke_large_seen++;
+            } else {
+                cr_expect_eq(c->tiers, MOECTS_TIER_LARGE, "%s: large only", c->id);
+            }
             cr_expect_eq(c->ep_size, 1, "%s", c->id);
             double x_elems = (double)c->T * c->k * c->H;
             double out_bytes = (double)c->T * c->H * (c->out_dtype == MOECTS_F32 ? 4 : 2);
@@ -157,6 +169,7 @@ Test(regressions, addr64_classes, .init = load_all, .fini = free_all)
         }
         cr_expect(large && smoke, "%s: large %d smoke %d", classes[k], large, smoke);
     }
+    cr_expect_eq(smoke_large_seen, 1);
     /* row 6's shape: 9 experts, skewed */
     size_t n = class_cases("addr64-skewed", cs, MAXC);
     for (size_t i = 0; i < n && i < MAXC; i++) cr_expect_eq(cs[i]->E_global, 9);
