@@ -6,8 +6,8 @@
  * Default shapes: DeepSeek-V3 gemm1 at TP8 (N = 2*2048/8 = 512, K = 7168) and Kimi K3 gemm2 at TP8
  * (N = routed_expert_hidden_size = 3584, K = moe_intermediate_size/8 = 3072/8 = 384, from
  * hf-configs/moonshotai--Kimi-K3.config.json), M = 4096, MXFP4 and NVFP4, fp32 output.
- * Each repetition runs sgemm then the reference back to back; the ratio printed is the median of
- * the per-repetition ratios. */
+ * Each repetition runs sgemm then the reference (300 ms apart, see settle()); the ratio printed is
+ * the median of the per-repetition ratios. */
 #include <cblas.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -23,6 +23,15 @@ static double now(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Every timed call starts from the same state: after a call, OpenBLAS's worker threads spin for
+ * a while (OPENBLAS_THREAD_TIMEOUT) and would compete with whatever runs next; 300 ms lets them
+ * go to sleep. */
+static void settle(void)
+{
+    struct timespec t = {0, 300000000};
+    nanosleep(&t, NULL);
 }
 
 static int cmp_d(const void *a, const void *b)
@@ -75,17 +84,20 @@ static int run(const shape *sh, moects_fp4_format fmt, int reps, int exact)
     double *tp = calloc((size_t)reps, sizeof(double)), *tb = calloc((size_t)reps, sizeof(double));
     double *te = calloc((size_t)reps, sizeof(double));
     for (int r = 0; r < reps; r++) { /* alternate, so drift hits both alike */
+        settle();
         double t0 = now();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, fa, (int)K, fb,
                     (int)K, 0.0f, d, (int)N);
-        double t1 = now();
+        tp[r] = now() - t0;
+        settle();
+        t0 = now();
         if (moects_ref_fp4_gemm(&s, &args, MOECTS_RECIPE_FP4_BLOCKWISE_V1) != 0) return -1;
-        double t2 = now();
-        tp[r] = t1 - t0;
-        tb[r] = t2 - t1;
+        tb[r] = now() - t0;
         if (exact) {
+            settle();
+            t0 = now();
             if (moects_ref_fp4_gemm(&s, &args, MOECTS_RECIPE_EXACT_V1) != 0) return -1;
-            te[r] = now() - t2;
+            te[r] = now() - t0;
         }
     }
     /* ratio: the median of the per-repetition ratios (each pair ran back to back, so a drift in
