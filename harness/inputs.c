@@ -501,6 +501,21 @@ static int build_fp4_gemm(const moects_case *c, uint64_t seed, int64_t pool_min,
         uint64_t ks = moects_input_key(seed, id, sname[o]);
         for (int64_t i = 0; i < rows[o] * nkb; i++) ls[o][i] = scale_value(c->format, c->data, draw(ks, (uint64_t)i));
     }
+    /* MXFP4 adversarial: one A row in 8 has only UE8M0 codes 0 and 1 (2^-127 is an FP32
+     * subnormal, 2^-126 the least normal) and one B row in 4 has codes 150..200, so whole outputs
+     * hang on subnormal scales: a flush-to-zero build loses them (a few stray subnormal blocks
+     * vanish in the rounding of normal sums and would not show it). */
+    if (c->format == MOECTS_FP4_MXFP4 && c->data == MOECTS_DATA_ADVERSARIAL) {
+        uint64_t kr = moects_input_key(seed, id, "subnormal_rows");
+        for (int o = 0; o < 2; o++)
+            for (int64_t r = 0; r < rows[o]; r++) {
+                uint64_t u = draw(kr, ((uint64_t)o << 62) ^ (uint64_t)r);
+                if (u % (o == 0 ? 8 : 4)) continue;
+                for (int64_t kb = 0; kb < nkb; kb++)
+                    ls[o][r * nkb + kb] = o == 0 ? (uint8_t)((u >> (8 + kb % 48)) & 1)
+                                                 : (uint8_t)(150 + (u >> (8 + kb % 40)) % 51);
+            }
+    }
 
     if (c->data == MOECTS_DATA_ADVERSARIAL && !in->pooled) {
         uint8_t *op[2] = {a, b};
