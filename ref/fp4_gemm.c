@@ -9,16 +9,22 @@
  *
  * How (DESIGN.md): every product of two E2M1 values is a multiple of 1/4 of magnitude <= 36, so a
  * block partial p = sum of g of them is exact in FP32 in any order. OpenBLAS cblas_sgemm computes
- * the partials of one block for a 256 x 256 tile of (m, n) at once on the decoded E2M1 values
- * (exact, whatever its kernel or thread count; beta = 1 into a buffer the scale pass re-zeroes),
- * then the scales are applied in block order:
+ * the partials for a 256 x 256 tile of (m, n) at once on the decoded E2M1 values, then the scales
+ * are applied in block order:
  *   blockwise_v1: acc = fmaf(p, sA * sB, acc) (FP32), D = out_rne(acc * alpha);
  *   exact_v1:     the terms p * sA * sB (exact in double) are summed exactly (TwoSum into a double,
  *                 rounding errors into a moects_xsum), times alpha exactly, rounded once to out.
+ * Two blocks per sgemm: K-blocks go in pairs (b, b+1) with B's block b+1 decoded times 2^12. In
+ * quarter units (q = 4p, integers) one sgemm over the 2g columns gives Q = q_b + 4096 q_{b+1},
+ * exact in any order when |q_b| + 4096 |q_{b+1}| < 2^24; and q_{b+1} = round(Q / 4096), q_b =
+ * Q - 4096 q_{b+1} when |q_b| < 2048. Both are checked per tile and pair with exact integer bounds
+ * (Cauchy-Schwarz and max * sum over the tile's rows); a pair that fails them gets two sgemms
+ * (the 2^12 factor removed exactly). Either way p_b and p_{b+1} are the exact partials.
  * The tiles are spread over openblas_get_num_threads() threads of our own, OpenBLAS being set to one
  * thread meanwhile and restored after (so do not run OpenBLAS from another thread during a call);
  * each tile's result does not depend on the split. The FP32 steps use AVX-512 or AVX2 when the CPU
- * has them: IEEE fused multiply-add and multiply per lane, bit-identical to fmaf() and '*'. */
+ * has them: IEEE fused multiply-add, multiply and exact integer-valued steps per lane, bit-identical
+ * to the scalar fmaf() and '*'. */
 #include <cblas.h>
 #include <immintrin.h>
 #include <math.h>
@@ -30,122 +36,236 @@
 #include "moects_quant.h"
 #include "moects_ref.h"
 
-#define TILE_BW 256    /* blockwise tile: 256 x 256 partials + accumulators, 512 KiB, in L2 */
-#define TILE_EX 64     /* exact_v1 tile: 64 x 64 xsum states, 2.6 MiB */
-#define GROUP 2        /* blocks whose partials are applied in one pass over the accumulators */
-#define KFULL_MAX 65536 /* K up to this is decoded whole (A tile: 64 MiB at most) */
-#define KCHUNK 8192     /* else elements of K decoded at once (a multiple of 32) */
+#define TILE_BW 256     /* blockwise tile: 256 x 256 partials + accumulators, in L2 */
+#define TILE_EX 64      /* exact_v1 tile: 64 x 64 xsum states, 2.6 MiB */
+#define KFULL_MAX 65536 /* K up to this is decoded whole (a multiple of 64) */
+#define KCHUNK 8192     /* else elements of K decoded at once (a multiple of 64) */
 #define BFULL_MAX ((int64_t)1 << 26) /* decoded B kept whole up to 256 MiB */
 #define MAX_THREADS 64
+#define HI_SCALE 4096.0f /* B's second block of a pair is decoded times 2^12 */
+
+/* pair modes: one block (the last, odd one); two packed in one partial; two in two partials */
+enum { MODE_SINGLE, MODE_PACKED, MODE_SPLIT };
 
 typedef struct {
     const moects_fp4_gemm_shape *s;
     const moects_fp4_gemm_args *a;
     int exact;
-    int64_t g, nkb, Kp, kc; /* block, K-blocks, padded K, K chunk (kc == Kp: one chunk) */
-    int64_t mt, nt, tiles_m, tiles_n, nth, group;
+    int64_t g, nkb, Kq, kc; /* block, K-blocks, K padded to whole pairs, K chunk (kc == Kq: one) */
+    int64_t mt, nt, tiles_m, tiles_n, nth;
     const float *sa;              /* [M][nkb] decoded A scales */
     const float *sbt;             /* [nkb][N] decoded B scales, transposed */
-    const float *bfull;           /* [N][Kp] decoded B when it fits, else NULL */
+    const float *bfull;           /* decoded B, pair-major over all of K, when it fits; else NULL */
+    const uint16_t *st_b;         /* [N][nkb][3] B row stats (row_stats) */
     const uint8_t *nan_a, *nan_b; /* row m / column n has a NaN scale (exact_v1) */
-    float lut[256][2];            /* packed byte -> two E2M1 values */
+    float lut[256][2], lut_hi[256][2]; /* packed byte -> two E2M1 values (times 2^12) */
     pthread_mutex_t lock;
     int failed;
 } ctx;
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* rows [r0, r0+nr) of a packed operand, elements [k0, k0+kc) -> dst in block-major order:
- * element k of row r at dst[((k-k0)/g)*nr*g + r*g + (k-k0)%g], so one block of all the rows is
- * a contiguous [nr][g] panel (lda = g). Elements past K are 0. k0 and g are even. */
+/* rows [r0, r0+nr) of a packed operand, elements [k0, k0+kc) -> dst, pair-major: element k of row
+ * r at dst[(k'/2g)*nr*2g + r*2g + k'%2g], k' = k - k0, so a pair of K-blocks of all the rows is a
+ * contiguous [nr][2g] panel (lda = 2g). With hi, the second block of each pair is times 2^12
+ * (exact). Elements past K are 0. k0 is a multiple of 2g. */
 static void decode_rows(const ctx *c, const uint8_t *codes, int64_t r0, int64_t nr, int64_t k0,
-                        int64_t kc, float *dst)
+                        int64_t kc, int hi, float *dst)
 {
-    const int64_t K = c->s->K, rb = cdiv(K, 2), g = c->g;
-    int64_t have = K - k0 < kc ? K - k0 : kc;
+    const int64_t K = c->s->K, rb = cdiv(K, 2), g = c->g, w = 2 * g;
+    const int64_t have = K - k0 < kc ? K - k0 : kc;
     for (int64_t r = 0; r < nr; r++) {
         const uint8_t *src = codes + (r0 + r) * rb + k0 / 2;
-        for (int64_t b0 = 0; b0 < kc; b0 += g) {
-            float *d = dst + b0 * nr + r * g;
-            int64_t n = have - b0 < g ? have - b0 : g, j = 0;
-            if (n < 0) n = 0;
-            for (; j + 1 < n; j += 2) memcpy(d + j, c->lut[src[(b0 + j) / 2]], 2 * sizeof(float));
-            if (j < n) {
-                d[j] = c->lut[src[(b0 + j) / 2]][0];
-                j++;
+        for (int64_t w0 = 0; w0 < kc; w0 += w)
+            for (int h = 0; h < 2; h++) {
+                const float(*lut)[2] = hi && h ? c->lut_hi : c->lut;
+                const int64_t e0 = w0 + h * g;
+                int64_t n = have - e0 < g ? have - e0 : g, j = 0;
+                float *d = dst + w0 * nr + r * w + h * g;
+                for (; j + 1 < n; j += 2) memcpy(d + j, lut[src[(e0 + j) / 2]], 2 * sizeof(float));
+                if (j < n) {
+                    d[j] = lut[src[(e0 + j) / 2]][0];
+                    j++;
+                }
+                if (j < g) memset(d + j, 0, (size_t)(g - j) * sizeof(float));
             }
-            if (j < g) memset(d + j, 0, (size_t)(g - j) * sizeof(float));
+    }
+}
+
+/* Per row and K-block, over the elements present, in half units x = |2 * value| (0..12): max x,
+ * sum x, sum x^2 -> st [nr][nkb][3]. They bound the block partials (pair_packable). */
+static void row_stats(const ctx *c, const uint8_t *codes, int64_t r0, int64_t nr, uint16_t *st)
+{
+    static const uint8_t x2[8] = {0, 1, 2, 3, 4, 6, 8, 12};
+    const int64_t K = c->s->K, rb = cdiv(K, 2), g = c->g, nkb = c->nkb, full = K / 2; /* whole bytes */
+    uint8_t bmx[256], bsm[256];
+    uint16_t bsq[256];
+    for (int v = 0; v < 256; v++) {
+        unsigned lo = x2[v & 7], hi = x2[(v >> 4) & 7];
+        bmx[v] = (uint8_t)(lo > hi ? lo : hi);
+        bsm[v] = (uint8_t)(lo + hi);
+        bsq[v] = (uint16_t)(lo * lo + hi * hi);
+    }
+    for (int64_t r = 0; r < nr; r++) {
+        const uint8_t *src = codes + (r0 + r) * rb;
+        uint16_t *u = st + r * nkb * 3;
+        for (int64_t b = 0; b < nkb; b++) {
+            int64_t j0 = b * g / 2, j1 = (b + 1) * g / 2 < full ? (b + 1) * g / 2 : full;
+            unsigned mx = 0, sm = 0, sq = 0;
+            for (int64_t j = j0; j < j1; j++) {
+                uint8_t v = src[j];
+                mx = bmx[v] > mx ? bmx[v] : mx;
+                sm += bsm[v];
+                sq += bsq[v];
+            }
+            if ((K & 1) && b == nkb - 1) { /* the odd last element: low nibble only */
+                unsigned lo = x2[src[full] & 7];
+                mx = lo > mx ? lo : mx;
+                sm += lo;
+                sq += lo * lo;
+            }
+            u[3 * b] = (uint16_t)mx;
+            u[3 * b + 1] = (uint16_t)sm;
+            u[3 * b + 2] = (uint16_t)sq;
         }
     }
 }
 
-/* For the nq (<= GROUP) blocks of a group, in block order: acc[j] = fmaf(p_q[j], sa[q] * sb_q[j],
- * acc[j]) (one FP32 multiply, one fused multiply-add per block, as blockwise_v1), then p_q[j] = 0
- * for the next sgemm, which accumulates with beta = 1. p_q = p + q * ps, sb_q = sb + q * sbs. */
-__attribute__((target("avx512f"))) static void fma_rows_avx512(float *acc, float *p, int64_t ps,
-                                                                const float *sa, const float *sb,
-                                                                int64_t sbs, int nq, int64_t n)
+/* t[e] = max over the rows of st[r][e], e < ne. */
+static void tile_max(const uint16_t *st, int64_t rows, int64_t ne, uint32_t *t)
 {
-    const __m512 z = _mm512_setzero_ps();
+    memset(t, 0, (size_t)ne * sizeof *t);
+    for (int64_t r = 0; r < rows; r++) {
+        const uint16_t *x = st + r * ne;
+        for (int64_t e = 0; e < ne; e++) t[e] = x[e] > t[e] ? x[e] : t[e];
+    }
+}
+
+/* Is sum_k |x_k y_k| <= lim for every row pair of the tile? a, b: the tile's maxima of the stats
+ * of one block (quarter units: half units squared). Cauchy-Schwarz, or max * sum. */
+static int bound_le(const uint32_t *a, const uint32_t *b, uint64_t lim)
+{
+    return (uint64_t)a[2] * b[2] <= lim * lim || (uint64_t)a[0] * b[1] <= lim ||
+           (uint64_t)a[1] * b[0] <= lim;
+}
+
+/* The packed partial Q = q_b + 4096 q_{b+1} (quarter units) is exact and decodable when
+ * |q_b| <= sum|..| <= 2047 and sum|..| of block b+1 <= 4094: then every partial sum sgemm forms is
+ * an integer below 2047 + 4096 * 4094 < 2^24, and round(Q / 4096) = q_{b+1}. */
+static int pair_packable(const uint32_t *ta, const uint32_t *tb, int64_t b)
+{
+    return bound_le(ta + 3 * b, tb + 3 * b, 2047) && bound_le(ta + 3 * (b + 1), tb + 3 * (b + 1), 4094);
+}
+
+/* One packed or split pair value -> the two exact partials (scalar; the vector code does the same
+ * with exact per-lane steps). PACKED: Q = 4 v0 is an integer below 2^24; h = round(Q / 4096) by
+ * integer floor((Q + 2048) / 4096) (|q_b| <= 2047, so no tie); q_b = Q - 4096 h. */
+static void unpair(int mode, float v0, float v1, float *p0, float *p1)
+{
+    if (mode == MODE_PACKED) {
+        int32_t q = (int32_t)(v0 * 4.0f), h = (int32_t)floor((q + 2048) / 4096.0);
+        *p0 = (float)(q - 4096 * h) * 0.25f;
+        *p1 = (float)h * 0.25f;
+    } else {
+        *p0 = v0;
+        *p1 = mode == MODE_SPLIT ? v1 * (1.0f / HI_SCALE) : 0.0f;
+    }
+}
+
+/* blockwise_v1 on one row of a tile for one pair, in block order: acc = fmaf(p_b, sa0 * sb0[j],
+ * acc), then (two blocks) acc = fmaf(p_{b+1}, sa1 * sb1[j], acc): one FP32 multiply and one fused
+ * multiply-add per block. The partial buffers are re-zeroed for the next sgemm (beta = 1). */
+__attribute__((target("avx512f"))) static void pass_avx512(float *acc, float *q0, float *q1, int mode,
+                                                            float sa0, float sa1, const float *sb0,
+                                                            const float *sb1, int64_t n)
+{
+    const __m512 z = _mm512_setzero_ps(), four = _mm512_set1_ps(4.0f), quarter = _mm512_set1_ps(0.25f);
+    const __m512 inv = _mm512_set1_ps(1.0f / 4096.0f), k4096 = _mm512_set1_ps(4096.0f);
+    const __m512 unhi = _mm512_set1_ps(1.0f / HI_SCALE), va0 = _mm512_set1_ps(sa0), va1 = _mm512_set1_ps(sa1);
     int64_t j = 0;
     for (; j + 16 <= n; j += 16) {
-        __m512 v = _mm512_loadu_ps(acc + j);
-        for (int q = 0; q < nq; q++) {
-            __m512 sc = _mm512_mul_ps(_mm512_set1_ps(sa[q]), _mm512_loadu_ps(sb + q * sbs + j));
-            v = _mm512_fmadd_ps(_mm512_loadu_ps(p + q * ps + j), sc, v);
-            _mm512_storeu_ps(p + q * ps + j, z);
+        __m512 v = _mm512_loadu_ps(q0 + j), p0 = v, p1 = z, acc_v = _mm512_loadu_ps(acc + j);
+        _mm512_storeu_ps(q0 + j, z);
+        if (mode == MODE_PACKED) {
+            __m512 q = _mm512_mul_ps(v, four);
+            __m512 h = _mm512_roundscale_ps(_mm512_mul_ps(q, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            p0 = _mm512_mul_ps(_mm512_fnmadd_ps(h, k4096, q), quarter);
+            p1 = _mm512_mul_ps(h, quarter);
+        } else if (mode == MODE_SPLIT) {
+            p1 = _mm512_mul_ps(_mm512_loadu_ps(q1 + j), unhi);
+            _mm512_storeu_ps(q1 + j, z);
         }
-        _mm512_storeu_ps(acc + j, v);
+        acc_v = _mm512_fmadd_ps(p0, _mm512_mul_ps(va0, _mm512_loadu_ps(sb0 + j)), acc_v);
+        if (mode != MODE_SINGLE) acc_v = _mm512_fmadd_ps(p1, _mm512_mul_ps(va1, _mm512_loadu_ps(sb1 + j)), acc_v);
+        _mm512_storeu_ps(acc + j, acc_v);
     }
-    for (; j < n; j++)
-        for (int q = 0; q < nq; q++) {
-            acc[j] = fmaf(p[q * ps + j], sa[q] * sb[q * sbs + j], acc[j]);
-            p[q * ps + j] = 0.0f;
-        }
+    for (; j < n; j++) {
+        float p0, p1;
+        unpair(mode, q0[j], mode == MODE_SPLIT ? q1[j] : 0.0f, &p0, &p1);
+        q0[j] = 0.0f;
+        if (mode == MODE_SPLIT) q1[j] = 0.0f;
+        acc[j] = fmaf(p0, sa0 * sb0[j], acc[j]);
+        if (mode != MODE_SINGLE) acc[j] = fmaf(p1, sa1 * sb1[j], acc[j]);
+    }
 }
 
-__attribute__((target("avx2,fma"))) static void fma_rows_avx2(float *acc, float *p, int64_t ps,
-                                                              const float *sa, const float *sb,
-                                                              int64_t sbs, int nq, int64_t n)
+__attribute__((target("avx2,fma"))) static void pass_avx2(float *acc, float *q0, float *q1, int mode,
+                                                          float sa0, float sa1, const float *sb0,
+                                                          const float *sb1, int64_t n)
 {
-    const __m256 z = _mm256_setzero_ps();
+    const __m256 z = _mm256_setzero_ps(), four = _mm256_set1_ps(4.0f), quarter = _mm256_set1_ps(0.25f);
+    const __m256 inv = _mm256_set1_ps(1.0f / 4096.0f), k4096 = _mm256_set1_ps(4096.0f);
+    const __m256 unhi = _mm256_set1_ps(1.0f / HI_SCALE), va0 = _mm256_set1_ps(sa0), va1 = _mm256_set1_ps(sa1);
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
-        __m256 v = _mm256_loadu_ps(acc + j);
-        for (int q = 0; q < nq; q++) {
-            __m256 sc = _mm256_mul_ps(_mm256_set1_ps(sa[q]), _mm256_loadu_ps(sb + q * sbs + j));
-            v = _mm256_fmadd_ps(_mm256_loadu_ps(p + q * ps + j), sc, v);
-            _mm256_storeu_ps(p + q * ps + j, z);
+        __m256 v = _mm256_loadu_ps(q0 + j), p0 = v, p1 = z, acc_v = _mm256_loadu_ps(acc + j);
+        _mm256_storeu_ps(q0 + j, z);
+        if (mode == MODE_PACKED) {
+            __m256 q = _mm256_mul_ps(v, four);
+            __m256 h = _mm256_round_ps(_mm256_mul_ps(q, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            p0 = _mm256_mul_ps(_mm256_fnmadd_ps(h, k4096, q), quarter);
+            p1 = _mm256_mul_ps(h, quarter);
+        } else if (mode == MODE_SPLIT) {
+            p1 = _mm256_mul_ps(_mm256_loadu_ps(q1 + j), unhi);
+            _mm256_storeu_ps(q1 + j, z);
         }
-        _mm256_storeu_ps(acc + j, v);
+        acc_v = _mm256_fmadd_ps(p0, _mm256_mul_ps(va0, _mm256_loadu_ps(sb0 + j)), acc_v);
+        if (mode != MODE_SINGLE) acc_v = _mm256_fmadd_ps(p1, _mm256_mul_ps(va1, _mm256_loadu_ps(sb1 + j)), acc_v);
+        _mm256_storeu_ps(acc + j, acc_v);
     }
-    for (; j < n; j++)
-        for (int q = 0; q < nq; q++) {
-            acc[j] = fmaf(p[q * ps + j], sa[q] * sb[q * sbs + j], acc[j]);
-            p[q * ps + j] = 0.0f;
-        }
+    for (; j < n; j++) {
+        float p0, p1;
+        unpair(mode, q0[j], mode == MODE_SPLIT ? q1[j] : 0.0f, &p0, &p1);
+        q0[j] = 0.0f;
+        if (mode == MODE_SPLIT) q1[j] = 0.0f;
+        acc[j] = fmaf(p0, sa0 * sb0[j], acc[j]);
+        if (mode != MODE_SINGLE) acc[j] = fmaf(p1, sa1 * sb1[j], acc[j]);
+    }
 }
 
-static void fma_rows_c(float *acc, float *p, int64_t ps, const float *sa, const float *sb, int64_t sbs,
-                       int nq, int64_t n)
+static void pass_c(float *acc, float *q0, float *q1, int mode, float sa0, float sa1, const float *sb0,
+                   const float *sb1, int64_t n)
 {
-    for (int64_t j = 0; j < n; j++)
-        for (int q = 0; q < nq; q++) {
-            acc[j] = fmaf(p[q * ps + j], sa[q] * sb[q * sbs + j], acc[j]);
-            p[q * ps + j] = 0.0f;
-        }
+    for (int64_t j = 0; j < n; j++) {
+        float p0, p1;
+        unpair(mode, q0[j], mode == MODE_SPLIT ? q1[j] : 0.0f, &p0, &p1);
+        q0[j] = 0.0f;
+        if (mode == MODE_SPLIT) q1[j] = 0.0f;
+        acc[j] = fmaf(p0, sa0 * sb0[j], acc[j]);
+        if (mode != MODE_SINGLE) acc[j] = fmaf(p1, sa1 * sb1[j], acc[j]);
+    }
 }
 
-typedef void (*fma_rows_fn)(float *, float *, int64_t, const float *, const float *, int64_t, int, int64_t);
+typedef void (*pass_fn)(float *, float *, float *, int, float, float, const float *, const float *, int64_t);
 /* The widest the CPU has; MOECTS_FP4_REF_ISA=avx2|c (tests) caps it. All give the same bits. */
-static fma_rows_fn pick_fma_rows(void)
+static pass_fn pick_pass(void)
 {
     const char *cap = getenv("MOECTS_FP4_REF_ISA");
     int allow512 = !cap || !strcmp(cap, "avx512"), allow2 = allow512 || (cap && !strcmp(cap, "avx2"));
     __builtin_cpu_init();
-    if (allow512 && __builtin_cpu_supports("avx512f")) return fma_rows_avx512;
-    if (allow2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return fma_rows_avx2;
-    return fma_rows_c;
+    if (allow512 && __builtin_cpu_supports("avx512f")) return pass_avx512;
+    if (allow2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return pass_avx2;
+    return pass_c;
 }
 
 static void two_sum(double a, double b, double *s, double *e)
@@ -155,32 +275,39 @@ static void two_sum(double a, double b, double *s, double *e)
     *e = (a - av) + (b - bv);
 }
 
-/* A worker's buffers. abuf holds A's rows of m-tile a_tile (whole K) when kc == Kp. */
+/* A worker's buffers. abuf / st_a hold m-tile a_tile (whole K) when kc == Kq / always. */
 typedef struct {
-    float *abuf, *bbuf, *p, *acc;
+    float *abuf, *bbuf, *q0, *q1, *acc;
+    uint16_t *st_a;    /* [mt][nkb][3] */
+    uint32_t *ta, *tb; /* [nkb][3] tile maxima of the stats */
     double *hi;
     moects_xsum *xs;
-    int64_t a_tile;
-    fma_rows_fn fma_rows;
+    int64_t a_tile, st_tile;
+    pass_fn pass;
 } work;
 
-/* The exact_v1 step for one block: hi += t exactly, t = p * sA * sB (exact in double), the
- * rounding error of each addition into the element's xsum. NaN scales are handled at the end. */
-static void exact_block(const ctx *c, work *w, float *p, int64_t m0, int64_t mt, int64_t nt,
-                        int64_t b, const float *sb)
+/* exact_v1 for one pair: hi += t exactly, t = p * sA * sB (exact in double), the rounding error of
+ * each addition into the element's xsum. NaN scales are handled at the end. */
+static void exact_pair(const ctx *c, work *w, int mode, int64_t m0, int64_t mt, int64_t n0, int64_t nt,
+                       int64_t b)
 {
-    for (int64_t i = 0; i < mt; i++) {
-        double sa = c->sa[(m0 + i) * c->nkb + b];
+    const int nq = mode == MODE_SINGLE ? 1 : 2;
+    for (int64_t i = 0; i < mt; i++)
         for (int64_t j = 0; j < nt; j++) {
             int64_t o = i * nt + j;
-            double t = (double)p[o] * (sa * (double)sb[j]);
-            p[o] = 0.0f;
-            if (t == 0.0 || !isfinite(t)) continue;
-            double e;
-            two_sum(w->hi[o], t, &w->hi[o], &e);
-            if (e != 0.0) moects_xsum_add(&w->xs[o], e);
+            float p[2];
+            unpair(mode, w->q0[o], mode == MODE_SPLIT ? w->q1[o] : 0.0f, &p[0], &p[1]);
+            w->q0[o] = 0.0f;
+            if (mode == MODE_SPLIT) w->q1[o] = 0.0f;
+            for (int q = 0; q < nq; q++) {
+                double t = (double)p[q] * ((double)c->sa[(m0 + i) * c->nkb + b + q] *
+                                           (double)c->sbt[(b + q) * c->s->N + n0 + j]);
+                if (t == 0.0 || !isfinite(t)) continue;
+                double e;
+                two_sum(w->hi[o], t, &w->hi[o], &e);
+                if (e != 0.0) moects_xsum_add(&w->xs[o], e);
+            }
         }
-    }
 }
 
 /* One tile of D: m-tile tm, n-tile tn. */
@@ -199,38 +326,48 @@ static void do_tile(const ctx *c, work *w, int64_t tm, int64_t tn)
         }
     else
         memset(w->acc, 0, (size_t)(mt * nt) * sizeof(float));
-    for (int64_t k0 = 0; k0 < c->Kp; k0 += kc) {
-        if (kc != c->Kp || w->a_tile != tm) {
-            decode_rows(c, a->a, m0, mt, k0, kc, w->abuf);
-            w->a_tile = kc == c->Kp ? tm : -1;
+    /* the tile's maxima of the row stats, per K-block */
+    if (w->st_tile != tm) {
+        row_stats(c, a->a, m0, mt, w->st_a);
+        w->st_tile = tm;
+    }
+    tile_max(w->st_a, mt, nkb * 3, w->ta);
+    tile_max(c->st_b + n0 * nkb * 3, nt, nkb * 3, w->tb);
+
+    for (int64_t k0 = 0; k0 < c->Kq; k0 += kc) {
+        if (kc != c->Kq || w->a_tile != tm) {
+            decode_rows(c, a->a, m0, mt, k0, kc, 0, w->abuf);
+            w->a_tile = kc == c->Kq ? tm : -1;
         }
-        /* block b's panels: A at abuf + (b*g-k0)*mt, B at bp + (b*g-k0)*nrows_b, both lda = g */
-        const float *bp = w->bbuf;
+        const float *bp = w->bbuf; /* pair panels: A at abuf + w0*mt, B at bp + w0*nrows_b */
         int64_t nrows_b = nt;
         if (c->bfull) {
-            bp = c->bfull + n0 * g;
+            bp = c->bfull + n0 * 2 * g;
             nrows_b = N;
         } else {
-            decode_rows(c, a->b, n0, nt, k0, kc, w->bbuf);
+            decode_rows(c, a->b, n0, nt, k0, kc, 1, w->bbuf);
         }
-        int64_t b_end = (k0 + kc) / g < nkb ? (k0 + kc) / g : nkb;
-        for (int64_t b0 = k0 / g; b0 < b_end; b0 += c->group) {
-            int nq = (int)(b_end - b0 < c->group ? b_end - b0 : c->group);
-            for (int q = 0; q < nq; q++) {
-                int64_t off = (b0 + q) * g - k0;
-                /* p_q (zero on entry) += A_b * B_b^T: exact, see the top of the file */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mt, (int)nt, (int)g, 1.0f,
-                            w->abuf + off * mt, (int)g, bp + off * nrows_b, (int)g, 1.0f,
-                            w->p + q * mt * nt, (int)nt);
-            }
+        for (int64_t w0 = 0; w0 < kc && (k0 + w0) / g < nkb; w0 += 2 * g) {
+            const int64_t b = (k0 + w0) / g;
+            const float *ap = w->abuf + w0 * mt, *bq = bp + w0 * nrows_b;
+            int mode = b + 1 >= nkb ? MODE_SINGLE : pair_packable(w->ta, w->tb, b) ? MODE_PACKED : MODE_SPLIT;
+            /* q0 (zero on entry) += A * B^T over g or 2g columns: exact, see the top of the file */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mt, (int)nt,
+                        (int)(mode == MODE_PACKED ? 2 * g : g), 1.0f, ap, (int)(2 * g), bq, (int)(2 * g),
+                        1.0f, w->q0, (int)nt);
+            if (mode == MODE_SPLIT)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mt, (int)nt, (int)g, 1.0f, ap + g,
+                            (int)(2 * g), bq + g, (int)(2 * g), 1.0f, w->q1, (int)nt);
             if (c->exact) {
-                for (int q = 0; q < nq; q++)
-                    exact_block(c, w, w->p + q * mt * nt, m0, mt, nt, b0 + q, c->sbt + (b0 + q) * N + n0);
+                exact_pair(c, w, mode, m0, mt, n0, nt, b);
                 continue;
             }
-            for (int64_t i = 0; i < mt; i++)
-                w->fma_rows(w->acc + i * nt, w->p + i * nt, mt * nt, c->sa + (m0 + i) * nkb + b0,
-                            c->sbt + b0 * N + n0, N, nq, nt);
+            const float *sb0 = c->sbt + b * N + n0, *sb1 = mode == MODE_SINGLE ? sb0 : sb0 + N;
+            for (int64_t i = 0; i < mt; i++) {
+                const float *sa = c->sa + (m0 + i) * nkb + b;
+                w->pass(w->acc + i * nt, w->q0 + i * nt, w->q1 + i * nt, mode, sa[0],
+                        mode == MODE_SINGLE ? 0.0f : sa[1], sb0, sb1, nt);
+            }
         }
     }
     const int bf16 = s->out_dtype == MOECTS_BF16;
@@ -277,19 +414,25 @@ static void *worker(void *arg)
     ctx *c = ((warg *)arg)->c;
     const int64_t id = ((warg *)arg)->id, U = c->tiles_m * c->tiles_n;
     const int64_t t0 = id * U / c->nth, t1 = (id + 1) * U / c->nth;
+    const size_t tile = (size_t)(c->mt * c->nt);
     work w = {0};
-    w.a_tile = -1;
-    w.fma_rows = pick_fma_rows();
+    w.a_tile = w.st_tile = -1;
+    w.pass = pick_pass();
     w.abuf = malloc((size_t)(c->mt * c->kc + 1) * sizeof(float));
     w.bbuf = c->bfull ? NULL : malloc((size_t)(c->nt * c->kc + 1) * sizeof(float));
-    w.p = calloc((size_t)(c->group * c->mt * c->nt), sizeof(float));
+    w.q0 = calloc(tile, sizeof(float));
+    w.q1 = calloc(tile, sizeof(float));
+    w.st_a = malloc((size_t)(c->mt * c->nkb * 3 + 1) * sizeof(uint16_t));
+    w.ta = malloc((size_t)(c->nkb * 3 + 1) * sizeof(uint32_t));
+    w.tb = malloc((size_t)(c->nkb * 3 + 1) * sizeof(uint32_t));
     if (c->exact) {
-        w.hi = malloc((size_t)(c->mt * c->nt) * sizeof(double));
-        w.xs = malloc((size_t)(c->mt * c->nt) * sizeof(moects_xsum));
+        w.hi = malloc(tile * sizeof(double));
+        w.xs = malloc(tile * sizeof(moects_xsum));
     } else {
-        w.acc = malloc((size_t)(c->mt * c->nt) * sizeof(float));
+        w.acc = malloc(tile * sizeof(float));
     }
-    int ok = w.abuf && (c->bfull || w.bbuf) && w.p && (c->exact ? (w.hi && w.xs) : w.acc != NULL);
+    int ok = w.abuf && (c->bfull || w.bbuf) && w.q0 && w.q1 && w.st_a && w.ta && w.tb &&
+             (c->exact ? (w.hi && w.xs) : w.acc != NULL);
     if (ok)
         for (int64_t t = t0; t < t1; t++) do_tile(c, &w, t / c->tiles_n, t % c->tiles_n);
     if (!ok) {
@@ -299,7 +442,11 @@ static void *worker(void *arg)
     }
     free(w.abuf);
     free(w.bbuf);
-    free(w.p);
+    free(w.q0);
+    free(w.q1);
+    free(w.st_a);
+    free(w.ta);
+    free(w.tb);
     free(w.acc);
     free(w.hi);
     free(w.xs);
@@ -331,27 +478,28 @@ int moects_ref_fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_ar
     c.exact = recipe == MOECTS_RECIPE_EXACT_V1;
     c.g = moects_fp4_block(s->format);
     c.nkb = cdiv(K, c.g);
-    c.Kp = c.nkb * c.g;
-    c.kc = c.Kp <= KFULL_MAX ? c.Kp : KCHUNK;
+    c.Kq = cdiv(c.nkb, 2) * 2 * c.g;
+    c.kc = c.Kq <= KFULL_MAX ? c.Kq : KCHUNK;
     int64_t tile = c.exact ? TILE_EX : TILE_BW;
-    c.group = GROUP;
     c.mt = M < tile ? M : tile;
     c.nt = N < tile ? N : tile;
     c.tiles_m = cdiv(M, c.mt);
     c.tiles_n = cdiv(N, c.nt);
-    for (int i = 0; i < 256; i++) {
-        c.lut[i][0] = moects_e2m1_decode((uint8_t)(i & 0xF));
-        c.lut[i][1] = moects_e2m1_decode((uint8_t)(i >> 4));
-    }
+    for (int i = 0; i < 256; i++)
+        for (int h = 0; h < 2; h++) {
+            c.lut[i][h] = moects_e2m1_decode((uint8_t)((i >> (4 * h)) & 0xF));
+            c.lut_hi[i][h] = c.lut[i][h] * HI_SCALE;
+        }
 
     float slut[256];
     for (int i = 0; i < 256; i++) slut[i] = dec_scale(s->format, (uint8_t)i);
     float *sa = malloc((size_t)(M * c.nkb + 1) * sizeof(float));
     float *sbt = malloc((size_t)(N * c.nkb + 1) * sizeof(float));
+    uint16_t *st_b = malloc((size_t)(N * c.nkb * 3 + 1) * sizeof(uint16_t));
     uint8_t *nan_a = calloc((size_t)M, 1), *nan_b = calloc((size_t)N, 1);
     float *bfull = NULL;
     int rc = -1;
-    if (!sa || !sbt || !nan_a || !nan_b) goto out;
+    if (!sa || !sbt || !st_b || !nan_a || !nan_b) goto out;
     for (int64_t m = 0; m < M; m++)
         for (int64_t b = 0; b < c.nkb; b++) {
             float v = slut[a->sa[moects_scale_offset(m, b, c.nkb, s->scale_layout)]];
@@ -364,14 +512,16 @@ int moects_ref_fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_ar
             sbt[b * N + n] = v;
             if (isnan(v)) nan_b[n] = 1;
         }
+    row_stats(&c, a->b, 0, N, st_b);
     c.sa = sa;
     c.sbt = sbt;
+    c.st_b = st_b;
     c.nan_a = nan_a;
     c.nan_b = nan_b;
     /* B decoded once for all tiles when K is one chunk and it is not too big. */
-    if (c.kc == c.Kp && c.Kp > 0 && N * c.Kp <= BFULL_MAX && c.tiles_m > 1 &&
-        (bfull = malloc((size_t)(N * c.Kp) * sizeof(float))) != NULL) {
-        decode_rows(&c, a->b, 0, N, 0, c.Kp, bfull);
+    if (c.kc == c.Kq && c.Kq > 0 && N * c.Kq <= BFULL_MAX && c.tiles_m > 1 &&
+        (bfull = malloc((size_t)(N * c.Kq) * sizeof(float))) != NULL) {
+        decode_rows(&c, a->b, 0, N, 0, c.Kq, 1, bfull);
         c.bfull = bfull;
     }
     pthread_mutex_init(&c.lock, NULL);
@@ -397,6 +547,7 @@ int moects_ref_fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_ar
 out:
     free(sa);
     free(sbt);
+    free(st_b);
     free(nan_a);
     free(nan_b);
     free(bfull);

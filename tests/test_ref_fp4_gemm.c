@@ -208,6 +208,34 @@ Test(fp4_gemm_oracle, long_k_wide_range)
     }
 }
 
+/* Large codes (+-4, +-6) in some K-blocks: the block partials exceed the bounds under which the
+ * reference packs two blocks into one sgemm, so it takes the two-sgemm path there (and the packed
+ * path in the other blocks of the same tile). */
+Test(fp4_gemm_oracle, large_partials_unpacked_path)
+{
+    rng_state = 11;
+    static const uint8_t big[4] = {0x6, 0x7, 0xE, 0xF};
+    const int64_t shapes[][3] = {{3, 40, 200}, {20, 17, 97}, {2, 2, 64}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int f = 1; f <= 2; f++)
+            for (int o = 0; o < 2; o++) {
+                prob p;
+                make(&p, shapes[i][0], shapes[i][1], shapes[i][2], (moects_fp4_format)f,
+                     o ? MOECTS_BF16 : MOECTS_F32, SC_WIDE, 0);
+                int64_t g = moects_fp4_block((moects_fp4_format)f);
+                for (int op = 0; op < 2; op++) {
+                    uint8_t *x = op ? p.B : p.A;
+                    int64_t rows = op ? p.s.N : p.s.M;
+                    for (int64_t r = 0; r < rows; r++)
+                        for (int64_t k = 0; k < p.s.K; k += 2)
+                            if ((k / g) % 4 != 3) /* blocks 0-2 of every 4 large, block 3 random */
+                                x[r * p.rb + k / 2] = (uint8_t)(big[rnd() % 4] | big[rnd() % 4] << 4);
+                }
+                check_all(&p, "large partials");
+                release(&p);
+            }
+}
+
 /* K above the whole-K limit (65536): the reference decodes K in chunks. */
 Test(fp4_gemm_oracle, k_chunked, .timeout = 300)
 {

@@ -36,7 +36,8 @@ static uint64_t fnv(const void *p, size_t n)
 }
 
 /* Problem i: format, recipe, layout, out dtype vary with i; shapes cross the tiles; scales over a
- * wide range so that the fma rounding and the exact sums are exercised. Returns the output hash. */
+ * wide range so that the fma rounding and the exact sums are exercised; large codes in some blocks
+ * for i >= 4. Returns the output hash. */
 static uint64_t run_problem(int i)
 {
     rng_state = 1000 + (uint64_t)i;
@@ -53,6 +54,15 @@ static uint64_t run_problem(int i)
     void *d = malloc((size_t)(M * N) * 4);
     for (int64_t j = 0; j < M * rb; j++) a[j] = (uint8_t)rnd();
     for (int64_t j = 0; j < N * rb; j++) b[j] = (uint8_t)rnd();
+    if (i & 4) { /* large codes (+-4, +-6) in every third K-block: the reference's two-sgemm path */
+        static const uint8_t big[4] = {0x66, 0x77, 0xEE, 0xF6};
+        for (int64_t r = 0; r < M; r++)
+            for (int64_t k = 0; k + 1 < K; k += 2)
+                if ((k / g) % 3 == 0) a[r * rb + k / 2] = big[rnd() % 4];
+        for (int64_t r = 0; r < N; r++)
+            for (int64_t k = 0; k + 1 < K; k += 2)
+                if ((k / g) % 3 == 0) b[r * rb + k / 2] = big[rnd() % 4];
+    }
     for (int64_t j = 0; j < M * nkb; j++)
         sa[j] = f == MOECTS_FP4_MXFP4 ? (uint8_t)(97 + rnd() % 60) : (uint8_t)(rnd() % 0x7F);
     for (int64_t j = 0; j < N * nkb; j++)
