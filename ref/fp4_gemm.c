@@ -158,12 +158,12 @@ static int pair_packable(const uint32_t *ta, const uint32_t *tb, int64_t b)
 }
 
 /* One packed or split pair value -> the two exact partials (scalar; the vector code does the same
- * with exact per-lane steps). PACKED: Q = 4 v0 is an integer below 2^24; h = round(Q / 4096) by
- * integer floor((Q + 2048) / 4096) (|q_b| <= 2047, so no tie); q_b = Q - 4096 h. */
+ * with exact per-lane steps). PACKED: Q = 4 v0 is an integer below 2^24; h = round(Q / 4096) =
+ * floor((Q + 2048) / 4096) (|q_b| <= 2047, so no tie); q_b = Q - 4096 h. */
 static void unpair(int mode, float v0, float v1, float *p0, float *p1)
 {
-    if (mode == MODE_PACKED) {
-        int32_t q = (int32_t)(v0 * 4.0f), h = (int32_t)floor((q + 2048) / 4096.0);
+    if (mode == MODE_PACKED) { /* floor division on a positive offset: |q| < 2^24 */
+        int32_t q = (int32_t)(v0 * 4.0f), h = (q + 2048 + (1 << 24)) / 4096 - (1 << 12);
         *p0 = (float)(q - 4096 * h) * 0.25f;
         *p1 = (float)h * 0.25f;
     } else {
@@ -284,30 +284,92 @@ typedef struct {
     moects_xsum *xs;
     int64_t a_tile, st_tile;
     pass_fn pass;
+    void (*exact_row)(double *, moects_xsum *, float *, float *, int, double, double, const float *,
+                      const float *, int64_t);
 } work;
 
-/* exact_v1 for one pair: hi += t exactly, t = p * sA * sB (exact in double), the rounding error of
- * each addition into the element's xsum. NaN scales are handled at the end. */
-static void exact_pair(const ctx *c, work *w, int mode, int64_t m0, int64_t mt, int64_t n0, int64_t nt,
-                       int64_t b)
+/* exact_v1 for one pair on one row: hi[j] += t exactly for t = p * sA * sB of each block (exact
+ * in double), the rounding error of each addition into the element's xsum. The exact sum does not
+ * depend on the order, so lanes may go in any order. Non-finite t only comes from a NaN scale,
+ * whose outputs are NaN anyway (set at the end). */
+static void exact_row_c(double *hi, moects_xsum *xs, float *q0, float *q1, int mode, double sa0,
+                        double sa1, const float *sb0, const float *sb1, int64_t n)
 {
-    const int nq = mode == MODE_SINGLE ? 1 : 2;
-    for (int64_t i = 0; i < mt; i++)
-        for (int64_t j = 0; j < nt; j++) {
-            int64_t o = i * nt + j;
-            float p[2];
-            unpair(mode, w->q0[o], mode == MODE_SPLIT ? w->q1[o] : 0.0f, &p[0], &p[1]);
-            w->q0[o] = 0.0f;
-            if (mode == MODE_SPLIT) w->q1[o] = 0.0f;
-            for (int q = 0; q < nq; q++) {
-                double t = (double)p[q] * ((double)c->sa[(m0 + i) * c->nkb + b + q] *
-                                           (double)c->sbt[(b + q) * c->s->N + n0 + j]);
-                if (t == 0.0 || !isfinite(t)) continue;
-                double e;
-                two_sum(w->hi[o], t, &w->hi[o], &e);
-                if (e != 0.0) moects_xsum_add(&w->xs[o], e);
+    for (int64_t j = 0; j < n; j++) {
+        float p[2];
+        unpair(mode, q0[j], mode == MODE_SPLIT ? q1[j] : 0.0f, &p[0], &p[1]);
+        q0[j] = 0.0f;
+        if (mode == MODE_SPLIT) q1[j] = 0.0f;
+        double t[2] = {(double)p[0] * (sa0 * (double)sb0[j]), (double)p[1] * (sa1 * (double)sb1[j])};
+        for (int q = 0; q < (mode == MODE_SINGLE ? 1 : 2); q++) {
+            if (t[q] == 0.0 || !isfinite(t[q])) continue;
+            double e;
+            two_sum(hi[j], t[q], &hi[j], &e);
+            if (e != 0.0) moects_xsum_add(&xs[j], e);
+        }
+    }
+}
+
+__attribute__((target("avx512f,avx2,fma"))) static void exact_row_avx512(double *hi, moects_xsum *xs,
+                                                                         float *q0, float *q1, int mode,
+                                                                         double sa0, double sa1,
+                                                                         const float *sb0,
+                                                                         const float *sb1, int64_t n)
+{
+    const __m256 z = _mm256_setzero_ps(), four = _mm256_set1_ps(4.0f), quarter = _mm256_set1_ps(0.25f);
+    const __m256 inv = _mm256_set1_ps(1.0f / 4096.0f), k4096 = _mm256_set1_ps(4096.0f);
+    const __m256 unhi = _mm256_set1_ps(1.0f / HI_SCALE);
+    const __m512d va0 = _mm512_set1_pd(sa0), va1 = _mm512_set1_pd(sa1), zd = _mm512_setzero_pd();
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 v = _mm256_loadu_ps(q0 + j), p0 = v, p1 = z;
+        _mm256_storeu_ps(q0 + j, z);
+        if (mode == MODE_PACKED) { /* as pass_avx2: exact integer-valued steps */
+            __m256 q = _mm256_mul_ps(v, four);
+            __m256 h = _mm256_round_ps(_mm256_mul_ps(q, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            p0 = _mm256_mul_ps(_mm256_fnmadd_ps(h, k4096, q), quarter);
+            p1 = _mm256_mul_ps(h, quarter);
+        } else if (mode == MODE_SPLIT) {
+            p1 = _mm256_mul_ps(_mm256_loadu_ps(q1 + j), unhi);
+            _mm256_storeu_ps(q1 + j, z);
+        }
+        __m512d h = _mm512_loadu_pd(hi + j), e1 = zd;
+        __m512d t = _mm512_mul_pd(_mm512_cvtps_pd(p0), _mm512_mul_pd(va0, _mm512_cvtps_pd(_mm256_loadu_ps(sb0 + j))));
+        __m512d s = _mm512_add_pd(h, t), bv = _mm512_sub_pd(s, h), av = _mm512_sub_pd(s, bv);
+        __m512d e0 = _mm512_add_pd(_mm512_sub_pd(h, av), _mm512_sub_pd(t, bv));
+        if (mode != MODE_SINGLE) {
+            h = s;
+            t = _mm512_mul_pd(_mm512_cvtps_pd(p1), _mm512_mul_pd(va1, _mm512_cvtps_pd(_mm256_loadu_ps(sb1 + j))));
+            s = _mm512_add_pd(h, t);
+            bv = _mm512_sub_pd(s, h);
+            av = _mm512_sub_pd(s, bv);
+            e1 = _mm512_add_pd(_mm512_sub_pd(h, av), _mm512_sub_pd(t, bv));
+        }
+        _mm512_storeu_pd(hi + j, s);
+        __mmask8 m = (__mmask8)(_mm512_cmp_pd_mask(e0, zd, _CMP_NEQ_UQ) | _mm512_cmp_pd_mask(e1, zd, _CMP_NEQ_UQ));
+        if (m) {
+            double ea[8], eb[8];
+            _mm512_storeu_pd(ea, e0);
+            _mm512_storeu_pd(eb, e1);
+            for (int l = 0; l < 8; l++) {
+                if (ea[l] != 0.0) moects_xsum_add(&xs[j + l], ea[l]);
+                if (eb[l] != 0.0) moects_xsum_add(&xs[j + l], eb[l]);
             }
         }
+    }
+    exact_row_c(hi + j, xs + j, q0 + j, q1 + j, mode, sa0, sa1, sb0 + j, sb1 + j, n - j);
+}
+
+typedef void (*exact_row_fn)(double *, moects_xsum *, float *, float *, int, double, double, const float *,
+                             const float *, int64_t);
+static exact_row_fn pick_exact_row(void)
+{
+    const char *cap = getenv("MOECTS_FP4_REF_ISA");
+    __builtin_cpu_init();
+    if ((!cap || !strcmp(cap, "avx512")) && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return exact_row_avx512;
+    return exact_row_c;
 }
 
 /* One tile of D: m-tile tm, n-tile tn. */
@@ -358,11 +420,15 @@ static void do_tile(const ctx *c, work *w, int64_t tm, int64_t tn)
             if (mode == MODE_SPLIT)
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mt, (int)nt, (int)g, 1.0f, ap + g,
                             (int)(2 * g), bq + g, (int)(2 * g), 1.0f, w->q1, (int)nt);
+            const float *sb0 = c->sbt + b * N + n0, *sb1 = mode == MODE_SINGLE ? sb0 : sb0 + N;
             if (c->exact) {
-                exact_pair(c, w, mode, m0, mt, n0, nt, b);
+                for (int64_t i = 0; i < mt; i++) {
+                    const float *sa = c->sa + (m0 + i) * nkb + b;
+                    w->exact_row(w->hi + i * nt, w->xs + i * nt, w->q0 + i * nt, w->q1 + i * nt, mode, sa[0],
+                                 mode == MODE_SINGLE ? 0.0 : sa[1], sb0, sb1, nt);
+                }
                 continue;
             }
-            const float *sb0 = c->sbt + b * N + n0, *sb1 = mode == MODE_SINGLE ? sb0 : sb0 + N;
             for (int64_t i = 0; i < mt; i++) {
                 const float *sa = c->sa + (m0 + i) * nkb + b;
                 w->pass(w->acc + i * nt, w->q0 + i * nt, w->q1 + i * nt, mode, sa[0],
@@ -418,6 +484,7 @@ static void *worker(void *arg)
     work w = {0};
     w.a_tile = w.st_tile = -1;
     w.pass = pick_pass();
+    w.exact_row = pick_exact_row();
     w.abuf = malloc((size_t)(c->mt * c->kc + 1) * sizeof(float));
     w.bbuf = c->bfull ? NULL : malloc((size_t)(c->nt * c->kc + 1) * sizeof(float));
     w.q0 = calloc(tile, sizeof(float));
