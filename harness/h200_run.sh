@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# h200_run.sh: the conformance run on a GPU host (an H200 here), from the repository root.
+#   harness/h200_run.sh BIN [OUTDIR] [STEPS]
+# BIN: a moects binary built with CUDA (sm_90a). OUTDIR (default reports/h200) receives:
+#   machine.txt; smoke/ (smoke tier, every kernel: run.tap, results.json, summary.md),
+#   full/ (full tier, CUDA kernels), memcheck.txt (compute-sanitizer memcheck of the honest CUDA
+#   kernels on the smoke tier without the >2^31-element case), perf/ (--perf on prefill shapes),
+#   coverage of the full run, and status.txt (each step's exit status and seconds).
+# STEPS: comma list of smoke,full,memcheck,perf (default all). Each step has a time limit.
+set -u
+B=${1:?usage: harness/h200_run.sh BIN [OUTDIR] [STEPS]}
+D=${2:-reports/h200}
+STEPS=${3:-smoke,full,memcheck,perf}
+export MOECTS_ROOT=$PWD
+mkdir -p "$D"
+has() { case ",$STEPS," in *",$1,"*) return 0 ;; esac; return 1; }
+step() { # step NAME LIMIT_S CMD... ; stdout to $D/NAME.log
+  local name=$1 lim=$2 t0=$SECONDS; shift 2
+  timeout "$lim" "$@" > "$D/$name.log" 2> "$D/$name.err"
+  echo "$name rc=$? seconds=$((SECONDS - t0))" | tee -a "$D/status.txt"
+}
+{ echo "date: $(date -u +%FT%TZ)"; echo "commit: ${MOECTS_COMMIT:-unknown}"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  echo "cpus: $(nproc)"; compute-sanitizer --version | tail -1; } > "$D/machine.txt" 2>&1
+if has smoke; then
+  step smoke 420 "$B" run --tier smoke --out "$D/smoke"
+  prove --exec cat "$D/smoke/run.tap" > "$D/smoke.prove" 2>&1; echo "smoke prove rc=$?" >> "$D/status.txt"
+fi
+if has full; then
+  step full 540 "$B" run --tier full --kernel 'cuda.*' --out "$D/full"
+  "$B" coverage "$D/full/results.json" --out "$D/full" > /dev/null 2>&1
+fi
+if has memcheck; then
+  "$B" list --tier smoke | cut -f1 | grep -v '/addr64-' > "$D/memcheck-cases.txt"
+  step memcheck 400 compute-sanitizer --tool memcheck --target-processes all --leak-check no \
+    --error-exitcode 9 "$B" run --cases "$D/memcheck-cases.txt" --kernel 'cuda.[ef]*' --out "$D/memcheck"
+  grep -E "ERROR SUMMARY|Invalid|========= [A-Z]" "$D/memcheck.log" "$D/memcheck.err" | sort | uniq -c \
+    > "$D/memcheck.txt"
+fi
+if has perf; then
+  step perf 300 "$B" run --perf --tier full --kernel 'cuda.[ef]*' --out "$D/perf" \
+    'ep_gather/deepseek-v3/tp8/t4096' 'ep_gather/deepseek-v3/tp8/t8192' 'ep_gather/deepseek-v3/ep8/t4096' \
+    'ep_gather/kimi-k3/tp8/t4096' 'ep_gather/kimi-k3/tp8/t8192' \
+    'fp4_gemm.*/deepseek-v3/tp8/gemm?/m4096' 'fp4_gemm.*/kimi-k3/tp8/gemm?/m4096'
+fi
