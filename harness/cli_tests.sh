@@ -12,6 +12,32 @@ unset TEST_TOTAL_SHARDS TEST_SHARD_INDEX TEST_SHARD_STATUS_FILE
 pick() { "$moects" list --tier smoke "$1" | cut -f1 | head -n "$2"; }
 
 case $name in
+gate_pr)
+    # A kernel PR in miniature: a baseline run of plugin.ep_gather, then the same kernel name with
+    # a bug (BLOCK_D = min(H, 1024)): the gate passes the clean run and fails the buggy one,
+    # naming the broken cases (H = 3584 and 2880 crash; H = 7168 and 384 still pass).
+    ids="ep_gather/regression/block-divides-h/h3584/t64 ep_gather/regression/block-divides-h/h7168/t64
+         ep_gather/regression/block-divides-h/h2880/t64 ep_gather/regression/block-divides-h/h384/t64"
+    # shellcheck disable=SC2086
+    "$moects" run --kernel-lib "$plugin" --kernel plugin.ep_gather --out base $ids > base.tap ||
+        fail "baseline run failed"
+    # shellcheck disable=SC2086
+    "$moects" run --kernel-lib "$plugin" --kernel plugin.ep_gather --out clean $ids > clean.tap || fail "clean run"
+    "$moects" gate clean/results.json --baseline base/results.json > clean.md || { cat clean.md; fail "gate failed a clean run"; }
+    # shellcheck disable=SC2086
+    MOECTS_PLUGIN_EXAMPLE_BUG=block_min1024 "$moects" run --kernel-lib "$plugin" --kernel plugin.ep_gather \
+        --out pr $ids > pr.tap 2> pr.err && fail "the buggy run exited 0"
+    "$moects" gate pr/results.json --baseline base/results.json > pr.md; rc=$?
+    [ $rc -eq 1 ] || { cat pr.md; fail "gate exit $rc on a regressed kernel, want 1"; }
+    for h in 3584 2880; do
+        grep -q "^- \*\*regression\*\* \`ep_gather/regression/block-divides-h/h$h/t64\`" pr.md ||
+            { cat pr.md; fail "gate summary does not name h$h"; }
+    done
+    for h in 7168 384; do
+        grep -q "^- \*\*regression\*\* \`ep_gather/regression/block-divides-h/h$h/t64\`" pr.md &&
+            { cat pr.md; fail "gate summary names h$h, which passes"; }
+    done
+    ;;
 prove_mustpass)
     # prove runs `moects run --cases FILE` on each list: honest kernels only, must pass.
     pick 'ep_gather/regression/block-divides-h/*' 4 > a.txt

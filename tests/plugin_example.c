@@ -2,7 +2,10 @@
  * side"): built as a shared object, it exports MOECTS_PLUGIN_SYMBOL and needs nothing from moects
  * but the ABI header. It holds one honest CPU ep_gather (recipe ep_gather.fma_v1, its own code)
  * and two mutants that show the runner's isolation: one dies of SIGSEGV, one never returns (both
- * only on tokens counts T >= 2, so T = 1 cases pass). Build flags: -ffp-contract=off. */
+ * only on tokens counts T >= 2, so T = 1 cases pass). Build flags: -ffp-contract=off.
+ * MOECTS_PLUGIN_EXAMPLE_BUG=block_min1024 in the environment turns plugin.ep_gather into the
+ * kernel of a bad pull request (BLOCK_D = min(H, 1024), abort unless it divides H: vLLM PR 50458),
+ * under the same name, so that `moects gate` can be shown catching it against a baseline. */
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -39,6 +42,8 @@ static int run(const void *shape, const void *args, void *stream)
     const moects_ep_gather_shape *s = shape;
     const moects_ep_gather_args *a = args;
     (void)stream;
+    const char *bug = getenv("MOECTS_PLUGIN_EXAMPLE_BUG");
+    if (bug && strcmp(bug, "block_min1024") == 0 && s->H % (s->H < 1024 ? s->H : 1024) != 0) abort();
     for (int64_t t = 0; t < s->T; t++)
         for (int64_t d = 0; d < s->H; d++) {
             float acc = 0.0f;
