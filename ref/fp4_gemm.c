@@ -172,6 +172,20 @@ static void unpair(int mode, float v0, float v1, float *p0, float *p1)
     }
 }
 
+/* The blockwise_v1 pass below in scalar C: the fallback, and the tail of pass_avx512/pass_avx2. */
+static void pass_c(float *acc, float *q0, float *q1, int mode, float sa0, float sa1, const float *sb0,
+                   const float *sb1, int64_t n)
+{
+    for (int64_t j = 0; j < n; j++) {
+        float p0, p1;
+        unpair(mode, q0[j], mode == MODE_SPLIT ? q1[j] : 0.0f, &p0, &p1);
+        q0[j] = 0.0f;
+        if (mode == MODE_SPLIT) q1[j] = 0.0f;
+        acc[j] = fmaf(p0, sa0 * sb0[j], acc[j]);
+        if (mode != MODE_SINGLE) acc[j] = fmaf(p1, sa1 * sb1[j], acc[j]);
+    }
+}
+
 /* blockwise_v1 on one row of a tile for one pair, in block order: acc = fmaf(p_b, sa0 * sb0[j],
  * acc), then (two blocks) acc = fmaf(p_{b+1}, sa1 * sb1[j], acc): one FP32 multiply and one fused
  * multiply-add per block. The partial buffers are re-zeroed for the next sgemm (beta = 1). */
@@ -199,14 +213,7 @@ __attribute__((target("avx512f"))) static void pass_avx512(float *acc, float *q0
         if (mode != MODE_SINGLE) acc_v = _mm512_fmadd_ps(p1, _mm512_mul_ps(va1, _mm512_loadu_ps(sb1 + j)), acc_v);
         _mm512_storeu_ps(acc + j, acc_v);
     }
-    for (; j < n; j++) {
-        float p0, p1;
-        unpair(mode, q0[j], mode == MODE_SPLIT ? q1[j] : 0.0f, &p0, &p1);
-        q0[j] = 0.0f;
-        if (mode == MODE_SPLIT) q1[j] = 0.0f;
-        acc[j] = fmaf(p0, sa0 * sb0[j], acc[j]);
-        if (mode != MODE_SINGLE) acc[j] = fmaf(p1, sa1 * sb1[j], acc[j]);
-    }
+    pass_c(acc + j, q0 + j, q1 + j, mode, sa0, sa1, sb0 + j, sb1 + j, n - j);
 }
 
 __attribute__((target("avx2,fma"))) static void pass_avx2(float *acc, float *q0, float *q1, int mode,
@@ -233,27 +240,7 @@ __attribute__((target("avx2,fma"))) static void pass_avx2(float *acc, float *q0,
         if (mode != MODE_SINGLE) acc_v = _mm256_fmadd_ps(p1, _mm256_mul_ps(va1, _mm256_loadu_ps(sb1 + j)), acc_v);
         _mm256_storeu_ps(acc + j, acc_v);
     }
-    for (; j < n; j++) {
-        float p0, p1;
-        unpair(mode, q0[j], mode == MODE_SPLIT ? q1[j] : 0.0f, &p0, &p1);
-        q0[j] = 0.0f;
-        if (mode == MODE_SPLIT) q1[j] = 0.0f;
-        acc[j] = fmaf(p0, sa0 * sb0[j], acc[j]);
-        if (mode != MODE_SINGLE) acc[j] = fmaf(p1, sa1 * sb1[j], acc[j]);
-    }
-}
-
-static void pass_c(float *acc, float *q0, float *q1, int mode, float sa0, float sa1, const float *sb0,
-                   const float *sb1, int64_t n)
-{
-    for (int64_t j = 0; j < n; j++) {
-        float p0, p1;
-        unpair(mode, q0[j], mode == MODE_SPLIT ? q1[j] : 0.0f, &p0, &p1);
-        q0[j] = 0.0f;
-        if (mode == MODE_SPLIT) q1[j] = 0.0f;
-        acc[j] = fmaf(p0, sa0 * sb0[j], acc[j]);
-        if (mode != MODE_SINGLE) acc[j] = fmaf(p1, sa1 * sb1[j], acc[j]);
-    }
+    pass_c(acc + j, q0 + j, q1 + j, mode, sa0, sa1, sb0 + j, sb1 + j, n - j);
 }
 
 typedef void (*pass_fn)(float *, float *, float *, int, float, float, const float *, const float *, int64_t);
