@@ -10,31 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ep_gather_internal.h"
 #include "moects_kernel.h"
-
-static uint16_t f32_to_bf16_rne(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN */
-    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
-
-static float bf16_to_f32(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static int supports(const void *shape, char *why, size_t why_len)
-{
-    (void)shape;
-    (void)why;
-    (void)why_len;
-    return 1;
-}
 
 /* Returns 0, or -1 for a bad shape, a valid slot whose input_index is outside [0, M_sum), or
  * out of memory. */
@@ -43,9 +20,7 @@ static int run(const void *shape, const void *args, void *stream)
     const moects_ep_gather_shape *s = shape;
     const moects_ep_gather_args *a = args;
     (void)stream;
-    if (s->T < 0 || s->k < 0 || s->H < 0 || s->M_sum < 0) return -1;
-    if (s->id_dtype != MOECTS_I32 && s->id_dtype != MOECTS_I64) return -1;
-    if (s->out_dtype != MOECTS_BF16 && s->out_dtype != MOECTS_F32) return -1;
+    if (!moects__epg_shape_ok(s)) return -1;
     if (s->T == 0 || s->H == 0) return 0;
     const int64_t H = s->H, k = s->k;
     size_t nk = (size_t)(k > 0 ? k : 1);
@@ -57,10 +32,7 @@ static int run(const void *shape, const void *args, void *stream)
         int64_t nvalid = 0;
         for (int64_t j = 0; j < k; j++) {
             int64_t slot = t * k + j;
-            int64_t id = s->id_dtype == MOECTS_I64 ? ((const int64_t *)a->topk_ids)[slot]
-                                                   : ((const int32_t *)a->topk_ids)[slot];
-            if (id < 0) continue;
-            if (s->has_expert_map && (id >= s->E_global || a->expert_map[id] < 0)) continue;
+            if (!moects__epg_slot_valid(s, a, slot)) continue;
             int64_t row = a->input_index[slot];
             if (row < 0 || row >= s->M_sum) {
                 rc = -1;
@@ -72,11 +44,11 @@ static int run(const void *shape, const void *args, void *stream)
         if (rc) break;
         for (int64_t d = 0; d < H; d++) acc[d] = 0.0f;
         for (int64_t i = 0; i < nvalid; i++)
-            for (int64_t d = 0; d < H; d++) acc[d] = fmaf(bf16_to_f32(src[i][d]), wt[i], acc[d]);
+            for (int64_t d = 0; d < H; d++) acc[d] = fmaf(moects__epg_bf16_f32(src[i][d]), wt[i], acc[d]);
         if (s->out_dtype == MOECTS_F32)
             memcpy((float *)a->out + t * H, acc, (size_t)H * sizeof *acc);
         else
-            for (int64_t d = 0; d < H; d++) ((uint16_t *)a->out)[t * H + d] = f32_to_bf16_rne(acc[d]);
+            for (int64_t d = 0; d < H; d++) ((uint16_t *)a->out)[t * H + d] = moects__epg_bf16_rne(acc[d]);
     }
     free(src);
     free(wt);
@@ -91,6 +63,6 @@ const moects_kernel moects_cpu_ep_gather = {
     .device = MOECTS_DEVICE_CPU,
     .recipe = "ep_gather.fma_v1",
     .bug = NULL,
-    .supports = supports,
+    .supports = moects__epg_supports_all,
     .run = run,
 };

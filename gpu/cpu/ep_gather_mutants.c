@@ -23,8 +23,7 @@ int64_t moects__epg_offset32(int64_t row, int64_t H, int64_t d)
 static int slot_valid(enum bug b, const moects_ep_gather_shape *s, const moects_ep_gather_args *a,
                       int64_t slot)
 {
-    int64_t id = s->id_dtype == MOECTS_I64 ? ((const int64_t *)a->topk_ids)[slot]
-                                           : ((const int32_t *)a->topk_ids)[slot];
+    int64_t id = moects__epg_slot_id(s, a, slot);
     if (b == BUG_NEG1_ONLY) /* only -1 is "invalid"; no range check before reading the map */
         return id != -1 && (!s->has_expert_map || a->expert_map[id] >= 0);
     if (id < 0) return 0;
@@ -32,29 +31,11 @@ static int slot_valid(enum bug b, const moects_ep_gather_shape *s, const moects_
     return id < s->E_global && a->expert_map[id] >= 0;
 }
 
-static uint16_t bf16_rne(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x0040u);
-    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
-
-static float bf16_f32(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 static int run_core(enum bug b, const void *shape, const void *args)
 {
     const moects_ep_gather_shape *s = shape;
     const moects_ep_gather_args *a = args;
-    if (s->T < 0 || s->k < 0 || s->H < 0 || s->M_sum < 0) return -1;
-    if (s->id_dtype != MOECTS_I32 && s->id_dtype != MOECTS_I64) return -1;
-    if (s->out_dtype != MOECTS_BF16 && s->out_dtype != MOECTS_F32) return -1;
+    if (!moects__epg_shape_ok(s)) return -1;
     const int64_t T = s->T, k = s->k, H = s->H;
     /* vLLM before PR 50458: BLOCK_D = min(hidden, 1024); assert hidden % BLOCK_D == 0, checked
      * at launch whatever T is (Kimi K3's latent width 3584 fails it). */
@@ -79,7 +60,7 @@ static int run_core(enum bug b, const void *shape, const void *args)
                     if (row < 0 || row >= s->M_sum) return -1;
                     int64_t off = b == BUG_INT32_OFFSET ? moects__epg_offset32(row, H, d)
                                                         : moects__epg_offset64(row, H, d);
-                    float xv = bf16_f32(a->x[off]), wv = a->topk_weights[slot];
+                    float xv = moects__epg_bf16_f32(a->x[off]), wv = a->topk_weights[slot];
                     if (b == BUG_MULADD) {
                         volatile float p = xv * wv; /* rounded to FP32 here, never fused */
                         acc = acc + p;
@@ -88,17 +69,9 @@ static int run_core(enum bug b, const void *shape, const void *args)
                     }
                 }
                 if (s->out_dtype == MOECTS_F32) ((float *)a->out)[t * H + d] = acc;
-                else ((uint16_t *)a->out)[t * H + d] = bf16_rne(acc);
+                else ((uint16_t *)a->out)[t * H + d] = moects__epg_bf16_rne(acc);
             }
     return 0;
-}
-
-static int supports(const void *shape, char *why, size_t why_len)
-{
-    (void)shape;
-    (void)why;
-    (void)why_len;
-    return 1;
 }
 
 #define MUTANT(sym, bugid, nm, text)                                                          \
@@ -113,7 +86,7 @@ static int supports(const void *shape, char *why, size_t why_len)
                                .device = MOECTS_DEVICE_CPU,                                    \
                                .recipe = "ep_gather.fma_v1",                                   \
                                .bug = text,                                                    \
-                               .supports = supports,                                           \
+                               .supports = moects__epg_supports_all,                                           \
                                .run = run_##sym};
 
 MUTANT(moects_cpu_mutant_ep_gather_block_min1024, BUG_BLOCK_MIN1024,

@@ -20,24 +20,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ep_gather_internal.h"
 #include "moects_kernel.h"
-
-static int supports(const void *shape, char *why, size_t why_len)
-{
-    (void)shape;
-    (void)why;
-    (void)why_len;
-    return 1;
-}
 
 static int run(const void *shape, const void *args, void *stream)
 {
     const moects_ep_gather_shape *s = shape;
     const moects_ep_gather_args *a = args;
     (void)stream;
-    if (s->T < 0 || s->k < 0 || s->H < 0 || s->M_sum < 0) return -1;
-    if (s->id_dtype != MOECTS_I32 && s->id_dtype != MOECTS_I64) return -1;
-    if (s->out_dtype != MOECTS_BF16 && s->out_dtype != MOECTS_F32) return -1;
+    if (!moects__epg_shape_ok(s)) return -1;
     if (s->T == 0 || s->H == 0) return 0;
     const int64_t H = s->H, k = s->k;
     float *acc = malloc((size_t)H * sizeof *acc), *xf = malloc((size_t)H * sizeof *xf);
@@ -46,19 +37,14 @@ static int run(const void *shape, const void *args, void *stream)
         memset(acc, 0, (size_t)H * sizeof *acc); /* all-zero bits: +0.0f */
         for (int64_t j = 0; j < k; j++) {
             int64_t slot = t * k + j;
-            int64_t id = s->id_dtype == MOECTS_I64 ? ((const int64_t *)a->topk_ids)[slot]
-                                                   : ((const int32_t *)a->topk_ids)[slot];
-            if (id < 0 || (s->has_expert_map && (id >= s->E_global || a->expert_map[id] < 0))) continue;
+            if (!moects__epg_slot_valid(s, a, slot)) continue;
             int64_t row = a->input_index[slot];
             if (row < 0 || row >= s->M_sum) {
                 rc = -1;
                 break;
             }
             const uint16_t *xr = a->x + row * H;
-            for (int64_t d = 0; d < H; d++) {
-                uint32_t u = (uint32_t)xr[d] << 16;
-                memcpy(&xf[d], &u, sizeof u);
-            }
+            for (int64_t d = 0; d < H; d++) xf[d] = moects__epg_bf16_f32(xr[d]);
             /* BLAS lengths are blasint (32-bit here): go in chunks */
             for (int64_t d0 = 0; d0 < H; d0 += 1 << 30) {
                 int64_t n = H - d0 < (1 << 30) ? H - d0 : (1 << 30);
@@ -70,13 +56,7 @@ static int run(const void *shape, const void *args, void *stream)
             memcpy((float *)a->out + t * H, acc, (size_t)H * sizeof *acc);
             continue;
         }
-        for (int64_t d = 0; d < H; d++) {
-            uint32_t u;
-            memcpy(&u, &acc[d], sizeof u);
-            uint16_t b = (u & 0x7FFFFFFFu) > 0x7F800000u ? (uint16_t)((u >> 16) | 0x0040u)
-                                                         : (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-            ((uint16_t *)a->out)[t * H + d] = b;
-        }
+        for (int64_t d = 0; d < H; d++) ((uint16_t *)a->out)[t * H + d] = moects__epg_bf16_rne(acc[d]);
     }
     free(acc);
     free(xf);
@@ -91,6 +71,6 @@ const moects_kernel moects_cpu_ep_gather_saxpy = {
     .recipe = NULL,
     .tol = {.max_calc_diff = 1e-4, .max_ulp = UINT32_MAX},
     .bug = NULL,
-    .supports = supports,
+    .supports = moects__epg_supports_all,
     .run = run,
 };
