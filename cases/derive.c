@@ -94,6 +94,70 @@ static moects_case gather_case(const deriver *d, const layout *L, int64_t T)
     return c;
 }
 
+/* A variant case: the plain case at T (ep_gather) or M (fp4_gemm), then the fields it sets (a zero
+ * field keeps the plain case's value); id <plain id>/<name>. */
+typedef struct {
+    int64_t n;
+    const char *name;
+    moects_routing routing;
+    moects_dtype id_dtype, out_dtype;
+    moects_data data;
+    moects_scale_layout scale_layout;
+    int last_rank; /* ep_rank = ep - 1: holds the fewer experts when E % e != 0 */
+    int smoke;     /* in the smoke tier (ep_gather: on the smoke EP layout only) */
+    int g2_only;   /* fp4_gemm: gemm2 only */
+} variant;
+
+static const variant GATHER_ALL[] = {{128, "skewed", .routing = MOECTS_ROUTE_SKEWED}};
+static const variant GATHER_EP[] = {
+    {64, "skewed", .routing = MOECTS_ROUTE_SKEWED, .smoke = 1},
+    {128, "zero-expert", .routing = MOECTS_ROUTE_ZERO_EXPERT},
+    {64, "hot-rank", .routing = MOECTS_ROUTE_ONE_EXPERT},
+    {128, "last-rank", .last_rank = 1},
+};
+static const variant GATHER_EP8[] = {
+    {4096, "skewed", .routing = MOECTS_ROUTE_SKEWED},
+    {128, "i64", .id_dtype = MOECTS_I64},
+    {128, "stale-ids", .routing = MOECTS_ROUTE_STALE_IDS},
+    {16, "no-local", .routing = MOECTS_ROUTE_NO_LOCAL},
+};
+static const variant GATHER_TP1[] = {
+    {128, "neg-ids", .routing = MOECTS_ROUTE_NEG_IDS},
+    {128, "i64", .id_dtype = MOECTS_I64},
+    {128, "f32-out", .out_dtype = MOECTS_F32},
+    {128, "adversarial", .data = MOECTS_DATA_ADVERSARIAL},
+};
+static const variant GEMM_TP8[] = {
+    {100, "swizzled", .scale_layout = MOECTS_SCALES_SWIZZLED_128X4},
+    {M_SMOKE, "swizzled", .scale_layout = MOECTS_SCALES_SWIZZLED_128X4, .smoke = 1, .g2_only = 1},
+    {128, "f32-out", .out_dtype = MOECTS_F32, .g2_only = 1},
+    {16, "nan", .data = MOECTS_DATA_NAN, .g2_only = 1},
+    {100, "adversarial", .data = MOECTS_DATA_ADVERSARIAL},
+};
+static const variant GEMM_EP8[] = {{128, "swizzled", .scale_layout = MOECTS_SCALES_SWIZZLED_128X4}};
+#define VARIANTS(t) t, sizeof t / sizeof *t
+
+/* Sets the fields variant v changes on its plain case c; smoke_ok: whether v->smoke applies. */
+static void set_variant(moects_case *c, const variant *v, const layout *L, int smoke_ok)
+{
+    if (v->routing) c->routing = v->routing;
+    if (v->id_dtype) c->id_dtype = v->id_dtype;
+    if (v->out_dtype) c->out_dtype = v->out_dtype;
+    if (v->data) c->data = v->data;
+    if (v->scale_layout) c->scale_layout = v->scale_layout;
+    if (v->last_rank) c->ep_rank = L->ep - 1;
+    if (v->smoke && smoke_ok) c->tiers |= MOECTS_TIER_SMOKE;
+}
+
+static void push_gather_variants(deriver *d, const layout *L, int smoke_ep, const variant *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        moects_case c = gather_case(d, L, v[i].n);
+        set_variant(&c, &v[i], L, smoke_ep);
+        push(d, &c, "ep_gather/%s/%s/t%lld/%s", d->m->name, L->name, (long long)v[i].n, v[i].name);
+    }
+}
+
 static void gather_cases(deriver *d, const layout *L, int smoke_ep)
 {
     const char *mn = d->m->name, *ln = L->name;
@@ -104,52 +168,10 @@ static void gather_cases(deriver *d, const layout *L, int smoke_ep)
         if (T == T_SMOKE) c.tiers |= MOECTS_TIER_SMOKE;
         push(d, &c, "ep_gather/%s/%s/t%lld", mn, ln, (long long)T);
     }
-    moects_case c = gather_case(d, L, 128);
-    c.routing = MOECTS_ROUTE_SKEWED;
-    push(d, &c, "ep_gather/%s/%s/t128/skewed", mn, ln);
-    if (L->ep) {
-        c = gather_case(d, L, 64);
-        c.routing = MOECTS_ROUTE_SKEWED;
-        if (smoke_ep) c.tiers |= MOECTS_TIER_SMOKE;
-        push(d, &c, "ep_gather/%s/%s/t64/skewed", mn, ln);
-        c = gather_case(d, L, 128);
-        c.routing = MOECTS_ROUTE_ZERO_EXPERT;
-        push(d, &c, "ep_gather/%s/%s/t128/zero-expert", mn, ln);
-        c = gather_case(d, L, 64);
-        c.routing = MOECTS_ROUTE_ONE_EXPERT;
-        push(d, &c, "ep_gather/%s/%s/t64/hot-rank", mn, ln);
-        c = gather_case(d, L, 128);
-        c.ep_rank = L->ep - 1; /* holds the fewer experts when E % e != 0 */
-        push(d, &c, "ep_gather/%s/%s/t128/last-rank", mn, ln);
-    }
-    if (L->ep == 8) {
-        c = gather_case(d, L, 4096);
-        c.routing = MOECTS_ROUTE_SKEWED;
-        push(d, &c, "ep_gather/%s/%s/t4096/skewed", mn, ln);
-        c = gather_case(d, L, 128);
-        c.id_dtype = MOECTS_I64;
-        push(d, &c, "ep_gather/%s/%s/t128/i64", mn, ln);
-        c = gather_case(d, L, 128);
-        c.routing = MOECTS_ROUTE_STALE_IDS;
-        push(d, &c, "ep_gather/%s/%s/t128/stale-ids", mn, ln);
-        c = gather_case(d, L, 16);
-        c.routing = MOECTS_ROUTE_NO_LOCAL;
-        push(d, &c, "ep_gather/%s/%s/t16/no-local", mn, ln);
-    }
-    if (L->tp == 1) {
-        c = gather_case(d, L, 128);
-        c.routing = MOECTS_ROUTE_NEG_IDS;
-        push(d, &c, "ep_gather/%s/%s/t128/neg-ids", mn, ln);
-        c = gather_case(d, L, 128);
-        c.id_dtype = MOECTS_I64;
-        push(d, &c, "ep_gather/%s/%s/t128/i64", mn, ln);
-        c = gather_case(d, L, 128);
-        c.out_dtype = MOECTS_F32;
-        push(d, &c, "ep_gather/%s/%s/t128/f32-out", mn, ln);
-        c = gather_case(d, L, 128);
-        c.data = MOECTS_DATA_ADVERSARIAL;
-        push(d, &c, "ep_gather/%s/%s/t128/adversarial", mn, ln);
-    }
+    push_gather_variants(d, L, smoke_ep, VARIANTS(GATHER_ALL));
+    if (L->ep) push_gather_variants(d, L, smoke_ep, VARIANTS(GATHER_EP));
+    if (L->ep == 8) push_gather_variants(d, L, smoke_ep, VARIANTS(GATHER_EP8));
+    if (L->tp == 1) push_gather_variants(d, L, smoke_ep, VARIANTS(GATHER_TP1));
 }
 
 static const char *fmt_name(moects_fp4_format f) { return f == MOECTS_FP4_NVFP4 ? "nvfp4" : "mxfp4"; }
@@ -164,6 +186,18 @@ static moects_case gemm_case(const deriver *d, const layout *L, moects_fp4_forma
     c.scale_layout = MOECTS_SCALES_LINEAR;
     moects__copy(c.gemm, sizeof c.gemm, g2 ? "gemm2" : "gemm1");
     return c;
+}
+
+static void push_gemm_variants(deriver *d, const layout *L, moects_fp4_format f, int g2, const variant *v,
+                               size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].g2_only && !g2) continue;
+        moects_case c = gemm_case(d, L, f, g2, v[i].n);
+        set_variant(&c, &v[i], L, 1);
+        push(d, &c, "fp4_gemm.%s/%s/%s/%s/m%lld/%s", fmt_name(f), d->m->name, L->name, g2 ? "gemm2" : "gemm1",
+             (long long)v[i].n, v[i].name);
+    }
 }
 
 /* smoke_m: the M that this layout contributes to the smoke tier (0: none). */
@@ -197,31 +231,8 @@ static void gemm_cases(deriver *d, const layout *L, int64_t smoke_m)
                 c.tiers |= MOECTS_TIER_SMOKE;
                 push(d, &c, "fp4_gemm.%s/%s/%s/%s/m%lld", fn, mn, ln, gn, (long long)smoke_m);
             }
-            if (L->tp == 8) {
-                moects_case c = gemm_case(d, L, f, g2, 100);
-                c.scale_layout = MOECTS_SCALES_SWIZZLED_128X4;
-                push(d, &c, "fp4_gemm.%s/%s/%s/%s/m100/swizzled", fn, mn, ln, gn);
-                if (g2) {
-                    c = gemm_case(d, L, f, g2, M_SMOKE);
-                    c.scale_layout = MOECTS_SCALES_SWIZZLED_128X4;
-                    c.tiers |= MOECTS_TIER_SMOKE;
-                    push(d, &c, "fp4_gemm.%s/%s/%s/%s/m%d/swizzled", fn, mn, ln, gn, M_SMOKE);
-                    c = gemm_case(d, L, f, g2, 128);
-                    c.out_dtype = MOECTS_F32;
-                    push(d, &c, "fp4_gemm.%s/%s/%s/%s/m128/f32-out", fn, mn, ln, gn);
-                    c = gemm_case(d, L, f, g2, 16);
-                    c.data = MOECTS_DATA_NAN;
-                    push(d, &c, "fp4_gemm.%s/%s/%s/%s/m16/nan", fn, mn, ln, gn);
-                }
-                c = gemm_case(d, L, f, g2, 100);
-                c.data = MOECTS_DATA_ADVERSARIAL;
-                push(d, &c, "fp4_gemm.%s/%s/%s/%s/m100/adversarial", fn, mn, ln, gn);
-            }
-            if (L->ep == 8) {
-                moects_case c = gemm_case(d, L, f, g2, 128);
-                c.scale_layout = MOECTS_SCALES_SWIZZLED_128X4;
-                push(d, &c, "fp4_gemm.%s/%s/%s/%s/m128/swizzled", fn, mn, ln, gn);
-            }
+            if (L->tp == 8) push_gemm_variants(d, L, f, g2, VARIANTS(GEMM_TP8));
+            if (L->ep == 8) push_gemm_variants(d, L, f, g2, VARIANTS(GEMM_EP8));
         }
     }
 }
