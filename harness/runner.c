@@ -89,10 +89,9 @@ static void set_reason(moects_result *r, const char *fmt, const char *a, const c
     copy_str(r->reason, sizeof r->reason, buf);
 }
 
-/* Run one task in this process. Returns 1 when the process should exit afterwards (a CUDA error
- * that may be sticky). notify(): called when the kernel is about to run (timeout phase). */
-static int do_task(worker_state *ws, long ci, const moects_case *c, const moects_kernel *k, uint64_t seed,
-                   int perf, moects_result *r, void (*notify)(void *), void *nctx)
+/* Clears r and fills who ran what: kernel, case, model, layout, op, mutant flag, seed, recipe
+ * (the kernel's, else "<op>.exact_v1+tol"); first_index -1. */
+static void set_identity(moects_result *r, const moects_case *c, const moects_kernel *k, uint64_t seed)
 {
     memset(r, 0, sizeof *r);
     snprintf(r->kernel, sizeof r->kernel, "%s", k->name);
@@ -103,9 +102,17 @@ static int do_task(worker_state *ws, long ci, const moects_case *c, const moects
     r->is_mutant = k->bug != NULL;
     r->seed = seed;
     r->first_index = -1;
-    const char *opname = c->op == MOECTS_OP_FP4_GEMM ? "fp4_gemm" : "ep_gather";
     if (k->recipe) snprintf(r->recipe, sizeof r->recipe, "%s", k->recipe);
-    else snprintf(r->recipe, sizeof r->recipe, "%s.exact_v1+tol", opname);
+    else snprintf(r->recipe, sizeof r->recipe, "%s.exact_v1+tol", c->op == MOECTS_OP_FP4_GEMM ? "fp4_gemm" : "ep_gather");
+}
+
+/* Run one task in this process. Returns 1 when the process should exit afterwards (a CUDA error
+ * that may be sticky). notify(): called when the kernel is about to run (timeout phase). */
+static int do_task(worker_state *ws, long ci, const moects_case *c, const moects_kernel *k, uint64_t seed,
+                   int perf, moects_result *r, void (*notify)(void *), void *nctx)
+{
+    set_identity(r, c, k, seed);
+    const char *opname = c->op == MOECTS_OP_FP4_GEMM ? "fp4_gemm" : "ep_gather";
     moects_recipe recipe = MOECTS_RECIPE_EXACT_V1;
     if (k->recipe && moects_recipe_parse(k->recipe, c->op, &recipe) != 0) {
         r->verdict = MOECTS_FAIL_CRASH;
@@ -463,17 +470,7 @@ static void fill_identity(const moects_runner_opts *o, const task *t, moects_res
 {
     const moects_case *c = &o->cases[t->case_idx];
     const moects_kernel *k = o->kernels[t->kernel_idx];
-    memset(r, 0, sizeof *r);
-    snprintf(r->kernel, sizeof r->kernel, "%s", k->name);
-    snprintf(r->case_id, sizeof r->case_id, "%s", c->id);
-    snprintf(r->model, sizeof r->model, "%s", c->model);
-    snprintf(r->layout, sizeof r->layout, "%s", c->layout);
-    r->op = c->op;
-    r->is_mutant = k->bug != NULL;
-    r->seed = o->seed;
-    r->first_index = -1;
-    if (k->recipe) snprintf(r->recipe, sizeof r->recipe, "%s", k->recipe);
-    else snprintf(r->recipe, sizeof r->recipe, "%s.exact_v1+tol", c->op == MOECTS_OP_FP4_GEMM ? "fp4_gemm" : "ep_gather");
+    set_identity(r, c, k, o->seed);
 }
 
 int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, size_t errlen)
