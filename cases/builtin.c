@@ -1,7 +1,6 @@
 /* builtin.c: the built-in case registry: every model under <root>/cases/models, derived under every
  * layout, then every file under <root>/cases/regressions, both in file-name order. */
 #include <dirent.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +8,6 @@
 #include "cases_internal.h"
 #include "moects_cases.h"
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 static int cmp_idx(const void *a, const void *b, void *v)
 {
     const moects_case *c = v;
@@ -18,32 +16,10 @@ static int cmp_idx(const void *a, const void *b, void *v)
 
 static int load_regressions(const char *dir, moects_case_list *out, char *err, size_t errlen)
 {
-    DIR *d = opendir(dir);
-    if (!d) return moects__fail(err, errlen, "%s: unreadable directory: %s", dir, strerror(errno));
-    char **names = NULL;
-    size_t n = 0, cap = 0;
+    char **names;
+    size_t n;
+    if (moects__json_names(dir, &names, &n, err, errlen)) return -1;
     int rc = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        size_t L = strlen(e->d_name);
-        if (L < 6 || strcmp(e->d_name + L - 5, ".json") || e->d_name[0] == '.') continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 32;
-            char **nn = realloc(names, cap * sizeof *nn);
-            if (!nn) {
-                rc = moects__fail(err, errlen, "%s: out of memory", dir);
-                break;
-            }
-            names = nn;
-        }
-        if (!(names[n] = strdup(e->d_name))) {
-            rc = moects__fail(err, errlen, "%s: out of memory", dir);
-            break;
-        }
-        n++;
-    }
-    closedir(d);
-    if (!rc) qsort(names, n, sizeof *names, cmp_str);
     for (size_t i = 0; !rc && i < n; i++) {
         char path[4096];
         if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, names[i]) >= sizeof path)
@@ -51,8 +27,7 @@ static int load_regressions(const char *dir, moects_case_list *out, char *err, s
         else
             rc = moects_regressions_load(path, out, err, errlen);
     }
-    for (size_t i = 0; i < n; i++) free(names[i]);
-    free(names);
+    moects__names_free(names, n);
     return rc;
 }
 

@@ -15,6 +15,12 @@ json_t *moects__json_load_file(const char *path, int strict, char *err, size_t e
 /* snprintf into err, never overflowing; returns -1 so callers can `return moects__fail(...)`. */
 int moects__fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* The names of the .json files in dir (not those starting with '.'), sorted by strcmp. Returns 0
+ * with *names (free with moects__names_free) and *n, or -1 with "dir: unreadable directory: <errno
+ * text>" or "dir: out of memory" in err. */
+int moects__json_names(const char *dir, char ***names, size_t *n, char *err, size_t errlen);
+void moects__names_free(char **names, size_t n);
+
 /* Copy src into dst[n] (NUL-terminated); returns -1 if it did not fit. */
 int moects__copy(char *dst, size_t n, const char *src);
 

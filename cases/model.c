@@ -1,8 +1,6 @@
 /* model.c: load one model's MoE dims from a registry file (cases/models/NAME.json) or from a raw
  * Hugging Face config.json of any MoE family. DESIGN.md "Cases". */
 #include <ctype.h>
-#include <dirent.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -388,40 +386,15 @@ int moects_model_load(const char *path, moects_model *m, char *err, size_t errle
     return rc;
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
 int moects_models_load_dir(const char *dir, moects_model **out, char *err, size_t errlen)
 {
     *out = NULL;
-    DIR *d = opendir(dir);
-    if (!d) return moects__fail(err, errlen, "%s: unreadable directory: %s", dir, strerror(errno));
-    char **names = NULL;
-    size_t n = 0, cap = 0;
-    struct dirent *e;
-    int oom = 0;
-    while ((e = readdir(d))) {
-        size_t L = strlen(e->d_name);
-        if (L < 6 || strcmp(e->d_name + L - 5, ".json") || e->d_name[0] == '.') continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 32;
-            char **nn = realloc(names, cap * sizeof *nn);
-            if (!nn) {
-                oom = 1;
-                break;
-            }
-            names = nn;
-        }
-        if (!(names[n] = strdup(e->d_name))) {
-            oom = 1;
-            break;
-        }
-        n++;
-    }
-    closedir(d);
-    moects_model *v = oom ? NULL : calloc(n ? n : 1, sizeof *v);
+    char **names;
+    size_t n;
+    if (moects__json_names(dir, &names, &n, err, errlen)) return -1;
+    moects_model *v = calloc(n ? n : 1, sizeof *v);
     int rc = (int)n;
     if (!v) rc = moects__fail(err, errlen, "%s: out of memory", dir);
-    else qsort(names, n, sizeof *names, cmp_str);
     for (size_t i = 0; rc >= 0 && i < n; i++) {
         char path[4096];
         if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, names[i]) >= sizeof path)
@@ -429,8 +402,7 @@ int moects_models_load_dir(const char *dir, moects_model **out, char *err, size_
         else if (moects_model_load(path, &v[i], err, errlen))
             rc = -1;
     }
-    for (size_t i = 0; i < n; i++) free(names[i]);
-    free(names);
+    moects__names_free(names, n);
     if (rc < 0) {
         free(v);
         return -1;
