@@ -148,6 +148,24 @@ static void set_cmp_msg(verdict *v, const cmp_result *c, const char *what, int b
              bf16 ? 4 : 8, c->got, (double)to_f32(c->got, bf16), bf16 ? 4 : 8, c->want, (double)to_f32(c->want, bf16));
 }
 
+/* Runs kern on the device arguments on the worker's stream, waits, then downloads obytes of dout
+ * into got. Returns 0, -2 when the run failed, -1 when the download did (v->msg says which). */
+static int run_and_download(const moects_kernel *kern, const void *shape, const void *dargs, const void *dout,
+                            void *got, size_t obytes, verdict *v)
+{
+    void *st = moects_cuda_stream();
+    char err[256] = "";
+    if (kern->run(shape, dargs, st) || moects_cuda_sync(st, err, sizeof err)) {
+        snprintf(v->msg, sizeof v->msg, "run failed: %s", err[0] ? err : "run() returned an error");
+        return -2;
+    }
+    if (moects_cuda_d2h(got, dout, obytes)) {
+        snprintf(v->msg, sizeof v->msg, "download failed");
+        return -1;
+    }
+    return 0;
+}
+
 static int run_epg_case(const moects_kernel *kern, const epg_case *c, verdict *v)
 {
     moects_ep_gather_shape s = {c->T, c->k, 0, c->H, c->E, c->id, c->out, c->has_map};
@@ -226,17 +244,7 @@ static int run_epg_case(const moects_kernel *kern, const epg_case *c, verdict *v
         goto out;
     }
     moects_ep_gather_args da = {dx, dids, dw, didx, c->has_map ? dmap : NULL, dout};
-    void *st = moects_cuda_stream();
-    char err[256] = "";
-    if (kern->run(&s, &da, st) || moects_cuda_sync(st, err, sizeof err)) {
-        snprintf(v->msg, sizeof v->msg, "run failed: %s", err[0] ? err : "run() returned an error");
-        rc = -2;
-        goto out;
-    }
-    if (moects_cuda_d2h(got, dout, obytes)) {
-        snprintf(v->msg, sizeof v->msg, "download failed");
-        goto out;
-    }
+    if ((rc = run_and_download(kern, &s, &da, dout, got, obytes, v))) goto out;
     cmp_result cr;
     compare(got, want, c->T * H, c->out == MOECTS_BF16, &cr);
     v->pass = cr.mismatches == 0;
@@ -355,17 +363,7 @@ static int run_fp4_case(const moects_kernel *kern, const fp4_case *c, verdict *v
         goto out;
     }
     moects_fp4_gemm_args dargs = {da, db, dsa, dsb, alpha, dd};
-    void *st = moects_cuda_stream();
-    char err[256] = "";
-    if (kern->run(&s, &dargs, st) || moects_cuda_sync(st, err, sizeof err)) {
-        snprintf(v->msg, sizeof v->msg, "run failed: %s", err[0] ? err : "run() returned an error");
-        rc = -2;
-        goto out;
-    }
-    if (moects_cuda_d2h(got, dd, obytes)) {
-        snprintf(v->msg, sizeof v->msg, "download failed");
-        goto out;
-    }
+    if ((rc = run_and_download(kern, &s, &dargs, dd, got, obytes, v))) goto out;
     cmp_result cr;
     compare(got, want, c->M * c->N, c->out == MOECTS_BF16, &cr);
     if (kern->recipe) {
