@@ -12,6 +12,7 @@
 #include "moects_quant.h"
 #include "moects_ref.h"
 #include "moects_registry.h"
+#include "test_rng.h"
 
 static const moects_kernel *find(const char *name)
 {
@@ -60,15 +61,6 @@ Test(fp4_kernels, registered)
 }
 
 /* ---- problems ---- */
-
-static uint64_t rng_state;
-static uint32_t rnd(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return (uint32_t)((z ^ (z >> 31)) >> 32);
-}
 
 typedef struct {
     moects_fp4_gemm_shape s;

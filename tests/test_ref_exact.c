@@ -9,17 +9,10 @@
 #include <string.h>
 
 #include "moects_exact.h"
+#include "test_rng.h"
 
 #define ACC_PREC 2600
 
-static uint64_t rng_state;
-static uint64_t rnd64(void) /* splitmix64 */
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 static int rnd_int(int lo, int hi) { return lo + (int)(rnd64() % (uint64_t)(hi - lo + 1)); }
 /* Random double with a random 53-bit (or short) significand and binary exponent in [elo, ehi]. */
 static double rnd_double(int elo, int ehi)

@@ -12,15 +12,7 @@
 #include "moects_quant.h"
 #include "moects_ref.h"
 #include "test_ref_fp4_oracle.h"
-
-static uint64_t rng_state;
-static uint32_t rnd(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return (uint32_t)((z ^ (z >> 31)) >> 32);
-}
+#include "test_rng.h"
 
 typedef enum { SC_NARROW, SC_WIDE, SC_EXTREME, SC_NAN } scale_kind;
 
