@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "moects_commands.h"
+#include "test_slurp.h"
 
 #define DATA MOECTS_SOURCE_DIR "/tests/data/gate/"
 
@@ -37,17 +38,6 @@ static void teardown(void)
 static int gate(int argc, const char **argv)
 {
     return moects_cmd_gate(argc, (char **)argv);
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f, "%s", path);
-    char *buf = calloc(1, 1 << 16);
-    size_t n = fread(buf, 1, (1 << 16) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
 }
 
 /* file contents with @MUSTPASS@ replaced by the must-pass file's path */

@@ -9,6 +9,7 @@
 
 #include "moects_known.h"
 #include "moects_tap.h"
+#include "test_slurp.h"
 
 static void expect_error(const char *text, const char *want)
 {
@@ -324,17 +325,6 @@ Test(known, tap_todo_summary_and_results_json)
 
 #include "moects_commands.h"
 
-static char *slurp_file(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f, "%s", path);
-    char *buf = calloc(1, 1 << 16);
-    size_t n = fread(buf, 1, (1 << 16) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
 /* k.tol fails ADV (known or not, per `known`), passes NAN_ID (an entry matches it: "fixed?"); a
  * mutant is caught on ADV; the must-pass list holds ADV. */
 static int gate_on(const char *dir, int known, char **summary_text)
@@ -362,7 +352,7 @@ static int gate_on(const char *dir, int known, char **summary_text)
     cr_assert_not_null(freopen("/dev/null", "w", stdout));
     const char *argv[] = {"gate", run_path, "--mustpass", mp, "--summary", sum};
     int rc = moects_cmd_gate(6, (char **)argv);
-    *summary_text = slurp_file(sum);
+    *summary_text = slurp(sum);
     return rc;
 }
 

@@ -10,6 +10,7 @@
 
 #include "moects_commands.h"
 #include "moects_harness.h"
+#include "test_slurp.h"
 
 #define DATA MOECTS_SOURCE_DIR "/tests/data/merge/"
 
@@ -28,17 +29,6 @@ static void teardown(void)
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     cr_assert_eq(system(cmd), 0);
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f, "%s", path);
-    char *buf = calloc(1, 1 << 16);
-    size_t n = fread(buf, 1, (1 << 16) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
 }
 
 static int merge(int argc, const char **argv)
