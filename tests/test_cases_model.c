@@ -10,31 +10,12 @@
 #include <unistd.h>
 
 #include "moects_cases.h"
+#include "test_tmpdir.h"
 
 #define SRC MOECTS_SOURCE_DIR "/cases/sources"
 #define MODELS MOECTS_SOURCE_DIR "/cases/models"
 
-static char tmpdir[256];
-
-static void mk_tmp(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/moects-test-model-XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir));
-}
-
-static void rm_tmp(void)
-{
-    DIR *d = opendir(tmpdir);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        char p[512];
-        snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
-        unlink(p);
-    }
-    if (d) closedir(d);
-    rmdir(tmpdir);
-}
+static void mk_tmp(void) { mk_tmpdir("/tmp/moects-test-model-XXXXXX"); }
 
 /* Write text to tmpdir/name; returns the path (static buffer). */
 static const char *put(const char *name, const char *text)

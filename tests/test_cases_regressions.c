@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "moects_cases.h"
+#include "test_tmpdir.h"
 
 #define REG MOECTS_SOURCE_DIR "/cases/regressions"
 
@@ -238,25 +239,7 @@ Test(regressions, gemm_shape_classes, .init = load_all, .fini = free_all)
 
 /* ---- loader ------------------------------------------------------------------------------------ */
 
-static char tmpdir[256];
-static void mk_tmp(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/moects-test-reg-XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir));
-}
-static void rm_tmp(void)
-{
-    DIR *d = opendir(tmpdir);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        char p[512];
-        snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
-        unlink(p);
-    }
-    if (d) closedir(d);
-    rmdir(tmpdir);
-}
+static void mk_tmp(void) { mk_tmpdir("/tmp/moects-test-reg-XXXXXX"); }
 static const char *put(const char *text)
 {
     static char path[512];
