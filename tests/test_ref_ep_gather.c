@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "moects_ref.h"
+#include "test_mpfr_round.h"
 
 static uint32_t f32_bits(float f)
 {
@@ -229,22 +230,6 @@ static uint64_t rnd(void)
 {
     z = z * 6364136223846793005ull + 1442695040888963407ull;
     return z >> 17;
-}
-static float ref_round(mpfr_t acc, int prec, int emin)
-{
-    mpfr_exp_t omin = mpfr_get_emin(), omax = mpfr_get_emax();
-    mpfr_t r;
-    mpfr_init2(r, prec);
-    int t = mpfr_set(r, acc, MPFR_RNDN);
-    mpfr_set_emin(emin);
-    mpfr_set_emax(128);
-    t = mpfr_check_range(r, t, MPFR_RNDN);
-    mpfr_subnormalize(r, t, MPFR_RNDN);
-    float f = mpfr_get_flt(r, MPFR_RNDN);
-    mpfr_set_emin(omin);
-    mpfr_set_emax(omax);
-    mpfr_clear(r);
-    return f;
 }
 
 Test(ref_ep_gather, random_against_mpfr_and_loop)

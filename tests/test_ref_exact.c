@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "moects_exact.h"
+#include "test_mpfr_round.h"
 #include "test_rng.h"
 
 #define ACC_PREC 2600
@@ -24,23 +25,6 @@ static double rnd_double(int elo, int ehi)
     return (rnd64() & 1) ? -v : v;
 }
 
-/* MPFR's correctly rounded binary32 / bf16 value of acc (RNE, subnormals, overflow to Inf). */
-static float ref_round(mpfr_t acc, int prec, int emin)
-{
-    mpfr_exp_t old_min = mpfr_get_emin(), old_max = mpfr_get_emax();
-    mpfr_t r;
-    mpfr_init2(r, prec);
-    int t = mpfr_set(r, acc, MPFR_RNDN);
-    mpfr_set_emin(emin);
-    mpfr_set_emax(128);
-    t = mpfr_check_range(r, t, MPFR_RNDN);
-    mpfr_subnormalize(r, t, MPFR_RNDN);
-    float f = mpfr_get_flt(r, MPFR_RNDN);
-    mpfr_set_emin(old_min);
-    mpfr_set_emax(old_max);
-    mpfr_clear(r);
-    return f;
-}
 static uint32_t f32_bits(float f)
 {
     uint32_t u;
