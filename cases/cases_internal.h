@@ -4,6 +4,7 @@
 #include <jansson.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Read and parse a JSON file. Python's json module writes bare NaN, Infinity and -Infinity, which
  * jansson rejects: outside strings they are read as null (line:col of errors stay those of the
@@ -20,6 +21,23 @@ int moects__fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((
  * text>" or "dir: out of memory" in err. */
 int moects__json_names(const char *dir, char ***names, size_t *n, char *err, size_t errlen);
 void moects__names_free(char **names, size_t n);
+
+/* Load-time bounds of the sizes read from registry files, raw Hugging Face configs and regression
+ * files: beyond them a size is a typo or an attack, and products such as T*k*H or E*N*K would wrap
+ * int64 or only SKIP for lack of memory. Real models are far below (2025-26: hidden <= 8192,
+ * routed width <= 32768 (Grok-1), latent <= 3584, E <= 896, top-k <= 22; regression files: H <= 8192,
+ * N, K <= 10304, M <= 4096, T <= 262200 (LARGE addr64 cases)), so each bound leaves a margin of
+ * 32x or more, and products stay below 2^60: T*k*H <= 2^24*2^10*2^20, E*N*K <= 2^16*2^21*2^20. */
+#define MOECTS__MAX_WIDTH ((int64_t)1 << 20)   /* hidden, latent, intermediate, shared width; H */
+#define MOECTS__MAX_EXPERTS ((int64_t)1 << 16) /* routed (and shared) experts; E */
+#define MOECTS__MAX_TOPK ((int64_t)1024)       /* experts per token; k (also <= the routed experts) */
+#define MOECTS__MAX_ROWS ((int64_t)1 << 24)    /* T, M, N, K of regression files */
+#define MOECTS__MAX_FILE_CASES 10000           /* cases per regression file (largest: 170) */
+
+/* 0 if x <= max; else -1 with "path: <pre><field>: out of range (min..max)" in err (pre: "" or
+ * "text_config." or "cases[3]."; min is only printed, the caller checks it with its own message). */
+int moects__check_max(const char *path, const char *pre, const char *field, int64_t x, int64_t min, int64_t max,
+                      char *err, size_t errlen);
 
 /* Copy src into dst[n] (NUL-terminated); returns -1 if it did not fit. */
 int moects__copy(char *dst, size_t n, const char *src);

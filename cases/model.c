@@ -28,10 +28,11 @@ static const char *type_name(const json_t *v)
     }
 }
 
-/* Read obj[key] as an integer. Returns 1 if absent (or null when null_ok), 0 when read, -1 on error.
- * pre is the path of obj inside the file ("" or "text_config."). */
+/* Read obj[key] as an integer in [min, max] (max: a MOECTS__MAX_* bound). Returns 1 if absent (or
+ * null when null_ok), 0 when read, -1 on error. pre is the path of obj inside the file ("" or
+ * "text_config."). */
 static int get_int(const ctx *c, const json_t *obj, const char *pre, const char *key, int null_ok,
-                   int64_t min, int64_t *out)
+                   int64_t min, int64_t max, int64_t *out)
 {
     const json_t *v = json_object_get(obj, key);
     if (!v || (null_ok && json_is_null(v))) return 1;
@@ -42,6 +43,7 @@ static int get_int(const ctx *c, const json_t *obj, const char *pre, const char 
     if (x < min)
         return moects__fail(c->err, c->errlen, "%s: %s%s: %s (%lld)", c->path, pre, key,
                             min > 0 ? "non-positive size" : "negative count", (long long)x);
+    if (moects__check_max(c->path, pre, key, x, min > 0 ? min : 0, max, c->err, c->errlen)) return -1;
     *out = x;
     return 0;
 }
@@ -58,9 +60,9 @@ static int get_str(const ctx *c, const json_t *obj, const char *pre, const char 
     return 0;
 }
 
-static int need_int(const ctx *c, const json_t *obj, const char *key, int64_t min, int64_t *out)
+static int need_int(const ctx *c, const json_t *obj, const char *key, int64_t min, int64_t max, int64_t *out)
 {
-    int r = get_int(c, obj, "", key, 0, min, out);
+    int r = get_int(c, obj, "", key, 0, min, max, out);
     if (r == 1) return moects__fail(c->err, c->errlen, "%s: %s: missing field", c->path, key);
     return r;
 }
@@ -95,15 +97,15 @@ static int load_registry(const ctx *c, const json_t *root, moects_model *m)
         return moects__fail(c->err, c->errlen, "%s: name: not a registry name (lower-case a-z 0-9 . - _): \"%s\"",
                             c->path, m->name);
     if (get_str(c, root, "", "hf_id", m->hf_id, sizeof m->hf_id)) return -1;
-    if (need_int(c, root, "hidden_size", 1, &m->hidden_size)) return -1;
-    if (need_int(c, root, "moe_intermediate_size", 1, &m->moe_intermediate_size)) return -1;
-    if (need_int(c, root, "routed_experts", 1, &m->routed_experts)) return -1;
-    if (need_int(c, root, "experts_per_token", 1, &m->experts_per_token)) return -1;
-    if (need_int(c, root, "shared_experts", 0, &m->shared_experts)) return -1;
+    if (need_int(c, root, "hidden_size", 1, MOECTS__MAX_WIDTH, &m->hidden_size)) return -1;
+    if (need_int(c, root, "moe_intermediate_size", 1, MOECTS__MAX_WIDTH, &m->moe_intermediate_size)) return -1;
+    if (need_int(c, root, "routed_experts", 1, MOECTS__MAX_EXPERTS, &m->routed_experts)) return -1;
+    if (need_int(c, root, "experts_per_token", 1, MOECTS__MAX_TOPK, &m->experts_per_token)) return -1;
+    if (need_int(c, root, "shared_experts", 0, MOECTS__MAX_EXPERTS, &m->shared_experts)) return -1;
     const json_t *lat = json_object_get(root, "latent_size");
     if (!lat) return moects__fail(c->err, c->errlen, "%s: latent_size: missing field", c->path);
     m->latent_size = 0;
-    if (get_int(c, root, "", "latent_size", 1, 1, &m->latent_size) < 0) return -1;
+    if (get_int(c, root, "", "latent_size", 1, 1, MOECTS__MAX_WIDTH, &m->latent_size) < 0) return -1;
     const json_t *g = json_object_get(root, "gated");
     if (!g) return moects__fail(c->err, c->errlen, "%s: gated: missing field", c->path);
     if (!json_is_boolean(g))
@@ -124,15 +126,15 @@ static int load_registry(const ctx *c, const json_t *root, moects_model *m)
 
 /* ---- raw Hugging Face config.json ------------------------------------------------------------- */
 
-/* Look up the first present synonym of a field; all present synonyms must agree.
- * Returns 1 absent, 0 found (*used = the key), -1 error. */
+/* Look up the first present synonym of a field; all present synonyms must agree; each in [min, max].
+ * Null synonyms count as absent. Returns 1 absent, 0 found (*used = the key), -1 error. */
 static int get_synonym(const ctx *c, const json_t *obj, const char *pre, const char *const *keys, int64_t min,
-                       int64_t *out, const char **used)
+                       int64_t max, int64_t *out, const char **used)
 {
     int found = 0;
     for (const char *const *k = keys; *k; k++) {
         int64_t v;
-        int r = get_int(c, obj, pre, *k, 1, min, &v);
+        int r = get_int(c, obj, pre, *k, 1, min, max, &v);
         if (r < 0) return -1;
         if (r == 1) continue;
         if (found && v != *out)
@@ -145,6 +147,19 @@ static int get_synonym(const ctx *c, const json_t *obj, const char *pre, const c
         }
     }
     return found ? 0 : 1;
+}
+
+/* A required field none of whose synonyms holds a number but one is null (written so, or NaN /
+ * Infinity, which the reader turns into null): returns 1 with "wrong type (null, expected integer)"
+ * in err; else 0. */
+static int null_field(const ctx *c, const json_t *obj, const char *pre, const char *const *keys)
+{
+    for (; *keys; keys++)
+        if (json_is_null(json_object_get(obj, *keys))) {
+            moects__fail(c->err, c->errlen, "%s: %s%s: wrong type (null, expected integer)", c->path, pre, *keys);
+            return 1;
+        }
+    return 0;
 }
 
 static const char *const EXPERT_KEYS[] = {"n_routed_experts", "num_experts", "num_local_experts",
@@ -281,15 +296,15 @@ static int load_hf(const ctx *c, const json_t *root, moects_model *m)
 
     const char *used = NULL;
     static const char *const HID[] = {"hidden_size", "d_model", NULL};
-    int r = get_synonym(c, sec, pre, HID, 1, &m->hidden_size, &used);
-    if (r < 0) return -1;
+    int r = get_synonym(c, sec, pre, HID, 1, MOECTS__MAX_WIDTH, &m->hidden_size, &used);
+    if (r < 0 || (r == 1 && null_field(c, sec, pre, HID))) return -1;
     if (r == 1) return moects__fail(c->err, c->errlen, "%s: %shidden_size: missing field", c->path, pre);
     SRC(" %s%s", pre, used);
 
-    r = dbrx ? get_synonym(c, ffn, fpre, (const char *const[]){"moe_num_experts", NULL}, 0, &m->routed_experts,
-                           &used)
-             : get_synonym(c, sec, pre, EXPERT_KEYS, 0, &m->routed_experts, &used);
-    if (r < 0) return -1;
+    r = dbrx ? get_synonym(c, ffn, fpre, (const char *const[]){"moe_num_experts", NULL}, 0, MOECTS__MAX_EXPERTS,
+                           &m->routed_experts, &used)
+             : get_synonym(c, sec, pre, EXPERT_KEYS, 0, MOECTS__MAX_EXPERTS, &m->routed_experts, &used);
+    if (r < 0 || (r == 1 && !dbrx && null_field(c, sec, pre, EXPERT_KEYS))) return -1;
     if (r == 1)
         return moects__fail(c->err, c->errlen,
                             "%s: %sn_routed_experts: not an MoE config (none of n_routed_experts, num_experts, "
@@ -303,19 +318,21 @@ static int load_hf(const ctx *c, const json_t *root, moects_model *m)
     /* The routed expert's width: moe_intermediate_size where the family has a dense MLP too. */
     static const char *const MOEI[] = {"moe_intermediate_size", NULL};
     static const char *const DENSEI[] = {"intermediate_size", NULL};
-    r = dbrx ? get_synonym(c, ffn, fpre, (const char *const[]){"ffn_hidden_size", NULL}, 1,
+    r = dbrx ? get_synonym(c, ffn, fpre, (const char *const[]){"ffn_hidden_size", NULL}, 1, MOECTS__MAX_WIDTH,
                            &m->moe_intermediate_size, &used)
-             : get_synonym(c, sec, pre, MOEI, 1, &m->moe_intermediate_size, &used);
-    if (r == 1 && !dbrx) r = get_synonym(c, sec, pre, DENSEI, 1, &m->moe_intermediate_size, &used);
-    if (r < 0) return -1;
+             : get_synonym(c, sec, pre, MOEI, 1, MOECTS__MAX_WIDTH, &m->moe_intermediate_size, &used);
+    if (r == 1 && !dbrx) r = get_synonym(c, sec, pre, DENSEI, 1, MOECTS__MAX_WIDTH, &m->moe_intermediate_size, &used);
+    if (r < 0 || (r == 1 && !dbrx && (null_field(c, sec, pre, MOEI) || null_field(c, sec, pre, DENSEI))))
+        return -1;
     if (r == 1)
         return moects__fail(c->err, c->errlen, "%s: %smoe_intermediate_size: missing field (nor intermediate_size)",
                             c->path, pre);
     SRC(", %s%s", dbrx ? fpre : pre, used);
 
-    r = dbrx ? get_synonym(c, ffn, fpre, (const char *const[]){"moe_top_k", NULL}, 1, &m->experts_per_token, &used)
-             : get_synonym(c, sec, pre, TOPK_KEYS, 1, &m->experts_per_token, &used);
-    if (r < 0) return -1;
+    r = dbrx ? get_synonym(c, ffn, fpre, (const char *const[]){"moe_top_k", NULL}, 1, MOECTS__MAX_TOPK,
+                           &m->experts_per_token, &used)
+             : get_synonym(c, sec, pre, TOPK_KEYS, 1, MOECTS__MAX_TOPK, &m->experts_per_token, &used);
+    if (r < 0 || (r == 1 && !dbrx && null_field(c, sec, pre, TOPK_KEYS))) return -1;
     if (r == 1)
         return moects__fail(c->err, c->errlen, "%s: %snum_experts_per_tok: missing field (nor experts_per_token)",
                             c->path, pre);
@@ -324,13 +341,13 @@ static int load_hf(const ctx *c, const json_t *root, moects_model *m)
                             dbrx ? fpre : pre, used, (long long)m->experts_per_token, (long long)m->routed_experts);
     SRC(", %s%s", dbrx ? fpre : pre, used);
 
-    r = get_synonym(c, sec, pre, SHARED_KEYS, 0, &m->shared_experts, &used);
+    r = get_synonym(c, sec, pre, SHARED_KEYS, 0, MOECTS__MAX_EXPERTS, &m->shared_experts, &used);
     if (r < 0) return -1;
     if (r == 0) {
         SRC(", %s%s", pre, used);
     } else {
         int64_t w = 0;
-        r = get_synonym(c, sec, pre, SHARED_WIDTH_KEYS, 0, &w, &used);
+        r = get_synonym(c, sec, pre, SHARED_WIDTH_KEYS, 0, MOECTS__MAX_WIDTH, &w, &used);
         if (r < 0) return -1;
         m->shared_experts = (r == 0 && w > 0) ? 1 : 0;
         if (r == 0) SRC(", shared from %s%s=%lld", pre, used, (long long)w);
@@ -338,7 +355,7 @@ static int load_hf(const ctx *c, const json_t *root, moects_model *m)
     }
 
     m->latent_size = 0;
-    r = get_synonym(c, sec, pre, LATENT_KEYS, 1, &m->latent_size, &used);
+    r = get_synonym(c, sec, pre, LATENT_KEYS, 1, MOECTS__MAX_WIDTH, &m->latent_size, &used);
     if (r < 0) return -1;
     if (r == 0) SRC(", latent %s%s", pre, used);
 
@@ -369,18 +386,11 @@ int moects_model_load(const char *path, moects_model *m, char *err, size_t errle
 {
     memset(m, 0, sizeof *m);
     ctx c = {path, err, errlen};
-    /* Registry files are ours: strict (duplicate keys rejected). HF files: as Python writes them. */
-    json_t *root = moects__json_load_file(path, 0, err, errlen);
+    /* Strict (duplicate keys rejected) for both: Python's json.dump never writes a key twice, so a
+     * repeated key in a config.json is hand editing whose meaning (first or last wins) is unclear. */
+    json_t *root = moects__json_load_file(path, 1, err, errlen);
     if (!root) return -1;
-    int rc;
-    if (json_object_get(root, "routed_experts")) {
-        json_decref(root);
-        root = moects__json_load_file(path, 1, err, errlen);
-        if (!root) return -1;
-        rc = load_registry(&c, root, m);
-    } else {
-        rc = load_hf(&c, root, m);
-    }
+    int rc = json_object_get(root, "routed_experts") ? load_registry(&c, root, m) : load_hf(&c, root, m);
     json_decref(root);
     if (rc) memset(m, 0, sizeof *m);
     return rc;

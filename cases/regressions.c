@@ -14,6 +14,7 @@
  * the entry stands for the cartesian product, and each listed field with more than one value must
  * appear as {field} in name so that ids stay distinct. "smoke" implies "full".
  * Case id: <op>/regression/<class>/<name>, op being "ep_gather" or "fp4_gemm.<format>". */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -26,11 +27,14 @@ static const struct {
     int op;      /* 1 ep_gather, 2 fp4_gemm, 3 both */
     int is_int;  /* 1 integer, 0 string */
     int64_t min; /* least integer value */
+    int64_t max; /* greatest integer value (cases_internal.h MOECTS__MAX_*); 0: checked elsewhere */
 } FIELDS[NF] = {
-    [F_T] = {"T", 1, 1, 0},          [F_K] = {"k", 1, 1, 1},          [F_H] = {"H", 1, 1, 1},
-    [F_E] = {"E", 1, 1, 1},          [F_EPS] = {"ep_size", 1, 1, 1},  [F_EPR] = {"ep_rank", 1, 1, 0},
-    [F_IDT] = {"id_dtype", 1, 0, 0}, [F_ROUTE] = {"routing", 1, 0, 0}, [F_M] = {"M", 2, 1, 0},
-    [F_N] = {"N", 2, 1, 1},          [F_KK] = {"K", 2, 1, 1},         [F_FMT] = {"format", 2, 0, 0},
+    [F_T] = {"T", 1, 1, 0, MOECTS__MAX_ROWS},    [F_K] = {"k", 1, 1, 1, MOECTS__MAX_TOPK},
+    [F_H] = {"H", 1, 1, 1, MOECTS__MAX_WIDTH},   [F_E] = {"E", 1, 1, 1, MOECTS__MAX_EXPERTS},
+    [F_EPS] = {"ep_size", 1, 1, 1, 0},           [F_EPR] = {"ep_rank", 1, 1, 0, 0},
+    [F_IDT] = {"id_dtype", 1, 0, 0, 0},          [F_ROUTE] = {"routing", 1, 0, 0, 0},
+    [F_M] = {"M", 2, 1, 0, MOECTS__MAX_ROWS},    [F_N] = {"N", 2, 1, 1, MOECTS__MAX_ROWS},
+    [F_KK] = {"K", 2, 1, 1, MOECTS__MAX_ROWS},   [F_FMT] = {"format", 2, 0, 0, 0},
     [F_SCL] = {"scale_layout", 2, 0, 0}, [F_OUT] = {"out_dtype", 3, 0, 0}, [F_DATA] = {"data", 3, 0, 0},
 };
 
@@ -76,6 +80,11 @@ static int apply(const rctx *r, int f, const json_t *v, moects_case *c, int *ran
         if (x < FIELDS[f].min)
             return FAIL(r, "%s: cases[%zu].%s: %s (%lld)", r->path, r->ci, key,
                         FIELDS[f].min ? "non-positive size" : "negative", (long long)x);
+        if (FIELDS[f].max) {
+            char pre[40];
+            snprintf(pre, sizeof pre, "cases[%zu].", r->ci);
+            if (moects__check_max(r->path, pre, key, x, FIELDS[f].min, FIELDS[f].max, r->err, r->errlen)) return -1;
+        }
         if ((f == F_EPS || f == F_EPR) && x > 1 << 20)
             return FAIL(r, "%s: cases[%zu].%s: too large (%lld)", r->path, r->ci, key, (long long)x);
         switch (f) {
@@ -320,6 +329,24 @@ static int load_entry(rctx *r, const json_t *ent, const char *cls, const char *s
     return 0;
 }
 
+/* The number of cases the entries expand to (product of the list lengths of each entry), counted
+ * before expanding; saturates at SIZE_MAX. Malformed entries count 1: load_entry reports them. */
+static size_t expansion(const json_t *cases)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < json_array_size(cases); i++) {
+        const json_t *ent = json_array_get(cases, i);
+        size_t n = 1;
+        for (int f = 0; f < NF; f++) {
+            const json_t *v = json_object_get(ent, FIELDS[f].key); /* NULL if ent is not an object */
+            size_t m = json_is_array(v) && json_array_size(v) ? json_array_size(v) : 1;
+            n = n > SIZE_MAX / m ? SIZE_MAX : n * m;
+        }
+        total = total > SIZE_MAX - n ? SIZE_MAX : total + n;
+    }
+    return total;
+}
+
 static int valid_class(const char *s)
 {
     if (!*s) return 0;
@@ -357,6 +384,13 @@ int moects_regressions_load(const char *path, moects_case_list *out, char *err, 
     else if (!cases) rc = FAIL(&r, "%s: cases: missing field", path);
     else if (!json_is_array(cases) || !json_array_size(cases))
         rc = FAIL(&r, "%s: cases: wrong type (expected non-empty list)", path);
+    else {
+        size_t n = expansion(cases);
+        if (n > MOECTS__MAX_FILE_CASES)
+            rc = n == SIZE_MAX ? FAIL(&r, "%s: cases: expands to more than %zu cases (max %d)", path, n - 1,
+                                      MOECTS__MAX_FILE_CASES)
+                               : FAIL(&r, "%s: cases: expands to %zu cases (max %d)", path, n, MOECTS__MAX_FILE_CASES);
+    }
     for (size_t i = 0; !rc && i < json_array_size(cases); i++) {
         r.ci = i;
         rc = load_entry(&r, json_array_get(cases, i), json_string_value(cls), json_string_value(src), out, first);

@@ -258,7 +258,8 @@ Test(model, malformed_files_give_one_line_errors, .init = mk_tmp, .fini = rm_tmp
                ": hidden_size: missing field");
     expect_err(put("b.json", "{\"hidden_size\": \"2048\", \"num_experts\": 8}"),
                ": hidden_size: wrong type (string, expected integer)");
-    expect_err(put("c.json", "{" HF_OK ", \"num_experts\": 128, \"moe_intermediate_size\": 0}"),
+    expect_err(put("c.json", "{\"hidden_size\": 2048, \"num_experts_per_tok\": 8, \"num_experts\": 128, "
+                             "\"moe_intermediate_size\": 0}"),
                ": moe_intermediate_size: non-positive size (0)");
     expect_err(put("d.json", "{\"hidden_size\": 4096, \"intermediate_size\": 11008}"),
                ": n_routed_experts: not an MoE config (none of n_routed_experts, num_experts, num_local_experts, "
@@ -342,4 +343,98 @@ Test(model, load_dir_sorted_and_names_bad_file, .init = mk_tmp, .fini = rm_tmp)
     cr_expect(strncmp(err, bad, strlen(bad)) == 0, "%s", err);
     cr_expect_eq(moects_models_load_dir("/nonexistent-moects", &v, err, sizeof err), -1);
     cr_expect_str_eq(err, "/nonexistent-moects: unreadable directory: No such file or directory");
+}
+
+/* Load-time bounds (cases_internal.h): widths <= 2^20 = 1048576, routed experts <= 2^16 = 65536,
+ * experts per token <= 1024. The values are the ones a user tried: 2^62, 2^31, 2^33, 2^40, 2^31-1, 2^32. */
+#define REG_DIMS(H, E, K)                                                                                       \
+    "{\"name\": \"x\", \"hf_id\": \"o/x\", \"hidden_size\": " H ", \"moe_intermediate_size\": 32, "         \
+    "\"routed_experts\": " E ", \"experts_per_token\": " K ", \"shared_experts\": 0, \"latent_size\": null, "  \
+    "\"gated\": true, " REG_TAIL
+
+Test(model, registry_sizes_out_of_range, .init = mk_tmp, .fini = rm_tmp)
+{
+    const char *big[] = {"4611686018427387904", "2147483648", "8589934592", "1099511627776", "1048577"};
+    for (int i = 0; i < 5; i++) {
+        char text[1024];
+        snprintf(text, sizeof text, REG_DIMS("%s", "8", "2"), big[i]);
+        expect_err(put("h.json", text), ": hidden_size: out of range (1..1048576)");
+    }
+    expect_err(put("e1.json", REG_DIMS("64", "2147483647", "2")), ": routed_experts: out of range (1..65536)");
+    expect_err(put("e2.json", REG_DIMS("64", "4294967296", "2")), ": routed_experts: out of range (1..65536)");
+    expect_err(put("k1.json", REG_DIMS("64", "4096", "1025")), ": experts_per_token: out of range (1..1024)");
+    expect_err(put("k2.json", REG_DIMS("64", "8", "9223372036854775807")),
+               ": experts_per_token: out of range (1..1024)");
+    expect_err(put("w.json", REG_DIMS("1e15", "8", "2")), ": hidden_size: wrong type (real, expected integer)");
+    expect_err(put("n.json", REG_DIMS("NaN", "8", "2")), ": hidden_size: wrong type (null, expected integer)");
+    /* the bounds themselves load */
+    moects_model m;
+    char err[512] = "";
+    cr_assert_eq(moects_model_load(put("ok.json", REG_DIMS("1048576", "65536", "1024")), &m, err, sizeof err), 0,
+                 "%s", err);
+    cr_expect_eq(m.hidden_size, 1048576);
+    cr_expect_eq(m.routed_experts, 65536);
+    cr_expect_eq(m.experts_per_token, 1024);
+}
+
+Test(model, hf_sizes_out_of_range, .init = mk_tmp, .fini = rm_tmp)
+{
+    expect_err(put("a.json", "{\"hidden_size\": 4611686018427387904, \"moe_intermediate_size\": 768, "
+                             "\"num_experts\": 128, \"num_experts_per_tok\": 8}"),
+               ": hidden_size: out of range (1..1048576)");
+    expect_err(put("b.json", "{\"text_config\": {\"hidden_size\": 8589934592, \"moe_intermediate_size\": 768, "
+                             "\"num_experts\": 128, \"num_experts_per_tok\": 8}}"),
+               ": text_config.hidden_size: out of range (1..1048576)");
+    expect_err(put("c.json", "{" HF_OK ", \"num_experts\": 2147483647}"), ": num_experts: out of range (0..65536)");
+    expect_err(put("d.json", "{" HF_OK ", \"n_routed_experts\": 4294967296}"),
+               ": n_routed_experts: out of range (0..65536)");
+    expect_err(put("e.json", "{\"hidden_size\": 2048, \"moe_intermediate_size\": 768, \"num_experts\": 128, "
+                             "\"num_experts_per_tok\": 100000}"),
+               ": num_experts_per_tok: out of range (1..1024)");
+    expect_err(put("f.json", "{\"hidden_size\": 2048, \"intermediate_size\": 1099511627776, \"num_experts\": 8, "
+                             "\"num_experts_per_tok\": 2}"),
+               ": intermediate_size: out of range (1..1048576)");
+    expect_err(put("g.json", "{" HF_OK ", \"num_experts\": 128, \"moe_latent_size\": 2147483648}"),
+               ": moe_latent_size: out of range (1..1048576)");
+    expect_err(put("h.json", "{" HF_OK ", \"num_experts\": 128, \"n_shared_experts\": 70000}"),
+               ": n_shared_experts: out of range (0..65536)");
+}
+
+/* Raw configs: a repeated key is an error (as in registry files); a required size that is null,
+ * NaN or Infinity is a wrong type, not a missing field; NaN in an unrelated field still loads. */
+Test(model, hf_duplicates_and_nonfinite_sizes, .init = mk_tmp, .fini = rm_tmp)
+{
+    moects_model m;
+    char err[512] = "";
+    const char *p = put("dup.json", "{" HF_OK ", \"num_experts\": 128, \"hidden_size\": 4096}");
+    cr_assert_eq(moects_model_load(p, &m, err, sizeof err), -1);
+    cr_expect(!strncmp(err, p, strlen(p)) && !strncmp(err + strlen(p), ":1:", 3), "%s", err);
+    cr_expect(strstr(err, ": malformed JSON: duplicate object key") != NULL, "%s", err);
+    cr_expect_null(strchr(err, '\n'));
+
+    static const char *const bad[] = {"NaN", "Infinity", "-Infinity", "null"};
+    for (int i = 0; i < 4; i++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "{\"hidden_size\": %s, \"moe_intermediate_size\": 768, \"num_experts\": 128, "
+                 "\"num_experts_per_tok\": 8}",
+                 bad[i]);
+        expect_err(put("h.json", text), ": hidden_size: wrong type (null, expected integer)");
+        snprintf(text, sizeof text, "{\"hidden_size\": 2048, \"moe_intermediate_size\": %s, \"num_experts\": 128, "
+                 "\"num_experts_per_tok\": 8}", bad[i]);
+        expect_err(put("i.json", text), ": moe_intermediate_size: wrong type (null, expected integer)");
+        snprintf(text, sizeof text, "{\"hidden_size\": 2048, \"moe_intermediate_size\": 768, \"num_experts\": 128, "
+                 "\"num_experts_per_tok\": %s}", bad[i]);
+        expect_err(put("k.json", text), ": num_experts_per_tok: wrong type (null, expected integer)");
+        snprintf(text, sizeof text, "{\"text_config\": {\"hidden_size\": %s, \"num_experts\": 128}}", bad[i]);
+        expect_err(put("t.json", text), ": text_config.hidden_size: wrong type (null, expected integer)");
+    }
+    p = put("ok.json", "{" HF_OK ", \"num_experts\": 128, \"rope_theta\": NaN, \"max_x\": Infinity, "
+                       "\"min_x\": -Infinity, \"sliding_window\": null, \"moe_latent_size\": null}");
+    cr_assert_eq(moects_model_load(p, &m, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(m.hidden_size, 2048);
+    cr_expect_eq(m.moe_intermediate_size, 768);
+    cr_expect_eq(m.routed_experts, 128);
+    cr_expect_eq(m.experts_per_token, 8);
+    cr_expect_eq(m.latent_size, 0);
 }

@@ -342,3 +342,105 @@ Test(regressions, loader_errors, .init = mk_tmp, .fini = rm_tmp)
     cr_expect(strstr(err, ":2:") && strstr(err, ": malformed JSON: "), "%s", err);
     cr_expect_eq(l.n, 0);
 }
+
+/* Load-time bounds (cases_internal.h): T, M, N, K <= 2^24 = 16777216, H <= 2^20 = 1048576,
+ * E <= 2^16 = 65536, k <= 1024. */
+#define F "\"op\": \"fp4_gemm\", \"tiers\": [\"full\"], \"format\": \"mxfp4\", "
+Test(regressions, sizes_out_of_range, .init = mk_tmp, .fini = rm_tmp)
+{
+    expect_err("{" G "\"name\": \"a\", \"H\": 1, \"T\": 16777217}", ": cases[0].T: out of range (0..16777216)");
+    expect_err("{" G "\"name\": \"a\", \"H\": 4611686018427387904, \"T\": 1}",
+               ": cases[0].H: out of range (1..1048576)");
+    expect_err("{" G "\"name\": \"h{H}\", \"H\": [8, 1048577], \"T\": 1}", ": cases[0].H: out of range (1..1048576)");
+    expect_err("{\"op\": \"ep_gather\", \"tiers\": [\"full\"], \"k\": 2, \"E\": 2147483647, \"name\": \"a\", "
+               "\"H\": 1, \"T\": 1}",
+               ": cases[0].E: out of range (1..65536)");
+    expect_err("{\"op\": \"ep_gather\", \"tiers\": [\"full\"], \"k\": 2, \"E\": 4294967296, \"name\": \"a\", "
+               "\"H\": 1, \"T\": 1}",
+               ": cases[0].E: out of range (1..65536)");
+    expect_err("{\"op\": \"ep_gather\", \"tiers\": [\"full\"], \"k\": 1025, \"E\": 4096, \"name\": \"a\", "
+               "\"H\": 1, \"T\": 1}",
+               ": cases[0].k: out of range (1..1024)");
+    expect_err("{" F "\"name\": \"a\", \"M\": 16777217, \"N\": 1, \"K\": 32}", ": cases[0].M: out of range (0..16777216)");
+    expect_err("{" F "\"name\": \"a\", \"M\": 1, \"N\": 2147483648, \"K\": 32}", ": cases[0].N: out of range (1..16777216)");
+    expect_err("{" F "\"name\": \"a\", \"M\": 1, \"N\": 1, \"K\": 1099511627776}", ": cases[0].K: out of range (1..16777216)");
+
+    /* the bounds themselves load */
+    char text[1024], err[512] = "";
+    snprintf(text, sizeof text, HEAD "{\"op\": \"ep_gather\", \"tiers\": [\"large\"], \"k\": 1024, \"E\": 65536, "
+             "\"name\": \"a\", \"H\": 1048576, \"T\": 16777216}, {" F "\"name\": \"b\", \"M\": 16777216, "
+             "\"N\": 16777216, \"K\": 16777216}]}");
+    moects_case_list l = {0};
+    cr_assert_eq(moects_regressions_load(put(text), &l, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(l.n, 2);
+    cr_expect_eq(l.v[0].T, 16777216);
+    cr_expect_eq(l.v[0].H, 1048576);
+    cr_expect_eq(l.v[0].E_global, 65536);
+    cr_expect_eq(l.v[0].k, 1024);
+    cr_expect_eq(l.v[1].M, 16777216);
+    cr_expect_eq(l.v[1].K, 16777216);
+    moects_case_list_free(&l);
+}
+
+/* "{G name: a, T: [0..nt-1], H: [1..nh]}" as a whole file, in a malloc'd buffer. */
+static char *grid(int nt, int nh, const char *extra)
+{
+    size_t cap = 64 + 16 * (size_t)(nt + nh) + strlen(extra) + 256;
+    char *b = malloc(cap);
+    cr_assert_not_null(b);
+    size_t o = (size_t)snprintf(b, cap, HEAD "%s{" G "\"name\": \"h{H}/t{T}\", \"T\": [", extra);
+    for (int i = 0; i < nt; i++) o += (size_t)snprintf(b + o, cap - o, "%s%d", i ? ", " : "", i);
+    o += (size_t)snprintf(b + o, cap - o, "], \"H\": [");
+    for (int i = 0; i < nh; i++) o += (size_t)snprintf(b + o, cap - o, "%s%d", i ? ", " : "", i + 1);
+    snprintf(b + o, cap - o, "]}]}");
+    return b;
+}
+
+/* One file expands to at most 10000 cases; the count is checked before expanding. */
+Test(regressions, expansion_capped, .init = mk_tmp, .fini = rm_tmp)
+{
+    char err[512] = "", want[1024];
+    moects_case_list l = {0};
+    char *t = grid(2999, 2999, ""); /* the user's 39 KB file: 2999 * 2999 = 8994001 cases */
+    const char *p = put(t);
+    free(t);
+    cr_expect_eq(moects_regressions_load(p, &l, err, sizeof err), -1);
+    snprintf(want, sizeof want, "%s: cases: expands to 8994001 cases (max 10000)", p);
+    cr_expect_str_eq(err, want);
+    cr_expect_eq(l.n, 0);
+
+    /* two entries: 1 + 100 * 100 = 10001 */
+    t = grid(100, 100, "{" G "\"name\": \"one\", \"H\": 1, \"T\": 1}, ");
+    p = put(t);
+    free(t);
+    cr_expect_eq(moects_regressions_load(p, &l, err, sizeof err), -1);
+    snprintf(want, sizeof want, "%s: cases: expands to 10001 cases (max 10000)", p);
+    cr_expect_str_eq(err, want);
+    cr_expect_eq(l.n, 0);
+
+    /* 1024^7 = 2^70 combinations saturate the count at SIZE_MAX = 2^64 - 1 */
+    size_t cap = 1 << 17, o = 0;
+    char *b = malloc(cap);
+    cr_assert_not_null(b);
+    o += (size_t)snprintf(b + o, cap - o, HEAD "{" G "\"name\": \"x\"");
+    static const char *const keys[] = {"T", "H", "ep_size", "ep_rank", "M", "N", "K"};
+    for (int f = 0; f < 7; f++) {
+        o += (size_t)snprintf(b + o, cap - o, ", \"%s\": [", keys[f]);
+        for (int i = 0; i < 1024; i++) o += (size_t)snprintf(b + o, cap - o, "%s%d", i ? ", " : "", i + 1);
+        o += (size_t)snprintf(b + o, cap - o, "]");
+    }
+    snprintf(b + o, cap - o, "}]}");
+    p = put(b);
+    free(b);
+    cr_expect_eq(moects_regressions_load(p, &l, err, sizeof err), -1);
+    snprintf(want, sizeof want, "%s: cases: expands to more than 18446744073709551614 cases (max 10000)", p);
+    cr_expect_str_eq(err, want);
+
+    /* exactly 100 * 100 = 10000 loads */
+    t = grid(100, 100, "");
+    p = put(t);
+    free(t);
+    cr_assert_eq(moects_regressions_load(p, &l, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(l.n, 10000);
+    moects_case_list_free(&l);
+}
