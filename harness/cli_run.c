@@ -1,8 +1,8 @@
 /* cli_run.c: `moects list` and `moects run` (DESIGN.md "Harness"). Selection of cases (globs,
  * tiers, must-pass files, shards) and kernels (globs, --kernel-lib), the run itself
  * (harness/runner.c), known findings (harness/known.c: ROOT/cases/known-findings.txt or
- * --known-findings FILE) marked on the results, then TAP on stdout and the reports under --out,
- * written at the end. */
+ * --known-findings FILE) marked on the results, then TAP on stdout and the reports under --out
+ * (created and checked writable before the run, written at the end). */
 #include <errno.h>
 #include <fnmatch.h>
 #include <getopt.h>
@@ -529,6 +529,9 @@ static int usage_run(void)
           "(ids or globs, # comments), honest kernels only unless --kernel is given.\n"
           "Known findings (ROOT/cases/known-findings.txt, or FILE; /dev/null for none): an honest kernel's\n"
           "failure on a matching case is a TAP TODO point, reported but not failing the run.\n"
+          "Known findings FILE given must exist. --out is created and checked writable before the run.\n"
+          "Sharded run (--shard, or TEST_TOTAL_SHARDS with TEST_SHARD_INDEX): a mutant escaping in the\n"
+          "shard is a TAP TODO point, judged by `moects merge` on the merged results.\n"
           "Exit: 0 all honest kernels pass (known findings aside) and all mutants are caught, 1 otherwise,\n"
           "2 bad input.\n",
           stdout);
@@ -540,6 +543,28 @@ static int write_out(const char *dir, const char *name, const char *data, size_t
     char p[4200];
     snprintf(p, sizeof p, "%s/%s", dir, name);
     return moects_write_file_atomic(p, data, len, err, errlen);
+}
+
+/* mkdir -p dir, then create and remove a file in it: 0, or 2 with one line naming dir. */
+static int check_outdir(const cli *o, const char *dir)
+{
+    char err[512], p[4200];
+    if (moects_mkdirs(dir, err, sizeof err)) return bad(o, "--out %s: %s", dir, err);
+    snprintf(p, sizeof p, "%s/.moects-write-test.XXXXXX", dir);
+    int fd = mkstemp(p);
+    if (fd < 0) return bad(o, "--out %s: not writable: %s", dir, strerror(errno));
+    close(fd);
+    unlink(p);
+    return 0;
+}
+
+/* Whether kernel k's status fails the run. In a sharded run an escaped mutant does not: another
+ * shard may catch it; `moects merge` judges it on the merged results. */
+static int fails_run(const moects_run *run, const moects_kernel *k)
+{
+    moects_kernel_status st = moects_kernel_status_of(run, k->name, k->bug != NULL, NULL);
+    if (st == MOECTS_KS_ESCAPED && run->shard[0]) return 0;
+    return moects_kernel_status_fails(st);
 }
 
 int moects_cmd_run(int argc, char **argv)
@@ -554,9 +579,13 @@ int moects_cmd_run(int argc, char **argv)
     /* shard: --shard, else the Bazel/GoogleTest variables */
     if (!o.shard_n) {
         const char *tn = getenv("TEST_TOTAL_SHARDS"), *ti = getenv("TEST_SHARD_INDEX");
+        if (tn && *tn && !(ti && *ti)) {
+            cli_free(&o);
+            return bad(&o, "TEST_TOTAL_SHARDS=%s without TEST_SHARD_INDEX: set both (or use --shard i/n)", tn);
+        }
         if (tn && *tn) {
             char spec[64];
-            snprintf(spec, sizeof spec, "%s/%s", ti && *ti ? ti : "0", tn);
+            snprintf(spec, sizeof spec, "%s/%s", ti, tn);
             if (parse_shard(spec, &o.shard_i, &o.shard_n) != 0) {
                 cli_free(&o);
                 return bad(&o, "TEST_TOTAL_SHARDS=%s TEST_SHARD_INDEX=%s: not a shard", tn, ti ? ti : "");
@@ -583,6 +612,11 @@ int moects_cmd_run(int argc, char **argv)
         goto done;
     {
         char kerr[1024];
+        struct stat kst;
+        if (o.known_file && stat(kpath, &kst) != 0) { /* only the default file may be absent */
+            rc = bad(&o, "--known-findings %s: %s", kpath, strerror(errno));
+            goto done;
+        }
         if (moects_known_load(kpath, &known, kerr, sizeof kerr) ||
             moects_known_check_cases(&known, kpath, &all, kerr, sizeof kerr)) {
             rc = bad(&o, "%s", kerr);
@@ -609,6 +643,12 @@ int moects_cmd_run(int argc, char **argv)
             if (f) fclose(f);
         }
     }
+
+    /* --out: created and proved writable before any case runs */
+    char outdir[4096];
+    if (o.out) snprintf(outdir, sizeof outdir, "%s", o.out);
+    else snprintf(outdir, sizeof outdir, "%s/reports/latest", root);
+    if ((rc = check_outdir(&o, outdir))) goto done;
 
     /* devices: asked of a throwaway child, only when a CUDA kernel has work */
     int need_cuda = 0;
@@ -704,9 +744,6 @@ int moects_cmd_run(int argc, char **argv)
     } else {
         fwrite(tap, 1, tlen, stdout);
         fflush(stdout);
-        char outdir[4096];
-        if (o.out) snprintf(outdir, sizeof outdir, "%s", o.out);
-        else snprintf(outdir, sizeof outdir, "%s/reports/latest", root);
         char p[4200];
         snprintf(p, sizeof p, "%s/results.json", outdir);
         if (moects_mkdirs(outdir, err, sizeof err) || moects_results_write(p, &run, err, sizeof err) ||
@@ -721,8 +758,7 @@ int moects_cmd_run(int argc, char **argv)
             }
             rc = nmissing ? 1 : 0;
             for (size_t k = 0; k < nk; k++)
-                if (moects_kernel_status_fails(moects_kernel_status_of(&run, kernels[k]->name, kernels[k]->bug != NULL, NULL)))
-                    rc = 1;
+                if (fails_run(&run, kernels[k])) rc = 1;
         }
     }
     free(tap);

@@ -20,7 +20,8 @@
  * reported but does not fail the gate; so is an honest failure that the run marked as a known
  * finding (results.json "known", from cases/known-findings.txt), which also satisfies must-pass as
  * a SKIP does. Known findings and entries matching passing results ("fixed?") are counted in the
- * summary. Exit 2: bad usage, an unreadable results file, or a shard
+ * summary. Exit 2: bad usage, an unreadable results file, an empty --summary path (the summary
+ * still goes to stdout first), or a shard
  * (merge shards first: `moects merge`). The Markdown summary (stdout, and --summary FILE) is fit
  * for a PR comment or $GITHUB_STEP_SUMMARY: the counts, then the problems with a repro line each,
  * at most --limit (default 20) of them shared round-robin among the kinds of problem, each kind
@@ -511,6 +512,10 @@ int moects_cmd_gate(int argc, char **argv)
     }
     fputs(out.s, stdout);
     fflush(stdout);
+    if (summary_path && !summary_path[0]) { /* e.g. --summary "$GITHUB_STEP_SUMMARY" outside Actions */
+        fprintf(stderr, "moects gate: --summary: empty path\n");
+        goto done;
+    }
     if (summary_path && moects__buf_write(&out, summary_path, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         goto done;
