@@ -13,7 +13,8 @@
  * (empty "shard"); shards that disagree on moects_version, commit, seed, filter or shard count;
  * a shard index given twice or missing (0-based 0..n-1, or 1-based 1..n); a (kernel, case) pair
  * in two shards. The merged header: shard "", date = the latest shard date, machine = the shards'
- * machines, distinct ones joined by " + ". */
+ * machines, distinct ones joined by " + ". Exit 1 when a mutant escapes the merged run (the shards
+ * do not judge escapes: another shard may catch the mutant); honest failures fail their shards. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -347,6 +348,12 @@ int moects_cmd_merge(int argc, char **argv)
     fprintf(stderr, "moects merge: %d shards, %zu results -> %s/results.json, run.tap, summary.md\n", ns,
             merged.n, out_dir);
     rc = 0;
+    /* the shards leave escaped mutants to the merge (a TODO point there): judged here */
+    for (size_t k = 0; k < nk; k++)
+        if (kdesc[k]->bug && moects_kernel_status_of(&merged, kdesc[k]->name, 1, NULL) == MOECTS_KS_ESCAPED) {
+            fprintf(stderr, "moects merge: mutant %s escaped the merged run\n", kdesc[k]->name);
+            rc = 1;
+        }
 out:
     free(kdesc);
     free(synth);
