@@ -237,6 +237,71 @@ known_findings)
         [ -e out ] && fail "bad entry: created the out directory"
     done
     ;;
+early_errors)
+    # problems found before any case runs: exit 2, one stderr line naming the culprit, no stdout
+    t1=ep_gather/regression/block-divides-h/kimi-k3-tp8/t1
+    check() { # what rc: want exit 2, one stderr line containing $what, empty stdout
+        [ "$2" -eq 2 ] || { cat err.txt; fail "$1: exit $2, want 2"; }
+        [ "$(wc -l < err.txt)" -eq 1 ] || { cat err.txt; fail "$1: want one stderr line"; }
+        grep -qF -- "$1" err.txt || { cat err.txt; fail "$1: not named"; }
+        [ -s out.txt ] && fail "$1: wrote to stdout"
+        return 0
+    }
+    : > regfile
+    "$moects" run --out regfile/sub --kernel cpu.ep_gather "$t1" > out.txt 2> err.txt; check "regfile/sub" $?
+    "$moects" run --out regfile --kernel cpu.ep_gather "$t1" > out.txt 2> err.txt; check "--out regfile" $?
+    mkdir ro && chmod a-w ro
+    if ! touch ro/x 2>/dev/null; then # root writes anywhere: skip there
+        "$moects" run --out ro --kernel cpu.ep_gather "$t1" > out.txt 2> err.txt; check "--out ro" $?
+    fi
+    chmod u+w ro
+    rm -f ro/x
+    ls -A ro | grep -q . && fail "write test left a file behind"
+    "$moects" run --out out --kernel cpu.ep_gather "$t1" > out.txt || fail "a writable --out"
+    ls -A out | grep -q moects-write-test && fail "write test file left in --out"
+    # --known-findings FILE must exist; /dev/null is none
+    "$moects" run --out out --known-findings nosuch.txt --kernel cpu.ep_gather "$t1" > out.txt 2> err.txt
+    check "--known-findings nosuch.txt" $?
+    "$moects" run --out out --known-findings /dev/null --kernel cpu.ep_gather "$t1" > out.txt ||
+        fail "--known-findings /dev/null"
+    # Bazel sets both shard variables: one alone is an error
+    TEST_TOTAL_SHARDS=3 "$moects" run --out out --kernel cpu.ep_gather "$t1" > out.txt 2> err.txt
+    check "TEST_TOTAL_SHARDS=3 without TEST_SHARD_INDEX" $?
+    # gate --summary "" ($GITHUB_STEP_SUMMARY unset): summary on stdout, then one error line, exit 2
+    "$moects" gate out/results.json --summary "" > gate.md 2> err.txt
+    rc=$?
+    [ $rc -eq 2 ] || fail "gate --summary '': exit $rc, want 2"
+    [ "$(cat err.txt)" = "moects gate: --summary: empty path" ] || { cat err.txt; fail "gate --summary '': message"; }
+    [ -s gate.md ] || fail "gate --summary '': no summary on stdout"
+    ;;
+shard_escape)
+    # a mutant escaping one shard is a TODO point there (exit 0); the merge judges it (exit 1)
+    ids=$(pick 'ep_gather/regression/block-divides-h/*' 2)
+    for i in 0 1; do
+        # shellcheck disable=SC2086
+        "$moects" run --out s$i --shard $i/2 --kernel cpu.ep_gather,cpu.mutant.ep_gather.int32_offset $ids > s$i.tap
+        rc=$?
+        [ $rc -eq 0 ] || { cat s$i.tap; fail "shard $i: escaped mutant made exit $rc, want 0"; }
+        grep -q "^ok 2 - cpu.mutant.ep_gather.int32_offset: mutant escaped in this shard.* # TODO " s$i.tap ||
+            { cat s$i.tap; fail "shard $i: no TODO point for the escaped mutant"; }
+        prove -e cat s$i.tap > prove.log 2>&1 || { cat prove.log; fail "prove failed the shard's TAP"; }
+    done
+    "$moects" merge m s0/results.json s1/results.json 2> merge.err
+    rc=$?
+    [ $rc -eq 1 ] || { cat merge.err; fail "merge: exit $rc with an escaped mutant, want 1"; }
+    grep -q "mutant cpu.mutant.ep_gather.int32_offset escaped the merged run" merge.err || fail "merge: message"
+    grep -q "^not ok 2 - cpu.mutant.ep_gather.int32_offset: mutant escaped, passed" m/run.tap || fail "merged TAP"
+    # Bazel variables: same TODO, same exit 0
+    # shellcheck disable=SC2086
+    TEST_TOTAL_SHARDS=2 TEST_SHARD_INDEX=1 "$moects" run --out b1 \
+        --kernel cpu.ep_gather,cpu.mutant.ep_gather.int32_offset $ids > b1.tap || fail "env shard: exit not 0"
+    cmp -s s1.tap b1.tap || fail "env shard differs from --shard 1/2"
+    # honest-kernel failures still fail a shard
+    # shellcheck disable=SC2086
+    "$moects" run --out h0 --known-findings /dev/null --shard 0/1 --kernel cpu.fp4_gemm.dequant_sgemm \
+        fp4_gemm.mxfp4/regression/k-tail/n256/k48/m16/adversarial > h0.tap
+    [ $? -eq 1 ] || fail "an honest failure in a shard: exit not 1"
+    ;;
 *)
     fail "unknown test"
     ;;
