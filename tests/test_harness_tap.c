@@ -235,3 +235,26 @@ Test(summary, counts_per_kernel)
     free(s);
     moects_run_free(&run);
 }
+
+/* A shard cannot judge a mutant that escapes it (another shard may catch it): its point is "ok"
+ * with a TODO directive and no failure YAML; the honest failure stays "not ok". */
+Test(tap, shard_escape_is_todo)
+{
+    moects_run run = sample();
+    snprintf(run.shard, sizeof run.shard, "0/2");
+    moects_tap_opts o = {.version = 13};
+    size_t len = 0;
+    char *t = moects_tap_render(&run, kernels, 4, &o, &len);
+    cr_assert_not_null(t);
+    cr_assert_not_null(strstr(t, "\nok 3 - cpu.mutant.escapes: mutant escaped in this shard, passed all 1 exercised "
+                                 "cases # TODO judged on the merged run (moects merge)\n# Subtest"),
+                       "%s", t);
+    cr_assert_not_null(strstr(t, "\nnot ok 1 - cpu.ep_gather: 1 of 2 cases fail\n"), "%s", t);
+    cr_assert_null(strstr(t, "  bug: "), "%s", t);
+    free(t);
+    char *s = moects_summary_render(&run, kernels, 4, &o, &len);
+    cr_assert_not_null(s);
+    cr_assert_not_null(strstr(s, "escaped in this shard (judged on the merged run) |"), "%s", s);
+    free(s);
+    moects_run_free(&run);
+}
