@@ -67,6 +67,22 @@ junit)
     grep -q "<testcase" junit.xml || fail "no testcase in JUnit XML"
     grep -q "<testsuite" junit.xml || fail "no testsuite in JUnit XML"
     grep -q "<failure" junit.xml && fail "failures in JUnit XML of a passing run"
+    # counts: 'cpu.ep_gather*' selects the 2 honest CPU ep_gather kernels (cpu.ep_gather and
+    # cpu.ep_gather.saxpy), one top-level TAP point each: 2 testcases, 0 failures, 0 errors
+    n=$(xmllint --xpath 'count(//testcase)' junit.xml)
+    [ "$n" = 2 ] || fail "JUnit testcases: $n, want 2"
+    n=$(xmllint --xpath 'count(//failure) + count(//error)' junit.xml)
+    [ "$n" = 0 ] || fail "JUnit failures+errors: $n, want 0"
+    # and a failing point: the muladd mutant escapes these exact-data cases (fma and mul-add agree
+    # when every product and sum is exact), so its one top-level point is "not ok": 1 failure
+    # shellcheck disable=SC2046
+    "$moects" run --out out2 --kernel 'cpu.mutant.ep_gather.muladd' $(cat ids) > esc.tap
+    prove --formatter TAP::Formatter::JUnit -e cat esc.tap > junit2.xml 2> /dev/null
+    xmllint --noout junit2.xml || fail "JUnit XML (failing run) not well-formed"
+    n=$(xmllint --xpath 'count(//testcase)' junit2.xml)
+    [ "$n" = 1 ] || fail "JUnit testcases (failing run): $n, want 1"
+    n=$(xmllint --xpath 'count(//testcase/failure)' junit2.xml)
+    [ "$n" = 1 ] || fail "JUnit failures (failing run): $n, want 1"
     for f in results.json summary.md run.tap; do [ -s out/$f ] || fail "out/$f missing"; done
     ;;
 tap14)
