@@ -45,10 +45,7 @@ static int run(const void *shape, const void *args, void *stream)
         for (int64_t d = 0; d < H; d++) acc[d] = 0.0f;
         for (int64_t i = 0; i < nvalid; i++)
             for (int64_t d = 0; d < H; d++) acc[d] = fmaf(moects__epg_bf16_f32(src[i][d]), wt[i], acc[d]);
-        if (s->out_dtype == MOECTS_F32)
-            memcpy((float *)a->out + t * H, acc, (size_t)H * sizeof *acc);
-        else
-            for (int64_t d = 0; d < H; d++) ((uint16_t *)a->out)[t * H + d] = moects__epg_bf16_rne(acc[d]);
+        moects__epg_store_row(s, a, t, acc);
     }
     free(src);
     free(wt);

@@ -57,6 +57,17 @@ static inline uint16_t moects__epg_bf16_rne(float f)
     return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
+/* Token t's output row from an FP32 accumulator row acc[H]: copied (F32 out) or RNE to BF16. */
+static inline void moects__epg_store_row(const moects_ep_gather_shape *s, const moects_ep_gather_args *a,
+                                         int64_t t, const float *acc)
+{
+    const int64_t H = s->H;
+    if (s->out_dtype == MOECTS_F32)
+        memcpy((float *)a->out + t * H, acc, (size_t)H * sizeof *acc);
+    else
+        for (int64_t d = 0; d < H; d++) ((uint16_t *)a->out)[t * H + d] = moects__epg_bf16_rne(acc[d]);
+}
+
 /* BF16 -> FP32 (exact). */
 static inline float moects__epg_bf16_f32(uint16_t b)
 {

@@ -52,11 +52,7 @@ static int run(const void *shape, const void *args, void *stream)
             }
         }
         if (rc) break;
-        if (s->out_dtype == MOECTS_F32) {
-            memcpy((float *)a->out + t * H, acc, (size_t)H * sizeof *acc);
-            continue;
-        }
-        for (int64_t d = 0; d < H; d++) ((uint16_t *)a->out)[t * H + d] = moects__epg_bf16_rne(acc[d]);
+        moects__epg_store_row(s, a, t, acc);
     }
     free(acc);
     free(xf);
