@@ -704,7 +704,7 @@ int moects_cmd_run(int argc, char **argv)
 
     moects_runner_opts ro = {.cases = cases, .ncases = ncases, .kernels = kernels, .nkernels = nk, .seed = o.seed,
                              .timeout_s = o.timeout, .jobs = jobs, .perf = o.perf,
-                             .progress = isatty(2), .devices = devs, .ndevices = ndevs};
+                             .progress = isatty(2) ? 1 : 2, .devices = devs, .ndevices = ndevs};
     char err[512];
     if (moects_runner_run(&ro, &run, err, sizeof err) != 0) {
         fprintf(stderr, "moects run: %s\n", err);

@@ -6,20 +6,28 @@
 #   full/ (full tier, CUDA kernels), memcheck.txt (compute-sanitizer memcheck of the honest CUDA
 #   kernels on the smoke tier without the >2^31-element case), perf/ (--perf on prefill shapes),
 #   coverage of the full run, and status.txt (each step's exit status and seconds).
-# STEPS: comma list of smoke,full0,full1,memcheck,perf (default all); each step has a time limit.
+# STEPS: comma list of smoke,full0..full<NF-1>,memcheck,perf (default smoke,full0-3,memcheck,perf);
+# each step has a time limit.
 # A step left for a later call (device calls are limited to 10 minutes) reuses OUTDIR.
 set -u
 B=${1:?usage: harness/h200_run.sh BIN [OUTDIR] [STEPS]}
 D=${2:-reports/h200}
-STEPS=${3:-smoke,full0,full1,memcheck,perf}
+STEPS=${3:-smoke,full0,full1,full2,full3,memcheck,perf}
 export MOECTS_ROOT=$PWD
-# Several workers per GPU: input generation and the ep_gather reference are single-threaded per
-# worker, and a lone worker left 15 of 16 cores idle (the full tier did not finish a quarter in 380 s).
-JOBS=${MOECTS_JOBS:-8}
+# One worker per CPU core (the runner spreads them over the GPUs): input generation and the
+# references are CPU work, and a lone worker left 15 of 16 cores idle (the full tier did not finish a
+# quarter in 380 s).
+JOBS=${MOECTS_JOBS:-$(nproc)}
 mkdir -p "$D"
 has() { case ",$STEPS," in *",$1,"*) return 0 ;; esac; return 1; }
+# MOECTS_BUDGET_S: seconds this call may take in all (a device call's limit); a step's limit is cut
+# to what is left (less 20 s to pack the results), and a step with under 30 s left is skipped.
+BUDGET=${MOECTS_BUDGET_S:-100000}
 step() { # step NAME LIMIT_S CMD... ; stdout to $D/NAME.log
   local name=$1 lim=$2 t0=$SECONDS; shift 2
+  local left=$((BUDGET - SECONDS - 20))
+  [ "$left" -lt "$lim" ] && lim=$left
+  if [ "$lim" -lt 30 ]; then echo "$name skipped: ${left}s left" | tee -a "$D/status.txt"; return; fi
   timeout "$lim" "$@" > "$D/$name.log" 2> "$D/$name.err"
   echo "$name rc=$? seconds=$((SECONDS - t0))" | tee -a "$D/status.txt"
 }
@@ -30,17 +38,24 @@ if has smoke; then
   step smoke 420 "$B" run --tier smoke --jobs "$JOBS" --out "$D/smoke"
   prove --exec cat "$D/smoke/run.tap" > "$D/smoke.prove" 2>&1; echo "smoke prove rc=$?" >> "$D/status.txt"
 fi
-for i in 0 1; do # the full tier in two shards (each fits one 10-minute device call), then merged
-  has full$i && step full$i 540 "$B" run --tier full --jobs "$JOBS" --kernel 'cuda.*' --shard $i/2 --out "$D/full$i"
+# The full tier in NF shards (MOECTS_FULL_SHARDS, default 4; each a step fullI that fits one
+# 10-minute device call with room to spare), merged once every shard's results.json is there.
+NF=${MOECTS_FULL_SHARDS:-4}
+parts=()
+for ((i = 0; i < NF; i++)); do
+  has full$i && step full$i 540 "$B" run --tier full --jobs "$JOBS" --kernel 'cuda.*' --shard $i/$NF --out "$D/full$i"
+  parts+=("$D/full$i/results.json")
 done
-if [ -f "$D/full0/results.json" ] && [ -f "$D/full1/results.json" ]; then
-  "$B" merge "$D/full" "$D/full0/results.json" "$D/full1/results.json" > /dev/null &&
-    "$B" coverage "$D/full/results.json" --out "$D/full" > /dev/null
+if ls "${parts[@]}" > /dev/null 2>&1; then
+  "$B" merge "$D/full" "${parts[@]}" > "$D/full-merge.log" 2>&1; echo "full merge rc=$?" >> "$D/status.txt"
+  "$B" coverage "$D/full/results.json" --out "$D/full" > /dev/null
+  prove --exec cat "$D/full/run.tap" > "$D/full.prove" 2>&1; echo "full prove rc=$?" >> "$D/status.txt"
 fi
 if has memcheck; then
   "$B" list --tier smoke | cut -f1 | grep -v '/addr64-' > "$D/memcheck-cases.txt"
-  step memcheck 400 compute-sanitizer --tool memcheck --target-processes all --leak-check no \
-    --error-exitcode 9 "$B" run --cases "$D/memcheck-cases.txt" --kernel 'cuda.[ef]*' --out "$D/memcheck"
+  step memcheck 540 compute-sanitizer --tool memcheck --target-processes all --leak-check no \
+    --error-exitcode 9 "$B" run --cases "$D/memcheck-cases.txt" --kernel 'cuda.[ef]*' --jobs "$JOBS" \
+    --out "$D/memcheck"
   grep -E "ERROR SUMMARY|Invalid|========= [A-Z]" "$D/memcheck.log" "$D/memcheck.err" | sort | uniq -c \
     > "$D/memcheck.txt"
 fi

@@ -19,7 +19,7 @@ typedef struct {
     double timeout_s; /* per task, kernel phase; inputs + reference get 10x; <= 0: no limit */
     int jobs;         /* worker processes, >= 1 */
     int perf;         /* time CUDA kernels (moects_perf_measure) */
-    int progress;     /* one updating progress line on stderr */
+    int progress;     /* stderr: 1 one updating line (a terminal), 2 a line a minute (a log) */
     char **devices;   /* CUDA_VISIBLE_DEVICES of worker w: devices[w % ndevices]; NULL: inherit */
     size_t ndevices;
 } moects_runner_opts;

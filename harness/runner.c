@@ -502,7 +502,7 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
     void (*old_pipe)(int) = signal(SIGPIPE, SIG_IGN);
     size_t next_group = 0, ndone = 0;
     int rc = 0;
-    double t0 = now_s();
+    double t0 = now_s(), t_log = t0 + 60;
     while (ndone < nt && rc == 0) {
         /* hand out work */
         for (int w = 0; w < nw && rc == 0; w++) {
@@ -587,10 +587,13 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
             }
             done[ti] = 1;
             ndone++;
-            if (o->progress) {
+            if (o->progress == 1) {
                 fprintf(stderr, "\r\033[K[%zu/%zu %.0fs] %s %s", ndone, nt, now_s() - t0,
                         o->kernels[tasks[ti].kernel_idx]->name, o->cases[tasks[ti].case_idx].id);
                 fflush(stderr);
+            } else if (o->progress == 2 && now_s() >= t_log) { /* a log, not a terminal: a line a minute */
+                fprintf(stderr, "moects: %zu of %zu done after %.0f s\n", ndone, nt, now_s() - t0);
+                t_log = now_s() + 60;
             }
         }
         /* timeouts */
@@ -616,7 +619,7 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
             reap(&ws[w], NULL);
         }
     signal(SIGPIPE, old_pipe);
-    if (o->progress) fputs("\r\033[K", stderr);
+    if (o->progress == 1) fputs("\r\033[K", stderr);
     for (size_t i = 0; i < nt && rc == 0; i++)
         if (moects_run_push(run, &res[i]) != 0) {
             snprintf(err, errlen, "out of memory for results");
