@@ -473,6 +473,39 @@ static void fill_identity(const moects_runner_opts *o, const task *t, moects_res
     set_identity(r, c, k, o->seed);
 }
 
+/* Rough work of one case in element operations: M*N*K for an FP4 GEMM (the reference's block
+ * partials), T*k*H + T*H for ep_gather. */
+static double case_cost(const moects_case *c)
+{
+    if (c->op == MOECTS_OP_FP4_GEMM) return (double)c->M * (double)c->N * (double)(c->K + 1);
+    return (double)c->T * (double)(c->k + 1) * (double)c->H;
+}
+
+typedef struct {
+    double cost;
+    size_t g;
+} group_cost;
+
+static int by_cost_desc(const void *x, const void *y)
+{
+    const group_cost *a = x, *b = y;
+    if (a->cost != b->cost) return a->cost > b->cost ? -1 : 1;
+    return a->g < b->g ? -1 : a->g > b->g;
+}
+
+/* gord[0..ng): group indices by descending cost of the group's case, ties in case order. Left in
+ * case order if out of memory. */
+static void sort_groups_by_cost(size_t *gord, size_t ng, const size_t *gstart, const task *tasks,
+                                const moects_case *cases)
+{
+    group_cost *v = malloc((ng ? ng : 1) * sizeof *v);
+    if (!v) return;
+    for (size_t g = 0; g < ng; g++) v[g] = (group_cost){case_cost(&cases[tasks[gstart[g]].case_idx]), g};
+    qsort(v, ng, sizeof *v, by_cost_desc);
+    for (size_t g = 0; g < ng; g++) gord[g] = v[g].g;
+    free(v);
+}
+
 int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, size_t errlen)
 {
     /* tasks, case-major; groups = one case's tasks */
@@ -497,6 +530,16 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
         if (nt > before) gstart[ng++] = before;
     }
     gstart[ng] = nt;
+    /* Hand groups out costliest first, so that the few huge cases (each single-threaded when every
+     * core has a worker) start at once instead of forming the run's tail. Results keep case order. */
+    size_t *gord = malloc((ng ? ng : 1) * sizeof *gord);
+    if (!gord) {
+        snprintf(err, errlen, "out of memory for %zu tasks", cap);
+        free(tasks), free(gstart), free(res), free(done), free(ws);
+        return -1;
+    }
+    for (size_t g = 0; g < ng; g++) gord[g] = g;
+    sort_groups_by_cost(gord, ng, gstart, tasks, o->cases);
     if ((size_t)nw > ng) nw = ng ? (int)ng : 1;
 
     void (*old_pipe)(int) = signal(SIGPIPE, SIG_IGN);
@@ -513,8 +556,8 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
                     if (W->pid) reap(W, NULL); /* nothing left for it */
                     continue;
                 }
-                W->g_next = gstart[next_group];
-                W->g_end = gstart[next_group + 1];
+                W->g_next = gstart[gord[next_group]];
+                W->g_end = gstart[gord[next_group] + 1];
                 next_group++;
             }
             if (!W->pid && spawn(o, ws, nw, w, err, errlen) != 0) {
@@ -625,7 +668,7 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
             snprintf(err, errlen, "out of memory for results");
             rc = -1;
         }
-    free(tasks), free(gstart), free(res), free(done), free(ws);
+    free(tasks), free(gstart), free(gord), free(res), free(done), free(ws);
     return rc;
 }
 

@@ -53,22 +53,33 @@ void moects_cuda_free(void *p)
     if (p) (void)cudaFree(p);
 }
 
+/* Copies and fills run on the kernels' stream and are waited for. Not cudaMemcpy/cudaMemset: they go
+ * to the legacy default stream, which a cudaStreamNonBlocking stream does not wait for, and both can
+ * return before the device has the data (a pageable H2D copy returns once staged; a device memset is
+ * asynchronous): the kernel then read half-copied inputs or had its output overwritten by the NaN
+ * fill (the first full-tier run on a loaded H200, 2026-11-30). */
+static int on_stream(cudaError_t e)
+{
+    if (MOECTS_CU(e)) return -1;
+    return MOECTS_CU(cudaStreamSynchronize((cudaStream_t)moects_cuda_stream())) ? -1 : 0;
+}
+
 int moects_cuda_h2d(void *dst, const void *src, size_t bytes)
 {
     if (bytes == 0) return 0;
-    return MOECTS_CU(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice)) ? -1 : 0;
+    return on_stream(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, (cudaStream_t)moects_cuda_stream()));
 }
 
 int moects_cuda_d2h(void *dst, const void *src, size_t bytes)
 {
     if (bytes == 0) return 0;
-    return MOECTS_CU(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost)) ? -1 : 0;
+    return on_stream(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)moects_cuda_stream()));
 }
 
 int moects_cuda_memset(void *dst, int value, size_t bytes)
 {
     if (bytes == 0) return 0;
-    return MOECTS_CU(cudaMemset(dst, value, bytes)) ? -1 : 0;
+    return on_stream(cudaMemsetAsync(dst, value, bytes, (cudaStream_t)moects_cuda_stream()));
 }
 
 void *moects_cuda_stream(void)
