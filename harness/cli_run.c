@@ -693,6 +693,12 @@ int moects_cmd_run(int argc, char **argv)
             l += (size_t)snprintf(run.filter + l, sizeof run.filter - l, "%s%s", l ? " " : "", o.globs[g]);
         for (size_t g = 0; g < o.nkernel_globs && l < sizeof run.filter; g++)
             l += (size_t)snprintf(run.filter + l, sizeof run.filter - l, "%s--kernel %s", l ? " " : "", o.kernel_globs[g]);
+        for (size_t i = 0; i < o.nlibs && l < sizeof run.filter; i++) { /* the gate's repro lines need it */
+            char *abs = realpath(o.libs[i], NULL);
+            l += (size_t)snprintf(run.filter + l, sizeof run.filter - l, "%s--kernel-lib %s", l ? " " : "",
+                                  abs ? abs : o.libs[i]);
+            free(abs);
+        }
         if (o.tier_given && l < sizeof run.filter) {
             char t[32];
             tier_names(o.tiers, t, sizeof t);

@@ -37,6 +37,9 @@ gate_pr)
         grep -q "^- \*\*regression\*\* \`ep_gather/regression/block-divides-h/h$h/t64\`" pr.md &&
             { cat pr.md; fail "gate summary names h$h, which passes"; }
     done
+    # the repro line under a problem loads the same kernel library
+    grep -q "moects run --kernel plugin.ep_gather --seed 1 .*--kernel-lib .*$(basename "$plugin")" pr.md ||
+        { cat pr.md; fail "gate repro line lacks --kernel-lib"; }
     ;;
 prove_mustpass)
     # prove runs `moects run --cases FILE` on each list: honest kernels only, must pass.

@@ -126,10 +126,21 @@ static void code_line(moects__buf *b, const moects__buf *cmd)
     moects__buf_add(b, "`\n");
 }
 
-static void repro_line(moects__buf *b, const moects_result *r)
+/* The repro command of r; a run of out-of-tree kernels names each `--kernel-lib PATH` in its filter
+ * (a path without spaces: the filter is space-separated), and the repro loads them too. */
+static void repro_line(moects__buf *b, const moects_result *r, const char *filter)
 {
     moects__buf cmd = {0};
     moects__repro(&cmd, r);
+    for (const char *p = filter; (p = strstr(p, "--kernel-lib ")) != NULL;) {
+        p += strlen("--kernel-lib ");
+        size_t n = strcspn(p, " ");
+        char path[4096];
+        snprintf(path, sizeof path, "%.*s", (int)(n < sizeof path ? n : sizeof path - 1), p);
+        moects__buf_add(&cmd, " --kernel-lib ");
+        moects__shell_quote(&cmd, path);
+        p += n;
+    }
     code_line(b, &cmd);
     moects__buf_free(&cmd);
 }
@@ -320,7 +331,7 @@ int moects_cmd_gate(int argc, char **argv)
         if (was) moects__buf_printf(&item, " (baseline: %s)", moects_verdict_name(was->verdict));
         else if (base_path) moects__buf_add(&item, " (not in the baseline)");
         moects__buf_add(&item, "\n");
-        repro_line(&item, r);
+        repro_line(&item, r, run.filter);
         add_item(&p, cat, &item);
         flagged[i] = 1;
     }
@@ -347,7 +358,7 @@ int moects_cmd_gate(int argc, char **argv)
                 moects__buf_add(&item, " (`");
                 moects__buf_md_code(&item, lists[l].file);
                 moects__buf_add(&item, "`)\n");
-                repro_line(&item, r);
+                repro_line(&item, r, run.filter);
                 add_item(&p, CAT_MUSTPASS, &item);
                 flagged[i] = 1;
             }

@@ -57,7 +57,7 @@ typedef struct {
     char commit[48];   /* git commit the run was made at ("unknown" outside a checkout) */
     char date[32];     /* ISO 8601 UTC */
     char machine[128]; /* host name and device name */
-    char filter[256];
+    char filter[2048];  /* the selection as options; --kernel-lib paths included */
     char shard[32];    /* "i/n" or "" */
     uint64_t seed;
     moects_result *v;
