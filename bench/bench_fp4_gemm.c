@@ -1,8 +1,11 @@
 /* bench_fp4_gemm.c: time the FP4 GEMM reference (ref/fp4_gemm.c, blockwise_v1 and optionally
  * exact_v1) against one plain cblas_sgemm of the same M, N, K (fp32 inputs, NT, OpenBLAS's own
  * threads), in the same process. Prints the median of --reps runs of each and the ratio.
+ * --fused: a second line per shape, both recipes from one moects_ref_fp4_gemm_recipes call against
+ * the two separate moects_ref_fp4_gemm calls back to back (the runner's case needing both), with
+ * the median of the per-repetition ratios fused / separate; the outputs are compared too.
  *
- *   bench_fp4_gemm [--reps R] [--exact] [--shape NAME:M:N:K] ...
+ *   bench_fp4_gemm [--reps R] [--exact] [--fused] [--shape NAME:M:N:K] ...
  * Default shapes: DeepSeek-V3 gemm1 at TP8 (N = 2*2048/8 = 512, K = 7168) and Kimi K3 gemm2 at TP8
  * (N = routed_expert_hidden_size = 3584, K = moe_intermediate_size/8 = 3072/8 = 384, from
  * hf-configs/moonshotai--Kimi-K3.config.json), M = 4096, MXFP4 and NVFP4, fp32 output.
@@ -60,7 +63,49 @@ typedef struct {
     int64_t M, N, K;
 } shape;
 
-static int run(const shape *sh, moects_fp4_format fmt, int reps, int exact)
+/* Both recipes: two separate calls back to back vs one fused call, reps times each, alternating. */
+static int run_fused(const shape *sh, moects_fp4_format fmt, int reps, const moects_fp4_gemm_shape *s,
+                     moects_fp4_gemm_args *args)
+{
+    const size_t bytes = (size_t)(s->M * s->N) * sizeof(float);
+    float *sb = malloc(bytes), *se = malloc(bytes), *fb = malloc(bytes), *fe = malloc(bytes);
+    double *ts = calloc((size_t)reps, sizeof(double)), *tf = calloc((size_t)reps, sizeof(double));
+    double *rr = calloc((size_t)reps, sizeof(double));
+    int rc = -1;
+    if (!sb || !se || !fb || !fe || !ts || !tf || !rr) {
+        fprintf(stderr, "bench_fp4_gemm: out of memory for %s (fused)\n", sh->name);
+        goto out;
+    }
+    for (int r = 0; r < reps; r++) {
+        settle();
+        double t0 = now();
+        args->d = sb;
+        if (moects_ref_fp4_gemm(s, args, MOECTS_RECIPE_FP4_BLOCKWISE_V1) != 0) goto out;
+        args->d = se;
+        if (moects_ref_fp4_gemm(s, args, MOECTS_RECIPE_EXACT_V1) != 0) goto out;
+        ts[r] = now() - t0;
+        settle();
+        t0 = now();
+        if (moects_ref_fp4_gemm_recipes(s, args, fb, fe) != 0) goto out;
+        tf[r] = now() - t0;
+        rr[r] = tf[r] / ts[r];
+    }
+    if (memcmp(sb, fb, bytes) || memcmp(se, fe, bytes)) {
+        fprintf(stderr, "bench_fp4_gemm: %s: fused output differs from the separate calls\n", sh->name);
+        goto out;
+    }
+    double ms = median(ts, reps), mf = median(tf, reps);
+    printf("%-24s %-5s M=%-5lld N=%-5lld K=%-5lld separate bw+ex %8.2f ms  fused %8.2f ms  ratio %.2f\n",
+           sh->name, fmt == MOECTS_FP4_NVFP4 ? "nvfp4" : "mxfp4", (long long)s->M, (long long)s->N,
+           (long long)s->K, 1e3 * ms, 1e3 * mf, median(rr, reps));
+    fflush(stdout);
+    rc = 0;
+out:
+    free(sb); free(se); free(fb); free(fe); free(ts); free(tf); free(rr);
+    return rc;
+}
+
+static int run(const shape *sh, moects_fp4_format fmt, int reps, int exact, int fused)
 {
     const int64_t M = sh->M, N = sh->N, K = sh->K, g = moects_fp4_block(fmt), nkb = (K + g - 1) / g;
     const int64_t rb = (K + 1) / 2;
@@ -119,19 +164,21 @@ static int run(const shape *sh, moects_fp4_format fmt, int reps, int exact)
     free(re);
     printf("\n");
     fflush(stdout);
+    int rc = fused ? run_fused(sh, fmt, reps, &s, &args) : 0;
     free(a); free(b); free(sa); free(sb); free(d); free(fa); free(fb); free(tp); free(tb); free(te);
-    return 0;
+    return rc;
 }
 
 int main(int argc, char **argv)
 {
-    int reps = 5, exact = 0, nsh = 0;
+    int reps = 5, exact = 0, fused = 0, nsh = 0;
     shape shapes[16];
     static char names[16][64];
     for (int i = 1; i < argc; i++) {
         long long M, N, K;
         if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--exact")) exact = 1;
+        else if (!strcmp(argv[i], "--fused")) fused = 1;
         else if (!strcmp(argv[i], "--shape") && i + 1 < argc && nsh < 16 &&
                  sscanf(argv[i + 1], "%63[^:]:%lld:%lld:%lld", names[nsh], &M, &N, &K) == 4 && M > 0 &&
                  N > 0 && K > 0) {
@@ -139,7 +186,7 @@ int main(int argc, char **argv)
             nsh++;
             i++;
         } else {
-            fprintf(stderr, "usage: %s [--reps R] [--exact] [--shape NAME:M:N:K]...\n", argv[0]);
+            fprintf(stderr, "usage: %s [--reps R] [--exact] [--fused] [--shape NAME:M:N:K]...\n", argv[0]);
             return 2;
         }
     }
@@ -152,6 +199,6 @@ int main(int argc, char **argv)
            openblas_get_num_threads(), openblas_get_corename(), reps);
     for (int i = 0; i < nsh; i++)
         for (int f = 0; f < 2; f++)
-            if (run(&shapes[i], f ? MOECTS_FP4_NVFP4 : MOECTS_FP4_MXFP4, reps, exact) != 0) return 1;
+            if (run(&shapes[i], f ? MOECTS_FP4_NVFP4 : MOECTS_FP4_MXFP4, reps, exact, fused) != 0) return 1;
     return 0;
 }

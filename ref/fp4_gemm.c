@@ -1,5 +1,6 @@
 /* fp4_gemm.c: the FP4 GEMM reference, recipes fp4_gemm.blockwise_v1 and fp4_gemm.exact_v1
- * (DESIGN.md "Numeric recipes"), MXFP4 x MXFP4 and NVFP4 x NVFP4, NT layout, both scale layouts.
+ * (DESIGN.md "Numeric recipes"), MXFP4 x MXFP4 and NVFP4 x NVFP4, NT layout, both scale layouts,
+ * either recipe or both at once from the same block partials (moects_ref_fp4_gemm_recipes).
  *
  * Conventions: K not a multiple of the block g: the last block is zero-padded (its missing
  * elements count as 0; its scale is read as usual); the high nibble of a row's last byte is ignored
@@ -14,6 +15,8 @@
  *   blockwise_v1: acc = fmaf(p, sA * sB, acc) (FP32), D = out_rne(acc * alpha);
  *   exact_v1:     the terms p * sA * sB (exact in double) are summed exactly (TwoSum into a double,
  *                 rounding errors into a moects_xsum), times alpha exactly, rounded once to out.
+ * Both recipes at once: per row of a tile, the exact pass then the blockwise pass read the same
+ * partials, each into its own state, each in its own order (a result does not depend on the tile).
  * Two blocks per sgemm: K-blocks go in pairs (b, b+1) with B's block b+1 decoded times 2^12. In
  * quarter units (q = 4p, integers) one sgemm over the 2g columns gives Q = q_b + 4096 q_{b+1},
  * exact in any order when |q_b| + 4096 |q_{b+1}| < 2^24; and q_{b+1} = round(Q / 4096), q_b =
@@ -50,7 +53,8 @@ enum { MODE_SINGLE, MODE_PACKED, MODE_SPLIT };
 typedef struct {
     const moects_fp4_gemm_shape *s;
     const moects_fp4_gemm_args *a;
-    int exact;
+    int want_bw, want_ex; /* which recipes to compute */
+    void *out_bw, *out_ex; /* [M][N] out_dtype, for the wanted ones */
     int64_t g, nkb, Kq, kc; /* block, K-blocks, K padded to whole pairs, K chunk (kc == Kq: one) */
     int64_t mt, nt, tiles_m, tiles_n, nth;
     const float *sa;              /* [M][nkb] decoded A scales */
@@ -173,14 +177,16 @@ static void unpair(int mode, float v0, float v1, float *p0, float *p1)
 }
 
 /* The blockwise_v1 pass below in scalar C: the fallback, and the tail of pass_avx512/pass_avx2. */
-static void pass_c(float *acc, float *q0, float *q1, int mode, float sa0, float sa1, const float *sb0,
-                   const float *sb1, int64_t n)
+static void pass_c(float *acc, float *q0, float *q1, int mode, int clear, float sa0, float sa1,
+                   const float *sb0, const float *sb1, int64_t n)
 {
     for (int64_t j = 0; j < n; j++) {
         float p0, p1;
         unpair(mode, q0[j], mode == MODE_SPLIT ? q1[j] : 0.0f, &p0, &p1);
-        q0[j] = 0.0f;
-        if (mode == MODE_SPLIT) q1[j] = 0.0f;
+        if (clear) {
+            q0[j] = 0.0f;
+            if (mode == MODE_SPLIT) q1[j] = 0.0f;
+        }
         acc[j] = fmaf(p0, sa0 * sb0[j], acc[j]);
         if (mode != MODE_SINGLE) acc[j] = fmaf(p1, sa1 * sb1[j], acc[j]);
     }
@@ -188,10 +194,11 @@ static void pass_c(float *acc, float *q0, float *q1, int mode, float sa0, float 
 
 /* blockwise_v1 on one row of a tile for one pair, in block order: acc = fmaf(p_b, sa0 * sb0[j],
  * acc), then (two blocks) acc = fmaf(p_{b+1}, sa1 * sb1[j], acc): one FP32 multiply and one fused
- * multiply-add per block. The partial buffers are re-zeroed for the next sgemm (beta = 1). */
+ * multiply-add per block. With clear, the partial buffers are re-zeroed for the next sgemm
+ * (beta = 1); without, they are left for the other recipe's pass. */
 __attribute__((target("avx512f"))) static void pass_avx512(float *acc, float *q0, float *q1, int mode,
-                                                            float sa0, float sa1, const float *sb0,
-                                                            const float *sb1, int64_t n)
+                                                            int clear, float sa0, float sa1,
+                                                            const float *sb0, const float *sb1, int64_t n)
 {
     const __m512 z = _mm512_setzero_ps(), four = _mm512_set1_ps(4.0f), quarter = _mm512_set1_ps(0.25f);
     const __m512 inv = _mm512_set1_ps(1.0f / 4096.0f), k4096 = _mm512_set1_ps(4096.0f);
@@ -199,7 +206,7 @@ __attribute__((target("avx512f"))) static void pass_avx512(float *acc, float *q0
     int64_t j = 0;
     for (; j + 16 <= n; j += 16) {
         __m512 v = _mm512_loadu_ps(q0 + j), p0 = v, p1 = z, acc_v = _mm512_loadu_ps(acc + j);
-        _mm512_storeu_ps(q0 + j, z);
+        if (clear) _mm512_storeu_ps(q0 + j, z);
         if (mode == MODE_PACKED) {
             __m512 q = _mm512_mul_ps(v, four);
             __m512 h = _mm512_roundscale_ps(_mm512_mul_ps(q, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -207,18 +214,18 @@ __attribute__((target("avx512f"))) static void pass_avx512(float *acc, float *q0
             p1 = _mm512_mul_ps(h, quarter);
         } else if (mode == MODE_SPLIT) {
             p1 = _mm512_mul_ps(_mm512_loadu_ps(q1 + j), unhi);
-            _mm512_storeu_ps(q1 + j, z);
+            if (clear) _mm512_storeu_ps(q1 + j, z);
         }
         acc_v = _mm512_fmadd_ps(p0, _mm512_mul_ps(va0, _mm512_loadu_ps(sb0 + j)), acc_v);
         if (mode != MODE_SINGLE) acc_v = _mm512_fmadd_ps(p1, _mm512_mul_ps(va1, _mm512_loadu_ps(sb1 + j)), acc_v);
         _mm512_storeu_ps(acc + j, acc_v);
     }
-    pass_c(acc + j, q0 + j, q1 + j, mode, sa0, sa1, sb0 + j, sb1 + j, n - j);
+    pass_c(acc + j, q0 + j, q1 + j, mode, clear, sa0, sa1, sb0 + j, sb1 + j, n - j);
 }
 
 __attribute__((target("avx2,fma"))) static void pass_avx2(float *acc, float *q0, float *q1, int mode,
-                                                          float sa0, float sa1, const float *sb0,
-                                                          const float *sb1, int64_t n)
+                                                          int clear, float sa0, float sa1,
+                                                          const float *sb0, const float *sb1, int64_t n)
 {
     const __m256 z = _mm256_setzero_ps(), four = _mm256_set1_ps(4.0f), quarter = _mm256_set1_ps(0.25f);
     const __m256 inv = _mm256_set1_ps(1.0f / 4096.0f), k4096 = _mm256_set1_ps(4096.0f);
@@ -226,7 +233,7 @@ __attribute__((target("avx2,fma"))) static void pass_avx2(float *acc, float *q0,
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
         __m256 v = _mm256_loadu_ps(q0 + j), p0 = v, p1 = z, acc_v = _mm256_loadu_ps(acc + j);
-        _mm256_storeu_ps(q0 + j, z);
+        if (clear) _mm256_storeu_ps(q0 + j, z);
         if (mode == MODE_PACKED) {
             __m256 q = _mm256_mul_ps(v, four);
             __m256 h = _mm256_round_ps(_mm256_mul_ps(q, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -234,16 +241,17 @@ __attribute__((target("avx2,fma"))) static void pass_avx2(float *acc, float *q0,
             p1 = _mm256_mul_ps(h, quarter);
         } else if (mode == MODE_SPLIT) {
             p1 = _mm256_mul_ps(_mm256_loadu_ps(q1 + j), unhi);
-            _mm256_storeu_ps(q1 + j, z);
+            if (clear) _mm256_storeu_ps(q1 + j, z);
         }
         acc_v = _mm256_fmadd_ps(p0, _mm256_mul_ps(va0, _mm256_loadu_ps(sb0 + j)), acc_v);
         if (mode != MODE_SINGLE) acc_v = _mm256_fmadd_ps(p1, _mm256_mul_ps(va1, _mm256_loadu_ps(sb1 + j)), acc_v);
         _mm256_storeu_ps(acc + j, acc_v);
     }
-    pass_c(acc + j, q0 + j, q1 + j, mode, sa0, sa1, sb0 + j, sb1 + j, n - j);
+    pass_c(acc + j, q0 + j, q1 + j, mode, clear, sa0, sa1, sb0 + j, sb1 + j, n - j);
 }
 
-typedef void (*pass_fn)(float *, float *, float *, int, float, float, const float *, const float *, int64_t);
+typedef void (*pass_fn)(float *, float *, float *, int, int, float, float, const float *, const float *,
+                        int64_t);
 /* The widest the CPU has; MOECTS_FP4_REF_ISA=avx2|c (tests) caps it. All give the same bits. */
 static pass_fn pick_pass(void)
 {
@@ -271,22 +279,24 @@ typedef struct {
     moects_xsum *xs;
     int64_t a_tile, st_tile;
     pass_fn pass;
-    void (*exact_row)(double *, moects_xsum *, float *, float *, int, double, double, const float *,
+    void (*exact_row)(double *, moects_xsum *, float *, float *, int, int, double, double, const float *,
                       const float *, int64_t);
 } work;
 
 /* exact_v1 for one pair on one row: hi[j] += t exactly for t = p * sA * sB of each block (exact
  * in double), the rounding error of each addition into the element's xsum. The exact sum does not
  * depend on the order, so lanes may go in any order. Non-finite t only comes from a NaN scale,
- * whose outputs are NaN anyway (set at the end). */
-static void exact_row_c(double *hi, moects_xsum *xs, float *q0, float *q1, int mode, double sa0,
+ * whose outputs are NaN anyway (set at the end). clear: as in pass_avx512. */
+static void exact_row_c(double *hi, moects_xsum *xs, float *q0, float *q1, int mode, int clear, double sa0,
                         double sa1, const float *sb0, const float *sb1, int64_t n)
 {
     for (int64_t j = 0; j < n; j++) {
         float p[2];
         unpair(mode, q0[j], mode == MODE_SPLIT ? q1[j] : 0.0f, &p[0], &p[1]);
-        q0[j] = 0.0f;
-        if (mode == MODE_SPLIT) q1[j] = 0.0f;
+        if (clear) {
+            q0[j] = 0.0f;
+            if (mode == MODE_SPLIT) q1[j] = 0.0f;
+        }
         double t[2] = {(double)p[0] * (sa0 * (double)sb0[j]), (double)p[1] * (sa1 * (double)sb1[j])};
         for (int q = 0; q < (mode == MODE_SINGLE ? 1 : 2); q++) {
             if (t[q] == 0.0 || !isfinite(t[q])) continue;
@@ -299,7 +309,7 @@ static void exact_row_c(double *hi, moects_xsum *xs, float *q0, float *q1, int m
 
 __attribute__((target("avx512f,avx2,fma"))) static void exact_row_avx512(double *hi, moects_xsum *xs,
                                                                          float *q0, float *q1, int mode,
-                                                                         double sa0, double sa1,
+                                                                         int clear, double sa0, double sa1,
                                                                          const float *sb0,
                                                                          const float *sb1, int64_t n)
 {
@@ -310,7 +320,7 @@ __attribute__((target("avx512f,avx2,fma"))) static void exact_row_avx512(double 
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
         __m256 v = _mm256_loadu_ps(q0 + j), p0 = v, p1 = z;
-        _mm256_storeu_ps(q0 + j, z);
+        if (clear) _mm256_storeu_ps(q0 + j, z);
         if (mode == MODE_PACKED) { /* as pass_avx2: exact integer-valued steps */
             __m256 q = _mm256_mul_ps(v, four);
             __m256 h = _mm256_round_ps(_mm256_mul_ps(q, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -318,7 +328,7 @@ __attribute__((target("avx512f,avx2,fma"))) static void exact_row_avx512(double 
             p1 = _mm256_mul_ps(h, quarter);
         } else if (mode == MODE_SPLIT) {
             p1 = _mm256_mul_ps(_mm256_loadu_ps(q1 + j), unhi);
-            _mm256_storeu_ps(q1 + j, z);
+            if (clear) _mm256_storeu_ps(q1 + j, z);
         }
         __m512d h = _mm512_loadu_pd(hi + j), e1 = zd;
         __m512d t = _mm512_mul_pd(_mm512_cvtps_pd(p0), _mm512_mul_pd(va0, _mm512_cvtps_pd(_mm256_loadu_ps(sb0 + j))));
@@ -344,11 +354,11 @@ __attribute__((target("avx512f,avx2,fma"))) static void exact_row_avx512(double 
             }
         }
     }
-    exact_row_c(hi + j, xs + j, q0 + j, q1 + j, mode, sa0, sa1, sb0 + j, sb1 + j, n - j);
+    exact_row_c(hi + j, xs + j, q0 + j, q1 + j, mode, clear, sa0, sa1, sb0 + j, sb1 + j, n - j);
 }
 
-typedef void (*exact_row_fn)(double *, moects_xsum *, float *, float *, int, double, double, const float *,
-                             const float *, int64_t);
+typedef void (*exact_row_fn)(double *, moects_xsum *, float *, float *, int, int, double, double,
+                             const float *, const float *, int64_t);
 static exact_row_fn pick_exact_row(void)
 {
     const char *cap = getenv("MOECTS_FP4_REF_ISA");
@@ -368,13 +378,12 @@ static void do_tile(const ctx *c, work *w, int64_t tm, int64_t tn)
     const int64_t m0 = tm * c->mt, n0 = tn * c->nt;
     const int64_t mt = s->M - m0 < c->mt ? s->M - m0 : c->mt;
     const int64_t nt = N - n0 < c->nt ? N - n0 : c->nt;
-    if (c->exact)
+    if (c->want_ex)
         for (int64_t i = 0; i < mt * nt; i++) {
             w->hi[i] = 0.0;
             moects_xsum_init(&w->xs[i]);
         }
-    else
-        memset(w->acc, 0, (size_t)(mt * nt) * sizeof(float));
+    if (c->want_bw) memset(w->acc, 0, (size_t)(mt * nt) * sizeof(float));
     /* the tile's maxima of the row stats, per K-block */
     if (w->st_tile != tm) {
         row_stats(c, a->a, m0, mt, w->st_a);
@@ -408,51 +417,55 @@ static void do_tile(const ctx *c, work *w, int64_t tm, int64_t tn)
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mt, (int)nt, (int)g, 1.0f, ap + g,
                             (int)(2 * g), bq + g, (int)(2 * g), 1.0f, w->q1, (int)nt);
             const float *sb0 = c->sbt + b * N + n0, *sb1 = mode == MODE_SINGLE ? sb0 : sb0 + N;
-            if (c->exact) {
-                for (int64_t i = 0; i < mt; i++) {
-                    const float *sa = c->sa + (m0 + i) * nkb + b;
-                    w->exact_row(w->hi + i * nt, w->xs + i * nt, w->q0 + i * nt, w->q1 + i * nt, mode, sa[0],
-                                 mode == MODE_SINGLE ? 0.0 : sa[1], sb0, sb1, nt);
-                }
-                continue;
-            }
+            /* per row: exact_v1 (leaving the partials when blockwise_v1 follows), then
+             * blockwise_v1; the last pass re-zeroes the partials */
             for (int64_t i = 0; i < mt; i++) {
                 const float *sa = c->sa + (m0 + i) * nkb + b;
-                w->pass(w->acc + i * nt, w->q0 + i * nt, w->q1 + i * nt, mode, sa[0],
-                        mode == MODE_SINGLE ? 0.0f : sa[1], sb0, sb1, nt);
+                if (c->want_ex)
+                    w->exact_row(w->hi + i * nt, w->xs + i * nt, w->q0 + i * nt, w->q1 + i * nt, mode,
+                                 !c->want_bw, sa[0], mode == MODE_SINGLE ? 0.0 : sa[1], sb0, sb1, nt);
+                if (c->want_bw)
+                    w->pass(w->acc + i * nt, w->q0 + i * nt, w->q1 + i * nt, mode, 1, sa[0],
+                            mode == MODE_SINGLE ? 0.0f : sa[1], sb0, sb1, nt);
             }
         }
     }
     const int bf16 = s->out_dtype == MOECTS_BF16;
-    for (int64_t i = 0; i < mt; i++)
-        for (int64_t j = 0; j < nt; j++) {
-            int64_t o = (m0 + i) * N + n0 + j;
-            float v = 0.0f;
-            uint16_t vb = 0;
-            if (!c->exact) {
-                v = w->acc[i * nt + j] * a->alpha;
-                if (bf16) vb = moects_bf16_from_f32(v);
-            } else if (c->nan_a[m0 + i] || c->nan_b[n0 + j]) {
-                v = NAN;
-                vb = moects_bf16_from_f32(v);
-            } else {
-                moects_xsum *x = &w->xs[i * nt + j];
-                double h = w->hi[i * nt + j], p = h * (double)a->alpha;
-                /* fast path: the sum is the double h and h * alpha is exact (TwoProduct error 0,
-                 * finite): one IEEE double -> float conversion is the correct rounding */
-                if (!bf16 && x->n == 0 && !x->nan && !x->pos_inf && !x->neg_inf && isfinite(p) &&
-                    fma(h, (double)a->alpha, -p) == 0.0 && (p == 0.0 || fabs(p) >= 0x1p-1000)) {
-                    v = p == 0.0 ? 0.0f : (float)p; /* an exact zero is +0 (moects_exact.h) */
-                } else {
-                    moects_xsum_add(x, h);
-                    moects_xsum_scale(x, (double)a->alpha);
-                    if (bf16) vb = moects_xsum_round_bf16(x);
-                    else v = moects_xsum_round_f32(x);
-                }
+    if (c->want_bw)
+        for (int64_t i = 0; i < mt; i++)
+            for (int64_t j = 0; j < nt; j++) {
+                int64_t o = (m0 + i) * N + n0 + j;
+                float v = w->acc[i * nt + j] * a->alpha;
+                if (bf16) ((uint16_t *)c->out_bw)[o] = moects_bf16_from_f32(v);
+                else ((float *)c->out_bw)[o] = v;
             }
-            if (bf16) ((uint16_t *)a->d)[o] = vb;
-            else ((float *)a->d)[o] = v;
-        }
+    if (c->want_ex)
+        for (int64_t i = 0; i < mt; i++)
+            for (int64_t j = 0; j < nt; j++) {
+                int64_t o = (m0 + i) * N + n0 + j;
+                float v = 0.0f;
+                uint16_t vb = 0;
+                if (c->nan_a[m0 + i] || c->nan_b[n0 + j]) {
+                    v = NAN;
+                    vb = moects_bf16_from_f32(v);
+                } else {
+                    moects_xsum *x = &w->xs[i * nt + j];
+                    double h = w->hi[i * nt + j], p = h * (double)a->alpha;
+                    /* fast path: the sum is the double h and h * alpha is exact (TwoProduct error 0,
+                     * finite): one IEEE double -> float conversion is the correct rounding */
+                    if (!bf16 && x->n == 0 && !x->nan && !x->pos_inf && !x->neg_inf && isfinite(p) &&
+                        fma(h, (double)a->alpha, -p) == 0.0 && (p == 0.0 || fabs(p) >= 0x1p-1000)) {
+                        v = p == 0.0 ? 0.0f : (float)p; /* an exact zero is +0 (moects_exact.h) */
+                    } else {
+                        moects_xsum_add(x, h);
+                        moects_xsum_scale(x, (double)a->alpha);
+                        if (bf16) vb = moects_xsum_round_bf16(x);
+                        else v = moects_xsum_round_f32(x);
+                    }
+                }
+                if (bf16) ((uint16_t *)c->out_ex)[o] = vb;
+                else ((float *)c->out_ex)[o] = v;
+            }
 }
 
 typedef struct {
@@ -479,14 +492,13 @@ static void *worker(void *arg)
     w.st_a = malloc((size_t)(c->mt * c->nkb * 3 + 1) * sizeof(uint16_t));
     w.ta = malloc((size_t)(c->nkb * 3 + 1) * sizeof(uint32_t));
     w.tb = malloc((size_t)(c->nkb * 3 + 1) * sizeof(uint32_t));
-    if (c->exact) {
+    if (c->want_ex) {
         w.hi = malloc(tile * sizeof(double));
         w.xs = malloc(tile * sizeof(moects_xsum));
-    } else {
-        w.acc = malloc(tile * sizeof(float));
     }
+    if (c->want_bw) w.acc = malloc(tile * sizeof(float));
     int ok = w.abuf && (c->bfull || w.bbuf) && w.q0 && w.q1 && w.st_a && w.ta && w.tb &&
-             (c->exact ? (w.hi && w.xs) : w.acc != NULL);
+             (!c->want_ex || (w.hi && w.xs)) && (!c->want_bw || w.acc);
     if (ok)
         for (int64_t t = t0; t < t1; t++) do_tile(c, &w, t / c->tiles_n, t % c->tiles_n);
     if (!ok) {
@@ -512,29 +524,35 @@ static float dec_scale(moects_fp4_format f, uint8_t x)
     return f == MOECTS_FP4_NVFP4 ? moects_e4m3_decode(x) : moects_ue8m0_decode(x);
 }
 
-int moects_ref_fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a,
-                        moects_recipe recipe)
+/* The one code path of both entry points: the recipes with want_bw / want_ex set, into out_bw /
+ * out_ex (a->d unused). Returns 0 (M or N zero: nothing written, pointers unchecked), or -1. */
+static int fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a, int want_bw,
+                    void *out_bw, int want_ex, void *out_ex)
 {
     if (!s || !a || s->M < 0 || s->N < 0 || s->K < 0) return -1;
     if (s->format != MOECTS_FP4_MXFP4 && s->format != MOECTS_FP4_NVFP4) return -1;
     if (s->scale_layout != MOECTS_SCALES_LINEAR && s->scale_layout != MOECTS_SCALES_SWIZZLED_128X4)
         return -1;
     if (s->out_dtype != MOECTS_F32 && s->out_dtype != MOECTS_BF16) return -1;
-    if (recipe != MOECTS_RECIPE_FP4_BLOCKWISE_V1 && recipe != MOECTS_RECIPE_EXACT_V1) return -1;
+    if (!want_bw && !want_ex) return -1;
     const int64_t M = s->M, N = s->N, K = s->K;
     if (M == 0 || N == 0) return 0;
-    if (!a->d || (K > 0 && (!a->a || !a->b || !a->sa || !a->sb))) return -1;
+    if ((want_bw && !out_bw) || (want_ex && !out_ex) || (K > 0 && (!a->a || !a->b || !a->sa || !a->sb)))
+        return -1;
 
     ctx c;
     memset(&c, 0, sizeof c);
     c.s = s;
     c.a = a;
-    c.exact = recipe == MOECTS_RECIPE_EXACT_V1;
+    c.want_bw = want_bw;
+    c.want_ex = want_ex;
+    c.out_bw = out_bw;
+    c.out_ex = out_ex;
     c.g = moects_fp4_block(s->format);
     c.nkb = cdiv(K, c.g);
     c.Kq = cdiv(c.nkb, 2) * 2 * c.g;
     c.kc = c.Kq <= KFULL_MAX ? c.Kq : KCHUNK;
-    int64_t tile = c.exact ? TILE_EX : TILE_BW;
+    int64_t tile = want_ex ? TILE_EX : TILE_BW; /* both: the exact tile (results do not depend on it) */
     c.mt = M < tile ? M : tile;
     c.nt = N < tile ? N : tile;
     c.tiles_m = cdiv(M, c.mt);
@@ -606,4 +624,18 @@ out:
     free(nan_b);
     free(bfull);
     return rc;
+}
+
+int moects_ref_fp4_gemm_recipes(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a,
+                                void *out_blockwise, void *out_exact)
+{
+    return fp4_gemm(s, a, out_blockwise != NULL, out_blockwise, out_exact != NULL, out_exact);
+}
+
+int moects_ref_fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a,
+                        moects_recipe recipe)
+{
+    if (!a || (recipe != MOECTS_RECIPE_FP4_BLOCKWISE_V1 && recipe != MOECTS_RECIPE_EXACT_V1)) return -1;
+    const int bw = recipe == MOECTS_RECIPE_FP4_BLOCKWISE_V1;
+    return fp4_gemm(s, a, bw, bw ? a->d : NULL, !bw, bw ? NULL : a->d);
 }

@@ -46,4 +46,12 @@ int moects_ref_ep_gather(const moects_ep_gather_shape *s, const moects_ep_gather
 int moects_ref_fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a,
                         moects_recipe recipe);
 
+/* Both FP4 GEMM recipes from one pass of block partials (ref/fp4_gemm.c; DESIGN.md "Numeric
+ * recipes"): out_blockwise gets fp4_gemm.blockwise_v1, out_exact fp4_gemm.exact_v1, each [M, N]
+ * s->out_dtype (F32 or BF16) and bit-identical to moects_ref_fp4_gemm with that recipe; a NULL
+ * output is skipped; a->d is ignored. Returns 0 (M or N = 0: nothing written), or -1 when both
+ * outputs are NULL and on the errors of moects_ref_fp4_gemm. */
+int moects_ref_fp4_gemm_recipes(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a,
+                                void *out_blockwise, void *out_exact);
+
 #endif

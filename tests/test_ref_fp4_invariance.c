@@ -17,7 +17,7 @@
 #include "moects_ref.h"
 #include "test_rng.h"
 
-#define NPROB 8
+#define NPROB 10
 
 static uint64_t fnv(const void *p, size_t n)
 {
@@ -29,10 +29,13 @@ static uint64_t fnv(const void *p, size_t n)
 
 /* Problem i: format, recipe, layout, out dtype vary with i; shapes cross the tiles; scales over a
  * wide range so that the fma rounding and the exact sums are exercised; large codes in some blocks
- * for i >= 4. Returns the output hash. */
+ * for i >= 4; i = 8, 9: both recipes from one moects_ref_fp4_gemm_recipes call. Returns the hash
+ * of the output(s). */
 static uint64_t run_problem(int i)
 {
     rng_state = 1000 + (uint64_t)i;
+    const int fused = i >= 8;
+    if (fused) i = i == 8 ? 2 : 7;
     moects_fp4_format f = (i & 1) ? MOECTS_FP4_NVFP4 : MOECTS_FP4_MXFP4;
     moects_recipe rec = (i & 2) ? MOECTS_RECIPE_EXACT_V1 : MOECTS_RECIPE_FP4_BLOCKWISE_V1;
     moects_scale_layout lay = (i & 4) ? MOECTS_SCALES_SWIZZLED_128X4 : MOECTS_SCALES_LINEAR;
@@ -43,7 +46,7 @@ static uint64_t run_problem(int i)
     uint8_t *sa = malloc((size_t)(M * nkb)), *sb = malloc((size_t)(N * nkb));
     uint8_t *sas = malloc((size_t)moects_scale_bytes(M, nkb, MOECTS_SCALES_SWIZZLED_128X4));
     uint8_t *sbs = malloc((size_t)moects_scale_bytes(N, nkb, MOECTS_SCALES_SWIZZLED_128X4));
-    void *d = malloc((size_t)(M * N) * 4);
+    void *d = malloc((size_t)(M * N) * 4), *d2 = malloc((size_t)(M * N) * 4);
     for (int64_t j = 0; j < M * rb; j++) a[j] = (uint8_t)rnd();
     for (int64_t j = 0; j < N * rb; j++) b[j] = (uint8_t)rnd();
     if (i & 4) { /* large codes (+-4, +-6) in every third K-block: the reference's two-sgemm path */
@@ -65,7 +68,12 @@ static uint64_t run_problem(int i)
     int sw = lay == MOECTS_SCALES_SWIZZLED_128X4;
     moects_fp4_gemm_args args = {a, b, sw ? sas : sa, sw ? sbs : sb, f == MOECTS_FP4_NVFP4 ? 0.375f : 1.0f, d};
     uint64_t h = 0;
-    if (moects_ref_fp4_gemm(&s, &args, rec) == 0) h = fnv(d, (size_t)(M * N) * (out == MOECTS_BF16 ? 2 : 4));
+    const size_t bytes = (size_t)(M * N) * (out == MOECTS_BF16 ? 2 : 4);
+    if (fused) {
+        if (moects_ref_fp4_gemm_recipes(&s, &args, d, d2) == 0) h = fnv(d, bytes) ^ (fnv(d2, bytes) << 1);
+    } else if (moects_ref_fp4_gemm(&s, &args, rec) == 0) {
+        h = fnv(d, bytes);
+    }
     free(a);
     free(b);
     free(sa);
@@ -73,6 +81,7 @@ static uint64_t run_problem(int i)
     free(sas);
     free(sbs);
     free(d);
+    free(d2);
     return h;
 }
 
