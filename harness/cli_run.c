@@ -533,7 +533,13 @@ static int usage_run(void)
           "Sharded run (--shard, or TEST_TOTAL_SHARDS with TEST_SHARD_INDEX): a mutant escaping in the\n"
           "shard is a TAP TODO point, judged by `moects merge` on the merged results.\n"
           "Exit: 0 all honest kernels pass (known findings aside) and all mutants are caught, 1 otherwise,\n"
-          "2 bad input.\n",
+          "2 bad input.\n"
+          "Scheduling: cases start costliest first; an FP4 GEMM case of F = 2MNK flops holds\n"
+          "ceil(F / MOECTS_BIG_CASE_FLOPS) of the --jobs slots (at most all) until its reference is done,\n"
+          "which runs on as many times ncpu/jobs threads. MOECTS_BIG_CASE_FLOPS (environment, default\n"
+          "6.4e10, about a second of one core's reference): a number > 0. Results do not depend on it.\n"
+          "results.json gives each task's time (wall, inputs, reference, kernel, compare); summary.md\n"
+          "lists the slowest cases.\n",
           stdout);
     return 0;
 }
@@ -589,6 +595,19 @@ int moects_cmd_run(int argc, char **argv)
             if (parse_shard(spec, &o.shard_i, &o.shard_n) != 0) {
                 cli_free(&o);
                 return bad(&o, "TEST_TOTAL_SHARDS=%s TEST_SHARD_INDEX=%s: not a shard", tn, ti ? ti : "");
+            }
+        }
+    }
+    double big_case_flops = 0;
+    {
+        const char *bf = getenv("MOECTS_BIG_CASE_FLOPS");
+        if (bf && *bf) {
+            char *e;
+            errno = 0;
+            big_case_flops = strtod(bf, &e);
+            if (errno || *e || !(big_case_flops > 0) || big_case_flops > 1e30) {
+                cli_free(&o);
+                return bad(&o, "MOECTS_BIG_CASE_FLOPS=%s: not a number of flops > 0", bf);
             }
         }
     }
@@ -710,7 +729,8 @@ int moects_cmd_run(int argc, char **argv)
 
     moects_runner_opts ro = {.cases = cases, .ncases = ncases, .kernels = kernels, .nkernels = nk, .seed = o.seed,
                              .timeout_s = o.timeout, .jobs = jobs, .perf = o.perf,
-                             .progress = isatty(2) ? 1 : 2, .devices = devs, .ndevices = ndevs};
+                             .progress = isatty(2) ? 1 : 2, .devices = devs, .ndevices = ndevs,
+                             .big_case_flops = big_case_flops};
     char err[512];
     if (moects_runner_run(&ro, &run, err, sizeof err) != 0) {
         fprintf(stderr, "moects run: %s\n", err);

@@ -156,6 +156,40 @@ jobs_and_shards)
         --kernel cpu.ep_gather -v $(cat ids) > b1.tap
     [ -e status ] || fail "TEST_SHARD_STATUS_FILE not touched"
     cmp -s s1.tap b1.tap || { diff s1.tap b1.tap | head; fail "env shard differs from --shard 1/3"; }
+    # weighted scheduling: with a threshold of 1 Mflop the FP4 cases hold several of 4 slots and
+    # their references run on several threads; the results are those of one job
+    pick 'fp4_gemm.*' 12 > fids
+    [ -s fids ] || fail "no smoke FP4 case to use"
+    # shellcheck disable=SC2046
+    MOECTS_BIG_CASE_FLOPS=1e6 "$moects" run --out w4 --jobs 4 --kernel 'cpu.*' $(cat fids) $(head -n 4 ids) > w4.tap
+    rc4=$?
+    # shellcheck disable=SC2046
+    "$moects" run --out w1 --jobs 1 --kernel 'cpu.*' $(cat fids) $(head -n 4 ids) > w1.tap
+    [ $rc4 -eq $? ] || fail "exit status differs with weights"
+    cmp -s w1.tap w4.tap || { diff w1.tap w4.tap | head; fail "TAP differs between --jobs 1 and weighted --jobs 4"; }
+    python3 - <<'PY' || fail "weighted results differ from one job's, or timing missing"
+import json, os
+w = json.load(open("w4/results.json"))["results"]
+o = json.load(open("w1/results.json"))["results"]
+assert len(w) == len(o) > 0
+# cpu.fp4_gemm.dequant_sgemm's sgemm rounds in an order that depends on its OpenBLAS thread count
+# (ncpu/jobs): only its verdict is compared
+loose = ("calc_diff", "mismatches", "max_ulp", "first_mismatch")
+for x, y in zip(w, o):
+    skip = ("timing",) + (loose if x["kernel"] == "cpu.fp4_gemm.dequant_sgemm" else ())
+    a = {k: v for k, v in x.items() if k not in skip}
+    b = {k: v for k, v in y.items() if k not in skip}
+    assert a == b, (a, b)
+    t = x["timing"]
+    assert t["wall_s"] > 0 and min(t.values()) >= 0, t
+    assert t["inputs_s"] + t["reference_s"] + t["kernel_s"] + t["compare_s"] <= t["wall_s"] + 1e-5, t
+# each of the 4 slots has ncpu/4 threads (at least 1): a weighted reference has more
+base = max(1, os.cpu_count() // 4)
+assert max(x["timing"]["ref_threads"] for x in w) > base, "no reference ran on more than one slot's threads"
+PY
+    grep -q "^## Where the time went" w4/summary.md || fail "summary.md lacks the timing section"
+    grep -q "^| case | tasks | wall | inputs | reference | kernel | compare |" w4/summary.md ||
+        fail "summary.md lacks the slowest cases"
     ;;
 determinism)
     # a case alone gets the same result (bytes -> same verdicts/diagnostics) as inside a bigger run
@@ -170,7 +204,7 @@ one = sys.argv[1]
 a = [r for r in json.load(open("all/results.json"))["results"] if r["case"] == one]
 b = json.load(open("alone/results.json"))["results"]
 key = lambda r: r["kernel"]
-strip = lambda r: {k: v for k, v in r.items() if k not in ("kernel_ms",)}
+strip = lambda r: {k: v for k, v in r.items() if k not in ("kernel_ms", "timing")}
 assert len(a) == len(b) and len(a) > 0, (len(a), len(b))
 for x, y in zip(sorted(a, key=key), sorted(b, key=key)):
     assert strip(x) == strip(y), (x, y)
@@ -186,6 +220,15 @@ bad_input)
         [ -s out.txt ] && fail "run $args: wrote to stdout"
         [ -e out ] && fail "run $args: created the out directory"
     done
+    for v in abc 0 -5 1e400 nan; do
+        MOECTS_BIG_CASE_FLOPS=$v "$moects" run --out out > out.txt 2> err.txt
+        rc=$?
+        [ $rc -eq 2 ] || fail "MOECTS_BIG_CASE_FLOPS=$v: exit $rc, want 2"
+        [ "$(wc -l < err.txt)" -eq 1 ] || { cat err.txt; fail "MOECTS_BIG_CASE_FLOPS=$v: want one stderr line"; }
+        grep -q "MOECTS_BIG_CASE_FLOPS=$v" err.txt || { cat err.txt; fail "MOECTS_BIG_CASE_FLOPS=$v not named"; }
+        [ -e out ] && fail "MOECTS_BIG_CASE_FLOPS=$v: created the out directory"
+    done
+    "$moects" run --help | grep -q MOECTS_BIG_CASE_FLOPS || fail "run --help does not document MOECTS_BIG_CASE_FLOPS"
     grep -q 'no case matches "no/such/case/\*"' err.txt 2>/dev/null || true
     "$moects" run --out out 'no/such/case/*' 2>&1 | grep -q 'no case matches' || fail "glob message"
     # malformed model file: one line naming the file, exit 2, nothing written

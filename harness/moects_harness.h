@@ -50,6 +50,16 @@ typedef struct {
     double kernel_ms;       /* --perf: median time per launch, 0 otherwise */
     double perf_value;      /* --perf: achieved GB/s (ep_gather) or TFLOP/s (fp4_gemm) */
     double perf_fraction;   /* --perf: fraction of the measured ceiling */
+    /* Where the task's time went, seconds (CLOCK_MONOTONIC), all 0 when unknown (older files).
+     * A case's inputs and reference are counted in the task that built them (the first of the
+     * case's tasks to need them); wall >= inputs + reference + kernel + compare, the rest being
+     * supports(), allocation and messaging. harness/runner.c. */
+    double wall_s;          /* the task, as its worker saw it (crash/timeout: as the parent saw it) */
+    double inputs_s;        /* generating the case's inputs (moects_inputs_build) */
+    double reference_s;     /* the CPU reference(s) */
+    double kernel_s;        /* device set-up and input copies, launch to sync, copy back, --perf */
+    double compare_s;       /* moects_compare and the verdict */
+    int ref_threads;        /* threads given to the reference this task computed; 0: none */
 } moects_result;
 
 typedef struct {

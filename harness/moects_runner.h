@@ -22,16 +22,29 @@ typedef struct {
     int progress;     /* stderr: 1 one updating line (a terminal), 2 a line a minute (a log) */
     char **devices;   /* CUDA_VISIBLE_DEVICES of worker w: devices[w % ndevices]; NULL: inherit */
     size_t ndevices;
+    /* Weighted scheduling (harness/sched.c): an FP4 GEMM case of F = 2MNK flops takes
+     * w = ceil(F / big_case_flops) of the jobs slots (1..jobs) until its reference is done, and
+     * its reference runs on w * (ncpu / jobs) OpenBLAS threads. <= 0: MOECTS_BIG_CASE_FLOPS_DEFAULT. */
+    double big_case_flops;
+    int ncpu;         /* cores for the whole run; <= 0: the online processors */
 } moects_runner_opts;
 
+/* About a second of one core's FP4 reference (blockwise_v1 runs at ~75 GFLOP/s on one Haswell
+ * core, bench/bench_fp4_gemm.c). `moects run` takes MOECTS_BIG_CASE_FLOPS from the environment. */
+#define MOECTS_BIG_CASE_FLOPS_DEFAULT 64e9
+
 /* Run every (case, kernel) pair whose ops agree, case-major, in o->jobs forked workers; append
- * one moects_result per pair to run in that order whatever the number of jobs. A worker that
+ * one moects_result per pair to run in that order whatever the number of jobs (and the results'
+ * verdicts and comparisons do not depend on it: the references are thread-count invariant).
+ * A case's tasks (a group) run in one worker; groups start costliest first, weighted (above).
+ * Each result carries its timing (moects_result.wall_s ...). A worker that
  * dies makes its task FAIL_CRASH (signal or exit status in reason) and a fresh worker goes on;
  * a task past its time is killed: FAIL_TIMEOUT. Returns 0, or -1 with err when the run itself
  * cannot go on (fork/pipe failure, out of memory). The parent never initialises CUDA. */
 int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, size_t errlen);
 
-/* Run one task in the calling process, as a worker does (tests, debugging). */
+/* Run one task in the calling process, as a worker does (tests, debugging), with the calling
+ * thread's OpenBLAS thread count for the reference. */
 void moects_runner_task(const moects_case *c, const moects_kernel *k, uint64_t seed, int perf,
                         moects_result *r);
 
@@ -58,5 +71,31 @@ void moects_perf_measure(const moects_kernel *k, const moects_inputs *in, const 
                          moects_result *r);
 /* perf.md of a run: one row per timed (kernel, case). NULL when out of memory. */
 char *moects_perf_render(const moects_run *run, size_t *len);
+
+/* ---- weighted scheduling (harness/sched.c); internal, declared here for the tests ---- */
+typedef struct {
+    size_t ng;
+    int slots, free_slots, pending; /* pending: slots running groups hold beyond one each */
+    size_t *order, *order1;         /* groups costliest first; those wanting one slot, same order */
+    size_t n1, head, bf, started;   /* head: cursor in order, bf: in order1 */
+    int *want, *held;               /* per group: slots wanted (1..slots), held now */
+    char *state;                    /* per group: 0 not started, 1 running, 2 done */
+} moects__sched;
+
+/* Slots case c wants: see moects_runner_opts.big_case_flops; ep_gather (single-threaded
+ * reference) always 1. */
+int moects__case_weight(const moects_case *c, double big_case_flops, int max_weight);
+/* ng groups, order[] their indices costliest first, want[g] the slots each wants (clamped to
+ * 1..slots; NULL: all 1). 0, or -1 out of memory. */
+int moects__sched_init(moects__sched *s, size_t ng, const size_t *order, const int *want, int slots);
+void moects__sched_free(moects__sched *s);
+/* A group to start now and, in *slots, how many slots it gets; -1 when none may start now. */
+long moects__sched_next(moects__sched *s, int *slots);
+/* Running group g keeps one slot and gives back the others (its reference is done). */
+void moects__sched_shrink(moects__sched *s, size_t g);
+/* Running group g has finished: its slots are free. */
+void moects__sched_done(moects__sched *s, size_t g);
+/* Groups not started yet. */
+size_t moects__sched_left(const moects__sched *s);
 
 #endif

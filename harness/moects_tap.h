@@ -43,7 +43,8 @@ int moects_kernel_status_fails(moects_kernel_status s);
 char *moects_tap_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
                         const moects_tap_opts *o, size_t *len);
 
-/* summary.md: one row per kernel with its count of each verdict and its status. */
+/* summary.md: one row per kernel with its count of each verdict and its status; when the results
+ * are timed, where the time went (seconds per phase) and the 10 slowest cases. */
 char *moects_summary_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
                             const moects_tap_opts *o, size_t *len);
 

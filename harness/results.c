@@ -29,7 +29,13 @@
  *                                           entry matches (harness/moects_known.h): the entry's reason;
  *                                           a known FAIL_* does not fail the run or the gate
  *        "seed": 1,                       u64
- *        "kernel_ms": 0, "perf_value": 0, "perf_fraction": 0}   doubles (--perf)
+ *        "kernel_ms": 0, "perf_value": 0, "perf_fraction": 0,   doubles (--perf)
+ *        "timing": {"wall_s": 0.25, "inputs_s": 0.01, "reference_s": 0.2, "kernel_s": 0.03,
+ *                   "compare_s": 0.005, "ref_threads": 4}}
+ *                                         where the task's time went (moects_result: seconds >= 0,
+ *                                           threads an integer >= 0; each key optional, default
+ *                                           0); left out when all are 0, absent from files
+ *                                           written before it existed
  *     ]
  *   }
  *
@@ -289,6 +295,16 @@ static void put_result(moects__buf *b, const moects_result *r)
     moects__buf_add(b, ", "); put_key(b, "kernel_ms"); put_double(b, r->kernel_ms);
     moects__buf_add(b, ", "); put_key(b, "perf_value"); put_double(b, r->perf_value);
     moects__buf_add(b, ", "); put_key(b, "perf_fraction"); put_double(b, r->perf_fraction);
+    if (r->wall_s || r->inputs_s || r->reference_s || r->kernel_s || r->compare_s || r->ref_threads) {
+        moects__buf_add(b, ", "); put_key(b, "timing");
+        moects__buf_add(b, "{"); put_key(b, "wall_s"); put_double(b, r->wall_s);
+        moects__buf_add(b, ", "); put_key(b, "inputs_s"); put_double(b, r->inputs_s);
+        moects__buf_add(b, ", "); put_key(b, "reference_s"); put_double(b, r->reference_s);
+        moects__buf_add(b, ", "); put_key(b, "kernel_s"); put_double(b, r->kernel_s);
+        moects__buf_add(b, ", "); put_key(b, "compare_s"); put_double(b, r->compare_s);
+        moects__buf_add(b, ", "); put_key(b, "ref_threads"); moects__buf_printf(b, "%d", r->ref_threads);
+        moects__buf_add(b, "}");
+    }
     moects__buf_add(b, "}");
 }
 
@@ -439,7 +455,8 @@ static int check_keys(rd *c, const json_t *obj, const char *const *known)
 
 static const char *const result_keys[] = {
     "kernel", "case", "model", "layout", "op", "mutant", "verdict", "recipe", "mismatches", "max_ulp",
-    "calc_diff", "first_mismatch", "reason", "known", "seed", "kernel_ms", "perf_value", "perf_fraction", NULL};
+    "calc_diff", "first_mismatch", "reason", "known", "seed", "kernel_ms", "perf_value", "perf_fraction",
+    "timing", NULL};
 static const char *const top_keys[] = {
     "moects_version", "commit", "date", "machine", "filter", "shard", "seed", "results", NULL};
 
@@ -482,6 +499,26 @@ static int read_result(rd *c, const json_t *o, moects_result *r)
     if (r->known[0] && (r->is_mutant || !(moects_verdict_is_fail(r->verdict) || moects_verdict_is_pass(r->verdict))))
         return fail(c, "known", "only on a FAIL_* or PASS_* result of an honest kernel (not on %s%s)",
                     r->is_mutant ? "a mutant's " : "", moects_verdict_name(r->verdict));
+    const json_t *tm = json_object_get(o, "timing");
+    if (tm) {
+        if (!json_is_object(tm)) return fail(c, "timing", "expected an object, got %s", type_name(tm));
+        static const char *const tm_keys[] = {"wall_s", "inputs_s", "reference_s", "kernel_s", "compare_s",
+                                              "ref_threads", NULL};
+        size_t wl = strlen(c->where);
+        snprintf(c->where + wl, sizeof c->where - wl, "timing.");
+        if (check_keys(c, tm, tm_keys)) return -1;
+        double *secs[] = {&r->wall_s, &r->inputs_s, &r->reference_s, &r->kernel_s, &r->compare_s};
+        for (int i = 0; i < 5; i++) {
+            if (get_double(c, tm_keys[i], json_object_get(tm, tm_keys[i]), secs[i])) return -1;
+            if (!(*secs[i] >= 0) || isinf(*secs[i]))
+                return fail(c, tm_keys[i], "not a finite number of seconds >= 0");
+        }
+        int64_t th;
+        if (get_i64(c, "ref_threads", json_object_get(tm, "ref_threads"), &th)) return -1;
+        if (th > 1000000) return fail(c, "ref_threads", "%" PRId64 " is too many", th);
+        r->ref_threads = (int)th;
+        c->where[wl] = '\0';
+    }
     const json_t *fm = json_object_get(o, "first_mismatch");
     if (fm && !json_is_null(fm)) {
         if (!json_is_object(fm))

@@ -1,11 +1,16 @@
 /* runner.c: kernels under test run in forked worker processes (DESIGN.md "Harness": isolation).
- * Parent -> worker: a task (case index, kernel index), case-major, one at a time; a worker keeps
- * one case's inputs, references and device copies across that case's kernels. Worker -> parent:
- * a fixed-size message (a phase notice or the moects_result). A worker that dies costs only its
- * task (FAIL_CRASH); a fresh worker resumes with the next one. The parent never touches CUDA. */
+ * Parent -> worker: a task (case index, kernel index, the threads for a reference it computes,
+ * the recipes the case's kernels want), case-major, one at a time; a worker keeps one case's
+ * inputs, references and device copies across that case's kernels (a group). Worker -> parent:
+ * fixed-size messages, phase notices (inputs, reference, kernel, with the timing so far) and the
+ * moects_result. Groups start costliest first on weighted slots (harness/sched.c): a huge FP4
+ * case holds several of the --jobs slots, and its reference runs on as many times the threads,
+ * until its worker announces the reference done. A worker that dies costs only its task
+ * (FAIL_CRASH); a fresh worker resumes with the next one. The parent never touches CUDA. */
 #include "moects_runner.h"
 
 #include <errno.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -21,10 +26,18 @@
 #include "moects_ref.h"
 
 void openblas_set_num_threads(int num_threads); /* OpenBLAS (linked by moects_ref) */
+int openblas_get_num_threads(void);
 
 /* ------------------------------------------------------------------ worker side ---- */
 
 #define NRECIPES 4
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 typedef struct {
     long case_idx; /* cached case, -1 none */
@@ -41,6 +54,23 @@ typedef struct {
     char dev_err[256];
     int dev_err_fatal;
 } worker_state;
+
+/* Phases a worker announces to the parent (timeouts, timing of a task that dies). */
+enum { PH_OTHER = 0, PH_INPUTS = 1, PH_REFERENCE = 2, PH_KERNEL = 3 };
+
+/* How a task runs: the reference's threads, the recipes the case's kernels want, and the phase
+ * notices (notify(ctx, phase, r): r holds the task's timing so far). */
+typedef struct {
+    int threads;      /* OpenBLAS threads for a reference computed in this task; <= 0: as set */
+    unsigned recipes; /* bit r: a kernel of this case compares under recipe r */
+    void (*notify)(void *ctx, int phase, const moects_result *r);
+    void *ctx;
+} task_ctl;
+
+static void announce(const task_ctl *tc, int phase, const moects_result *r)
+{
+    if (tc->notify) tc->notify(tc->ctx, phase, r);
+}
 
 static void drop_case(worker_state *ws)
 {
@@ -106,26 +136,81 @@ static void set_identity(moects_result *r, const moects_case *c, const moects_ke
     else snprintf(r->recipe, sizeof r->recipe, "%s.exact_v1+tol", c->op == MOECTS_OP_FP4_GEMM ? "fp4_gemm" : "ep_gather");
 }
 
-/* Run one task in this process. Returns 1 when the process should exit afterwards (a CUDA error
- * that may be sticky). notify(): called when the kernel is about to run (timeout phase). */
-static int do_task(worker_state *ws, long ci, const moects_case *c, const moects_kernel *k, uint64_t seed,
-                   int perf, moects_result *r, void (*notify)(void *), void *nctx)
+/* The recipe kernel k is compared under: its declared one, else (tolerance) exact_v1. -1 unknown. */
+static int kernel_recipe(const moects_kernel *k, moects_op op)
 {
-    set_identity(r, c, k, seed);
+    moects_recipe rc = MOECTS_RECIPE_EXACT_V1;
+    if (k->recipe && moects_recipe_parse(k->recipe, op, &rc) != 0) return -1;
+    return (int)rc;
+}
+
+/* The reference(s) of the cached case under recipe, once per (case, recipe), on tc->threads
+ * OpenBLAS threads. An FP4 case whose kernels want both blockwise_v1 and exact_v1 gets both from
+ * one pass (moects_ref_fp4_gemm_recipes). Timing and threads go to r. */
+static void compute_reference(worker_state *ws, const moects_case *c, moects_recipe recipe, const task_ctl *tc,
+                              moects_result *r)
+{
+    moects_inputs *in = &ws->in;
+    const unsigned bw = 1u << MOECTS_RECIPE_FP4_BLOCKWISE_V1, ex = 1u << MOECTS_RECIPE_EXACT_V1;
+    int both = c->op == MOECTS_OP_FP4_GEMM && (tc->recipes & bw) && (tc->recipes & ex) &&
+               (recipe == MOECTS_RECIPE_FP4_BLOCKWISE_V1 || recipe == MOECTS_RECIPE_EXACT_V1) &&
+               ws->ref_state[MOECTS_RECIPE_FP4_BLOCKWISE_V1] == 0 && ws->ref_state[MOECTS_RECIPE_EXACT_V1] == 0;
+    ws->ref[recipe] = xmalloc_ff(in->out_bytes);
+    if (!ws->ref[recipe]) return;
+    moects_recipe other = recipe == MOECTS_RECIPE_EXACT_V1 ? MOECTS_RECIPE_FP4_BLOCKWISE_V1 : MOECTS_RECIPE_EXACT_V1;
+    if (both && !(ws->ref[other] = xmalloc_ff(in->out_bytes))) both = 0; /* short of memory: one at a time */
+    void *hp[MOECTS_INPUTS_MAX];
+    host_ptrs(in, hp, 1);
+    moects_op_args a;
+    moects_inputs_bind(in, hp, ws->ref[recipe], &a);
+    /* the FP4 reference spreads its tiles over openblas_get_num_threads() threads; ep_gather's
+     * is single-threaded */
+    int fp4 = c->op == MOECTS_OP_FP4_GEMM, before = openblas_get_num_threads();
+    int th = !fp4 ? 1 : tc->threads > 0 ? tc->threads : before;
+    announce(tc, PH_REFERENCE, r);
+    if (fp4 && th != before) openblas_set_num_threads(th);
+    double t = now_s();
+    int rc;
+    if (!fp4) {
+        rc = moects_ref_ep_gather(&in->eg, &a.eg, recipe);
+    } else if (both) {
+        rc = moects_ref_fp4_gemm_recipes(&in->fg, &a.fg, ws->ref[MOECTS_RECIPE_FP4_BLOCKWISE_V1],
+                                         ws->ref[MOECTS_RECIPE_EXACT_V1]);
+        ws->ref_state[other] = rc == 0 ? 1 : -1;
+    } else {
+        rc = moects_ref_fp4_gemm(&in->fg, &a.fg, recipe);
+    }
+    r->reference_s += now_s() - t;
+    if (fp4 && th != before) openblas_set_num_threads(before);
+    r->ref_threads = th;
+    ws->ref_state[recipe] = rc == 0 ? 1 : -1;
+    announce(tc, PH_OTHER, r);
+}
+
+/* Run one task in this process; timing of what it runs goes to r (all but wall_s). Returns 1 when
+ * the process should exit afterwards (a CUDA error that may be sticky). */
+static int task_body(worker_state *ws, long ci, const moects_case *c, const moects_kernel *k, uint64_t seed,
+                     int perf, const task_ctl *tc, moects_result *r)
+{
     const char *opname = c->op == MOECTS_OP_FP4_GEMM ? "fp4_gemm" : "ep_gather";
-    moects_recipe recipe = MOECTS_RECIPE_EXACT_V1;
-    if (k->recipe && moects_recipe_parse(k->recipe, c->op, &recipe) != 0) {
+    int rcp = kernel_recipe(k, c->op);
+    if (rcp < 0) {
         r->verdict = MOECTS_FAIL_CRASH;
         set_reason(r, "kernel declares unknown recipe %s for op %s", k->recipe, opname);
         return 0;
     }
+    moects_recipe recipe = (moects_recipe)rcp;
 
     /* inputs, once per case */
     if (ws->case_idx != ci) {
         drop_case(ws);
         ws->case_idx = ci;
         ws->c = c;
+        announce(tc, PH_INPUTS, r);
+        double t = now_s();
         ws->build_rc = moects_inputs_build(c, seed, &ws->in, ws->build_err, sizeof ws->build_err);
+        r->inputs_s += now_s() - t;
+        announce(tc, PH_OTHER, r);
     }
     if (ws->build_rc == -2) {
         r->verdict = MOECTS_SKIP;
@@ -152,10 +237,12 @@ static int do_task(worker_state *ws, long ci, const moects_case *c, const moects
     }
     if (k->device == MOECTS_DEVICE_CUDA) {
         if (!ws->cuda_checked) {
+            double t = now_s();
             ws->cuda_checked = 1;
             ws->ndev = moects_cuda_device_count(ws->nodev, sizeof ws->nodev);
             if (ws->ndev > 0 && moects_cuda_set_device(0, ws->nodev, sizeof ws->nodev) != 0) ws->ndev = 0;
             if (ws->ndev <= 0 && !ws->nodev[0]) snprintf(ws->nodev, sizeof ws->nodev, "no CUDA device");
+            r->kernel_s += now_s() - t;
         }
         if (ws->ndev <= 0) {
             r->verdict = MOECTS_SKIP;
@@ -164,21 +251,13 @@ static int do_task(worker_state *ws, long ci, const moects_case *c, const moects
         }
     }
 
-    /* reference, once per (case, recipe) */
     if (ws->ref_state[recipe] == 0) {
-        ws->ref[recipe] = xmalloc_ff(in->out_bytes);
+        compute_reference(ws, c, recipe, tc, r);
         if (!ws->ref[recipe]) {
             r->verdict = MOECTS_SKIP;
             snprintf(r->reason, sizeof r->reason, "out of host memory (%zu bytes for the reference)", in->out_bytes);
             return 0;
         }
-        void *hp[MOECTS_INPUTS_MAX];
-        host_ptrs(in, hp, 1);
-        moects_op_args a;
-        moects_inputs_bind(in, hp, ws->ref[recipe], &a);
-        int rc = c->op == MOECTS_OP_EP_GATHER ? moects_ref_ep_gather(&in->eg, &a.eg, recipe)
-                                              : moects_ref_fp4_gemm(&in->fg, &a.fg, recipe);
-        ws->ref_state[recipe] = rc == 0 ? 1 : -1;
     }
     if (ws->ref_state[recipe] < 0) {
         r->verdict = MOECTS_FAIL_CRASH;
@@ -193,13 +272,16 @@ static int do_task(worker_state *ws, long ci, const moects_case *c, const moects
         return 0;
     }
     int exit_after = 0;
+    double tk = now_s();
     if (k->device == MOECTS_DEVICE_CPU) {
         void *hp[MOECTS_INPUTS_MAX];
         host_ptrs(in, hp, 0);
         moects_op_args a;
         moects_inputs_bind(in, hp, in->out_bytes ? got : NULL, &a);
-        if (notify) notify(nctx);
+        announce(tc, PH_KERNEL, r);
+        tk = now_s();
         int rc = k->run(shape, &a, NULL);
+        r->kernel_s += now_s() - tk;
         if (rc != 0) {
             r->verdict = MOECTS_FAIL_CRASH;
             snprintf(r->reason, sizeof r->reason, "run() returned %d", rc);
@@ -229,6 +311,7 @@ static int do_task(worker_state *ws, long ci, const moects_case *c, const moects
             r->verdict = ws->dev_err_fatal ? MOECTS_FAIL_CRASH : MOECTS_SKIP;
             set_reason(r, "%s%s", ws->dev_err, "");
             free(got);
+            r->kernel_s += now_s() - tk;
             return ws->dev_err_fatal;
         }
         void *dout = in->out_bytes ? moects_cuda_malloc(in->out_bytes) : NULL;
@@ -236,6 +319,7 @@ static int do_task(worker_state *ws, long ci, const moects_case *c, const moects
             r->verdict = MOECTS_SKIP;
             snprintf(r->reason, sizeof r->reason, "out of device memory (%zu bytes for the output)", in->out_bytes);
             free(got);
+            r->kernel_s += now_s() - tk;
             return 0;
         }
         char cerr[200] = "";
@@ -243,7 +327,9 @@ static int do_task(worker_state *ws, long ci, const moects_case *c, const moects
         moects_op_args a;
         moects_inputs_bind(in, ws->dev, dout, &a);
         if (rc == 0) {
-            if (notify) notify(nctx);
+            r->kernel_s += now_s() - tk; /* the notice carries the set-up so far */
+            announce(tc, PH_KERNEL, r);
+            tk = now_s();
             rc = k->run(shape, &a, moects_cuda_stream());
             if (rc != 0) snprintf(cerr, sizeof cerr, "run() returned %d", rc);
         }
@@ -258,12 +344,15 @@ static int do_task(worker_state *ws, long ci, const moects_case *c, const moects
             exit_after = src != 0;
             if (dout) moects_cuda_free(dout);
             free(got);
+            r->kernel_s += now_s() - tk;
             return exit_after;
         }
         if (perf) moects_perf_measure(k, in, &a, r);
         if (dout) moects_cuda_free(dout);
+        r->kernel_s += now_s() - tk;
     }
 
+    double tc0 = now_s();
     moects_compare_result cr;
     moects_compare(in->out_dtype, got, ws->ref[recipe], in->out_elems, &cr);
     free(got);
@@ -281,7 +370,33 @@ static int do_task(worker_state *ws, long ci, const moects_case *c, const moects
     if (r->verdict == MOECTS_FAIL_MISMATCH && !k->recipe)
         snprintf(r->reason, sizeof r->reason, "outside the declared tolerance: calc_diff %.3g > %.3g or max_ulp %llu > %u",
                  cr.calc_diff, k->tol.max_calc_diff, (unsigned long long)cr.max_ulp, k->tol.max_ulp);
+    r->compare_s += now_s() - tc0;
     return 0;
+}
+
+/* Seconds to whole microseconds: phases down, wall up, so that their sum never exceeds wall. */
+static double us_floor(double s) { return s > 0 ? floor(s * 1e6) / 1e6 : 0; }
+static double us_ceil(double s) { return s > 0 ? ceil(s * 1e6) / 1e6 : 0; }
+
+static void round_timing(moects_result *r)
+{
+    r->inputs_s = us_floor(r->inputs_s);
+    r->reference_s = us_floor(r->reference_s);
+    r->kernel_s = us_floor(r->kernel_s);
+    r->compare_s = us_floor(r->compare_s);
+    r->wall_s = us_ceil(r->wall_s);
+}
+
+/* A task: set_identity, the body, its wall time. */
+static int do_task(worker_state *ws, long ci, const moects_case *c, const moects_kernel *k, uint64_t seed,
+                   int perf, const task_ctl *tc, moects_result *r)
+{
+    double t0 = now_s();
+    set_identity(r, c, k, seed);
+    int ex = task_body(ws, ci, c, k, seed, perf, tc, r);
+    r->wall_s = now_s() - t0;
+    round_timing(r);
+    return ex;
 }
 
 void moects_runner_task(const moects_case *c, const moects_kernel *k, uint64_t seed, int perf, moects_result *r)
@@ -289,7 +404,9 @@ void moects_runner_task(const moects_case *c, const moects_kernel *k, uint64_t s
     worker_state ws;
     memset(&ws, 0, sizeof ws);
     ws.case_idx = -1;
-    do_task(&ws, 0, c, k, seed, perf, r, NULL, NULL);
+    int rcp = kernel_recipe(k, c->op);
+    task_ctl tc = {0, rcp >= 0 ? 1u << rcp : 0, NULL, NULL};
+    do_task(&ws, 0, c, k, seed, perf, &tc, r);
     drop_case(&ws);
 }
 
@@ -298,11 +415,15 @@ void moects_runner_task(const moects_case *c, const moects_kernel *k, uint64_t s
 typedef struct {
     uint32_t magic;
     uint32_t task, case_idx, kernel_idx;
+    uint32_t threads; /* OpenBLAS threads for a reference this task computes */
+    uint32_t recipes; /* bit r: a kernel of the case compares under recipe r */
 } task_msg;
 
-enum { MSG_KERNEL_START = 1, MSG_RESULT = 2 };
+/* MSG_PHASE: arg = the phase the task enters (PH_*), r its timing so far.
+ * MSG_RESULT: arg = 1 when the worker exits after it, r the result. */
+enum { MSG_PHASE = 1, MSG_RESULT = 2 };
 typedef struct {
-    uint32_t magic, type, task, exiting;
+    uint32_t magic, type, task, arg;
     moects_result r;
 } result_msg;
 
@@ -341,26 +462,26 @@ typedef struct {
     uint32_t task;
 } notify_ctx;
 
-static void notify_kernel_start(void *p)
+static void notify_phase(void *p, int phase, const moects_result *r)
 {
     notify_ctx *n = p;
     result_msg m;
     memset(&m, 0, sizeof m);
     m.magic = MAGIC;
-    m.type = MSG_KERNEL_START;
+    m.type = MSG_PHASE;
     m.task = n->task;
+    m.arg = (uint32_t)phase;
+    m.r = *r;
     if (write_full(n->fd, &m, sizeof m) != 0) _exit(3);
 }
 
-static void worker_main(const moects_runner_opts *o, int rfd, int wfd, int widx)
+static void worker_main(const moects_runner_opts *o, int rfd, int wfd, int widx, int base_threads)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* no orphaned workers holding a GPU */
     signal(SIGPIPE, SIG_DFL);
     dup2(2, 1); /* whatever a kernel prints must not mix with the TAP on stdout */
     if (o->devices && o->ndevices) setenv("CUDA_VISIBLE_DEVICES", o->devices[(size_t)widx % o->ndevices], 1);
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    int th = (int)(ncpu > 0 ? ncpu : 1) / (o->jobs > 0 ? o->jobs : 1);
-    openblas_set_num_threads(th > 0 ? th : 1);
+    openblas_set_num_threads(base_threads);
     worker_state ws;
     memset(&ws, 0, sizeof ws);
     ws.case_idx = -1;
@@ -368,16 +489,18 @@ static void worker_main(const moects_runner_opts *o, int rfd, int wfd, int widx)
         task_msg t;
         int rc = read_full(rfd, &t, sizeof t);
         if (rc == 0) break;
-        if (rc < 0 || t.magic != MAGIC || t.case_idx >= o->ncases || t.kernel_idx >= o->nkernels) _exit(4);
+        if (rc < 0 || t.magic != MAGIC || t.case_idx >= o->ncases || t.kernel_idx >= o->nkernels || t.threads > 4096)
+            _exit(4);
         result_msg m;
         memset(&m, 0, sizeof m);
         notify_ctx nc = {wfd, t.task};
+        task_ctl tc = {(int)t.threads, t.recipes, notify_phase, &nc};
         int ex = do_task(&ws, (long)t.case_idx, &o->cases[t.case_idx], o->kernels[t.kernel_idx], o->seed, o->perf,
-                         &m.r, notify_kernel_start, &nc);
+                         &tc, &m.r);
         m.magic = MAGIC;
         m.type = MSG_RESULT;
         m.task = t.task;
-        m.exiting = (uint32_t)ex;
+        m.arg = (uint32_t)ex;
         if (write_full(wfd, &m, sizeof m) != 0) _exit(3);
         if (ex) _exit(0);
     }
@@ -392,19 +515,15 @@ typedef struct {
     int to, from;
     int busy;
     uint32_t task;
-    int kernel_phase;
+    int phase;             /* PH_* of the task in flight, from the worker's notices */
+    double t_task, t_phase; /* when the task was sent, when its phase began */
+    moects_result part;    /* the task's timing so far, from the last notice */
     double deadline;
-    size_t g_next, g_end; /* the rest of the worker's current case group */
+    long group;            /* the case group the worker runs, -1 none */
+    size_t g_next, g_end;  /* the rest of that group's tasks */
 } worker;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int spawn(const moects_runner_opts *o, worker *ws, int nw, int w, char *err, size_t errlen)
+static int spawn(const moects_runner_opts *o, worker *ws, int nw, int w, int base_threads, char *err, size_t errlen)
 {
     int tp[2], rp[2];
     if (pipe(tp) != 0) {
@@ -429,7 +548,7 @@ static int spawn(const moects_runner_opts *o, worker *ws, int nw, int w, char *e
             if (i != w && ws[i].pid) close(ws[i].to), close(ws[i].from);
         close(tp[1]);
         close(rp[0]);
-        worker_main(o, tp[0], rp[1], w);
+        worker_main(o, tp[0], rp[1], w, base_threads);
     }
     close(tp[0]);
     close(rp[1]);
@@ -466,11 +585,20 @@ typedef struct {
     uint32_t case_idx, kernel_idx;
 } task;
 
-static void fill_identity(const moects_runner_opts *o, const task *t, moects_result *r)
+/* The identity of task t and the timing of a task the parent ends (crash, timeout): what the
+ * worker announced, plus the phase in flight up to now, and the wall time since it was sent. */
+static void fill_lost(const moects_runner_opts *o, const task *t, const worker *W, moects_result *r)
 {
     const moects_case *c = &o->cases[t->case_idx];
     const moects_kernel *k = o->kernels[t->kernel_idx];
     set_identity(r, c, k, o->seed);
+    double now = now_s(), in_phase = now - W->t_phase;
+    r->wall_s = now - W->t_task;
+    r->inputs_s = W->part.inputs_s + (W->phase == PH_INPUTS ? in_phase : 0);
+    r->reference_s = W->part.reference_s + (W->phase == PH_REFERENCE ? in_phase : 0);
+    r->kernel_s = W->part.kernel_s + (W->phase == PH_KERNEL ? in_phase : 0);
+    r->ref_threads = W->part.ref_threads;
+    round_timing(r);
 }
 
 /* Rough work of one case in element operations: M*N*K for an FP4 GEMM (the reference's block
@@ -506,91 +634,191 @@ static void sort_groups_by_cost(size_t *gord, size_t ng, const size_t *gstart, c
     free(v);
 }
 
+/* The run's parent: tasks, case groups, the scheduler, the workers. */
+typedef struct {
+    const moects_runner_opts *o;
+    task *tasks;
+    size_t nt, ng;
+    size_t *gstart, *gord;
+    int *want;
+    unsigned *recipes; /* per group: the recipes its kernels compare under (task_msg.recipes) */
+    moects_result *res;
+    char *done;
+    size_t ndone;
+    worker *ws;
+    int nw, base_threads;
+    moects__sched sched;
+} parent;
+
+/* Task ti of worker W is over (result in p->res[ti]); the group ends with its last task. */
+static void task_over(parent *p, worker *W, uint32_t ti)
+{
+    p->done[ti] = 1;
+    p->ndone++;
+    W->busy = 0;
+    if (W->group >= 0 && W->g_next >= W->g_end) {
+        moects__sched_done(&p->sched, (size_t)W->group);
+        W->group = -1;
+    }
+}
+
+/* Start groups on idle workers, send each worker without a task in flight its group's next task,
+ * end workers that will get no more work. 0, or -1 with err (fork/pipe failure). */
+static int hand_out(parent *p, char *err, size_t errlen)
+{
+    const moects_runner_opts *o = p->o;
+    for (int w = 0; w < p->nw; w++) {
+        worker *W = &p->ws[w];
+        if (W->busy) continue;
+        if (W->group < 0) {
+            int n;
+            long g = moects__sched_next(&p->sched, &n);
+            if (g < 0) {
+                if (W->pid && !moects__sched_left(&p->sched)) reap(W, NULL); /* nothing left for it */
+                continue;
+            }
+            W->group = g;
+            W->g_next = p->gstart[g];
+            W->g_end = p->gstart[g + 1];
+        }
+        if (!W->pid && spawn(o, p->ws, p->nw, w, p->base_threads, err, errlen) != 0) return -1;
+        uint32_t ti = (uint32_t)W->g_next++;
+        int held = p->sched.held[W->group];
+        task_msg m = {MAGIC, ti, p->tasks[ti].case_idx, p->tasks[ti].kernel_idx,
+                      (uint32_t)(held * p->base_threads), p->recipes[W->group]};
+        W->busy = 1;
+        W->task = ti;
+        W->phase = PH_OTHER;
+        W->t_task = W->t_phase = now_s();
+        memset(&W->part, 0, sizeof W->part);
+        W->deadline = o->timeout_s > 0 ? W->t_task + 10 * o->timeout_s : 0;
+        if (write_full(W->to, &m, sizeof m) != 0) {
+            /* died while idle: count the task as crashed rather than loop */
+            int st;
+            reap(W, &st);
+            fill_lost(o, &p->tasks[ti], W, &p->res[ti]);
+            p->res[ti].verdict = MOECTS_FAIL_CRASH;
+            death_reason(p->res[ti].reason, sizeof p->res[ti].reason, st, 0);
+            task_over(p, W, ti);
+            w--; /* the same worker (a fresh process) goes on with its group */
+        }
+    }
+    return 0;
+}
+
+/* A message from worker W (readable): a phase notice or its result, else its death. */
+static void on_message(parent *p, worker *W, double *t_log, double t0)
+{
+    const moects_runner_opts *o = p->o;
+    result_msg m;
+    int r = read_full(W->from, &m, sizeof m);
+    uint32_t ti = W->task;
+    if (r == 1 && m.magic == MAGIC && m.task == ti && m.type == MSG_PHASE && m.arg <= PH_KERNEL) {
+        if (W->phase == PH_REFERENCE && W->group >= 0) /* its reference is done: keep one slot */
+            moects__sched_shrink(&p->sched, (size_t)W->group);
+        W->phase = (int)m.arg;
+        W->t_phase = now_s();
+        W->part = m.r;
+        if (m.arg == PH_KERNEL) W->deadline = o->timeout_s > 0 ? W->t_phase + o->timeout_s : 0;
+        return;
+    }
+    if (r == 1 && m.magic == MAGIC && m.task == ti && m.type == MSG_RESULT) {
+        p->res[ti] = m.r;
+        if (m.arg) reap(W, NULL);
+    } else {
+        int st;
+        kill(W->pid, SIGKILL); /* a garbled message: do not trust it */
+        reap(W, &st);
+        fill_lost(o, &p->tasks[ti], W, &p->res[ti]);
+        p->res[ti].verdict = MOECTS_FAIL_CRASH;
+        death_reason(p->res[ti].reason, sizeof p->res[ti].reason, st, W->phase == PH_KERNEL);
+    }
+    task_over(p, W, ti);
+    if (o->progress == 1) {
+        fprintf(stderr, "\r\033[K[%zu/%zu %.0fs] %s %s", p->ndone, p->nt, now_s() - t0,
+                o->kernels[p->tasks[ti].kernel_idx]->name, o->cases[p->tasks[ti].case_idx].id);
+        fflush(stderr);
+    } else if (o->progress == 2 && now_s() >= *t_log) { /* a log, not a terminal: a line a minute */
+        fprintf(stderr, "moects: %zu of %zu done after %.0f s\n", p->ndone, p->nt, now_s() - t0);
+        *t_log = now_s() + 60;
+    }
+}
+
+static void parent_free(parent *p)
+{
+    free(p->tasks), free(p->gstart), free(p->gord), free(p->want), free(p->recipes);
+    free(p->res), free(p->done), free(p->ws);
+    moects__sched_free(&p->sched);
+}
+
 int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, size_t errlen)
 {
+    parent P, *p = &P;
+    memset(p, 0, sizeof *p);
+    p->o = o;
     /* tasks, case-major; groups = one case's tasks */
-    size_t cap = 0, nt = 0, ng = 0;
+    size_t cap = 0;
     for (size_t c = 0; c < o->ncases; c++)
         for (size_t k = 0; k < o->nkernels; k++) cap += o->kernels[k]->op == o->cases[c].op;
-    task *tasks = malloc((cap ? cap : 1) * sizeof *tasks);
-    size_t *gstart = malloc((o->ncases + 1) * sizeof *gstart);
-    moects_result *res = calloc(cap ? cap : 1, sizeof *res);
-    char *done = calloc(cap ? cap : 1, 1);
-    int nw = o->jobs > 0 ? o->jobs : 1;
-    worker *ws = calloc((size_t)nw, sizeof *ws);
-    if (!tasks || !gstart || !res || !done || !ws) {
+    int slots = o->jobs > 0 ? o->jobs : 1;
+    p->tasks = malloc((cap ? cap : 1) * sizeof *p->tasks);
+    p->gstart = malloc((o->ncases + 1) * sizeof *p->gstart);
+    p->gord = malloc((o->ncases + 1) * sizeof *p->gord);
+    p->want = malloc((o->ncases + 1) * sizeof *p->want);
+    p->recipes = calloc(o->ncases + 1, sizeof *p->recipes);
+    p->res = calloc(cap ? cap : 1, sizeof *p->res);
+    p->done = calloc(cap ? cap : 1, 1);
+    p->ws = calloc((size_t)slots, sizeof *p->ws);
+    if (!p->tasks || !p->gstart || !p->gord || !p->want || !p->recipes || !p->res || !p->done || !p->ws) {
         snprintf(err, errlen, "out of memory for %zu tasks", cap);
-        free(tasks), free(gstart), free(res), free(done), free(ws);
+        parent_free(p);
         return -1;
     }
     for (size_t c = 0; c < o->ncases; c++) {
-        size_t before = nt;
+        size_t before = p->nt;
         for (size_t k = 0; k < o->nkernels; k++)
-            if (o->kernels[k]->op == o->cases[c].op) tasks[nt++] = (task){(uint32_t)c, (uint32_t)k};
-        if (nt > before) gstart[ng++] = before;
+            if (o->kernels[k]->op == o->cases[c].op) {
+                p->tasks[p->nt++] = (task){(uint32_t)c, (uint32_t)k};
+                int rcp = kernel_recipe(o->kernels[k], o->cases[c].op);
+                if (rcp >= 0) p->recipes[p->ng] |= 1u << rcp;
+            }
+        if (p->nt > before) p->gstart[p->ng++] = before;
     }
-    gstart[ng] = nt;
-    /* Hand groups out costliest first, so that the few huge cases (each single-threaded when every
-     * core has a worker) start at once instead of forming the run's tail. Results keep case order. */
-    size_t *gord = malloc((ng ? ng : 1) * sizeof *gord);
-    if (!gord) {
+    p->gstart[p->ng] = p->nt;
+    /* Groups start costliest first, so that the few huge cases start at once instead of forming
+     * the run's tail; a huge FP4 case takes several slots and as many times the threads for its
+     * reference (harness/sched.c). Results keep case order. */
+    long ncpu = o->ncpu > 0 ? o->ncpu : sysconf(_SC_NPROCESSORS_ONLN);
+    p->base_threads = (int)(ncpu > 0 ? ncpu : 1) / slots;
+    if (p->base_threads < 1) p->base_threads = 1;
+    double big = o->big_case_flops > 0 ? o->big_case_flops : MOECTS_BIG_CASE_FLOPS_DEFAULT;
+    for (size_t g = 0; g < p->ng; g++) {
+        p->gord[g] = g;
+        p->want[g] = moects__case_weight(&o->cases[p->tasks[p->gstart[g]].case_idx], big, slots);
+    }
+    sort_groups_by_cost(p->gord, p->ng, p->gstart, p->tasks, o->cases);
+    if (moects__sched_init(&p->sched, p->ng, p->gord, p->want, slots) != 0) {
         snprintf(err, errlen, "out of memory for %zu tasks", cap);
-        free(tasks), free(gstart), free(res), free(done), free(ws);
+        parent_free(p);
         return -1;
     }
-    for (size_t g = 0; g < ng; g++) gord[g] = g;
-    sort_groups_by_cost(gord, ng, gstart, tasks, o->cases);
-    if ((size_t)nw > ng) nw = ng ? (int)ng : 1;
+    p->nw = (size_t)slots > p->ng ? (p->ng ? (int)p->ng : 1) : slots;
+    for (int w = 0; w < p->nw; w++) p->ws[w].group = -1;
 
     void (*old_pipe)(int) = signal(SIGPIPE, SIG_IGN);
-    size_t next_group = 0, ndone = 0;
     int rc = 0;
     double t0 = now_s(), t_log = t0 + 60;
-    while (ndone < nt && rc == 0) {
-        /* hand out work */
-        for (int w = 0; w < nw && rc == 0; w++) {
-            worker *W = &ws[w];
-            if (W->busy) continue;
-            if (W->g_next >= W->g_end) {
-                if (next_group >= ng) {
-                    if (W->pid) reap(W, NULL); /* nothing left for it */
-                    continue;
-                }
-                W->g_next = gstart[gord[next_group]];
-                W->g_end = gstart[gord[next_group] + 1];
-                next_group++;
-            }
-            if (!W->pid && spawn(o, ws, nw, w, err, errlen) != 0) {
-                rc = -1;
-                break;
-            }
-            uint32_t ti = (uint32_t)W->g_next++;
-            task_msg m = {MAGIC, ti, tasks[ti].case_idx, tasks[ti].kernel_idx};
-            W->busy = 1;
-            W->task = ti;
-            W->kernel_phase = 0;
-            W->deadline = o->timeout_s > 0 ? now_s() + 10 * o->timeout_s : 0;
-            if (write_full(W->to, &m, sizeof m) != 0) {
-                /* died while idle: count the task as crashed rather than loop */
-                int st;
-                reap(W, &st);
-                fill_identity(o, &tasks[ti], &res[ti]);
-                res[ti].verdict = MOECTS_FAIL_CRASH;
-                death_reason(res[ti].reason, sizeof res[ti].reason, st, 0);
-                done[ti] = 1;
-                ndone++;
-            }
-        }
-        if (rc) break;
+    while (p->ndone < p->nt && rc == 0) {
+        if ((rc = hand_out(p, err, errlen)) != 0) break;
         /* wait for a message or the nearest deadline */
-        struct pollfd pf[nw];
-        int map[nw], np = 0;
+        struct pollfd pf[p->nw];
+        int map[p->nw], np = 0;
         double nearest = 0;
-        for (int w = 0; w < nw; w++)
-            if (ws[w].busy) {
-                pf[np] = (struct pollfd){.fd = ws[w].from, .events = POLLIN};
+        for (int w = 0; w < p->nw; w++)
+            if (p->ws[w].busy) {
+                pf[np] = (struct pollfd){.fd = p->ws[w].from, .events = POLLIN};
                 map[np++] = w;
-                if (ws[w].deadline > 0 && (nearest == 0 || ws[w].deadline < nearest)) nearest = ws[w].deadline;
+                if (p->ws[w].deadline > 0 && (nearest == 0 || p->ws[w].deadline < nearest)) nearest = p->ws[w].deadline;
             }
         if (!np) continue;
         int ms = -1;
@@ -604,71 +832,37 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
             rc = -1;
             break;
         }
-        for (int i = 0; i < np && pr > 0; i++) {
-            if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-            worker *W = &ws[map[i]];
-            result_msg m;
-            int r = read_full(W->from, &m, sizeof m);
-            if (r == 1 && m.magic == MAGIC && m.task == W->task && m.type == MSG_KERNEL_START) {
-                W->kernel_phase = 1;
-                W->deadline = o->timeout_s > 0 ? now_s() + o->timeout_s : 0;
-                continue;
-            }
-            uint32_t ti = W->task;
-            if (r == 1 && m.magic == MAGIC && m.task == ti && m.type == MSG_RESULT) {
-                res[ti] = m.r;
-                if (m.exiting) reap(W, NULL);
-                W->busy = 0;
-            } else {
-                int st;
-                int phase = W->kernel_phase;
-                kill(W->pid, SIGKILL); /* a garbled message: do not trust it */
-                reap(W, &st);
-                fill_identity(o, &tasks[ti], &res[ti]);
-                res[ti].verdict = MOECTS_FAIL_CRASH;
-                death_reason(res[ti].reason, sizeof res[ti].reason, st, phase);
-            }
-            done[ti] = 1;
-            ndone++;
-            if (o->progress == 1) {
-                fprintf(stderr, "\r\033[K[%zu/%zu %.0fs] %s %s", ndone, nt, now_s() - t0,
-                        o->kernels[tasks[ti].kernel_idx]->name, o->cases[tasks[ti].case_idx].id);
-                fflush(stderr);
-            } else if (o->progress == 2 && now_s() >= t_log) { /* a log, not a terminal: a line a minute */
-                fprintf(stderr, "moects: %zu of %zu done after %.0f s\n", ndone, nt, now_s() - t0);
-                t_log = now_s() + 60;
-            }
-        }
+        for (int i = 0; i < np && pr > 0; i++)
+            if (pf[i].revents & (POLLIN | POLLHUP | POLLERR)) on_message(p, &p->ws[map[i]], &t_log, t0);
         /* timeouts */
         double t = now_s();
-        for (int w = 0; w < nw; w++) {
-            worker *W = &ws[w];
+        for (int w = 0; w < p->nw; w++) {
+            worker *W = &p->ws[w];
             if (!W->busy || W->deadline <= 0 || t < W->deadline) continue;
             uint32_t ti = W->task;
-            int phase = W->kernel_phase;
+            int kphase = W->phase == PH_KERNEL;
             kill(W->pid, SIGKILL);
             reap(W, NULL);
-            fill_identity(o, &tasks[ti], &res[ti]);
-            res[ti].verdict = MOECTS_FAIL_TIMEOUT;
-            snprintf(res[ti].reason, sizeof res[ti].reason, "killed after %g s %s", phase ? o->timeout_s : 10 * o->timeout_s,
-                     phase ? "in the kernel" : "building inputs/reference");
-            done[ti] = 1;
-            ndone++;
+            fill_lost(o, &p->tasks[ti], W, &p->res[ti]);
+            p->res[ti].verdict = MOECTS_FAIL_TIMEOUT;
+            snprintf(p->res[ti].reason, sizeof p->res[ti].reason, "killed after %g s %s",
+                     kphase ? o->timeout_s : 10 * o->timeout_s, kphase ? "in the kernel" : "building inputs/reference");
+            task_over(p, W, ti);
         }
     }
-    for (int w = 0; w < nw; w++)
-        if (ws[w].pid) {
-            if (rc) kill(ws[w].pid, SIGKILL);
-            reap(&ws[w], NULL);
+    for (int w = 0; w < p->nw; w++)
+        if (p->ws[w].pid) {
+            if (rc) kill(p->ws[w].pid, SIGKILL);
+            reap(&p->ws[w], NULL);
         }
     signal(SIGPIPE, old_pipe);
     if (o->progress == 1) fputs("\r\033[K", stderr);
-    for (size_t i = 0; i < nt && rc == 0; i++)
-        if (moects_run_push(run, &res[i]) != 0) {
+    for (size_t i = 0; i < p->nt && rc == 0; i++)
+        if (moects_run_push(run, &p->res[i]) != 0) {
             snprintf(err, errlen, "out of memory for results");
             rc = -1;
         }
-    free(tasks), free(gstart), free(gord), free(res), free(done), free(ws);
+    parent_free(p);
     return rc;
 }
 

@@ -339,6 +339,79 @@ static const char *status_word(moects_kernel_status s)
     }
 }
 
+/* One case's tasks, their timing summed (moects_result.wall_s ...). */
+typedef struct {
+    const char *case_id;
+    size_t tasks;
+    double wall, inputs, reference, kernel, compare;
+    int threads;
+} case_time;
+
+static int by_case_id(const void *a, const void *b, void *ctx)
+{
+    const moects_run *run = ctx;
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    int d = strcmp(run->v[x].case_id, run->v[y].case_id);
+    return d ? d : (x > y) - (x < y);
+}
+
+static int by_wall_desc(const void *a, const void *b)
+{
+    const case_time *x = a, *y = b;
+    if (x->wall != y->wall) return x->wall > y->wall ? -1 : 1;
+    return strcmp(x->case_id, y->case_id);
+}
+
+/* "## Where the time went": the tasks' seconds by phase, and the 10 cases whose tasks took the
+ * longest (a case's inputs and reference are in its tasks). Nothing when no result is timed (a
+ * results.json from before the timing, or merged from such shards). Returns -1 out of memory. */
+static int summary_timing(FILE *f, const moects_run *run)
+{
+    double wall = 0, in = 0, ref = 0, ker = 0, cmp = 0;
+    for (size_t i = 0; i < run->n; i++) {
+        const moects_result *r = &run->v[i];
+        wall += r->wall_s, in += r->inputs_s, ref += r->reference_s, ker += r->kernel_s, cmp += r->compare_s;
+    }
+    if (!(wall > 0)) return 0;
+    size_t *ix = malloc(run->n * sizeof *ix);
+    case_time *ct = malloc(run->n * sizeof *ct);
+    if (!ix || !ct) {
+        free(ix);
+        free(ct);
+        return -1;
+    }
+    for (size_t i = 0; i < run->n; i++) ix[i] = i;
+    qsort_r(ix, run->n, sizeof *ix, by_case_id, (void *)run);
+    size_t nc = 0;
+    for (size_t j = 0; j < run->n; j++) {
+        const moects_result *r = &run->v[ix[j]];
+        if (!nc || strcmp(ct[nc - 1].case_id, r->case_id)) ct[nc++] = (case_time){.case_id = r->case_id};
+        case_time *c = &ct[nc - 1];
+        c->tasks++;
+        c->wall += r->wall_s, c->inputs += r->inputs_s, c->reference += r->reference_s;
+        c->kernel += r->kernel_s, c->compare += r->compare_s;
+        if (r->ref_threads > c->threads) c->threads = r->ref_threads;
+    }
+    qsort(ct, nc, sizeof *ct, by_wall_desc);
+    double other = wall - in - ref - ker - cmp;
+    fputs("\n## Where the time went\n\n", f);
+    fprintf(f, "%zu tasks took %.1f s of worker time (summed over the workers): inputs %.1f s, reference %.1f s, "
+               "kernel %.1f s, compare %.1f s, other %.1f s.\n",
+            run->n, wall, in, ref, ker, cmp, other > 0 ? other : 0);
+    fputs("\nSlowest cases (seconds, summed over the case's tasks; reference threads in parentheses):\n\n"
+          "| case | tasks | wall | inputs | reference | kernel | compare |\n|---|---:|---:|---:|---:|---:|---:|\n",
+          f);
+    for (size_t i = 0; i < nc && i < 10; i++) {
+        const case_time *c = &ct[i];
+        fprintf(f, "| `%s` | %zu | %.3f | %.3f | %.3f", c->case_id, c->tasks, c->wall, c->inputs, c->reference);
+        if (c->threads) fprintf(f, " (%d)", c->threads);
+        fprintf(f, " | %.3f | %.3f |\n", c->kernel, c->compare);
+    }
+    free(ix);
+    free(ct);
+    return 0;
+}
+
 char *moects_summary_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
                             const moects_tap_opts *o, size_t *len)
 {
@@ -433,7 +506,8 @@ char *moects_summary_render(const moects_run *run, const moects_kernel *const *k
             fputs(pass ? " (fixed? remove from known-findings) |\n" : " |\n", f);
         }
     }
-    if (fclose(f) != 0) {
+    int oom = summary_timing(f, run) != 0;
+    if (fclose(f) != 0 || oom) {
         free(buf);
         return NULL;
     }

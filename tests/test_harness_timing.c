@@ -1,0 +1,191 @@
+/* test_harness_timing.c: the task timing in results.json (harness/results.c) and summary.md's
+ * "Where the time went" (harness/tap.c). Expected texts and sums are worked out by hand; files
+ * written before the timing existed (the committed gate baseline) must keep loading. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moects_harness.h"
+#include "moects_tap.h"
+#include "test_slurp.h"
+#include "test_tmpdir.h"
+
+static void setup(void) { mk_tmpdir("/tmp/moects-timing-XXXXXX"); }
+
+static moects_result res(const char *kernel, const char *case_id)
+{
+    moects_result r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.kernel, sizeof r.kernel, "%s", kernel);
+    snprintf(r.case_id, sizeof r.case_id, "%s", case_id);
+    snprintf(r.model, sizeof r.model, "m");
+    snprintf(r.layout, sizeof r.layout, "tp1");
+    r.op = MOECTS_OP_FP4_GEMM;
+    r.verdict = MOECTS_PASS_EXACT;
+    r.first_index = -1;
+    r.seed = 1;
+    return r;
+}
+
+/* 1 when the two files hold the same bytes (whole files, any size). */
+static int same_file(const char *a, const char *b)
+{
+    FILE *f = fopen(a, "rb"), *g = fopen(b, "rb");
+    cr_assert(f && g, "%s, %s", a, b);
+    int x, y, same = 1;
+    do {
+        x = fgetc(f);
+        y = fgetc(g);
+        if (x != y) same = 0;
+    } while (same && x != EOF);
+    fclose(f);
+    fclose(g);
+    return same;
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+Test(timing, baseline_without_timing_loads_and_writes_back_unchanged, .init = setup, .fini = rm_tmp)
+{
+    const char *base = MOECTS_SOURCE_DIR "/reports/baseline/results.json";
+    moects_run run;
+    char err[512], path[300];
+    cr_assert_eq(moects_results_read(base, &run, err, sizeof err), 0, "%s", err);
+    cr_assert_gt(run.n, 0u);
+    for (size_t i = 0; i < run.n; i++) {
+        const moects_result *r = &run.v[i];
+        cr_assert(r->wall_s == 0 && r->inputs_s == 0 && r->reference_s == 0 && r->kernel_s == 0 &&
+                  r->compare_s == 0 && r->ref_threads == 0);
+    }
+    /* untimed results write no "timing": an old file reads and writes back byte for byte */
+    snprintf(path, sizeof path, "%s/back.json", tmpdir);
+    cr_assert_eq(moects_results_write(path, &run, err, sizeof err), 0, "%s", err);
+    cr_assert(same_file(base, path), "%s written back differs from %s", path, base);
+    moects_run_free(&run);
+}
+
+Test(timing, round_trip_and_text, .init = setup, .fini = rm_tmp)
+{
+    moects_run run, back;
+    memset(&run, 0, sizeof run);
+    snprintf(run.moects_version, sizeof run.moects_version, "0.1");
+    moects_result r = res("k", "c1");
+    r.wall_s = 0.25, r.inputs_s = 0.01, r.reference_s = 0.2, r.kernel_s = 0.03, r.compare_s = 0.005;
+    r.ref_threads = 4;
+    cr_assert_eq(moects_run_push(&run, &r), 0);
+    moects_result u = res("k", "c2"); /* untimed: no "timing" */
+    cr_assert_eq(moects_run_push(&run, &u), 0);
+    char err[512], path[300];
+    snprintf(path, sizeof path, "%s/t.json", tmpdir);
+    cr_assert_eq(moects_results_write(path, &run, err, sizeof err), 0, "%s", err);
+    char *t = slurp(path);
+    cr_assert_not_null(strstr(t, "\"perf_fraction\": 0.0, \"timing\": {\"wall_s\": 0.25, \"inputs_s\": 0.01, "
+                                 "\"reference_s\": 0.2, \"kernel_s\": 0.03, \"compare_s\": 0.005, \"ref_threads\": 4}}"),
+                      "%s", t);
+    cr_assert_eq(strstr(strstr(t, "\"timing\"") + 1, "\"timing\""), NULL, "second result timed: %s", t);
+    free(t);
+    cr_assert_eq(moects_results_read(path, &back, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(back.n, 2u);
+    cr_assert(back.v[0].wall_s == 0.25 && back.v[0].inputs_s == 0.01 && back.v[0].reference_s == 0.2 &&
+              back.v[0].kernel_s == 0.03 && back.v[0].compare_s == 0.005 && back.v[0].ref_threads == 4);
+    cr_assert(back.v[1].wall_s == 0 && back.v[1].ref_threads == 0);
+    moects_run_free(&back);
+    moects_run_free(&run);
+}
+
+static const char *head_json = "{\"moects_version\": \"0.1\", \"results\": [\n"
+                               "{\"kernel\": \"k\", \"case\": \"c\", \"model\": \"m\", \"layout\": \"tp1\", "
+                               "\"op\": \"fp4_gemm\", \"mutant\": false, \"verdict\": \"PASS_EXACT\"";
+
+static void expect_error(const char *timing, const char *want)
+{
+    char text[1024], path[300], err[512] = "";
+    snprintf(text, sizeof text, "%s, \"timing\": %s}\n]}\n", head_json, timing);
+    snprintf(path, sizeof path, "%s/bad.json", tmpdir);
+    write_text(path, text);
+    moects_run run;
+    cr_assert_eq(moects_results_read(path, &run, err, sizeof err), -1, "accepted %s", timing);
+    char full[600];
+    snprintf(full, sizeof full, "%s: %s", path, want);
+    cr_assert_str_eq(err, full);
+}
+
+Test(timing, bad_timing_is_a_one_line_error_naming_the_field, .init = setup, .fini = rm_tmp)
+{
+    expect_error("{\"wall_s\": -1.0}", "results[0].timing.wall_s: not a finite number of seconds >= 0");
+    expect_error("{\"kernel_s\": \"inf\"}", "results[0].timing.kernel_s: not a finite number of seconds >= 0");
+    expect_error("{\"compare_s\": \"nan\"}", "results[0].timing.compare_s: not a finite number of seconds >= 0");
+    expect_error("{\"inputs_s\": \"x\"}",
+                 "results[0].timing.inputs_s: \"x\" is not a number (strings allowed: nan, inf, -inf)");
+    expect_error("{\"ref_threads\": 1.5}", "results[0].timing.ref_threads: expected an integer, got a number");
+    expect_error("{\"ref_threads\": -2}", "results[0].timing.ref_threads: negative");
+    expect_error("{\"wall\": 1}", "results[0].timing.wall: unknown field");
+    expect_error("[1]", "results[0].timing: expected an object, got an array");
+}
+
+Test(timing, partial_timing_object_reads_missing_keys_as_zero, .init = setup, .fini = rm_tmp)
+{
+    char text[1024], path[300], err[512] = "";
+    snprintf(text, sizeof text, "%s, \"timing\": {\"wall_s\": 2, \"reference_s\": 1.5}}\n]}\n", head_json);
+    snprintf(path, sizeof path, "%s/part.json", tmpdir);
+    write_text(path, text);
+    moects_run run;
+    cr_assert_eq(moects_results_read(path, &run, err, sizeof err), 0, "%s", err);
+    cr_assert(run.v[0].wall_s == 2 && run.v[0].reference_s == 1.5 && run.v[0].inputs_s == 0 &&
+              run.v[0].kernel_s == 0 && run.v[0].compare_s == 0 && run.v[0].ref_threads == 0);
+    moects_run_free(&run);
+}
+
+/* 12 cases c01..c12, two tasks each: the first (wall i, inputs 0.1, reference i/2 on 2 threads,
+ * kernel 0.2, compare 0.05), the second (wall 0.5, kernel 0.4, compare 0.05). A case's wall is
+ * i + 0.5: the slowest ten are c12 down to c03. Totals: wall sum(1..12) + 12 * 0.5 = 84,
+ * inputs 1.2, reference 39, kernel 12 * 0.6 = 7.2, compare 12 * 0.1 = 1.2, other 84 - 48.6 = 35.4. */
+Test(timing, summary_lists_the_slowest_cases, .init = setup, .fini = rm_tmp)
+{
+    moects_run run;
+    memset(&run, 0, sizeof run);
+    snprintf(run.moects_version, sizeof run.moects_version, "0.1");
+    for (int i = 1; i <= 12; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "c%02d", i);
+        moects_result a = res("k1", id), b = res("k2", id);
+        a.wall_s = i, a.inputs_s = 0.1, a.reference_s = i / 2.0, a.ref_threads = 2, a.kernel_s = 0.2, a.compare_s = 0.05;
+        b.wall_s = 0.5, b.kernel_s = 0.4, b.compare_s = 0.05;
+        cr_assert_eq(moects_run_push(&run, &a), 0);
+        cr_assert_eq(moects_run_push(&run, &b), 0);
+    }
+    size_t len;
+    char *md = moects_summary_render(&run, NULL, 0, NULL, &len);
+    cr_assert_not_null(md);
+    cr_assert_not_null(strstr(md, "## Where the time went\n\n24 tasks took 84.0 s of worker time (summed over the "
+                                  "workers): inputs 1.2 s, reference 39.0 s, kernel 7.2 s, compare 1.2 s, other 35.4 s.\n"),
+                       "%s", md);
+    const char *rows = strstr(md, "|---|---:|---:|---:|---:|---:|---:|\n");
+    cr_assert_not_null(rows, "%s", md);
+    rows += strlen("|---|---:|---:|---:|---:|---:|---:|\n");
+    char want[2048] = "";
+    for (int i = 12; i >= 3; i--) {
+        char line[160];
+        snprintf(line, sizeof line, "| `c%02d` | 2 | %.3f | 0.100 | %.3f (2) | 0.600 | 0.100 |\n", i, i + 0.5, i / 2.0);
+        strcat(want, line);
+    }
+    cr_assert_str_eq(rows, want);
+    free(md);
+    /* untimed: no section */
+    for (size_t i = 0; i < run.n; i++) {
+        moects_result *r = &run.v[i];
+        r->wall_s = r->inputs_s = r->reference_s = r->kernel_s = r->compare_s = 0;
+        r->ref_threads = 0;
+    }
+    md = moects_summary_render(&run, NULL, 0, NULL, &len);
+    cr_assert_null(strstr(md, "Where the time went"));
+    free(md);
+    moects_run_free(&run);
+}
