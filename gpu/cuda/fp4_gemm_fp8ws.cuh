@@ -1,0 +1,290 @@
+/* fp4_gemm_fp8ws.cuh: a warp-specialized MXFP4 path of cuda.fp4_gemm.blockwise (blockwise_v1,
+ * DESIGN.md "Numeric recipes"), included inside namespace MOECTS_FP4_NS by fp4_gemm_blockwise.cuh.
+ * Opt-in (MOECTS_FP4_TILE=fp8ws) until an H200 run shows it bit-exact on the smoke and full tiers and
+ * faster than the wgmma FP16 path (gpu/cuda/PERF.md).
+ *
+ * Two kernels on the caller's stream:
+ * 1. prep: E2M1 codes -> E4M3 bytes (exact: E2M1 values are E4M3 values), rows zero-padded to Kp =
+ *    ceil(K/128)*128 bytes (codes past K are 0, as the recipe's zero-padded tail block); UE8M0 block
+ *    scales (linear or 128x4-swizzled) -> FP32 [rows][nkbp], nkbp = Kp/32, blocks past nkb = 0.
+ *    Workspace from cudaMallocAsync, freed stream-ordered after the GEMM.
+ * 2. gemm: CTA tile 128x128, 3 warpgroups. Warpgroup 0 (producer) copies 128-code stages of A, B
+ *    (128-byte rows, 16-byte chunk c of row r at ((c ^ (r & 7)) * 16): the 128-byte swizzle) and the
+ *    stage's 4 scales per row with cp.async into STAGES slots, each signalled by an mbarrier
+ *    (cp.async.mbarrier.arrive.noinc). Warpgroups 1 and 2 (consumers) each own 64 rows: per K-block
+ *    b, wgmma m64n128k32 E4M3 from a zero accumulator gives the exact partial p (|p| <= 1152, a
+ *    multiple of 1/4), then acc = fmaf(p, sA*sB, acc) with one RNE multiply, in block order; one
+ *    consumer's scaling overlaps the other's MMA. Slots are released through a second mbarrier.
+ * Mutants: BUG_NIBBLE_ORDER swaps B's nibbles in prep, BUG_TAIL_SCALE takes the last partial block's
+ * scale from the block before it in prep. */
+namespace fp8ws {
+
+enum { BM = 128, BN = 128, BKC = 128 /* codes (= E4M3 bytes) per stage row */, NBS = BKC / 32, STAGES = 4 };
+enum { NPROD = 128, NTHR = 384 };
+
+struct Smem {
+    uint8_t a[STAGES][BM * BKC]; /* 1024-byte aligned slots (16 KiB each) */
+    uint8_t b[STAGES][BN * BKC];
+    float sa[STAGES][BM][NBS];
+    float sb[STAGES][BN][NBS];
+    uint64_t full[STAGES], empty[STAGES];
+};
+
+struct GemmParams {
+    const uint8_t *a8, *b8;  /* [M][Kp], [N][Kp] E4M3 */
+    const float *sa, *sb;    /* [M][nkbp], [N][nkbp] */
+    void *d;
+    float alpha;
+    int64_t M, N, Kp, nkb, nkbp;
+    int out_bf16;
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void mbar_init(uint64_t *b, unsigned count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(b)), "r"(count) : "memory");
+}
+/* Wait until the phase of parity `parity` has completed. */
+__device__ __forceinline__ void mbar_wait(uint64_t *b, unsigned parity)
+{
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(smem_u32(b)), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t *b)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(b)) : "memory");
+}
+/* Arrive on b once all of this thread's earlier cp.async copies have landed. */
+__device__ __forceinline__ void mbar_arrive_cp_async(uint64_t *b)
+{
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(b)) : "memory");
+}
+__device__ __forceinline__ void cp16(void *dst, const void *src, bool in)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_u32(dst)),
+                 "l"(__cvta_generic_to_global(src)), "r"(in ? 16 : 0)
+                 : "memory");
+}
+
+__device__ __forceinline__ void wg_reg_fence64(float *d)
+{
+#pragma unroll
+    for (int i = 0; i < 64; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* d[64] (=)+= A[64x32] * B[128x32]^T, E4M3 operands in the swizzled K-major shared layout above. */
+__device__ __forceinline__ void wgmma_m64n128k32_e4m3(float *d, uint64_t da, uint64_t db, int accumulate)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
+                 "%64, %65, p, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "l"(da), "l"(db), "r"(accumulate));
+#else
+    (void)d, (void)da, (void)db, (void)accumulate;
+    __trap(); /* never launched: the host picks this path only on compute capability 9.0 */
+#endif
+}
+
+/* E2M1 code (bit 3 sign) -> E4M3 byte: 0, 0.5, 1, 1.5, 2, 3, 4, 6 = 0x00 30 38 3C 40 44 48 4C. */
+__device__ __forceinline__ uint32_t e2m1_to_e4m3(uint32_t c)
+{
+    const uint64_t T = 0x4C4844403C383000ull; /* byte i = magnitude code i */
+    return (uint32_t)((T >> (8 * (c & 7u))) & 0xFFu) | ((c & 8u) << 4);
+}
+
+/* One thread: 16 E4M3 bytes (codes k0 .. k0+15) of row r. */
+__global__ void prep_codes(const uint8_t *src, int64_t rows, int64_t K, int64_t rowbytes, uint8_t *dst, int64_t Kp,
+                           int swap_nibbles)
+{
+    const int64_t per_row = Kp / 16;
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows * per_row) return;
+    const int64_t r = i / per_row, k0 = (i % per_row) * 16;
+    const uint8_t *s = src + r * rowbytes;
+    uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int j = 0; j < 16; j += 2) {
+        const int64_t k = k0 + j;
+        uint32_t byte = k < K ? __ldg(s + k / 2) : 0u;
+        if (swap_nibbles) byte = ((byte >> 4) | (byte << 4)) & 0xFFu;
+        const uint32_t lo = byte & 15u, hi = k + 1 < K ? byte >> 4 : 0u; /* the padding nibble is ignored */
+        w[j / 4] |= (e2m1_to_e4m3(lo) | e2m1_to_e4m3(hi) << 8) << (8 * (j % 4));
+    }
+    *reinterpret_cast<uint4 *>(dst + r * Kp + k0) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+/* One thread: the FP32 scale of (row, kb), kb < nkbp (0 past nkb). */
+template <int BUG>
+__global__ void prep_scales(const uint8_t *s, int64_t rows, int64_t nkb, int swizzled, int64_t K, float *dst,
+                            int64_t nkbp)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows * nkbp) return;
+    const int64_t r = i / nkbp;
+    int64_t kb = i % nkbp;
+    float v = 0.0f;
+    if (kb < nkb) {
+        if (BUG == BUG_TAIL_SCALE && kb == nkb - 1 && K % 32 && kb > 0) kb -= 1; /* the mutant's bug */
+        const int64_t off = swizzled ? (r / 128) * ((nkb + 3) / 4) * 512 + (r % 32) * 16 + ((r / 32) % 4) * 4 +
+                                           (kb / 4) * 512 + kb % 4
+                                     : r * nkb + kb;
+        v = decode_scale<32>(__ldg(s + off));
+    }
+    dst[i] = v;
+}
+
+__global__ void __launch_bounds__(NTHR, 1) gemm(GemmParams P)
+{
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    const uint32_t sbase = smem_u32(smem_raw);
+    Smem &S = *reinterpret_cast<Smem *>(smem_raw + ((1024u - (sbase & 1023u)) & 1023u));
+    const int tid = threadIdx.x;
+    const int64_t m0 = (int64_t)blockIdx.y * BM, n0 = (int64_t)blockIdx.x * BN;
+    const int64_t nstage = P.Kp / BKC;
+    if (tid == 0) {
+        for (int i = 0; i < STAGES; i++) {
+            mbar_init(&S.full[i], NPROD);
+            mbar_init(&S.empty[i], NTHR - NPROD);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+
+    if (tid < NPROD) { /* producer warpgroup */
+        for (int64_t s = 0; s < nstage; s++) {
+            const int slot = (int)(s % STAGES);
+            mbar_wait(&S.empty[slot], (unsigned)((s / STAGES) & 1) ^ 1u); /* a fresh slot passes at once */
+#pragma unroll
+            for (int i = 0; i < BM * BKC / 16 / NPROD; i++) {
+                const int c = tid + i * NPROD, r = c >> 3, ch = c & 7;
+                const bool ina = m0 + r < P.M, inb = n0 + r < P.N;
+                const int64_t col = s * BKC + ch * 16;
+                cp16(&S.a[slot][r * BKC + ((ch ^ (r & 7)) * 16)], P.a8 + (ina ? (m0 + r) * P.Kp + col : 0), ina);
+                cp16(&S.b[slot][r * BKC + ((ch ^ (r & 7)) * 16)], P.b8 + (inb ? (n0 + r) * P.Kp + col : 0), inb);
+            }
+            const bool ina = m0 + tid < P.M, inb = n0 + tid < P.N;
+            cp16(&S.sa[slot][tid][0], P.sa + (ina ? (m0 + tid) * P.nkbp + s * NBS : 0), ina);
+            cp16(&S.sb[slot][tid][0], P.sb + (inb ? (n0 + tid) * P.nkbp + s * NBS : 0), inb);
+            mbar_arrive_cp_async(&S.full[slot]);
+        }
+        cp_async_wait<0>();
+        return;
+    }
+
+    /* consumers: warpgroup wg owns rows 64*wg .. 64*wg+63; D fragment element 4j+e of a thread: row
+     * 16*wl + g + 8*(e >> 1), column 8j + 2*t4 + (e & 1) */
+    const int ct = tid - NPROD, wg = ct >> 7, wl = (ct >> 5) & 3, lane = ct & 31, g = lane >> 2, t4 = lane & 3;
+    float acc[64], p[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++) acc[i] = 0.0f, p[i] = 0.0f;
+    const int ra = wg * 64 + wl * 16 + g;
+    for (int64_t s = 0; s < nstage; s++) {
+        const int slot = (int)(s % STAGES);
+        mbar_wait(&S.full[slot], (unsigned)((s / STAGES) & 1));
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* cp.async writes -> wgmma reads */
+        const uint32_t a_addr = smem_u32(&S.a[slot][0]) + wg * 64 * BKC, b_addr = smem_u32(&S.b[slot][0]);
+#pragma unroll 1
+        for (int blk = 0; blk < NBS; blk++) {
+            if (s * NBS + blk >= P.nkb) break;
+            wg_reg_fence64(p);
+            wg_fence();
+            wgmma_m64n128k32_e4m3(p, wg_desc(a_addr + blk * 32), wg_desc(b_addr + blk * 32), 0);
+            wg_commit();
+            wg_wait<0>();
+            wg_reg_fence64(p);
+            const float sa0 = S.sa[slot][ra][blk], sa1 = S.sa[slot][ra + 8][blk];
+#pragma unroll
+            for (int j = 0; j < 16; j++) {
+                const float sb0 = S.sb[slot][j * 8 + 2 * t4][blk], sb1 = S.sb[slot][j * 8 + 2 * t4 + 1][blk];
+                acc[4 * j + 0] = __fmaf_rn(p[4 * j + 0], __fmul_rn(sa0, sb0), acc[4 * j + 0]);
+                acc[4 * j + 1] = __fmaf_rn(p[4 * j + 1], __fmul_rn(sa0, sb1), acc[4 * j + 1]);
+                acc[4 * j + 2] = __fmaf_rn(p[4 * j + 2], __fmul_rn(sa1, sb0), acc[4 * j + 2]);
+                acc[4 * j + 3] = __fmaf_rn(p[4 * j + 3], __fmul_rn(sa1, sb1), acc[4 * j + 3]);
+            }
+        }
+        mbar_arrive(&S.empty[slot]);
+    }
+
+    /* D = out_rne(acc * alpha) */
+    const bool pair = (P.N % 2 == 0) && ((uintptr_t)P.d % (P.out_bf16 ? 4 : 8) == 0);
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        const int64_t r = m0 + ra + hr * 8;
+        if (r >= P.M) continue;
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            const int64_t c = n0 + j * 8 + 2 * t4;
+            const float v0 = __fmul_rn(acc[4 * j + 2 * hr], P.alpha);
+            const float v1 = __fmul_rn(acc[4 * j + 2 * hr + 1], P.alpha);
+            const int64_t o = r * P.N + c;
+            if (P.out_bf16) {
+                __nv_bfloat16 *D = static_cast<__nv_bfloat16 *>(P.d);
+                if (pair && c + 1 < P.N) {
+                    *reinterpret_cast<__nv_bfloat162 *>(D + o) = __floats2bfloat162_rn(v0, v1);
+                } else {
+                    if (c < P.N) D[o] = __float2bfloat16_rn(v0);
+                    if (c + 1 < P.N) D[o + 1] = __float2bfloat16_rn(v1);
+                }
+            } else {
+                float *D = static_cast<float *>(P.d);
+                if (pair && c + 1 < P.N) {
+                    *reinterpret_cast<float2 *>(D + o) = make_float2(v0, v1);
+                } else {
+                    if (c < P.N) D[o] = v0;
+                    if (c + 1 < P.N) D[o + 1] = v1;
+                }
+            }
+        }
+    }
+}
+
+/* MXFP4 only (g = 32), sm_90a. P: the caller's parameters (P.nkb = ceil(K/32)). */
+template <int BUG> static int launch(const Params &P, cudaStream_t st)
+{
+    const int64_t nstage = (P.K + BKC - 1) / BKC, Kp = nstage * BKC, nkbp = nstage * NBS;
+    const size_t a_bytes = (size_t)(P.M * Kp), b_bytes = (size_t)(P.N * Kp);
+    const size_t sa_bytes = (size_t)(P.M * nkbp) * 4, sb_bytes = (size_t)(P.N * nkbp) * 4;
+    uint8_t *ws = NULL;
+    const size_t total = a_bytes + b_bytes + sa_bytes + sb_bytes + 64;
+    if (MOECTS_CU(cudaMallocAsync(reinterpret_cast<void **>(&ws), total, st))) return -1;
+    uint8_t *a8 = ws, *b8 = ws + a_bytes;
+    float *sa = reinterpret_cast<float *>(ws + ((a_bytes + b_bytes + 15) & ~(size_t)15));
+    float *sb = sa + P.M * nkbp;
+    int rc = 0;
+    if (Kp > 0) {
+        const int T = 256;
+        prep_codes<<<(unsigned)((P.M * (Kp / 16) + T - 1) / T), T, 0, st>>>(P.a, P.M, P.K, P.rowbytes, a8, Kp, 0);
+        prep_codes<<<(unsigned)((P.N * (Kp / 16) + T - 1) / T), T, 0, st>>>(P.b, P.N, P.K, P.rowbytes, b8, Kp,
+                                                                               BUG == BUG_NIBBLE_ORDER);
+        prep_scales<BUG><<<(unsigned)((P.M * nkbp + T - 1) / T), T, 0, st>>>(P.sa, P.M, P.nkb, P.swizzled, P.K, sa, nkbp);
+        prep_scales<BUG><<<(unsigned)((P.N * nkbp + T - 1) / T), T, 0, st>>>(P.sb, P.N, P.nkb, P.swizzled, P.K, sb, nkbp);
+        rc = MOECTS_CU_LAUNCH("fp4_gemm fp8ws prep") ? -1 : 0;
+    }
+    if (rc == 0) {
+        const size_t smem = sizeof(Smem) + 1024;
+        static bool attr_set;
+        if (!attr_set) {
+            if (MOECTS_CU(cudaFuncSetAttribute(gemm, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem))) rc = -1;
+            else attr_set = true;
+        }
+        if (rc == 0) {
+            GemmParams G = {a8, b8, sa, sb, P.d, P.alpha, P.M, P.N, Kp, P.nkb, nkbp, P.out_bf16};
+            const dim3 grid((unsigned)((P.N + BN - 1) / BN), (unsigned)((P.M + BM - 1) / BM));
+            gemm<<<grid, NTHR, smem, st>>>(G);
+            rc = MOECTS_CU_LAUNCH("fp4_gemm fp8ws gemm") ? -1 : 0;
+        }
+    }
+    if (MOECTS_CU(cudaFreeAsync(ws, st))) rc = -1;
+    return rc;
+}
+
+} // namespace fp8ws
