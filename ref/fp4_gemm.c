@@ -252,6 +252,23 @@ __attribute__((target("avx2,fma"))) static void pass_avx2(float *acc, float *q0,
 
 typedef void (*pass_fn)(float *, float *, float *, int, int, float, float, const float *, const float *,
                         int64_t);
+/* RNE of a finite double p (0 or |p| >= 2^-1000) to BF16: 8 significant bits, subnormals below
+ * 2^-126, overflow to Inf; an exact zero is +0 (moects_exact.h). Exact steps: p / q and m * q scale by
+ * powers of two, nearbyint rounds to even under the default rounding mode. Same result as
+ * moects_xsum_round_bf16 of the value p. */
+static uint16_t bf16_from_double(double p)
+{
+    if (p == 0.0) return 0x0000u;
+    int e = ilogb(p);
+    double q = ldexp(1.0, (e > -126 ? e : -126) - 7);
+    double r = nearbyint(p / q) * q;
+    if (fabs(r) >= 0x1p128) return r < 0 ? 0xFF80u : 0x7F80u;
+    float f = (float)r; /* exact: at most 8 significant bits, >= 2^-133 */
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return (uint16_t)(u >> 16);
+}
+
 /* The widest the CPU has; MOECTS_FP4_REF_ISA=avx2|c (tests) caps it. All give the same bits. */
 static pass_fn pick_pass(void)
 {
@@ -452,10 +469,11 @@ static void do_tile(const ctx *c, work *w, int64_t tm, int64_t tn)
                     moects_xsum *x = &w->xs[i * nt + j];
                     double h = w->hi[i * nt + j], p = h * (double)a->alpha;
                     /* fast path: the sum is the double h and h * alpha is exact (TwoProduct error 0,
-                     * finite): one IEEE double -> float conversion is the correct rounding */
-                    if (!bf16 && x->n == 0 && !x->nan && !x->pos_inf && !x->neg_inf && isfinite(p) &&
+                     * finite): one correct rounding of the double p to the output type */
+                    if (x->n == 0 && !x->nan && !x->pos_inf && !x->neg_inf && isfinite(p) &&
                         fma(h, (double)a->alpha, -p) == 0.0 && (p == 0.0 || fabs(p) >= 0x1p-1000)) {
-                        v = p == 0.0 ? 0.0f : (float)p; /* an exact zero is +0 (moects_exact.h) */
+                        if (bf16) vb = bf16_from_double(p);
+                        else v = p == 0.0 ? 0.0f : (float)p; /* an exact zero is +0 (moects_exact.h) */
                     } else {
                         moects_xsum_add(x, h);
                         moects_xsum_scale(x, (double)a->alpha);

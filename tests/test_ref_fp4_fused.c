@@ -376,3 +376,33 @@ Test(fp4_fused, bad_arguments)
     cr_assert(db == 0.0f && signbit(db));
     cr_assert(de == 0.0f && !signbit(de));
 }
+
+/* exact_v1 to BF16 at round-to-nearest-even ties and at overflow, worked by hand. MXFP4, M = N = 1,
+ * K = 64 (two blocks): block 0 holds A = a0, B = b0 at element 0, block 1 holds A = a1, B = b1 at
+ * element 32; E2M1 codes 2 = 1.0, 3 = 1.5, 4 = 2.0, 7 = 6.0. */
+static uint16_t one_bf16(uint8_t a0, uint8_t b0, uint8_t sa0, uint8_t a1, uint8_t b1, uint8_t sa1)
+{
+    uint8_t A[32] = {0}, B[32] = {0}, sa[2] = {sa0, sa1}, sb[2] = {127, 127};
+    A[0] = a0, B[0] = b0, A[16] = a1, B[16] = b1;
+    uint16_t d = 0xABCD;
+    moects_fp4_gemm_shape s = {1, 1, 64, MOECTS_FP4_MXFP4, MOECTS_SCALES_LINEAR, MOECTS_BF16};
+    moects_fp4_gemm_args a = {A, B, sa, sb, 1.0f, &d};
+    cr_assert_eq(moects_ref_fp4_gemm(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
+    return d;
+}
+
+Test(fp4_fused, bf16_ties_and_overflow_by_hand)
+{
+    /* 1*1 + 1.5*2*2^-8 = 1 + 3*2^-8: halfway between 1 + 1/128 (0x3F81) and 1 + 2/128 (0x3F82): even */
+    cr_assert_eq(one_bf16(2, 2, 127, 3, 4, 119), 0x3F82);
+    /* 1*1 + 1*1*2^-8 = 1 + 2^-8: halfway between 1.0 (0x3F80) and 0x3F81: even is 1.0 */
+    cr_assert_eq(one_bf16(2, 2, 127, 2, 2, 119), 0x3F80);
+    /* -(1 + 3*2^-8) (A's codes negative: bit 3): -1.015625 = 0xBF82 */
+    cr_assert_eq(one_bf16(0xA, 2, 127, 0xB, 4, 119), 0xBF82);
+    /* 1 + 1.5*2^-8: above the midpoint of 1.0 and 1 + 1/128: up to 0x3F81 */
+    cr_assert_eq(one_bf16(2, 2, 127, 3, 2, 119), 0x3F81);
+    /* 6*6*2^127 = 1.125*2^132 overflows BF16 (and FP32): +Inf */
+    cr_assert_eq(one_bf16(7, 7, 254, 0, 0, 127), 0x7F80);
+    /* 6*6*2^-127 + 0 = 1.125*2^-122: 0x0290 = 1.125 * 2^-122 (normal, exact) */
+    cr_assert_eq(one_bf16(7, 7, 0, 0, 0, 127), 0x0290);
+}
