@@ -237,6 +237,52 @@ static void gemm_cases(deriver *d, const layout *L, int64_t smoke_m)
     }
 }
 
+/* "1, 2, 4, 8, 16": a size table for a message. */
+static void sizes_text(char *dst, size_t cap, const int *v, size_t n)
+{
+    size_t used = 0;
+    dst[0] = '\0';
+    for (size_t i = 0; i < n && used < cap; i++) {
+        int w = snprintf(dst + used, cap - used, "%s%d", i ? ", " : "", v[i]);
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+}
+
+int moects_layout_exists(const moects_model *m, int tp, int ep, char *why, size_t whylen)
+{
+    char sizes[64], scratch[160];
+    if (!why || !whylen) {
+        why = scratch;
+        whylen = sizeof scratch;
+    }
+    if (!m || (tp > 0) == (ep > 0) || tp < 0 || ep < 0) {
+        snprintf(why, whylen, "a layout is TP t or EP e, one size > 0");
+        return 0;
+    }
+    if (tp) {
+        if (m->moe_intermediate_size < 1 || m->moe_intermediate_size % tp) {
+            snprintf(why, whylen, "moe_intermediate_size %lld is not divisible by %d",
+                     (long long)m->moe_intermediate_size, tp);
+            return 0;
+        }
+        for (size_t i = 0; i < sizeof TP_SIZES / sizeof *TP_SIZES; i++)
+            if (TP_SIZES[i] == tp) return 1;
+        sizes_text(sizes, sizeof sizes, TP_SIZES, sizeof TP_SIZES / sizeof *TP_SIZES);
+        snprintf(why, whylen, "the derivation's TP sizes are %s", sizes);
+        return 0;
+    }
+    if (ep > m->routed_experts) {
+        snprintf(why, whylen, "more EP ranks than the %lld routed experts", (long long)m->routed_experts);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof EP_SIZES / sizeof *EP_SIZES; i++)
+        if (EP_SIZES[i] == ep) return 1;
+    sizes_text(sizes, sizeof sizes, EP_SIZES, sizeof EP_SIZES / sizeof *EP_SIZES);
+    snprintf(why, whylen, "the derivation's EP sizes are %s%s", sizes, ep == 1 ? " (EP 1 is tp1)" : "");
+    return 0;
+}
+
 int moects_derive_cases(const moects_model *m, moects_case_list *out)
 {
     if (!m || !out || m->hidden_size < 1 || m->moe_intermediate_size < 1 || m->routed_experts < 2 ||
@@ -261,7 +307,7 @@ int moects_derive_cases(const moects_model *m, moects_case_list *out)
 
     for (size_t i = 0; i < sizeof TP_SIZES / sizeof *TP_SIZES; i++) {
         int t = TP_SIZES[i];
-        if (I % t) continue;
+        if (!moects_layout_exists(m, t, 0, NULL, 0)) continue;
         layout L = {"", t, 0, I / t};
         snprintf(L.name, sizeof L.name, "tp%d", t);
         gather_cases(&d, &L, 0);
@@ -269,7 +315,7 @@ int moects_derive_cases(const moects_model *m, moects_case_list *out)
     }
     for (size_t i = 0; i < sizeof EP_SIZES / sizeof *EP_SIZES; i++) {
         int e = EP_SIZES[i];
-        if (e > E) continue;
+        if (!moects_layout_exists(m, 0, e, NULL, 0)) continue;
         layout L = {"", 0, e, I};
         snprintf(L.name, sizeof L.name, "ep%d", e);
         gather_cases(&d, &L, e == smoke_gather_ep);

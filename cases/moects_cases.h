@@ -79,6 +79,13 @@ int moects_models_load_dir(const char *dir, moects_model **out, char *err, size_
 /* Append the derived cases of one model (all TP/EP layouts x token counts x ops). */
 int moects_derive_cases(const moects_model *m, moects_case_list *out);
 
+/* Whether moects_derive_cases derives layout tp<tp> (ep 0) or ep<ep> (tp 0) for model m (its rule
+ * above: TP t in {1,2,4,8,16} dividing moe_intermediate_size; EP e in {2,4,...,64}, e <= E).
+ * 1, else 0 with the reason, without the layout's name, in why (may be NULL): "moe_intermediate_size
+ * 14336 is not divisible by 3", "more EP ranks than the 8 routed experts", "the derivation's TP
+ * sizes are 1, 2, 4, 8, 16". */
+int moects_layout_exists(const moects_model *m, int tp, int ep, char *why, size_t whylen);
+
 /* Append the cases of one regression file (cases/regressions/NAME.json). -1 with err on bad input. */
 int moects_regressions_load(const char *path, moects_case_list *out, char *err, size_t errlen);
 

@@ -25,10 +25,15 @@
  *   The registry is the built-in one (cases/models and cases/regressions under --root) or --registry
  *   DIR (a source tree holding cases/models, or a directory of model files), without the model
  *   itself (same registry name, or same hf_id). Markdown on stdout (and DIR/prelaunch.md with
- *   --out). Exit 1 when a shape is uncovered or refused or a layout derives no case, else 0.
+ *   --out, written first). Exit 1 when a shape is uncovered or refused, else 0. A --tp/--ep layout
+ *   the derivation does not have for the model (moects_layout_exists: TP t in {1,2,4,8,16} dividing
+ *   moe_intermediate_size, EP e in {2,...,64} with e <= E) is a usage error (exit 2), as is a
+ *   registry without model files.
  *   ep_gather shapes are checked with M_sum = T*k + 127 * min(T*k, local experts), the largest
  *   expert-padded row count (DESIGN.md derivation: rows per expert padded to 128).
- * Exit 2: bad usage or bad input (one line naming the file and field). */
+ * Exit 2: bad usage or bad input (one line naming the file and field), all checked before any
+ * report is made; the report directory is created and proved writable (like `moects run --out`)
+ * before the report is made, and nothing is printed or written after an error. */
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -37,6 +42,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "moects_commands.h"
 #include "moects_registry.h"
@@ -48,7 +54,8 @@ typedef struct {
     moects_case_list cases;
     moects_model *models;
     int nmodels;
-    char where[4096]; /* what was loaded, for the report */
+    char where[4096];      /* what was loaded, for the report */
+    char models_dir[4096]; /* where the model files were looked for */
 } registry;
 
 static int is_dir(const char *p)
@@ -66,6 +73,7 @@ static int registry_load(registry *r, const char *dir, const char *root, char *e
     snprintf(models_dir, sizeof models_dir, "%s/cases/models", tree);
     if (!dir || is_dir(models_dir)) {
         snprintf(r->where, sizeof r->where, "%s/cases", tree);
+        snprintf(r->models_dir, sizeof r->models_dir, "%s", models_dir);
         if ((r->nmodels = moects_models_load_dir(models_dir, &r->models, err, errlen)) < 0) return -1;
         return moects_cases_builtin(tree, &r->cases, err, errlen);
     }
@@ -74,12 +82,55 @@ static int registry_load(registry *r, const char *dir, const char *root, char *e
         return -1;
     }
     snprintf(r->where, sizeof r->where, "%s", dir);
+    snprintf(r->models_dir, sizeof r->models_dir, "%s", dir);
     if ((r->nmodels = moects_models_load_dir(dir, &r->models, err, errlen)) < 0) return -1;
     for (int i = 0; i < r->nmodels; i++)
         if (moects_derive_cases(&r->models[i], &r->cases)) {
             snprintf(err, errlen, "%s: %s: case derivation failed", dir, r->models[i].name);
             return -1;
         }
+    return 0;
+}
+
+/* A registry without model files checks nothing: -1 with "DIR: --registry: no model files (*.json)". */
+static int registry_has_models(const registry *r, const char *registry_dir)
+{
+    if (r->nmodels > 0) return 0;
+    fprintf(stderr, "%s: %s: no model files (*.json)\n", registry_dir ? registry_dir : r->models_dir,
+            registry_dir ? "--registry" : "built-in registry");
+    return -1;
+}
+
+/* err of a failed moects__buf_write of path, with the writer's temp name (path.tmp.PID) put back to path. */
+static void user_path_err(char *err, const char *path)
+{
+    size_t n = strlen(path);
+    if (strncmp(err, path, n) || strncmp(err + n, ".tmp.", 5)) return;
+    const char *rest = err + n + 5;
+    while (*rest >= '0' && *rest <= '9') rest++;
+    memmove(err + n, rest, strlen(rest) + 1);
+}
+
+/* mkdir -p dir, then create and remove a file in it (as `moects run` checks --out): 0, or -1 with
+ * one line "moects coverage: OPT: DIR: problem". */
+static int dir_writable(const char *opt, const char *dir)
+{
+    char err[1024], p[4200];
+    if (moects_mkdirs(dir, err, sizeof err)) {
+        fprintf(stderr, "moects coverage: %s: %s\n", opt, err);
+        return -1;
+    }
+    if (snprintf(p, sizeof p, "%s/.moects-write-test.XXXXXX", dir) >= (int)sizeof p) {
+        fprintf(stderr, "moects coverage: %s: %.200s...: path too long\n", opt, dir);
+        return -1;
+    }
+    int fd = mkstemp(p);
+    if (fd < 0) {
+        fprintf(stderr, "moects coverage: %s: %s: not writable: %s\n", opt, dir, strerror(errno));
+        return -1;
+    }
+    close(fd);
+    unlink(p);
     return 0;
 }
 
@@ -627,6 +678,7 @@ static int cmd_table(const char *run_path, const char *out_dir, const char *root
         fprintf(stderr, "%s\n", err);
         goto out;
     }
+    if (!run_path && registry_has_models(&reg, registry_dir)) goto out; /* a run's cells need no registry */
     if (table_build(&t, &reg, run_path ? &run : NULL)) {
         fprintf(stderr, "moects coverage: out of memory\n");
         goto out;
@@ -640,21 +692,20 @@ static int cmd_table(const char *run_path, const char *out_dir, const char *root
     } else {
         strcpy(dir, ".");
     }
-    if (moects_mkdirs(dir, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
-        goto out;
-    }
+    if (dir_writable(out_dir ? "--out" : "report directory", dir)) goto out;
     render_md(&md, &t, run_path ? run_path : "");
     render_html(&html, &t, run_path ? run_path : "");
     char path[4200];
     snprintf(path, sizeof path, "%s/coverage.md", dir);
     if (moects__buf_write(&md, path, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
+        user_path_err(err, path);
+        fprintf(stderr, "moects coverage: %s\n", err);
         goto out;
     }
     snprintf(path, sizeof path, "%s/coverage.html", dir);
     if (moects__buf_write(&html, path, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
+        user_path_err(err, path);
+        fprintf(stderr, "moects coverage: %s\n", err);
         goto out;
     }
     fprintf(stderr, "moects coverage: %d kernels x %d models x %d layouts -> %s/coverage.md, %s/coverage.html\n", t.nk,
@@ -818,19 +869,31 @@ static int cmd_prelaunch(const char *config, const int *tps, int ntp, const int 
         fprintf(stderr, "%s\n", err);
         return 2;
     }
+    /* the layouts asked for, each once; one the derivation lacks for this model is a usage error */
+    char want[40][16];
+    int nwant = 0;
+    for (int i = 0; i < ntp + nep; i++) {
+        int tp = i < ntp ? tps[i] : 0, ep = i < ntp ? 0 : eps[i - ntp];
+        char name[16], why[200];
+        snprintf(name, sizeof name, "%s%d", tp ? "tp" : "ep", tp ? tp : ep);
+        if (!moects_layout_exists(&m, tp, ep, why, sizeof why)) {
+            fprintf(stderr, "%s: --%.2s %d: %s\n", config, name, tp ? tp : ep, why);
+            return 2;
+        }
+        int dup = 0;
+        for (int j = 0; j < nwant; j++) dup |= !strcmp(want[j], name);
+        if (!dup) snprintf(want[nwant++], 16, "%s", name);
+    }
     if (registry_load(&reg, registry_dir, root, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         goto out;
     }
+    if (registry_has_models(&reg, registry_dir)) goto out;
+    if (out_dir && dir_writable("--out", out_dir)) goto out;
     if (moects_derive_cases(&m, &mine)) {
         fprintf(stderr, "%s: case derivation failed\n", config);
         goto out;
     }
-    /* the layouts asked for */
-    char want[40][16];
-    int nwant = 0;
-    for (int i = 0; i < ntp; i++) snprintf(want[nwant++], 16, "tp%d", tps[i]);
-    for (int i = 0; i < nep; i++) snprintf(want[nwant++], 16, "ep%d", eps[i]);
 
     /* the registry without the model itself */
     char mn[64], rn[64];
@@ -970,22 +1033,34 @@ static int cmd_prelaunch(const char *config, const int *tps, int ntp, const int 
         moects__buf_add(&b, "` |\n");
     }
     int bad = unc.n || ref.n || missing;
-    if (bad)
-        moects__buf_printf(&b, "\n**FAIL**: %zu shape%s uncovered, %zu refused%s.\n", unc.n, unc.n == 1 ? "" : "s", ref.n,
-                           missing ? ", and layouts without cases" : "");
-    else
+    if (bad) {
+        /* the nonzero counts, "A.", "A and B.", "A, B and C." */
+        char part[3][96];
+        int np = 0;
+        if (unc.n) snprintf(part[np++], sizeof part[0], "%zu shape%s uncovered", unc.n, unc.n == 1 ? "" : "s");
+        if (ref.n)
+            snprintf(part[np++], sizeof part[0], "%zu shape%s refused by a built-in kernel", ref.n,
+                     ref.n == 1 ? "" : "s");
+        if (missing)
+            snprintf(part[np++], sizeof part[0], "%zu layout%s without cases", missing, missing == 1 ? "" : "s");
+        moects__buf_add(&b, "\n**FAIL**: ");
+        for (int j = 0; j < np; j++)
+            moects__buf_printf(&b, "%s%s", j == 0 ? "" : (j == np - 1 ? " and " : ", "), part[j]);
+        moects__buf_add(&b, ".\n");
+    } else
         moects__buf_add(&b, "\n**PASS**: every shape is covered by a registered case and taken by every built-in kernel.\n");
     if (b.oom) goto oom;
-    fputs(b.s, stdout);
-    fflush(stdout);
-    if (out_dir) {
+    if (out_dir) { /* the file first: a failed write prints nothing */
         char path[4200];
         snprintf(path, sizeof path, "%s/prelaunch.md", out_dir);
-        if (moects_mkdirs(out_dir, err, sizeof err) || moects__buf_write(&b, path, err, sizeof err)) {
-            fprintf(stderr, "%s\n", err);
+        if (moects__buf_write(&b, path, err, sizeof err)) {
+            user_path_err(err, path);
+            fprintf(stderr, "moects coverage: --out: %s\n", err);
             goto out;
         }
     }
+    fputs(b.s, stdout);
+    fflush(stdout);
     rc = bad ? 1 : 0;
     goto out;
 oom:
@@ -1036,10 +1111,14 @@ int moects_cmd_coverage(int argc, char **argv)
         else if (!strcmp(a, "--root") && more) root = argv[++i];
         else if (!strcmp(a, "--registry") && more) registry_dir = argv[++i];
         else if (!strcmp(a, "--config") && more) config = argv[++i];
-        else if (!strcmp(a, "--tp") && more) {
-            if (ntp == 20 || parse_size("--tp", argv[++i], &tps[ntp++])) return 2;
-        } else if (!strcmp(a, "--ep") && more) {
-            if (nep == 20 || parse_size("--ep", argv[++i], &eps[nep++])) return 2;
+        else if ((!strcmp(a, "--tp") || !strcmp(a, "--ep")) && more) {
+            int tp = a[2] == 't', *n = tp ? &ntp : &nep;
+            if (*n == 20) {
+                fprintf(stderr, "moects coverage: %s: more than 20 sizes\n", a);
+                return 2;
+            }
+            if (parse_size(a, argv[++i], tp ? &tps[*n] : &eps[*n])) return 2;
+            ++*n;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage();
             return 0;

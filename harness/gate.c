@@ -12,7 +12,9 @@
  *   lost coverage    a (model, layout, honest kernel) cell that was PASS in the baseline is now
  *                    FAIL, UNSUPPORTED, absent or only skipped;
  *   mutant escaped   a mutant caught (some case failed) in the baseline is caught by no case now;
- *   empty run        the run holds no result.
+ *   empty run        the run holds no result;
+ *   nothing compared the run holds results but shares no (kernel, case) result with the baseline
+ *                    (another registry, or disjoint selections): nothing was compared.
  * When the run and the baseline were made with the same selection ("filter", the run's case and
  * kernel options), every baseline result is compared, and a result or cell the run lacks is lost.
  * When the selections differ (a developer's filtered run against the CI baseline), only baseline
@@ -20,26 +22,31 @@
  * reported but does not fail the gate; so is an honest failure that the run marked as a known
  * finding (results.json "known", from cases/known-findings.txt), which also satisfies must-pass as
  * a SKIP does. Known findings and entries matching passing results ("fixed?") are counted in the
- * summary. Exit 2: bad usage, an unreadable results file, an empty --summary path (the summary
- * still goes to stdout first), or a shard
- * (merge shards first: `moects merge`). The Markdown summary (stdout, and --summary FILE) is fit
+ * summary. Exit 2: bad usage, an unreadable results file, a --summary FILE that cannot be created
+ * (checked before anything is read; nothing printed), an empty --summary path (the summary still
+ * goes to stdout first), or a shard (merge shards first: `moects merge`). --summary FILE is
+ * written before the summary goes to stdout. The Markdown summary (stdout, and --summary FILE) is fit
  * for a PR comment or $GITHUB_STEP_SUMMARY: the counts, then the problems with a repro line each,
  * at most --limit (default 20) of them shared round-robin among the kinds of problem, each kind
  * cut short ending with "- and N more <kind>". */
+#include <errno.h>
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "moects_commands.h"
 #include "reports_internal.h"
 
-enum { CAT_REGRESSION, CAT_NEW_FAIL, CAT_MUSTPASS, CAT_LOST_CELL, CAT_MUTANT, CAT_EMPTY, CAT_COUNT };
+enum { CAT_REGRESSION, CAT_NEW_FAIL, CAT_MUSTPASS, CAT_LOST_CELL, CAT_MUTANT, CAT_EMPTY, CAT_DISJOINT, CAT_COUNT };
 static const char *const cat_title[CAT_COUNT] = {"regression", "new failure", "must-pass", "lost coverage",
-                                                  "mutant escaped", "empty run"};
+                                                  "mutant escaped", "empty run", "nothing compared"};
 static const char *const cat_plural[CAT_COUNT] = {"regressions", "new failures", "must-pass cases",
-                                                   "lost coverage cells", "mutants escaped", "empty run"};
+                                                   "lost coverage cells", "mutants escaped", "empty run",
+                                                   "nothing compared"};
 
 typedef struct {
     char **items[CAT_COUNT]; /* each a Markdown list item ("- ...\n", repro line included) */
@@ -199,6 +206,40 @@ typedef struct {
     const char *file;
 } idlist;
 
+/* Proves --summary PATH can be written the way moects__buf_write writes it (PATH.tmp.*, then a
+ * rename onto PATH): creates and removes such a file. 0, or -1 with one line naming PATH. */
+static int summary_writable(const char *path)
+{
+    struct stat st;
+    char tmp[4200];
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "moects gate: --summary: %s: is a directory\n", path);
+        return -1;
+    }
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= (int)sizeof tmp) {
+        fprintf(stderr, "moects gate: --summary: %.200s...: path too long\n", path);
+        return -1;
+    }
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        fprintf(stderr, "moects gate: --summary: %s: cannot create: %s\n", path, strerror(errno));
+        return -1;
+    }
+    close(fd);
+    unlink(tmp);
+    return 0;
+}
+
+/* err of a failed write of path, with the writer's temp name (path.tmp.PID) put back to path. */
+static void user_path_err(char *err, const char *path)
+{
+    size_t n = strlen(path);
+    if (strncmp(err, path, n) || strncmp(err + n, ".tmp.", 5)) return;
+    const char *rest = err + n + 5;
+    while (*rest >= '0' && *rest <= '9') rest++;
+    memmove(err + n, rest, strlen(rest) + 1);
+}
+
 int moects_cmd_gate(int argc, char **argv)
 {
     const char *run_path = NULL, *base_path = NULL, *summary_path = NULL;
@@ -253,6 +294,8 @@ int moects_cmd_gate(int argc, char **argv)
         usage();
         goto out;
     }
+    /* an empty path is reported after the summary (--summary "$GITHUB_STEP_SUMMARY" outside Actions) */
+    if (summary_path && summary_path[0] && summary_writable(summary_path)) goto out;
 
     moects_run run = {0}, base = {0};
     moects__index run_ix = {0}, base_ix = {0};
@@ -297,6 +340,20 @@ int moects_cmd_gate(int argc, char **argv)
     if (run.n == 0) {
         moects__buf_add(&item, "- **empty run**: the run holds no result\n");
         add_item(&p, CAT_EMPTY, &item);
+    }
+    /* a run sharing no (kernel, case) with the baseline compared nothing: not a pass */
+    size_t shared = 0;
+    for (size_t i = 0; base_path && i < run.n && !shared; i++)
+        shared += moects__index_find(&base_ix, run.v[i].kernel, run.v[i].case_id) >= 0;
+    if (base_path && run.n && !shared) {
+        item.n = 0;
+        moects__buf_add(&item, "- **nothing compared**: the run (selection `");
+        moects__buf_md_code(&item, run.filter[0] ? run.filter : "(default)");
+        moects__buf_printf(&item, "`, %zu result%s) and the baseline (selection `", run.n, run.n == 1 ? "" : "s");
+        moects__buf_md_code(&item, base.filter[0] ? base.filter : "(default)");
+        moects__buf_printf(&item, "`, %zu result%s) share no (kernel, case) result\n", base.n,
+                           base.n == 1 ? "" : "s");
+        add_item(&p, CAT_DISJOINT, &item);
     }
 
     /* regressions and new failures of honest kernels; flagged[i] marks run results listed */
@@ -521,14 +578,16 @@ int moects_cmd_gate(int argc, char **argv)
         fprintf(stderr, "moects gate: out of memory\n");
         goto done;
     }
+    /* the file first: a failed write prints nothing */
+    if (summary_path && summary_path[0] && moects__buf_write(&out, summary_path, err, sizeof err)) {
+        user_path_err(err, summary_path);
+        fprintf(stderr, "moects gate: --summary: %s\n", err);
+        goto done;
+    }
     fputs(out.s, stdout);
     fflush(stdout);
     if (summary_path && !summary_path[0]) { /* e.g. --summary "$GITHUB_STEP_SUMMARY" outside Actions */
         fprintf(stderr, "moects gate: --summary: empty path\n");
-        goto done;
-    }
-    if (summary_path && moects__buf_write(&out, summary_path, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
         goto done;
     }
     rc = p.n ? 1 : 0;

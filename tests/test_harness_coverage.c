@@ -1,7 +1,9 @@
 /* test_harness_coverage.c: `moects coverage` (harness/coverage.c): the models x layouts x kernels
  * table of a hand-built run (tests/data/coverage/run.json, against an empty registry so that every
  * cell comes from the fixture; expected.md worked out by hand from it), the HTML page's structure,
- * and the pre-launch check of Kimi K3 at TP8 against a registry copy without kimi-k3. */
+ * and the pre-launch check of Kimi K3 at TP8 against a registry copy without kimi-k3. Bad input
+ * (a layout the model cannot be split into, an unwritable --out, a registry without model files) is
+ * checked for its exit status, its one stderr line, an empty stdout and no report directory. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "moects_cases.h"
 #include "moects_commands.h"
 
 #define DATA MOECTS_SOURCE_DIR "/tests/data/coverage/"
@@ -185,4 +188,165 @@ Test(coverage, prelaunch_same_dims_as_a_registered_model_is_covered, .init = set
     cr_assert_not_null(strstr(md, "Layouts: tp8 ("), "%s", md);
     cr_assert_not_null(strstr(md, "), ep16 ("), "%s", md);
     free(md);
+}
+
+/* A Mixtral-8x7B-like raw HF config: hidden 4096, moe_intermediate (intermediate_size) 14336,
+ * 8 experts, top-2. By the derivation's rule (TP t in {1,2,4,8,16} dividing I, EP e in
+ * {2,...,64} with e <= E): tp3 (14336 = 3 * 4778 + 2), ep16 (> 8 experts), ep3 (no such EP size)
+ * and tp32 (no such TP size, though 14336 = 32 * 448) do not exist. */
+static char mixtral[160], outtxt[160];
+
+static void setup_mixtral(void)
+{
+    setup();
+    snprintf(mixtral, sizeof mixtral, "%s/mixtral.json", tmpdir);
+    snprintf(outtxt, sizeof outtxt, "%s/stdout.txt", tmpdir);
+    FILE *f = fopen(mixtral, "w");
+    cr_assert_not_null(f);
+    fputs("{\"architectures\": [\"MixtralForCausalLM\"], \"model_type\": \"mixtral\", \"hidden_size\": 4096, "
+          "\"intermediate_size\": 14336, \"num_local_experts\": 8, \"num_experts_per_tok\": 2}\n",
+          f);
+    fclose(f);
+    cr_assert_not_null(freopen(outtxt, "w", stdout));
+}
+
+/* one registry model, kimi-k3, in reg */
+static void kimi_registry(void)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "cp %s/cases/models/kimi-k3.json %s/", MOECTS_SOURCE_DIR, reg);
+    cr_assert_eq(system(cmd), 0);
+}
+
+static void assert_nothing_out(void)
+{
+    struct stat st;
+    cr_assert_neq(stat(out, &st), 0, "%s was created", out);
+    char *o = slurp(outtxt);
+    cr_assert_str_eq(o, "", "stdout: %s", o);
+    free(o);
+}
+
+Test(coverage, prelaunch_layout_the_model_cannot_have_is_usage_error, .init = setup_mixtral, .fini = teardown)
+{
+    kimi_registry();
+    const char *lay[][2] = {{"--tp", "3"}, {"--ep", "16"}, {"--ep", "3"}, {"--tp", "32"}, {"--ep", "1"}};
+    for (size_t i = 0; i < sizeof lay / sizeof *lay; i++) {
+        const char *argv[] = {"coverage", "--config", mixtral, "--tp", "8", lay[i][0], lay[i][1],
+                              "--registry", reg, "--out", out};
+        cr_assert_eq(coverage(11, argv), 2, "%s %s", lay[i][0], lay[i][1]);
+    }
+    char *e = slurp(errfile), want[2048];
+    snprintf(want, sizeof want,
+             "%s: --tp 3: moe_intermediate_size 14336 is not divisible by 3\n"
+             "%s: --ep 16: more EP ranks than the 8 routed experts\n"
+             "%s: --ep 3: the derivation's EP sizes are 2, 4, 8, 16, 32, 64\n"
+             "%s: --tp 32: the derivation's TP sizes are 1, 2, 4, 8, 16\n"
+             "%s: --ep 1: the derivation's EP sizes are 2, 4, 8, 16, 32, 64 (EP 1 is tp1)\n",
+             mixtral, mixtral, mixtral, mixtral, mixtral);
+    cr_assert_str_eq(e, want);
+    free(e);
+    assert_nothing_out();
+}
+
+Test(coverage, prelaunch_unwritable_out_is_refused_before_the_report, .init = setup_mixtral, .fini = teardown)
+{
+    kimi_registry();
+    const char *a1[] = {"coverage", "--config", mixtral, "--tp", "8", "--registry", reg, "--out", "/proc/forbidden"};
+    cr_assert_eq(coverage(9, a1), 2);
+    /* under a regular file */
+    char file_sub[192];
+    snprintf(file_sub, sizeof file_sub, "%s/sub", mixtral);
+    const char *a2[] = {"coverage", "--config", mixtral, "--tp", "8", "--registry", reg, "--out", file_sub};
+    cr_assert_eq(coverage(9, a2), 2);
+    /* the coverage table checks its directory too */
+    const char *a3[] = {"coverage", DATA "run.json", "--registry", reg, "--out", "/proc/forbidden"};
+    cr_assert_eq(coverage(6, a3), 2);
+    char *e = slurp(errfile), want[1024];
+    snprintf(want, sizeof want,
+             "moects coverage: --out: /proc/forbidden: cannot create directory: No such file or directory\n"
+             "moects coverage: --out: %s: cannot create directory: Not a directory\n"
+             "moects coverage: --out: /proc/forbidden: cannot create directory: No such file or directory\n",
+             file_sub);
+    cr_assert_str_eq(e, want);
+    free(e);
+    assert_nothing_out();
+}
+
+Test(coverage, registry_without_model_files_is_an_error, .init = setup_mixtral, .fini = teardown)
+{
+    /* reg is an empty directory */
+    const char *a1[] = {"coverage", "--config", mixtral, "--tp", "8", "--registry", reg, "--out", out};
+    cr_assert_eq(coverage(9, a1), 2);
+    /* the table without a run has nothing to show either */
+    const char *a2[] = {"coverage", "--registry", reg, "--out", out};
+    cr_assert_eq(coverage(5, a2), 2);
+    char *e = slurp(errfile), want[512];
+    snprintf(want, sizeof want, "%s: --registry: no model files (*.json)\n%s: --registry: no model files (*.json)\n",
+             reg, reg);
+    cr_assert_str_eq(e, want);
+    free(e);
+    assert_nothing_out();
+}
+
+/* Mixtral at tp8 against kimi-k3 alone (cases/models/kimi-k3.json: K 3584, I 3072, E 896, topk 16):
+ * Mixtral needs ep_gather H=4096 topk=2 E=8, and per format gemm1 (N 2*14336/8 = 3584, K 4096) and
+ * gemm2 (N 4096, K 1792); kimi-k3's GEMMs all have K 3584 (gemm1) or N 3584 with K 3072/t
+ * (gemm2), its ep_gather topk 16: all 5 shapes uncovered. Cases at tp8 (derive.c tables): ep_gather
+ * 7 T + 8192 + skewed = 9; per format gemm1 7 M + 4096 + 2 variants = 10, gemm2 8 + 5 = 13:
+ * 9 + 2 * 23 = 55 (--tp 8 given twice counts once). The verdict line is one sentence. */
+Test(coverage, prelaunch_fail_sentence, .init = setup_mixtral, .fini = teardown)
+{
+    kimi_registry();
+    const char *argv[] = {"coverage", "--config", mixtral, "--tp", "8", "--tp", "8", "--registry", reg, "--out", out};
+    cr_assert_eq(coverage(11, argv), 1, "%s", slurp(errfile));
+    char path[192];
+    snprintf(path, sizeof path, "%s/prelaunch.md", out);
+    char *md = slurp(path), *printed = slurp(outtxt);
+    cr_assert_str_eq(printed, md);
+    cr_assert_not_null(strstr(md, "\nLayouts: tp8 (55 cases); 55 cases of the model checked."), "%s", md);
+    cr_assert_not_null(strstr(md, "\n## Shapes no registered case covers (5)\n"), "%s", md);
+    cr_assert_null(strstr(md, "derive no case"), "%s", md);
+    /* refusals depend on the kernels built in: the sentence has the uncovered count, then the
+     * refused count when there is one, and no zero count */
+    const char *h = strstr(md, "\n## Shapes a built-in kernel refuses (");
+    cr_assert_not_null(h, "%s", md);
+    int nref = atoi(h + strlen("\n## Shapes a built-in kernel refuses ("));
+    char want[160];
+    if (nref)
+        snprintf(want, sizeof want, "\n**FAIL**: 5 shapes uncovered and %d shape%s refused by a built-in kernel.\n",
+                 nref, nref == 1 ? "" : "s");
+    else
+        snprintf(want, sizeof want, "\n**FAIL**: 5 shapes uncovered.\n");
+    const char *line = strstr(md, "\n**FAIL**: ");
+    cr_assert_not_null(line, "%s", md);
+    cr_assert_str_eq(line, want);
+    free(md);
+    free(printed);
+}
+
+/* moects_layout_exists agrees with the layouts moects_derive_cases derives, for every registered
+ * model and every size 1..128 (a second method: the layout names of the derived cases). */
+Test(coverage, layout_rule_matches_the_derivation)
+{
+    moects_model *models = NULL;
+    char err[512];
+    int n = moects_models_load_dir(MOECTS_SOURCE_DIR "/cases/models", &models, err, sizeof err);
+    cr_assert_gt(n, 0, "%s", err);
+    for (int i = 0; i < n; i++) {
+        moects_case_list l = {0};
+        cr_assert_eq(moects_derive_cases(&models[i], &l), 0);
+        for (int size = 1; size <= 128; size++)
+            for (int ep = 0; ep < 2; ep++) {
+                char name[16], why[200];
+                snprintf(name, sizeof name, "%s%d", ep ? "ep" : "tp", size);
+                int derived = 0;
+                for (size_t c = 0; c < l.n && !derived; c++) derived = !strcmp(l.v[c].layout, name);
+                int exists = moects_layout_exists(&models[i], ep ? 0 : size, ep ? size : 0, why, sizeof why);
+                cr_assert_eq(exists, derived, "%s %s: %s", models[i].name, name, why);
+                cr_assert(exists || why[0], "%s %s: no reason", models[i].name, name);
+            }
+        moects_case_list_free(&l);
+    }
+    free(models);
 }

@@ -6,11 +6,15 @@
  *   beta/ep8/t1  k.a PASS_EXACT -> UNSUPPORTED          cell beta x ep8 on k.a lost
  *   m.y caught (FAIL_CRASH) on alpha/tp1/t2, now on no case   mutant escaped
  *   must-pass glob ep_gather/delta/(star) matches nothing   missing
- * = 7 problems. */
+ * = 7 problems.
+ * Bad input (a run sharing nothing with the baseline, an unwritable --summary) is checked for its
+ * exit status, its one stderr line, an empty stdout and no file left behind. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "moects_commands.h"
@@ -178,4 +182,115 @@ Test(gate, same_selection_missing_cells_are_lost, .init = setup, .fini = teardow
     cr_assert_not_null(strstr(got, "- **lost coverage** `beta` x `ep8` on `k.a`: PASS in the baseline, now absent\n"), "%s", got);
     cr_assert_not_null(strstr(got, "- **lost coverage** `beta` x `ep8` on `k.b`: PASS in the baseline, now absent\n"), "%s", got);
     free(got);
+}
+
+static char outfile[160], errfile[160];
+
+/* setup, with stdout and stderr going to files of tmpdir */
+static void setup_io(void)
+{
+    strcpy(tmpdir, "/tmp/moects_gate_XXXXXX");
+    cr_assert_not_null(mkdtemp(tmpdir));
+    snprintf(summary, sizeof summary, "%s/summary.md", tmpdir);
+    snprintf(outfile, sizeof outfile, "%s/stdout.txt", tmpdir);
+    snprintf(errfile, sizeof errfile, "%s/stderr.txt", tmpdir);
+    cr_assert_not_null(freopen(outfile, "w", stdout));
+    cr_assert_not_null(freopen(errfile, "w", stderr));
+}
+
+static int gate_io(int argc, const char **argv)
+{
+    int rc = gate(argc, argv);
+    fflush(stdout);
+    fflush(stderr);
+    return rc;
+}
+
+/* the number of entries of tmpdir (stdout.txt and stderr.txt included) */
+static int entries(void)
+{
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "exit $(ls -A %s | wc -l)", tmpdir);
+    int st = system(cmd);
+    return WEXITSTATUS(st);
+}
+
+Test(gate, run_sharing_no_result_with_the_baseline_fails, .init = setup, .fini = teardown)
+{
+    /* one k.a result on a gamma case, which base.json (14 results, filter "") does not have */
+    char path[160];
+    snprintf(path, sizeof path, "%s/gamma.json", tmpdir);
+    FILE *f = fopen(path, "w");
+    fputs("{\"moects_version\": \"0.1\", \"commit\": \"c0c0\", \"filter\": \"ep_gather/gamma/*\", \"results\": [\n"
+          "{\"kernel\": \"k.a\", \"case\": \"ep_gather/gamma/tp1/t1\", \"model\": \"gamma\", \"layout\": \"tp1\", "
+          "\"op\": \"ep_gather\", \"mutant\": false, \"verdict\": \"PASS_EXACT\", \"seed\": 1}]}",
+          f);
+    fclose(f);
+    const char *argv[] = {"gate", path, "--baseline", DATA "base.json", "--summary", summary};
+    cr_assert_eq(gate(6, argv), 1);
+    char *got = slurp(summary);
+    cr_assert_eq(strncmp(got, "## moects gate: FAIL (1 problem)\n\n", 34), 0, "%s", got);
+    cr_assert_not_null(strstr(got, ": 14 results, 0 compared"), "%s", got);
+    cr_assert_not_null(strstr(got, "\nProblems: 1 nothing compared.\n"), "%s", got);
+    cr_assert_not_null(strstr(got, "\n- **nothing compared**: the run (selection `ep_gather/gamma/*`, 1 result) "
+                                   "and the baseline (selection `(default)`, 14 results) share no (kernel, case) "
+                                   "result\n"),
+                       "%s", got);
+    free(got);
+
+    /* the same run claiming the baseline's selection: its result is still not in the baseline */
+    char *t = slurp(path), *p = strstr(t, "ep_gather/gamma/*");
+    f = fopen(path, "w");
+    fwrite(t, 1, (size_t)(p - t), f);
+    fputs(p + strlen("ep_gather/gamma/*"), f);
+    fclose(f);
+    free(t);
+    cr_assert_eq(gate(6, argv), 1);
+    got = slurp(summary);
+    cr_assert_not_null(strstr(got, "\n- **nothing compared**: the run (selection `(default)`, 1 result) and the "
+                                   "baseline (selection `(default)`, 14 results) share no (kernel, case) result\n"),
+                       "%s", got);
+    free(got);
+}
+
+Test(gate, unwritable_summary_is_refused_before_the_work, .init = setup_io, .fini = teardown)
+{
+    /* a directory that does not exist: ENOENT, named as given (not the writer's temp file) */
+    char bad[192];
+    snprintf(bad, sizeof bad, "%s/nodir/x.md", tmpdir);
+    const char *a1[] = {"gate", DATA "run_bad.json", "--baseline", DATA "base.json", "--summary", bad};
+    cr_assert_eq(gate_io(6, a1), 2);
+    const char *a2[] = {"gate", DATA "run_bad.json", "--summary", "/proc/forbidden/x.md"};
+    cr_assert_eq(gate_io(4, a2), 2);
+    /* a directory as the summary file */
+    const char *a3[] = {"gate", DATA "run_bad.json", "--summary", tmpdir};
+    cr_assert_eq(gate_io(4, a3), 2);
+    /* checked before the results are read */
+    const char *a4[] = {"gate", DATA "no_such.json", "--summary", bad};
+    cr_assert_eq(gate_io(4, a4), 2);
+    char *e = slurp(errfile), want[1024];
+    snprintf(want, sizeof want,
+             "moects gate: --summary: %s: cannot create: No such file or directory\n"
+             "moects gate: --summary: /proc/forbidden/x.md: cannot create: No such file or directory\n"
+             "moects gate: --summary: %s: is a directory\n"
+             "moects gate: --summary: %s: cannot create: No such file or directory\n",
+             bad, tmpdir, bad);
+    cr_assert_str_eq(e, want);
+    free(e);
+    /* nothing printed, nothing written: tmpdir holds stdout.txt and stderr.txt only */
+    struct stat st;
+    cr_assert_eq(stat(outfile, &st), 0);
+    cr_assert_eq(st.st_size, 0);
+    cr_assert_eq(entries(), 2);
+}
+
+Test(gate, writable_summary_leaves_no_probe_file, .init = setup_io, .fini = teardown)
+{
+    const char *argv[] = {"gate", DATA "base.json", "--baseline", DATA "base.json", "--summary", summary};
+    cr_assert_eq(gate_io(6, argv), 0);
+    char *got = slurp(summary), *printed = slurp(outfile);
+    cr_assert_str_eq(printed, got);
+    free(got);
+    free(printed);
+    cr_assert_eq(entries(), 3); /* summary.md, stdout.txt, stderr.txt */
 }
