@@ -3,39 +3,40 @@
  *
  * results.json, written by `moects run` and `moects merge`, read by `moects gate|coverage|merge`:
  *
- *   {
- *     "moects_version": "0.1",           required
+ *   {                                    every field below is required unless marked optional
+ *     "moects_version": "0.1",
  *     "commit":  "858abae...",            git commit of the run, "unknown" outside a checkout
  *     "date":    "2026-11-30T16:34:04Z",  ISO 8601 UTC
  *     "machine": "host / NVIDIA H200",
  *     "filter":  "ep_gather/kimi-k3/tp8/t1", the run's case filter (a glob), "" for all
  *     "shard":   "0/4",                   "i/n" of a shard run, "" for a whole run
  *     "seed":    1,                       u64
- *     "results": [                        required; case-major: all kernels of case 1, then case 2...
- *       {"kernel": "cpu.ep_gather",       required
- *        "case": "ep_gather/kimi-k3/tp8/t128",   required, unique with kernel
- *        "model": "kimi-k3", "layout": "tp8",    required ("regression", "-" for regressions)
- *        "op": "ep_gather",               required: "ep_gather" | "fp4_gemm"
- *        "mutant": false,                 required: the kernel has a declared bug
- *        "verdict": "PASS_EXACT",         required: PASS_EXACT PASS_TOLERANCE FAIL_MISMATCH
+ *     "results": [                        case-major: all kernels of case 1, then case 2...
+ *       {"kernel": "cpu.ep_gather",       not empty
+ *        "case": "ep_gather/kimi-k3/tp8/t128",   not empty, unique with kernel
+ *        "model": "kimi-k3", "layout": "tp8",    ("regression", "-" for regressions)
+ *        "op": "ep_gather",               "ep_gather" | "fp4_gemm"
+ *        "mutant": false,                 the kernel has a declared bug
+ *        "verdict": "PASS_EXACT",         PASS_EXACT PASS_TOLERANCE FAIL_MISMATCH
  *                                           FAIL_CRASH FAIL_TIMEOUT UNSUPPORTED SKIP
- *        "recipe": "ep_gather.fma_v1",    the rest optional (default "", 0, null)
+ *        "recipe": "ep_gather.fma_v1",    "" when none
  *        "mismatches": 0,                 i64 >= 0
  *        "max_ulp": 0,                    u64
  *        "calc_diff": 0,                  double
  *        "first_mismatch": null,          or {"index": i64 >= 0, "got": "0x3f80 (1)", "want": "..."}
  *        "reason": "",
- *        "known": "dequantized ...",      only on an honest FAIL_* / PASS_* result that a known-findings
- *                                           entry matches (harness/moects_known.h): the entry's reason;
- *                                           a known FAIL_* does not fail the run or the gate
+ *        "known": "dequantized ...",      optional: only on an honest FAIL_* / PASS_* result that a
+ *                                           known-findings entry matches (harness/moects_known.h):
+ *                                           the entry's reason; a known FAIL_* does not fail the
+ *                                           run or the gate
  *        "seed": 1,                       u64
  *        "kernel_ms": 0, "perf_value": 0, "perf_fraction": 0,   doubles (--perf)
  *        "timing": {"wall_s": 0.25, "inputs_s": 0.01, "reference_s": 0.2, "kernel_s": 0.03,
  *                   "compare_s": 0.005, "ref_threads": 4}}
- *                                         where the task's time went (moects_result: seconds >= 0,
- *                                           threads an integer >= 0; each key optional, default
- *                                           0); left out when all are 0, absent from files
- *                                           written before it existed
+ *                                         optional: where the task's time went (moects_result:
+ *                                           seconds >= 0, threads an integer >= 0; all six keys
+ *                                           when present); left out when all are 0, absent from
+ *                                           files written before it existed
  *     ]
  *   }
  *
@@ -43,9 +44,10 @@
  * reader, JavaScript included), else its decimal digits as a string: UINT64_MAX (NaN against a
  * number) is "18446744073709551615". A double is written with the fewest digits that read back
  * to the same bits, always with a '.' or an exponent (so -0.0 keeps its sign); NaN and the
- * infinities, which JSON lacks, are the strings "nan", "inf", "-inf". The reader accepts either form of each. Unknown keys, wrong types, missing required keys and
- * duplicate (kernel, case) pairs are errors: "path: results[3].verdict: problem". One result per
- * line in the file, so a committed baseline diffs line by line. */
+ * infinities, which JSON lacks, are the strings "nan", "inf", "-inf". The reader accepts either
+ * form of each. Unknown keys, wrong types, missing keys (all but the optional ones) and duplicate
+ * (kernel, case) pairs are errors: "path: results[3].max_ulp: missing". One result per line in the
+ * file, so a committed baseline diffs line by line. */
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -373,7 +375,8 @@ static const char *type_name(const json_t *v)
     return "?";
 }
 
-/* Field getters: v NULL means absent. Each returns 0, or -1 with the error written. */
+/* Field getters: v NULL means absent, which is an error ("missing") but for get_str(required 0).
+ * Each returns 0, or -1 with the error written. */
 static int get_str(rd *c, const char *field, const json_t *v, char *dst, size_t cap, int required)
 {
     if (!v) {
@@ -393,7 +396,7 @@ static int get_str(rd *c, const char *field, const json_t *v, char *dst, size_t 
 static int get_u64(rd *c, const char *field, const json_t *v, uint64_t *dst)
 {
     *dst = 0;
-    if (!v) return 0;
+    if (!v) return fail(c, field, "missing");
     if (json_is_integer(v)) {
         if (json_integer_value(v) < 0) return fail(c, field, "negative");
         *dst = (uint64_t)json_integer_value(v);
@@ -415,7 +418,7 @@ static int get_u64(rd *c, const char *field, const json_t *v, uint64_t *dst)
 static int get_i64(rd *c, const char *field, const json_t *v, int64_t *dst)
 {
     *dst = 0;
-    if (!v) return 0;
+    if (!v) return fail(c, field, "missing");
     if (!json_is_integer(v)) return fail(c, field, "expected an integer, got %s", type_name(v));
     if (json_integer_value(v) < 0) return fail(c, field, "negative");
     *dst = (int64_t)json_integer_value(v);
@@ -425,7 +428,7 @@ static int get_i64(rd *c, const char *field, const json_t *v, int64_t *dst)
 static int get_double(rd *c, const char *field, const json_t *v, double *dst)
 {
     *dst = 0;
-    if (!v) return 0;
+    if (!v) return fail(c, field, "missing");
     if (json_is_number(v)) {
         *dst = json_number_value(v);
         return 0;
@@ -485,11 +488,11 @@ static int read_result(rd *c, const json_t *o, moects_result *r)
     r->is_mutant = json_is_true(m);
     if (get_str(c, "verdict", json_object_get(o, "verdict"), tmp, sizeof tmp, 1)) return -1;
     if (moects_verdict_parse(tmp, &r->verdict)) return fail(c, "verdict", "unknown verdict \"%s\"", tmp);
-    if (get_str(c, "recipe", json_object_get(o, "recipe"), r->recipe, sizeof r->recipe, 0) ||
+    if (get_str(c, "recipe", json_object_get(o, "recipe"), r->recipe, sizeof r->recipe, 1) ||
         get_i64(c, "mismatches", json_object_get(o, "mismatches"), &r->mismatches) ||
         get_u64(c, "max_ulp", json_object_get(o, "max_ulp"), &r->max_ulp) ||
         get_double(c, "calc_diff", json_object_get(o, "calc_diff"), &r->calc_diff) ||
-        get_str(c, "reason", json_object_get(o, "reason"), r->reason, sizeof r->reason, 0) ||
+        get_str(c, "reason", json_object_get(o, "reason"), r->reason, sizeof r->reason, 1) ||
         get_str(c, "known", json_object_get(o, "known"), r->known, sizeof r->known, 0) ||
         get_u64(c, "seed", json_object_get(o, "seed"), &r->seed) ||
         get_double(c, "kernel_ms", json_object_get(o, "kernel_ms"), &r->kernel_ms) ||
@@ -520,14 +523,14 @@ static int read_result(rd *c, const json_t *o, moects_result *r)
         c->where[wl] = '\0';
     }
     const json_t *fm = json_object_get(o, "first_mismatch");
-    if (fm && !json_is_null(fm)) {
+    if (!fm) return fail(c, "first_mismatch", "missing");
+    if (!json_is_null(fm)) {
         if (!json_is_object(fm))
             return fail(c, "first_mismatch", "expected an object or null, got %s", type_name(fm));
         static const char *const fm_keys[] = {"index", "got", "want", NULL};
         size_t wl = strlen(c->where);
         snprintf(c->where + wl, sizeof c->where - wl, "first_mismatch.");
         if (check_keys(c, fm, fm_keys)) return -1;
-        if (!json_object_get(fm, "index")) return fail(c, "index", "missing");
         if (get_i64(c, "index", json_object_get(fm, "index"), &r->first_index) ||
             get_str(c, "got", json_object_get(fm, "got"), r->got, sizeof r->got, 1) ||
             get_str(c, "want", json_object_get(fm, "want"), r->want, sizeof r->want, 1))
@@ -573,11 +576,11 @@ int moects_results_read(const char *path, moects_run *run, char *err, size_t err
     if (check_keys(&c, root, top_keys) ||
         get_str(&c, "moects_version", json_object_get(root, "moects_version"), run->moects_version,
                 sizeof run->moects_version, 1) ||
-        get_str(&c, "commit", json_object_get(root, "commit"), run->commit, sizeof run->commit, 0) ||
-        get_str(&c, "date", json_object_get(root, "date"), run->date, sizeof run->date, 0) ||
-        get_str(&c, "machine", json_object_get(root, "machine"), run->machine, sizeof run->machine, 0) ||
-        get_str(&c, "filter", json_object_get(root, "filter"), run->filter, sizeof run->filter, 0) ||
-        get_str(&c, "shard", json_object_get(root, "shard"), run->shard, sizeof run->shard, 0) ||
+        get_str(&c, "commit", json_object_get(root, "commit"), run->commit, sizeof run->commit, 1) ||
+        get_str(&c, "date", json_object_get(root, "date"), run->date, sizeof run->date, 1) ||
+        get_str(&c, "machine", json_object_get(root, "machine"), run->machine, sizeof run->machine, 1) ||
+        get_str(&c, "filter", json_object_get(root, "filter"), run->filter, sizeof run->filter, 1) ||
+        get_str(&c, "shard", json_object_get(root, "shard"), run->shard, sizeof run->shard, 1) ||
         get_u64(&c, "seed", json_object_get(root, "seed"), &run->seed))
         goto out;
     const json_t *arr = json_object_get(root, "results");

@@ -139,7 +139,9 @@ Test(gate, bad_input_exits_2, .init = setup, .fini = teardown)
     char shard[160];
     snprintf(shard, sizeof shard, "%s/shard.json", tmpdir);
     FILE *f = fopen(shard, "w");
-    fputs("{\"moects_version\": \"0.1\", \"shard\": \"0/2\", \"results\": []}", f);
+    fputs("{\"moects_version\": \"0.1\", \"commit\": \"c\", \"date\": \"d\", \"machine\": \"h\", \"filter\": \"\", "
+          "\"shard\": \"0/2\", \"seed\": 1, \"results\": []}",
+          f);
     fclose(f);
     const char *a6[] = {"gate", shard};
     cr_assert_eq(gate(2, a6), 2);
@@ -150,7 +152,9 @@ Test(gate, empty_run_fails, .init = setup, .fini = teardown)
     char empty[160];
     snprintf(empty, sizeof empty, "%s/empty.json", tmpdir);
     FILE *f = fopen(empty, "w");
-    fputs("{\"moects_version\": \"0.1\", \"results\": []}", f);
+    fputs("{\"moects_version\": \"0.1\", \"commit\": \"c\", \"date\": \"d\", \"machine\": \"h\", \"filter\": \"\", "
+          "\"shard\": \"\", \"seed\": 1, \"results\": []}",
+          f);
     fclose(f);
     const char *argv[] = {"gate", empty, "--summary", summary};
     cr_assert_eq(gate(4, argv), 1);
@@ -221,9 +225,12 @@ Test(gate, run_sharing_no_result_with_the_baseline_fails, .init = setup, .fini =
     char path[160];
     snprintf(path, sizeof path, "%s/gamma.json", tmpdir);
     FILE *f = fopen(path, "w");
-    fputs("{\"moects_version\": \"0.1\", \"commit\": \"c0c0\", \"filter\": \"ep_gather/gamma/*\", \"results\": [\n"
+    fputs("{\"moects_version\": \"0.1\", \"commit\": \"c0c0\", \"date\": \"d\", \"machine\": \"h\", "
+          "\"filter\": \"ep_gather/gamma/*\", \"shard\": \"\", \"seed\": 1, \"results\": [\n"
           "{\"kernel\": \"k.a\", \"case\": \"ep_gather/gamma/tp1/t1\", \"model\": \"gamma\", \"layout\": \"tp1\", "
-          "\"op\": \"ep_gather\", \"mutant\": false, \"verdict\": \"PASS_EXACT\", \"seed\": 1}]}",
+          "\"op\": \"ep_gather\", \"mutant\": false, \"verdict\": \"PASS_EXACT\", \"recipe\": \"\", \"mismatches\": 0, "
+          "\"max_ulp\": 0, \"calc_diff\": 0, \"first_mismatch\": null, \"reason\": \"\", \"seed\": 1, \"kernel_ms\": 0, "
+          "\"perf_value\": 0, \"perf_fraction\": 0}]}",
           f);
     fclose(f);
     const char *argv[] = {"gate", path, "--baseline", DATA "base.json", "--summary", summary};

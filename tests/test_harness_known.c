@@ -8,6 +8,13 @@
 #include <unistd.h>
 
 #include "moects_known.h"
+
+/* results.json requires every field the writer writes (harness/results.c): the top level up to
+ * "results": [, and the fields of a result after op, mutant, verdict, mismatches (and known). */
+#define RUN_TOP "{\"moects_version\": \"0.1\", \"commit\": \"c\", \"date\": \"d\", \"machine\": \"h\", " \
+                "\"filter\": \"\", \"shard\": \"\", \"seed\": 1, \"results\": ["
+#define REST ", \"recipe\": \"\", \"max_ulp\": 0, \"calc_diff\": 0, \"first_mismatch\": null, \"reason\": \"\", " \
+             "\"seed\": 1, \"kernel_ms\": 0, \"perf_value\": 0, \"perf_fraction\": 0"
 #include "moects_tap.h"
 #include "test_slurp.h"
 
@@ -294,7 +301,8 @@ Test(known, tap_todo_summary_and_results_json)
     cr_assert_eq(moects_kernel_status_of(&back, k_tol.name, 0, NULL), MOECTS_KS_PASS);
     moects_run_free(&back);
 
-    /* the reader is strict about "known": a string, and only on an honest FAIL_* / PASS_* */
+    /* the reader is strict about "known": a string, and only on an honest FAIL_* / PASS_* (the
+     * other fields are all required: RUN_TOP and REST fill them in) */
     static const struct {
         const char *field, *want;
     } bad[] = {
@@ -306,8 +314,8 @@ Test(known, tap_todo_summary_and_results_json)
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         f = fopen(path, "w");
-        fprintf(f, "{\"moects_version\": \"0.1\", \"results\": [{\"kernel\": \"k\", \"case\": \"c\", \"model\": \"m\", "
-                   "\"layout\": \"-\", \"op\": \"fp4_gemm\", %s}]}\n",
+        fprintf(f, RUN_TOP "{\"kernel\": \"k\", \"case\": \"c\", \"model\": \"m\", "
+                   "\"layout\": \"-\", \"op\": \"fp4_gemm\", %s, \"mismatches\": 0" REST "}]}\n",
                 bad[i].field);
         fclose(f);
         cr_assert_eq(moects_results_read(path, &back, err, sizeof err), -1, "%s", bad[i].field);
@@ -335,15 +343,15 @@ static int gate_on(const char *dir, int known, char **summary_text)
     snprintf(sum, sizeof sum, "%s/summary.md", dir);
     FILE *f = fopen(run_path, "w");
     fprintf(f,
-            "{\"moects_version\": \"0.1\", \"results\": [\n"
+            RUN_TOP "\n"
             "{\"kernel\": \"k.tol\", \"case\": \"" ADV "\", \"model\": \"m\", \"layout\": \"tp8\", \"op\": \"fp4_gemm\", "
-            "\"mutant\": false, \"verdict\": \"FAIL_MISMATCH\", \"mismatches\": 3%s},\n"
+            "\"mutant\": false, \"verdict\": \"FAIL_MISMATCH\", \"mismatches\": 3" REST "%s},\n"
             "{\"kernel\": \"k.exact\", \"case\": \"" ADV "\", \"model\": \"m\", \"layout\": \"tp8\", \"op\": \"fp4_gemm\", "
-            "\"mutant\": false, \"verdict\": \"PASS_EXACT\"},\n"
+            "\"mutant\": false, \"verdict\": \"PASS_EXACT\", \"mismatches\": 0" REST "},\n"
             "{\"kernel\": \"m.x\", \"case\": \"" ADV "\", \"model\": \"m\", \"layout\": \"tp8\", \"op\": \"fp4_gemm\", "
-            "\"mutant\": true, \"verdict\": \"FAIL_MISMATCH\"},\n"
+            "\"mutant\": true, \"verdict\": \"FAIL_MISMATCH\", \"mismatches\": 0" REST "},\n"
             "{\"kernel\": \"k.tol\", \"case\": \"" NAN_ID "\", \"model\": \"m\", \"layout\": \"tp8\", \"op\": \"fp4_gemm\", "
-            "\"mutant\": false, \"verdict\": \"PASS_TOLERANCE\", \"known\": \"old\"}]}\n",
+            "\"mutant\": false, \"verdict\": \"PASS_TOLERANCE\", \"known\": \"old\", \"mismatches\": 0" REST "}]}\n",
             known ? ", \"known\": \"overflow\"" : "");
     fclose(f);
     f = fopen(mp, "w");

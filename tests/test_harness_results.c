@@ -107,7 +107,7 @@ Test(results, reads_hand_written_fixture)
     cr_assert_eq(b->perf_value, 1500.0);
     cr_assert_eq(b->perf_fraction, 0.5);
 
-    /* optional fields absent: defaults */
+    /* zero values, as the writer writes them */
     const moects_result *c = &run.v[2];
     cr_assert_eq(c->op, MOECTS_OP_FP4_GEMM);
     cr_assert_eq(c->verdict, MOECTS_UNSUPPORTED);
@@ -259,53 +259,143 @@ static void expect_error(const char *body, const char *want_suffix)
     cr_assert_null(run.v);
 }
 
-#define HDR "{\"moects_version\": \"0.1\", \"results\": ["
-#define OK1 "{\"kernel\": \"k\", \"case\": \"c\", \"model\": \"m\", \"layout\": \"tp1\", \"op\": \"ep_gather\", " \
-            "\"mutant\": false, \"verdict\": \"SKIP\""
+/* The fields of a complete file, in the writer's order: top level, then one result. A test drops
+ * or replaces one of them to make a bad file. */
+typedef struct {
+    const char *key, *value;
+} field;
+static const field top_fields[] = {
+    {"moects_version", "\"0.1\""}, {"commit", "\"c\""}, {"date", "\"d\""}, {"machine", "\"h\""},
+    {"filter", "\"\""},            {"shard", "\"\""},   {"seed", "1"},
+};
+static const field result_fields[] = {
+    {"kernel", "\"k\""},    {"case", "\"c\""},     {"model", "\"m\""},        {"layout", "\"tp1\""},
+    {"op", "\"ep_gather\""}, {"mutant", "false"},   {"verdict", "\"SKIP\""},  {"recipe", "\"\""},
+    {"mismatches", "0"},    {"max_ulp", "0"},      {"calc_diff", "0"},       {"first_mismatch", "null"},
+    {"reason", "\"\""},     {"seed", "1"},         {"kernel_ms", "0"},       {"perf_value", "0"},
+    {"perf_fraction", "0"},
+};
+#define NFIELDS(a) (sizeof a / sizeof *a)
+
+/* Append to buf the object of fields f, key `change` set to value (NULL: left out; a key not
+ * among f: added at the end), case id `case_id`. */
+static void put_object(char *buf, size_t cap, const field *f, size_t n, const char *change, const char *value,
+                       const char *case_id)
+{
+    size_t l = strlen(buf);
+    int first = 1, found = 0;
+    l += (size_t)snprintf(buf + l, cap - l, "{");
+    for (size_t i = 0; i < n; i++) {
+        const char *v = f[i].value;
+        if (change && !strcmp(change, f[i].key)) {
+            found = 1;
+            if (!value) continue;
+            v = value;
+        } else if (case_id && !strcmp(f[i].key, "case")) {
+            v = case_id;
+        }
+        l += (size_t)snprintf(buf + l, cap - l, "%s\"%s\": %s", first ? "" : ", ", f[i].key, v);
+        first = 0;
+    }
+    if (change && !found && value) l += (size_t)snprintf(buf + l, cap - l, ", \"%s\": %s", change, value);
+    snprintf(buf + l, cap - l, "}");
+}
+
+/* A file of nres results (cases "c0", "c1"...); the last result's `rkey` and the top level's
+ * `tkey` changed as put_object says (NULL: no change). Static buffer. */
+static const char *file_with(int nres, const char *tkey, const char *tval, const char *rkey, const char *rval)
+{
+    static char buf[8192];
+    buf[0] = '\0';
+    put_object(buf, sizeof buf, top_fields, NFIELDS(top_fields), tkey, tval, NULL);
+    size_t l = strlen(buf) - 1; /* reopen the top-level object */
+    l += (size_t)snprintf(buf + l, sizeof buf - l, ", \"results\": [");
+    for (int i = 0; i < nres; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "\"c%d\"", i);
+        if (i) strcat(buf, ",\n");
+        int last = i == nres - 1;
+        put_object(buf, sizeof buf, result_fields, NFIELDS(result_fields), last ? rkey : NULL, last ? rval : NULL, id);
+    }
+    strcat(buf, "]}\n");
+    return buf;
+}
+
+Test(results, complete_file_reads, .init = mk_tmp, .fini = rm_tmp)
+{
+    moects_run run;
+    char err[512] = "";
+    cr_assert_eq(moects_results_read(put("ok.json", file_with(4, NULL, NULL, NULL, NULL)), &run, err, sizeof err), 0,
+                 "%s", err);
+    cr_assert_eq(run.n, 4);
+    cr_assert_str_eq(run.v[3].case_id, "c3");
+    cr_assert_eq(run.v[3].verdict, MOECTS_SKIP);
+    cr_assert_eq(run.v[3].first_index, -1);
+    cr_assert_str_eq(run.v[3].known, "");
+    moects_run_free(&run);
+}
+
+/* Every field the writer always writes is required: leaving one out is "FILE: FIELD: missing". The
+ * optional ones ("known", "timing") may be left out. */
+Test(results, every_written_field_is_required, .init = mk_tmp, .fini = rm_tmp)
+{
+    char want[128];
+    for (size_t i = 0; i < NFIELDS(top_fields); i++) {
+        snprintf(want, sizeof want, "%s: missing", top_fields[i].key);
+        expect_error(file_with(1, top_fields[i].key, NULL, NULL, NULL), want);
+    }
+    for (size_t i = 0; i < NFIELDS(result_fields); i++) {
+        snprintf(want, sizeof want, "results[3].%s: missing", result_fields[i].key);
+        expect_error(file_with(4, NULL, NULL, result_fields[i].key, NULL), want);
+    }
+    expect_error("{\"moects_version\": \"0.1\", \"commit\": \"c\", \"date\": \"d\", \"machine\": \"h\", \"filter\": \"\", "
+                 "\"shard\": \"\", \"seed\": 1}",
+                 "results: missing");
+}
+
+#define TOP "{\"moects_version\": \"0.1\", \"commit\": \"c\", \"date\": \"d\", \"machine\": \"h\", \"filter\": \"\", " \
+            "\"shard\": \"\", \"seed\": 1"
 
 Test(results, bad_input_one_line_errors, .init = mk_tmp, .fini = rm_tmp)
 {
     expect_error("[]", "(top level): expected an object, got an array");
-    expect_error("{\"results\": []}", "moects_version: missing");
-    expect_error("{\"moects_version\": \"0.1\"}", "results: missing");
-    expect_error("{\"moects_version\": \"0.1\", \"results\": {}}", "results: expected an array, got an object");
-    expect_error("{\"moects_version\": \"0.1\", \"colour\": 1, \"results\": []}", "colour: unknown field");
-    expect_error("{\"moects_version\": 1, \"results\": []}", "moects_version: expected a string, got an integer");
-    expect_error("{\"moects_version\": \"0.1\", \"seed\": -1, \"results\": []}", "seed: negative");
-    expect_error(HDR "3]}", "results[0]: expected an object, got an integer");
-    expect_error(HDR OK1 "}, {\"case\": \"c\"}]}", "results[1].kernel: missing");
-    expect_error(HDR OK1 ", \"extra\": 1}]}", "results[0].extra: unknown field");
-    expect_error(HDR "{\"kernel\": \"k\", \"case\": \"c\", \"model\": \"m\", \"layout\": \"tp1\", \"op\": \"ep_gather\", "
-                 "\"mutant\": false, \"verdict\": \"PASSED\"}]}",
-                 "results[0].verdict: unknown verdict \"PASSED\"");
-    expect_error(HDR "{\"kernel\": \"k\", \"case\": \"c\", \"model\": \"m\", \"layout\": \"tp1\", \"op\": \"gemm\", "
-                 "\"mutant\": false, \"verdict\": \"SKIP\"}]}",
-                 "results[0].op: unknown op \"gemm\" (ep_gather, fp4_gemm)");
-    expect_error(HDR "{\"kernel\": \"k\", \"case\": \"c\", \"model\": \"m\", \"layout\": \"tp1\", \"op\": \"ep_gather\", "
-                 "\"mutant\": 0, \"verdict\": \"SKIP\"}]}",
-                 "results[0].mutant: expected a boolean, got an integer");
-    expect_error(HDR OK1 ", \"mismatches\": -3}]}", "results[0].mismatches: negative");
-    expect_error(HDR OK1 ", \"mismatches\": 1.5}]}", "results[0].mismatches: expected an integer, got a number");
-    expect_error(HDR OK1 ", \"max_ulp\": \"12x\"}]}", "results[0].max_ulp: \"12x\" is not a 64-bit unsigned integer");
-    expect_error(HDR OK1 ", \"max_ulp\": \"18446744073709551616\"}]}",
+    expect_error(TOP ", \"results\": {}}", "results: expected an array, got an object");
+    expect_error(file_with(1, "colour", "1", NULL, NULL), "colour: unknown field");
+    expect_error(file_with(1, "moects_version", "1", NULL, NULL), "moects_version: expected a string, got an integer");
+    expect_error(file_with(1, "seed", "-1", NULL, NULL), "seed: negative");
+    expect_error(file_with(1, "commit", "null", NULL, NULL), "commit: expected a string, got null");
+    expect_error(TOP ", \"results\": [3]}", "results[0]: expected an object, got an integer");
+    expect_error(file_with(2, NULL, NULL, "kernel", NULL), "results[1].kernel: missing");
+    expect_error(file_with(1, NULL, NULL, "extra", "1"), "results[0].extra: unknown field");
+    expect_error(file_with(1, NULL, NULL, "verdict", "\"PASSED\""), "results[0].verdict: unknown verdict \"PASSED\"");
+    expect_error(file_with(1, NULL, NULL, "op", "\"gemm\""), "results[0].op: unknown op \"gemm\" (ep_gather, fp4_gemm)");
+    expect_error(file_with(1, NULL, NULL, "mutant", "0"), "results[0].mutant: expected a boolean, got an integer");
+    expect_error(file_with(1, NULL, NULL, "mismatches", "-3"), "results[0].mismatches: negative");
+    expect_error(file_with(1, NULL, NULL, "mismatches", "1.5"), "results[0].mismatches: expected an integer, got a number");
+    expect_error(file_with(1, NULL, NULL, "max_ulp", "\"12x\""),
+                 "results[0].max_ulp: \"12x\" is not a 64-bit unsigned integer");
+    expect_error(file_with(1, NULL, NULL, "max_ulp", "\"18446744073709551616\""),
                  "results[0].max_ulp: \"18446744073709551616\" is not a 64-bit unsigned integer");
-    expect_error(HDR OK1 ", \"calc_diff\": \"NaN\"}]}",
+    expect_error(file_with(1, NULL, NULL, "calc_diff", "\"NaN\""),
                  "results[0].calc_diff: \"NaN\" is not a number (strings allowed: nan, inf, -inf)");
-    expect_error(HDR OK1 ", \"first_mismatch\": {\"got\": \"a\", \"want\": \"b\"}}]}",
+    expect_error(file_with(1, NULL, NULL, "first_mismatch", "{\"got\": \"a\", \"want\": \"b\"}"),
                  "results[0].first_mismatch.index: missing");
-    expect_error(HDR OK1 ", \"first_mismatch\": {\"index\": 1, \"got\": \"a\", \"want\": \"b\", \"x\": 0}}]}",
+    expect_error(file_with(1, NULL, NULL, "first_mismatch", "{\"index\": 1, \"want\": \"b\"}"),
+                 "results[0].first_mismatch.got: missing");
+    expect_error(file_with(1, NULL, NULL, "first_mismatch", "{\"index\": 1, \"got\": \"a\", \"want\": \"b\", \"x\": 0}"),
                  "results[0].first_mismatch.x: unknown field");
-    expect_error(HDR OK1 ", \"first_mismatch\": 5}]}",
+    expect_error(file_with(1, NULL, NULL, "first_mismatch", "5"),
                  "results[0].first_mismatch: expected an object or null, got an integer");
-    expect_error(HDR OK1 "}, " OK1 "}]}", "results[1]: duplicate of results[0] (kernel k, case c)");
-    expect_error(HDR OK1 ", \"layout\": \"tp1\"}]}", "line 1 column 161: duplicate object key near '\"layout\"'");
+    expect_error(file_with(2, NULL, NULL, "case", "\"c0\""), "results[1]: duplicate of results[0] (kernel k, case c0)");
+    /* jansson's position: the closing quote of the repeated key, 1-based */
+    expect_error("{\"a\": 1, \"a\": 2}", "line 1 column 12: duplicate object key near '\"a\"'");
     expect_error("{\"moects_version\": \"0.1\",\n \"results\": [}", "line 2 column 14: unexpected token near '}'");
     char longk[200];
     memset(longk, 'x', 120);
+    longk[0] = '"';
+    longk[119] = '"';
     longk[120] = '\0';
-    char body[1024];
-    snprintf(body, sizeof body, HDR "{\"kernel\": \"%s\"}]}", longk);
-    expect_error(body, "results[0].kernel: longer than 95 bytes");
+    expect_error(file_with(1, NULL, NULL, "kernel", longk), "results[0].kernel: longer than 95 bytes");
 }
 
 Test(results, missing_file_is_an_error)

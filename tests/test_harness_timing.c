@@ -100,9 +100,14 @@ Test(timing, round_trip_and_text, .init = setup, .fini = rm_tmp)
     moects_run_free(&run);
 }
 
-static const char *head_json = "{\"moects_version\": \"0.1\", \"results\": [\n"
-                               "{\"kernel\": \"k\", \"case\": \"c\", \"model\": \"m\", \"layout\": \"tp1\", "
-                               "\"op\": \"fp4_gemm\", \"mutant\": false, \"verdict\": \"PASS_EXACT\"";
+/* a complete file but for the closing of its one result (every field but "timing" is required) */
+static const char *head_json =
+    "{\"moects_version\": \"0.1\", \"commit\": \"c\", \"date\": \"d\", \"machine\": \"h\", \"filter\": \"\", "
+    "\"shard\": \"\", \"seed\": 1, \"results\": [\n"
+    "{\"kernel\": \"k\", \"case\": \"c\", \"model\": \"m\", \"layout\": \"tp1\", \"op\": \"fp4_gemm\", \"mutant\": false, "
+    "\"verdict\": \"PASS_EXACT\", \"recipe\": \"\", \"mismatches\": 0, \"max_ulp\": 0, \"calc_diff\": 0, "
+    "\"first_mismatch\": null, \"reason\": \"\", \"seed\": 1, \"kernel_ms\": 0, \"perf_value\": 0, \"perf_fraction\": 0";
+#define T_REST "\"inputs_s\": 0, \"reference_s\": 0, \"kernel_s\": 0, \"compare_s\": 0, \"ref_threads\": 0"
 
 static void expect_error(const char *timing, const char *want)
 {
@@ -119,27 +124,58 @@ static void expect_error(const char *timing, const char *want)
 
 Test(timing, bad_timing_is_a_one_line_error_naming_the_field, .init = setup, .fini = rm_tmp)
 {
-    expect_error("{\"wall_s\": -1.0}", "results[0].timing.wall_s: not a finite number of seconds >= 0");
-    expect_error("{\"kernel_s\": \"inf\"}", "results[0].timing.kernel_s: not a finite number of seconds >= 0");
-    expect_error("{\"compare_s\": \"nan\"}", "results[0].timing.compare_s: not a finite number of seconds >= 0");
-    expect_error("{\"inputs_s\": \"x\"}",
+    expect_error("{\"wall_s\": -1.0, " T_REST "}", "results[0].timing.wall_s: not a finite number of seconds >= 0");
+    expect_error("{\"wall_s\": 1, \"inputs_s\": 0, \"reference_s\": 0, \"kernel_s\": \"inf\", \"compare_s\": 0, "
+                 "\"ref_threads\": 0}",
+                 "results[0].timing.kernel_s: not a finite number of seconds >= 0");
+    expect_error("{\"wall_s\": 1, \"inputs_s\": 0, \"reference_s\": 0, \"kernel_s\": 0, \"compare_s\": \"nan\", "
+                 "\"ref_threads\": 0}",
+                 "results[0].timing.compare_s: not a finite number of seconds >= 0");
+    expect_error("{\"wall_s\": 1, \"inputs_s\": \"x\", \"reference_s\": 0, \"kernel_s\": 0, \"compare_s\": 0, "
+                 "\"ref_threads\": 0}",
                  "results[0].timing.inputs_s: \"x\" is not a number (strings allowed: nan, inf, -inf)");
-    expect_error("{\"ref_threads\": 1.5}", "results[0].timing.ref_threads: expected an integer, got a number");
-    expect_error("{\"ref_threads\": -2}", "results[0].timing.ref_threads: negative");
+    expect_error("{\"wall_s\": 1, \"inputs_s\": 0, \"reference_s\": 0, \"kernel_s\": 0, \"compare_s\": 0, "
+                 "\"ref_threads\": 1.5}",
+                 "results[0].timing.ref_threads: expected an integer, got a number");
+    expect_error("{\"wall_s\": 1, \"inputs_s\": 0, \"reference_s\": 0, \"kernel_s\": 0, \"compare_s\": 0, "
+                 "\"ref_threads\": -2}",
+                 "results[0].timing.ref_threads: negative");
     expect_error("{\"wall\": 1}", "results[0].timing.wall: unknown field");
     expect_error("[1]", "results[0].timing: expected an object, got an array");
 }
 
-Test(timing, partial_timing_object_reads_missing_keys_as_zero, .init = setup, .fini = rm_tmp)
+/* "timing" may be absent (files written before it existed), but when present it holds all six keys:
+ * a missing one is an error naming it, whichever it is. */
+Test(timing, timing_object_missing_a_key_is_an_error, .init = setup, .fini = rm_tmp)
 {
+    static const char *const keys[] = {"wall_s", "inputs_s", "reference_s", "kernel_s", "compare_s", "ref_threads"};
+    for (int drop = 0; drop < 6; drop++) {
+        char t[300] = "{", want[100];
+        for (int i = 0, first = 1; i < 6; i++)
+            if (i != drop) {
+                snprintf(t + strlen(t), sizeof t - strlen(t), "%s\"%s\": 1", first ? "" : ", ", keys[i]);
+                first = 0;
+            }
+        strcat(t, "}");
+        snprintf(want, sizeof want, "results[0].timing.%s: missing", keys[drop]);
+        expect_error(t, want);
+    }
+    /* all six present: reads */
     char text[1024], path[300], err[512] = "";
-    snprintf(text, sizeof text, "%s, \"timing\": {\"wall_s\": 2, \"reference_s\": 1.5}}\n]}\n", head_json);
-    snprintf(path, sizeof path, "%s/part.json", tmpdir);
+    snprintf(text, sizeof text, "%s, \"timing\": {\"wall_s\": 2, \"inputs_s\": 0, \"reference_s\": 1.5, "
+                                "\"kernel_s\": 0.25, \"compare_s\": 0, \"ref_threads\": 3}}\n]}\n", head_json);
+    snprintf(path, sizeof path, "%s/full.json", tmpdir);
     write_text(path, text);
     moects_run run;
     cr_assert_eq(moects_results_read(path, &run, err, sizeof err), 0, "%s", err);
     cr_assert(run.v[0].wall_s == 2 && run.v[0].reference_s == 1.5 && run.v[0].inputs_s == 0 &&
-              run.v[0].kernel_s == 0 && run.v[0].compare_s == 0 && run.v[0].ref_threads == 0);
+              run.v[0].kernel_s == 0.25 && run.v[0].compare_s == 0 && run.v[0].ref_threads == 3);
+    moects_run_free(&run);
+    /* and absent: all zero */
+    snprintf(text, sizeof text, "%s}\n]}\n", head_json);
+    write_text(path, text);
+    cr_assert_eq(moects_results_read(path, &run, err, sizeof err), 0, "%s", err);
+    cr_assert(run.v[0].wall_s == 0 && run.v[0].ref_threads == 0);
     moects_run_free(&run);
 }
 
