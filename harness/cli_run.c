@@ -2,7 +2,8 @@
  * tiers, must-pass files, shards) and kernels (globs, --kernel-lib), the run itself
  * (harness/runner.c), known findings (harness/known.c: ROOT/cases/known-findings.txt or
  * --known-findings FILE) marked on the results, then TAP on stdout and the reports under --out
- * (created and checked writable before the run, written at the end). */
+ * (created and checked writable before the run, written at the end). What the kernels print goes
+ * to --out/kernels.log (harness/runner.c), not to stderr, which keeps the run's own lines. */
 #include <errno.h>
 #include <fnmatch.h>
 #include <getopt.h>
@@ -329,6 +330,11 @@ static int select_cases(cli *o, const moects_case_list *all, char *sel, char ***
                 free(ix);
                 return bad(o, "--cases %s", err);
             }
+            if (k == 0) { /* a must-pass list that lists nothing is a mistake, not a pass */
+                free(ix);
+                moects_idlist_free(ids, 0);
+                return bad(o, "--cases %s: no case ids", o->case_files[f]);
+            }
             if (!*first_file) *first_file = o->case_files[f];
             for (int i = 0; i < k; i++) {
                 int hit = 0;
@@ -526,7 +532,16 @@ static int usage_run(void)
           "Runs every selected kernel on every selected case against the bit-exact reference; TAP on\n"
           "stdout; results.json, run.tap, summary.md (and perf.md) in --out (default ROOT/reports/latest).\n"
           "GLOB: fnmatch on case ids (an exact id runs whatever its tier). --cases FILE: a must-pass list\n"
-          "(ids or globs, # comments), honest kernels only unless --kernel is given.\n"
+          "(ids or globs, # comments; a list without any id is an error), honest kernels only unless\n"
+          "--kernel is given.\n"
+          "--timeout SEC: a task's kernel is killed after SEC seconds (FAIL_TIMEOUT), the building of its\n"
+          "inputs and reference after 10 x SEC; default 120, 0 for no limit.\n"
+          "--jobs N: worker processes; default one per visible GPU when a CUDA kernel has work, else one\n"
+          "per CPU core.\n"
+          "What the kernels print (the workers' stdout and stderr, e.g. a crashing mutant's assertion) goes\n"
+          "to kernels.log in --out, not to the terminal; summary.md, and stderr when it is not empty, say\n"
+          "how many lines.\n"
+          "stderr holds the run's own progress and errors.\n"
           "Known findings (ROOT/cases/known-findings.txt, or FILE; /dev/null for none): an honest kernel's\n"
           "failure on a matching case is a TAP TODO point, reported but not failing the run.\n"
           "Known findings FILE given must exist. --out is created and checked writable before the run.\n"
@@ -544,6 +559,51 @@ static int usage_run(void)
     return 0;
 }
 
+#define KERNEL_LOG "kernels.log"
+#define KERNEL_LOG_WHAT "kernel log (what the kernels printed; each crash and timeout)"
+
+/* Lines in a file (a last line without a newline counts); -1 when it cannot be read. */
+static long count_lines(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    long n = 0;
+    int c, last = '\n';
+    while ((c = getc(f)) != EOF) {
+        if (c == '\n') n++;
+        last = c;
+    }
+    fclose(f);
+    return n + (last != '\n');
+}
+
+/* text (malloc'ed, *len bytes) with line inserted after its first line starting with prefix, else
+ * at its end. Returns the new text (text is freed), or NULL when out of memory. */
+static char *insert_after_line(char *text, size_t *len, const char *prefix, const char *line)
+{
+    size_t at = *len, pl = strlen(prefix), ll = strlen(line);
+    for (const char *p = text; p < text + *len;) {
+        const char *nl = memchr(p, '\n', (size_t)(text + *len - p));
+        if (!strncmp(p, prefix, pl)) {
+            at = nl ? (size_t)(nl - text) + 1 : *len;
+            break;
+        }
+        if (!nl) break;
+        p = nl + 1;
+    }
+    char *t = malloc(*len + ll + 1);
+    if (!t) {
+        free(text);
+        return NULL;
+    }
+    memcpy(t, text, at);
+    memcpy(t + at, line, ll);
+    memcpy(t + at + ll, text + at, *len - at + 1);
+    free(text);
+    *len += ll;
+    return t;
+}
+
 static int write_out(const char *dir, const char *name, const char *data, size_t len, char *err, size_t errlen)
 {
     char p[4200];
@@ -555,7 +615,11 @@ static int write_out(const char *dir, const char *name, const char *data, size_t
 static int check_outdir(const cli *o, const char *dir)
 {
     char err[512], p[4200];
-    if (moects_mkdirs(dir, err, sizeof err)) return bad(o, "--out %s: %s", dir, err);
+    if (moects_mkdirs(dir, err, sizeof err)) { /* err names the directory it could not make */
+        size_t l = strlen(dir);
+        if (!strncmp(err, dir, l) && err[l] == ':') return bad(o, "--out %s", err);
+        return bad(o, "--out %s: %s", dir, err);
+    }
     snprintf(p, sizeof p, "%s/.moects-write-test.XXXXXX", dir);
     int fd = mkstemp(p);
     if (fd < 0) return bad(o, "--out %s: not writable: %s", dir, strerror(errno));
@@ -692,7 +756,9 @@ int moects_cmd_run(int argc, char **argv)
         }
         if (ndevs > (size_t)dev.count) ndevs = (size_t)dev.count;
     }
-    int jobs = o.jobs ? o.jobs : (dev.count > 0 ? dev.count : 1);
+    /* default --jobs: one worker per visible GPU (when a CUDA kernel has work), else one per core */
+    long ncores = sysconf(_SC_NPROCESSORS_ONLN);
+    int jobs = o.jobs ? o.jobs : dev.count > 0 ? dev.count : ncores > 1 ? (int)(ncores < 1024 ? ncores : 1024) : 1;
 
     /* metadata */
     snprintf(run.moects_version, sizeof run.moects_version, "%s", MOECTS_VERSION);
@@ -727,17 +793,21 @@ int moects_cmd_run(int argc, char **argv)
     if (o.shard_n) snprintf(run.shard, sizeof run.shard, "%d/%d", o.shard_i, o.shard_n);
     run.seed = o.seed;
 
+    /* what the kernels print goes to OUT/kernels.log, not to our stderr */
+    char klog[4200];
+    snprintf(klog, sizeof klog, "%s/%s", outdir, KERNEL_LOG);
     moects_runner_opts ro = {.cases = cases, .ncases = ncases, .kernels = kernels, .nkernels = nk, .seed = o.seed,
                              .timeout_s = o.timeout, .jobs = jobs, .perf = o.perf,
                              .progress = isatty(2) ? 1 : 2, .devices = devs, .ndevices = ndevs,
-                             .big_case_flops = big_case_flops};
-    char err[512];
+                             .big_case_flops = big_case_flops, .kernel_log = klog};
+    char err[4400];
     if (moects_runner_run(&ro, &run, err, sizeof err) != 0) {
         fprintf(stderr, "moects run: %s\n", err);
         rc = 2;
         goto done;
     }
     moects_known_apply(&known, &run);
+    long klines = count_lines(klog);
 
     /* TAP, reports */
     char *extra = NULL;
@@ -764,6 +834,16 @@ int moects_cmd_run(int argc, char **argv)
     size_t tlen = 0, slen = 0, plen = 0;
     char *tap = moects_tap_render(&run, kernels, nk, &to, &tlen);
     char *sum = moects_summary_render(&run, kernels, nk, &to, &slen);
+    {
+        /* where the kernels' output is: in summary.md (and on stderr below). Not in the TAP, which
+         * depends on the results alone (the same for any --out, --jobs, or merged shards). */
+        char note[4400], n[64];
+        if (klines == 0) snprintf(n, sizeof n, "empty, ");
+        else if (klines > 0) snprintf(n, sizeof n, "%ld line%s in ", klines, klines == 1 ? "" : "s");
+        else n[0] = '\0';
+        snprintf(note, sizeof note, "- %s: %s`%s` (next to this file)\n", KERNEL_LOG_WHAT, n, KERNEL_LOG);
+        if (sum) sum = insert_after_line(sum, &slen, "- seed ", note);
+    }
     char *perf = o.perf ? moects_perf_render(&run, &plen) : NULL;
     if (!tap || !sum || (o.perf && !perf)) {
         rc = bad(&o, "out of memory rendering the reports");
@@ -785,6 +865,9 @@ int moects_cmd_run(int argc, char **argv)
             rc = nmissing ? 1 : 0;
             for (size_t k = 0; k < nk; k++)
                 if (fails_run(&run, kernels[k])) rc = 1;
+            if (klines > 0)
+                fprintf(stderr, "moects run: %s: %ld line%s in %s\n", KERNEL_LOG_WHAT, klines,
+                        klines == 1 ? "" : "s", klog);
         }
     }
     free(tap);

@@ -129,6 +129,11 @@ isolation)
     grep -q "^ok 1 - plugin.ep_gather: 2 of 2 cases pass" run.tap || fail "honest kernel after the crash"
     grep -q "^ok 2 - plugin.mutant.segv: mutant caught by 1 of 2 cases" run.tap || fail "segv mutant"
     grep -q "^ok 3 - plugin.mutant.hang: mutant caught by 1 of 2 cases" run.tap || fail "hang mutant"
+    # the kernel log names each lost task after what its worker printed
+    grep -qxF "moects: plugin.mutant.segv on $t16: FAIL_CRASH: worker killed by signal 11 (Segmentation fault) while the kernel ran" \
+        out/kernels.log || { cat out/kernels.log; fail "kernel log: crash line"; }
+    grep -qxF "moects: plugin.mutant.hang on $t16: FAIL_TIMEOUT: killed after 2 s in the kernel" out/kernels.log ||
+        { cat out/kernels.log; fail "kernel log: timeout line"; }
     prove -e cat run.tap > prove.log 2>&1 || { cat prove.log; fail "prove"; }
     ;;
 jobs_and_shards)
@@ -363,6 +368,99 @@ shard_escape)
     "$moects" run --out h0 --known-findings /dev/null --shard 0/1 --kernel cpu.fp4_gemm.dequant_sgemm \
         fp4_gemm.mxfp4/regression/k-tail/n256/k48/m16/adversarial > h0.tap
     [ $? -eq 1 ] || fail "an honest failure in a shard: exit not 1"
+    ;;
+kernel_log)
+    # What kernels print (stdout and stderr of the workers) goes to OUT/kernels.log, each lost task
+    # named after it; stderr keeps the run's own lines; stdout is the TAP alone.
+    t16=ep_gather/regression/block-divides-h/kimi-k3-tp8/t16
+    cat > noisy.c <<'EOF'
+#include <stdio.h>
+#include <stdlib.h>
+#include "moects_kernel.h"
+static int ok(const void *s, char *w, size_t n) { (void)s, (void)w, (void)n; return 1; }
+static int run(const void *shape, const void *args, void *stream)
+{
+    (void)args, (void)stream;
+    printf("noisy: stdout T=%lld;", (long long)((const moects_ep_gather_shape *)shape)->T); /* no newline */
+    fprintf(stderr, " noisy: stderr\n");
+    abort();
+}
+static const moects_kernel k = {.abi_version = MOECTS_KERNEL_ABI_VERSION, .name = "noisy.mutant",
+    .op = MOECTS_OP_EP_GATHER, .device = MOECTS_DEVICE_CPU, .recipe = "ep_gather.fma_v1",
+    .bug = "prints, then aborts", .supports = ok, .run = run};
+static const moects_kernel *const v[] = {&k};
+const moects_kernel *const *moects_plugin_kernels(size_t *n) { *n = 1; return v; }
+EOF
+    ${CC:-cc} -shared -fPIC -I"$root/gpu" -I"$root/ref" -o noisy.so noisy.c || fail "cannot build noisy.so"
+    "$moects" run --out out --kernel-lib ./noisy.so --kernel 'cpu.mutant.ep_gather.block_min1024,noisy.*' "$t16" \
+        > run.tap 2> err.txt
+    rc=$?
+    [ $rc -eq 0 ] || { cat run.tap err.txt; fail "exit $rc, want 0 (both mutants caught)"; }
+    what="kernel log (what the kernels printed; each crash and timeout)"
+    [ "$(cat err.txt)" = "moects run: $what: 4 lines in out/kernels.log" ] || { cat err.txt; fail "stderr"; }
+    printf '%s\n' \
+        "cpu.mutant.ep_gather.block_min1024: assertion hidden % BLOCK_D == 0 failed (hidden 3584, BLOCK_D 1024)" \
+        "moects: cpu.mutant.ep_gather.block_min1024 on $t16: FAIL_CRASH: worker killed by signal 6 (Aborted) while the kernel ran" \
+        "noisy: stdout T=16; noisy: stderr" \
+        "moects: noisy.mutant on $t16: FAIL_CRASH: worker killed by signal 6 (Aborted) while the kernel ran" > want.log
+    cmp -s want.log out/kernels.log || { diff want.log out/kernels.log; fail "kernels.log"; }
+    cmp -s run.tap out/run.tap || fail "stdout is not the TAP alone"
+    grep -q "noisy:\|assertion" run.tap && fail "kernel output in the TAP"
+    grep -q "kernels.log" run.tap && fail "the TAP names the kernel log (it depends on the results alone)"
+    [ "$(grep -c '      reason: "worker killed by signal 6 (Aborted) while the kernel ran"' run.tap)" -eq 2 ] ||
+        fail "crash reasons in the TAP"
+    [ "$(grep -c '"reason": "worker killed by signal 6 (Aborted) while the kernel ran"' out/results.json)" -eq 2 ] ||
+        fail "crash reasons in results.json"
+    grep -qxF -- "- $what: 4 lines in \`kernels.log\` (next to this file)" out/summary.md || fail "summary.md line"
+    prove -e cat run.tap > prove.log 2>&1 || { cat prove.log; fail "prove"; }
+    # a quiet run in the same --out: the log is this run's (empty), nothing on stderr
+    "$moects" run --out out --kernel cpu.ep_gather "$t16" > run2.tap 2> err.txt || fail "quiet run"
+    [ -s err.txt ] && { cat err.txt; fail "quiet run wrote to stderr"; }
+    [ -e out/kernels.log ] && [ ! -s out/kernels.log ] || fail "kernels.log of a quiet run not empty"
+    grep -qxF -- "- $what: empty, \`kernels.log\` (next to this file)" out/summary.md || fail "summary.md (quiet run)"
+    ;;
+run_input)
+    # a must-pass list without ids, and an --out that cannot be made: exit 2, one exact line,
+    # nothing on stdout, nothing created
+    printf '# only comments\n\n   \n# and blank lines\n' > empty.txt
+    : > zero.txt
+    : > regfile
+    for c in "--cases empty.txt|moects run: --cases empty.txt: no case ids" \
+             "--cases zero.txt|moects run: --cases zero.txt: no case ids" \
+             "--cases empty.txt --cases zero.txt|moects run: --cases empty.txt: no case ids" \
+             "--out regfile/sub|moects run: --out regfile/sub: cannot create directory: Not a directory" \
+             "--out regfile/sub/x|moects run: --out regfile/sub/x: regfile/sub: cannot create directory: Not a directory"; do
+        case ${c%%|*} in --out*) o= ;; *) o="--out out" ;; esac
+        # shellcheck disable=SC2086
+        "$moects" run $o ${c%%|*} > out.txt 2> err.txt
+        rc=$?
+        [ $rc -eq 2 ] || fail "${c%%|*}: exit $rc, want 2"
+        [ "$(cat err.txt)" = "${c#*|}" ] || { cat err.txt; fail "${c%%|*}: message"; }
+        [ -s out.txt ] && fail "${c%%|*}: wrote to stdout"
+        [ -e out ] && fail "${c%%|*}: created the out directory"
+        [ -e regfile ] && [ ! -s regfile ] || fail "${c%%|*}: regfile changed"
+    done
+    # --help says what the defaults are
+    "$moects" run --help > help.txt || fail "run --help"
+    grep -q "default 120, 0 for no limit" help.txt || fail "--help: timeout default"
+    grep -q "default one per visible GPU when a CUDA kernel has work, else one" help.txt &&
+        grep -q "^per CPU core" help.txt || fail "--help: jobs default"
+    grep -q "kernels.log in --out" help.txt || fail "--help: kernels.log"
+    ;;
+default_jobs)
+    # without a GPU the default --jobs is one worker per core: a small FP4 case's reference then
+    # runs on ncpu/jobs = 1 OpenBLAS thread (with --jobs 1 on ncpu)
+    id=fp4_gemm.mxfp4/regression/k-tail/n256/k48/m16/adversarial
+    n=$(getconf _NPROCESSORS_ONLN)
+    "$moects" run --out d --kernel cpu.fp4_gemm.blockwise "$id" > d.tap 2> d.err || { cat d.err; fail "default run"; }
+    "$moects" run --out one --jobs 1 --kernel cpu.fp4_gemm.blockwise "$id" > one.tap || fail "--jobs 1 run"
+    python3 - "$n" <<'PY' || fail "reference threads do not show jobs = one per core"
+import json, sys
+n = int(sys.argv[1])
+d = json.load(open("d/results.json"))["results"][0]["timing"]["ref_threads"]
+o = json.load(open("one/results.json"))["results"][0]["timing"]["ref_threads"]
+assert (d, o) == (1, n), (d, o, n)
+PY
     ;;
 *)
     fail "unknown test"

@@ -27,6 +27,10 @@ typedef struct {
      * its reference runs on w * (ncpu / jobs) OpenBLAS threads. <= 0: MOECTS_BIG_CASE_FLOPS_DEFAULT. */
     double big_case_flops;
     int ncpu;         /* cores for the whole run; <= 0: the online processors */
+    /* What kernels print: the workers' stdout and stderr go to this file (created or truncated
+     * when the run starts, appended to by every worker), each task whose worker dies or is killed
+     * followed by a line "moects: KERNEL on CASE: REASON". NULL: the caller's stderr. */
+    const char *kernel_log;
 } moects_runner_opts;
 
 /* About a second of one core's FP4 reference (blockwise_v1 runs at ~75 GFLOP/s on one Haswell
@@ -40,7 +44,8 @@ typedef struct {
  * Each result carries its timing (moects_result.wall_s ...). A worker that
  * dies makes its task FAIL_CRASH (signal or exit status in reason) and a fresh worker goes on;
  * a task past its time is killed: FAIL_TIMEOUT. Returns 0, or -1 with err when the run itself
- * cannot go on (fork/pipe failure, out of memory). The parent never initialises CUDA. */
+ * cannot go on (fork/pipe failure, out of memory, o->kernel_log cannot be opened: "PATH: why").
+ * The parent never initialises CUDA; its progress lines go to its stderr. */
 int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, size_t errlen);
 
 /* Run one task in the calling process, as a worker does (tests, debugging), with the calling

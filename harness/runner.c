@@ -10,6 +10,7 @@
 #include "moects_runner.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -475,11 +476,18 @@ static void notify_phase(void *p, int phase, const moects_result *r)
     if (write_full(n->fd, &m, sizeof m) != 0) _exit(3);
 }
 
-static void worker_main(const moects_runner_opts *o, int rfd, int wfd, int widx, int base_threads)
+static void worker_main(const moects_runner_opts *o, int rfd, int wfd, int widx, int base_threads, int log_fd)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* no orphaned workers holding a GPU */
     signal(SIGPIPE, SIG_DFL);
-    dup2(2, 1); /* whatever a kernel prints must not mix with the TAP on stdout */
+    /* whatever a kernel prints must not mix with the TAP on stdout nor with the run's progress on
+     * stderr: both go to the kernel log (else stderr); unbuffered, so that a crash loses none */
+    if (log_fd >= 0) {
+        dup2(log_fd, 2);
+        close(log_fd);
+    }
+    dup2(2, 1);
+    setvbuf(stdout, NULL, _IONBF, 0);
     if (o->devices && o->ndevices) setenv("CUDA_VISIBLE_DEVICES", o->devices[(size_t)widx % o->ndevices], 1);
     openblas_set_num_threads(base_threads);
     worker_state ws;
@@ -523,7 +531,8 @@ typedef struct {
     size_t g_next, g_end;  /* the rest of that group's tasks */
 } worker;
 
-static int spawn(const moects_runner_opts *o, worker *ws, int nw, int w, int base_threads, char *err, size_t errlen)
+static int spawn(const moects_runner_opts *o, worker *ws, int nw, int w, int base_threads, int log_fd, char *err,
+                 size_t errlen)
 {
     int tp[2], rp[2];
     if (pipe(tp) != 0) {
@@ -548,7 +557,7 @@ static int spawn(const moects_runner_opts *o, worker *ws, int nw, int w, int bas
             if (i != w && ws[i].pid) close(ws[i].to), close(ws[i].from);
         close(tp[1]);
         close(rp[0]);
-        worker_main(o, tp[0], rp[1], w, base_threads);
+        worker_main(o, tp[0], rp[1], w, base_threads, log_fd);
     }
     close(tp[0]);
     close(rp[1]);
@@ -647,8 +656,19 @@ typedef struct {
     size_t ndone;
     worker *ws;
     int nw, base_threads;
+    int log_fd; /* the kernel log, -1 none */
     moects__sched sched;
 } parent;
+
+/* Task ti's worker died or was killed (p->res[ti] filled): say so in the kernel log, after what
+ * the worker printed, so that its messages can be told apart. */
+static void log_lost(const parent *p, uint32_t ti)
+{
+    if (p->log_fd < 0) return;
+    const moects_result *r = &p->res[ti];
+    dprintf(p->log_fd, "moects: %s on %s: %s: %s\n", r->kernel, r->case_id, moects_verdict_name(r->verdict),
+            r->reason);
+}
 
 /* Task ti of worker W is over (result in p->res[ti]); the group ends with its last task. */
 static void task_over(parent *p, worker *W, uint32_t ti)
@@ -681,7 +701,7 @@ static int hand_out(parent *p, char *err, size_t errlen)
             W->g_next = p->gstart[g];
             W->g_end = p->gstart[g + 1];
         }
-        if (!W->pid && spawn(o, p->ws, p->nw, w, p->base_threads, err, errlen) != 0) return -1;
+        if (!W->pid && spawn(o, p->ws, p->nw, w, p->base_threads, p->log_fd, err, errlen) != 0) return -1;
         uint32_t ti = (uint32_t)W->g_next++;
         int held = p->sched.held[W->group];
         task_msg m = {MAGIC, ti, p->tasks[ti].case_idx, p->tasks[ti].kernel_idx,
@@ -699,6 +719,7 @@ static int hand_out(parent *p, char *err, size_t errlen)
             fill_lost(o, &p->tasks[ti], W, &p->res[ti]);
             p->res[ti].verdict = MOECTS_FAIL_CRASH;
             death_reason(p->res[ti].reason, sizeof p->res[ti].reason, st, 0);
+            log_lost(p, ti);
             task_over(p, W, ti);
             w--; /* the same worker (a fresh process) goes on with its group */
         }
@@ -732,6 +753,7 @@ static void on_message(parent *p, worker *W, double *t_log, double t0)
         fill_lost(o, &p->tasks[ti], W, &p->res[ti]);
         p->res[ti].verdict = MOECTS_FAIL_CRASH;
         death_reason(p->res[ti].reason, sizeof p->res[ti].reason, st, W->phase == PH_KERNEL);
+        log_lost(p, ti);
     }
     task_over(p, W, ti);
     if (o->progress == 1) {
@@ -746,6 +768,7 @@ static void on_message(parent *p, worker *W, double *t_log, double t0)
 
 static void parent_free(parent *p)
 {
+    if (p->log_fd >= 0) close(p->log_fd);
     free(p->tasks), free(p->gstart), free(p->gord), free(p->want), free(p->recipes);
     free(p->res), free(p->done), free(p->ws);
     moects__sched_free(&p->sched);
@@ -756,6 +779,7 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
     parent P, *p = &P;
     memset(p, 0, sizeof *p);
     p->o = o;
+    p->log_fd = -1;
     /* tasks, case-major; groups = one case's tasks */
     size_t cap = 0;
     for (size_t c = 0; c < o->ncases; c++)
@@ -803,6 +827,14 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
         return -1;
     }
     p->nw = (size_t)slots > p->ng ? (p->ng ? (int)p->ng : 1) : slots;
+    if (o->kernel_log) {
+        p->log_fd = open(o->kernel_log, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0666);
+        if (p->log_fd < 0) {
+            snprintf(err, errlen, "%s: cannot open: %s", o->kernel_log, strerror(errno));
+            parent_free(p);
+            return -1;
+        }
+    }
     for (int w = 0; w < p->nw; w++) p->ws[w].group = -1;
 
     void (*old_pipe)(int) = signal(SIGPIPE, SIG_IGN);
@@ -847,6 +879,7 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
             p->res[ti].verdict = MOECTS_FAIL_TIMEOUT;
             snprintf(p->res[ti].reason, sizeof p->res[ti].reason, "killed after %g s %s",
                      kphase ? o->timeout_s : 10 * o->timeout_s, kphase ? "in the kernel" : "building inputs/reference");
+            log_lost(p, ti);
             task_over(p, W, ti);
         }
     }
