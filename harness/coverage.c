@@ -101,16 +101,6 @@ static int registry_has_models(const registry *r, const char *registry_dir)
     return -1;
 }
 
-/* err of a failed moects__buf_write of path, with the writer's temp name (path.tmp.PID) put back to path. */
-static void user_path_err(char *err, const char *path)
-{
-    size_t n = strlen(path);
-    if (strncmp(err, path, n) || strncmp(err + n, ".tmp.", 5)) return;
-    const char *rest = err + n + 5;
-    while (*rest >= '0' && *rest <= '9') rest++;
-    memmove(err + n, rest, strlen(rest) + 1);
-}
-
 /* mkdir -p dir, then create and remove a file in it (as `moects run` checks --out): 0, or -1 with
  * one line "moects coverage: OPT: DIR: problem". */
 static int dir_writable(const char *opt, const char *dir)
@@ -698,13 +688,11 @@ static int cmd_table(const char *run_path, const char *out_dir, const char *root
     char path[4200];
     snprintf(path, sizeof path, "%s/coverage.md", dir);
     if (moects__buf_write(&md, path, err, sizeof err)) {
-        user_path_err(err, path);
         fprintf(stderr, "moects coverage: %s\n", err);
         goto out;
     }
     snprintf(path, sizeof path, "%s/coverage.html", dir);
     if (moects__buf_write(&html, path, err, sizeof err)) {
-        user_path_err(err, path);
         fprintf(stderr, "moects coverage: %s\n", err);
         goto out;
     }
@@ -1054,7 +1042,6 @@ static int cmd_prelaunch(const char *config, const int *tps, int ntp, const int 
         char path[4200];
         snprintf(path, sizeof path, "%s/prelaunch.md", out_dir);
         if (moects__buf_write(&b, path, err, sizeof err)) {
-            user_path_err(err, path);
             fprintf(stderr, "moects coverage: --out: %s\n", err);
             goto out;
         }

@@ -16,7 +16,7 @@ int moects_write_file_atomic(const char *path, const void *data, size_t len, cha
     }
     FILE *f = fopen(tmp, "wb");
     if (!f) {
-        snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+        snprintf(err, errlen, "%s: cannot create: %s", path, strerror(errno)); /* the user's path, not tmp */
         return -1;
     }
     int ok = fwrite(data, 1, len, f) == len;

@@ -230,16 +230,6 @@ static int summary_writable(const char *path)
     return 0;
 }
 
-/* err of a failed write of path, with the writer's temp name (path.tmp.PID) put back to path. */
-static void user_path_err(char *err, const char *path)
-{
-    size_t n = strlen(path);
-    if (strncmp(err, path, n) || strncmp(err + n, ".tmp.", 5)) return;
-    const char *rest = err + n + 5;
-    while (*rest >= '0' && *rest <= '9') rest++;
-    memmove(err + n, rest, strlen(rest) + 1);
-}
-
 int moects_cmd_gate(int argc, char **argv)
 {
     const char *run_path = NULL, *base_path = NULL, *summary_path = NULL;
@@ -580,7 +570,6 @@ int moects_cmd_gate(int argc, char **argv)
     }
     /* the file first: a failed write prints nothing */
     if (summary_path && summary_path[0] && moects__buf_write(&out, summary_path, err, sizeof err)) {
-        user_path_err(err, summary_path);
         fprintf(stderr, "moects gate: --summary: %s\n", err);
         goto done;
     }

@@ -202,6 +202,31 @@ __device__ __forceinline__ void wgmma_m64n64k16(float *d, uint64_t da, uint64_t 
 #endif
 }
 
+/* D[r][c] = out_rne(v0) and D[r][c+1] = out_rne(v1), BF16 or FP32 (columns >= N skipped); pair: N even
+ * and D aligned, so the two go as one 4- or 8-byte store. */
+__device__ __forceinline__ void store2(void *d, int out_bf16, bool pair, int64_t N, int64_t r, int64_t c, float v0,
+                                       float v1)
+{
+    const int64_t o = r * N + c;
+    if (out_bf16) {
+        __nv_bfloat16 *D = static_cast<__nv_bfloat16 *>(d);
+        if (pair && c + 1 < N) {
+            *reinterpret_cast<__nv_bfloat162 *>(D + o) = __floats2bfloat162_rn(v0, v1);
+        } else {
+            if (c < N) D[o] = __float2bfloat16_rn(v0);
+            if (c + 1 < N) D[o + 1] = __float2bfloat16_rn(v1);
+        }
+    } else {
+        float *D = static_cast<float *>(d);
+        if (pair && c + 1 < N) {
+            *reinterpret_cast<float2 *>(D + o) = make_float2(v0, v1);
+        } else {
+            if (c < N) D[o] = v0;
+            if (c + 1 < N) D[o + 1] = v1;
+        }
+    }
+}
+
 template <int BM, int BN, int G> struct Smem {
     uint8_t a[2][BM * ROWB];                      /* FP16, swizzled 16-byte chunks */
     uint8_t b[2][BN * ROWB];
@@ -442,24 +467,7 @@ __global__ void __launch_bounds__(BM * BN / 32, 65536 / 128 / (BM * BN / 32)) fp
                 const int64_t c = n0 + j * 8 + 2 * t4;
                 const float v0 = __fmul_rn(accw[4 * j + 2 * hr], P.alpha);
                 const float v1 = __fmul_rn(accw[4 * j + 2 * hr + 1], P.alpha);
-                const int64_t o = r * P.N + c;
-                if (P.out_bf16) {
-                    __nv_bfloat16 *D = static_cast<__nv_bfloat16 *>(P.d);
-                    if (pair && c + 1 < P.N) {
-                        *reinterpret_cast<__nv_bfloat162 *>(D + o) = __floats2bfloat162_rn(v0, v1);
-                    } else {
-                        if (c < P.N) D[o] = __float2bfloat16_rn(v0);
-                        if (c + 1 < P.N) D[o + 1] = __float2bfloat16_rn(v1);
-                    }
-                } else {
-                    float *D = static_cast<float *>(P.d);
-                    if (pair && c + 1 < P.N) {
-                        *reinterpret_cast<float2 *>(D + o) = make_float2(v0, v1);
-                    } else {
-                        if (c < P.N) D[o] = v0;
-                        if (c + 1 < P.N) D[o + 1] = v1;
-                    }
-                }
+                store2(P.d, P.out_bf16, pair, P.N, r, c, v0, v1);
             }
         }
     } else {
@@ -535,24 +543,7 @@ __global__ void __launch_bounds__(BM * BN / 32, 65536 / 128 / (BM * BN / 32)) fp
                 const int64_t c = n0 + wn * 32 + nt * 8 + 2 * t4;
                 const float v0 = __fmul_rn(acc[mt][nt][2 * hr], P.alpha);
                 const float v1 = __fmul_rn(acc[mt][nt][2 * hr + 1], P.alpha);
-                const int64_t o = r * P.N + c;
-                if (P.out_bf16) {
-                    __nv_bfloat16 *D = static_cast<__nv_bfloat16 *>(P.d);
-                    if (pair && c + 1 < P.N) {
-                        *reinterpret_cast<__nv_bfloat162 *>(D + o) = __floats2bfloat162_rn(v0, v1);
-                    } else {
-                        if (c < P.N) D[o] = __float2bfloat16_rn(v0);
-                        if (c + 1 < P.N) D[o + 1] = __float2bfloat16_rn(v1);
-                    }
-                } else {
-                    float *D = static_cast<float *>(P.d);
-                    if (pair && c + 1 < P.N) {
-                        *reinterpret_cast<float2 *>(D + o) = make_float2(v0, v1);
-                    } else {
-                        if (c < P.N) D[o] = v0;
-                        if (c + 1 < P.N) D[o + 1] = v1;
-                    }
-                }
+                store2(P.d, P.out_bf16, pair, P.N, r, c, v0, v1);
             }
         }
     }

@@ -225,24 +225,7 @@ __global__ void __launch_bounds__(NTHR, 1) gemm(GemmParams P)
             const int64_t c = n0 + j * 8 + 2 * t4;
             const float v0 = __fmul_rn(acc[4 * j + 2 * hr], P.alpha);
             const float v1 = __fmul_rn(acc[4 * j + 2 * hr + 1], P.alpha);
-            const int64_t o = r * P.N + c;
-            if (P.out_bf16) {
-                __nv_bfloat16 *D = static_cast<__nv_bfloat16 *>(P.d);
-                if (pair && c + 1 < P.N) {
-                    *reinterpret_cast<__nv_bfloat162 *>(D + o) = __floats2bfloat162_rn(v0, v1);
-                } else {
-                    if (c < P.N) D[o] = __float2bfloat16_rn(v0);
-                    if (c + 1 < P.N) D[o + 1] = __float2bfloat16_rn(v1);
-                }
-            } else {
-                float *D = static_cast<float *>(P.d);
-                if (pair && c + 1 < P.N) {
-                    *reinterpret_cast<float2 *>(D + o) = make_float2(v0, v1);
-                } else {
-                    if (c < P.N) D[o] = v0;
-                    if (c + 1 < P.N) D[o + 1] = v1;
-                }
-            }
+            store2(P.d, P.out_bf16, pair, P.N, r, c, v0, v1);
         }
     }
 }
