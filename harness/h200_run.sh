@@ -59,11 +59,11 @@ if has memcheck; then
   grep -E "ERROR SUMMARY|Invalid|========= [A-Z]" "$D/memcheck.log" "$D/memcheck.err" | sort | uniq -c \
     > "$D/memcheck.txt"
 fi
-if has fp8ws; then # the opt-in warp-specialized MXFP4 path (gpu/cuda/fp4_gemm_fp8ws.cuh): smoke + perf
+if has fp8ws; then # the opt-in warp-specialized path (gpu/cuda/fp4_gemm_fp8ws.cuh): smoke + perf
   MOECTS_FP4_TILE=fp8ws step fp8ws-smoke 300 "$B" run --tier smoke --jobs "$JOBS" --kernel 'cuda.*fp4_gemm*' \
-    --out "$D/fp8ws-smoke" 'fp4_gemm.mxfp4/*'
+    --out "$D/fp8ws-smoke" 'fp4_gemm*'
   MOECTS_FP4_TILE=fp8ws step fp8ws-perf 120 "$B" run --perf --tier full --kernel 'cuda.fp4_gemm.blockwise' \
-    --out "$D/fp8ws-perf" 'fp4_gemm.mxfp4/deepseek-v3/tp8/gemm?/m4096' 'fp4_gemm.mxfp4/kimi-k3/tp8/gemm?/m4096'
+    --out "$D/fp8ws-perf" 'fp4_gemm.*/deepseek-v3/tp8/gemm?/m4096' 'fp4_gemm.*/kimi-k3/tp8/gemm?/m4096'
 fi
 if has perf; then
   step perf 300 "$B" run --perf --tier full --kernel 'cuda.[ef]*' --out "$D/perf" \

@@ -602,7 +602,7 @@ template <int BM, int BN, int G, int BUG> static int launch_al(const Params &P, 
 
 template <int G, int BUG> static int launch_tile(int tile, const Params &P, cudaStream_t st)
 {
-    if (tile == 5) return fp8ws::launch<BUG>(P, st);
+    if (tile == 5) return fp8ws::launch<G, BUG>(P, st);
     if (tile == 4)
         return P.aligned ? launch_cfg<128, 64, G, BUG, true, true>(P, st) : launch_cfg<128, 64, G, BUG, false, true>(P, st);
     if (tile == 3) return launch_al<128, 128, G, BUG>(P, st);
@@ -633,8 +633,8 @@ template <int BUG> static int run(const void *shape, const void *args, void *str
             cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
             nsm = 132;
     }
-    /* MOECTS_FP4_TILE=fp8ws|wgmma|128x128|128x64|64x64 forces a path (for tuning runs; fp8ws: MXFP4
-     * on sm_90a only, else the default). */
+    /* MOECTS_FP4_TILE=fp8ws|wgmma|128x128|128x64|64x64 forces a path (for tuning runs; fp8ws and
+     * wgmma need sm_90a). */
     static int force = -1, sm90 = -1;
     if (force < 0) {
         const char *e = getenv("MOECTS_FP4_TILE");
@@ -650,7 +650,7 @@ template <int BUG> static int run(const void *shape, const void *args, void *str
      * fill the multiprocessors or K <= 512; else MXFP4 on wgmma (sm_90a), NVFP4 on 128x64 mma.sync. */
     const bool big = ((P.M + 127) / 128) * ((P.N + 63) / 64) >= (int64_t)nsm && P.K > 512;
     int tile = force ? force : !big ? 1 : (gsz == 32 && sm90) ? 4 : 2;
-    if (tile == 5 && (gsz != 32 || !sm90)) tile = !big ? 1 : (gsz == 32 && sm90) ? 4 : 2; /* MXFP4, sm_90a */
+    if (tile == 5 && !sm90) tile = !big ? 1 : 2; /* sm_90a */
     if (tile == 4 && !sm90) tile = 2; /* wgmma needs sm_90a */
     cudaStream_t st = (cudaStream_t)stream;
     return gsz == 32 ? launch_tile<32, BUG>(tile, P, st) : launch_tile<16, BUG>(tile, P, st);

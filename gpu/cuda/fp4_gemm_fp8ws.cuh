@@ -1,14 +1,16 @@
-/* fp4_gemm_fp8ws.cuh: a warp-specialized MXFP4 path of cuda.fp4_gemm.blockwise (blockwise_v1,
- * DESIGN.md "Numeric recipes"), included inside namespace MOECTS_FP4_NS by fp4_gemm_blockwise.cuh.
- * Opt-in (MOECTS_FP4_TILE=fp8ws) until an H200 run shows it bit-exact on the smoke and full tiers and
- * faster than the wgmma FP16 path (gpu/cuda/PERF.md).
+/* fp4_gemm_fp8ws.cuh: a warp-specialized path of cuda.fp4_gemm.blockwise (blockwise_v1, DESIGN.md
+ * "Numeric recipes") for MXFP4 and NVFP4, included inside namespace MOECTS_FP4_NS by
+ * fp4_gemm_blockwise.cuh. Opt-in (MOECTS_FP4_TILE=fp8ws) until an H200 run shows it bit-exact on the
+ * smoke and full tiers and faster than the default paths (gpu/cuda/PERF.md).
  *
  * Two kernels on the caller's stream:
- * 1. prep: E2M1 codes -> E4M3 bytes (exact: E2M1 values are E4M3 values), rows zero-padded to Kp =
- *    ceil(K/128)*128 bytes (codes past K are 0, as the recipe's zero-padded tail block); UE8M0 block
- *    scales (linear or 128x4-swizzled) -> FP32 [rows][nkbp], nkbp = Kp/32, blocks past nkb = 0.
- *    Workspace from cudaMallocAsync, freed stream-ordered after the GEMM.
- * 2. gemm: CTA tile 128x128, 3 warpgroups. Warpgroup 0 (producer) copies 128-code stages of A, B
+ * 1. prep: E2M1 codes -> E4M3 bytes (exact: E2M1 values are E4M3 values), one 32-byte chunk per K-block:
+ *    the block's 32 codes (MXFP4), or its 16 codes and 16 zeros (NVFP4: a k32 MMA over the chunk is
+ *    exactly the g = 16 partial); codes past K are 0, as in the recipe's zero-padded tail block; rows
+ *    padded to Kp = ceil(nkb/4)*128 bytes. Block scales (UE8M0 or UE4M3, linear or 128x4-swizzled) ->
+ *    FP32 [rows][nkbp], nkbp = Kp/32, blocks past nkb = 0. Workspace from cudaMallocAsync, freed
+ *    stream-ordered after the GEMM.
+ * 2. gemm: CTA tile 128x128, 3 warpgroups. Warpgroup 0 (producer) copies 4-block stages of A, B
  *    (128-byte rows, 16-byte chunk c of row r at ((c ^ (r & 7)) * 16): the 128-byte swizzle) and the
  *    stage's 4 scales per row with cp.async into STAGES slots, each signalled by an mbarrier
  *    (cp.async.mbarrier.arrive.noinc). Warpgroups 1 and 2 (consumers) each own 64 rows: per K-block
@@ -19,7 +21,7 @@
  * scale from the block before it in prep. */
 namespace fp8ws {
 
-enum { BM = 128, BN = 128, BKC = 128 /* codes (= E4M3 bytes) per stage row */, NBS = BKC / 32, STAGES = 4 };
+enum { BM = 128, BN = 128, BKC = 128 /* E4M3 bytes per stage row: 4 K-blocks */, NBS = BKC / 32, STAGES = 4 };
 enum { NPROD = 128, NTHR = 384 };
 
 struct Smem {
@@ -101,29 +103,34 @@ __device__ __forceinline__ uint32_t e2m1_to_e4m3(uint32_t c)
     return (uint32_t)((T >> (8 * (c & 7u))) & 0xFFu) | ((c & 8u) << 4);
 }
 
-/* One thread: 16 E4M3 bytes (codes k0 .. k0+15) of row r. */
+/* One thread: 16 E4M3 bytes of row r at output byte o0 = 16 * (i % (Kp / 16)). Output 32-byte chunk b
+ * is K-block b: codes 32b .. 32b+31 for G = 32; codes 16b .. 16b+15 then 16 zeros for G = 16, so that a
+ * k32 MMA over the chunk is exactly block b's partial. */
+template <int G>
 __global__ void prep_codes(const uint8_t *src, int64_t rows, int64_t K, int64_t rowbytes, uint8_t *dst, int64_t Kp,
                            int swap_nibbles)
 {
     const int64_t per_row = Kp / 16;
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= rows * per_row) return;
-    const int64_t r = i / per_row, k0 = (i % per_row) * 16;
+    const int64_t r = i / per_row, o0 = (i % per_row) * 16;
+    const bool zero_half = G == 16 && (o0 & 16); /* the second half of an NVFP4 block's chunk */
+    const int64_t k0 = G == 32 ? o0 : (o0 / 32) * 16;
     const uint8_t *s = src + r * rowbytes;
     uint32_t w[4] = {0, 0, 0, 0};
 #pragma unroll
-    for (int j = 0; j < 16; j += 2) {
+    for (int j = 0; j < 16 && !zero_half; j += 2) {
         const int64_t k = k0 + j;
         uint32_t byte = k < K ? __ldg(s + k / 2) : 0u;
         if (swap_nibbles) byte = ((byte >> 4) | (byte << 4)) & 0xFFu;
         const uint32_t lo = byte & 15u, hi = k + 1 < K ? byte >> 4 : 0u; /* the padding nibble is ignored */
         w[j / 4] |= (e2m1_to_e4m3(lo) | e2m1_to_e4m3(hi) << 8) << (8 * (j % 4));
     }
-    *reinterpret_cast<uint4 *>(dst + r * Kp + k0) = make_uint4(w[0], w[1], w[2], w[3]);
+    *reinterpret_cast<uint4 *>(dst + r * Kp + o0) = make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-/* One thread: the FP32 scale of (row, kb), kb < nkbp (0 past nkb). */
-template <int BUG>
+/* One thread: the FP32 scale of (row, kb), kb < nkbp (0 past nkb): UE8M0 (G = 32) or UE4M3 (G = 16). */
+template <int G, int BUG>
 __global__ void prep_scales(const uint8_t *s, int64_t rows, int64_t nkb, int swizzled, int64_t K, float *dst,
                             int64_t nkbp)
 {
@@ -133,11 +140,11 @@ __global__ void prep_scales(const uint8_t *s, int64_t rows, int64_t nkb, int swi
     int64_t kb = i % nkbp;
     float v = 0.0f;
     if (kb < nkb) {
-        if (BUG == BUG_TAIL_SCALE && kb == nkb - 1 && K % 32 && kb > 0) kb -= 1; /* the mutant's bug */
+        if (BUG == BUG_TAIL_SCALE && kb == nkb - 1 && K % G && kb > 0) kb -= 1; /* the mutant's bug */
         const int64_t off = swizzled ? (r / 128) * ((nkb + 3) / 4) * 512 + (r % 32) * 16 + ((r / 32) % 4) * 4 +
                                            (kb / 4) * 512 + kb % 4
                                      : r * nkb + kb;
-        v = decode_scale<32>(__ldg(s + off));
+        v = decode_scale<G>(__ldg(s + off));
     }
     dst[i] = v;
 }
@@ -230,10 +237,10 @@ __global__ void __launch_bounds__(NTHR, 1) gemm(GemmParams P)
     }
 }
 
-/* MXFP4 only (g = 32), sm_90a. P: the caller's parameters (P.nkb = ceil(K/32)). */
-template <int BUG> static int launch(const Params &P, cudaStream_t st)
+/* sm_90a only. G = 32 (MXFP4) or 16 (NVFP4); P: the caller's parameters (P.nkb = ceil(K/G)). */
+template <int G, int BUG> static int launch(const Params &P, cudaStream_t st)
 {
-    const int64_t nstage = (P.K + BKC - 1) / BKC, Kp = nstage * BKC, nkbp = nstage * NBS;
+    const int64_t nstage = (P.nkb + NBS - 1) / NBS, Kp = nstage * BKC, nkbp = nstage * NBS;
     const size_t a_bytes = (size_t)(P.M * Kp), b_bytes = (size_t)(P.N * Kp);
     const size_t sa_bytes = (size_t)(P.M * nkbp) * 4, sb_bytes = (size_t)(P.N * nkbp) * 4;
     uint8_t *ws = NULL;
@@ -245,11 +252,11 @@ template <int BUG> static int launch(const Params &P, cudaStream_t st)
     int rc = 0;
     if (Kp > 0) {
         const int T = 256;
-        prep_codes<<<(unsigned)((P.M * (Kp / 16) + T - 1) / T), T, 0, st>>>(P.a, P.M, P.K, P.rowbytes, a8, Kp, 0);
-        prep_codes<<<(unsigned)((P.N * (Kp / 16) + T - 1) / T), T, 0, st>>>(P.b, P.N, P.K, P.rowbytes, b8, Kp,
+        prep_codes<G><<<(unsigned)((P.M * (Kp / 16) + T - 1) / T), T, 0, st>>>(P.a, P.M, P.K, P.rowbytes, a8, Kp, 0);
+        prep_codes<G><<<(unsigned)((P.N * (Kp / 16) + T - 1) / T), T, 0, st>>>(P.b, P.N, P.K, P.rowbytes, b8, Kp,
                                                                                BUG == BUG_NIBBLE_ORDER);
-        prep_scales<BUG><<<(unsigned)((P.M * nkbp + T - 1) / T), T, 0, st>>>(P.sa, P.M, P.nkb, P.swizzled, P.K, sa, nkbp);
-        prep_scales<BUG><<<(unsigned)((P.N * nkbp + T - 1) / T), T, 0, st>>>(P.sb, P.N, P.nkb, P.swizzled, P.K, sb, nkbp);
+        prep_scales<G, BUG><<<(unsigned)((P.M * nkbp + T - 1) / T), T, 0, st>>>(P.sa, P.M, P.nkb, P.swizzled, P.K, sa, nkbp);
+        prep_scales<G, BUG><<<(unsigned)((P.N * nkbp + T - 1) / T), T, 0, st>>>(P.sb, P.N, P.nkb, P.swizzled, P.K, sb, nkbp);
         rc = MOECTS_CU_LAUNCH("fp4_gemm fp8ws prep") ? -1 : 0;
     }
     if (rc == 0) {
@@ -260,9 +267,9 @@ template <int BUG> static int launch(const Params &P, cudaStream_t st)
             else attr_set = true;
         }
         if (rc == 0) {
-            GemmParams G = {a8, b8, sa, sb, P.d, P.alpha, P.M, P.N, Kp, P.nkb, nkbp, P.out_bf16};
+            GemmParams GP = {a8, b8, sa, sb, P.d, P.alpha, P.M, P.N, Kp, P.nkb, nkbp, P.out_bf16};
             const dim3 grid((unsigned)((P.N + BN - 1) / BN), (unsigned)((P.M + BM - 1) / BM));
-            gemm<<<grid, NTHR, smem, st>>>(G);
+            gemm<<<grid, NTHR, smem, st>>>(GP);
             rc = MOECTS_CU_LAUNCH("fp4_gemm fp8ws gemm") ? -1 : 0;
         }
     }
