@@ -183,7 +183,7 @@ __global__ void __launch_bounds__(NTHR, 1) gemm(GemmParams P)
             cp16(&S.sb[slot][tid][0], P.sb + (inb ? (n0 + tid) * P.nkbp + s * NBS : 0), inb);
             mbar_arrive_cp_async(&S.full[slot]);
         }
-        cp_async_wait<0>();
+        asm volatile("cp.async.wait_all;" ::: "memory"); /* commit + wait: copies not in a group too */
         return;
     }
 
