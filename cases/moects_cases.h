@@ -40,7 +40,10 @@ typedef enum {
 typedef enum {
     MOECTS_DATA_EXACT = 0,       /* exactness-preserving values (default) */
     MOECTS_DATA_ADVERSARIAL = 1, /* extreme exponents, subnormal scales, cancellation */
-    MOECTS_DATA_NAN = 2          /* NaN scale 0xFF (MX) / 0x7F (E4M3), NaN inputs */
+    MOECTS_DATA_NAN = 2,         /* NaN scale 0xFF (MX) / 0x7F (E4M3), NaN inputs */
+    MOECTS_DATA_NEGZERO = 3      /* MXFP4 only: exact data, plus rows whose later K-blocks' products
+                                    are all -0 after a block-0 partial that underflows acc to -0
+                                    (the signed zero of a block partial; harness/inputs.c) */
 } moects_data;
 
 typedef struct {
@@ -105,7 +108,7 @@ int64_t moects_ep_local_experts(int64_t E, int ep_size, int ep_rank, int64_t *fi
 int64_t moects_expert_map(int64_t E, int ep_size, int ep_rank, int32_t *map);
 
 /* Names used in ids and files: "uniform", "skewed", "zero-expert", "hot-rank", "stale-ids",
- * "neg-ids", "no-local"; "exact", "adversarial", "nan"; "smoke", "full", "large".
+ * "neg-ids", "no-local"; "exact", "adversarial", "nan", "negzero"; "smoke", "full", "large".
  * The parse functions return 0, or -1 for an unknown name. */
 const char *moects_routing_name(moects_routing r);
 int moects_routing_parse(const char *s, moects_routing *out);

@@ -5,7 +5,7 @@
 
 static const char *const ROUTING[] = {"uniform", "skewed", "zero-expert", "hot-rank", "stale-ids", "neg-ids",
                                       "no-local"};
-static const char *const DATA[] = {"exact", "adversarial", "nan"};
+static const char *const DATA[] = {"exact", "adversarial", "nan", "negzero"};
 
 const char *moects_routing_name(moects_routing r)
 {

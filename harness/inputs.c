@@ -448,6 +448,40 @@ static void fill_codes(uint8_t *p, int64_t rows, int64_t K, uint64_t key, int po
         }
 }
 
+/* Set nibble k of a packed row (element 2j low, 2j+1 high). */
+static void set_code(uint8_t *row, int64_t k, uint8_t code)
+{
+    uint8_t *p = row + k / 2;
+    *p = k % 2 ? (uint8_t)((*p & 0x0f) | code << 4) : (uint8_t)((*p & 0xf0) | code);
+}
+
+/* MXFP4 negzero (the signed zero of a block partial, fp4_gemm.blockwise_v1): on top of exact data,
+ * A rows m % 4 == 1 and B rows n % 4 == 2 are rewritten so that, for each such (m, n):
+ *   block 0: A = code 0x9 (-0.5) at k = 0 and 0x0 (+0) elsewhere when m % 8 == 1, all 0x8 (-0)
+ *            when m % 8 == 5; B = 0x1 (0.5) at k = 0, the rest random; scale codes sA 0 (2^-127),
+ *            sB 105 (2^-22): s = 2^-149 exactly, so fmaf(-0.25, s, +0) underflows to -0;
+ *   blocks b >= 1: A all 0x8 (-0); B random with the sign bit cleared (codes 0..7), scales as
+ *            exact data: every product is -0, p = +0 (the reference's exact zero).
+ * blockwise_v1 then gives D[m][n] = +0 (fmaf(+0, s, -0) = +0); a kernel whose partial of an
+ * all -0 block is -0 gives -0 when m % 8 == 1. exact_v1: -2^-151 rounds to -0 (m % 8 == 1),
+ * an exact zero sum is +0 (m % 8 == 5). Odd K keeps the pad nibble. */
+static void negzero_rows(const moects_case *c, uint8_t *a, uint8_t *b, uint8_t *sa, uint8_t *sb)
+{
+    const int64_t K = c->K, g = 32, nkb = (K + g - 1) / g, kbytes = (K + 1) / 2;
+    for (int64_t m = 1; m < c->M; m += 4) {
+        uint8_t *row = a + (size_t)m * (size_t)kbytes;
+        for (int64_t k = 0; k < K; k++) set_code(row, k, k < g && m % 8 == 1 ? 0x0 : 0x8);
+        if (m % 8 == 1) set_code(row, 0, 0x9);
+        sa[m * nkb] = 0;
+    }
+    for (int64_t n = 2; n < c->N; n += 4) {
+        uint8_t *row = b + (size_t)n * (size_t)kbytes;
+        for (int64_t k = g; k < K; k++) set_code(row, k, (uint8_t)((row[k / 2] >> (k % 2 * 4)) & 0x7));
+        set_code(row, 0, 0x1);
+        sb[n * nkb] = 105;
+    }
+}
+
 static int build_fp4_gemm(const moects_case *c, uint64_t seed, int64_t pool_min, moects_inputs *in,
                           char *err, size_t errlen)
 {
@@ -458,6 +492,8 @@ static int build_fp4_gemm(const moects_case *c, uint64_t seed, int64_t pool_min,
     if (M < 0 || N < 0) BAD("case %s: M/N: negative", id);
     if (K < 1) BAD("case %s: K: must be >= 1 (%lld)", id, (long long)K);
     if (c->format != MOECTS_FP4_MXFP4 && c->format != MOECTS_FP4_NVFP4) BAD("case %s: format: unknown", id);
+    if (c->data == MOECTS_DATA_NEGZERO && c->format != MOECTS_FP4_MXFP4)
+        BAD("case %s: data: negzero is defined for MXFP4 only", id);
     if (c->scale_layout != MOECTS_SCALES_LINEAR && c->scale_layout != MOECTS_SCALES_SWIZZLED_128X4)
         BAD("case %s: scale_layout: unknown", id);
     if (c->out_dtype != MOECTS_BF16 && c->out_dtype != MOECTS_F32) BAD("case %s: out_dtype: not bf16/f32", id);
@@ -516,6 +552,8 @@ static int build_fp4_gemm(const moects_case *c, uint64_t seed, int64_t pool_min,
                                                  : (uint8_t)(150 + (u >> (8 + kb % 40)) % 51);
             }
     }
+
+    if (c->data == MOECTS_DATA_NEGZERO) negzero_rows(c, a, b, ls[0], ls[1]);
 
     if (c->data == MOECTS_DATA_ADVERSARIAL && !in->pooled) {
         uint8_t *op[2] = {a, b};

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "moects_inputs.h"
+#include "moects_ref.h"
 
 static moects_case eg_case(const char *id, int64_t T, int64_t k, int64_t H, int64_t E, int es, int er,
                            moects_routing rt, moects_data d)
@@ -557,4 +558,91 @@ Test(fp4_gemm, odd_k_pad_nibble)
     const uint8_t *a = in.t[MOECTS_FG_A].host;
     for (int r = 0; r < 3; r++) cr_assert_eq(a[r * 17 + 16] >> 4, 7);
     moects_inputs_free(&in);
+}
+
+/* ---- negzero (cases/regressions/21-signed-zero.json) ---- */
+
+static unsigned nib(const uint8_t *row, int k) { return (row[k / 2] >> (k % 2 * 4)) & 0xfu; }
+
+/* Hand premises of the construction (IEEE 754 binary32, RNE): UE8M0 codes 0 and 105 are 2^-127 and
+ * 2^-22, their product 2^-149 is the least subnormal; fmaf(-0.25, 2^-149, +0) = -2^-151 rounded,
+ * below half the least subnormal: -0. Then fmaf(+0, s, -0) = +0 + -0 = +0 under RNE, while
+ * fmaf(-0, s, -0) = -0. */
+Test(fp4_gemm, negzero_premises)
+{
+    volatile float s = 0x1p-127f, t = 0x1p-22f, p = -0.25f, z = 0.0f, nz = -0.0f;
+    float st = s * t;
+    cr_assert_eq(st, 0x1p-149f);
+    float acc = fmaf(p, st, z);
+    cr_assert(acc == 0.0f && signbit(acc), "block 0 leaves acc = -0");
+    float good = fmaf(z, 1.0f, acc), bad = fmaf(nz, 1.0f, acc);
+    cr_assert(good == 0.0f && !signbit(good));
+    cr_assert(bad == 0.0f && signbit(bad));
+}
+
+/* One registered negzero case (M 64, N 128, K 200: 7 K-blocks, the last one of 8 elements): the
+ * rewritten rows hold the intended codes and scale codes, and the reference gives, at every
+ * (m % 4 == 1, n % 4 == 2): blockwise_v1 +0 (0x0000 / 0x00000000); exact_v1 -0 where
+ * m % 8 == 1 (the exact value -0.25 * 2^-149 = -2^-151 rounds to -0) and +0 where m % 8 == 5
+ * (every product -0: an exact zero sum is +0). */
+Test(fp4_gemm, negzero_rows_and_reference)
+{
+    enum { M = 64, N = 128, K = 200, NKB = 7, KB = 100 };
+    moects_case c = fg_case("fp4_gemm.mxfp4/regression/signed-zero/n128/k200/m64/linear/bf16", M, N, K,
+                            MOECTS_FP4_MXFP4, MOECTS_SCALES_LINEAR, MOECTS_DATA_NEGZERO);
+    moects_inputs in;
+    build(&c, 1, &in);
+    const uint8_t *a = in.t[MOECTS_FG_A].host, *b = in.t[MOECTS_FG_B].host;
+    const uint8_t *sa = in.t[MOECTS_FG_SA].host, *sb = in.t[MOECTS_FG_SB].host;
+    int chosen_a = 0, chosen_b = 0;
+    for (int m = 1; m < M; m += 4, chosen_a++) {
+        const uint8_t *r = a + m * KB;
+        cr_assert_eq(nib(r, 0), m % 8 == 1 ? 0x9u : 0x8u, "A row %d k 0", m);
+        for (int k = 1; k < 32; k++) cr_assert_eq(nib(r, k), m % 8 == 1 ? 0x0u : 0x8u, "A row %d k %d", m, k);
+        for (int k = 32; k < K; k++) cr_assert_eq(nib(r, k), 0x8u, "A row %d k %d", m, k);
+        cr_assert_eq(sa[m * NKB], 0, "sA row %d block 0", m);
+        for (int kb = 1; kb < NKB; kb++) cr_assert(sa[m * NKB + kb] >= 123 && sa[m * NKB + kb] <= 131);
+    }
+    for (int n = 2; n < N; n += 4, chosen_b++) {
+        const uint8_t *r = b + n * KB;
+        cr_assert_eq(nib(r, 0), 0x1u, "B row %d k 0", n);
+        for (int k = 32; k < K; k++) cr_assert_lt(nib(r, k), 0x8u, "B row %d k %d: sign bit set", n, k);
+        cr_assert_eq(sb[n * NKB], 105, "sB row %d block 0", n);
+    }
+    cr_assert_eq(chosen_a, 16);
+    cr_assert_eq(chosen_b, 32);
+    /* an untouched row keeps exact data: A row 0 has some nonzero code in a later block */
+    int nonzero = 0;
+    for (int k = 32; k < K; k++) nonzero |= (nib(a, k) & 7) != 0;
+    cr_assert(nonzero);
+
+    for (int f32 = 0; f32 < 2; f32++) {
+        moects_fp4_gemm_shape s = in.fg;
+        s.out_dtype = f32 ? MOECTS_F32 : MOECTS_BF16;
+        static uint32_t bw[M * N], ex[M * N];
+        moects_fp4_gemm_args args = {.a = a, .b = b, .sa = sa, .sb = sb, .alpha = 1.0f, .d = bw};
+        cr_assert_eq(moects_ref_fp4_gemm(&s, &args, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
+        args.d = ex;
+        cr_assert_eq(moects_ref_fp4_gemm(&s, &args, MOECTS_RECIPE_EXACT_V1), 0);
+        for (int m = 1; m < M; m += 4)
+            for (int n = 2; n < N; n += 4) {
+                uint32_t vb = f32 ? bw[m * N + n] : ((uint16_t *)bw)[m * N + n];
+                uint32_t ve = f32 ? ex[m * N + n] : ((uint16_t *)ex)[m * N + n];
+                uint32_t neg = f32 ? 0x80000000u : 0x8000u;
+                cr_assert_eq(vb, 0u, "blockwise_v1 %s D[%d][%d] = 0x%x, want +0", f32 ? "f32" : "bf16", m, n, vb);
+                cr_assert_eq(ve, m % 8 == 1 ? neg : 0u, "exact_v1 %s D[%d][%d] = 0x%x", f32 ? "f32" : "bf16", m,
+                             n, ve);
+            }
+    }
+    moects_inputs_free(&in);
+}
+
+Test(fp4_gemm, negzero_needs_mxfp4)
+{
+    moects_case c = fg_case("fp4_gemm.nvfp4/x/negzero", 64, 128, 128, MOECTS_FP4_NVFP4, MOECTS_SCALES_LINEAR,
+                            MOECTS_DATA_NEGZERO);
+    moects_inputs in;
+    char err[256] = "";
+    cr_assert_eq(moects_inputs_build(&c, 1, &in, err, sizeof err), -1);
+    cr_assert_str_eq(err, "case fp4_gemm.nvfp4/x/negzero: data: negzero is defined for MXFP4 only");
 }
