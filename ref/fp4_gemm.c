@@ -210,6 +210,7 @@ __attribute__((target("avx512f"))) static void pass_avx512(float *acc, float *q0
         if (mode == MODE_PACKED) {
             __m512 q = _mm512_mul_ps(v, four);
             __m512 h = _mm512_roundscale_ps(_mm512_mul_ps(q, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            h = _mm512_add_ps(h, z); /* -0 (round of a small negative) -> +0, as unpair's integer h */
             p0 = _mm512_mul_ps(_mm512_fnmadd_ps(h, k4096, q), quarter);
             p1 = _mm512_mul_ps(h, quarter);
         } else if (mode == MODE_SPLIT) {
@@ -237,6 +238,7 @@ __attribute__((target("avx2,fma"))) static void pass_avx2(float *acc, float *q0,
         if (mode == MODE_PACKED) {
             __m256 q = _mm256_mul_ps(v, four);
             __m256 h = _mm256_round_ps(_mm256_mul_ps(q, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            h = _mm256_add_ps(h, z); /* -0 (round of a small negative) -> +0, as unpair's integer h */
             p0 = _mm256_mul_ps(_mm256_fnmadd_ps(h, k4096, q), quarter);
             p1 = _mm256_mul_ps(h, quarter);
         } else if (mode == MODE_SPLIT) {
@@ -341,6 +343,7 @@ __attribute__((target("avx512f,avx2,fma"))) static void exact_row_avx512(double 
         if (mode == MODE_PACKED) { /* as pass_avx2: exact integer-valued steps */
             __m256 q = _mm256_mul_ps(v, four);
             __m256 h = _mm256_round_ps(_mm256_mul_ps(q, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            h = _mm256_add_ps(h, z); /* -0 (round of a small negative) -> +0, as unpair's integer h */
             p0 = _mm256_mul_ps(_mm256_fnmadd_ps(h, k4096, q), quarter);
             p1 = _mm256_mul_ps(h, quarter);
         } else if (mode == MODE_SPLIT) {
