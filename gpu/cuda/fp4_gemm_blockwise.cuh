@@ -90,32 +90,6 @@ __device__ __forceinline__ void mask_codes(uint4 &v, int n)
     }
 }
 
-/* Raw FP4 item (32 codes = 16 bytes) of row r from code k0c (a multiple of 32) into shared memory
- * at dst: cp.async (zero-filled past the last row or past K) when rows are 16-byte aligned, else byte
- * loads. Codes past K inside the item are masked when it is converted. */
-__device__ __forceinline__ void issue_item(uint8_t *dst, const uint8_t *base, int64_t rows, int64_t r,
-                                           int64_t k0c, const Params &P)
-{
-    const bool in = r < rows && k0c < P.K;
-    const uint8_t *p = base + (in ? r * P.rowbytes + (k0c >> 1) : 0);
-    if (P.aligned) {
-        const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(__cvta_generic_to_global(p)),
-                     "r"(in ? 16 : 0)
-                     : "memory");
-    } else {
-        uint4 v = make_uint4(0, 0, 0, 0);
-        if (in) {
-            uint8_t *bv = reinterpret_cast<uint8_t *>(&v);
-            const int64_t left = P.rowbytes - (k0c >> 1);
-#pragma unroll
-            for (int j = 0; j < 16; j++)
-                if (j < left) bv[j] = __ldg(p + j);
-        }
-        *reinterpret_cast<uint4 *>(dst) = v;
-    }
-}
-
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N> __device__ __forceinline__ void cp_async_wait()
 {
@@ -176,11 +150,11 @@ __device__ __forceinline__ void wg_fence() {}
 __device__ __forceinline__ void wg_commit() {}
 template <int N> __device__ __forceinline__ void wg_wait() {}
 #endif
-/* Keeps the compiler from moving accesses of d across the asynchronous region. */
-__device__ __forceinline__ void wg_reg_fence(float *d)
+/* Keeps the compiler from moving accesses of the N accumulators d across the asynchronous region. */
+template <int N> __device__ __forceinline__ void wg_reg_fence(float *d)
 {
 #pragma unroll
-    for (int i = 0; i < 32; i++) asm volatile("" : "+f"(d[i])::"memory");
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
 __device__ __forceinline__ void wgmma_m64n64k16(float *d, uint64_t da, uint64_t db, int accumulate)
 {
@@ -419,8 +393,8 @@ __global__ void __launch_bounds__(BM * BN / 32, 65536 / 128 / (BM * BN / 32)) fp
                 if (kb >= P.nkb) break;
                 const bool two = bp + 1 < NB && kb + 1 < P.nkb;
                 float p0[32], p1[32];
-                wg_reg_fence(p0);
-                wg_reg_fence(p1);
+                wg_reg_fence<32>(p0);
+                wg_reg_fence<32>(p1);
                 wg_fence();
 #pragma unroll
                 for (int h = 0; h < G / 16; h++) {
@@ -440,11 +414,11 @@ __global__ void __launch_bounds__(BM * BN / 32, 65536 / 128 / (BM * BN / 32)) fp
                 } else {
                     wg_wait<0>();
                 }
-                wg_reg_fence(p0);
+                wg_reg_fence<32>(p0);
                 scale_block(p0, buf, bp);
                 if (two) {
                     wg_wait<0>();
-                    wg_reg_fence(p1);
+                    wg_reg_fence<32>(p1);
                     scale_block(p1, buf, bp + 1);
                 }
             }

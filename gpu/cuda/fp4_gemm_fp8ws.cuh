@@ -74,12 +74,6 @@ __device__ __forceinline__ void cp16(void *dst, const void *src, bool in)
                  : "memory");
 }
 
-__device__ __forceinline__ void wg_reg_fence64(float *d)
-{
-#pragma unroll
-    for (int i = 0; i < 64; i++) asm volatile("" : "+f"(d[i])::"memory");
-}
-
 /* d[64] (=)+= A[64x32] * B[128x32]^T, E4M3 operands in the swizzled K-major shared layout above. */
 __device__ __forceinline__ void wgmma_m64n128k32_e4m3(float *d, uint64_t da, uint64_t db, int accumulate)
 {
@@ -202,12 +196,12 @@ __global__ void __launch_bounds__(NTHR, 1) gemm(GemmParams P)
 #pragma unroll 1
         for (int blk = 0; blk < NBS; blk++) {
             if (s * NBS + blk >= P.nkb) break;
-            wg_reg_fence64(p);
+            wg_reg_fence<64>(p);
             wg_fence();
             wgmma_m64n128k32_e4m3(p, wg_desc(a_addr + blk * 32), wg_desc(b_addr + blk * 32), 0);
             wg_commit();
             wg_wait<0>();
-            wg_reg_fence64(p);
+            wg_reg_fence<64>(p);
             const float sa0 = S.sa[slot][ra][blk], sa1 = S.sa[slot][ra + 8][blk];
 #pragma unroll
             for (int j = 0; j < 16; j++) {
