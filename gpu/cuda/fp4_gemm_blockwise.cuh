@@ -90,6 +90,16 @@ __device__ __forceinline__ void mask_codes(uint4 &v, int n)
     }
 }
 
+__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+/* 16 bytes global -> shared, asynchronous; zero-filled when !in (src must still be a valid address). */
+__device__ __forceinline__ void cp16(void *dst, const void *src, bool in)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_u32(dst)),
+                 "l"(__cvta_generic_to_global(src)), "r"(in ? 16 : 0)
+                 : "memory");
+}
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N> __device__ __forceinline__ void cp_async_wait()
 {
@@ -265,10 +275,7 @@ __global__ void __launch_bounds__(BM * BN / 32, 65536 / 128 / (BM * BN / 32)) fp
                 const bool in = gv[i] && k0c < P.K;
                 const uint8_t *src = in ? gp[i] + st * (BK / 2) : gp[i];
                 if (ALIGNED) {
-                    const uint32_t d = (uint32_t)__cvta_generic_to_shared(raw + soff[i]);
-                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d),
-                                 "l"(__cvta_generic_to_global(src)), "r"(in ? 16 : 0)
-                                 : "memory");
+                    cp16(raw + soff[i], src, in);
                 } else {
                     uint4 v = make_uint4(0, 0, 0, 0);
                     if (in) {

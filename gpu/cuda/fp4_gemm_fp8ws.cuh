@@ -41,8 +41,6 @@ struct GemmParams {
     int out_bf16;
 };
 
-__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
 __device__ __forceinline__ void mbar_init(uint64_t *b, unsigned count)
 {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(b)), "r"(count) : "memory");
@@ -67,13 +65,6 @@ __device__ __forceinline__ void mbar_arrive_cp_async(uint64_t *b)
 {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(b)) : "memory");
 }
-__device__ __forceinline__ void cp16(void *dst, const void *src, bool in)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_u32(dst)),
-                 "l"(__cvta_generic_to_global(src)), "r"(in ? 16 : 0)
-                 : "memory");
-}
-
 /* d[64] (=)+= A[64x32] * B[128x32]^T, E4M3 operands in the swizzled K-major shared layout above. */
 __device__ __forceinline__ void wgmma_m64n128k32_e4m3(float *d, uint64_t da, uint64_t db, int accumulate)
 {
