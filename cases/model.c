@@ -133,7 +133,7 @@ static int get_synonym(const ctx *c, const json_t *obj, const char *pre, const c
 {
     int found = 0;
     for (const char *const *k = keys; *k; k++) {
-        int64_t v;
+        int64_t v = 0;
         int r = get_int(c, obj, pre, *k, 1, min, max, &v);
         if (r < 0) return -1;
         if (r == 1) continue;
