@@ -10,34 +10,42 @@
  *    padded to Kp = ceil(nkb/4)*128 bytes. Block scales (UE8M0 or UE4M3, linear or 128x4-swizzled) ->
  *    FP32 [rows][nkbp], nkbp = Kp/32, blocks past nkb = 0. Workspace from cudaMallocAsync, freed
  *    stream-ordered after the GEMM.
- * 2. gemm: CTA tile 128x128, 3 warpgroups. Warpgroup 0 (producer) copies 4-block stages of A, B
- *    (128-byte rows, 16-byte chunk c of row r at ((c ^ (r & 7)) * 16): the 128-byte swizzle) and the
- *    stage's 4 scales per row with cp.async into STAGES slots, each signalled by an mbarrier
- *    (cp.async.mbarrier.arrive.noinc). Warpgroups 1 and 2 (consumers) each own 64 rows: per K-block
+ * 2. gemm: CTA tile 128x128, 9 warps. Warp 8 (producer) copies 4-block stages of A, B (128-byte rows,
+ *    16-byte chunk c of row r at ((c ^ (r & 7)) * 16): the 128-byte swizzle), the stage's 4 A scales
+ *    per row and 4 B-scale rows (B's scales are stored K-block-major, so a consumer reads two adjacent
+ *    columns' scales as one float2) with cp.async into STAGES slots, each signalled by an mbarrier
+ *    (cp.async.mbarrier.arrive.noinc). Warpgroups 0 and 1 (consumers) each own 64 rows: per K-block
  *    b, wgmma m64n128k32 E4M3 from a zero accumulator gives the exact partial p (|p| <= 1152, a
- *    multiple of 1/4), then acc = fmaf(p, sA*sB, acc) with one RNE multiply, in block order; one
- *    consumer's scaling overlaps the other's MMA. Slots are released through a second mbarrier.
+ *    multiple of 1/4), then acc = fmaf(p, sA*sB, acc) with one RNE multiply, in block order. Two
+ *    register sets: block b+1's wgmma runs while block b is scaled. A slot is released through a
+ *    second mbarrier once its last block is scaled.
  * Mutants: BUG_NIBBLE_ORDER swaps B's nibbles in prep, BUG_TAIL_SCALE takes the last partial block's
  * scale from the block before it in prep. */
 namespace fp8ws {
 
-enum { BM = 128, BN = 128, BKC = 128 /* E4M3 bytes per stage row: 4 K-blocks */, NBS = BKC / 32, STAGES = 4 };
-enum { NPROD = 128, NTHR = 384 };
+enum { BM = 128, BN = 128, BKC = 128 /* E4M3 bytes per stage row: 4 K-blocks */, NBS = BKC / 32, STAGES = 6 };
+enum { NCONS = 256, NPROD = 128, NTHR = NCONS + NPROD }; /* 2 consumer warpgroups, 1 producer warpgroup */
+/* setmaxnreg: the producer gives registers to the consumers' two partial sets (128*40 + 256*232 <= 64 Ki) */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define MOECTS_SETMAXNREG(op, n) asm volatile("setmaxnreg." op ".sync.aligned.u32 " #n ";" ::: "memory")
+#else
+#define MOECTS_SETMAXNREG(op, n) ((void)0)
+#endif
 
 struct Smem {
     uint8_t a[STAGES][BM * BKC]; /* 1024-byte aligned slots (16 KiB each) */
     uint8_t b[STAGES][BN * BKC];
     float sa[STAGES][BM][NBS];
-    float sb[STAGES][BN][NBS];
+    float sb[STAGES][NBS][BN];
     uint64_t full[STAGES], empty[STAGES];
 };
 
 struct GemmParams {
     const uint8_t *a8, *b8;  /* [M][Kp], [N][Kp] E4M3 */
-    const float *sa, *sb;    /* [M][nkbp], [N][nkbp] */
+    const float *sa, *sb;    /* [M][nkbp]; [nkbp][Np], Np = N rounded up to BN, zero past N */
     void *d;
     float alpha;
-    int64_t M, N, Kp, nkb, nkbp;
+    int64_t M, N, Np, Kp, nkb, nkbp;
     int out_bf16;
 };
 
@@ -114,24 +122,52 @@ __global__ void prep_codes(const uint8_t *src, int64_t rows, int64_t K, int64_t 
     *reinterpret_cast<uint4 *>(dst + r * Kp + o0) = make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-/* One thread: the FP32 scale of (row, kb), kb < nkbp (0 past nkb): UE8M0 (G = 32) or UE4M3 (G = 16). */
+/* One thread: the FP32 scale of (row, kb), row < rows_p (0 past rows), kb < nkbp (0 past nkb): UE8M0
+ * (G = 32) or UE4M3 (G = 16), to dst[row][kb], or dst[kb][row] when kb_major. */
 template <int G, int BUG>
-__global__ void prep_scales(const uint8_t *s, int64_t rows, int64_t nkb, int swizzled, int64_t K, float *dst,
-                            int64_t nkbp)
+__global__ void prep_scales(const uint8_t *s, int64_t rows, int64_t rows_p, int64_t nkb, int swizzled, int64_t K,
+                            float *dst, int64_t nkbp, int kb_major)
 {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= rows * nkbp) return;
-    const int64_t r = i / nkbp;
-    int64_t kb = i % nkbp;
+    if (i >= rows_p * nkbp) return;
+    const int64_t r = i / nkbp, kb0 = i % nkbp;
+    int64_t kb = kb0;
     float v = 0.0f;
-    if (kb < nkb) {
+    if (kb < nkb && r < rows) {
         if (BUG == BUG_TAIL_SCALE && kb == nkb - 1 && K % G && kb > 0) kb -= 1; /* the mutant's bug */
         const int64_t off = swizzled ? (r / 128) * ((nkb + 3) / 4) * 512 + (r % 32) * 16 + ((r / 32) % 4) * 4 +
                                            (kb / 4) * 512 + kb % 4
                                      : r * nkb + kb;
         v = decode_scale<G>(__ldg(s + off));
     }
-    dst[i] = v;
+    dst[kb_major ? kb0 * rows_p + r : i] = v;
+}
+
+/* Consumer warpgroup wg: wgmma of block blk of slot into pn, committed. */
+__device__ __forceinline__ void wg_issue(Smem &S, int slot, int blk, float *pn, int wg)
+{
+    const uint32_t a_addr = smem_u32(&S.a[slot][0]) + wg * 64 * BKC, b_addr = smem_u32(&S.b[slot][0]);
+    wg_reg_fence<64>(pn);
+    wg_fence();
+    wgmma_m64n128k32_e4m3(pn, wg_desc(a_addr + blk * 32), wg_desc(b_addr + blk * 32), 0);
+    wg_commit();
+}
+/* acc = fmaf(p, sA*sB, acc) for block blk of slot, unless the block is past the last (kb >= nkb: its
+ * zero-padded partial is not accumulated, as in the recipe; fmaf(0, 0, -0) would be +0). */
+__device__ __forceinline__ void wg_scale(const Smem &S, int slot, int blk, bool live, float *pc, float *acc, int ra,
+                                         int t4)
+{
+    wg_reg_fence<64>(pc);
+    if (!live) return;
+    const float sa0 = S.sa[slot][ra][blk], sa1 = S.sa[slot][ra + 8][blk];
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const float2 sb = *reinterpret_cast<const float2 *>(&S.sb[slot][blk][j * 8 + 2 * t4]);
+        acc[4 * j + 0] = __fmaf_rn(pc[4 * j + 0], __fmul_rn(sa0, sb.x), acc[4 * j + 0]);
+        acc[4 * j + 1] = __fmaf_rn(pc[4 * j + 1], __fmul_rn(sa0, sb.y), acc[4 * j + 1]);
+        acc[4 * j + 2] = __fmaf_rn(pc[4 * j + 2], __fmul_rn(sa1, sb.x), acc[4 * j + 2]);
+        acc[4 * j + 3] = __fmaf_rn(pc[4 * j + 3], __fmul_rn(sa1, sb.y), acc[4 * j + 3]);
+    }
 }
 
 __global__ void __launch_bounds__(NTHR, 1) gemm(GemmParams P)
@@ -145,64 +181,64 @@ __global__ void __launch_bounds__(NTHR, 1) gemm(GemmParams P)
     if (tid == 0) {
         for (int i = 0; i < STAGES; i++) {
             mbar_init(&S.full[i], NPROD);
-            mbar_init(&S.empty[i], NTHR - NPROD);
+            mbar_init(&S.empty[i], NCONS);
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
 
-    if (tid < NPROD) { /* producer warpgroup */
+    if (tid >= NCONS) { /* producer warpgroup */
+        MOECTS_SETMAXNREG("dec", 40);
+        const int l = tid - NCONS;
         for (int64_t s = 0; s < nstage; s++) {
             const int slot = (int)(s % STAGES);
             mbar_wait(&S.empty[slot], (unsigned)((s / STAGES) & 1) ^ 1u); /* a fresh slot passes at once */
-#pragma unroll
+#pragma unroll 4
             for (int i = 0; i < BM * BKC / 16 / NPROD; i++) {
-                const int c = tid + i * NPROD, r = c >> 3, ch = c & 7;
+                const int c = l + i * NPROD, r = c >> 3, ch = c & 7;
                 const bool ina = m0 + r < P.M, inb = n0 + r < P.N;
                 const int64_t col = s * BKC + ch * 16;
                 cp16(&S.a[slot][r * BKC + ((ch ^ (r & 7)) * 16)], P.a8 + (ina ? (m0 + r) * P.Kp + col : 0), ina);
                 cp16(&S.b[slot][r * BKC + ((ch ^ (r & 7)) * 16)], P.b8 + (inb ? (n0 + r) * P.Kp + col : 0), inb);
             }
-            const bool ina = m0 + tid < P.M, inb = n0 + tid < P.N;
-            cp16(&S.sa[slot][tid][0], P.sa + (ina ? (m0 + tid) * P.nkbp + s * NBS : 0), ina);
-            cp16(&S.sb[slot][tid][0], P.sb + (inb ? (n0 + tid) * P.nkbp + s * NBS : 0), inb);
+            const bool ina = m0 + l < P.M;
+            cp16(&S.sa[slot][l][0], P.sa + (ina ? (m0 + l) * P.nkbp + s * NBS : 0), ina);
+            /* B scales: K-block l / 32 of the stage, columns 4 (l % 32) .. +3 (Np pads with zeros) */
+            cp16(&S.sb[slot][l >> 5][4 * (l & 31)], P.sb + (s * NBS + (l >> 5)) * P.Np + n0 + 4 * (l & 31), true);
             mbar_arrive_cp_async(&S.full[slot]);
         }
         asm volatile("cp.async.wait_all;" ::: "memory"); /* commit + wait: copies not in a group too */
         return;
     }
+    MOECTS_SETMAXNREG("inc", 232);
 
     /* consumers: warpgroup wg owns rows 64*wg .. 64*wg+63; D fragment element 4j+e of a thread: row
      * 16*wl + g + 8*(e >> 1), column 8j + 2*t4 + (e & 1) */
-    const int ct = tid - NPROD, wg = ct >> 7, wl = (ct >> 5) & 3, lane = ct & 31, g = lane >> 2, t4 = lane & 3;
-    float acc[64], p[64];
+    const int wg = tid >> 7, wl = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+    float acc[64], p0[64], p1[64];
 #pragma unroll
-    for (int i = 0; i < 64; i++) acc[i] = 0.0f, p[i] = 0.0f;
+    for (int i = 0; i < 64; i++) acc[i] = 0.0f, p0[i] = 0.0f, p1[i] = 0.0f;
     const int ra = wg * 64 + wl * 16 + g;
+    static_assert(NBS == 4, "the stage body below is unrolled for 4 K-blocks");
+    /* Per stage, two register sets: block b+1's wgmma runs while block b is scaled. No wgmma is in
+     * flight across the loop's back edge or under a branch (ptxas would serialize them). */
     for (int64_t s = 0; s < nstage; s++) {
         const int slot = (int)(s % STAGES);
+        const int64_t kb0 = s * NBS;
         mbar_wait(&S.full[slot], (unsigned)((s / STAGES) & 1));
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* cp.async writes -> wgmma reads */
-        const uint32_t a_addr = smem_u32(&S.a[slot][0]) + wg * 64 * BKC, b_addr = smem_u32(&S.b[slot][0]);
-#pragma unroll 1
-        for (int blk = 0; blk < NBS; blk++) {
-            if (s * NBS + blk >= P.nkb) break;
-            wg_reg_fence<64>(p);
-            wg_fence();
-            wgmma_m64n128k32_e4m3(p, wg_desc(a_addr + blk * 32), wg_desc(b_addr + blk * 32), 0);
-            wg_commit();
-            wg_wait<0>();
-            wg_reg_fence<64>(p);
-            const float sa0 = S.sa[slot][ra][blk], sa1 = S.sa[slot][ra + 8][blk];
-#pragma unroll
-            for (int j = 0; j < 16; j++) {
-                const float sb0 = S.sb[slot][j * 8 + 2 * t4][blk], sb1 = S.sb[slot][j * 8 + 2 * t4 + 1][blk];
-                acc[4 * j + 0] = __fmaf_rn(p[4 * j + 0], __fmul_rn(sa0, sb0), acc[4 * j + 0]);
-                acc[4 * j + 1] = __fmaf_rn(p[4 * j + 1], __fmul_rn(sa0, sb1), acc[4 * j + 1]);
-                acc[4 * j + 2] = __fmaf_rn(p[4 * j + 2], __fmul_rn(sa1, sb0), acc[4 * j + 2]);
-                acc[4 * j + 3] = __fmaf_rn(p[4 * j + 3], __fmul_rn(sa1, sb1), acc[4 * j + 3]);
-            }
-        }
+        wg_issue(S, slot, 0, p0, wg);
+        wg_issue(S, slot, 1, p1, wg);
+        wg_wait<1>();
+        wg_scale(S, slot, 0, kb0 < P.nkb, p0, acc, ra, t4);
+        wg_issue(S, slot, 2, p0, wg);
+        wg_wait<1>();
+        wg_scale(S, slot, 1, kb0 + 1 < P.nkb, p1, acc, ra, t4);
+        wg_issue(S, slot, 3, p1, wg);
+        wg_wait<1>();
+        wg_scale(S, slot, 2, kb0 + 2 < P.nkb, p0, acc, ra, t4);
+        wg_wait<0>();
+        wg_scale(S, slot, 3, kb0 + 3 < P.nkb, p1, acc, ra, t4);
         mbar_arrive(&S.empty[slot]);
     }
 
@@ -227,7 +263,8 @@ template <int G, int BUG> static int launch(const Params &P, cudaStream_t st)
 {
     const int64_t nstage = (P.nkb + NBS - 1) / NBS, Kp = nstage * BKC, nkbp = nstage * NBS;
     const size_t a_bytes = (size_t)(P.M * Kp), b_bytes = (size_t)(P.N * Kp);
-    const size_t sa_bytes = (size_t)(P.M * nkbp) * 4, sb_bytes = (size_t)(P.N * nkbp) * 4;
+    const int64_t Np = (P.N + BN - 1) / BN * BN;
+    const size_t sa_bytes = (size_t)(P.M * nkbp) * 4, sb_bytes = (size_t)(Np * nkbp) * 4;
     uint8_t *ws = NULL;
     const size_t total = a_bytes + b_bytes + sa_bytes + sb_bytes + 64;
     if (MOECTS_CU(cudaMallocAsync(reinterpret_cast<void **>(&ws), total, st))) return -1;
@@ -240,8 +277,10 @@ template <int G, int BUG> static int launch(const Params &P, cudaStream_t st)
         prep_codes<G><<<(unsigned)((P.M * (Kp / 16) + T - 1) / T), T, 0, st>>>(P.a, P.M, P.K, P.rowbytes, a8, Kp, 0);
         prep_codes<G><<<(unsigned)((P.N * (Kp / 16) + T - 1) / T), T, 0, st>>>(P.b, P.N, P.K, P.rowbytes, b8, Kp,
                                                                                BUG == BUG_NIBBLE_ORDER);
-        prep_scales<G, BUG><<<(unsigned)((P.M * nkbp + T - 1) / T), T, 0, st>>>(P.sa, P.M, P.nkb, P.swizzled, P.K, sa, nkbp);
-        prep_scales<G, BUG><<<(unsigned)((P.N * nkbp + T - 1) / T), T, 0, st>>>(P.sb, P.N, P.nkb, P.swizzled, P.K, sb, nkbp);
+        prep_scales<G, BUG><<<(unsigned)((P.M * nkbp + T - 1) / T), T, 0, st>>>(P.sa, P.M, P.M, P.nkb, P.swizzled, P.K,
+                                                                                  sa, nkbp, 0);
+        prep_scales<G, BUG><<<(unsigned)((Np * nkbp + T - 1) / T), T, 0, st>>>(P.sb, P.N, Np, P.nkb, P.swizzled, P.K,
+                                                                                 sb, nkbp, 1);
         rc = MOECTS_CU_LAUNCH("fp4_gemm fp8ws prep") ? -1 : 0;
     }
     if (rc == 0) {
@@ -252,7 +291,7 @@ template <int G, int BUG> static int launch(const Params &P, cudaStream_t st)
             else attr_set = true;
         }
         if (rc == 0) {
-            GemmParams GP = {a8, b8, sa, sb, P.d, P.alpha, P.M, P.N, Kp, P.nkb, nkbp, P.out_bf16};
+            GemmParams GP = {a8, b8, sa, sb, P.d, P.alpha, P.M, P.N, Np, Kp, P.nkb, nkbp, P.out_bf16};
             const dim3 grid((unsigned)((P.N + BN - 1) / BN), (unsigned)((P.M + BM - 1) / BM));
             gemm<<<grid, NTHR, smem, st>>>(GP);
             rc = MOECTS_CU_LAUNCH("fp4_gemm fp8ws gemm") ? -1 : 0;
