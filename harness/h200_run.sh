@@ -6,7 +6,8 @@
 #   full/ (full tier, CUDA kernels), memcheck.txt (compute-sanitizer memcheck of the honest CUDA
 #   kernels on the smoke tier without the >2^31-element case), perf/ (--perf on prefill shapes),
 #   coverage of the full run, and status.txt (each step's exit status and seconds).
-# STEPS: comma list of smoke,full0..full<NF-1>,memcheck,perf,fp8ws (default smoke,full0-3,memcheck,perf);
+# STEPS: comma list of smoke,full0..full<NF-1>,memcheck,perf,paths (default smoke,full0-3,memcheck,perf);
+# paths: each cuda.fp4_gemm.blockwise path (MOECTS_FP4_TILE) forced on the FP4 smoke cases;
 # each step has a time limit.
 # A step left for a later call (device calls are limited to 10 minutes) reuses OUTDIR.
 set -u
@@ -59,11 +60,12 @@ if has memcheck; then
   grep -E "ERROR SUMMARY|Invalid|========= [A-Z]" "$D/memcheck.log" "$D/memcheck.err" | sort | uniq -c \
     > "$D/memcheck.txt"
 fi
-if has fp8ws; then # the opt-in warp-specialized path (gpu/cuda/fp4_gemm_fp8ws.cuh): smoke + perf
-  MOECTS_FP4_TILE=fp8ws step fp8ws-smoke 300 "$B" run --tier smoke --jobs "$JOBS" --kernel 'cuda.*fp4_gemm*' \
-    --out "$D/fp8ws-smoke" 'fp4_gemm*'
-  MOECTS_FP4_TILE=fp8ws step fp8ws-perf 120 "$B" run --perf --tier full --kernel 'cuda.fp4_gemm.blockwise' \
-    --out "$D/fp8ws-perf" 'fp4_gemm.*/deepseek-v3/tp8/gemm?/m4096' 'fp4_gemm.*/kimi-k3/tp8/gemm?/m4096'
+if has paths; then # every FP4 path forced on the FP4 smoke cases: the default picks one per shape
+  mkdir -p "$D/paths"
+  for t in 64x64 128x64 128x128 fp8ws; do
+    MOECTS_FP4_TILE=$t step paths-$t 120 "$B" run --tier smoke --jobs "$JOBS" --kernel 'cuda.*fp4_gemm*' \
+      --out "$D/paths/$t" 'fp4_gemm*'
+  done
 fi
 if has perf; then
   step perf 300 "$B" run --perf --tier full --kernel 'cuda.[ef]*' --out "$D/perf" \

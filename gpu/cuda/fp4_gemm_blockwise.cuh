@@ -6,10 +6,11 @@
  * NT layout: D[M,N] = alpha * A[M,K] * B[N,K]^T, A and B packed E2M1 (element 2j low nibble), rows
  * of ceil(K/2) bytes; block scales along K (g = 32 UE8M0 for MXFP4, g = 16 UE4M3 for NVFP4), linear
  * [rows][nkb] or the 128x4 swizzle. Per output element and K-block b in ascending order:
- *     p   = block partial from an FP16 tensor-core MMA (mma.sync m16n8k16 or wgmma m64n64k16)
- *           starting from a ZERO accumulator (g = 32: two chained k16 steps). E2M1 values are exact in FP16, their products exact in FP32, and a
- *           partial (a multiple of 1/4, |p| <= g*36) needs at most 13 significant bits, so the tensor
- *           core returns it exactly.
+ *     p   = block partial from a tensor-core MMA starting from a ZERO accumulator: FP16 mma.sync
+ *           m16n8k16 here (g = 32: two chained k16 steps), E4M3 wgmma k32 in fp4_gemm_fp8ws.cuh.
+ *           E2M1 values are exact in FP16 and E4M3, their products exact in FP32, and a partial (a
+ *           multiple of 1/4, |p| <= g*36) needs at most 13 significant bits, so the tensor core
+ *           returns it exactly.
  *     s   = __fmul_rn(sA[m][b], sB[n][b])          one FP32 multiply, RNE, subnormals kept
  *     acc = __fmaf_rn(p, s, acc)
  * D = out_rne(__fmul_rn(acc, alpha)). The K tail is a zero-padded last block (codes past K read as 0,
@@ -21,10 +22,10 @@
  * the 16-byte items it copied; byte loads when rows are not 16-byte aligned), then E2M1 -> FP16 (byte
  * permutes) into two FP16 stages of 64 codes whose 16-byte chunks are XOR-swizzled by row (the
  * 128-byte swizzle of TMA/wgmma). Block scales are decoded into shared memory per stage.
- * Compute paths: mma.sync m16n8k16 from ldmatrix fragments, CTA tile 64x64 (4 warps), 128x64 (8) or
- * 128x128 (16), warp tile 32x32; or (sm_90a, 128x64 tiles) wgmma m64n64k16 straight from the
- * swizzled shared memory, two warpgroups, two register sets so that one block's partials are scaled
- * while the next block's wgmma runs. Both give the same bits (the recipe fixes every rounding). */
+ * Compute: mma.sync m16n8k16 from ldmatrix fragments, CTA tile 64x64 (4 warps), 128x64 (8) or
+ * 128x128 (16), warp tile 32x32. On sm_90a, shapes that fill the GPU take the warp-specialized E4M3
+ * wgmma path of fp4_gemm_fp8ws.cuh (run() picks). All paths give the same bits (the recipe fixes
+ * every rounding). */
 #include <cuda_bf16.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -139,53 +140,6 @@ __device__ __forceinline__ void mma16816(const uint32_t *a, const uint32_t *b, c
           "f"(c[3]));
 }
 
-/* ---- wgmma (sm_90a): D[64x64] (+)= A[64x16] * B[64x16]^T, FP16 operands in shared memory in the
- * 128-byte-swizzled K-major layout this file writes (16-byte chunk c of row r at ((c ^ (r & 7)) * 16)
- * within 1024-byte-aligned 8-row groups), FP32 accumulators in registers. ---- */
-__device__ __forceinline__ uint64_t wg_desc(uint32_t saddr)
-{
-    /* start address >> 4 (bits 0-13), leading byte offset 16 >> 4 (unused for swizzled K-major),
-     * stride byte offset 1024 >> 4 (8-row groups), swizzle mode 1 = 128 bytes (bits 62-63) */
-    return (uint64_t)((saddr & 0x3FFFFu) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
-}
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int N> __device__ __forceinline__ void wg_wait()
-{
-    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-}
-#else /* compute_90 PTX (no sm_90a features): never launched, see wgmma_m64n64k16 */
-__device__ __forceinline__ void wg_fence() {}
-__device__ __forceinline__ void wg_commit() {}
-template <int N> __device__ __forceinline__ void wg_wait() {}
-#endif
-/* Keeps the compiler from moving accesses of the N accumulators d across the asynchronous region. */
-template <int N> __device__ __forceinline__ void wg_reg_fence(float *d)
-{
-#pragma unroll
-    for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
-}
-__device__ __forceinline__ void wgmma_m64n64k16(float *d, uint64_t da, uint64_t db, int accumulate)
-{
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
-                 "%32, %33, p, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
-                   "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
-                   "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),
-                   "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-                 : "l"(da), "l"(db), "r"(accumulate));
-#else
-    (void)d, (void)da, (void)db, (void)accumulate;
-    __trap(); /* never launched: the host picks this path only on compute capability 9.0 */
-#endif
-}
-
 /* D[r][c] = out_rne(v0) and D[r][c+1] = out_rne(v1), BF16 or FP32 (columns >= N skipped); pair: N even
  * and D aligned, so the two go as one 4- or 8-byte store. */
 __device__ __forceinline__ void store2(void *d, int out_bf16, bool pair, int64_t N, int64_t r, int64_t c, float v0,
@@ -219,10 +173,9 @@ template <int BM, int BN, int G> struct Smem {
     float sb[2][BK / G][BN];
 };
 
-template <int BM, int BN, int G, int BUG, bool ALIGNED, bool WG>
+template <int BM, int BN, int G, int BUG, bool ALIGNED>
 __global__ void __launch_bounds__(BM * BN / 32, 65536 / 128 / (BM * BN / 32)) fp4_gemm_kernel(Params P)
 {
-    static_assert(!WG || (BM == 128 && BN == 64), "the wgmma path is written for 128x64 tiles");
     constexpr int WARPS_N = BN / 32, NTHR = (BM / 32) * WARPS_N * 32;
     constexpr int NB = BK / G; /* K-blocks per stage */
     constexpr int A_ITEMS = BM * (BK / 32), B_ITEMS = BN * (BK / 32);
@@ -369,89 +322,6 @@ __global__ void __launch_bounds__(BM * BN / 32, 65536 / 128 / (BM * BN / 32)) fp
     }
     __syncthreads();
 
-    if constexpr (WG) {
-        /* Warpgroup wgi (0, 1) computes rows 64*wgi .. 64*wgi+63 with wgmma m64n64k16; thread's D
-         * fragment element 4j+e: row 16*wl + g + 8*(e >> 1), column 8j + 2*t4 + (e & 1). Blocks are
-         * issued in pairs into two register sets; the first is scaled while the second runs. */
-        const int wgi = warp >> 2, wl = warp & 3, g = lane >> 2, t4 = lane & 3;
-        float accw[32];
-#pragma unroll
-        for (int i = 0; i < 32; i++) accw[i] = 0.0f;
-        auto scale_block = [&](const float *p, int buf, int blk) {
-            const float sa0 = S.sa[buf][blk][wgi * 64 + wl * 16 + g];
-            const float sa1 = S.sa[buf][blk][wgi * 64 + wl * 16 + g + 8];
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const float2 sb = *reinterpret_cast<const float2 *>(&S.sb[buf][blk][j * 8 + 2 * t4]);
-                accw[4 * j + 0] = __fmaf_rn(p[4 * j + 0], __fmul_rn(sa0, sb.x), accw[4 * j + 0]);
-                accw[4 * j + 1] = __fmaf_rn(p[4 * j + 1], __fmul_rn(sa0, sb.y), accw[4 * j + 1]);
-                accw[4 * j + 2] = __fmaf_rn(p[4 * j + 2], __fmul_rn(sa1, sb.x), accw[4 * j + 2]);
-                accw[4 * j + 3] = __fmaf_rn(p[4 * j + 3], __fmul_rn(sa1, sb.y), accw[4 * j + 3]);
-            }
-        };
-        for (int64_t st = 0; st < nstage; st++) {
-            const int buf = (int)(st & 1);
-            issue_stage(st + RAW_STAGES - 1);
-            const uint32_t a_addr = (uint32_t)__cvta_generic_to_shared(&S.a[buf][0]) + wgi * 64 * ROWB;
-            const uint32_t b_addr = (uint32_t)__cvta_generic_to_shared(&S.b[buf][0]);
-#pragma unroll 1
-            for (int bp = 0; bp < NB; bp += 2) {
-                const int64_t kb = st * NB + bp;
-                if (kb >= P.nkb) break;
-                const bool two = bp + 1 < NB && kb + 1 < P.nkb;
-                float p0[32], p1[32];
-                wg_reg_fence<32>(p0);
-                wg_reg_fence<32>(p1);
-                wg_fence();
-#pragma unroll
-                for (int h = 0; h < G / 16; h++) {
-                    const uint32_t off = (uint32_t)((bp * (G / 16) + h) * 32);
-                    wgmma_m64n64k16(p0, wg_desc(a_addr + off), wg_desc(b_addr + off), h);
-                }
-                if (two) {
-#pragma unroll
-                    for (int h = 0; h < G / 16; h++) {
-                        const uint32_t off = (uint32_t)(((bp + 1) * (G / 16) + h) * 32);
-                        wgmma_m64n64k16(p1, wg_desc(a_addr + off), wg_desc(b_addr + off), h);
-                    }
-                }
-                wg_commit();
-                if (two) {
-                    wg_wait<1>();
-                } else {
-                    wg_wait<0>();
-                }
-                wg_reg_fence<32>(p0);
-                scale_block(p0, buf, bp);
-                if (two) {
-                    wg_wait<0>();
-                    wg_reg_fence<32>(p1);
-                    scale_block(p1, buf, bp + 1);
-                }
-            }
-            if (st + 1 < nstage) {
-                cp_async_wait<RAW_STAGES - 2>();
-                convert_stage(st + 1, buf ^ 1);
-                load_scales(st + 2);
-                asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* STS -> wgmma reads */
-            }
-            __syncthreads();
-        }
-        cp_async_wait<0>();
-        const bool pair = (P.N % 2 == 0) && ((uintptr_t)P.d % (P.out_bf16 ? 4 : 8) == 0);
-#pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-            const int64_t r = m0 + wgi * 64 + wl * 16 + g + hr * 8;
-            if (r >= P.M) continue;
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const int64_t c = n0 + j * 8 + 2 * t4;
-                const float v0 = __fmul_rn(accw[4 * j + 2 * hr], P.alpha);
-                const float v1 = __fmul_rn(accw[4 * j + 2 * hr + 1], P.alpha);
-                store2(P.d, P.out_bf16, pair, P.N, r, c, v0, v1);
-            }
-        }
-    } else {
     const int g = lane >> 2, t4 = lane & 3;
     const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int64_t st = 0; st < nstage; st++) {
@@ -528,7 +398,6 @@ __global__ void __launch_bounds__(BM * BN / 32, 65536 / 128 / (BM * BN / 32)) fp
             }
         }
     }
-    }
 }
 
 #include "fp4_gemm_fp8ws.cuh"
@@ -561,11 +430,11 @@ static int supports(const void *shape, char *why, size_t why_len)
     return 1;
 }
 
-template <int BM, int BN, int G, int BUG, bool ALIGNED, bool WG = false>
+template <int BM, int BN, int G, int BUG, bool ALIGNED>
 static int launch_cfg(const Params &P, cudaStream_t st)
 {
     const size_t smem = sizeof(Smem<BM, BN, G>) + 1024;
-    auto kern = fp4_gemm_kernel<BM, BN, G, BUG, ALIGNED, WG>;
+    auto kern = fp4_gemm_kernel<BM, BN, G, BUG, ALIGNED>;
     static bool attr_set; /* per instantiation; the worker uses one device */
     if (!attr_set) {
         if (MOECTS_CU(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem))) return -1;
@@ -584,8 +453,6 @@ template <int BM, int BN, int G, int BUG> static int launch_al(const Params &P, 
 template <int G, int BUG> static int launch_tile(int tile, const Params &P, cudaStream_t st)
 {
     if (tile == 5) return fp8ws::launch<G, BUG>(P, st);
-    if (tile == 4)
-        return P.aligned ? launch_cfg<128, 64, G, BUG, true, true>(P, st) : launch_cfg<128, 64, G, BUG, false, true>(P, st);
     if (tile == 3) return launch_al<128, 128, G, BUG>(P, st);
     if (tile == 2) return launch_al<128, 64, G, BUG>(P, st);
     return launch_al<64, 64, G, BUG>(P, st);
@@ -614,25 +481,27 @@ template <int BUG> static int run(const void *shape, const void *args, void *str
             cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
             nsm = 132;
     }
-    /* MOECTS_FP4_TILE=fp8ws|wgmma|128x128|128x64|64x64 forces a path (for tuning runs; fp8ws and
-     * wgmma need sm_90a). */
+    /* MOECTS_FP4_TILE=fp8ws|128x128|128x64|64x64 forces a path (tuning runs, and the other paths'
+     * conformance on this GPU; fp8ws needs sm_90a). */
     static int force = -1, sm90 = -1;
     if (force < 0) {
         const char *e = getenv("MOECTS_FP4_TILE");
         force = !e ? 0 : !strcmp(e, "64x64") ? 1 : !strcmp(e, "128x64") ? 2 : !strcmp(e, "128x128") ? 3
-                : !strcmp(e, "wgmma") ? 4 : !strcmp(e, "fp8ws") ? 5 : 0;
+                : !strcmp(e, "fp8ws") ? 5 : 0;
         int dev = 0, major = 0, minor = 0;
         sm90 = cudaGetDevice(&dev) == cudaSuccess &&
                cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
                cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
                major == 9 && minor == 0;
     }
-    /* Default, from H200 timings (gpu/cuda/PERF.md): 64x64 mma.sync tiles when 128x64 tiles would not
-     * fill the multiprocessors or K <= 512; else MXFP4 on wgmma (sm_90a), NVFP4 on 128x64 mma.sync. */
+    /* Default, from H200 timings (gpu/cuda/PERF.md): on sm_90a, the warp-specialized E4M3 path when
+     * its 128x128 tiles fill at least half of the multiprocessors (it won on all 8 M = 4096 prefill
+     * shapes measured, both formats); else 64x64 mma.sync tiles when 128x64 tiles would not fill the
+     * multiprocessors or K <= 512, and 128x64 mma.sync tiles otherwise. */
     const bool big = ((P.M + 127) / 128) * ((P.N + 63) / 64) >= (int64_t)nsm && P.K > 512;
-    int tile = force ? force : !big ? 1 : (gsz == 32 && sm90) ? 4 : 2;
+    const bool ws = sm90 && ((P.M + 127) / 128) * ((P.N + 127) / 128) * 2 >= (int64_t)nsm;
+    int tile = force ? force : ws ? 5 : !big ? 1 : 2;
     if (tile == 5 && !sm90) tile = !big ? 1 : 2; /* sm_90a */
-    if (tile == 4 && !sm90) tile = 2; /* wgmma needs sm_90a */
     cudaStream_t st = (cudaStream_t)stream;
     return gsz == 32 ? launch_tile<32, BUG>(tile, P, st) : launch_tile<16, BUG>(tile, P, st);
 }

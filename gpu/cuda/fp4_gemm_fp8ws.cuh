@@ -1,29 +1,32 @@
-/* fp4_gemm_fp8ws.cuh: a warp-specialized path of cuda.fp4_gemm.blockwise (blockwise_v1, DESIGN.md
- * "Numeric recipes") for MXFP4 and NVFP4, included inside namespace MOECTS_FP4_NS by
- * fp4_gemm_blockwise.cuh. Opt-in (MOECTS_FP4_TILE=fp8ws) until an H200 run shows it bit-exact on the
- * smoke and full tiers and faster than the default paths (gpu/cuda/PERF.md).
+/* fp4_gemm_fp8ws.cuh: the warp-specialized path of cuda.fp4_gemm.blockwise (blockwise_v1, DESIGN.md
+ * "Numeric recipes") for MXFP4 and NVFP4 on sm_90a, included inside namespace MOECTS_FP4_NS by
+ * fp4_gemm_blockwise.cuh; the default for shapes whose 128x128 tiles fill half of the GPU (run()).
  *
  * Two kernels on the caller's stream:
  * 1. prep: E2M1 codes -> E4M3 bytes (exact: E2M1 values are E4M3 values), one 32-byte chunk per K-block:
  *    the block's 32 codes (MXFP4), or its 16 codes and 16 zeros (NVFP4: a k32 MMA over the chunk is
  *    exactly the g = 16 partial); codes past K are 0, as in the recipe's zero-padded tail block; rows
  *    padded to Kp = ceil(nkb/4)*128 bytes. Block scales (UE8M0 or UE4M3, linear or 128x4-swizzled) ->
- *    FP32 [rows][nkbp], nkbp = Kp/32, blocks past nkb = 0. Workspace from cudaMallocAsync, freed
- *    stream-ordered after the GEMM.
- * 2. gemm: CTA tile 128x128, 9 warps. Warp 8 (producer) copies 4-block stages of A, B (128-byte rows,
+ *    FP32, A's [M][nkbp] and B's [nkbp][Np], nkbp = Kp/32, zero past nkb and N. Workspace from
+ *    cudaMallocAsync, freed stream-ordered after the GEMM.
+ * 2. gemm: CTA tile 128x128, 3 warpgroups. Warpgroup 2 (producer, 40 registers by setmaxnreg, which
+ *    gives the consumers 232) copies 4-block stages of A, B (128-byte rows,
  *    16-byte chunk c of row r at ((c ^ (r & 7)) * 16): the 128-byte swizzle), the stage's 4 A scales
  *    per row and 4 B-scale rows (B's scales are stored K-block-major, so a consumer reads two adjacent
  *    columns' scales as one float2) with cp.async into STAGES slots, each signalled by an mbarrier
  *    (cp.async.mbarrier.arrive.noinc). Warpgroups 0 and 1 (consumers) each own 64 rows: per K-block
  *    b, wgmma m64n128k32 E4M3 from a zero accumulator gives the exact partial p (|p| <= 1152, a
  *    multiple of 1/4), then acc = fmaf(p, sA*sB, acc) with one RNE multiply, in block order. Two
- *    register sets: block b+1's wgmma runs while block b is scaled. A slot is released through a
- *    second mbarrier once its last block is scaled.
+ *    register sets: block b+1's wgmma runs while block b is scaled, over NST stages unrolled. A slot
+ *    is released through a second mbarrier once its last block is scaled.
  * Mutants: BUG_NIBBLE_ORDER swaps B's nibbles in prep, BUG_TAIL_SCALE takes the last partial block's
  * scale from the block before it in prep. */
 namespace fp8ws {
 
 enum { BM = 128, BN = 128, BKC = 128 /* E4M3 bytes per stage row: 4 K-blocks */, NBS = BKC / 32, STAGES = 6 };
+/* Stages per unrolled consumer step: the wgmma pipeline drains once per step. H200, DSv3 gemm1 TP8
+ * M=4096 MXFP4: 232 / 240 / 245 TFLOP/s for 1 / 2 / 4 (gpu/cuda/PERF.md). */
+enum { NST = 4 };
 enum { NCONS = 256, NPROD = 128, NTHR = NCONS + NPROD }; /* 2 consumer warpgroups, 1 producer warpgroup */
 /* setmaxnreg: the producer gives registers to the consumers' two partial sets (128*40 + 256*232 <= 64 Ki) */
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -73,6 +76,32 @@ __device__ __forceinline__ void mbar_arrive_cp_async(uint64_t *b)
 {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(b)) : "memory");
 }
+/* ---- wgmma (sm_90a), operands in shared memory in the 128-byte-swizzled K-major layout (16-byte
+ * chunk c of row r at ((c ^ (r & 7)) * 16) within 1024-byte-aligned 8-row groups). ---- */
+__device__ __forceinline__ uint64_t wg_desc(uint32_t saddr)
+{
+    /* start address >> 4 (bits 0-13), leading byte offset 16 >> 4 (unused for swizzled K-major),
+     * stride byte offset 1024 >> 4 (8-row groups), swizzle mode 1 = 128 bytes (bits 62-63) */
+    return (uint64_t)((saddr & 0x3FFFFu) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wg_wait()
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+#else /* compute_90 PTX (no sm_90a features): never launched, see wgmma_m64n128k32_e4m3 */
+__device__ __forceinline__ void wg_fence() {}
+__device__ __forceinline__ void wg_commit() {}
+template <int N> __device__ __forceinline__ void wg_wait() {}
+#endif
+/* Keeps the compiler from moving accesses of the N accumulators d across the asynchronous region. */
+template <int N> __device__ __forceinline__ void wg_reg_fence(float *d)
+{
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
 /* d[64] (=)+= A[64x32] * B[128x32]^T, E4M3 operands in the swizzled K-major shared layout above. */
 __device__ __forceinline__ void wgmma_m64n128k32_e4m3(float *d, uint64_t da, uint64_t db, int accumulate)
 {
@@ -89,37 +118,62 @@ __device__ __forceinline__ void wgmma_m64n128k32_e4m3(float *d, uint64_t da, uin
 #endif
 }
 
-/* E2M1 code (bit 3 sign) -> E4M3 byte: 0, 0.5, 1, 1.5, 2, 3, 4, 6 = 0x00 30 38 3C 40 44 48 4C. */
-__device__ __forceinline__ uint32_t e2m1_to_e4m3(uint32_t c)
+/* Eight E2M1 codes (nibble i = element i, bit 3 the sign) -> eight E4M3 bytes (byte i % 4 of
+ * out[i / 4]): the magnitude byte by permute from the table 0, 0.5, 1, 1.5, 2, 3, 4, 6 =
+ * 0x00 30 38 3C 40 44 48 4C, the sign as in e2m1x8_to_f16. */
+__device__ __forceinline__ void e2m1x8_to_e4m3(uint32_t w, uint32_t *out)
 {
-    const uint64_t T = 0x4C4844403C383000ull; /* byte i = magnitude code i */
-    return (uint32_t)((T >> (8 * (c & 7u))) & 0xFFu) | ((c & 8u) << 4);
+    const uint32_t T0 = 0x3C383000u, T1 = 0x4C484440u, K80 = 0x80808080u;
+    const uint32_t m = w & 0x77777777u;
+    out[0] = prmt(T0, T1, m) | ((prmt(K80, K80, w) << 1) & 0x80808080u);
+    out[1] = prmt(T0, T1, m >> 16) | ((prmt(K80, K80, w >> 16) << 1) & 0x80808080u);
 }
 
-/* One thread: 16 E4M3 bytes of row r at output byte o0 = 16 * (i % (Kp / 16)). Output 32-byte chunk b
- * is K-block b: codes 32b .. 32b+31 for G = 32; codes 16b .. 16b+15 then 16 zeros for G = 16, so that a
- * k32 MMA over the chunk is exactly block b's partial. */
+/* One thread: 32 codes of row r, k0 = 32 q, to E4M3. Output 32-byte chunk b is K-block b: codes
+ * 32b .. 32b+31 for G = 32; codes 16b .. 16b+15 then 16 zeros for G = 16, so that a k32 MMA over the
+ * chunk is exactly block b's partial. Codes past K are 0 (the padding nibble is ignored). Whole
+ * 16-byte-aligned groups inside K take one 16-byte load. */
 template <int G>
 __global__ void prep_codes(const uint8_t *src, int64_t rows, int64_t K, int64_t rowbytes, uint8_t *dst, int64_t Kp,
                            int swap_nibbles)
 {
-    const int64_t per_row = Kp / 16;
+    const int64_t per_row = Kp / (G == 32 ? 32 : 64);
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= rows * per_row) return;
-    const int64_t r = i / per_row, o0 = (i % per_row) * 16;
-    const bool zero_half = G == 16 && (o0 & 16); /* the second half of an NVFP4 block's chunk */
-    const int64_t k0 = G == 32 ? o0 : (o0 / 32) * 16;
-    const uint8_t *s = src + r * rowbytes;
-    uint32_t w[4] = {0, 0, 0, 0};
+    const int64_t r = i / per_row, q = i % per_row, k0 = 32 * q;
+    const uint8_t *s = src + r * rowbytes + k0 / 2;
+    uint32_t w[4];
+    if (k0 + 32 <= K && (uintptr_t)s % 16 == 0) {
+        const uint4 v = __ldg(reinterpret_cast<const uint4 *>(s));
+        w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+        if (swap_nibbles)
+            for (int j = 0; j < 4; j++) w[j] = ((w[j] >> 4) & 0x0F0F0F0Fu) | ((w[j] << 4) & 0xF0F0F0F0u);
+    } else {
 #pragma unroll
-    for (int j = 0; j < 16 && !zero_half; j += 2) {
-        const int64_t k = k0 + j;
-        uint32_t byte = k < K ? __ldg(s + k / 2) : 0u;
-        if (swap_nibbles) byte = ((byte >> 4) | (byte << 4)) & 0xFFu;
-        const uint32_t lo = byte & 15u, hi = k + 1 < K ? byte >> 4 : 0u; /* the padding nibble is ignored */
-        w[j / 4] |= (e2m1_to_e4m3(lo) | e2m1_to_e4m3(hi) << 8) << (8 * (j % 4));
+        for (int j = 0; j < 4; j++) {
+            w[j] = 0;
+#pragma unroll
+            for (int b = 0; b < 4; b++) {
+                const int64_t k = k0 + 8 * j + 2 * b;
+                uint32_t byte = k < K ? __ldg(s + 4 * j + b) : 0u;
+                if (swap_nibbles) byte = ((byte >> 4) | (byte << 4)) & 0xFFu;
+                if (k + 1 >= K) byte &= 15u; /* the padding nibble */
+                w[j] |= byte << (8 * b);
+            }
+        }
     }
-    *reinterpret_cast<uint4 *>(dst + r * Kp + o0) = make_uint4(w[0], w[1], w[2], w[3]);
+    uint32_t o[8];
+#pragma unroll
+    for (int j = 0; j < 4; j++) e2m1x8_to_e4m3(w[j], &o[2 * j]);
+    uint4 *d = reinterpret_cast<uint4 *>(dst + r * Kp + (G == 32 ? 32 : 64) * q);
+    if (G == 32) {
+        d[0] = make_uint4(o[0], o[1], o[2], o[3]);
+        d[1] = make_uint4(o[4], o[5], o[6], o[7]);
+    } else {
+        const uint4 z = make_uint4(0, 0, 0, 0);
+        d[0] = make_uint4(o[0], o[1], o[2], o[3]), d[1] = z;
+        d[2] = make_uint4(o[4], o[5], o[6], o[7]), d[3] = z;
+    }
 }
 
 /* One thread: the FP32 scale of (row, kb), row < rows_p (0 past rows), kb < nkbp (0 past nkb): UE8M0
@@ -167,6 +221,38 @@ __device__ __forceinline__ void wg_scale(const Smem &S, int slot, int blk, bool 
         acc[4 * j + 1] = __fmaf_rn(pc[4 * j + 1], __fmul_rn(sa0, sb.y), acc[4 * j + 1]);
         acc[4 * j + 2] = __fmaf_rn(pc[4 * j + 2], __fmul_rn(sa1, sb.x), acc[4 * j + 2]);
         acc[4 * j + 3] = __fmaf_rn(pc[4 * j + 3], __fmul_rn(sa1, sb.y), acc[4 * j + 3]);
+    }
+}
+
+__device__ __forceinline__ void wait_full(Smem &S, int64_t s)
+{
+    mbar_wait(&S.full[s % STAGES], (unsigned)((s / STAGES) & 1));
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* cp.async writes -> wgmma reads */
+}
+/* Consumer warpgroup wg, stages s0 .. s0+NS-1 (K-blocks from NBS*s0), two register sets: block i+1's
+ * wgmma runs while block i is scaled. Unrolled, so that no wgmma is in flight across a branch or the
+ * caller's loop edge (ptxas would serialize them); the pipeline drains once per call. */
+template <int NS>
+__device__ __forceinline__ void stages(Smem &S, const GemmParams &P, int64_t s0, float *p0, float *p1, float *acc,
+                                       int wg, int ra, int t4)
+{
+    enum { NB = NS * NBS };
+    wait_full(S, s0);
+    wg_issue(S, (int)(s0 % STAGES), 0, p0, wg);
+#pragma unroll
+    for (int i = 0; i < NB; i++) {
+        if (i + 1 < NB) {
+            const int64_t sn = s0 + (i + 1) / NBS;
+            if ((i + 1) % NBS == 0) wait_full(S, sn);
+            wg_issue(S, (int)(sn % STAGES), (i + 1) % NBS, (i + 1) & 1 ? p1 : p0, wg);
+            wg_wait<1>();
+        } else {
+            wg_wait<0>();
+        }
+        const int64_t si = s0 + i / NBS;
+        const int slot = (int)(si % STAGES);
+        wg_scale(S, slot, i % NBS, NBS * s0 + i < P.nkb, i & 1 ? p1 : p0, acc, ra, t4);
+        if (i % NBS == NBS - 1) mbar_arrive(&S.empty[slot]);
     }
 }
 
@@ -219,28 +305,9 @@ __global__ void __launch_bounds__(NTHR, 1) gemm(GemmParams P)
 #pragma unroll
     for (int i = 0; i < 64; i++) acc[i] = 0.0f, p0[i] = 0.0f, p1[i] = 0.0f;
     const int ra = wg * 64 + wl * 16 + g;
-    static_assert(NBS == 4, "the stage body below is unrolled for 4 K-blocks");
-    /* Per stage, two register sets: block b+1's wgmma runs while block b is scaled. No wgmma is in
-     * flight across the loop's back edge or under a branch (ptxas would serialize them). */
-    for (int64_t s = 0; s < nstage; s++) {
-        const int slot = (int)(s % STAGES);
-        const int64_t kb0 = s * NBS;
-        mbar_wait(&S.full[slot], (unsigned)((s / STAGES) & 1));
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* cp.async writes -> wgmma reads */
-        wg_issue(S, slot, 0, p0, wg);
-        wg_issue(S, slot, 1, p1, wg);
-        wg_wait<1>();
-        wg_scale(S, slot, 0, kb0 < P.nkb, p0, acc, ra, t4);
-        wg_issue(S, slot, 2, p0, wg);
-        wg_wait<1>();
-        wg_scale(S, slot, 1, kb0 + 1 < P.nkb, p1, acc, ra, t4);
-        wg_issue(S, slot, 3, p1, wg);
-        wg_wait<1>();
-        wg_scale(S, slot, 2, kb0 + 2 < P.nkb, p0, acc, ra, t4);
-        wg_wait<0>();
-        wg_scale(S, slot, 3, kb0 + 3 < P.nkb, p1, acc, ra, t4);
-        mbar_arrive(&S.empty[slot]);
-    }
+    int64_t s = 0;
+    for (; s + NST <= nstage; s += NST) stages<NST>(S, P, s, p0, p1, acc, wg, ra, t4);
+    for (; s < nstage; s++) stages<1>(S, P, s, p0, p1, acc, wg, ra, t4);
 
     /* D = out_rne(acc * alpha) */
     const bool pair = (P.N % 2 == 0) && ((uintptr_t)P.d % (P.out_bf16 ? 4 : 8) == 0);
@@ -274,9 +341,10 @@ template <int G, int BUG> static int launch(const Params &P, cudaStream_t st)
     int rc = 0;
     if (Kp > 0) {
         const int T = 256;
-        prep_codes<G><<<(unsigned)((P.M * (Kp / 16) + T - 1) / T), T, 0, st>>>(P.a, P.M, P.K, P.rowbytes, a8, Kp, 0);
-        prep_codes<G><<<(unsigned)((P.N * (Kp / 16) + T - 1) / T), T, 0, st>>>(P.b, P.N, P.K, P.rowbytes, b8, Kp,
-                                                                               BUG == BUG_NIBBLE_ORDER);
+        const int64_t groups = Kp / (G == 32 ? 32 : 64); /* prep_codes threads per row */
+        prep_codes<G><<<(unsigned)((P.M * groups + T - 1) / T), T, 0, st>>>(P.a, P.M, P.K, P.rowbytes, a8, Kp, 0);
+        prep_codes<G><<<(unsigned)((P.N * groups + T - 1) / T), T, 0, st>>>(P.b, P.N, P.K, P.rowbytes, b8, Kp,
+                                                                            BUG == BUG_NIBBLE_ORDER);
         prep_scales<G, BUG><<<(unsigned)((P.M * nkbp + T - 1) / T), T, 0, st>>>(P.sa, P.M, P.M, P.nkb, P.swizzled, P.K,
                                                                                   sa, nkbp, 0);
         prep_scales<G, BUG><<<(unsigned)((Np * nkbp + T - 1) / T), T, 0, st>>>(P.sb, P.N, Np, P.nkb, P.swizzled, P.K,

@@ -3,9 +3,9 @@
 # (default build-cuda/bin): environment facts, moects_gpu_selftest (every CUDA kernel and mutant
 # against the references), --perf, and compute-sanitizer memcheck of the real kernels.
 # Logs go to $OUT (default /tmp/moects-h200). Usage: gpu/cuda/h200_check.sh [bindir] [steps]
-# steps: any of env,test,testwg,perf,tiles,memcheck,ncu,sass,sassfull (default env,test,testwg,perf,tiles,memcheck).
+# steps: any of env,test,testws,perf,tiles,memcheck,ncu,sass,sassfull (default env,test,testws,perf,tiles,memcheck).
 B=${1:-build-cuda/bin}
-STEPS=${2:-env,test,testwg,perf,tiles,memcheck}
+STEPS=${2:-env,test,testws,perf,tiles,memcheck}
 OUT=${OUT:-/tmp/moects-h200}
 mkdir -p "$OUT"
 T=$B/moects_gpu_selftest
@@ -19,20 +19,20 @@ if has test; then
   echo "== selftest"; $T > "$OUT/selftest.txt" 2>&1; echo "rc=$?" >> "$OUT/selftest.txt"
   grep -v "^PASS" "$OUT/selftest.txt"
 fi
-if has testwg; then # every FP4 kernel and mutant again with the wgmma path forced on every shape
-  echo "== selftest, MOECTS_FP4_TILE=wgmma"; MOECTS_FP4_TILE=wgmma $T --kernel fp4_gemm > "$OUT/selftest_wgmma.txt" 2>&1
-  echo "rc=$?" >> "$OUT/selftest_wgmma.txt"; grep -v "^PASS" "$OUT/selftest_wgmma.txt" | grep -v "^FAIL cuda.mutant"
+if has testws; then # every FP4 kernel and mutant again with the fp8ws path forced on every shape
+  echo "== selftest, MOECTS_FP4_TILE=fp8ws"; MOECTS_FP4_TILE=fp8ws $T --kernel fp4_gemm > "$OUT/selftest_fp8ws.txt" 2>&1
+  echo "rc=$?" >> "$OUT/selftest_fp8ws.txt"; grep -v "^PASS" "$OUT/selftest_fp8ws.txt" | grep -v "^FAIL cuda.mutant"
 fi
 if has perf; then
   echo "== perf"; $T --perf-only 2>&1 | tee "$OUT/perf.txt"
 fi
 if has tiles; then
-  for t in wgmma 128x128 128x64 64x64; do echo "== perf fp4 tile $t"; MOECTS_FP4_TILE=$t $T --perf-fp4-only 2>&1 | grep blockwise; done | tee "$OUT/tiles.txt"
+  for t in fp8ws 128x128 128x64 64x64; do echo "== perf fp4 tile $t"; MOECTS_FP4_TILE=$t $T --perf-fp4-only 2>&1 | grep blockwise; done | tee "$OUT/tiles.txt"
 fi
 if has memcheck; then
   echo "== memcheck"
-  for k in cuda.ep_gather cuda.fp4_gemm.blockwise cuda.fp4_gemm.dequant_cublas wgmma:cuda.fp4_gemm.blockwise; do
-    case $k in wgmma:*) k=${k#wgmma:}; export MOECTS_FP4_TILE=wgmma ;; esac
+  for k in cuda.ep_gather cuda.fp4_gemm.blockwise cuda.fp4_gemm.dequant_cublas fp8ws:cuda.fp4_gemm.blockwise; do
+    case $k in fp8ws:*) k=${k#fp8ws:}; export MOECTS_FP4_TILE=fp8ws ;; esac
     timeout 300 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 $T --no-fork --no-large --kernel $k \
       > "$OUT/mc.tmp" 2>&1
     echo "$k rc=$? $(grep -c ^PASS "$OUT/mc.tmp") PASS, $(grep -c ^FAIL "$OUT/mc.tmp") FAIL; $(grep -E 'ERROR SUMMARY' "$OUT/mc.tmp")"
