@@ -10,10 +10,10 @@
  *    FP32, A's [M][nkbp] and B's [nkbp][Np], nkbp = Kp/32, zero past nkb and N. Workspace from
  *    cudaMallocAsync, freed stream-ordered after the GEMM.
  * 2. gemm: CTA tile 128x128, 3 warpgroups. Warpgroup 2 (producer, 40 registers by setmaxnreg, which
- *    gives the consumers 232) copies 4-block stages of A, B (128-byte rows,
- *    16-byte chunk c of row r at ((c ^ (r & 7)) * 16): the 128-byte swizzle), the stage's 4 A scales
- *    per row and 4 B-scale rows (B's scales are stored K-block-major, so a consumer reads two adjacent
- *    columns' scales as one float2) with cp.async into STAGES slots, each signalled by an mbarrier
+ *    gives the consumers 232) copies 4-block stages of A, B (128-byte rows, 16-byte chunk c of row r
+ *    at ((c ^ (r & 7)) * 16): the 128-byte swizzle), the stage's 4 A scales per row and 4 B-scale
+ *    rows (B's scales are stored K-block-major, so a consumer reads two adjacent columns' scales as
+ *    one float2) with cp.async into STAGES slots, each signalled by an mbarrier
  *    (cp.async.mbarrier.arrive.noinc). Warpgroups 0 and 1 (consumers) each own 64 rows: per K-block
  *    b, wgmma m64n128k32 E4M3 from a zero accumulator gives the exact partial p (|p| <= 1152, a
  *    multiple of 1/4), then acc = fmaf(p, sA*sB, acc) with one RNE multiply, in block order. Two
