@@ -6,14 +6,14 @@
 #   full/ (full tier, CUDA kernels), memcheck.txt (compute-sanitizer memcheck of the honest CUDA
 #   kernels on the smoke tier without the >2^31-element case), perf/ (--perf on prefill shapes),
 #   coverage of the full run, and status.txt (each step's exit status and seconds).
-# STEPS: comma list of smoke,full0..full<NF-1>,memcheck,perf,paths (default smoke,full0-3,memcheck,perf);
+# STEPS: comma list of smoke,paths,full0..full<NF-1>,memcheck,perf (default: all, with 4 full shards);
 # paths: each cuda.fp4_gemm.blockwise path (MOECTS_FP4_TILE) forced on the FP4 smoke cases;
 # each step has a time limit.
 # A step left for a later call (device calls are limited to 10 minutes) reuses OUTDIR.
 set -u
 B=${1:?usage: harness/h200_run.sh BIN [OUTDIR] [STEPS]}
 D=${2:-reports/h200}
-STEPS=${3:-smoke,full0,full1,full2,full3,memcheck,perf}
+STEPS=${3:-smoke,paths,full0,full1,full2,full3,memcheck,perf}
 export MOECTS_ROOT=$PWD
 # One worker per CPU core (the runner spreads them over the GPUs): input generation and the
 # references are CPU work, and a lone worker left 15 of 16 cores idle (the full tier did not finish a
