@@ -300,8 +300,8 @@ int moects_cmd_merge(int argc, char **argv)
     }
     for (size_t i = 0; i < merged.n; i++) {
         const moects_result *r = &merged.v[i];
-        long kr = map_rank(&kernels, r->kernel, 0, &oom);
-        if (kdesc[kr]) continue;
+        long kr = map_rank(&kernels, r->kernel, 0, &oom); /* every merged kernel was added above */
+        if (kr < 0 || kdesc[kr]) continue;
         if ((size_t)kr < known_kernels) {
             kdesc[kr] = bk[kr];
         } else {
