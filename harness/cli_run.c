@@ -829,8 +829,16 @@ int moects_cmd_run(int argc, char **argv)
     char empty[128];
     if (o.shard_n) snprintf(empty, sizeof empty, "no case or kernel selected in shard %d/%d", o.shard_i, o.shard_n);
     else snprintf(empty, sizeof empty, "no selected kernel takes the selected cases");
+    /* must-pass lists: a listed case that no honest kernel passed or failed is not passed */
+    const char **unj = NULL, **unj_why = NULL;
+    size_t nunj = o.ncase_files ? moects_unjudged_cases(&run, &unj, &unj_why) : 0;
+    if (nunj == (size_t)-1) {
+        rc = bad(&o, "out of memory");
+        goto done;
+    }
     moects_tap_opts to = {.version = o.tap_version, .verbose = o.verbose, .repro_extra = extra, .missing = missing,
-                          .nmissing = nmissing, .missing_file = mfile, .empty_reason = empty};
+                          .nmissing = nmissing, .missing_file = mfile, .unjudged = unj, .unjudged_why = unj_why,
+                          .nunjudged = nunj, .empty_reason = empty};
     size_t tlen = 0, slen = 0, plen = 0;
     char *tap = moects_tap_render(&run, kernels, nk, &to, &tlen);
     char *sum = moects_summary_render(&run, kernels, nk, &to, &slen);
@@ -862,9 +870,20 @@ int moects_cmd_run(int argc, char **argv)
                 snprintf(p, sizeof p, "%s/perf.md", outdir);
                 unlink(p);
             }
-            rc = nmissing ? 1 : 0;
+            rc = nmissing || nunj ? 1 : 0;
             for (size_t k = 0; k < nk; k++)
                 if (fails_run(&run, kernels[k])) rc = 1;
+            /* a case too big for this host's memory was not judged: say so, and never exit 0 */
+            size_t noom = 0, first = 0;
+            for (size_t i = 0; i < run.n; i++)
+                if (run.v[i].verdict == MOECTS_SKIP && strstr(run.v[i].reason, MOECTS_HOST_OOM) && !noom++) first = i;
+            if (noom) {
+                const moects_result *r = &run.v[first];
+                fprintf(stderr, "moects run: %zu result%s not judged, %s (first: %s, case %s: %s)\n", noom,
+                        noom == 1 ? "" : "s", MOECTS_HOST_OOM, r->kernel, r->case_id,
+                        strstr(r->reason, MOECTS_HOST_OOM));
+                if (rc == 0) rc = 2;
+            }
             if (klines > 0)
                 fprintf(stderr, "moects run: %s: %ld line%s in %s\n", KERNEL_LOG_WHAT, klines,
                         klines == 1 ? "" : "s", klog);
@@ -874,6 +893,8 @@ int moects_cmd_run(int argc, char **argv)
     free(sum);
     free(perf);
     free(extra);
+    free(unj);
+    free(unj_why);
 done:
     moects_known_free(&known);
     moects_run_free(&run);

@@ -113,6 +113,32 @@ plugin)
     [ $? -eq 2 ] || fail "wrong ABI: exit status not 2"
     grep -q "abi_version" err.txt && grep -q "$(basename "$plugin")" err.txt || { cat err.txt; fail "wrong ABI message"; }
     [ "$(wc -l < err.txt)" -eq 1 ] || fail "more than one error line"
+    # a kernel that refuses every case it is given fails (UNSUPPORTED is a gap, never a pass)
+    # shellcheck disable=SC2046
+    MOECTS_PLUGIN_EXAMPLE_BUG=refuse_all "$moects" run --out out --kernel-lib "$plugin" --kernel plugin.ep_gather \
+        $(cat ids) > refused.tap
+    [ $? -eq 1 ] || fail "a kernel refusing every case: exit status not 1"
+    grep -q "^not ok 1 - plugin.ep_gather: refused all 8 cases it was given (UNSUPPORTED): refuses every shape" \
+        refused.tap || { cat refused.tap; fail "refused kernel's point"; }
+    MOECTS_PLUGIN_EXAMPLE_BUG=refuse_all prove --exec "$moects run --out $work/out --kernel-lib $plugin --kernel \
+        plugin.ep_gather --cases" ids > prove.log 2>&1 && { cat prove.log; fail "prove passed a kernel that refused all"; }
+    ;;
+host_oom)
+    # a case too big for this host's memory is not judged: exit 2 with one line saying so, and a
+    # must-pass list holding it fails (the x of this case alone is 4.8 GB; 3 GB of address space)
+    id=ep_gather/regression/addr64-combine/h3584/k16/t37500
+    "$moects" list "$id" | grep -q . || fail "$id is not registered"
+    (ulimit -v 3000000 && exec "$moects" run --out out --kernel cpu.ep_gather "$id" > oom.tap 2> oom.err)
+    rc=$?
+    [ $rc -eq 2 ] || { cat oom.tap oom.err; fail "out of host memory: exit $rc, want 2"; }
+    grep -q "^moects run: 1 result not judged, out of host memory (first: cpu.ep_gather, case $id: out of host memory (" \
+        oom.err || { cat oom.err; fail "no one-line reason on stderr"; }
+    echo "$id" > list.txt
+    (ulimit -v 3000000 && exec prove --exec "$moects run --out $work/out2 --kernel cpu.ep_gather --cases" list.txt \
+        > prove.log 2>&1) && { cat prove.log; fail "prove passed a must-pass case nobody judged"; }
+    "$moects" gate out/results.json --mustpass list.txt > gate.md 2>&1 && fail "gate passed it"
+    grep -q "not ok 2 - must-pass case $id was not judged" "$work/out2/run.tap" ||
+        { cat "$work/out2/run.tap"; fail "the unjudged must-pass case is not a failing point"; }
     ;;
 isolation)
     # SIGSEGV and a hang in workers cost one task each; the run goes on, case-major.
@@ -334,12 +360,20 @@ early_errors)
     # Bazel sets both shard variables: one alone is an error
     TEST_TOTAL_SHARDS=3 "$moects" run --out out --kernel cpu.ep_gather "$t1" > out.txt 2> err.txt
     check "TEST_TOTAL_SHARDS=3 without TEST_SHARD_INDEX" $?
-    # gate --summary "" ($GITHUB_STEP_SUMMARY unset): summary on stdout, then one error line, exit 2
+    # gate --summary "" ($GITHUB_STEP_SUMMARY unset): no file, one note on stderr, the summary on
+    # stdout, and the gate's own exit status (the one cpu.ep_gather case passed: 0)
+    : > gate.md
+    before=$(ls -A)
     "$moects" gate out/results.json --summary "" > gate.md 2> err.txt
     rc=$?
-    [ $rc -eq 2 ] || fail "gate --summary '': exit $rc, want 2"
-    [ "$(cat err.txt)" = "moects gate: --summary: empty path" ] || { cat err.txt; fail "gate --summary '': message"; }
-    [ -s gate.md ] || fail "gate --summary '': no summary on stdout"
+    [ $rc -eq 0 ] || { cat err.txt; fail "gate --summary '': exit $rc, want 0"; }
+    [ "$(cat err.txt)" = "moects gate: --summary is empty: no summary file written" ] ||
+        { cat err.txt; fail "gate --summary '': message"; }
+    grep -q "^## moects gate: PASS$" gate.md || { cat gate.md; fail "gate --summary '': no summary on stdout"; }
+    [ "$(ls -A)" = "$before" ] || fail "gate --summary '': wrote a file"
+    # gate --mustpass LIST without case ids: refused as run --cases refuses it
+    printf '# only comments\n\n' > noids.txt
+    "$moects" gate out/results.json --mustpass noids.txt > out.txt 2> err.txt; check "--mustpass noids.txt: no case ids" $?
     ;;
 shard_escape)
     # a mutant escaping one shard is a TODO point there (exit 0); the merge judges it (exit 1)

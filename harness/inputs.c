@@ -3,6 +3,7 @@
  * never of a running generator state, so generation order and the rest of the run do not matter.
  * Bulk tensors of large cases are tiled from a random pool (one memcpy per row) to stay fast. */
 #include "moects_inputs.h"
+#include "moects_harness.h"
 
 #include <limits.h>
 #include <math.h>
@@ -98,7 +99,7 @@ static int alloc_tensor(moects_inputs *in, int i, const char *name, size_t bytes
     if (bytes == 0) return 0;
     in->t[i].host = malloc(bytes);
     if (!in->t[i].host) {
-        snprintf(err, errlen, "case %s: out of host memory (%zu bytes for %s)", id, bytes, name);
+        snprintf(err, errlen, "case %s: " MOECTS_HOST_OOM " (%zu bytes for %s)", id, bytes, name);
         return -2;
     }
     return 0;
@@ -254,7 +255,7 @@ static int build_ep_gather(const moects_case *c, uint64_t seed, int64_t pool_min
     int64_t zero_e = nl ? fl + (int64_t)(draw(kch, 0) % (uint64_t)nl) : -1;
     int64_t hot_e = nl ? fl + (int64_t)(draw(kch, 1) % (uint64_t)nl) : -1;
     int64_t *prev = malloc((size_t)k * sizeof *prev);
-    if (!prev) OOM("case %s: out of host memory", id);
+    if (!prev) OOM("case %s: " MOECTS_HOST_OOM, id);
     int first_stale = 1;
     for (int64_t t = 0; t < T; t++) {
         for (int64_t j = 0; j < k; j++) {
@@ -291,7 +292,7 @@ static int build_ep_gather(const moects_case *c, uint64_t seed, int64_t pool_min
     if (!cnt || !off) {
         free(cnt);
         free(off);
-        OOM("case %s: out of host memory", id);
+        OOM("case %s: " MOECTS_HOST_OOM, id);
     }
     int32_t *idx = in->t[MOECTS_EG_IDX].host;
     float *w = in->t[MOECTS_EG_W].host;
@@ -346,7 +347,7 @@ static int build_ep_gather(const moects_case *c, uint64_t seed, int64_t pool_min
         if (!pool) {
             free(cnt);
             free(off);
-            OOM("case %s: out of host memory (pool)", id);
+            OOM("case %s: " MOECTS_HOST_OOM " (pool)", id);
         }
         uint64_t kp = moects_input_key(seed, id, "x.pool");
         for (int64_t i = 0; i < P; i++) pool[i] = x_value(c->data, draw(kp, (uint64_t)i));
@@ -515,7 +516,7 @@ static int build_fp4_gemm(const moects_case *c, uint64_t seed, int64_t pool_min,
     int64_t P = 0;
     if (in->pooled) {
         P = POOL_ELEMS > 2 * kbytes ? POOL_ELEMS : 2 * kbytes;
-        if (!(pool = malloc((size_t)P))) OOM("case %s: out of host memory (pool)", id);
+        if (!(pool = malloc((size_t)P))) OOM("case %s: " MOECTS_HOST_OOM " (pool)", id);
     }
     uint8_t *a = in->t[MOECTS_FG_A].host, *b = in->t[MOECTS_FG_B].host;
     fill_codes(a, M, K, moects_input_key(seed, id, "a"), in->pooled, moects_input_key(seed, id, "a.pool"),
@@ -529,7 +530,7 @@ static int build_fp4_gemm(const moects_case *c, uint64_t seed, int64_t pool_min,
     if (!ls[0] || !ls[1]) {
         free(ls[0]);
         free(ls[1]);
-        OOM("case %s: out of host memory (scales)", id);
+        OOM("case %s: " MOECTS_HOST_OOM " (scales)", id);
     }
     int64_t rows[2] = {M, N};
     const char *sname[2] = {"sa", "sb"};

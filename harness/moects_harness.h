@@ -20,6 +20,10 @@ typedef enum {
     MOECTS_VERDICT_COUNT
 } moects_verdict;
 
+/* In the reason of a SKIP whose case did not fit this host's memory (inputs, reference or output):
+ * `moects run` then exits non-zero (a resource limit of the runner, not a judgement). */
+#define MOECTS_HOST_OOM "out of host memory"
+
 const char *moects_verdict_name(moects_verdict v);            /* "PASS_EXACT" ... */
 int moects_verdict_parse(const char *s, moects_verdict *out); /* 0 or -1 */
 static inline int moects_verdict_is_pass(moects_verdict v) { return v <= MOECTS_PASS_TOLERANCE; }

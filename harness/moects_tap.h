@@ -16,8 +16,19 @@ typedef struct {
     char **missing;          /* must-pass ids that match no registered case: failing points */
     size_t nmissing;
     const char *missing_file;
+    const char *const *unjudged; /* must-pass ids no honest kernel judged (moects_unjudged_cases) */
+    const char *const *unjudged_why;
+    size_t nunjudged;
     const char *empty_reason; /* plan "1..0 # SKIP <reason>" when nothing ran; NULL: "no cases" */
 } moects_tap_opts;
+
+/* Must-pass cases that no honest kernel judged: case ids of run with no PASS_* or FAIL_* result of a
+ * non-mutant kernel (all SKIP / UNSUPPORTED, e.g. out of host memory, or no honest kernel selected),
+ * in first-appearance order, with the first honest result's reason (or "no honest kernel selected").
+ * *ids and *why (pointers into run, NULL when none) are malloc'ed arrays the caller frees. Returns the
+ * count, or (size_t)-1 when out of memory. Source: DESIGN.md "Must-pass lists" (a listed case must be
+ * passed, and a case nobody ran is not passed). */
+size_t moects_unjudged_cases(const moects_run *run, const char ***ids, const char ***why);
 
 /* How a kernel came out over the selected cases (the top-level test point). */
 typedef enum {
@@ -25,7 +36,8 @@ typedef enum {
     MOECTS_KS_FAIL,          /* honest: some FAIL_* that is not a known finding (r->known empty) */
     MOECTS_KS_CAUGHT,        /* mutant: some FAIL_* (the suite detected the bug) */
     MOECTS_KS_ESCAPED,       /* mutant: passed every selected case */
-    MOECTS_KS_NOT_EXERCISED  /* no PASS_* and no FAIL_*: all SKIP / UNSUPPORTED (or none) */
+    MOECTS_KS_NOT_EXERCISED, /* no PASS_* and no FAIL_*: all SKIP / UNSUPPORTED (or none) */
+    MOECTS_KS_REFUSED        /* honest: every result UNSUPPORTED (a gap in every case it was given) */
 } moects_kernel_status;
 
 /* Status of kernel `name` over run's results; counts[v] gets the number of each verdict
@@ -35,7 +47,7 @@ moects_kernel_status moects_kernel_status_of(const moects_run *run, const char *
 /* Known findings of kernel `name` (none for a mutant): the FAIL_* results carrying r->known are
  * returned; *fixed (may be NULL) gets the PASS_* results carrying it (an entry that may be stale). */
 size_t moects_kernel_known_of(const moects_run *run, const char *name, int is_mutant, size_t *fixed);
-/* 1 when the status counts as a failure of the run (FAIL or ESCAPED). */
+/* 1 when the status counts as a failure of the run (FAIL, ESCAPED or REFUSED). */
 int moects_kernel_status_fails(moects_kernel_status s);
 
 /* Render the TAP of run. kernels: the run's kernels in report order (kernels without results are

@@ -256,7 +256,7 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
         compute_reference(ws, c, recipe, tc, r);
         if (!ws->ref[recipe]) {
             r->verdict = MOECTS_SKIP;
-            snprintf(r->reason, sizeof r->reason, "out of host memory (%zu bytes for the reference)", in->out_bytes);
+            snprintf(r->reason, sizeof r->reason, MOECTS_HOST_OOM " (%zu bytes for the reference)", in->out_bytes);
             return 0;
         }
     }
@@ -269,7 +269,7 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
     void *got = xmalloc_ff(in->out_bytes);
     if (!got) {
         r->verdict = MOECTS_SKIP;
-        snprintf(r->reason, sizeof r->reason, "out of host memory (%zu bytes for the output)", in->out_bytes);
+        snprintf(r->reason, sizeof r->reason, MOECTS_HOST_OOM " (%zu bytes for the output)", in->out_bytes);
         return 0;
     }
     int exit_after = 0;

@@ -32,7 +32,11 @@ moects_kernel_status moects_kernel_status_of(const moects_run *run, const char *
     }
     if (counts) memcpy(counts, c, sizeof c);
     if (is_mutant) return fail ? MOECTS_KS_CAUGHT : pass ? MOECTS_KS_ESCAPED : MOECTS_KS_NOT_EXERCISED;
-    return fail ? MOECTS_KS_FAIL : pass || known ? MOECTS_KS_PASS : MOECTS_KS_NOT_EXERCISED;
+    if (fail) return MOECTS_KS_FAIL;
+    if (pass || known) return MOECTS_KS_PASS;
+    /* UNSUPPORTED is a coverage gap, never a pass: a kernel that refused all it was given fails (a
+     * SKIP, e.g. no GPU here, says nothing about the kernel) */
+    return c[MOECTS_UNSUPPORTED] && !c[MOECTS_SKIP] ? MOECTS_KS_REFUSED : MOECTS_KS_NOT_EXERCISED;
 }
 
 size_t moects_kernel_known_of(const moects_run *run, const char *name, int is_mutant, size_t *fixed)
@@ -55,9 +59,65 @@ static int is_known_fail(const moects_result *r, const moects_kernel *k)
     return !mutant && r->known[0] && moects_verdict_is_fail(r->verdict);
 }
 
+static int by_case_id(const void *a, const void *b, void *ctx)
+{
+    const moects_run *run = ctx;
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    int d = strcmp(run->v[x].case_id, run->v[y].case_id);
+    return d ? d : (x > y) - (x < y);
+}
+
+static int cmp_size(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return (x > y) - (x < y);
+}
+
+size_t moects_unjudged_cases(const moects_run *run, const char ***ids, const char ***why)
+{
+    *ids = NULL, *why = NULL;
+    size_t *ix = malloc((run->n ? run->n : 1) * sizeof *ix), *first = malloc((run->n ? run->n : 1) * sizeof *first);
+    if (!ix || !first) {
+        free(ix), free(first);
+        return (size_t)-1;
+    }
+    for (size_t i = 0; i < run->n; i++) ix[i] = i;
+    qsort_r(ix, run->n, sizeof *ix, by_case_id, (void *)run);
+    size_t n = 0; /* first[] gets the first result index of each unjudged case */
+    for (size_t a = 0, b; a < run->n; a = b) {
+        int judged = 0;
+        for (b = a; b < run->n && !strcmp(run->v[ix[b]].case_id, run->v[ix[a]].case_id); b++) {
+            const moects_result *r = &run->v[ix[b]];
+            judged |= !r->is_mutant && (moects_verdict_is_pass(r->verdict) || moects_verdict_is_fail(r->verdict));
+        }
+        if (!judged) first[n++] = ix[a];
+    }
+    free(ix);
+    qsort(first, n, sizeof *first, cmp_size);
+    if (n) {
+        *ids = malloc(n * sizeof **ids), *why = malloc(n * sizeof **why);
+        if (!*ids || !*why) {
+            free(first), free(*ids), free(*why);
+            *ids = NULL, *why = NULL;
+            return (size_t)-1;
+        }
+    }
+    for (size_t k = 0; k < n; k++) {
+        const char *id = run->v[first[k]].case_id, *w = "no honest kernel selected";
+        for (size_t i = first[k]; i < run->n; i++) /* the first honest result's reason */
+            if (!strcmp(run->v[i].case_id, id) && !run->v[i].is_mutant) {
+                w = run->v[i].reason[0] ? run->v[i].reason : moects_verdict_name(run->v[i].verdict);
+                break;
+            }
+        (*ids)[k] = id, (*why)[k] = w;
+    }
+    free(first);
+    return n;
+}
+
 int moects_kernel_status_fails(moects_kernel_status s)
 {
-    return s == MOECTS_KS_FAIL || s == MOECTS_KS_ESCAPED;
+    return s == MOECTS_KS_FAIL || s == MOECTS_KS_ESCAPED || s == MOECTS_KS_REFUSED;
 }
 
 void moects_shell_quote(FILE *f, const char *s)
@@ -188,7 +248,7 @@ char *moects_tap_render(const moects_run *run, const moects_kernel *const *kerne
     if (!f) return NULL;
     fprintf(f, "TAP version %d\n", o->version == 14 ? 14 : 13);
     /* kernels that have results, in the given order */
-    size_t nplan = o->nmissing;
+    size_t nplan = o->nmissing + o->nunjudged;
     for (size_t i = 0; i < nk; i++)
         for (size_t j = 0; j < run->n; j++)
             if (strcmp(run->v[j].kernel, kernels[i]->name) == 0) {
@@ -255,12 +315,16 @@ char *moects_tap_render(const moects_run *run, const moects_kernel *const *kerne
             else
                 fprintf(f, ": mutant escaped, passed all %zu exercised cases", passes);
             break;
-        case MOECTS_KS_NOT_EXERCISED: {
+        case MOECTS_KS_NOT_EXERCISED:
+        case MOECTS_KS_REFUSED: {
             const char *why = "";
             for (size_t j = 0; j < run->n && !why[0]; j++)
                 if (strcmp(run->v[j].kernel, k->name) == 0) why = run->v[j].reason;
-            fprintf(f, " # SKIP no case exercised it (%zu UNSUPPORTED, %zu SKIP)", c[MOECTS_UNSUPPORTED],
-                    c[MOECTS_SKIP]);
+            if (st == MOECTS_KS_REFUSED)
+                fprintf(f, ": refused all %zu cases it was given (UNSUPPORTED)", cnt);
+            else
+                fprintf(f, " # SKIP no case exercised it (%zu UNSUPPORTED, %zu SKIP)", c[MOECTS_UNSUPPORTED],
+                        c[MOECTS_SKIP]);
             if (why[0]) {
                 fputs(": ", f);
                 line_text(f, why, 0);
@@ -282,14 +346,17 @@ char *moects_tap_render(const moects_run *run, const moects_kernel *const *kerne
                 yaml_str(f, k->bug);
                 fputc('\n', f);
             } else {
-                fputs("  failed:\n", f);
+                const int refused = st == MOECTS_KS_REFUSED; /* list the refused cases, else the failed */
+                fputs(refused ? "  refused:\n" : "  failed:\n", f);
                 size_t shown = 0;
                 for (size_t j = 0; j < run->n; j++) {
                     const moects_result *r = &run->v[j];
-                    if (strcmp(r->kernel, k->name) || !moects_verdict_is_fail(r->verdict) || is_known_fail(r, k))
+                    if (strcmp(r->kernel, k->name) ||
+                        (refused ? r->verdict != MOECTS_UNSUPPORTED
+                                 : !moects_verdict_is_fail(r->verdict) || is_known_fail(r, k)))
                         continue;
                     if (++shown > 20) {
-                        fprintf(f, "    - \"... %zu more\"\n", fails - 20);
+                        fprintf(f, "    - \"... %zu more\"\n", (refused ? cnt : fails) - 20);
                         break;
                     }
                     fputs("    - ", f);
@@ -310,6 +377,13 @@ char *moects_tap_render(const moects_run *run, const moects_kernel *const *kerne
             fputc(')', f);
         }
         fputc('\n', f);
+    }
+    for (size_t i = 0; i < o->nunjudged; i++) {
+        fprintf(f, "not ok %zu - must-pass case ", ++top);
+        line_text(f, o->unjudged[i], 1);
+        fputs(" was not judged: no honest kernel passed or failed it (", f);
+        line_text(f, o->unjudged_why[i], 1);
+        fputs(")\n", f);
     }
     if (fclose(f) != 0) {
         free(buf);
@@ -335,6 +409,7 @@ static const char *status_word(moects_kernel_status s)
     case MOECTS_KS_FAIL: return "**FAIL**";
     case MOECTS_KS_CAUGHT: return "caught";
     case MOECTS_KS_ESCAPED: return "**ESCAPED**";
+    case MOECTS_KS_REFUSED: return "**REFUSED**";
     default: return "not exercised";
     }
 }
@@ -347,13 +422,6 @@ typedef struct {
     int threads;
 } case_time;
 
-static int by_case_id(const void *a, const void *b, void *ctx)
-{
-    const moects_run *run = ctx;
-    size_t x = *(const size_t *)a, y = *(const size_t *)b;
-    int d = strcmp(run->v[x].case_id, run->v[y].case_id);
-    return d ? d : (x > y) - (x < y);
-}
 
 static int by_wall_desc(const void *a, const void *b)
 {
@@ -462,6 +530,14 @@ char *moects_summary_render(const moects_run *run, const moects_kernel *const *k
     if (o && o->nmissing) {
         fprintf(f, "\nMust-pass ids not registered (%s):\n\n", o->missing_file ? o->missing_file : "");
         for (size_t i = 0; i < o->nmissing; i++) fprintf(f, "- `%s`\n", o->missing[i]);
+    }
+    if (o && o->nunjudged) {
+        fputs("\nMust-pass cases not judged (no honest kernel passed or failed them):\n\n", f);
+        for (size_t i = 0; i < o->nunjudged; i++) {
+            fprintf(f, "- `%s`: ", o->unjudged[i]);
+            md_text(f, o->unjudged_why[i]);
+            fputc('\n', f);
+        }
     }
     /* failures, first 50 (known findings apart, below) */
     size_t shown = 0;

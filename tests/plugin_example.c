@@ -1,13 +1,17 @@
 /* plugin_example.c: an out-of-tree kernel library for `moects run --kernel-lib` (DESIGN.md "GPU
  * side"): built as a shared object, it exports MOECTS_PLUGIN_SYMBOL and needs nothing from moects
- * but the ABI header. It holds one honest CPU ep_gather (recipe ep_gather.fma_v1, its own code)
+ * but the ABI headers: gpu/moects_kernel.h and the ref/moects_types.h it includes, e.g.
+ * `cc -shared -fPIC -ffp-contract=off -Igpu -Iref tests/plugin_example.c -o plugin.so -lm` (the build
+ * puts it at build/lib/libmoects_plugin_example.so). It holds one honest CPU ep_gather (recipe ep_gather.fma_v1, its own code)
  * and two mutants that show the runner's isolation: one dies of SIGSEGV, one never returns (both
  * only on tokens counts T >= 2, so T = 1 cases pass). Build flags: -ffp-contract=off.
  * MOECTS_PLUGIN_EXAMPLE_BUG=block_min1024 in the environment turns plugin.ep_gather into the
  * kernel of a bad pull request (BLOCK_D = min(H, 1024), abort unless it divides H: vLLM PR 50458),
- * under the same name, so that `moects gate` can be shown catching it against a baseline. */
+ * under the same name, so that `moects gate` can be shown catching it against a baseline;
+ * MOECTS_PLUGIN_EXAMPLE_BUG=refuse_all makes every kernel refuse every shape (supports() = 0). */
 #include <math.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -32,7 +36,12 @@ static uint16_t f32_to_bf16(float f) /* round to nearest even, NaN stays NaN */
 
 static int supports(const void *shape, char *why, size_t why_len)
 {
-    (void)shape, (void)why, (void)why_len;
+    (void)shape;
+    const char *bug = getenv("MOECTS_PLUGIN_EXAMPLE_BUG");
+    if (bug && strcmp(bug, "refuse_all") == 0) { /* a kernel that supports nothing */
+        snprintf(why, why_len, "refuses every shape (MOECTS_PLUGIN_EXAMPLE_BUG=refuse_all)");
+        return 0;
+    }
     return 1;
 }
 

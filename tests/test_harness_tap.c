@@ -258,3 +258,56 @@ Test(tap, shard_escape_is_todo)
     free(s);
     moects_run_free(&run);
 }
+
+/* UNSUPPORTED is a gap, never a pass: an honest kernel that refused every case it was given fails;
+ * one whose cases were also SKIPped (no GPU here) was only not exercised. */
+Test(tap, refused_every_case_fails)
+{
+    moects_run run;
+    memset(&run, 0, sizeof run);
+    add(&run, &k_honest, "ep_gather/a/tp1/t1", MOECTS_UNSUPPORTED, "H % 7 != 0");
+    add(&run, &k_honest, "ep_gather/b/tp1/t1", MOECTS_UNSUPPORTED, "H % 7 != 0");
+    add(&run, &k_uns, "ep_gather/a/tp1/t1", MOECTS_UNSUPPORTED, "needs sm_100");
+    add(&run, &k_uns, "ep_gather/b/tp1/t1", MOECTS_SKIP, "no CUDA device");
+    cr_assert_eq(moects_kernel_status_of(&run, "cpu.ep_gather", 0, NULL), MOECTS_KS_REFUSED);
+    cr_assert(moects_kernel_status_fails(MOECTS_KS_REFUSED));
+    cr_assert_eq(moects_kernel_status_of(&run, "cuda.ep_gather", 0, NULL), MOECTS_KS_NOT_EXERCISED);
+    moects_tap_opts o = {.version = 13};
+    char *t = moects_tap_render(&run, kernels, 4, &o, NULL);
+    cr_assert_not_null(strstr(t, "\nnot ok 1 - cpu.ep_gather: refused all 2 cases it was given (UNSUPPORTED): "
+                                 "H % 7 != 0\n  ---\n  kernel: \"cpu.ep_gather\"\n  cases: 2\n  UNSUPPORTED: 2\n"
+                                 "  refused:\n    - \"ep_gather/a/tp1/t1\"\n    - \"ep_gather/b/tp1/t1\"\n  ...\n"),
+                       "%s", t);
+    cr_assert_not_null(strstr(t, "\nok 2 - cuda.ep_gather # SKIP no case exercised it (1 UNSUPPORTED, 1 SKIP)"), "%s", t);
+    free(t);
+    moects_run_free(&run);
+}
+
+/* Must-pass lists: a case is judged when an honest kernel passed or failed it; a mutant's verdict or
+ * SKIP/UNSUPPORTED alone leave it unjudged. Cases a..d worked out by hand below. */
+Test(tap, unjudged_mustpass_cases)
+{
+    moects_run run;
+    memset(&run, 0, sizeof run);
+    add(&run, &k_uns, "ep_gather/d/tp1/t1", MOECTS_SKIP, "no CUDA device");               /* d: unjudged */
+    add(&run, &k_honest, "ep_gather/d/tp1/t1", MOECTS_SKIP, "case d: out of host memory"); /* (first honest) */
+    add(&run, &k_honest, "ep_gather/a/tp1/t1", MOECTS_PASS_EXACT, "");                     /* a: judged */
+    add(&run, &k_mut, "ep_gather/c/tp1/t1", MOECTS_FAIL_CRASH, "SEGV");                    /* c: mutant only */
+    add(&run, &k_honest, "ep_gather/b/tp1/t1", MOECTS_FAIL_MISMATCH, "");                  /* b: judged (fails) */
+    const char **ids, **why;
+    cr_assert_eq(moects_unjudged_cases(&run, &ids, &why), 2);
+    cr_assert_str_eq(ids[0], "ep_gather/d/tp1/t1"); /* first-appearance order */
+    cr_assert_str_eq(why[0], "no CUDA device");      /* cuda.ep_gather is honest too */
+    cr_assert_str_eq(ids[1], "ep_gather/c/tp1/t1");
+    cr_assert_str_eq(why[1], "no honest kernel selected");
+    moects_tap_opts o = {.version = 13, .unjudged = ids, .unjudged_why = why, .nunjudged = 2};
+    char *t = moects_tap_render(&run, kernels, 4, &o, NULL);
+    cr_assert_not_null(strstr(t, "\n1..5\n"), "%s", t); /* 3 kernels with results + 2 unjudged cases */
+    cr_assert_not_null(strstr(t, "\nnot ok 5 - must-pass case ep_gather/c/tp1/t1 was not judged: no honest kernel "
+                                 "passed or failed it (no honest kernel selected)\n"),
+                       "%s", t);
+    free(t);
+    free(ids);
+    free(why);
+    moects_run_free(&run);
+}
