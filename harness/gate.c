@@ -23,12 +23,13 @@
  * finding (results.json "known", from cases/known-findings.txt), which also satisfies must-pass as
  * a SKIP does. Known findings and entries matching passing results ("fixed?") are counted in the
  * summary. Exit 2: bad usage, an unreadable results file, a --summary FILE that cannot be created
- * (checked before anything is read; nothing printed), an empty --summary path (the summary still
- * goes to stdout first), or a shard (merge shards first: `moects merge`). --summary FILE is
- * written before the summary goes to stdout. The Markdown summary (stdout, and --summary FILE) is fit
- * for a PR comment or $GITHUB_STEP_SUMMARY: the counts, then the problems with a repro line each,
- * at most --limit (default 20) of them shared round-robin among the kinds of problem, each kind
- * cut short ending with "- and N more <kind>". */
+ * (checked before anything is read; nothing printed), or a shard (merge shards first: `moects
+ * merge`). --summary FILE is written before the summary goes to stdout; an empty --summary path
+ * (--summary "$GITHUB_STEP_SUMMARY" outside GitHub Actions) writes no file, says so in one stderr
+ * line after the summary, and leaves the exit status alone. The Markdown summary (stdout, and
+ * --summary FILE) is fit for a PR comment or $GITHUB_STEP_SUMMARY: the counts, then the problems
+ * with a repro line each, at most --limit (default 20) of them shared round-robin among the kinds
+ * of problem, each kind cut short ending with "- and N more <kind>". */
 #include <errno.h>
 #include <fnmatch.h>
 #include <inttypes.h>
@@ -284,8 +285,10 @@ int moects_cmd_gate(int argc, char **argv)
         usage();
         goto out;
     }
-    /* an empty path is reported after the summary (--summary "$GITHUB_STEP_SUMMARY" outside Actions) */
-    if (summary_path && summary_path[0] && summary_writable(summary_path)) goto out;
+    /* an empty path (--summary "$GITHUB_STEP_SUMMARY" outside Actions) means no file: noted after the summary */
+    int summary_empty = summary_path && !summary_path[0];
+    if (summary_empty) summary_path = NULL;
+    if (summary_path && summary_writable(summary_path)) goto out;
 
     moects_run run = {0}, base = {0};
     moects__index run_ix = {0}, base_ix = {0};
@@ -569,16 +572,13 @@ int moects_cmd_gate(int argc, char **argv)
         goto done;
     }
     /* the file first: a failed write prints nothing */
-    if (summary_path && summary_path[0] && moects__buf_write(&out, summary_path, err, sizeof err)) {
+    if (summary_path && moects__buf_write(&out, summary_path, err, sizeof err)) {
         fprintf(stderr, "moects gate: --summary: %s\n", err);
         goto done;
     }
     fputs(out.s, stdout);
     fflush(stdout);
-    if (summary_path && !summary_path[0]) { /* e.g. --summary "$GITHUB_STEP_SUMMARY" outside Actions */
-        fprintf(stderr, "moects gate: --summary: empty path\n");
-        goto done;
-    }
+    if (summary_empty) fprintf(stderr, "moects gate: --summary is empty: no summary file written\n");
     rc = p.n ? 1 : 0;
 done:
     moects__buf_free(&item);

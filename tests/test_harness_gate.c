@@ -301,3 +301,32 @@ Test(gate, writable_summary_leaves_no_probe_file, .init = setup_io, .fini = tear
     free(printed);
     cr_assert_eq(entries(), 3); /* summary.md, stdout.txt, stderr.txt */
 }
+
+/* --summary "" ($GITHUB_STEP_SUMMARY outside GitHub Actions): no file, one stderr line saying so,
+ * the same summary on stdout as with a file, and the exit status of the run (base against itself
+ * passes, 0; run_bad without the must-pass list has the scenario's 7 problems less its 2 must-pass
+ * ones, 1). */
+Test(gate, empty_summary_path_writes_no_file_and_keeps_the_exit_status, .init = setup_io, .fini = teardown)
+{
+    const char *with_file[] = {"gate", DATA "base.json", "--baseline", DATA "base.json", "--summary", summary};
+    cr_assert_eq(gate_io(6, with_file), 0);
+    char *want = slurp(summary);
+    cr_assert_eq(unlink(summary), 0);
+    const char *empty[] = {"gate", DATA "base.json", "--baseline", DATA "base.json", "--summary", ""};
+    cr_assert_eq(gate_io(6, empty), 0);
+    char *printed = slurp(outfile), both[1 << 16];
+    snprintf(both, sizeof both, "%s%s", want, want); /* the run with the file printed it too */
+    cr_assert_str_eq(printed, both);
+    free(printed);
+    free(want);
+    const char *bad[] = {"gate", DATA "run_bad.json", "--baseline", DATA "base.json", "--summary", ""};
+    cr_assert_eq(gate_io(6, bad), 1);
+    printed = slurp(outfile);
+    cr_assert_not_null(strstr(printed, "## moects gate: FAIL (5 problems)\n"), "%s", printed);
+    free(printed);
+    char *e = slurp(errfile);
+    cr_assert_str_eq(e, "moects gate: --summary is empty: no summary file written\n"
+                        "moects gate: --summary is empty: no summary file written\n");
+    free(e);
+    cr_assert_eq(entries(), 2); /* stdout.txt and stderr.txt: no summary file of any name */
+}
