@@ -22,14 +22,15 @@
  * reported but does not fail the gate; so is an honest failure that the run marked as a known
  * finding (results.json "known", from cases/known-findings.txt), which also satisfies must-pass as
  * a SKIP does. Known findings and entries matching passing results ("fixed?") are counted in the
- * summary. Exit 2: bad usage, an unreadable results file, a --summary FILE that cannot be created
- * (checked before anything is read; nothing printed), or a shard (merge shards first: `moects
- * merge`). --summary FILE is written before the summary goes to stdout; an empty --summary path
- * (--summary "$GITHUB_STEP_SUMMARY" outside GitHub Actions) writes no file, says so in one stderr
- * line after the summary, and leaves the exit status alone. The Markdown summary (stdout, and
- * --summary FILE) is fit for a PR comment or $GITHUB_STEP_SUMMARY: the counts, then the problems
- * with a repro line each, at most --limit (default 20) of them shared round-robin among the kinds
- * of problem, each kind cut short ending with "- and N more <kind>". */
+ * summary. Exit 2: bad usage, an unreadable results file, a --mustpass FILE without case ids (as
+ * `moects run --cases` refuses it), a --summary FILE that cannot be created (both checked before
+ * anything is read; nothing printed), or a shard (merge shards first: `moects merge`). --summary
+ * FILE is written before the summary goes to stdout; an empty --summary path (--summary
+ * "$GITHUB_STEP_SUMMARY" outside GitHub Actions) writes no file, says so in one stderr line after
+ * the summary, and leaves the exit status alone. The Markdown summary (stdout, and --summary FILE)
+ * is fit for a PR comment or $GITHUB_STEP_SUMMARY: the counts, then the problems with a repro line
+ * each, at most --limit (default 20) of them shared round-robin among the kinds of problem, each
+ * kind cut short ending with "- and N more <kind>". */
 #include <errno.h>
 #include <fnmatch.h>
 #include <inttypes.h>
@@ -260,6 +261,11 @@ int moects_cmd_gate(int argc, char **argv)
                 lists[nlists].n = moects_idlist_load(argv[i], &lists[nlists].ids, err, sizeof err);
                 if (lists[nlists].n < 0) {
                     fprintf(stderr, "%s\n", err);
+                    goto out;
+                }
+                if (lists[nlists].n == 0) { /* as `moects run --cases` refuses it */
+                    fprintf(stderr, "moects gate: --mustpass %s: no case ids\n", argv[i]);
+                    moects_idlist_free(lists[nlists].ids, 0);
                     goto out;
                 }
                 nlists++;

@@ -7,8 +7,9 @@
  *   m.y caught (FAIL_CRASH) on alpha/tp1/t2, now on no case   mutant escaped
  *   must-pass glob ep_gather/delta/(star) matches nothing   missing
  * = 7 problems.
- * Bad input (a run sharing nothing with the baseline, an unwritable --summary) is checked for its
- * exit status, its one stderr line, an empty stdout and no file left behind. */
+ * Bad input (a run sharing nothing with the baseline, an unwritable --summary, a must-pass list
+ * without case ids) is checked for its exit status, its one stderr line, an empty stdout and no
+ * file left behind. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -329,4 +330,39 @@ Test(gate, empty_summary_path_writes_no_file_and_keeps_the_exit_status, .init = 
                         "moects gate: --summary is empty: no summary file written\n");
     free(e);
     cr_assert_eq(entries(), 2); /* stdout.txt and stderr.txt: no summary file of any name */
+}
+
+/* A must-pass list with no case id (comments and blank lines only, or an empty file) is refused as
+ * `moects run --cases` refuses it: exit 2, one line naming the file, before the results are read
+ * or the --summary file is made; nothing on stdout. */
+Test(gate, mustpass_list_without_ids_is_refused_before_the_work, .init = setup_io, .fini = teardown)
+{
+    char comments[192], zero[192];
+    snprintf(comments, sizeof comments, "%s/comments.txt", tmpdir);
+    snprintf(zero, sizeof zero, "%s/zero.txt", tmpdir);
+    FILE *f = fopen(comments, "w");
+    fputs("# only comments\n\n   \n\t# and blank lines\n", f);
+    fclose(f);
+    f = fopen(zero, "w");
+    fclose(f);
+    const char *a1[] = {"gate", DATA "base.json", "--mustpass", comments};
+    cr_assert_eq(gate_io(4, a1), 2);
+    /* checked before the results are read: the unreadable run is not what is reported */
+    const char *a2[] = {"gate", DATA "no_such.json", "--mustpass", zero};
+    cr_assert_eq(gate_io(4, a2), 2);
+    /* a good list first, then the empty one; a --summary that would be written */
+    const char *a3[] = {"gate", DATA "run_bad.json", "--mustpass", DATA "mustpass.txt", comments, "--summary", summary};
+    cr_assert_eq(gate_io(7, a3), 2);
+    char *e = slurp(errfile), want[1024];
+    snprintf(want, sizeof want,
+             "moects gate: --mustpass %s: no case ids\n"
+             "moects gate: --mustpass %s: no case ids\n"
+             "moects gate: --mustpass %s: no case ids\n",
+             comments, zero, comments);
+    cr_assert_str_eq(e, want);
+    free(e);
+    struct stat st;
+    cr_assert_eq(stat(outfile, &st), 0);
+    cr_assert_eq(st.st_size, 0);
+    cr_assert_eq(entries(), 4); /* stdout.txt, stderr.txt, comments.txt, zero.txt: no summary.md */
 }
