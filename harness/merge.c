@@ -12,9 +12,12 @@
  * Errors (exit 2, one line each): an unreadable or invalid file; a file that is not a shard
  * (empty "shard"); shards that disagree on moects_version, commit, seed, filter or shard count;
  * a shard index given twice or missing (0-based 0..n-1, or 1-based 1..n); a (kernel, case) pair
- * in two shards. The merged header: shard "", date = the latest shard date, machine = the shards'
- * machines, distinct ones joined by " + ". Exit 1 when a mutant escapes the merged run (the shards
- * do not judge escapes: another shard may catch the mutant); honest failures fail their shards. */
+ * in two shards; OUT_DIR/results.json being one of the inputs (real paths compared; checked before
+ * anything is read, nothing written). The merged header: shard "", date = the latest shard date,
+ * machine = the shards' machines, distinct ones joined by " + ". Exit 1 when a mutant escapes the
+ * merged run (the shards do not judge escapes: another shard may catch the mutant); honest failures
+ * fail their shards. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,6 +162,25 @@ int moects_cmd_merge(int argc, char **argv)
         free(sh);
         return usage();
     }
+    /* merging into a shard's own directory would overwrite that shard's results.json */
+    char out_json[4096], out_real[PATH_MAX], in_real[PATH_MAX];
+    size_t out_len = strlen(out_dir);
+    while (out_len > 1 && out_dir[out_len - 1] == '/') out_len--; /* "s0/" names s0/results.json */
+    if (out_len >= sizeof out_json - 16 ||
+        (size_t)snprintf(out_json, sizeof out_json, "%.*s/results.json", (int)out_len, out_dir) >= sizeof out_json) {
+        fprintf(stderr, "moects merge: %.200s...: path too long\n", out_dir);
+        free(sh);
+        return 2;
+    }
+    if (realpath(out_json, out_real))
+        for (int s = 0; s < ns; s++)
+            if (realpath(sh[s].path, in_real) && !strcmp(in_real, out_real)) {
+                fprintf(stderr, "moects merge: %s is the input %s: merging would overwrite it; choose another "
+                                "OUT_DIR\n",
+                        out_json, sh[s].path);
+                free(sh);
+                return 2;
+            }
 
     char **order_ids = NULL;
     int n_order_ids = 0;

@@ -183,3 +183,60 @@ Test(merge, bad_shard_sets_are_refused, .init = setup, .fini = teardown)
     snprintf(line, sizeof line, "test ! -e %s", out);
     cr_assert_eq(system(line), 0);
 }
+
+/* OUT_DIR/results.json that is one of the inputs (the same file, however spelled: the path as given,
+ * with "..", a trailing slash, through a symlinked directory or a symlinked file) is refused before
+ * anything is read: exit 2, one line naming it, the shard untouched and nothing else written. An
+ * input in OUT_DIR under another name is not OUT_DIR/results.json: that merge goes ahead. */
+Test(merge, out_dir_holding_an_input_is_refused, .init = setup, .fini = teardown)
+{
+    char cmd[2048], s0[128], s1[128], in0[160], in1[160], line[1024];
+    snprintf(s0, sizeof s0, "%s/s0", tmpdir);
+    snprintf(s1, sizeof s1, "%s/s1", tmpdir);
+    snprintf(in0, sizeof in0, "%s/results.json", s0);
+    snprintf(in1, sizeof in1, "%s/results.json", s1);
+    snprintf(cmd, sizeof cmd,
+             "mkdir %s %s && cp %sshard0.json %s && cp %sshard1.json %s && ln -s s0 %s/link && "
+             "ln -s s0/results.json %s/link.json",
+             s0, s1, DATA, in0, DATA, in1, tmpdir, tmpdir);
+    cr_assert_eq(system(cmd), 0);
+
+    char dotdot[192], slash[192], link[192], linkjson[192];
+    snprintf(dotdot, sizeof dotdot, "%s/../s0", s1);
+    snprintf(slash, sizeof slash, "%s/", s0);
+    snprintf(link, sizeof link, "%s/link", tmpdir);
+    snprintf(linkjson, sizeof linkjson, "%s/link.json", tmpdir);
+    const char *outs[] = {s0, dotdot, slash, link, s0};
+    const char *firsts[] = {in0, in0, in0, in0, linkjson};
+    for (int i = 0; i < 5; i++) {
+        const char *argv[] = {"merge", outs[i], in1, firsts[i], "--cases", DATA "cases.txt"};
+        /* named as given, OUT_DIR's trailing slashes dropped */
+        snprintf(line, sizeof line,
+                 "moects merge: %.*s/results.json is the input %s: merging would overwrite it; choose another "
+                 "OUT_DIR\n",
+                 (int)(strlen(outs[i]) - (outs[i] == slash)), outs[i], firsts[i]);
+        cr_assert_eq(merge(6, argv), 2, "%s", outs[i]);
+        char *e = slurp(errfile);
+        cr_assert_str_eq(e, line);
+        free(e);
+        cr_assert_not_null(freopen(errfile, "w", stderr));
+    }
+    /* the shard is byte for byte the fixture, and s0 holds nothing else */
+    snprintf(cmd, sizeof cmd, "cmp -s %sshard0.json %s && test \"$(ls -A %s)\" = results.json", DATA, in0, s0);
+    cr_assert_eq(system(cmd), 0);
+
+    /* the shard under another name in OUT_DIR: OUT_DIR/results.json is no input, the merge is made */
+    snprintf(cmd, sizeof cmd, "mv %s %s/shard0.json", in0, s0);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(in0, sizeof in0, "%s/shard0.json", s0);
+    const char *ok[] = {"merge", s0, in0, in1, "--cases", DATA "cases.txt"};
+    cr_assert_eq(merge(6, ok), 0, "%s", slurp(errfile));
+    moects_run got, want;
+    char path[192], err[512];
+    snprintf(path, sizeof path, "%s/results.json", s0);
+    cr_assert_eq(moects_results_read(path, &got, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects_results_read(DATA "expected.json", &want, err, sizeof err), 0, "%s", err);
+    assert_same_run(&got, &want);
+    moects_run_free(&got);
+    moects_run_free(&want);
+}
