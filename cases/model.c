@@ -314,19 +314,40 @@ static int load_hf(const ctx *c, const json_t *root, moects_model *m)
         return moects__fail(c->err, c->errlen, "%s: %s%s: not an MoE config (%lld routed experts)", c->path,
                             dbrx ? fpre : pre, used, (long long)m->routed_experts);
     SRC(", %s%s", dbrx ? fpre : pre, used);
+    const char *expert_key = used;
 
-    /* The routed expert's width: moe_intermediate_size where the family has a dense MLP too. */
+    /* The routed expert's width. Families counting experts in num_local_experts (Mixtral, gpt-oss,
+     * Llama 4) size them with intermediate_size, and so do a few counting in num_experts (model_type
+     * olmoe, jamba, grok-1); DBRX with ffn_config.ffn_hidden_size. The others (n_routed_experts:
+     * DeepSeek-V3, Kimi, GLM-4.5; num_experts: Qwen3-MoE; moe_num_experts: Ernie 4.5) have dense
+     * MLP layers too, of width intermediate_size: theirs is moe_intermediate_size alone (the
+     * families' modeling code in vLLM and transformers reads it so). */
     static const char *const MOEI[] = {"moe_intermediate_size", NULL};
     static const char *const DENSEI[] = {"intermediate_size", NULL};
+    static const char *const DENSE_EXPERT_TYPES[] = {"olmoe", "jamba", "grok-1", NULL};
+    const json_t *mt = json_object_get(sec, "model_type");
+    if (!json_is_string(mt)) mt = json_object_get(root, "model_type");
+    int dense_ok = !dbrx && !strcmp(expert_key, "num_local_experts");
+    for (const char *const *t = DENSE_EXPERT_TYPES; *t && !dbrx && json_is_string(mt); t++)
+        dense_ok |= !strcmp(json_string_value(mt), *t);
     r = dbrx ? get_synonym(c, ffn, fpre, (const char *const[]){"ffn_hidden_size", NULL}, 1, MOECTS__MAX_WIDTH,
                            &m->moe_intermediate_size, &used)
              : get_synonym(c, sec, pre, MOEI, 1, MOECTS__MAX_WIDTH, &m->moe_intermediate_size, &used);
-    if (r == 1 && !dbrx) r = get_synonym(c, sec, pre, DENSEI, 1, MOECTS__MAX_WIDTH, &m->moe_intermediate_size, &used);
-    if (r < 0 || (r == 1 && !dbrx && (null_field(c, sec, pre, MOEI) || null_field(c, sec, pre, DENSEI))))
+    if (r == 1 && dense_ok)
+        r = get_synonym(c, sec, pre, DENSEI, 1, MOECTS__MAX_WIDTH, &m->moe_intermediate_size, &used);
+    if (r < 0 ||
+        (r == 1 && !dbrx && (null_field(c, sec, pre, MOEI) || (dense_ok && null_field(c, sec, pre, DENSEI)))))
         return -1;
-    if (r == 1)
+    if (r == 1 && dbrx)
+        return moects__fail(c->err, c->errlen, "%s: %sffn_hidden_size: missing field", c->path, fpre);
+    if (r == 1 && dense_ok)
         return moects__fail(c->err, c->errlen, "%s: %smoe_intermediate_size: missing field (nor intermediate_size)",
                             c->path, pre);
+    if (r == 1)
+        return moects__fail(c->err, c->errlen,
+                            "%s: %smoe_intermediate_size: missing field (the routed experts' width; with %s%s, "
+                            "intermediate_size is the dense MLP's)",
+                            c->path, pre, pre, expert_key);
     SRC(", %s%s", dbrx ? fpre : pre, used);
 
     r = dbrx ? get_synonym(c, ffn, fpre, (const char *const[]){"moe_top_k", NULL}, 1, MOECTS__MAX_TOPK,

@@ -391,8 +391,8 @@ Test(model, hf_sizes_out_of_range, .init = mk_tmp, .fini = rm_tmp)
     expect_err(put("e.json", "{\"hidden_size\": 2048, \"moe_intermediate_size\": 768, \"num_experts\": 128, "
                              "\"num_experts_per_tok\": 100000}"),
                ": num_experts_per_tok: out of range (1..1024)");
-    expect_err(put("f.json", "{\"hidden_size\": 2048, \"intermediate_size\": 1099511627776, \"num_experts\": 8, "
-                             "\"num_experts_per_tok\": 2}"),
+    expect_err(put("f.json", "{\"hidden_size\": 2048, \"intermediate_size\": 1099511627776, "
+                             "\"num_local_experts\": 8, \"num_experts_per_tok\": 2}"),
                ": intermediate_size: out of range (1..1048576)");
     expect_err(put("g.json", "{" HF_OK ", \"num_experts\": 128, \"moe_latent_size\": 2147483648}"),
                ": moe_latent_size: out of range (1..1048576)");
@@ -437,4 +437,73 @@ Test(model, hf_duplicates_and_nonfinite_sizes, .init = mk_tmp, .fini = rm_tmp)
     cr_expect_eq(m.routed_experts, 128);
     cr_expect_eq(m.experts_per_token, 8);
     cr_expect_eq(m.latent_size, 0);
+}
+
+/* tmpdir/name: the raw config src with moe_intermediate_size removed (from text_config when nested). */
+static const char *without_moe_i(const char *src, const char *name, const char *nest)
+{
+    json_error_t je;
+    json_t *root = json_load_file(src, 0, &je);
+    cr_assert_not_null(root, "%s: %s", src, je.text);
+    json_t *sec = nest ? json_object_get(root, nest) : root;
+    cr_assert_eq(json_object_del(sec, "moe_intermediate_size"), 0, "%s has no moe_intermediate_size", src);
+    static char path[512];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    cr_assert_eq(json_dump_file(root, path, 0), 0);
+    json_decref(root);
+    return path;
+}
+
+/* The routed experts' width comes from moe_intermediate_size in the families that count experts in
+ * n_routed_experts (DeepSeek-V3, Kimi K2), num_experts (Qwen3-MoE, Kimi K3) or moe_num_experts
+ * (Ernie 4.5): their intermediate_size is the dense MLP's (18432 for DeepSeek-V3, 6144 for
+ * Qwen3-30B-A3B, against 2048 and 768), so its absence is an error, never a fallback. The families
+ * whose experts are intermediate_size wide still read it: num_local_experts (Mixtral above; Llama 4
+ * Scout, whose dense MLP is intermediate_size_mlp), OLMoE and Jamba (num_experts, model_type). */
+Test(model, expert_width_field_follows_the_family, .init = mk_tmp, .fini = rm_tmp)
+{
+    static const char *const why = "moe_intermediate_size: missing field (the routed experts' width; with ";
+    char want[512];
+    snprintf(want, sizeof want, ": %sn_routed_experts, intermediate_size is the dense MLP's)", why);
+    expect_err(without_moe_i(SRC "/hf-configs/deepseek-ai--DeepSeek-V3.config.json", "dsv3.json", NULL), want);
+    expect_err(without_moe_i(SRC "/hf-configs/moonshotai--Kimi-K2-Instruct.config.json", "k2.json", NULL), want);
+    snprintf(want, sizeof want, ": %snum_experts, intermediate_size is the dense MLP's)", why);
+    expect_err(without_moe_i(SRC "/hf-configs/Qwen--Qwen3-30B-A3B.config.json", "q3.json", NULL), want);
+    snprintf(want, sizeof want, ": text_config.%stext_config.num_experts, intermediate_size is the dense MLP's)", why);
+    expect_err(without_moe_i(SRC "/hf-configs/moonshotai--Kimi-K3.config.json", "k3.json", "text_config"), want);
+    /* Ernie 4.5 300B (numbers: models-extra.json): without, then with moe_intermediate_size */
+    snprintf(want, sizeof want, ": %smoe_num_experts, intermediate_size is the dense MLP's)", why);
+    expect_err(put("ernie.json", "{\"model_type\": \"ernie4_5_moe\", \"hidden_size\": 8192, \"intermediate_size\": "
+                                 "28672, \"moe_num_experts\": 64, \"moe_k\": 8}"),
+               want);
+    moects_model m;
+    char err[512] = "";
+    const char *p = put("ernie.json", "{\"model_type\": \"ernie4_5_moe\", \"hidden_size\": 8192, \"intermediate_size\": "
+                                      "28672, \"moe_intermediate_size\": 3584, \"moe_num_experts\": 64, \"moe_k\": 8}");
+    cr_assert_eq(moects_model_load(p, &m, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(m.moe_intermediate_size, 3584);
+    cr_expect_eq(m.routed_experts, 64);
+    cr_expect_eq(m.experts_per_token, 8);
+
+    /* Llama 4 Scout (numbers: models-extra.json): experts 8192 wide, the dense MLP 16384 */
+    p = put("scout.json", "{\"model_type\": \"llama4\", \"text_config\": {\"model_type\": \"llama4_text\", "
+                          "\"hidden_size\": 5120, \"intermediate_size\": 8192, \"intermediate_size_mlp\": 16384, "
+                          "\"num_local_experts\": 16, \"num_experts_per_tok\": 1}}");
+    cr_assert_eq(moects_model_load(p, &m, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(m.moe_intermediate_size, 8192);
+    cr_expect_eq(m.routed_experts, 16);
+    /* OLMoE-1B-7B (64 experts of 1024, top 8) and Jamba v0.1 (16 of 14336, top 2) */
+    p = put("olmoe.json", "{\"model_type\": \"olmoe\", \"hidden_size\": 2048, \"intermediate_size\": 1024, "
+                          "\"num_experts\": 64, \"num_experts_per_tok\": 8}");
+    cr_assert_eq(moects_model_load(p, &m, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(m.moe_intermediate_size, 1024);
+    p = put("jamba.json", "{\"model_type\": \"jamba\", \"hidden_size\": 4096, \"intermediate_size\": 14336, "
+                          "\"num_experts\": 16, \"num_experts_per_tok\": 2}");
+    cr_assert_eq(moects_model_load(p, &m, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(m.moe_intermediate_size, 14336);
+    /* neither width: the num_local_experts family names both fields; DBRX its ffn_config field */
+    expect_err(put("mixtral.json", "{\"hidden_size\": 4096, \"num_local_experts\": 8, \"num_experts_per_tok\": 2}"),
+               ": moe_intermediate_size: missing field (nor intermediate_size)");
+    expect_err(put("dbrx.json", "{\"d_model\": 6144, \"ffn_config\": {\"moe_num_experts\": 16, \"moe_top_k\": 4}}"),
+               ": ffn_config.ffn_hidden_size: missing field");
 }

@@ -325,6 +325,28 @@ Test(coverage, prelaunch_fail_sentence, .init = setup_mixtral, .fini = teardown)
     free(printed);
 }
 
+/* DeepSeek-V3's config.json without moe_intermediate_size: its intermediate_size (18432) is the dense
+ * MLP's, not the experts' (2048), so the pre-launch check refuses the file (exit 2, one line naming
+ * the file and the field, nothing on stdout, no report) instead of checking 18432-wide experts. */
+Test(coverage, prelaunch_config_without_the_expert_width_is_refused, .init = setup_mixtral, .fini = teardown)
+{
+    char cfg[192], cmd[512];
+    snprintf(cfg, sizeof cfg, "%s/missing_I.json", tmpdir);
+    snprintf(cmd, sizeof cmd, "grep -v '\"moe_intermediate_size\": 2048,' %s > %s",
+             MOECTS_SOURCE_DIR "/cases/sources/hf-configs/deepseek-ai--DeepSeek-V3.config.json", cfg);
+    cr_assert_eq(system(cmd), 0);
+    const char *argv[] = {"coverage", "--config", cfg, "--tp", "8", "--ep", "16", "--out", out};
+    cr_assert_eq(coverage(9, argv), 2);
+    char *e = slurp(errfile), want[512];
+    snprintf(want, sizeof want,
+             "%s: moe_intermediate_size: missing field (the routed experts' width; with n_routed_experts, "
+             "intermediate_size is the dense MLP's)\n",
+             cfg);
+    cr_assert_str_eq(e, want);
+    free(e);
+    assert_nothing_out();
+}
+
 /* moects_layout_exists agrees with the layouts moects_derive_cases derives, for every registered
  * model and every size 1..128 (a second method: the layout names of the derived cases). */
 Test(coverage, layout_rule_matches_the_derivation)
