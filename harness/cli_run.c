@@ -8,6 +8,7 @@
 #include <fnmatch.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -604,11 +605,12 @@ static char *insert_after_line(char *text, size_t *len, const char *prefix, cons
     return t;
 }
 
-static int write_out(const char *dir, const char *name, const char *data, size_t len, char *err, size_t errlen)
+static int stage_out(moects_report_set *set, const char *dir, const char *name, const char *data, size_t len,
+                     char *err, size_t errlen)
 {
     char p[4200];
     snprintf(p, sizeof p, "%s/%s", dir, name);
-    return moects_write_file_atomic(p, data, len, err, errlen);
+    return moects_report_stage(set, p, data, len, err, errlen);
 }
 
 /* mkdir -p dir, then create and remove a file in it: 0, or 2 with one line naming dir. */
@@ -626,6 +628,19 @@ static int check_outdir(const cli *o, const char *dir)
     close(fd);
     unlink(p);
     return 0;
+}
+
+/* Interrupted (SIGINT, SIGTERM, SIGHUP) while the kernels' log is being written to its temporary
+ * name: remove it and die of the signal; the previous reports stay whole. Workers die with us
+ * (PR_SET_PDEATHSIG). */
+static char klog_tmp_sig[4200];
+static void (*old_sig[3])(int);
+static const int int_sigs[3] = {SIGINT, SIGTERM, SIGHUP};
+static void on_interrupt(int sig)
+{
+    if (klog_tmp_sig[0]) unlink(klog_tmp_sig);
+    signal(sig, SIG_DFL);
+    raise(sig);
 }
 
 /* Whether kernel k's status fails the run. In a sharded run an escaped mutant does not: another
@@ -679,6 +694,7 @@ int moects_cmd_run(int argc, char **argv)
     size_t nk = 0;
     moects_case_list all = {0};
     char *sel = NULL, **missing = NULL, *mfile = NULL;
+    char klog_tmp[4200] = ""; /* OUT/kernels.log while the run writes it; renamed with the other reports */
     size_t nmissing = 0;
     moects_case *cases = NULL;
     moects_run run;
@@ -794,20 +810,25 @@ int moects_cmd_run(int argc, char **argv)
     run.seed = o.seed;
 
     /* what the kernels print goes to OUT/kernels.log, not to our stderr */
-    char klog[4200];
+    char klog[4200], err[4400];
     snprintf(klog, sizeof klog, "%s/%s", outdir, KERNEL_LOG);
+    if (moects_report_tmp(klog, klog_tmp, sizeof klog_tmp, err, sizeof err)) {
+        rc = bad(&o, "--out %s", err);
+        goto done;
+    }
+    memcpy(klog_tmp_sig, klog_tmp, sizeof klog_tmp_sig);
+    for (int i = 0; i < 3; i++) old_sig[i] = signal(int_sigs[i], on_interrupt); /* restored at done */
     moects_runner_opts ro = {.cases = cases, .ncases = ncases, .kernels = kernels, .nkernels = nk, .seed = o.seed,
                              .timeout_s = o.timeout, .jobs = jobs, .perf = o.perf,
                              .progress = isatty(2) ? 1 : 2, .devices = devs, .ndevices = ndevs,
-                             .big_case_flops = big_case_flops, .kernel_log = klog};
-    char err[4400];
+                             .big_case_flops = big_case_flops, .kernel_log = klog_tmp};
     if (moects_runner_run(&ro, &run, err, sizeof err) != 0) {
         fprintf(stderr, "moects run: %s\n", err);
         rc = 2;
         goto done;
     }
     moects_known_apply(&known, &run);
-    long klines = count_lines(klog);
+    long klines = count_lines(klog_tmp);
 
     /* TAP, reports */
     char *extra = NULL;
@@ -858,12 +879,17 @@ int moects_cmd_run(int argc, char **argv)
     } else {
         fwrite(tap, 1, tlen, stdout);
         fflush(stdout);
+        /* one set: on a failed write the previous report stays whole, kernels.log included */
         char p[4200];
+        static moects_report_set set; /* 32 KiB of paths: not on the stack */
         snprintf(p, sizeof p, "%s/results.json", outdir);
-        if (moects_mkdirs(outdir, err, sizeof err) || moects_results_write(p, &run, err, sizeof err) ||
-            write_out(outdir, "run.tap", tap, tlen, err, sizeof err) ||
-            write_out(outdir, "summary.md", sum, slen, err, sizeof err) ||
-            (perf && write_out(outdir, "perf.md", perf, plen, err, sizeof err))) {
+        if (moects_mkdirs(outdir, err, sizeof err) || moects_results_stage(&set, p, &run, err, sizeof err) ||
+            stage_out(&set, outdir, "run.tap", tap, tlen, err, sizeof err) ||
+            stage_out(&set, outdir, "summary.md", sum, slen, err, sizeof err) ||
+            (perf && stage_out(&set, outdir, "perf.md", perf, plen, err, sizeof err)) ||
+            (access(klog_tmp, F_OK) == 0 && moects_report_adopt(&set, klog, err, sizeof err)) ||
+            moects_report_commit(&set, err, sizeof err)) {
+            moects_report_abort(&set);
             rc = bad(&o, "%s", err);
         } else {
             if (!perf) { /* no stale perf.md next to this run's results */
@@ -896,6 +922,11 @@ int moects_cmd_run(int argc, char **argv)
     free(unj);
     free(unj_why);
 done:
+    if (klog_tmp[0]) { /* still there: the run or the reports failed */
+        unlink(klog_tmp);
+        for (int i = 0; i < 3; i++) signal(int_sigs[i], old_sig[i]);
+        klog_tmp_sig[0] = '\0';
+    }
     moects_known_free(&known);
     moects_run_free(&run);
     for (size_t i = 0; i < nmissing; i++) free(missing[i]);

@@ -452,6 +452,16 @@ EOF
     [ -s err.txt ] && { cat err.txt; fail "quiet run wrote to stderr"; }
     [ -e out/kernels.log ] && [ ! -s out/kernels.log ] || fail "kernels.log of a quiet run not empty"
     grep -qxF -- "- $what: empty, \`kernels.log\` (next to this file)" out/summary.md || fail "summary.md (quiet run)"
+    # an interrupted run leaves the previous report whole, its kernels.log included, and no temp file
+    "$moects" run --out out --kernel-lib ./noisy.so --kernel 'noisy.*' "$t16" > /dev/null 2>&1
+    cp out/kernels.log before.log && cp out/summary.md before.md
+    [ -s before.log ] || fail "no kernel log to keep"
+    timeout -s INT 2 "$moects" run --out out --kernel-lib "$plugin" --kernel plugin.mutant.hang --timeout 60 \
+        ep_gather/regression/block-divides-h/h3584/t64 > /dev/null 2>&1
+    [ $? -eq 124 ] || fail "the interrupted run did not run into timeout"
+    cmp -s before.log out/kernels.log || fail "an interrupted run changed kernels.log"
+    cmp -s before.md out/summary.md || fail "an interrupted run changed summary.md"
+    ls out | grep -q tmp && { ls out; fail "temp file left in --out"; }
     ;;
 run_input)
     # a must-pass list without ids, and an --out that cannot be made: exit 2, one exact line,

@@ -7,13 +7,9 @@
 
 #include "moects_harness.h"
 
-int moects_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen)
+/* Write data to tmp (created, flushed, fsynced, closed). 0, or -1 with err naming path and tmp removed. */
+static int write_tmp(const char *path, const char *tmp, const void *data, size_t len, char *err, size_t errlen)
 {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) {
-        snprintf(err, errlen, "%s: path too long", path);
-        return -1;
-    }
     FILE *f = fopen(tmp, "wb");
     if (!f) {
         snprintf(err, errlen, "%s: cannot create: %s", path, strerror(errno)); /* the user's path, not tmp */
@@ -23,12 +19,92 @@ int moects_write_file_atomic(const char *path, const void *data, size_t len, cha
     ok = (fflush(f) == 0) && ok;
     ok = (fsync(fileno(f)) == 0 || errno == EINVAL) && ok;
     ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
+    if (!ok) {
         snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
         unlink(tmp);
         return -1;
     }
     return 0;
+}
+
+/* path.tmp.<pid> into tmp; 0, or -1 when it does not fit */
+static int tmp_name(const char *path, char *tmp, size_t tmplen)
+{
+    return snprintf(tmp, tmplen, "%s.tmp.%ld", path, (long)getpid()) >= (int)tmplen ? -1 : 0;
+}
+
+int moects_report_tmp(const char *path, char *tmp, size_t tmplen, char *err, size_t errlen)
+{
+    if (tmp_name(path, tmp, tmplen)) {
+        snprintf(err, errlen, "%s: path too long", path);
+        return -1;
+    }
+    return 0;
+}
+
+int moects_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen)
+{
+    char tmp[4096];
+    if (moects_report_tmp(path, tmp, sizeof tmp, err, errlen) || write_tmp(path, tmp, data, len, err, errlen))
+        return -1;
+    if (rename(tmp, path) != 0) {
+        snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+int moects_report_adopt(moects_report_set *s, const char *path, char *err, size_t errlen)
+{
+    if (s->n == MOECTS_REPORT_MAX || strlen(path) >= sizeof s->path[0]) {
+        snprintf(err, errlen, "%s: too many reports or path too long", path);
+        return -1;
+    }
+    memcpy(s->path[s->n++], path, strlen(path) + 1);
+    return 0;
+}
+
+int moects_report_stage(moects_report_set *s, const char *path, const void *data, size_t len, char *err,
+                        size_t errlen)
+{
+    char tmp[4096];
+    if (moects_report_tmp(path, tmp, sizeof tmp, err, errlen) || write_tmp(path, tmp, data, len, err, errlen))
+        return -1;
+    if (moects_report_adopt(s, path, err, errlen)) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+int moects_report_commit(moects_report_set *s, char *err, size_t errlen)
+{
+    char tmp[4200]; /* path (< 4096) + ".tmp.<pid>" fits */
+    for (size_t i = 0; i < s->n; i++) {
+        tmp_name(s->path[i], tmp, sizeof tmp);
+        if (rename(tmp, s->path[i]) != 0) {
+            snprintf(err, errlen, "%s: cannot rename into place: %s", s->path[i], strerror(errno));
+            for (size_t j = i; j < s->n; j++) { /* the ones not yet in place */
+                tmp_name(s->path[j], tmp, sizeof tmp);
+                unlink(tmp);
+            }
+            s->n = 0;
+            return -1;
+        }
+    }
+    s->n = 0;
+    return 0;
+}
+
+void moects_report_abort(moects_report_set *s)
+{
+    char tmp[4200];
+    for (size_t i = 0; i < s->n; i++) {
+        tmp_name(s->path[i], tmp, sizeof tmp);
+        unlink(tmp);
+    }
+    s->n = 0;
 }
 
 int moects_mkdirs(const char *path, char *err, size_t errlen)

@@ -87,6 +87,26 @@ void moects_run_free(moects_run *run);
 
 /* Write data to path through path.tmp.<pid> and rename: no half-written reports. */
 int moects_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen);
+
+/* Reports that belong together (a run's results.json, run.tap, summary.md, kernels.log): each is
+ * staged at its temporary name (moects_report_tmp: path.tmp.<pid>), by moects_report_stage or by the
+ * caller writing there and calling moects_report_adopt; moects_report_commit renames them all into
+ * place. On a failed write, moects_report_abort removes what was staged and the previous set stays
+ * whole (never new results.json beside an old run.tap). Errors: -1 with "path: problem" in err. */
+#define MOECTS_REPORT_MAX 8
+typedef struct {
+    size_t n;
+    char path[MOECTS_REPORT_MAX][4096];
+} moects_report_set;
+int moects_report_tmp(const char *path, char *tmp, size_t tmplen, char *err, size_t errlen);
+int moects_report_stage(moects_report_set *s, const char *path, const void *data, size_t len, char *err,
+                        size_t errlen);
+int moects_report_adopt(moects_report_set *s, const char *path, char *err, size_t errlen);
+int moects_report_commit(moects_report_set *s, char *err, size_t errlen);
+void moects_report_abort(moects_report_set *s);
+/* results.json staged in a report set (moects_results_write's file, renamed by the commit). */
+int moects_results_stage(moects_report_set *set, const char *path, const moects_run *run, char *err,
+                         size_t errlen);
 /* mkdir -p. Returns 0 or -1 with err. */
 int moects_mkdirs(const char *path, char *err, size_t errlen);
 
