@@ -29,6 +29,7 @@ int moects_idlist_load(const char *path, char ***ids, char *err, size_t errlen)
         char *h = strchr(line, '#');
         if (h) *h = '\0';
         char *s = line;
+        if (lineno == 1 && !strncmp(s, "\xEF\xBB\xBF", 3)) s += 3; /* a UTF-8 byte order mark (Windows editors) */
         while (*s == ' ' || *s == '\t') s++;
         char *e = s + strlen(s);
         while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r')) *--e = '\0';

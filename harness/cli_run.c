@@ -630,6 +630,16 @@ static int check_outdir(const cli *o, const char *dir)
     return 0;
 }
 
+void moects_bad_arg(const char *cmd, const char *arg, const char *const *valued)
+{
+    for (; *valued; valued++)
+        if (!strcmp(arg, *valued)) {
+            fprintf(stderr, "moects %s: %s: missing value\n", cmd, arg);
+            return;
+        }
+    fprintf(stderr, "moects %s: unexpected argument \"%s\"\n", cmd, arg);
+}
+
 /* Interrupted (SIGINT, SIGTERM, SIGHUP) while the kernels' log is being written to its temporary
  * name: remove it and die of the signal; the previous reports stay whole. Workers die with us
  * (PR_SET_PDEATHSIG). */

@@ -374,6 +374,14 @@ early_errors)
     # gate --mustpass LIST without case ids: refused as run --cases refuses it
     printf '# only comments\n\n' > noids.txt
     "$moects" gate out/results.json --mustpass noids.txt > out.txt 2> err.txt; check "--mustpass noids.txt: no case ids" $?
+    # an option given last without its value is named as such (then the usage)
+    for c in "coverage --tp" "gate out/results.json --summary" "merge m --cases"; do
+        # shellcheck disable=SC2086
+        "$moects" $c > out.txt 2> err.txt
+        rc=$?
+        [ $rc -eq 2 ] && head -n1 err.txt | grep -q -- "^moects ${c%% *}: --[a-z]*: missing value$" ||
+            { cat err.txt; fail "$c: exit $rc, missing value not named"; }
+    done
     ;;
 shard_escape)
     # a mutant escaping one shard is a TODO point there (exit 0); the merge judges it (exit 1)

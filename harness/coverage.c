@@ -1110,7 +1110,8 @@ int moects_cmd_coverage(int argc, char **argv)
             usage();
             return 0;
         } else if (a[0] == '-' || run_path) {
-            fprintf(stderr, "moects coverage: unexpected argument \"%s\"\n", a);
+            static const char *const valued[] = {"--out", "--root", "--registry", "--config", "--tp", "--ep", NULL};
+            moects_bad_arg("coverage", a, valued);
             return usage();
         } else {
             run_path = a;

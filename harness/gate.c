@@ -280,7 +280,8 @@ int moects_cmd_gate(int argc, char **argv)
             rc = 0;
             goto out;
         } else if (a[0] == '-' || run_path) {
-            fprintf(stderr, "moects gate: unexpected argument \"%s\"\n", a);
+            static const char *const valued[] = {"--baseline", "--summary", "--limit", NULL};
+            moects_bad_arg("gate", a, valued);
             usage();
             goto out;
         } else {

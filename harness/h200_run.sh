@@ -4,7 +4,8 @@
 # BIN: a moects binary built with CUDA (sm_90a). OUTDIR (default reports/h200) receives:
 #   machine.txt; smoke/ (smoke tier, every kernel: run.tap, results.json, summary.md),
 #   full/ (full tier, CUDA kernels), memcheck.txt (compute-sanitizer memcheck of the honest CUDA
-#   kernels on the smoke tier without the >2^31-element case), perf/ (--perf on prefill shapes),
+#   kernels on the smoke tier without the addr64 regression class, which holds the >2^31-element
+#   case), perf/ (--perf on prefill shapes),
 #   coverage of the full run, and status.txt (each step's exit status and seconds).
 # STEPS: comma list of smoke,paths,full0..full<NF-1>,memcheck,perf (default: all, with 4 full shards);
 # paths: each cuda.fp4_gemm.blockwise path (MOECTS_FP4_TILE) forced on the FP4 smoke cases;

@@ -152,7 +152,8 @@ int moects_cmd_merge(int argc, char **argv)
             free(sh);
             return 0;
         } else if (argv[i][0] == '-') {
-            fprintf(stderr, "moects merge: unexpected argument \"%s\"\n", argv[i]);
+            static const char *const valued[] = {"--cases", "--root", NULL};
+            moects_bad_arg("merge", argv[i], valued);
             free(sh);
             return usage();
         } else if (!out_dir) out_dir = argv[i];

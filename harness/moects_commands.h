@@ -10,4 +10,9 @@ int moects_cmd_gate(int argc, char **argv);     /* harness/gate.c */
 int moects_cmd_coverage(int argc, char **argv); /* harness/coverage.c */
 int moects_cmd_merge(int argc, char **argv);    /* harness/merge.c */
 
+/* The one-line error for an argument command cmd does not take: "moects CMD: ARG: missing value"
+ * when arg is one of the NULL-terminated value-taking options (given last), else "moects CMD:
+ * unexpected argument "ARG"". harness/cli_run.c. */
+void moects_bad_arg(const char *cmd, const char *arg, const char *const *valued);
+
 #endif

@@ -224,4 +224,9 @@ Test(builtin, idlist_format, .init = mk_root, .fini = rm_root)
     char want[700];
     snprintf(want, sizeof want, "%s:2: blank inside a case id: \"bad id\"", p);
     cr_expect_str_eq(err, want);
+    /* a UTF-8 byte order mark before the first id (EF BB BF) is not part of it */
+    put("cases/l.txt", "\xEF\xBB\xBF" "ep_gather/a/tp1/t1\r\n");
+    cr_assert_eq(moects_idlist_load(p, &ids, err, sizeof err), 1, "%s", err);
+    cr_expect_str_eq(ids[0], "ep_gather/a/tp1/t1");
+    moects_idlist_free(ids, 1);
 }
