@@ -1,6 +1,5 @@
 /* builtin.c: the built-in case registry: every model under <root>/cases/models, derived under every
  * layout, then every file under <root>/cases/regressions, both in file-name order. */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,19 +43,14 @@ int moects_cases_builtin(const char *root, moects_case_list *out, char *err, siz
         /* cases/models/NAME.json must be named after its model (ids use the name). */
         char want[80];
         snprintf(want, sizeof want, "%s.json", models[i].name);
-        DIR *d = opendir(dir);
-        int found = 0;
-        struct dirent *e;
-        while (d && (e = readdir(d)))
-            if (!strcmp(e->d_name, want)) found = 1;
-        if (d) closedir(d);
-        if (!found) rc = moects__fail(err, errlen, "%s: name: model \"%s\" is not in a file named %s", dir,
-                                      models[i].name, want);
+        if (strcmp(models[i].file, want)) rc = moects__fail(err, errlen, "%s/%s: name: model \"%s\" must be in a file named %s", dir,
+                                      models[i].file, models[i].name, want);
         if (!rc && !strcmp(models[i].name, "regression"))
             rc = moects__fail(err, errlen, "%s/%s: name: \"regression\" is reserved for cases/regressions", dir, want);
         for (int j = 0; !rc && j < i; j++)
             if (!strcmp(models[i].name, models[j].name))
-                rc = moects__fail(err, errlen, "%s: name: two files hold model \"%s\"", dir, models[i].name);
+                rc = moects__fail(err, errlen, "%s: name: two files hold model \"%s\": %s and %s", dir, models[i].name,
+                                  models[j].file, models[i].file);
         if (!rc && moects_derive_cases(&models[i], out))
             rc = moects__fail(err, errlen, "%s/%s: cannot derive cases (bad dims or out of memory)", dir, want);
     }

@@ -432,6 +432,8 @@ int moects_models_load_dir(const char *dir, moects_model **out, char *err, size_
             rc = moects__fail(err, errlen, "%s/%s: path too long", dir, names[i]);
         else if (moects_model_load(path, &v[i], err, errlen))
             rc = -1;
+        else
+            moects__copy(v[i].file, sizeof v[i].file, names[i]);
     }
     moects__names_free(names, n);
     if (rc < 0) {

@@ -17,6 +17,7 @@ typedef struct {
     int gated;                     /* 1: gemm1 N = 2I (SwiGLU-like); 0: N = I (relu2, ...) */
     char release_quantization[128];
     char hf_id[128];               /* Hugging Face repository id, "" if unknown */
+    char file[256];                /* file name it was read from by moects_models_load_dir, else "" */
 } moects_model;
 
 typedef enum {

@@ -216,6 +216,12 @@ static int parse_args(cli *o, int argc, char **argv, int is_run)
         if (push_str(&o->globs, &o->nglobs, argv[i])) return bad(o, "out of memory");
     if (!is_run && (o->ncase_files || o->perf || o->out || o->shard_n || o->known_file))
         return bad(o, "--cases, --perf, --out, --shard and --known-findings belong to `moects run`");
+    /* options that would otherwise be ignored */
+    if (!is_run && o->list_kernels && o->nglobs)
+        return bad(o, "--kernels takes --kernel GLOB, not case globs (\"%s\")", o->globs[0]);
+    if (!is_run && !o->list_kernels && o->nkernel_globs) return bad(o, "--kernel lists kernels only with --kernels");
+    if (is_run && o->ncase_files && o->nglobs)
+        return bad(o, "--cases and case globs (\"%s\"): give one or the other", o->globs[0]);
     return 0;
 }
 

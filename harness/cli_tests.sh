@@ -374,6 +374,11 @@ early_errors)
     # gate --mustpass LIST without case ids: refused as run --cases refuses it
     printf '# only comments\n\n' > noids.txt
     "$moects" gate out/results.json --mustpass noids.txt > out.txt 2> err.txt; check "--mustpass noids.txt: no case ids" $?
+    # options that would be ignored are refused
+    "$moects" list --kernels 'ep*' > out.txt 2> err.txt; check "--kernels takes --kernel GLOB" $?
+    "$moects" list --kernel 'cpu*' > out.txt 2> err.txt; check "--kernel lists kernels only with --kernels" $?
+    echo "$t1" > one.txt
+    "$moects" run --out out --cases one.txt "$t1" > out.txt 2> err.txt; check "--cases and case globs" $?
     # an option given last without its value is named as such (then the usage)
     for c in "coverage --tp" "gate out/results.json --summary" "merge m --cases"; do
         # shellcheck disable=SC2086

@@ -200,7 +200,8 @@ Test(builtin, model_files_named_after_their_model, .init = mk_root, .fini = rm_r
     moects_case_list l = {0};
     char err[512] = "", want[600];
     cr_expect_eq(moects_cases_builtin(root, &l, err, sizeof err), -1);
-    snprintf(want, sizeof want, "%s/cases/models: name: model \"other\" is not in a file named other.json", root);
+    snprintf(want, sizeof want, "%s/cases/models/toy.json: name: model \"other\" must be in a file named other.json",
+             root);
     cr_expect_str_eq(err, want);
     put("cases/models/toy.json", TOY("regression"));
     put("cases/models/regression.json", TOY("regression"));
