@@ -659,12 +659,12 @@ static void on_interrupt(int sig)
     raise(sig);
 }
 
-/* Whether kernel k's status fails the run. In a sharded run an escaped mutant does not: another
- * shard may catch it; `moects merge` judges it on the merged results. */
+/* Whether kernel k's status fails the run. In a sharded run an escaped mutant or a kernel that
+ * refused its part does not: another shard may catch it or run it; `moects merge` judges them. */
 static int fails_run(const moects_run *run, const moects_kernel *k)
 {
     moects_kernel_status st = moects_kernel_status_of(run, k->name, k->bug != NULL, NULL);
-    if (st == MOECTS_KS_ESCAPED && run->shard[0]) return 0;
+    if ((st == MOECTS_KS_ESCAPED || st == MOECTS_KS_REFUSED) && run->shard[0]) return 0;
     return moects_kernel_status_fails(st);
 }
 
@@ -829,6 +829,7 @@ int moects_cmd_run(int argc, char **argv)
     char klog[4200], err[4400];
     snprintf(klog, sizeof klog, "%s/%s", outdir, KERNEL_LOG);
     if (moects_report_tmp(klog, klog_tmp, sizeof klog_tmp, err, sizeof err)) {
+        klog_tmp[0] = '\0';
         rc = bad(&o, "--out %s", err);
         goto done;
     }
@@ -870,6 +871,7 @@ int moects_cmd_run(int argc, char **argv)
     const char **unj = NULL, **unj_why = NULL;
     size_t nunj = o.ncase_files ? moects_unjudged_cases(&run, &unj, &unj_why) : 0;
     if (nunj == (size_t)-1) {
+        free(extra);
         rc = bad(&o, "out of memory");
         goto done;
     }

@@ -410,6 +410,17 @@ shard_escape)
     TEST_TOTAL_SHARDS=2 TEST_SHARD_INDEX=1 "$moects" run --out b1 \
         --kernel cpu.ep_gather,cpu.mutant.ep_gather.int32_offset $ids > b1.tap || fail "env shard: exit not 0"
     cmp -s s1.tap b1.tap || fail "env shard differs from --shard 1/2"
+    # a kernel refusing every case of a shard: TODO there (another shard may run it); merge judges
+    for i in 0 1; do
+        # shellcheck disable=SC2086
+        MOECTS_PLUGIN_EXAMPLE_BUG=refuse_all "$moects" run --out r$i --shard $i/2 --kernel-lib "$plugin" \
+            --kernel plugin.ep_gather $ids > r$i.tap || { cat r$i.tap; fail "shard $i: refused kernel, exit not 0"; }
+        grep -q "^ok 1 - plugin.ep_gather: refused all 1 cases it was given in this shard (UNSUPPORTED): .* # TODO " \
+            r$i.tap || { cat r$i.tap; fail "shard $i: no TODO point for the refusing kernel"; }
+    done
+    "$moects" merge rm r0/results.json r1/results.json 2> merge.err
+    [ $? -eq 1 ] || { cat merge.err; fail "merge: a kernel that refused every case, exit not 1"; }
+    grep -q "kernel plugin.ep_gather refused every case of the merged run" merge.err || { cat merge.err; fail "merge: refused"; }
     # honest-kernel failures still fail a shard
     # shellcheck disable=SC2086
     "$moects" run --out h0 --known-findings /dev/null --shard 0/1 --kernel cpu.fp4_gemm.dequant_sgemm \

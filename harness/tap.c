@@ -288,8 +288,9 @@ char *moects_tap_render(const moects_run *run, const moects_kernel *const *kerne
         size_t fixed = 0, known = moects_kernel_known_of(run, k->name, mutant, &fixed);
         size_t fails = c[MOECTS_FAIL_MISMATCH] + c[MOECTS_FAIL_CRASH] + c[MOECTS_FAIL_TIMEOUT] - known;
         size_t passes = c[MOECTS_PASS_EXACT] + c[MOECTS_PASS_TOLERANCE];
-        /* a shard cannot judge a mutant that escapes it: another shard may catch it (moects merge) */
-        int shard_escape = st == MOECTS_KS_ESCAPED && run->shard[0];
+        /* a shard cannot judge a mutant that escapes it, nor a kernel that refused its part: another
+         * shard may catch the one or give the other a case it supports (moects merge judges both) */
+        int shard_escape = (st == MOECTS_KS_ESCAPED || st == MOECTS_KS_REFUSED) && run->shard[0];
         int failing = moects_kernel_status_fails(st) && !shard_escape;
         fprintf(f, "%s %zu - ", failing ? "not ok" : "ok", ++top);
         line_text(f, k->name, 1);
@@ -321,7 +322,8 @@ char *moects_tap_render(const moects_run *run, const moects_kernel *const *kerne
             for (size_t j = 0; j < run->n && !why[0]; j++)
                 if (strcmp(run->v[j].kernel, k->name) == 0) why = run->v[j].reason;
             if (st == MOECTS_KS_REFUSED)
-                fprintf(f, ": refused all %zu cases it was given (UNSUPPORTED)", cnt);
+                fprintf(f, ": refused all %zu cases it was given%s (UNSUPPORTED)", cnt,
+                        shard_escape ? " in this shard" : "");
             else
                 fprintf(f, " # SKIP no case exercised it (%zu UNSUPPORTED, %zu SKIP)", c[MOECTS_UNSUPPORTED],
                         c[MOECTS_SKIP]);
@@ -329,6 +331,7 @@ char *moects_tap_render(const moects_run *run, const moects_kernel *const *kerne
                 fputs(": ", f);
                 line_text(f, why, 0);
             }
+            if (shard_escape) fputs(" # TODO judged on the merged run (moects merge)", f);
             break;
         }
         }

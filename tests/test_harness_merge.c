@@ -83,7 +83,11 @@ Test(merge, two_shards_equal_the_hand_built_run, .init = setup, .fini = teardown
     snprintf(out, sizeof out, "%s/merged", tmpdir);
     /* shards given in reverse: the order comes from cases.txt, not from the command line */
     const char *argv[] = {"merge", out, DATA "shard1.json", DATA "shard0.json", "--cases", DATA "cases.txt"};
-    cr_assert_eq(merge(6, argv), 0, "%s", slurp(errfile));
+    /* exit 1: the fixture's x.g1 refused its only case (UNSUPPORTED), which the merge judges */
+    cr_assert_eq(merge(6, argv), 1, "%s", slurp(errfile));
+    char *log = slurp(errfile);
+    cr_assert_not_null(strstr(log, "moects merge: kernel x.g1 refused every case of the merged run\n"), "%s", log);
+    free(log);
 
     moects_run got, want;
     snprintf(path, sizeof path, "%s/results.json", out);
@@ -230,7 +234,7 @@ Test(merge, out_dir_holding_an_input_is_refused, .init = setup, .fini = teardown
     cr_assert_eq(system(cmd), 0);
     snprintf(in0, sizeof in0, "%s/shard0.json", s0);
     const char *ok[] = {"merge", s0, in0, in1, "--cases", DATA "cases.txt"};
-    cr_assert_eq(merge(6, ok), 0, "%s", slurp(errfile));
+    cr_assert_eq(merge(6, ok), 1, "%s", slurp(errfile)); /* made; 1: x.g1 refused its case, as above */
     moects_run got, want;
     char path[192], err[512];
     snprintf(path, sizeof path, "%s/results.json", s0);

@@ -280,6 +280,13 @@ Test(tap, refused_every_case_fails)
                        "%s", t);
     cr_assert_not_null(strstr(t, "\nok 2 - cuda.ep_gather # SKIP no case exercised it (1 UNSUPPORTED, 1 SKIP)"), "%s", t);
     free(t);
+    /* a shard may hold only cases the kernel refuses: TODO there, judged on the merged run */
+    snprintf(run.shard, sizeof run.shard, "0/2");
+    t = moects_tap_render(&run, kernels, 4, &o, NULL);
+    cr_assert_not_null(strstr(t, "\nok 1 - cpu.ep_gather: refused all 2 cases it was given in this shard (UNSUPPORTED): "
+                                 "H % 7 != 0 # TODO judged on the merged run (moects merge)\n"),
+                       "%s", t);
+    free(t);
     moects_run_free(&run);
 }
 
