@@ -86,3 +86,22 @@ int moects_compare(moects_dtype dt, const void *got, const void *want, int64_t n
     r->calc_diff = den > 0.0 ? num / den : 0.0;
     return 0;
 }
+
+int moects_within_tolerance(const moects_compare_result *r, double max_calc_diff, uint32_t max_ulp, char *buf,
+                            size_t len)
+{
+    const int cd_ok = r->calc_diff <= max_calc_diff, ulp_ok = r->max_ulp <= max_ulp;
+    if (cd_ok && ulp_ok) return 1;
+    int n = snprintf(buf, len, "outside the declared tolerance: ");
+    if (!cd_ok && n >= 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, "calc_diff %.3g > %.3g%s", r->calc_diff, max_calc_diff,
+                      ulp_ok ? "" : "; ");
+    if (!ulp_ok && n >= 0 && (size_t)n < len) {
+        if (r->max_ulp == UINT64_MAX)
+            snprintf(buf + n, len - (size_t)n, "NaN where the other side is a number (first mismatch at element %lld)",
+                     (long long)r->first_index);
+        else
+            snprintf(buf + n, len - (size_t)n, "max_ulp %llu > %u", (unsigned long long)r->max_ulp, max_ulp);
+    }
+    return 0;
+}

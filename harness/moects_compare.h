@@ -28,4 +28,11 @@ void moects_format_value(moects_dtype dt, const void *data, int64_t i, char *buf
 int moects_compare(moects_dtype dt, const void *got, const void *want, int64_t n,
                    moects_compare_result *r);
 
+/* Whether r is within a declared tolerance (calc_diff <= max_calc_diff and max_ulp <= max_ulp,
+ * DESIGN.md "Verdicts"): 1, or 0 with the reason in buf naming only the bounds that were exceeded,
+ * e.g. "outside the declared tolerance: max_ulp 9 > 4", or "...: NaN where the other side is a number
+ * (first at element 3)" for an unbounded ULP distance. */
+int moects_within_tolerance(const moects_compare_result *r, double max_calc_diff, uint32_t max_ulp, char *buf,
+                            size_t len);
+
 #endif

@@ -116,3 +116,26 @@ Test(compare, rejects_other_dtypes)
     cr_assert_eq(moects_compare(MOECTS_I32, &a, &a, 1, &r), -1);
     cr_assert_eq(r.first_index, -1);
 }
+
+/* The verdict of a tolerance kernel and its reason, bounds worked out by hand: only exceeded bounds
+ * are named, an unbounded ULP distance (NaN against a number) in words. */
+Test(compare, tolerance_reason_names_the_exceeded_bounds)
+{
+    char buf[256] = "";
+    moects_compare_result r = {.calc_diff = 0.1, .max_ulp = 4, .first_index = -1};
+    cr_assert_eq(moects_within_tolerance(&r, 0.1, 4, buf, sizeof buf), 1); /* both bounds inclusive */
+    cr_assert_str_eq(buf, "");
+    r.calc_diff = 0.5, r.max_ulp = 2;
+    cr_assert_eq(moects_within_tolerance(&r, 0.1, 4, buf, sizeof buf), 0);
+    cr_assert_str_eq(buf, "outside the declared tolerance: calc_diff 0.5 > 0.1");
+    r.calc_diff = 0.0, r.max_ulp = 9;
+    cr_assert_eq(moects_within_tolerance(&r, 1e-3, 4, buf, sizeof buf), 0);
+    cr_assert_str_eq(buf, "outside the declared tolerance: max_ulp 9 > 4");
+    r.calc_diff = 0.25;
+    cr_assert_eq(moects_within_tolerance(&r, 0.01, 4, buf, sizeof buf), 0);
+    cr_assert_str_eq(buf, "outside the declared tolerance: calc_diff 0.25 > 0.01; max_ulp 9 > 4");
+    r.calc_diff = 0.0, r.max_ulp = UINT64_MAX, r.first_index = 3; /* a kernel that wrote nothing: NaN fill */
+    cr_assert_eq(moects_within_tolerance(&r, INFINITY, 4, buf, sizeof buf), 0);
+    cr_assert_str_eq(buf, "outside the declared tolerance: NaN where the other side is a number (first mismatch at "
+                          "element 3)");
+}
