@@ -4,8 +4,7 @@
 # BIN: a moects binary built with CUDA (sm_90a). OUTDIR (default reports/h200) receives:
 #   machine.txt; smoke/ (smoke tier, every kernel: run.tap, results.json, summary.md),
 #   full/ (full tier, CUDA kernels), memcheck.txt (compute-sanitizer memcheck of the honest CUDA
-#   kernels on the smoke tier without the addr64 regression class, which holds the >2^31-element
-#   case), perf/ (--perf on prefill shapes),
+#   kernels on the smoke cases that are not also in the large tier), perf/ (--perf on prefill shapes),
 #   coverage of the full run, and status.txt (each step's exit status and seconds).
 # STEPS: comma list of smoke,paths,full0..full<NF-1>,memcheck,perf (default: all, with 4 full shards);
 # paths: each cuda.fp4_gemm.blockwise path (MOECTS_FP4_TILE) forced on the FP4 smoke cases;
@@ -54,7 +53,8 @@ if ls "${parts[@]}" > /dev/null 2>&1; then
   prove --exec cat "$D/full/run.tap" > "$D/full.prove" 2>&1; echo "full prove rc=$?" >> "$D/status.txt"
 fi
 if has memcheck; then
-  "$B" list --tier smoke | cut -f1 | grep -v '/addr64-' > "$D/memcheck-cases.txt"
+  # every smoke case but those also in the large tier (> 2^31 elements: hours under memcheck)
+  "$B" list --tier smoke | awk -F'\t' '$2 !~ /large/ {print $1}' > "$D/memcheck-cases.txt"
   step memcheck 540 compute-sanitizer --tool memcheck --target-processes all --leak-check no \
     --error-exitcode 9 "$B" run --cases "$D/memcheck-cases.txt" --kernel 'cuda.[ef]*' --jobs "$JOBS" \
     --out "$D/memcheck"
