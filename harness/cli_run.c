@@ -649,12 +649,12 @@ void moects_bad_arg(const char *cmd, const char *arg, const char *const *valued)
 /* Interrupted (SIGINT, SIGTERM, SIGHUP) while the kernels' log is being written to its temporary
  * name: remove it and die of the signal; the previous reports stay whole. Workers die with us
  * (PR_SET_PDEATHSIG). */
-static char klog_tmp_sig[4200];
+static char klog_tmp[4200]; /* OUT/kernels.log while the run writes it; renamed with the other reports */
 static void (*old_sig[3])(int);
 static const int int_sigs[3] = {SIGINT, SIGTERM, SIGHUP};
 static void on_interrupt(int sig)
 {
-    if (klog_tmp_sig[0]) unlink(klog_tmp_sig);
+    if (klog_tmp[0]) unlink(klog_tmp);
     signal(sig, SIG_DFL);
     raise(sig);
 }
@@ -664,7 +664,7 @@ static void on_interrupt(int sig)
 static int fails_run(const moects_run *run, const moects_kernel *k)
 {
     moects_kernel_status st = moects_kernel_status_of(run, k->name, k->bug != NULL, NULL);
-    if ((st == MOECTS_KS_ESCAPED || st == MOECTS_KS_REFUSED) && run->shard[0]) return 0;
+    if (moects_kernel_status_deferred(st) && run->shard[0]) return 0;
     return moects_kernel_status_fails(st);
 }
 
@@ -710,7 +710,7 @@ int moects_cmd_run(int argc, char **argv)
     size_t nk = 0;
     moects_case_list all = {0};
     char *sel = NULL, **missing = NULL, *mfile = NULL;
-    char klog_tmp[4200] = ""; /* OUT/kernels.log while the run writes it; renamed with the other reports */
+    klog_tmp[0] = '\0';
     size_t nmissing = 0;
     moects_case *cases = NULL;
     moects_run run;
@@ -833,7 +833,6 @@ int moects_cmd_run(int argc, char **argv)
         rc = bad(&o, "--out %s", err);
         goto done;
     }
-    memcpy(klog_tmp_sig, klog_tmp, sizeof klog_tmp_sig);
     for (int i = 0; i < 3; i++) old_sig[i] = signal(int_sigs[i], on_interrupt); /* restored at done */
     moects_runner_opts ro = {.cases = cases, .ncases = ncases, .kernels = kernels, .nkernels = nk, .seed = o.seed,
                              .timeout_s = o.timeout, .jobs = jobs, .perf = o.perf,
@@ -940,10 +939,10 @@ int moects_cmd_run(int argc, char **argv)
     free(unj);
     free(unj_why);
 done:
-    if (klog_tmp[0]) { /* still there: the run or the reports failed */
+    if (klog_tmp[0]) { /* removed if still there (the run or the reports failed); handlers restored */
         unlink(klog_tmp);
         for (int i = 0; i < 3; i++) signal(int_sigs[i], old_sig[i]);
-        klog_tmp_sig[0] = '\0';
+        klog_tmp[0] = '\0';
     }
     moects_known_free(&known);
     moects_run_free(&run);

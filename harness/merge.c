@@ -374,7 +374,7 @@ int moects_cmd_merge(int argc, char **argv)
     /* the shards leave escaped mutants and refusing kernels to the merge (a TODO point there): judged here */
     for (size_t k = 0; k < nk; k++) {
         moects_kernel_status st = moects_kernel_status_of(&merged, kdesc[k]->name, kdesc[k]->bug != NULL, NULL);
-        if (st == MOECTS_KS_ESCAPED || st == MOECTS_KS_REFUSED) {
+        if (moects_kernel_status_deferred(st)) {
             if (st == MOECTS_KS_ESCAPED) fprintf(stderr, "moects merge: mutant %s escaped the merged run\n", kdesc[k]->name);
             else fprintf(stderr, "moects merge: kernel %s refused every case of the merged run\n", kdesc[k]->name);
             rc = 1;

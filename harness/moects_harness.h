@@ -104,7 +104,8 @@ int moects_report_stage(moects_report_set *s, const char *path, const void *data
 int moects_report_adopt(moects_report_set *s, const char *path, char *err, size_t errlen);
 int moects_report_commit(moects_report_set *s, char *err, size_t errlen);
 void moects_report_abort(moects_report_set *s);
-/* results.json staged in a report set (moects_results_write's file, renamed by the commit). */
+/* results.json staged in a report set (moects_results_write's file, renamed by the commit; set
+ * NULL: written now). */
 int moects_results_stage(moects_report_set *set, const char *path, const moects_run *run, char *err,
                          size_t errlen);
 /* mkdir -p. Returns 0 or -1 with err. */

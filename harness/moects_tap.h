@@ -49,6 +49,9 @@ moects_kernel_status moects_kernel_status_of(const moects_run *run, const char *
 size_t moects_kernel_known_of(const moects_run *run, const char *name, int is_mutant, size_t *fixed);
 /* 1 when the status counts as a failure of the run (FAIL, ESCAPED or REFUSED). */
 int moects_kernel_status_fails(moects_kernel_status s);
+/* 1 when a shard cannot judge the status and leaves it to `moects merge`: an escaped mutant (another
+ * shard may catch it) or a refusing kernel (another shard may give it a case it supports). */
+int moects_kernel_status_deferred(moects_kernel_status s);
 
 /* Render the TAP of run. kernels: the run's kernels in report order (kernels without results are
  * left out). Returns a malloc'ed NUL-terminated text (length in *len), NULL when out of memory. */

@@ -31,6 +31,8 @@ void moects__shell_quote(moects__buf *b, const char *s);
 void moects__buf_free(moects__buf *b);
 /* Write the buffer atomically to path; -1 with err on failure (or oom). */
 int moects__buf_write(const moects__buf *b, const char *path, char *err, size_t errlen);
+/* The same, staged in set instead (set NULL: written now, as moects__buf_write). */
+int moects__buf_stage(const moects__buf *b, moects_report_set *set, const char *path, char *err, size_t errlen);
 
 /* "ep_gather" / "fp4_gemm"; NULL for an unknown op. */
 const char *moects__op_name(moects_op op);

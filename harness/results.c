@@ -220,11 +220,17 @@ void moects__buf_free(moects__buf *b)
 
 int moects__buf_write(const moects__buf *b, const char *path, char *err, size_t errlen)
 {
+    return moects__buf_stage(b, NULL, path, err, errlen);
+}
+
+int moects__buf_stage(const moects__buf *b, moects_report_set *set, const char *path, char *err, size_t errlen)
+{
     if (b->oom) {
         snprintf(err, errlen, "%s: out of memory building the file", path);
         return -1;
     }
-    return moects_write_file_atomic(path, b->s ? b->s : "", b->n, err, errlen);
+    return set ? moects_report_stage(set, path, b->s ? b->s : "", b->n, err, errlen)
+               : moects_write_file_atomic(path, b->s ? b->s : "", b->n, err, errlen);
 }
 
 /* ---- write ---- */
@@ -310,58 +316,47 @@ static void put_result(moects__buf *b, const moects_result *r)
     moects__buf_add(b, "}");
 }
 
-/* Serialise run to path atomically (the schema above). Returns 0, or -1 with err: an op outside
- * the enum, or the file cannot be written. */
-static int render_results(moects__buf *b, const char *path, const moects_run *run, char *err, size_t errlen);
-
-int moects_results_write(const char *path, const moects_run *run, char *err, size_t errlen)
-{
-    moects__buf b = {0};
-    int rc = render_results(&b, path, run, err, errlen) || moects__buf_write(&b, path, err, errlen) ? -1 : 0;
-    moects__buf_free(&b);
-    return rc;
-}
-
-int moects_results_stage(moects_report_set *set, const char *path, const moects_run *run, char *err,
-                         size_t errlen)
-{
-    moects__buf b = {0};
-    int rc = render_results(&b, path, run, err, errlen) ? -1 : 0;
-    if (rc == 0 && b.oom) {
-        snprintf(err, errlen, "%s: out of memory building the file", path);
-        rc = -1;
-    }
-    if (rc == 0) rc = moects_report_stage(set, path, b.s ? b.s : "", b.n, err, errlen);
-    moects__buf_free(&b);
-    return rc;
-}
-
-/* The JSON text of run into b (b->oom on allocation failure). -1 with err: an op or verdict out of range. */
-static int render_results(moects__buf *bp, const char *path, const moects_run *run, char *err, size_t errlen)
+/* The JSON text of run (the schema above) into b (b->oom on allocation failure). 0, or -1 with err:
+ * an op or verdict out of range. */
+static int render_results(moects__buf *b, const char *path, const moects_run *run, char *err, size_t errlen)
 {
     for (size_t i = 0; i < run->n; i++)
         if (!moects__op_name(run->v[i].op) || (unsigned)run->v[i].verdict >= MOECTS_VERDICT_COUNT) {
             snprintf(err, errlen, "%s: results[%zu]: op or verdict out of range", path, i);
             return -1;
         }
-    moects__buf b = *bp;
-    moects__buf_add(&b, "{\n");
-    put_key(&b, "moects_version");
-    moects__buf_json_str(&b, run->moects_version);
-    moects__buf_add(&b, ",\n"); put_key(&b, "commit"); moects__buf_json_str(&b, run->commit);
-    moects__buf_add(&b, ",\n"); put_key(&b, "date"); moects__buf_json_str(&b, run->date);
-    moects__buf_add(&b, ",\n"); put_key(&b, "machine"); moects__buf_json_str(&b, run->machine);
-    moects__buf_add(&b, ",\n"); put_key(&b, "filter"); moects__buf_json_str(&b, run->filter);
-    moects__buf_add(&b, ",\n"); put_key(&b, "shard"); moects__buf_json_str(&b, run->shard);
-    moects__buf_add(&b, ",\n"); put_key(&b, "seed"); put_u64(&b, run->seed);
-    moects__buf_add(&b, ",\n"); put_key(&b, "results"); moects__buf_add(&b, "[");
+    moects__buf_add(b, "{\n");
+    put_key(b, "moects_version");
+    moects__buf_json_str(b, run->moects_version);
+    moects__buf_add(b, ",\n"); put_key(b, "commit"); moects__buf_json_str(b, run->commit);
+    moects__buf_add(b, ",\n"); put_key(b, "date"); moects__buf_json_str(b, run->date);
+    moects__buf_add(b, ",\n"); put_key(b, "machine"); moects__buf_json_str(b, run->machine);
+    moects__buf_add(b, ",\n"); put_key(b, "filter"); moects__buf_json_str(b, run->filter);
+    moects__buf_add(b, ",\n"); put_key(b, "shard"); moects__buf_json_str(b, run->shard);
+    moects__buf_add(b, ",\n"); put_key(b, "seed"); put_u64(b, run->seed);
+    moects__buf_add(b, ",\n"); put_key(b, "results"); moects__buf_add(b, "[");
     for (size_t i = 0; i < run->n; i++) {
-        moects__buf_add(&b, i ? ",\n  " : "\n  ");
-        put_result(&b, &run->v[i]);
+        moects__buf_add(b, i ? ",\n  " : "\n  ");
+        put_result(b, &run->v[i]);
     }
-    moects__buf_add(&b, run->n ? "\n]\n}\n" : "]\n}\n");
-    *bp = b;
+    moects__buf_add(b, run->n ? "\n]\n}\n" : "]\n}\n");
     return 0;
+}
+
+/* Serialise run to path, written atomically now (set NULL) or staged in set. 0, or -1 with err: an
+ * op outside the enum, or the file cannot be written. */
+int moects_results_stage(moects_report_set *set, const char *path, const moects_run *run, char *err,
+                         size_t errlen)
+{
+    moects__buf b = {0};
+    int rc = render_results(&b, path, run, err, errlen) || moects__buf_stage(&b, set, path, err, errlen) ? -1 : 0;
+    moects__buf_free(&b);
+    return rc;
+}
+
+int moects_results_write(const char *path, const moects_run *run, char *err, size_t errlen)
+{
+    return moects_results_stage(NULL, path, run, err, errlen);
 }
 
 /* ---- read ---- */

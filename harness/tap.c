@@ -67,57 +67,65 @@ static int by_case_id(const void *a, const void *b, void *ctx)
     return d ? d : (x > y) - (x < y);
 }
 
-static int cmp_size(const void *a, const void *b)
+typedef struct {
+    size_t first, honest; /* a case's first result, its first honest one (SIZE_MAX: none) */
+} case_pick;
+
+static int by_first(const void *a, const void *b)
 {
-    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    size_t x = ((const case_pick *)a)->first, y = ((const case_pick *)b)->first;
     return (x > y) - (x < y);
 }
 
 size_t moects_unjudged_cases(const moects_run *run, const char ***ids, const char ***why)
 {
     *ids = NULL, *why = NULL;
-    size_t *ix = malloc((run->n ? run->n : 1) * sizeof *ix), *first = malloc((run->n ? run->n : 1) * sizeof *first);
-    if (!ix || !first) {
-        free(ix), free(first);
+    size_t *ix = malloc((run->n ? run->n : 1) * sizeof *ix);
+    case_pick *u = malloc((run->n ? run->n : 1) * sizeof *u);
+    if (!ix || !u) {
+        free(ix), free(u);
         return (size_t)-1;
     }
     for (size_t i = 0; i < run->n; i++) ix[i] = i;
-    qsort_r(ix, run->n, sizeof *ix, by_case_id, (void *)run);
-    size_t n = 0; /* first[] gets the first result index of each unjudged case */
+    qsort_r(ix, run->n, sizeof *ix, by_case_id, (void *)run); /* by case, then by index */
+    size_t n = 0;
     for (size_t a = 0, b; a < run->n; a = b) {
         int judged = 0;
+        size_t honest = SIZE_MAX;
         for (b = a; b < run->n && !strcmp(run->v[ix[b]].case_id, run->v[ix[a]].case_id); b++) {
             const moects_result *r = &run->v[ix[b]];
             judged |= !r->is_mutant && (moects_verdict_is_pass(r->verdict) || moects_verdict_is_fail(r->verdict));
+            if (!r->is_mutant && honest == SIZE_MAX) honest = ix[b];
         }
-        if (!judged) first[n++] = ix[a];
+        if (!judged) u[n++] = (case_pick){ix[a], honest};
     }
     free(ix);
-    qsort(first, n, sizeof *first, cmp_size);
+    qsort(u, n, sizeof *u, by_first); /* first-appearance order */
     if (n) {
         *ids = malloc(n * sizeof **ids), *why = malloc(n * sizeof **why);
         if (!*ids || !*why) {
-            free(first), free(*ids), free(*why);
+            free(u), free(*ids), free(*why);
             *ids = NULL, *why = NULL;
             return (size_t)-1;
         }
     }
     for (size_t k = 0; k < n; k++) {
-        const char *id = run->v[first[k]].case_id, *w = "no honest kernel selected";
-        for (size_t i = first[k]; i < run->n; i++) /* the first honest result's reason */
-            if (!strcmp(run->v[i].case_id, id) && !run->v[i].is_mutant) {
-                w = run->v[i].reason[0] ? run->v[i].reason : moects_verdict_name(run->v[i].verdict);
-                break;
-            }
-        (*ids)[k] = id, (*why)[k] = w;
+        const moects_result *h = u[k].honest == SIZE_MAX ? NULL : &run->v[u[k].honest];
+        (*ids)[k] = run->v[u[k].first].case_id;
+        (*why)[k] = !h ? "no honest kernel selected" : h->reason[0] ? h->reason : moects_verdict_name(h->verdict);
     }
-    free(first);
+    free(u);
     return n;
 }
 
 int moects_kernel_status_fails(moects_kernel_status s)
 {
     return s == MOECTS_KS_FAIL || s == MOECTS_KS_ESCAPED || s == MOECTS_KS_REFUSED;
+}
+
+int moects_kernel_status_deferred(moects_kernel_status s)
+{
+    return s == MOECTS_KS_ESCAPED || s == MOECTS_KS_REFUSED;
 }
 
 void moects_shell_quote(FILE *f, const char *s)
@@ -288,10 +296,8 @@ char *moects_tap_render(const moects_run *run, const moects_kernel *const *kerne
         size_t fixed = 0, known = moects_kernel_known_of(run, k->name, mutant, &fixed);
         size_t fails = c[MOECTS_FAIL_MISMATCH] + c[MOECTS_FAIL_CRASH] + c[MOECTS_FAIL_TIMEOUT] - known;
         size_t passes = c[MOECTS_PASS_EXACT] + c[MOECTS_PASS_TOLERANCE];
-        /* a shard cannot judge a mutant that escapes it, nor a kernel that refused its part: another
-         * shard may catch the one or give the other a case it supports (moects merge judges both) */
-        int shard_escape = (st == MOECTS_KS_ESCAPED || st == MOECTS_KS_REFUSED) && run->shard[0];
-        int failing = moects_kernel_status_fails(st) && !shard_escape;
+        int deferred = moects_kernel_status_deferred(st) && run->shard[0]; /* moects merge judges it */
+        int failing = moects_kernel_status_fails(st) && !deferred;
         fprintf(f, "%s %zu - ", failing ? "not ok" : "ok", ++top);
         line_text(f, k->name, 1);
         switch (st) {
@@ -309,7 +315,7 @@ char *moects_tap_render(const moects_run *run, const moects_kernel *const *kerne
             fprintf(f, ": mutant caught by %zu of %zu cases", fails, cnt);
             break;
         case MOECTS_KS_ESCAPED:
-            if (shard_escape)
+            if (deferred)
                 fprintf(f, ": mutant escaped in this shard, passed all %zu exercised cases # TODO judged on the "
                            "merged run (moects merge)",
                         passes);
@@ -323,7 +329,7 @@ char *moects_tap_render(const moects_run *run, const moects_kernel *const *kerne
                 if (strcmp(run->v[j].kernel, k->name) == 0) why = run->v[j].reason;
             if (st == MOECTS_KS_REFUSED)
                 fprintf(f, ": refused all %zu cases it was given%s (UNSUPPORTED)", cnt,
-                        shard_escape ? " in this shard" : "");
+                        deferred ? " in this shard" : "");
             else
                 fprintf(f, " # SKIP no case exercised it (%zu UNSUPPORTED, %zu SKIP)", c[MOECTS_UNSUPPORTED],
                         c[MOECTS_SKIP]);
@@ -331,7 +337,7 @@ char *moects_tap_render(const moects_run *run, const moects_kernel *const *kerne
                 fputs(": ", f);
                 line_text(f, why, 0);
             }
-            if (shard_escape) fputs(" # TODO judged on the merged run (moects merge)", f);
+            if (deferred) fputs(" # TODO judged on the merged run (moects merge)", f);
             break;
         }
         }
