@@ -524,7 +524,8 @@ char *moects_summary_render(const moects_run *run, const moects_kernel *const *k
         tot_fixed += fixed;
         fprintf(f, "| `%s` | %s |", kernels[i]->name, kernels[i]->bug ? "mutant" : "kernel");
         for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) fprintf(f, " %zu |", c[v]);
-        if (st == MOECTS_KS_ESCAPED && run->shard[0]) fputs(" escaped in this shard (judged on the merged run)", f);
+        if (moects_kernel_status_deferred(st) && run->shard[0])
+            fprintf(f, " %s in this shard (judged on the merged run)", st == MOECTS_KS_ESCAPED ? "escaped" : "refused");
         else fprintf(f, " %s", status_word(st));
         if (known) fprintf(f, " (%zu known finding%s)", known, known == 1 ? "" : "s");
         fputs(" |\n", f);

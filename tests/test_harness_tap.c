@@ -287,6 +287,11 @@ Test(tap, refused_every_case_fails)
                                  "H % 7 != 0 # TODO judged on the merged run (moects merge)\n"),
                        "%s", t);
     free(t);
+    t = moects_summary_render(&run, kernels, 4, &o, NULL); /* the summary says the same */
+    cr_assert_not_null(strstr(t, "| `cpu.ep_gather` | kernel | 0 | 0 | 0 | 0 | 0 | 2 | 0 | refused in this shard "
+                                 "(judged on the merged run) |\n"),
+                       "%s", t);
+    free(t);
     moects_run_free(&run);
 }
 
