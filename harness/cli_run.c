@@ -619,21 +619,14 @@ static int stage_out(moects_report_set *set, const char *dir, const char *name, 
     return moects_report_stage(set, p, data, len, err, errlen);
 }
 
-/* mkdir -p dir, then create and remove a file in it: 0, or 2 with one line naming dir. */
+/* --out proved writable (moects_dir_writable): 0, or 2 with one line naming dir. */
 static int check_outdir(const cli *o, const char *dir)
 {
-    char err[512], p[4200];
-    if (moects_mkdirs(dir, err, sizeof err)) { /* err names the directory it could not make */
-        size_t l = strlen(dir);
-        if (!strncmp(err, dir, l) && err[l] == ':') return bad(o, "--out %s", err);
-        return bad(o, "--out %s: %s", dir, err);
-    }
-    snprintf(p, sizeof p, "%s/.moects-write-test.XXXXXX", dir);
-    int fd = mkstemp(p);
-    if (fd < 0) return bad(o, "--out %s: not writable: %s", dir, strerror(errno));
-    close(fd);
-    unlink(p);
-    return 0;
+    char err[4400];
+    if (!moects_dir_writable(dir, err, sizeof err)) return 0;
+    size_t l = strlen(dir);
+    if (!strncmp(err, dir, l) && err[l] == ':') return bad(o, "--out %s", err);
+    return bad(o, "--out %s: %s", dir, err); /* a parent directory it could not make */
 }
 
 void moects_bad_arg(const char *cmd, const char *arg, const char *const *valued)

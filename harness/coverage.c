@@ -101,27 +101,14 @@ static int registry_has_models(const registry *r, const char *registry_dir)
     return -1;
 }
 
-/* mkdir -p dir, then create and remove a file in it (as `moects run` checks --out): 0, or -1 with
- * one line "moects coverage: OPT: DIR: problem". */
+/* moects_dir_writable (as `moects run` checks --out): 0, or -1 with one line
+ * "moects coverage: OPT: DIR: problem". */
 static int dir_writable(const char *opt, const char *dir)
 {
-    char err[1024], p[4200];
-    if (moects_mkdirs(dir, err, sizeof err)) {
-        fprintf(stderr, "moects coverage: %s: %s\n", opt, err);
-        return -1;
-    }
-    if (snprintf(p, sizeof p, "%s/.moects-write-test.XXXXXX", dir) >= (int)sizeof p) {
-        fprintf(stderr, "moects coverage: %s: %.200s...: path too long\n", opt, dir);
-        return -1;
-    }
-    int fd = mkstemp(p);
-    if (fd < 0) {
-        fprintf(stderr, "moects coverage: %s: %s: not writable: %s\n", opt, dir, strerror(errno));
-        return -1;
-    }
-    close(fd);
-    unlink(p);
-    return 0;
+    char err[4400];
+    if (!moects_dir_writable(dir, err, sizeof err)) return 0;
+    fprintf(stderr, "moects coverage: %s: %s\n", opt, err);
+    return -1;
 }
 
 static void registry_free(registry *r)

@@ -1,6 +1,7 @@
-/* fileio.c: atomic report writes and mkdir -p. */
+/* fileio.c: atomic report writes, report sets, mkdir -p and the writable-directory probe. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -128,5 +129,23 @@ int moects_mkdirs(const char *path, char *err, size_t errlen)
             if (c == '\0') break;
         }
     }
+    return 0;
+}
+
+int moects_dir_writable(const char *dir, char *err, size_t errlen)
+{
+    if (moects_mkdirs(dir, err, errlen)) return -1;
+    char p[4200];
+    if (snprintf(p, sizeof p, "%s/.moects-write-test.XXXXXX", dir) >= (int)sizeof p) {
+        snprintf(err, errlen, "%.200s...: path too long", dir);
+        return -1;
+    }
+    int fd = mkstemp(p);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s: not writable: %s", dir, strerror(errno));
+        return -1;
+    }
+    close(fd);
+    unlink(p);
     return 0;
 }

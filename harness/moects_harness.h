@@ -110,5 +110,9 @@ int moects_results_stage(moects_report_set *set, const char *path, const moects_
                          size_t errlen);
 /* mkdir -p. Returns 0 or -1 with err. */
 int moects_mkdirs(const char *path, char *err, size_t errlen);
+/* mkdir -p dir, then create and remove a file in it: a report directory proved writable before any
+ * work. 0, or -1 with err: moects_mkdirs's (naming the directory it could not make), "DIR: not
+ * writable: reason" or "DIR...: path too long". */
+int moects_dir_writable(const char *dir, char *err, size_t errlen);
 
 #endif
