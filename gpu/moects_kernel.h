@@ -5,7 +5,9 @@
 #define MOECTS_KERNEL_H
 #include "moects_types.h"
 
-#define MOECTS_KERNEL_ABI_VERSION 1u
+/* 2: adds `acc` (bounded verdicts) and `last_error`. Version-1 kernels still load: the fields
+ * after `run` read as zero. */
+#define MOECTS_KERNEL_ABI_VERSION 2u
 
 typedef enum {
     MOECTS_DEVICE_CPU = 0, /* run() gets host pointers */
@@ -19,6 +21,15 @@ typedef struct {
     uint32_t max_ulp;
 } moects_tolerance;
 
+/* Accumulation class of a kernel that cannot name an exact recipe (DESIGN.md "Bounded verdicts"):
+ * each output element is judged against its own forward error bound for summation in any order,
+ * gamma(n) = n*u/(1-n*u), u = 2^-bits (RNE) or 2^(1-bits) (truncation). bits = 0: no class
+ * declared (the kernel is judged by tol). */
+typedef struct {
+    uint32_t bits;      /* accumulator precision p in bits (24 for FP32 accumulation) */
+    int truncation;     /* 0: round to nearest even, 1: truncation (some FP8 MMA accumulators) */
+} moects_accumulation;
+
 typedef struct moects_kernel {
     uint32_t abi_version; /* MOECTS_KERNEL_ABI_VERSION */
     const char *name;     /* unique, dotted: "cuda.ep_gather", "cpu.mutant.ep_gather.block_min1024" */
@@ -27,13 +38,20 @@ typedef struct moects_kernel {
     const char *recipe;   /* "ep_gather.fma_v1", "fp4_gemm.blockwise_v1", ...; NULL: use tol */
     moects_tolerance tol; /* used only when recipe == NULL */
     const char *bug;      /* mutants: the one known bug, one line; NULL for real kernels */
-    /* shape: moects_ep_gather_shape* or moects_fp4_gemm_shape* per op. Returns 1 if the kernel
+    /* shape: moects_ep_gather_shape*, moects_fp4_gemm_shape* or moects_moe_gemm_shape* per op. Returns 1 if the kernel
      * takes the shape, else 0 with a one-line reason in why (UNSUPPORTED, a coverage gap). */
     int (*supports)(const void *shape, char *why, size_t why_len);
-    /* args: moects_ep_gather_args* or moects_fp4_gemm_args*; pointers live on `device`.
+    /* args: moects_ep_gather_args*, moects_fp4_gemm_args* or moects_moe_gemm_args*; pointers live on `device`.
      * stream: cudaStream_t for CUDA kernels (NULL for CPU). Returns 0, or non-zero on a launch
      * or runtime error (reported as FAIL_CRASH). CUDA kernels need not synchronise. */
     int (*run)(const void *shape, const void *args, void *stream);
+    /* ---- ABI version 2 ---- */
+    /* recipe == NULL and acc.bits > 0: judged by per-element bounds against exact_v1 (PASS_BOUNDED)
+     * instead of tol. */
+    moects_accumulation acc;
+    /* Optional: after run() returned non-zero, the kernel's own one-line error text (an exception,
+     * a CUDA error name), reported in that case's diagnostics. NULL: none. */
+    const char *(*last_error)(void);
 } moects_kernel;
 
 /* An out-of-tree kernel library exports this symbol: an array of *count kernel descriptors. */

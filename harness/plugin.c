@@ -1,6 +1,7 @@
 /* plugin.c: out-of-tree kernels (`moects run --kernel-lib path.so`, DESIGN.md "GPU side"): a
  * shared library exporting MOECTS_PLUGIN_SYMBOL, which returns its kernel descriptors. */
 #include <dlfcn.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,8 +17,8 @@ static int check_kernel(const char *path, size_t i, const moects_kernel *k, char
         return -1;
     }
     const char *name = k->name && k->name[0] ? k->name : "?";
-    if (k->abi_version != MOECTS_KERNEL_ABI_VERSION) {
-        snprintf(err, errlen, "%s: kernel %zu (%s): abi_version %u, this moects speaks %u", path, i, name,
+    if (k->abi_version < 1 || k->abi_version > MOECTS_KERNEL_ABI_VERSION) {
+        snprintf(err, errlen, "%s: kernel %zu (%s): abi_version %u, this moects speaks 1 to %u", path, i, name,
                  k->abi_version, MOECTS_KERNEL_ABI_VERSION);
         return -1;
     }
@@ -25,7 +26,7 @@ static int check_kernel(const char *path, size_t i, const moects_kernel *k, char
         snprintf(err, errlen, "%s: kernel %zu: empty name", path, i);
         return -1;
     }
-    if (k->op != MOECTS_OP_EP_GATHER && k->op != MOECTS_OP_FP4_GEMM) {
+    if (k->op != MOECTS_OP_EP_GATHER && k->op != MOECTS_OP_FP4_GEMM && k->op != MOECTS_OP_MOE_GEMM) {
         snprintf(err, errlen, "%s: kernel %zu (%s): op: unknown (%d)", path, i, name, (int)k->op);
         return -1;
     }
@@ -42,7 +43,7 @@ static int check_kernel(const char *path, size_t i, const moects_kernel *k, char
         snprintf(err, errlen, "%s: kernel %zu (%s): recipe: unknown \"%s\"", path, i, name, k->recipe);
         return -1;
     }
-    if (!k->recipe && !(k->tol.max_calc_diff >= 0)) {
+    if (!k->recipe && !(k->abi_version >= 2 && k->acc.bits > 0) && !(k->tol.max_calc_diff >= 0)) {
         snprintf(err, errlen, "%s: kernel %zu (%s): tol: no recipe and no valid tolerance", path, i, name);
         return -1;
     }
@@ -99,7 +100,18 @@ int moects_plugin_load(const char *path, const moects_kernel ***v, size_t *n, ch
         snprintf(err, errlen, "%s: out of memory", path);
         return -1;
     }
-    for (size_t i = 0; i < count; i++) nv[*n + i] = ks[i];
+    for (size_t i = 0; i < count; i++) {
+        nv[*n + i] = ks[i];
+        if (ks[i]->abi_version >= MOECTS_KERNEL_ABI_VERSION) continue;
+        /* a version-1 descriptor ends at run: a copy with the later fields zero */
+        moects_kernel *k2 = calloc(1, sizeof *k2);
+        if (!k2) {
+            snprintf(err, errlen, "%s: out of memory", path);
+            return -1;
+        }
+        memcpy(k2, ks[i], offsetof(moects_kernel, acc));
+        nv[*n + i] = k2;
+    }
     *v = nv;
     *n += count;
     return 0; /* the library stays loaded: its kernels are used until exit */

@@ -15,7 +15,7 @@
  *       {"kernel": "cpu.ep_gather",       not empty
  *        "case": "ep_gather/kimi-k3/tp8/t128",   not empty, unique with kernel
  *        "model": "kimi-k3", "layout": "tp8",    ("regression", "-" for regressions)
- *        "op": "ep_gather",               "ep_gather" | "fp4_gemm"
+ *        "op": "ep_gather",               "ep_gather" | "fp4_gemm" | "moe_gemm"
  *        "mutant": false,                 the kernel has a declared bug
  *        "verdict": "PASS_EXACT",         PASS_EXACT PASS_TOLERANCE FAIL_MISMATCH
  *                                           FAIL_CRASH FAIL_TIMEOUT UNSUPPORTED SKIP
@@ -85,6 +85,7 @@ const char *moects__op_name(moects_op op)
     switch (op) {
     case MOECTS_OP_EP_GATHER: return "ep_gather";
     case MOECTS_OP_FP4_GEMM: return "fp4_gemm";
+    case MOECTS_OP_MOE_GEMM: return "moe_gemm";
     }
     return NULL;
 }
@@ -93,6 +94,7 @@ int moects__op_parse(const char *s, moects_op *out)
 {
     if (strcmp(s, "ep_gather") == 0) *out = MOECTS_OP_EP_GATHER;
     else if (strcmp(s, "fp4_gemm") == 0) *out = MOECTS_OP_FP4_GEMM;
+    else if (strcmp(s, "moe_gemm") == 0) *out = MOECTS_OP_MOE_GEMM;
     else return -1;
     return 0;
 }

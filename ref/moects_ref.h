@@ -27,7 +27,7 @@ typedef enum {
     MOECTS_RECIPE_EXACT_V1 = 0,          /* ep_gather.exact_v1 / fp4_gemm.exact_v1 */
     MOECTS_RECIPE_EPG_FMA_V1 = 1,        /* ep_gather.fma_v1 */
     MOECTS_RECIPE_EPG_MULADD_V1 = 2,     /* ep_gather.muladd_v1 */
-    MOECTS_RECIPE_FP4_BLOCKWISE_V1 = 3   /* fp4_gemm.blockwise_v1 */
+    MOECTS_RECIPE_FP4_BLOCKWISE_V1 = 3   /* fp4_gemm.blockwise_v1, moe_gemm.blockwise_v1 */
 } moects_recipe;
 
 /* Parse "ep_gather.fma_v1" etc. Returns 0, or -1 for an unknown name. */
@@ -53,5 +53,26 @@ int moects_ref_fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_ar
  * outputs are NULL and on the errors of moects_ref_fp4_gemm. */
 int moects_ref_fp4_gemm_recipes(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a,
                                 void *out_blockwise, void *out_exact);
+
+/* ---- grouped MoE GEMM (ref/moe_gemm.c; DESIGN.md "Grouped MoE GEMM") ----
+ * Host pointers. recipe: FP4_BLOCKWISE_V1 (MXFP4, NVFP4, W4A8: block partials from OpenBLAS sgemm,
+ * or dgemm for E4M3 x E2M1, rounded once to FP32) or EXACT_V1 (every format). Writes only valid
+ * rows of a->d (rows of id -1, rows >= masked_m[e] untouched). Returns 0, or -1 for an invalid shape,
+ * inconsistent row metadata (m_indices outside [-1, E), masked_m outside [0, M], offsets not
+ * non-decreasing from 0 to M), a recipe the format has no definition of (W4A16 blockwise), or out of
+ * memory. */
+int moects_ref_moe_gemm(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, moects_recipe recipe);
+
+/* Per-element forward error bound (DESIGN.md "Bounded verdicts"; Higham 2nd ed. sec. 3.1, 4.2) of a
+ * kernel of accumulation class (bits, truncation) against the exact result, for the output of
+ * moects_ref_moe_gemm(EXACT_V1): bound[i] (double, [rows, N], same indexing as d) such that an
+ * output within |got - exact_v1[i]| <= bound[i] is PASS_BOUNDED. Includes gamma(n) * sum |terms|,
+ * the declared scale/alpha roundings and the output rounding of both sides. Invalid rows get 0.
+ * Returns 0, or -1 on the errors of moects_ref_moe_gemm. */
+int moects_ref_moe_gemm_bound(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, uint32_t bits,
+                              int truncation, double *bound);
+/* The same for the dense FP4 GEMM (ref/fp4_gemm.c): bound [M, N]. */
+int moects_ref_fp4_gemm_bound(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a, uint32_t bits,
+                              int truncation, double *bound);
 
 #endif

@@ -15,6 +15,8 @@ int moects_recipe_parse(const char *name, moects_op op, moects_recipe *out)
         {"ep_gather.muladd_v1", MOECTS_OP_EP_GATHER, MOECTS_RECIPE_EPG_MULADD_V1},
         {"fp4_gemm.exact_v1", MOECTS_OP_FP4_GEMM, MOECTS_RECIPE_EXACT_V1},
         {"fp4_gemm.blockwise_v1", MOECTS_OP_FP4_GEMM, MOECTS_RECIPE_FP4_BLOCKWISE_V1},
+        {"moe_gemm.exact_v1", MOECTS_OP_MOE_GEMM, MOECTS_RECIPE_EXACT_V1},
+        {"moe_gemm.blockwise_v1", MOECTS_OP_MOE_GEMM, MOECTS_RECIPE_FP4_BLOCKWISE_V1},
     };
     if (!name) return -1;
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)

@@ -122,13 +122,16 @@ Test(fp4_invariance, coretypes_threads_and_vector_widths, .timeout = 900)
         want[i] = run_problem(i);
         cr_assert_neq(want[i], 0, "problem %d failed in process", i);
     }
-    /* Cores this CPU (x86-64 with AVX-512) can run; each name is what openblas_get_corename()
+    /* Cores an x86-64 CPU with AVX2 and FMA can run, then those that need AVX-512 (SkylakeX) and
+     * AVX-512 BF16 (Cooperlake), where this CPU has them; each name is what openblas_get_corename()
      * reports back for it. */
-    static const char *cores[] = {"Haswell", "SkylakeX", "Zen",   "Cooperlake", "Sandybridge",
-                                  "Nehalem", "Prescott", "Core2", "Barcelona",  "Atom"};
+    static const char *cores[] = {"Haswell", "Zen",   "Sandybridge", "Nehalem",  "Prescott",
+                                  "Core2",   "Barcelona", "Atom",    "SkylakeX", "Cooperlake"};
+    size_t ncores = 8;
+    if (__builtin_cpu_supports("avx512f")) ncores = __builtin_cpu_supports("avx512bf16") ? 10 : 9;
     static const char *threads[] = {"1", "2"}; /* OpenBLAS caps the count at the CPUs (2 here) */
     int runs = 0;
-    for (size_t c = 0; c < sizeof cores / sizeof cores[0]; c++)
+    for (size_t c = 0; c < ncores; c++)
         for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++) {
             char env[256], core[64];
             int nth;
@@ -142,8 +145,8 @@ Test(fp4_invariance, coretypes_threads_and_vector_widths, .timeout = 900)
                              (unsigned long long)h[i], (unsigned long long)want[i]);
             runs++;
         }
-    static const char *isas[] = {"avx512", "avx2", "c"};
-    for (size_t k = 0; k < 3; k++) {
+    static const char *isas[] = {"avx2", "c", "avx512"};
+    for (size_t k = 0; k < (__builtin_cpu_supports("avx512f") ? 3u : 2u); k++) {
         char env[256], core[64];
         int nth;
         uint64_t h[NPROB];
