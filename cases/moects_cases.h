@@ -42,9 +42,10 @@ typedef enum {
     MOECTS_DATA_EXACT = 0,       /* exactness-preserving values (default) */
     MOECTS_DATA_ADVERSARIAL = 1, /* extreme exponents, subnormal scales, cancellation */
     MOECTS_DATA_NAN = 2,         /* NaN scale 0xFF (MX) / 0x7F (E4M3), NaN inputs */
-    MOECTS_DATA_NEGZERO = 3      /* MXFP4 only: exact data, plus rows whose later K-blocks' products
-                                    are all -0 after a block-0 partial that underflows acc to -0
-                                    (the signed zero of a block partial; harness/inputs.c) */
+    MOECTS_DATA_NEGZERO = 3      /* fp4_gemm (MXFP4 only): exact data, plus rows whose later K-blocks'
+                                    products are all -0 after a block-0 partial that underflows acc
+                                    to -0 (the signed zero of a block partial); ep_gather: -0 and
+                                    subnormal x columns, tiny and subnormal weights (harness/inputs.c) */
 } moects_data;
 
 typedef struct {

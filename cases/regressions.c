@@ -10,7 +10,7 @@
  *         fp4_gemm:  "M" (>= 0), "N", "K", "format" ("mxfp4" | "nvfp4"),
  *                    "scale_layout" ("linear" | "swizzled"), "gemm" ("gemm1" | "gemm2" | ""),
  *         both:      "out_dtype" ("bf16" | "f32"), "data" ("exact", "adversarial", "nan",
- *                    "negzero": fp4_gemm MXFP4 only)}
+ *                    "negzero": ep_gather, or fp4_gemm MXFP4)}
  *        (defaults in parentheses). Every field but op, name, tiers, map and gemm may be a list:
  * the entry stands for the cartesian product, and each listed field with more than one value must
  * appear as {field} in name so that ids stay distinct. "smoke" implies "full".
@@ -193,8 +193,8 @@ static int check_case(const rctx *r, const moects_case *c)
         if ((c->routing == MOECTS_ROUTE_ZERO_EXPERT && c->k >= c->E_global))
             return FAIL(r, "%s: cases[%zu].routing: zero-expert needs k < E", r->path, r->ci);
     }
-    if (c->data == MOECTS_DATA_NEGZERO && (c->op != MOECTS_OP_FP4_GEMM || c->format != MOECTS_FP4_MXFP4))
-        return FAIL(r, "%s: cases[%zu].data: negzero needs op fp4_gemm with format mxfp4", r->path, r->ci);
+    if (c->data == MOECTS_DATA_NEGZERO && c->op == MOECTS_OP_FP4_GEMM && c->format != MOECTS_FP4_MXFP4)
+        return FAIL(r, "%s: cases[%zu].data: negzero needs format mxfp4 (fp4_gemm) or op ep_gather", r->path, r->ci);
     return 0;
 }
 

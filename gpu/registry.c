@@ -23,3 +23,23 @@ const moects_kernel *const *moects_builtin_kernels(size_t *count)
     *count = sizeof builtin / sizeof builtin[0];
     return builtin;
 }
+
+/* The CPU mutant pool (gpu/cpu/pool.def): not in the built-in table, run on request. */
+#define MOECTS_POOL_EPG(sym, op, par, nm, text) extern const moects_kernel sym;
+#define MOECTS_POOL_FP4(sym, op, par, nm, text) extern const moects_kernel sym;
+#include "cpu/pool.def"
+#undef MOECTS_POOL_EPG
+#undef MOECTS_POOL_FP4
+#define MOECTS_POOL_EPG(sym, op, par, nm, text) &sym,
+#define MOECTS_POOL_FP4(sym, op, par, nm, text) &sym,
+static const moects_kernel *const pool[] = {
+#include "cpu/pool.def"
+};
+#undef MOECTS_POOL_EPG
+#undef MOECTS_POOL_FP4
+
+const moects_kernel *const *moects_pool_kernels(size_t *count)
+{
+    *count = sizeof pool / sizeof pool[0];
+    return pool;
+}

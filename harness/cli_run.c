@@ -229,12 +229,14 @@ static int parse_args(cli *o, int argc, char **argv, int is_run)
 
 static int load_kernels(cli *o, const moects_kernel ***out, size_t *n)
 {
-    size_t nb;
+    size_t nb, np;
     const moects_kernel *const *b = moects_builtin_kernels(&nb);
-    const moects_kernel **v = malloc((nb ? nb : 1) * sizeof *v);
+    const moects_kernel *const *pool = moects_pool_kernels(&np);
+    const moects_kernel **v = malloc((nb + np + 1) * sizeof *v);
     if (!v) return bad(o, "out of memory");
     for (size_t i = 0; i < nb; i++) v[i] = b[i];
-    *n = nb;
+    for (size_t i = 0; i < np; i++) v[nb + i] = pool[i];
+    *n = nb + np;
     char err[512];
     for (size_t i = 0; i < o->nlibs; i++)
         if (moects_plugin_load(o->libs[i], &v, n, err, sizeof err) != 0) {
@@ -259,22 +261,30 @@ static int load_kernels(cli *o, const moects_kernel ***out, size_t *n)
     return 0;
 }
 
-/* Keep the kernels matching --kernel globs (each glob must match one); without globs all of them,
- * except that must-pass runs (--cases) keep honest kernels only. */
+/* Whether glob selects kernel k: a pool mutant (gpu/cpu/pool.def) only for a glob written for the
+ * pool ("pool.*", "pool.ep_gather.cap_*"), so that '*' keeps meaning the built-in kernels. */
+static int glob_selects(const char *glob, const moects_kernel *k)
+{
+    if (!strncmp(k->name, "pool.", 5) && strncmp(glob, "pool.", 5)) return 0;
+    return fnmatch(glob, k->name, 0) == 0;
+}
+
+/* Keep the kernels matching --kernel globs (each glob must match one); without globs all of them
+ * but the mutant pool, except that must-pass runs (--cases) keep honest kernels only. */
 static int select_kernels(cli *o, const moects_kernel **v, size_t *n)
 {
     size_t m = 0;
     for (size_t g = 0; g < o->nkernel_globs; g++) {
         int hit = 0;
-        for (size_t i = 0; i < *n && !hit; i++) hit = fnmatch(o->kernel_globs[g], v[i]->name, 0) == 0;
+        for (size_t i = 0; i < *n && !hit; i++) hit = glob_selects(o->kernel_globs[g], v[i]);
         if (!hit) return bad(o, "--kernel: no kernel matches \"%s\" (see moects list --kernels)", o->kernel_globs[g]);
     }
     for (size_t i = 0; i < *n; i++) {
         int keep = 0;
         if (o->nkernel_globs) {
-            for (size_t g = 0; g < o->nkernel_globs && !keep; g++) keep = fnmatch(o->kernel_globs[g], v[i]->name, 0) == 0;
+            for (size_t g = 0; g < o->nkernel_globs && !keep; g++) keep = glob_selects(o->kernel_globs[g], v[i]);
         } else {
-            keep = !(o->ncase_files && v[i]->bug);
+            keep = !(o->ncase_files && v[i]->bug) && strncmp(v[i]->name, "pool.", 5);
         }
         if (keep) v[m++] = v[i];
     }

@@ -114,10 +114,18 @@ static float f32_from_bits(uint32_t u)
 
 /* ---------------------------------------------------------------- ep_gather ---- */
 
-/* One x element (bf16 bits) for data mode d from a 64-bit draw. */
-static uint16_t x_value(moects_data d, uint64_t u)
+/* One x element (bf16 bits) of column col for data mode d from a 64-bit draw. negzero (signed
+ * zeros and underflow, issue 13): columns col % 4 == 0 hold -0, == 1 negative subnormals, == 2
+ * subnormals of either sign, == 3 exact values; with negzero's weights (weight_value) a product
+ * of a subnormal underflows to a signed zero, so a token's sum is -0, +0 or the sign of the last
+ * product (order), and a denormals-are-zero reading changes the sign. */
+static uint16_t x_value(moects_data d, uint64_t u, int64_t col)
 {
     uint16_t sign = (uint16_t)((u & 1) << 15);
+    if (d == MOECTS_DATA_NEGZERO && col % 4 != 3) {
+        uint16_t sub = (uint16_t)(1 + (u >> 1) % 127);
+        return col % 4 == 0 ? 0x8000 : col % 4 == 1 ? (uint16_t)(0x8000 | sub) : (uint16_t)(sign | sub);
+    }
     if (d == MOECTS_DATA_ADVERSARIAL) {
         uint16_t m = (uint16_t)((u >> 1) & 0x7f);
         unsigned sel = (unsigned)((u >> 8) & 63);
@@ -145,8 +153,11 @@ static uint16_t pad_value(uint64_t u)
     return (u >> 16) & 1 ? (uint16_t)(b | 0x7f80) : b;
 }
 
-static float weight_value(moects_data d, uint64_t u)
+/* One weight of token t. negzero: tokens t % 2 == 0 get small normal weights (1..64) * 2^-36,
+ * odd tokens FP32 subnormals (1..64) * 2^-136 (a denormals-are-zero reading drops them). */
+static float weight_value(moects_data d, uint64_t u, int64_t t)
 {
+    if (d == MOECTS_DATA_NEGZERO) return ldexpf((float)(1 + (int)(u % 64)), t % 2 ? -136 : -36);
     if (d != MOECTS_DATA_ADVERSARIAL) return (float)(1 + (int)(u % 64)) / 64.0f; /* k/64 */
     /* full 24-bit significand in [2^-6, 1); 1 in 16 scaled by 2^+-60; 1 in 8 negative */
     uint32_t e = 126 - (uint32_t)((u >> 8) % 6);
@@ -256,7 +267,7 @@ static int build_ep_gather(const moects_case *c, uint64_t seed, int64_t pool_min
     int64_t hot_e = nl ? fl + (int64_t)(draw(kch, 1) % (uint64_t)nl) : -1;
     int64_t *prev = malloc((size_t)k * sizeof *prev);
     if (!prev) OOM("case %s: " MOECTS_HOST_OOM, id);
-    int first_stale = 1;
+    int64_t nstale = 0;
     for (int64_t t = 0; t < T; t++) {
         for (int64_t j = 0; j < k; j++) {
             int64_t e;
@@ -270,12 +281,13 @@ static int build_ep_gather(const moects_case *c, uint64_t seed, int64_t pool_min
             uint64_t u = draw(kbad, (uint64_t)t * (uint64_t)k + (uint64_t)j);
             int spoil = (u % 4 == 0) || (T >= 2 && t == T - 1);
             if (rt == MOECTS_ROUTE_STALE_IDS && spoil) {
-                if (first_stale) e = STALE_ID_EXAMPLE;
+                if (nstale == 0) e = STALE_ID_EXAMPLE;
+                else if (nstale == 1) e = E; /* one past the map: an off-by-one range check reads map[E] */
                 else if (c->id_dtype == MOECTS_I64 && (u >> 8) % 2 && nl)
                     e = (1ll << 32) + fl + (int64_t)((u >> 16) % (uint64_t)nl); /* truncates to a local id */
                 else
                     e = E + (int64_t)((u >> 16) % (uint64_t)(INT32_MAX - E));
-                first_stale = 0;
+                nstale++;
             } else if (rt == MOECTS_ROUTE_NEG_IDS && spoil) {
                 unsigned s = (unsigned)((u >> 8) % 8);
                 e = s == 0 ? INT32_MIN : s == 1 ? -2 : -1;
@@ -324,7 +336,7 @@ static int build_ep_gather(const moects_case *c, uint64_t seed, int64_t pool_min
             w[s] = f32_from_bits(INVALID_WEIGHT_BITS);
         } else {
             idx[s] = (int32_t)(off[b] + cnt[b]++);
-            w[s] = weight_value(c->data, draw(kw, s));
+            w[s] = weight_value(c->data, draw(kw, s), (int64_t)s / k);
             valid++;
         }
     }
@@ -350,7 +362,7 @@ static int build_ep_gather(const moects_case *c, uint64_t seed, int64_t pool_min
             OOM("case %s: " MOECTS_HOST_OOM " (pool)", id);
         }
         uint64_t kp = moects_input_key(seed, id, "x.pool");
-        for (int64_t i = 0; i < P; i++) pool[i] = x_value(c->data, draw(kp, (uint64_t)i));
+        for (int64_t i = 0; i < P; i++) pool[i] = x_value(c->data, draw(kp, (uint64_t)i), i);
     }
     uint64_t koff = moects_input_key(seed, id, "x.row_offset");
     for (int64_t b = 0; b < nb; b++) {
@@ -363,7 +375,7 @@ static int build_ep_gather(const moects_case *c, uint64_t seed, int64_t pool_min
             } else {
                 for (int64_t d = 0; d < H; d++) {
                     uint64_t i = (uint64_t)r * (uint64_t)H + (uint64_t)d;
-                    row[d] = is_pad ? pad_value(draw(kpad, i)) : x_value(c->data, draw(kx, i));
+                    row[d] = is_pad ? pad_value(draw(kpad, i)) : x_value(c->data, draw(kx, i), d);
                 }
             }
         }

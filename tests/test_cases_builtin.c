@@ -91,7 +91,8 @@ Test(builtin, tier_budgets, .init = load_all, .fini = free_all)
         if (c->tiers & MOECTS_TIER_SMOKE) {
             smoke += f;
             ns++;
-            cr_expect_leq(c->M, 129, "%s", c->id);
+            /* M past 129 only in the narrow past-the-registry cases (M 65600, N 16, K 32) */
+            cr_expect(c->M <= 129 || (double)c->M * c->N * c->K <= 4e7, "%s", c->id);
             cr_expect_leq((double)c->M * c->N * c->K, 1e9, "%s: smoke case too big", c->id);
         }
     }
