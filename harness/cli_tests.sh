@@ -96,6 +96,36 @@ tap14)
     [ "$(head -n1 run13.tap)" = "TAP version 13" ] || fail "default header is not TAP version 13"
     [ "$(tail -n +2 run.tap)" = "$(tail -n +2 run13.tap)" ] || fail "bodies of 13 and 14 differ"
     ;;
+oob_write)
+    # issue 13: a CPU kernel that writes one tile past its output (H 136: 56 elements past the end
+    # of the last token's row) gets FAIL_OOB_WRITE naming buffer, side and offset on those cases
+    # only, alone or batched with honest kernels in one worker (--jobs 1), and the honest kernels
+    # keep every PASS (the overrun faults in the kernel's own process, never in the worker's heap).
+    ids="ep_gather/regression/numeric-adversaries/k1/adversarial/bf16 ep_gather/regression/block-divides-h/h1024/t64
+         ep_gather/regression/numeric-adversaries/k2/nan/f32"
+    for mode in alone batched; do
+        ks="--kernel plugin.ep_gather"
+        [ $mode = batched ] && ks="$ks --kernel cpu.ep_gather --kernel cpu.ep_gather.saxpy"
+        # shellcheck disable=SC2086
+        MOECTS_PLUGIN_EXAMPLE_BUG=oob_tile "$moects" run --jobs 1 --out $mode --kernel-lib "$plugin" $ks $ids \
+            > $mode.tap 2> $mode.err && fail "$mode: the overrunning kernel's run exited 0"
+        v() { jq -r --arg k "$1" --arg c "$2" '.results[] | select(.kernel == $k and .case == $c) | .verdict' \
+              $mode/results.json; }
+        [ "$(v plugin.ep_gather ep_gather/regression/numeric-adversaries/k1/adversarial/bf16)" = FAIL_OOB_WRITE ] ||
+            { cat $mode.tap; fail "$mode: H 136 bf16 not FAIL_OOB_WRITE"; }
+        [ "$(v plugin.ep_gather ep_gather/regression/numeric-adversaries/k2/nan/f32)" = FAIL_OOB_WRITE ] ||
+            fail "$mode: H 136 f32 not FAIL_OOB_WRITE"
+        [ "$(v plugin.ep_gather ep_gather/regression/block-divides-h/h1024/t64)" = PASS_EXACT ] ||
+            fail "$mode: H 1024 (no tail tile) does not pass"
+        jq -r '.results[] | select(.verdict == "FAIL_OOB_WRITE") | .reason' $mode/results.json |
+            grep -q '^out: after the end (byte offset +0): write' || fail "$mode: reason does not name out, side, offset"
+        if [ $mode = batched ]; then
+            n=$(jq '[.results[] | select(.kernel != "plugin.ep_gather" and (.verdict | startswith("PASS")))] | length' \
+                batched/results.json)
+            [ "$n" -eq 6 ] || { cat batched.tap; fail "honest kernels lost a PASS ($n of 6)"; }
+        fi
+    done
+    ;;
 plugin)
     pick 'ep_gather/regression/block-divides-h/*' 8 > ids
     "$moects" list --kernels --kernel-lib "$plugin" | grep -q "^plugin.ep_gather	ep_gather	cpu	ep_gather.fma_v1" ||
@@ -141,7 +171,8 @@ host_oom)
         { cat "$work/out2/run.tap"; fail "the unjudged must-pass case is not a failing point"; }
     ;;
 isolation)
-    # SIGSEGV and a hang in workers cost one task each; the run goes on, case-major.
+    # SIGSEGV (in the kernel's own process, harness/guard.c) and a hang in workers cost one task
+    # each; the run goes on, case-major.
     t1=$(pick 'ep_gather/regression/block-divides-h/kimi-k3-tp8/t1' 1)
     t16=$(pick 'ep_gather/regression/block-divides-h/kimi-k3-tp8/t16' 1)
     [ -n "$t1" ] && [ -n "$t16" ] || fail "kimi-k3-tp8 regression cases not registered"
@@ -149,14 +180,15 @@ isolation)
     rc=$?
     [ $rc -eq 0 ] || { cat run.tap; fail "exit status $rc (mutants caught, honest passing: want 0)"; }
     grep -q 'verdict: FAIL_CRASH' run.tap || fail "no FAIL_CRASH"
-    grep -q 'reason: "worker killed by signal 11 (Segmentation fault) while the kernel ran"' run.tap || fail "crash reason"
+    grep -q 'reason: "kernel process killed by signal 11 (Segmentation fault) while the kernel ran"' run.tap ||
+        fail "crash reason"
     grep -q 'verdict: FAIL_TIMEOUT' run.tap || fail "no FAIL_TIMEOUT"
     grep -q 'reason: "killed after 2 s in the kernel"' run.tap || fail "timeout reason"
     grep -q "^ok 1 - plugin.ep_gather: 2 of 2 cases pass" run.tap || fail "honest kernel after the crash"
     grep -q "^ok 2 - plugin.mutant.segv: mutant caught by 1 of 2 cases" run.tap || fail "segv mutant"
     grep -q "^ok 3 - plugin.mutant.hang: mutant caught by 1 of 2 cases" run.tap || fail "hang mutant"
     # the kernel log names each lost task after what its worker printed
-    grep -qxF "moects: plugin.mutant.segv on $t16: FAIL_CRASH: worker killed by signal 11 (Segmentation fault) while the kernel ran" \
+    grep -qxF "moects: plugin.mutant.segv on $t16: FAIL_CRASH: kernel process killed by signal 11 (Segmentation fault) while the kernel ran" \
         out/kernels.log || { cat out/kernels.log; fail "kernel log: crash line"; }
     grep -qxF "moects: plugin.mutant.hang on $t16: FAIL_TIMEOUT: killed after 2 s in the kernel" out/kernels.log ||
         { cat out/kernels.log; fail "kernel log: timeout line"; }

@@ -206,7 +206,8 @@ static moects__cell_state state_of(table *t, int k, int m, int l)
 {
     const cell *c = at(t, k, m, l);
     if (!t->registered[((size_t)m * t->nl + l) * 3 + t->k[k].op]) return MOECTS__CELL_NOT_REGISTERED;
-    if (c->n[MOECTS_FAIL_MISMATCH] + c->n[MOECTS_FAIL_CRASH] + c->n[MOECTS_FAIL_TIMEOUT]) return MOECTS__CELL_FAIL;
+    if (c->n[MOECTS_FAIL_MISMATCH] + c->n[MOECTS_FAIL_CRASH] + c->n[MOECTS_FAIL_TIMEOUT] +
+        c->n[MOECTS_FAIL_OOB_WRITE] + c->n[MOECTS_FAIL_NONDETERMINISTIC]) return MOECTS__CELL_FAIL;
     if (c->n[MOECTS_UNSUPPORTED]) return MOECTS__CELL_UNSUPPORTED;
     if (c->n[MOECTS_PASS_EXACT] + c->n[MOECTS_PASS_TOLERANCE]) return MOECTS__CELL_PASS;
     return MOECTS__CELL_NOT_RUN;

@@ -476,7 +476,8 @@ int moects_cmd_gate(int argc, char **argv)
         size_t caught_was = 0, caught_now = 0, ran_now = 0;
         for (long d = c; d < n_base_cells && !strcmp(base_cells[d].kernel, bc->kernel); d++)
             caught_was += base_cells[d].n[MOECTS_FAIL_MISMATCH] + base_cells[d].n[MOECTS_FAIL_CRASH] +
-                          base_cells[d].n[MOECTS_FAIL_TIMEOUT];
+                          base_cells[d].n[MOECTS_FAIL_TIMEOUT] + base_cells[d].n[MOECTS_FAIL_OOB_WRITE] +
+                          base_cells[d].n[MOECTS_FAIL_NONDETERMINISTIC];
         for (size_t i = 0; i < run.n; i++)
             if (!strcmp(run.v[i].kernel, bc->kernel)) {
                 ran_now++;

@@ -3,6 +3,7 @@
  * never of a running generator state, so generation order and the rest of the run do not matter.
  * Bulk tensors of large cases are tiled from a random pool (one memcpy per row) to stay fast. */
 #include "moects_inputs.h"
+#include "moects_guard.h"
 #include "moects_harness.h"
 
 #include <limits.h>
@@ -58,7 +59,7 @@ size_t moects_swizzle_bytes(int64_t rows, int64_t nkb)
 
 void moects_inputs_free(moects_inputs *in)
 {
-    for (int i = 0; i < in->nt; i++) free(in->t[i].host);
+    for (int i = 0; i < in->nt; i++) moects_guard_free(&in->t[i].g);
     memset(in, 0, sizeof *in);
 }
 
@@ -97,7 +98,9 @@ static int alloc_tensor(moects_inputs *in, int i, const char *name, size_t bytes
     in->t[i].host = NULL;
     if (i >= in->nt) in->nt = i + 1;
     if (bytes == 0) return 0;
-    in->t[i].host = malloc(bytes);
+    /* between guard pages (harness/guard.c): a kernel's stray access faults at the access */
+    if (moects_guard_alloc(&in->t[i].g, name, bytes, moects_guard_row_bytes(in, i), MOECTS_GUARD_HOST) == 0)
+        in->t[i].host = in->t[i].g.data;
     if (!in->t[i].host) {
         snprintf(err, errlen, "case %s: " MOECTS_HOST_OOM " (%zu bytes for %s)", id, bytes, name);
         return -2;
@@ -606,7 +609,7 @@ static int build_fp4_gemm(const moects_case *c, uint64_t seed, int64_t pool_min,
             memcpy(phys[o], ls[o], (size_t)rows[o] * (size_t)nkb);
             continue;
         }
-        memset(phys[o], 0, moects_swizzle_bytes(rows[o], nkb));
+        memset(phys[o], 0xff, moects_swizzle_bytes(rows[o], nkb)); /* padding: 0xFF poison (NaN), never read */
         for (int64_t r = 0; r < rows[o]; r++)
             for (int64_t kb = 0; kb < nkb; kb++) phys[o][moects_swizzle_offset(r, kb, nkb)] = ls[o][r * nkb + kb];
     }

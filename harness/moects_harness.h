@@ -15,6 +15,8 @@ typedef enum {
     MOECTS_FAIL_MISMATCH,
     MOECTS_FAIL_CRASH,
     MOECTS_FAIL_TIMEOUT,
+    MOECTS_FAIL_OOB_WRITE,        /* a write outside an output, or into an input (harness/guard.c) */
+    MOECTS_FAIL_NONDETERMINISTIC, /* two runs of a kernel that declares a recipe differ */
     MOECTS_UNSUPPORTED,
     MOECTS_SKIP,
     MOECTS_VERDICT_COUNT
@@ -29,7 +31,7 @@ int moects_verdict_parse(const char *s, moects_verdict *out); /* 0 or -1 */
 static inline int moects_verdict_is_pass(moects_verdict v) { return v <= MOECTS_PASS_TOLERANCE; }
 static inline int moects_verdict_is_fail(moects_verdict v)
 {
-    return v >= MOECTS_FAIL_MISMATCH && v <= MOECTS_FAIL_TIMEOUT;
+    return v >= MOECTS_FAIL_MISMATCH && v <= MOECTS_FAIL_NONDETERMINISTIC;
 }
 
 /* One (kernel, case) outcome. */

@@ -14,11 +14,32 @@ enum { MOECTS_EG_X, MOECTS_EG_IDS, MOECTS_EG_W, MOECTS_EG_IDX, MOECTS_EG_MAP, MO
 enum { MOECTS_FG_A, MOECTS_FG_B, MOECTS_FG_SA, MOECTS_FG_SB, MOECTS_FG_NT };
 #define MOECTS_INPUTS_MAX 5
 
+/* One guarded buffer.
+ * Host (device 0): one anonymous mapping, shared for outputs (a forked child's writes are seen by its parent):
+ *   [PROT_NONE guard][canary lo][data][canary hi < 64 B][PROT_NONE guard]
+ *   data ends 64-byte aligned at most 63 bytes before the upper guard page, so a write past the end
+ *   faults at the write (or lands in the checked tail canary); the lower canary (>= 4 KiB and one
+ *   row) is checked after the run, and a write further down faults in the lower guard.
+ * Device (device 1): one allocation [canary lo][data][canary hi], each canary >= 4 KiB and one
+ *   row, filled with a byte pattern and read back after the kernel. */
+typedef struct {
+    const char *name;    /* "x", "a", ..., "out" */
+    int device;          /* 0 host, 1 CUDA */
+    unsigned char *base; /* the mapping (host) or the allocation (device) */
+    size_t map_len;      /* host: bytes of the mapping; device: of the allocation */
+    size_t guard;        /* host: bytes of each PROT_NONE guard */
+    unsigned char *data; /* what the kernel gets; NULL when bytes == 0 */
+    size_t bytes;
+    size_t lo, hi;       /* canary bytes before and after data */
+    unsigned char canary;
+} moects_guarded;
+
 typedef struct {
     const char *name; /* "x", "topk_ids", "topk_weights", "input_index", "expert_map",
                          "a", "b", "sa", "sb" */
     void *host;       /* NULL when bytes == 0 (and for expert_map without a map) */
     size_t bytes;
+    moects_guarded g; /* host is g.data: the tensor sits between guard pages (harness/guard.c) */
 } moects_tensor;
 
 typedef union {

@@ -25,6 +25,7 @@
 #include "moects_compare.h"
 #include "moects_device.h"
 #include "moects_ref.h"
+#include "moects_runner_internal.h"
 
 void openblas_set_num_threads(int num_threads); /* OpenBLAS (linked by moects_ref) */
 int openblas_get_num_threads(void);
@@ -50,7 +51,7 @@ typedef struct {
     int ref_state[NRECIPES]; /* 0 not computed, 1 ok, -1 failed */
     int cuda_checked, ndev;
     char nodev[256];
-    void *dev[MOECTS_INPUTS_MAX];
+    moects_guarded dev[MOECTS_INPUTS_MAX]; /* guarded device copies of the inputs (harness/guard.c) */
     int dev_state; /* 0 not copied, 1 copied, -1 failed (reason in dev_err) */
     char dev_err[256];
     int dev_err_fatal;
@@ -80,10 +81,7 @@ static void drop_case(worker_state *ws)
         ws->ref[i] = NULL;
         ws->ref_state[i] = 0;
     }
-    for (int i = 0; i < MOECTS_INPUTS_MAX; i++) {
-        if (ws->dev[i]) moects_cuda_free(ws->dev[i]);
-        ws->dev[i] = NULL;
-    }
+    for (int i = 0; i < MOECTS_INPUTS_MAX; i++) moects_guard_free(&ws->dev[i]);
     ws->dev_state = 0;
     if (ws->case_idx >= 0 && ws->build_rc == 0) moects_inputs_free(&ws->in);
     ws->case_idx = -1;
@@ -266,110 +264,29 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
         return 0;
     }
 
-    void *got = xmalloc_ff(in->out_bytes);
-    if (!got) {
-        r->verdict = MOECTS_SKIP;
-        snprintf(r->reason, sizeof r->reason, MOECTS_HOST_OOM " (%zu bytes for the output)", in->out_bytes);
-        return 0;
-    }
     int exit_after = 0;
     double tk = now_s();
-    if (k->device == MOECTS_DEVICE_CPU) {
-        void *hp[MOECTS_INPUTS_MAX];
-        host_ptrs(in, hp, 0);
-        moects_op_args a;
-        moects_inputs_bind(in, hp, in->out_bytes ? got : NULL, &a);
-        announce(tc, PH_KERNEL, r);
-        tk = now_s();
-        int rc = k->run(shape, &a, NULL);
+    if (k->device == MOECTS_DEVICE_CUDA && ws->dev_state == 0) /* device copies of the inputs, once per case */
+        ws->dev_state = moects__dev_inputs(in, ws->dev, ws->dev_err, sizeof ws->dev_err, &ws->dev_err_fatal) ? -1 : 1;
+    if (k->device == MOECTS_DEVICE_CUDA && ws->dev_state < 0) {
+        r->verdict = ws->dev_err_fatal ? MOECTS_FAIL_CRASH : MOECTS_SKIP;
+        set_reason(r, "%s%s", ws->dev_err, "");
         r->kernel_s += now_s() - tk;
-        if (rc != 0) {
-            r->verdict = MOECTS_FAIL_CRASH;
-            snprintf(r->reason, sizeof r->reason, "run() returned %d", rc);
-            free(got);
-            return 0;
-        }
-    } else {
-        /* device copies of the inputs, once per case */
-        if (ws->dev_state == 0) {
-            ws->dev_state = 1;
-            for (int i = 0; i < in->nt && ws->dev_state == 1; i++) {
-                if (!in->t[i].bytes) continue;
-                ws->dev[i] = moects_cuda_malloc(in->t[i].bytes);
-                if (!ws->dev[i]) {
-                    ws->dev_state = -1;
-                    ws->dev_err_fatal = 0;
-                    snprintf(ws->dev_err, sizeof ws->dev_err, "out of device memory (%zu bytes for %s)",
-                             in->t[i].bytes, in->t[i].name);
-                } else if (moects_cuda_h2d(ws->dev[i], in->t[i].host, in->t[i].bytes) != 0) {
-                    ws->dev_state = -1;
-                    ws->dev_err_fatal = 1;
-                    snprintf(ws->dev_err, sizeof ws->dev_err, "copying %s to the device failed", in->t[i].name);
-                }
-            }
-        }
-        if (ws->dev_state < 0) {
-            r->verdict = ws->dev_err_fatal ? MOECTS_FAIL_CRASH : MOECTS_SKIP;
-            set_reason(r, "%s%s", ws->dev_err, "");
-            free(got);
-            r->kernel_s += now_s() - tk;
-            return ws->dev_err_fatal;
-        }
-        void *dout = in->out_bytes ? moects_cuda_malloc(in->out_bytes) : NULL;
-        if (in->out_bytes && !dout) {
-            r->verdict = MOECTS_SKIP;
-            snprintf(r->reason, sizeof r->reason, "out of device memory (%zu bytes for the output)", in->out_bytes);
-            free(got);
-            r->kernel_s += now_s() - tk;
-            return 0;
-        }
-        char cerr[200] = "";
-        int rc = dout ? moects_cuda_memset(dout, 0xff, in->out_bytes) : 0;
-        moects_op_args a;
-        moects_inputs_bind(in, ws->dev, dout, &a);
-        if (rc == 0) {
-            r->kernel_s += now_s() - tk; /* the notice carries the set-up so far */
-            announce(tc, PH_KERNEL, r);
-            tk = now_s();
-            rc = k->run(shape, &a, moects_cuda_stream());
-            if (rc != 0) snprintf(cerr, sizeof cerr, "run() returned %d", rc);
-        }
-        char serr[200] = "";
-        int src = moects_cuda_sync(moects_cuda_stream(), serr, sizeof serr);
-        if (rc == 0 && src == 0 && dout) src = moects_cuda_d2h(got, dout, in->out_bytes);
-        if (rc != 0 || src != 0) {
-            r->verdict = MOECTS_FAIL_CRASH;
-            snprintf(r->reason, sizeof r->reason, "%s%s%s", cerr, cerr[0] && serr[0] ? "; " : "",
-                     serr[0] ? serr : (cerr[0] ? "" : "device error"));
-            /* CUDA errors can be sticky: this worker exits, a fresh one takes the next task */
-            exit_after = src != 0;
-            if (dout) moects_cuda_free(dout);
-            free(got);
-            r->kernel_s += now_s() - tk;
-            return exit_after;
-        }
-        if (perf) moects_perf_measure(k, in, &a, r);
-        if (dout) moects_cuda_free(dout);
-        r->kernel_s += now_s() - tk;
+        return ws->dev_err_fatal;
     }
-
-    double tc0 = now_s();
-    moects_compare_result cr;
-    moects_compare(in->out_dtype, got, ws->ref[recipe], in->out_elems, &cr);
-    free(got);
-    r->mismatches = cr.mismatches;
-    r->max_ulp = cr.max_ulp;
-    r->calc_diff = cr.calc_diff;
-    r->first_index = cr.first_index;
-    snprintf(r->got, sizeof r->got, "%s", cr.got);
-    snprintf(r->want, sizeof r->want, "%s", cr.want);
-    if (k->recipe)
-        r->verdict = cr.mismatches == 0 ? MOECTS_PASS_EXACT : MOECTS_FAIL_MISMATCH;
-    else
-        r->verdict = moects_within_tolerance(&cr, k->tol.max_calc_diff, k->tol.max_ulp, r->reason, sizeof r->reason)
-                         ? MOECTS_PASS_TOLERANCE : MOECTS_FAIL_MISMATCH;
-    r->compare_s += now_s() - tc0;
-    return 0;
+    r->kernel_s += now_s() - tk; /* the notice carries the set-up so far */
+    announce(tc, PH_KERNEL, r);
+    tk = now_s();
+    moects__twice tw;
+    int bad = moects__kernel_twice(k, in, ws->dev, perf, &tw, r, &exit_after);
+    r->kernel_s += now_s() - tk;
+    if (!bad) {
+        double tc0 = now_s();
+        moects__judge_twice(k, in, ws->ref[recipe], &tw, r);
+        r->compare_s += now_s() - tc0;
+    }
+    moects__twice_free(&tw);
+    return exit_after;
 }
 
 /* Seconds to whole microseconds: phases down, wall up, so that their sum never exceeds wall. */

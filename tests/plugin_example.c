@@ -8,7 +8,9 @@
  * MOECTS_PLUGIN_EXAMPLE_BUG=block_min1024 in the environment turns plugin.ep_gather into the
  * kernel of a bad pull request (BLOCK_D = min(H, 1024), abort unless it divides H: vLLM PR 50458),
  * under the same name, so that `moects gate` can be shown catching it against a baseline;
- * MOECTS_PLUGIN_EXAMPLE_BUG=refuse_all makes every kernel refuse every shape (supports() = 0). */
+ * MOECTS_PLUGIN_EXAMPLE_BUG=refuse_all makes every kernel refuse every shape (supports() = 0);
+ * MOECTS_PLUGIN_EXAMPLE_BUG=oob_tile makes plugin.ep_gather write its last token's tail tile whole:
+ * when H % 64 != 0, 64 - H % 64 elements past the end of out (a heap overrun without guards). */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -68,6 +70,11 @@ static int run(const void *shape, const void *args, void *stream)
             }
             if (s->out_dtype == MOECTS_F32) ((float *)a->out)[t * s->H + d] = acc;
             else ((uint16_t *)a->out)[t * s->H + d] = f32_to_bf16(acc);
+        }
+    if (bug && strcmp(bug, "oob_tile") == 0 && s->T > 0 && s->H % 64) /* the tail tile, written whole */
+        for (int64_t d = s->H; d < (s->H + 63) / 64 * 64; d++) {
+            if (s->out_dtype == MOECTS_F32) ((float *)a->out)[(s->T - 1) * s->H + d] = 0.0f;
+            else ((uint16_t *)a->out)[(s->T - 1) * s->H + d] = 0;
         }
     return 0;
 }
