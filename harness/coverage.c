@@ -3,7 +3,8 @@
  *
  * moects coverage [RUN_RESULTS] [--out DIR] [--root DIR] [--registry DIR]
  *   A models x layouts table per honest kernel, each cell one of
- *     PASS            some case of the cell passed and none failed or was refused
+ *     PASS            every case of the cell passed (each cell of a run reads "k/n": k of its n
+ *                     cases pass; PASS only when k = n)
  *     FAIL            some case failed (FAIL_MISMATCH, FAIL_CRASH, FAIL_TIMEOUT)
  *     UNSUPPORTED     the kernel refused some case (its supports()), none failed
  *     NOT_REGISTERED  no case of that model and layout for the kernel's op
@@ -19,7 +20,7 @@
  *   or a registry file): derives its cases (moects_derive_cases) under the given layouts (all
  *   derived layouts when none is given), then lists
  *     - the shapes no registered case covers, by op and the dims that matter: ep_gather
- *       (H, topk, E), fp4_gemm.<format> (N, K); a dim value no registered case of the op has is
+ *       (H, topk, E, EP size, expert map), fp4_gemm.<format> (N, K); a dim value no registered case of the op has is
  *       named "new";
  *     - the shapes a built-in honest kernel refuses (supports() false), with its reason.
  *   The registry is the built-in one (cases/models and cases/regressions under --root) or --registry
@@ -167,8 +168,8 @@ static const char *const cell_ink[MOECTS__CELL_COUNT] = {"#fff", "#fff", "#222",
 static const char *const cell_glyph[MOECTS__CELL_COUNT] = {"\u2713", "\u2717", "\u2298", "", "?"};
 static const char *const cell_md[MOECTS__CELL_COUNT] = {"PASS", "**FAIL**", "UNSUP", "-", "?"};
 static const char *const cell_help[MOECTS__CELL_COUNT] = {
-    "some case passed, none failed or was refused",
-    "some case failed (mismatch, crash or timeout)",
+    "every case of the cell passed (a run's cells read k/n: k of the cell's n cases pass)",
+    "some case failed (mismatch, crash, timeout, out-of-bounds write or nondeterminism)",
     "the kernel refused some case (supports()), none failed",
     "no case of this model and layout for the kernel's op",
     "cases exist, none has a verdict (filtered out or skipped)"};
@@ -209,8 +210,23 @@ static moects__cell_state state_of(table *t, int k, int m, int l)
     if (c->n[MOECTS_FAIL_MISMATCH] + c->n[MOECTS_FAIL_CRASH] + c->n[MOECTS_FAIL_TIMEOUT] +
         c->n[MOECTS_FAIL_OOB_WRITE] + c->n[MOECTS_FAIL_NONDETERMINISTIC]) return MOECTS__CELL_FAIL;
     if (c->n[MOECTS_UNSUPPORTED]) return MOECTS__CELL_UNSUPPORTED;
-    if (c->n[MOECTS_PASS_EXACT] + c->n[MOECTS_PASS_TOLERANCE]) return MOECTS__CELL_PASS;
+    size_t pass = c->n[MOECTS_PASS_EXACT] + c->n[MOECTS_PASS_TOLERANCE], all = 0;
+    for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) all += c->n[v];
+    /* green only when every case of the cell passed (a skipped case leaves it NOT_RUN) */
+    if (pass && pass == all) return MOECTS__CELL_PASS;
     return MOECTS__CELL_NOT_RUN;
+}
+
+/* A model x layout cell of the Markdown grid: its state and, once run, "k/n" (k of its n cases
+ * pass). */
+static void cell_text(moects__buf *b, table *t, int k, int m, int l)
+{
+    const cell *c = at(t, k, m, l);
+    size_t pass = c->n[MOECTS_PASS_EXACT] + c->n[MOECTS_PASS_TOLERANCE], all = 0;
+    for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) all += c->n[v];
+    moects__buf_printf(b, " %s", cell_md[state_of(t, k, m, l)]);
+    if (all) moects__buf_printf(b, " %zu/%zu", pass, all);
+    moects__buf_add(b, " |");
 }
 
 static int find_str(const char **v, int n, const char *s)
@@ -465,7 +481,7 @@ static void render_md(moects__buf *b, table *t, const char *run_path)
             moects__buf_add(b, "| ");
             moects__buf_md(b, t->models[m]);
             moects__buf_add(b, " |");
-            for (int l = 0; l < t->nl; l++) moects__buf_printf(b, " %s |", cell_md[state_of(t, k, m, l)]);
+            for (int l = 0; l < t->nl; l++) cell_text(b, t, k, m, l);
             moects__buf_add(b, "\n");
         }
     }
@@ -709,7 +725,8 @@ static void op_of(const moects_case *c, char *dst, size_t cap)
 static void shape_key(const moects_case *c, char *dst, size_t cap)
 {
     if (c->op == MOECTS_OP_EP_GATHER)
-        snprintf(dst, cap, "H=%" PRId64 " topk=%" PRId64 " E=%" PRId64, c->H, c->k, c->E_global);
+        snprintf(dst, cap, "H=%" PRId64 " topk=%" PRId64 " E=%" PRId64 " ep=%d%s", c->H, c->k, c->E_global,
+                 c->ep_size, c->has_map ? " map" : "");
     else
         snprintf(dst, cap, "N=%" PRId64 " K=%" PRId64, c->N, c->K);
 }

@@ -25,6 +25,20 @@ __attribute__((format(printf, 3, 4))) static void fail(moects_result *r, moects_
     r->verdict = v;
 }
 
+/* The worker's CPU output buffers, one per run, kept across tasks while the size fits: a fresh
+ * shared mapping per task costs a page fault per page (measured: seconds per task on a large case
+ * on a host short of memory). */
+static moects_guarded cpu_out[MOECTS_RUNS];
+
+static moects_guarded *cpu_output(int run, size_t bytes, size_t row)
+{
+    moects_guarded *o = &cpu_out[run];
+    size_t min = row > 4096 ? row : 4096;
+    if (o->base && o->data && o->bytes == bytes && o->lo >= min) return o;
+    moects_guard_free(o);
+    return moects_guard_alloc(o, "out", bytes, row, MOECTS_GUARD_SHARED) ? NULL : o;
+}
+
 int moects__runs_of(const moects_kernel *k) { return k->bug ? 1 : MOECTS_RUNS; }
 
 void moects__twice_free(moects__twice *t)
@@ -118,8 +132,8 @@ static int cpu_twice(const moects_kernel *k, const moects_inputs *in, moects__tw
         ro[i] = in->t[i].g;
     }
     for (int run = 0; run < runs; run++) {
-        moects_guarded *o = &t->out[run];
-        if (moects_guard_alloc(o, "out", in->out_bytes, moects_guard_row_bytes(in, -1), MOECTS_GUARD_SHARED)) {
+        moects_guarded *o = cpu_output(run, in->out_bytes, moects_guard_row_bytes(in, -1));
+        if (!o) {
             fail(r, MOECTS_SKIP, MOECTS_HOST_OOM " (%zu bytes for the output)", in->out_bytes);
             return 1;
         }

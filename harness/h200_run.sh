@@ -6,14 +6,17 @@
 #   full/ (full tier, CUDA kernels), memcheck.txt (compute-sanitizer memcheck of the honest CUDA
 #   kernels on the smoke cases that are not also in the large tier), perf/ (--perf on prefill shapes),
 #   coverage of the full run, and status.txt (each step's exit status and seconds).
-# STEPS: comma list of smoke,paths,full0..full<NF-1>,memcheck,perf (default: all, with 4 full shards);
+#   initcheck.txt (compute-sanitizer initcheck on the same cases: no kernel reads device memory it
+#   was not given initialised: poison and canaries are initialised, so initcheck sees reads of
+#   uninitialised scratch or of bytes past every guard);
+# STEPS: comma list of smoke,paths,full0..full<NF-1>,memcheck,initcheck,perf (default: all, with 4 full shards);
 # paths: each cuda.fp4_gemm.blockwise path (MOECTS_FP4_TILE) forced on the FP4 smoke cases;
 # each step has a time limit.
 # A step left for a later call (device calls are limited to 10 minutes) reuses OUTDIR.
 set -u
 B=${1:?usage: harness/h200_run.sh BIN [OUTDIR] [STEPS]}
 D=${2:-reports/h200}
-STEPS=${3:-smoke,paths,full0,full1,full2,full3,memcheck,perf}
+STEPS=${3:-smoke,paths,full0,full1,full2,full3,memcheck,initcheck,perf}
 export MOECTS_ROOT=$PWD
 # One worker per CPU core (the runner spreads them over the GPUs): input generation and the
 # references are CPU work, and a lone worker left 15 of 16 cores idle (the full tier did not finish a
@@ -60,6 +63,14 @@ if has memcheck; then
     --out "$D/memcheck"
   grep -E "ERROR SUMMARY|Invalid|========= [A-Z]" "$D/memcheck.log" "$D/memcheck.err" | sort | uniq -c \
     > "$D/memcheck.txt"
+fi
+if has initcheck; then
+  "$B" list --tier smoke | awk -F'\t' '$2 !~ /large/ {print $1}' > "$D/initcheck-cases.txt"
+  step initcheck 540 compute-sanitizer --tool initcheck --target-processes all \
+    --error-exitcode 9 "$B" run --cases "$D/initcheck-cases.txt" --kernel 'cuda.[ef]*' --jobs "$JOBS" \
+    --out "$D/initcheck"
+  grep -E "ERROR SUMMARY|Uninitialized|========= [A-Z]" "$D/initcheck.log" "$D/initcheck.err" | sort | uniq -c \
+    > "$D/initcheck.txt"
 fi
 if has paths; then # every FP4 path forced on the FP4 smoke cases: the default picks one per shape
   mkdir -p "$D/paths"

@@ -1,10 +1,11 @@
-/* killmatrix.c: `moects killmatrix RESULTS.json [--out FILE] [--min-smoke N] [--root DIR]`: the kill
- * matrix of a run's mutants (the CPU mutant pool, gpu/cpu/pool.def, and any other mutant in the
+/* killmatrix.c: `moects killmatrix RESULTS.json... [--out FILE] [--min-smoke N] [--root DIR]`: the
+ * kill matrix of a run's mutants (of several runs or shards, read as one) (the CPU mutant pool, gpu/cpu/pool.def, and any other mutant in the
  * run): one row per mutant, one column per case family, each cell "k/n", k of the family's n cases
  * that caught the mutant (a FAIL_* verdict), and the number of smoke-tier cases that caught it.
  * Issue 13: the smoke tier is chosen so that every pool mutant is caught by at least two smoke
- * cases; --min-smoke N makes the command exit 1 when a mutant not marked "(equivalent" in its bug
- * text is caught by fewer than N smoke cases (listed on stderr).
+ * cases; --min-smoke N makes the command exit 1 when a mutant not marked "(equivalent" or "(large
+ * tier" (a bug that needs more than 2^31 elements) in its bug text is caught by fewer than N smoke
+ * cases (listed on stderr).
  *
  * Case family: regressions `<op>/regression/<class>`; derived cases `<op>/<tp|ep>/<variant>` with
  * the model, the layout's size and the token or row count dropped ("ep_gather/ep/skewed",
@@ -198,15 +199,16 @@ static void km_render(moects__buf *b, const km *m, const moects_run *run)
 
 static void usage(FILE *f)
 {
-    fputs("usage: moects killmatrix RESULTS.json [--out FILE] [--min-smoke N] [--root DIR]\n"
+    fputs("usage: moects killmatrix RESULTS.json... [--out FILE] [--min-smoke N] [--root DIR]\n"
           "Kill matrix of the run's mutants (e.g. `moects run --tier full --kernel 'pool.*'`, the CPU mutant\n"
           "pool of gpu/cpu/pool.def): per op, case families x mutants, each cell k/n (k of the family's n\n"
           "judged cases caught the mutant: FAIL_*), and per mutant the smoke-tier cases that caught it\n"
-          "(tiers from the registry at --root). Markdown on stdout, or to FILE.\n"
+          "(tiers from the registry at --root). Several RESULTS.json (runs, shards) count as one run.\n"
+          "Markdown on stdout, or to FILE.\n"
           "Family: <op>/regression/<class>, or <op>/<tp|ep>/<variant> for derived cases (model, layout\n"
           "size and token/row count dropped; 'plain' without a variant).\n"
-          "--min-smoke N: exit 1 when a mutant whose bug text does not say '(equivalent' is caught by\n"
-          "fewer than N smoke cases (named on stderr).\n"
+          "--min-smoke N: exit 1 when a mutant whose bug text says neither '(equivalent' nor '(large tier'\n"
+          "is caught by fewer than N smoke cases (named on stderr).\n"
           "Exit: 0, 1 (--min-smoke not met), 2 bad input.\n",
           f);
 }
@@ -245,7 +247,8 @@ static int km_short(const km *m, int min_smoke)
 {
     int bad = 0;
     for (size_t i = 0; i < m->nmut; i++) {
-        if (m->smoke_kills[i] >= min_smoke || strstr(m->bug[i], "(equivalent")) continue;
+        if (m->smoke_kills[i] >= min_smoke || strstr(m->bug[i], "(equivalent") || strstr(m->bug[i], "(large tier"))
+            continue;
         fprintf(stderr, "moects killmatrix: %s caught by %d smoke case%s (want >= %d)\n", m->mut[i],
                 m->smoke_kills[i], m->smoke_kills[i] == 1 ? "" : "s", min_smoke);
         bad++;
@@ -253,9 +256,28 @@ static int km_short(const km *m, int min_smoke)
     return bad;
 }
 
+/* The results of every file into one run (the first file's header). 0, or -1 with err. */
+static int read_all(const char *const *paths, int n, moects_run *run, char *err, size_t len)
+{
+    if (moects_results_read(paths[0], run, err, len)) return -1;
+    for (int f = 1; f < n; f++) {
+        moects_run more = {0};
+        if (moects_results_read(paths[f], &more, err, len)) return -1;
+        for (size_t i = 0; i < more.n; i++)
+            if (moects_run_push(run, &more.v[i])) {
+                moects_run_free(&more);
+                snprintf(err, len, "out of memory");
+                return -1;
+            }
+        moects_run_free(&more);
+    }
+    return 0;
+}
+
 int moects_cmd_killmatrix(int argc, char **argv)
 {
-    const char *in = NULL, *out = NULL, *root = moects__source_root();
+    const char *in[64], *out = NULL, *root = moects__source_root();
+    int nin = 0;
     int min_smoke = 0;
     static const char *const valued[] = {"--out", "--min-smoke", "--root", NULL};
     for (int i = 1; i < argc; i++) {
@@ -273,13 +295,13 @@ int moects_cmd_killmatrix(int argc, char **argv)
                 return 2;
             }
             min_smoke = (int)v;
-        } else if (argv[i][0] != '-' && !in) in = argv[i];
+        } else if (argv[i][0] != '-' && nin < 64) in[nin++] = argv[i];
         else {
             moects_bad_arg("killmatrix", argv[i], valued);
             return 2;
         }
     }
-    if (!in) {
+    if (!nin) {
         usage(stderr);
         return 2;
     }
@@ -289,7 +311,7 @@ int moects_cmd_killmatrix(int argc, char **argv)
     km_tiers t = {{0}, NULL};
     moects__buf b = {0};
     int rc = 2;
-    if (moects_results_read(in, &run, err, sizeof err) || moects_cases_builtin(root, &t.cl, err, sizeof err)) {
+    if (read_all(in, nin, &run, err, sizeof err) || moects_cases_builtin(root, &t.cl, err, sizeof err)) {
         fprintf(stderr, "moects killmatrix: %s\n", err);
         goto done;
     }

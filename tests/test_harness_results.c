@@ -52,9 +52,10 @@ static char *slurp(const char *path)
 Test(verdict, names_are_the_design_words)
 {
     static const char *const words[] = {"PASS_EXACT", "PASS_TOLERANCE", "FAIL_MISMATCH", "FAIL_CRASH",
-                                        "FAIL_TIMEOUT", "UNSUPPORTED", "SKIP"};
-    cr_assert_eq(MOECTS_VERDICT_COUNT, 7);
-    for (int v = 0; v < 7; v++) {
+                                        "FAIL_TIMEOUT", "FAIL_OOB_WRITE", "FAIL_NONDETERMINISTIC",
+                                        "UNSUPPORTED", "SKIP"};
+    cr_assert_eq(MOECTS_VERDICT_COUNT, 9);
+    for (int v = 0; v < 9; v++) {
         cr_assert_str_eq(moects_verdict_name((moects_verdict)v), words[v]);
         moects_verdict got;
         cr_assert_eq(moects_verdict_parse(words[v], &got), 0);
@@ -67,6 +68,8 @@ Test(verdict, names_are_the_design_words)
     cr_assert_str_eq(moects_verdict_name((moects_verdict)99), "?");
     cr_assert(moects_verdict_is_pass(MOECTS_PASS_TOLERANCE) && !moects_verdict_is_pass(MOECTS_UNSUPPORTED));
     cr_assert(moects_verdict_is_fail(MOECTS_FAIL_TIMEOUT) && !moects_verdict_is_fail(MOECTS_SKIP));
+    cr_assert(moects_verdict_is_fail(MOECTS_FAIL_OOB_WRITE) && moects_verdict_is_fail(MOECTS_FAIL_NONDETERMINISTIC));
+    cr_assert(!moects_verdict_is_fail(MOECTS_UNSUPPORTED));
 }
 
 Test(results, reads_hand_written_fixture)
