@@ -490,16 +490,16 @@ EOF
     [ "$(cat err.txt)" = "moects run: $what: 4 lines in out/kernels.log" ] || { cat err.txt; fail "stderr"; }
     printf '%s\n' \
         "cpu.mutant.ep_gather.block_min1024: assertion hidden % BLOCK_D == 0 failed (hidden 3584, BLOCK_D 1024)" \
-        "moects: cpu.mutant.ep_gather.block_min1024 on $t16: FAIL_CRASH: worker killed by signal 6 (Aborted) while the kernel ran" \
+        "moects: cpu.mutant.ep_gather.block_min1024 on $t16: FAIL_CRASH: kernel process killed by signal 6 (Aborted) while the kernel ran" \
         "noisy: stdout T=16; noisy: stderr" \
-        "moects: noisy.mutant on $t16: FAIL_CRASH: worker killed by signal 6 (Aborted) while the kernel ran" > want.log
+        "moects: noisy.mutant on $t16: FAIL_CRASH: kernel process killed by signal 6 (Aborted) while the kernel ran" > want.log
     cmp -s want.log out/kernels.log || { diff want.log out/kernels.log; fail "kernels.log"; }
     cmp -s run.tap out/run.tap || fail "stdout is not the TAP alone"
     grep -q "noisy:\|assertion" run.tap && fail "kernel output in the TAP"
     grep -q "kernels.log" run.tap && fail "the TAP names the kernel log (it depends on the results alone)"
-    [ "$(grep -c '      reason: "worker killed by signal 6 (Aborted) while the kernel ran"' run.tap)" -eq 2 ] ||
+    [ "$(grep -c '      reason: "kernel process killed by signal 6 (Aborted) while the kernel ran"' run.tap)" -eq 2 ] ||
         fail "crash reasons in the TAP"
-    [ "$(grep -c '"reason": "worker killed by signal 6 (Aborted) while the kernel ran"' out/results.json)" -eq 2 ] ||
+    [ "$(grep -c '"reason": "kernel process killed by signal 6 (Aborted) while the kernel ran"' out/results.json)" -eq 2 ] ||
         fail "crash reasons in results.json"
     grep -qxF -- "- $what: 4 lines in \`kernels.log\` (next to this file)" out/summary.md || fail "summary.md line"
     prove -e cat run.tap > prove.log 2>&1 || { cat prove.log; fail "prove"; }
