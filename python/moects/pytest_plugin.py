@@ -10,13 +10,14 @@ The marker takes case globs (none: every case of the tier) and the keywords tier
 "large", "all" or a list), config (a model file or raw config.json) with tp/ep, root, and kernel (the
 description check() judges by: name, op, recipe, bound or tolerance). Each case is one test whose id
 is the case id. Options: --moects-results PATH writes the session's results as results.json (the
-file `moects run --out` writes), --moects-seed N (default 1, as `moects run`). A test that raises
+file `moects run --out` writes), --moects-seed N (default 1, as `moects run`), --moects-shard i/n
+(every n-th case, as `moects run --shard`; `moects merge` joins the shards' results.json). A test that raises
 anything but the check's AssertionError is recorded as FAIL_CRASH with the exception's text;
 pytest.skip() as SKIP; moects_case.outcome("UNSUPPORTED", why) records a refusal.
 """
 import pytest
 
-from . import case as _case
+from .case import DEFAULT_SEED, cases as _cases
 from .kernel import error_text
 
 def pytest_addoption(parser):
@@ -24,11 +25,28 @@ def pytest_addoption(parser):
     g.addoption("--moects-results", metavar="PATH", default=None,
                 help="write the moects results of this session to PATH (results.json for moects gate, "
                      "coverage and merge)")
-    g.addoption("--moects-seed", metavar="N", type=int, default=_case.DEFAULT_SEED,
+    g.addoption("--moects-seed", metavar="N", type=int, default=DEFAULT_SEED,
                 help="input seed of the moects cases (default 1, as moects run)")
+    g.addoption("--moects-shard", metavar="i/n", default=None,
+                help="run every n-th case of each marker's selection, from the i-th (0-based), as moects "
+                     "run --shard; results.json records the shard for moects merge")
+
+
+def _shard(config):
+    spec = config.getoption("moects_shard")
+    if not spec:
+        return None
+    try:
+        i, n = (int(x) for x in spec.split("/"))
+        if not 0 <= i < n:
+            raise ValueError
+    except ValueError:
+        raise pytest.UsageError("--moects-shard: want i/n with 0 <= i < n, got %r" % spec)
+    return i, n
 
 
 def pytest_configure(config):
+    config._moects_shard = _shard(config)
     config.addinivalue_line("markers", "moects(*globs, tier='smoke', config=None, tp=0, ep=0, kernel=None): "
                                        "run the test once per moects case (fixture moects_case)")
     config._moects_ran = []  # cases whose tests ran, in order
@@ -40,7 +58,7 @@ def _select(config, marker):
     unknown = set(kw) - {"tier", "config", "tp", "ep", "root"}
     if unknown:
         raise pytest.UsageError("@pytest.mark.moects: unknown keyword %s" % sorted(unknown)[0])
-    cases = _case.cases(*marker.args, seed=config.getoption("moects_seed"), **kw)
+    cases = _cases(*marker.args, seed=config.getoption("moects_seed"), **kw)
     if kernel is not None:
         from .kernel import describe
         k = describe(kernel)
@@ -56,6 +74,9 @@ def pytest_generate_tests(metafunc):
     if marker is None:
         raise pytest.UsageError("%s uses moects_case without @pytest.mark.moects(...)" % metafunc.function.__name__)
     cases = _select(metafunc.config, marker)
+    shard = metafunc.config._moects_shard
+    if shard:
+        cases = [c for pos, c in enumerate(cases) if pos % shard[1] == shard[0]]
     metafunc.parametrize("moects_case", cases, ids=[c.id for c in cases], indirect=True)
 
 
@@ -103,7 +124,7 @@ def pytest_sessionfinish(session, exitstatus):
     from .results import Results
     ran = session.config._moects_ran
     seed = session.config.getoption("moects_seed")
-    res = Results("pytest " + " ".join(session.config.invocation_params.args), seed)
+    res = Results("pytest " + " ".join(str(a) for a in session.config.args), seed)
     order = {}
     for i, c in enumerate(ran):  # case-major, as a run writes them: by case, then test order
         order.setdefault(c.id, i)
@@ -112,3 +133,19 @@ def pytest_sessionfinish(session, exitstatus):
             if j is not None:
                 res.add(j)
     res.write(path)
+    if session.config._moects_shard:
+        _set_shard(path, "%d/%d" % session.config._moects_shard)
+
+
+def _set_shard(path, shard):
+    """Record the shard in results.json (as moects run --shard does), through a temp file + rename."""
+    import json
+    import os
+    with open(path) as f:
+        doc = json.load(f)
+    doc["shard"] = shard
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
