@@ -18,6 +18,7 @@ Python"):
 """
 import ctypes
 import json
+import os
 import traceback
 
 from . import _lib, _tensors
@@ -100,15 +101,17 @@ def descriptor(k, callbacks=None):
 
 
 def error_text(e):
-    """An exception as one line: 'Type: message (at file:line in function)', long messages cut in
-    the middle (a Triton compile error's last line says what is wrong)."""
+    """An exception as one line: 'Type: message (at file:line in function)' with the innermost frame
+    outside this package, long messages cut in the middle (a Triton compile error's last line says
+    what is wrong)."""
     msg = " ".join(str(e).split())
     if len(msg) > 600:
         msg = msg[:200] + " ... " + msg[-380:]
     text = "%s: %s" % (type(e).__name__, msg) if msg else type(e).__name__
-    tb = traceback.extract_tb(e.__traceback__)
-    if tb:
-        f = tb[-1]
+    here = os.path.dirname(os.path.abspath(__file__))
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if os.path.dirname(os.path.abspath(f.filename)) != here]
+    if frames:  # the innermost frame outside this package: the kernel's own line
+        f = frames[-1]
         text += " (at %s:%d in %s)" % (f.filename, f.lineno, f.name)
     return text
 

@@ -11,18 +11,19 @@ DTYPES = {"BF16": np.uint16, "F32": np.float32, "I32": np.int32, "I64": np.int64
 
 
 def load(path):
-    """(tensors by name as numpy arrays (BF16 as uint16 bits), metadata dict)."""
+    """(tensors by name as read-only numpy arrays mapped from the file (BF16 as uint16 bits),
+    metadata dict)."""
     with open(path, "rb") as f:
-        blob = f.read()
-    (n,) = struct.unpack("<Q", blob[:8])
-    header = json.loads(blob[8:8 + n].decode("utf-8"))
-    data = blob[8 + n:]
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n).decode("utf-8"))
     meta = header.pop("__metadata__", {})
     out = {}
     for name, t in header.items():
         b, e = t["data_offsets"]
         dt = np.dtype(DTYPES[t["dtype"]]).newbyteorder("<")
-        out[name] = np.frombuffer(data[b:e], dtype=dt).reshape(t["shape"]).copy()
+        assert e - b == dt.itemsize * int(np.prod(t["shape"], dtype=np.int64)), name
+        out[name] = np.memmap(path, dtype=dt, mode="r", offset=8 + n + b, shape=tuple(t["shape"])) if e > b else \
+            np.zeros(t["shape"], dtype=dt)
     return out, meta
 
 

@@ -5,9 +5,11 @@ ep_gather cases (issue 10). The one smoke case also in the large tier (more than
 write them to disk)."""
 import json
 import os
+import pathlib
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -83,12 +85,13 @@ def test_kernel_py_route(builtin, work):
 def test_export_verify_route(builtin, work):
     build, want = builtin
     res = moects.Results("export/verify " + GLOB)
+    scratch = "/dev/shm" if os.access("/dev/shm", os.W_OK) else str(work)  # memory, not disk, when there
     for case_id in want:  # one case at a time: its files are removed once judged
-        d = work / "export"
+        d = pathlib.Path(tempfile.mkdtemp(prefix="moects-export-", dir=scratch))
         moects.export(str(d), case_id, tier="all")
         (name,) = [f for f in os.listdir(d) if f.endswith(".safetensors")]
         tensors, meta = st.load(str(d / name))
-        shape = json.loads(meta["moects.shape"])["shape"]
+        shape = json.loads(meta["moects.shape"])
         args = {k: tensors[k] for k in ("x", "topk_ids", "topk_weights", "input_index")}
         args["expert_map"] = tensors.get("expert_map") if shape["has_expert_map"] else None
         out_dtype = "F32" if shape["out_dtype"] == "F32" else "BF16"
