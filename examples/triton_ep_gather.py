@@ -29,11 +29,11 @@ import triton.language as tl
 
 @triton.jit
 def _ep_gather_kernel(x_ptr, ids_ptr, w_ptr, index_ptr, map_ptr, out_ptr, T, H, E_global,
-                      TOPK: tl.constexpr, HAS_MAP: tl.constexpr, BLOCK_D: tl.constexpr):
+                      TOPK: tl.constexpr, HAS_MAP: tl.constexpr, OUT_BF16: tl.constexpr, BLOCK_D: tl.constexpr):
     block = tl.program_id(0).to(tl.int64)
     cols = block * BLOCK_D + tl.arange(0, BLOCK_D)
     for t in range(tl.program_id(1), T, tl.num_programs(1)):
-        t64 = t.to(tl.int64)
+        t64 = tl.cast(t, tl.int64)  # 64-bit offsets: M_sum * H may pass 2^31
         acc = tl.zeros([BLOCK_D], dtype=tl.float32)
         for j in range(TOPK):
             slot = t64 * TOPK + j
@@ -48,7 +48,10 @@ def _ep_gather_kernel(x_ptr, ids_ptr, w_ptr, index_ptr, map_ptr, out_ptr, T, H, 
                 w = tl.load(w_ptr + slot)
                 v = tl.load(x_ptr + row * H + cols).to(tl.float32)
                 acc = tl.fma(v, tl.broadcast_to(w, [BLOCK_D]), acc)
-        tl.store(out_ptr + t64 * H + cols, acc.to(out_ptr.dtype.element_ty))
+        if OUT_BF16:  # round to nearest even, said explicitly (the recipe's bf16_rne)
+            tl.store(out_ptr + t64 * H + cols, acc.to(tl.bfloat16, fp_downcast_rounding="rtne"))
+        else:
+            tl.store(out_ptr + t64 * H + cols, acc)
 
 
 def block_d(H, policy):
@@ -68,14 +71,15 @@ def ep_gather(x, topk_ids, topk_weights, input_index, expert_map, out, policy="g
     H = out.shape[1]
     BLOCK_D = block_d(H, policy)
     assert H % BLOCK_D == 0, "hidden size %d is not a multiple of BLOCK_D %d" % (H, BLOCK_D)
-    if T == 0 or H == 0:
-        return out
     has_map = expert_map is not None
-    if x.numel() == 0:  # no rows (no valid slot anywhere): Triton refuses a null pointer, never read
-        x = torch.zeros(1, dtype=x.dtype, device=out.device)
-    grid = (H // BLOCK_D, min(T, 1024))
-    _ep_gather_kernel[grid](x, topk_ids, topk_weights, input_index, expert_map if has_map else topk_ids, out,
-                            T, H, expert_map.numel() if has_map else 0, TOPK=k, HAS_MAP=has_map,
+    # Empty tensors (T = 0, or no rows) have no address Triton accepts: a 1-element stand-in, never read.
+    # The grid keeps one token program even for T = 0 (its loop runs no token), so the kernel is
+    # compiled for every shape, as the engines' launch compiles it.
+    ptrs = [t if t.numel() else torch.zeros(1, dtype=t.dtype, device=out.device)
+            for t in (x, topk_ids, topk_weights, input_index, expert_map if has_map else topk_ids, out)]
+    grid = (H // BLOCK_D, max(1, min(T, 1024)))
+    _ep_gather_kernel[grid](*ptrs, T, H, expert_map.numel() if has_map else 0, TOPK=k, HAS_MAP=has_map,
+                            OUT_BF16=out.dtype == torch.bfloat16,
                             BLOCK_D=BLOCK_D, num_warps=2 if BLOCK_D <= 256 else 4)
     return out
 
