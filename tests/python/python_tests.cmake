@@ -14,7 +14,7 @@ if(NOT _py_ok EQUAL 0)
   message(FATAL_ERROR "${MOECTS_PYTHON}: numpy and pytest not importable: apt-get install python3-pytest python3-numpy "
                       "(or -DMOECTS_PYTHON=an interpreter that has them)")
 endif()
-set(_py_dir ${CMAKE_CURRENT_SOURCE_DIR}/python)
+set(_py_dir ${PROJECT_SOURCE_DIR}/tests/python)
 set(_py_env "PYTHONPATH=${PROJECT_SOURCE_DIR}/python" "MOECTS_LIB=$<TARGET_FILE:moects_shared>"
     "MOECTS_BUILD=${CMAKE_BINARY_DIR}" "MOECTS_PYTHON=${MOECTS_PYTHON}" "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1")
 set(_pytest ${MOECTS_PYTHON} -m pytest -q -p moects.pytest_plugin -p no:cacheprovider)
