@@ -43,9 +43,10 @@ V=/tmp/moects-venv
 rm -rf "$V" /tmp/moects-pkg && cp -r python /tmp/moects-pkg && rm -rf /tmp/moects-pkg/build /tmp/moects-pkg/*.egg-info
 if "$PY" -m venv --system-site-packages "$V" > "$D/install.log" 2>&1 &&
    "$V/bin/python" -m pip install --no-deps --no-build-isolation /tmp/moects-pkg >> "$D/install.log" 2>&1; then
-  PY=$V/bin/python; echo "install: pip into $V" >> "$D/status.txt"
-else
-  export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}; echo "install: PYTHONPATH (pip failed, see install.log)" >> "$D/status.txt"
+  PY=$V/bin/python; PLUGIN=(); echo "install: pip into $V" >> "$D/status.txt"
+else # not installed: no pytest11 entry point, name the plugin
+  export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}; PLUGIN=(-p moects.pytest_plugin)
+  echo "install: PYTHONPATH (pip failed, see install.log)" >> "$D/status.txt"
 fi
 export MOECTS_PYTHON=$PY
 { echo "date: $(date -u +%FT%TZ)"
@@ -74,7 +75,7 @@ t0=$SECONDS
 left=$((BUDGET - SECONDS - 40))
 for ((i = 0; i < NS; i++)); do
   MOECTS_CASES_FILE=$D/cases.txt PYTHONPATH=$PWD/examples:$PWD/tests/python${PYTHONPATH:+:$PYTHONPATH} \
-    timeout "$left" "$PY" -m pytest -q -p no:cacheprovider tests/python/h200_triton_cases.py \
+    timeout "$left" "$PY" -m pytest -q -p no:cacheprovider "${PLUGIN[@]}" tests/python/h200_triton_cases.py \
     --moects-shard $i/$NS --moects-results "$D/pytest/shard$i/results.json" > "$D/pytest-$i.log" 2>&1 &
 done
 wait
