@@ -26,5 +26,5 @@ add_test(NAME py_equivalence COMMAND ${_pytest} ${_py_dir}/test_equivalence.py)
 add_test(NAME py_install COMMAND sh ${_py_dir}/install_test.sh ${MOECTS_PYTHON} ${PROJECT_SOURCE_DIR}
          ${CMAKE_BINARY_DIR} ${CMAKE_BINARY_DIR}/py_install)
 set_tests_properties(py_unit py_equivalence py_install PROPERTIES ENVIRONMENT "${_py_env}")
-set_tests_properties(py_equivalence PROPERTIES TIMEOUT 3600 RUN_SERIAL TRUE)
+set_tests_properties(py_equivalence PROPERTIES TIMEOUT 3600)
 set_tests_properties(py_unit PROPERTIES TIMEOUT 1200)
