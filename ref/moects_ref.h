@@ -57,11 +57,20 @@ int moects_ref_fp4_gemm_recipes(const moects_fp4_gemm_shape *s, const moects_fp4
 /* ---- grouped MoE GEMM (ref/moe_gemm.c; DESIGN.md "Grouped MoE GEMM") ----
  * Host pointers. recipe: FP4_BLOCKWISE_V1 (MXFP4, NVFP4, W4A8: block partials from OpenBLAS sgemm,
  * or dgemm for E4M3 x E2M1, rounded once to FP32) or EXACT_V1 (every format). Writes only valid
- * rows of a->d (rows of id -1, rows >= masked_m[e] untouched). Returns 0, or -1 for an invalid shape,
+ * rows of a->d (rows of id -1, rows >= masked_m[e] untouched). Each valid row is computed as in
+ * moects_ref_fp4_gemm (zero-padded K tail, its scale read; a->alpha NULL means 1): a NaN scale
+ * (UE8M0 0xFF, E4M3 0x7F/0xFF, a non-finite FP32 A scale) makes exact_v1 NaN on its row (A) or on
+ * its expert's column (B), never elsewhere; blockwise_v1 propagates it as IEEE arithmetic does.
+ * b_format must match format (MXFP4 for MXFP4 and W4A8, NVFP4 for NVFP4). Returns 0, or -1 for an invalid shape,
  * inconsistent row metadata (m_indices outside [-1, E), masked_m outside [0, M], offsets not
  * non-decreasing from 0 to M), a recipe the format has no definition of (W4A16 blockwise), or out of
  * memory. */
 int moects_ref_moe_gemm(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, moects_recipe recipe);
+/* Both moe_gemm recipes at once (a->d ignored): out_blockwise (blockwise_v1; must be NULL for
+ * W4A16) and out_exact (exact_v1), each [rows, N] out_dtype, bit-identical to moects_ref_moe_gemm
+ * with that recipe; a NULL output is skipped, not both. Same errors as moects_ref_moe_gemm. */
+int moects_ref_moe_gemm_recipes(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a,
+                                void *out_blockwise, void *out_exact);
 
 /* Per-element forward error bound (DESIGN.md "Bounded verdicts"; Higham 2nd ed. sec. 3.1, 4.2) of a
  * kernel of accumulation class (bits, truncation) against the exact result, for the output of

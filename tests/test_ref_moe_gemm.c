@@ -1,0 +1,403 @@
+/* Grouped MoE GEMM reference (ref/moe_gemm.c) against the MPFR oracle (test_ref_moe_oracle.h) and
+ * hand-worked values: every format x row layout, expert boundaries, zero-row experts, a NaN scale in
+ * one expert, W4A8 partials wider than 24 bits, W4A16 at the edge of the BF16 range, subnormal
+ * scales, K tails. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "moects_quant.h"
+#include "moects_ref.h"
+#include "test_ref_moe_oracle.h"
+#include "test_rng.h"
+
+#define FILL 0xA5 /* sentinel byte of d: rows that are not valid must keep it */
+
+/* One generated problem: the shape, the arguments and the buffers they point into. */
+typedef struct {
+    moects_moe_gemm_shape s;
+    moects_moe_gemm_args a;
+    void *A, *SA, *D;
+    uint8_t *B, *SB;
+    float *alpha;
+    int32_t *mi, *mm;
+    int64_t *off;
+    int64_t rows, nkb;
+} prob;
+
+/* Value pickers: `wide` spreads exponents (subnormal scales included). */
+static uint8_t pick_ue8m0(int wide, int64_t e) { return (uint8_t)(wide ? rnd() % 255 : 124 + e % 4 + rnd() % 6); }
+static uint8_t pick_e4m3_scale(int wide, int64_t e)
+{
+    return (uint8_t)(wide ? 1 + rnd() % 0x7E : 0x30 + (e % 3) * 8 + rnd() % 16); /* positive, not NaN */
+}
+static uint8_t pick_e4m3(void)
+{
+    uint8_t x;
+    do x = (uint8_t)rnd();
+    while ((x & 0x7F) == 0x7F);
+    return x;
+}
+static uint16_t pick_bf16(int wide)
+{
+    int e = wide ? 1 + (int)(rnd() % 254) : 120 + (int)(rnd() % 12);
+    uint16_t m = (uint16_t)(rnd() & 0x7F), sgn = (uint16_t)((rnd() & 1) << 15);
+    if (wide && rnd() % 8 == 0) e = 0; /* a subnormal (or zero) */
+    return (uint16_t)(sgn | e << 7 | m);
+}
+
+/* Build a problem: counts[E] valid rows per expert; layout rows; K may have a tail. */
+static void gen(prob *p, moects_moe_format fmt, moects_fp4_format bf, moects_row_layout rows, int64_t E,
+                const int64_t *counts, int64_t N, int64_t K, moects_scale_layout sl, moects_dtype od, int64_t asb,
+                int af32, int wide)
+{
+    memset(p, 0, sizeof *p);
+    moects_moe_gemm_shape *s = &p->s;
+    *s = (moects_moe_gemm_shape){E, 0, N, K, fmt, bf, rows, 1, asb, af32, sl, od};
+    int64_t g = fmt == MOECTS_MOE_NVFP4 || (fmt == MOECTS_MOE_W4A16 && bf == MOECTS_FP4_NVFP4) ? 16 : 32;
+    p->nkb = (K + g - 1) / g;
+    if (rows == MOECTS_ROWS_CONTIGUOUS) {
+        s->align = 4;
+        for (int64_t e = 0; e < E; e++) s->M += (counts[e] + 3) / 4 * 4;
+        p->mi = malloc((size_t)s->M * 4 + 4);
+        int64_t r = 0;
+        for (int64_t e = 0; e < E; e++)
+            for (int64_t i = 0; i < (counts[e] + 3) / 4 * 4; i++) p->mi[r++] = i < counts[e] ? (int32_t)e : -1;
+        p->a.m_indices = p->mi;
+    } else if (rows == MOECTS_ROWS_MASKED) {
+        for (int64_t e = 0; e < E; e++) s->M = counts[e] > s->M ? counts[e] : s->M;
+        s->M += 1; /* one row more than the largest expert: never valid */
+        p->mm = malloc((size_t)E * 4);
+        for (int64_t e = 0; e < E; e++) p->mm[e] = (int32_t)counts[e];
+        p->a.masked_m = p->mm;
+    } else {
+        p->off = malloc((size_t)(E + 1) * 8);
+        p->off[0] = 0;
+        for (int64_t e = 0; e < E; e++) p->off[e + 1] = p->off[e] + counts[e];
+        s->M = p->off[E];
+        p->a.expert_offsets = p->off;
+    }
+    p->rows = rows == MOECTS_ROWS_MASKED ? E * s->M : s->M;
+    const int64_t R = p->rows, rb = (K + 1) / 2;
+    /* A and its scales */
+    if (fmt == MOECTS_MOE_W4A8) {
+        uint8_t *A = malloc((size_t)(R * K + 1));
+        for (int64_t i = 0; i < R * K; i++) A[i] = pick_e4m3();
+        int64_t nsa = (K + asb - 1) / asb;
+        if (af32) {
+            float *SA = malloc((size_t)(R * nsa + 1) * 4);
+            for (int64_t i = 0; i < R * nsa; i++)
+                SA[i] = ldexpf(1.0f + (float)(rnd() % 1000) / 1000.0f, wide ? (int)(rnd() % 60) - 150 : (int)(rnd() % 8) - 10);
+            p->SA = SA;
+        } else {
+            uint8_t *SA = malloc((size_t)(R * nsa + 1));
+            for (int64_t i = 0; i < R * nsa; i++) SA[i] = pick_ue8m0(wide, i);
+            p->SA = SA;
+        }
+        p->A = A;
+    } else if (fmt == MOECTS_MOE_W4A16) {
+        uint16_t *A = malloc((size_t)(R * K + 1) * 2);
+        for (int64_t i = 0; i < R * K; i++) A[i] = pick_bf16(wide);
+        p->A = A;
+    } else {
+        uint8_t *A = malloc((size_t)(R * rb + 1));
+        for (int64_t i = 0; i < R * rb; i++) A[i] = (uint8_t)rnd();
+        int64_t rs = rows == MOECTS_ROWS_MASKED ? s->M : R;
+        moects_scale_layout al = rows == MOECTS_ROWS_OFFSETS ? MOECTS_SCALES_LINEAR : sl;
+        int64_t per = mo_bytes(rs, p->nkb, al), nblk = rows == MOECTS_ROWS_MASKED ? E : 1;
+        uint8_t *SA = malloc((size_t)(per * nblk + 1));
+        for (int64_t i = 0; i < per * nblk; i++)
+            SA[i] = fmt == MOECTS_MOE_NVFP4 ? pick_e4m3_scale(wide, i / (per + 1)) : pick_ue8m0(wide, i);
+        p->A = A;
+        p->SA = SA;
+    }
+    /* B per expert, scales per expert (each expert its own range), alpha */
+    int64_t per = mo_bytes(N, p->nkb, sl);
+    p->B = malloc((size_t)(E * N * rb + 1));
+    for (int64_t i = 0; i < E * N * rb; i++) p->B[i] = (uint8_t)rnd();
+    p->SB = malloc((size_t)(E * per + 1));
+    for (int64_t e = 0; e < E; e++)
+        for (int64_t i = 0; i < per; i++)
+            p->SB[e * per + i] = bf == MOECTS_FP4_NVFP4 ? pick_e4m3_scale(wide, e) : pick_ue8m0(wide, e);
+    p->alpha = malloc((size_t)E * 4);
+    for (int64_t e = 0; e < E; e++)
+        p->alpha[e] = bf == MOECTS_FP4_NVFP4 ? 1.0f / (float)(1 + rnd() % 3000) : 1.0f;
+    p->a.a = p->A;
+    p->a.sa = p->SA;
+    p->a.b = p->B;
+    p->a.sb = p->SB;
+    p->a.alpha = p->alpha;
+    size_t dbytes = (size_t)(R * N) * (od == MOECTS_BF16 ? 2 : 4);
+    p->D = malloc(dbytes + 1);
+    memset(p->D, FILL, dbytes);
+    p->a.d = p->D;
+}
+
+static void drop(prob *p)
+{
+    free(p->A);
+    free(p->SA);
+    free(p->D);
+    free(p->B);
+    free(p->SB);
+    free(p->alpha);
+    free(p->mi);
+    free(p->mm);
+    free(p->off);
+}
+
+/* Run one recipe and compare with the oracle on every valid row; invalid rows untouched. */
+static void check(prob *p, int exact, const char *what)
+{
+    size_t dbytes = (size_t)(p->rows * p->s.N) * (p->s.out_dtype == MOECTS_BF16 ? 2 : 4);
+    memset(p->D, FILL, dbytes);
+    cr_assert_eq(moects_ref_moe_gemm(&p->s, &p->a, exact ? MOECTS_RECIPE_EXACT_V1 : MOECTS_RECIPE_FP4_BLOCKWISE_V1),
+                 0, "%s", what);
+    int64_t first = -1;
+    double got = 0, want = 0;
+    int64_t bad = mo_check(&p->s, &p->a, p->D, exact, FILL, &first, &got, &want);
+    cr_assert_eq(bad, 0, "%s %s: %lld mismatches, first at %lld: got %a want %a", what,
+                 exact ? "exact_v1" : "blockwise_v1", (long long)bad, (long long)first, got, want);
+}
+
+static const char *fmt_name(moects_moe_format f, moects_fp4_format bf)
+{
+    switch (f) {
+    case MOECTS_MOE_MXFP4: return "mxfp4";
+    case MOECTS_MOE_NVFP4: return "nvfp4";
+    case MOECTS_MOE_W4A8: return "w4a8";
+    default: return bf == MOECTS_FP4_NVFP4 ? "w4a16-nvfp4" : "w4a16-mxfp4";
+    }
+}
+
+/* Every format x row layout x scale layout x out dtype, both recipes where defined. */
+static void sweep(int64_t E, const int64_t *counts, int64_t N, int64_t K, int wide, uint64_t seed)
+{
+    static const struct {
+        moects_moe_format f;
+        moects_fp4_format bf;
+        int64_t asb;
+        int af32;
+    } F[] = {{MOECTS_MOE_MXFP4, MOECTS_FP4_MXFP4, 0, 0}, {MOECTS_MOE_NVFP4, MOECTS_FP4_NVFP4, 0, 0},
+             {MOECTS_MOE_W4A8, MOECTS_FP4_MXFP4, 128, 0}, {MOECTS_MOE_W4A8, MOECTS_FP4_MXFP4, 32, 1},
+             {MOECTS_MOE_W4A8, MOECTS_FP4_MXFP4, 128, 1}, {MOECTS_MOE_W4A8, MOECTS_FP4_MXFP4, 32, 0},
+             {MOECTS_MOE_W4A16, MOECTS_FP4_MXFP4, 0, 0}, {MOECTS_MOE_W4A16, MOECTS_FP4_NVFP4, 0, 0}};
+    rng_state = seed;
+    for (size_t fi = 0; fi < sizeof F / sizeof F[0]; fi++)
+        for (int rl = 1; rl <= 3; rl++)
+            for (int v = 0; v < 2; v++) {
+                prob p;
+                moects_scale_layout sl = v ? MOECTS_SCALES_SWIZZLED_128X4 : MOECTS_SCALES_LINEAR;
+                moects_dtype od = (v ^ (rl & 1)) ? MOECTS_BF16 : MOECTS_F32;
+                gen(&p, F[fi].f, F[fi].bf, (moects_row_layout)rl, E, counts, N, K, sl, od, F[fi].asb, F[fi].af32,
+                    wide);
+                char what[160];
+                snprintf(what, sizeof what, "%s asb %lld f32 %d rows %d sl %d out %s K %lld", fmt_name(F[fi].f, F[fi].bf),
+                         (long long)F[fi].asb, F[fi].af32, rl, (int)sl, od == MOECTS_BF16 ? "bf16" : "f32", (long long)K);
+                check(&p, 1, what);
+                if (F[fi].f != MOECTS_MOE_W4A16) check(&p, 0, what);
+                drop(&p);
+            }
+}
+
+Test(moe_gemm_oracle, every_format_and_layout)
+{
+    const int64_t counts[5] = {3, 0, 5, 1, 2}; /* a zero-row expert, odd group sizes */
+    sweep(5, counts, 7, 96, 0, 1);
+    sweep(5, counts, 5, 77, 0, 2); /* K tail: 77 = 2*32 + 13 = 4*16 + 13, odd */
+}
+
+Test(moe_gemm_oracle, wide_and_subnormal_scales)
+{
+    const int64_t counts[3] = {2, 4, 1};
+    sweep(3, counts, 6, 160, 1, 3);
+}
+
+Test(moe_gemm_oracle, single_expert_and_tile_crossing, .timeout = 600)
+{
+    const int64_t one[1] = {5};
+    sweep(1, one, 9, 64, 0, 4);
+    /* experts straddling the 64-row tiles of the exact path, N across a 64-column tile */
+    const int64_t counts[3] = {65, 0, 3};
+    prob p;
+    rng_state = 5;
+    gen(&p, MOECTS_MOE_MXFP4, MOECTS_FP4_MXFP4, MOECTS_ROWS_CONTIGUOUS, 3, counts, 67, 64, MOECTS_SCALES_SWIZZLED_128X4,
+        MOECTS_F32, 0, 0, 0);
+    check(&p, 1, "mxfp4 tiles");
+    check(&p, 0, "mxfp4 tiles");
+    drop(&p);
+    gen(&p, MOECTS_MOE_W4A8, MOECTS_FP4_MXFP4, MOECTS_ROWS_MASKED, 3, counts, 67, 64, MOECTS_SCALES_LINEAR,
+        MOECTS_BF16, 128, 0, 0);
+    check(&p, 1, "w4a8 tiles");
+    check(&p, 0, "w4a8 tiles");
+    drop(&p);
+}
+
+/* One B scale of expert 1 is NaN: exact_v1 gives NaN in that expert's rows of that column only;
+ * blockwise_v1 too (NaN * p, p any). Every other element stays a number. */
+Test(moe_gemm, nan_scale_in_one_expert)
+{
+    const int64_t counts[3] = {4, 3, 5};
+    for (int fi = 0; fi < 3; fi++) {
+        moects_moe_format f = fi == 0 ? MOECTS_MOE_MXFP4 : fi == 1 ? MOECTS_MOE_NVFP4 : MOECTS_MOE_W4A8;
+        moects_fp4_format bf = f == MOECTS_MOE_NVFP4 ? MOECTS_FP4_NVFP4 : MOECTS_FP4_MXFP4;
+        for (int rl = 1; rl <= 3; rl++) {
+            prob p;
+            rng_state = 10 + (uint64_t)(fi * 3 + rl);
+            gen(&p, f, bf, (moects_row_layout)rl, 3, counts, 6, 64, MOECTS_SCALES_SWIZZLED_128X4, MOECTS_F32, 128, 0, 0);
+            int64_t per = mo_bytes(6, p.nkb, MOECTS_SCALES_SWIZZLED_128X4);
+            p.SB[per + mo_off(2, 1, p.nkb, MOECTS_SCALES_SWIZZLED_128X4)] = bf == MOECTS_FP4_NVFP4 ? 0x7F : 0xFF;
+            for (int ex = 0; ex < 2; ex++) {
+                check(&p, ex, "nan scale");
+                int64_t lr;
+                for (int64_t r = 0; r < p.rows; r++) {
+                    int64_t e = mo_expert(&p.s, &p.a, r, &lr);
+                    if (e < 0) continue;
+                    for (int64_t n = 0; n < 6; n++)
+                        cr_assert_eq(isnan(((float *)p.D)[r * 6 + n]), e == 1 && n == 2, "row %lld col %lld",
+                                     (long long)r, (long long)n);
+                }
+            }
+            drop(&p);
+        }
+    }
+}
+
+/* W4A8 partial wider than 24 bits, by hand: block 0 = 31 products 448 * 6 plus 2^-9 * 0.5, block 1
+ * = -31 * 448 * 6; scales 1 (UE8M0 127). Partial 0 = 83328 + 2^-10 needs 27 bits: blockwise_v1
+ * rounds it to 83328 (FP32 ulp there 2^-7), so acc ends at 0; exact_v1 keeps 2^-10. */
+Test(moe_gemm, w4a8_partial_wider_than_fp32)
+{
+    const int64_t counts[1] = {1};
+    prob p;
+    rng_state = 20;
+    gen(&p, MOECTS_MOE_W4A8, MOECTS_FP4_MXFP4, MOECTS_ROWS_OFFSETS, 1, counts, 1, 64, MOECTS_SCALES_LINEAR, MOECTS_F32,
+        32, 0, 0);
+    uint8_t *A = p.A, *SA = p.SA;
+    for (int k = 0; k < 64; k++) A[k] = k < 31 ? 0x7E : k == 31 ? 0x01 : 0xFE; /* 448, 2^-9, -448 */
+    A[63] = 0x00;
+    memset(p.B, 0x77, 32); /* E2M1 6, 6 */
+    p.B[15] = 0x17;        /* elements 30: 6, 31: 0.5 */
+    p.B[31] = 0x07;        /* element 63: 0 (A is 0 there too) */
+    SA[0] = SA[1] = 127;
+    p.SB[0] = p.SB[1] = 127;
+    cr_assert_eq(moects_ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
+    cr_assert_eq(((float *)p.D)[0], 0.0f, "blockwise_v1: got %a", ((float *)p.D)[0]);
+    cr_assert_eq(moects_ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), 0);
+    cr_assert_eq(((float *)p.D)[0], 0x1p-10f, "exact_v1: got %a", ((float *)p.D)[0]);
+    check(&p, 0, "w4a8 wide partial");
+    check(&p, 1, "w4a8 wide partial");
+    drop(&p);
+}
+
+/* W4A16 at the edge of the BF16 range: per block, the largest finite BF16 (0x7F7F = 0x1.fep127) next
+ * to subnormals (0x0001 = 2^-133), so the partial needs the exact slow path; and results that
+ * overflow the output (exact_v1 gives Inf) or cancel exactly to a subnormal remainder. */
+Test(moe_gemm, w4a16_bf16_range_edges)
+{
+    const int64_t counts[2] = {3, 2};
+    for (int bfi = 0; bfi < 2; bfi++)
+        for (int rl = 1; rl <= 3; rl++) {
+            moects_fp4_format bf = bfi ? MOECTS_FP4_NVFP4 : MOECTS_FP4_MXFP4;
+            prob p;
+            rng_state = 30 + (uint64_t)(bfi * 3 + rl);
+            gen(&p, MOECTS_MOE_W4A16, bf, (moects_row_layout)rl, 2, counts, 4, 48, MOECTS_SCALES_LINEAR,
+                rl == 2 ? MOECTS_BF16 : MOECTS_F32, 0, 0, 0);
+            uint16_t *A = p.A;
+            static const uint16_t edge[] = {0x7F7F, 0xFF7F, 0x0001, 0x8001, 0x0080, 0x7F00, 0x3F80, 0x007F};
+            for (int64_t i = 0; i < p.rows * 48; i++) A[i] = edge[rnd() % 8];
+            for (int64_t i = 0; i < mo_bytes(4, p.nkb, MOECTS_SCALES_LINEAR) * 2; i++)
+                p.SB[i] = bf == MOECTS_FP4_NVFP4 ? (uint8_t)(1 + rnd() % 0x30) : (uint8_t)(100 + rnd() % 30);
+            check(&p, 1, bfi ? "w4a16-nvfp4 edges" : "w4a16-mxfp4 edges");
+            drop(&p);
+        }
+}
+
+/* Hand-worked MXFP4: A row all 1.0 (code 2), expert 0's B all 0.5 (code 1) with scale 2^0, expert
+ * 1's all -1.5 (code 0xB) with scale 2^1; K = 40 (a 32-block and an 8-element tail, the tail's scale
+ * A's 2^-1; B's 2^0 in expert 0, 2^-1 in expert 1): expert 0: 32 * 0.5 + (8 * 0.5) / 2 = 18;
+ * expert 1: (32 * -1.5) * 2 + (8 * -1.5) / 4 = -99. Contiguous, align 4: rows 0 (e0), 1-3 padding, 4 (e1). */
+Test(moe_gemm, hand_worked_mxfp4_contiguous)
+{
+    const int64_t counts[2] = {1, 1};
+    prob p;
+    rng_state = 40;
+    gen(&p, MOECTS_MOE_MXFP4, MOECTS_FP4_MXFP4, MOECTS_ROWS_CONTIGUOUS, 2, counts, 1, 40, MOECTS_SCALES_LINEAR,
+        MOECTS_F32, 0, 0, 0);
+    cr_assert_eq(p.s.M, 8);
+    memset(p.A, 0x22, 8 * 20);
+    memset(p.SA, 126, 16);                    /* every A scale 2^-1 ... */
+    for (int r = 0; r < 8; r++) ((uint8_t *)p.SA)[2 * r] = 127; /* ... but block 0's: 2^0 */
+    memset(p.B, 0x11, 20);
+    memset(p.B + 20, 0xBB, 20);
+    uint8_t sb[4] = {127, 127, 128, 126}; /* [e][n=0][kb]: e0 (1, 1), e1 (2, 1/2) */
+    memcpy(p.SB, sb, 4);
+    cr_assert_eq(moects_ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), 0);
+    cr_assert_eq(((float *)p.D)[0], 18.0f, "got %a", ((float *)p.D)[0]);
+    cr_assert_eq(((float *)p.D)[4], -99.0f, "got %a", ((float *)p.D)[4]);
+    uint32_t u;
+    memcpy(&u, (float *)p.D + 1, 4);
+    cr_assert_eq(u, 0xA5A5A5A5u, "padding row written");
+    drop(&p);
+}
+
+/* Edge shapes return 0 and write nothing: M = 0, every expert empty, N = 0; K = 0 writes +0. */
+Test(moe_gemm, empty_shapes)
+{
+    const int64_t none[3] = {0, 0, 0}, one[1] = {2};
+    for (int rl = 1; rl <= 3; rl++) {
+        prob p;
+        rng_state = 50;
+        gen(&p, MOECTS_MOE_NVFP4, MOECTS_FP4_NVFP4, (moects_row_layout)rl, 3, none, 4, 32, MOECTS_SCALES_LINEAR,
+            MOECTS_F32, 0, 0, 0);
+        check(&p, 1, "no rows");
+        check(&p, 0, "no rows");
+        drop(&p);
+        gen(&p, MOECTS_MOE_W4A8, MOECTS_FP4_MXFP4, (moects_row_layout)rl, 1, one, 3, 0, MOECTS_SCALES_LINEAR,
+            MOECTS_F32, 128, 0, 0);
+        check(&p, 1, "K = 0");
+        check(&p, 0, "K = 0");
+        cr_assert_eq(((float *)p.D)[0], 0.0f);
+        drop(&p);
+    }
+}
+
+/* Bad metadata and undefined recipes are refused (-1) with nothing written. */
+Test(moe_gemm, refusals)
+{
+    const int64_t counts[2] = {2, 1};
+    prob p;
+    rng_state = 60;
+    gen(&p, MOECTS_MOE_W4A16, MOECTS_FP4_MXFP4, MOECTS_ROWS_CONTIGUOUS, 2, counts, 3, 32, MOECTS_SCALES_LINEAR,
+        MOECTS_F32, 0, 0, 0);
+    cr_assert_eq(moects_ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), -1, "W4A16 has no blockwise_v1");
+    p.mi[0] = 2;
+    cr_assert_eq(moects_ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), -1, "m_indices >= E");
+    p.mi[0] = -2;
+    cr_assert_eq(moects_ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), -1, "m_indices < -1");
+    drop(&p);
+    gen(&p, MOECTS_MOE_MXFP4, MOECTS_FP4_MXFP4, MOECTS_ROWS_MASKED, 2, counts, 3, 32, MOECTS_SCALES_LINEAR,
+        MOECTS_F32, 0, 0, 0);
+    p.mm[1] = (int32_t)p.s.M + 1;
+    cr_assert_eq(moects_ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), -1, "masked_m > M");
+    p.mm[1] = -1;
+    cr_assert_eq(moects_ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), -1, "masked_m < 0");
+    drop(&p);
+    gen(&p, MOECTS_MOE_MXFP4, MOECTS_FP4_MXFP4, MOECTS_ROWS_OFFSETS, 2, counts, 3, 32, MOECTS_SCALES_LINEAR,
+        MOECTS_F32, 0, 0, 0);
+    p.off[1] = 4;
+    cr_assert_eq(moects_ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), -1, "offsets decreasing");
+    p.off[1] = 2;
+    p.off[2] = 2;
+    cr_assert_eq(moects_ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), -1, "off[E] != M");
+    p.off[2] = 3;
+    p.s.b_format = MOECTS_FP4_NVFP4;
+    cr_assert_eq(moects_ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), -1, "MXFP4 with NVFP4 B");
+    p.s.b_format = MOECTS_FP4_MXFP4;
+    p.s.E = 0;
+    cr_assert_eq(moects_ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), -1, "E = 0");
+    uint32_t u;
+    memcpy(&u, p.D, 4);
+    cr_assert_eq(u, 0xA5A5A5A5u, "written on refusal");
+    drop(&p);
+}
