@@ -421,19 +421,7 @@ static void do_tile(const ctx *c, work *w, int64_t tm, int64_t tn)
             }
         }
     }
-    const int bf16 = jb->out_dtype == MOECTS_BF16;
-    for (int64_t i = 0; i < mt; i++)
-        for (int64_t j = 0; j < nt; j++) {
-            int64_t o = (m0 + i) * N + n0 + j;
-            if (c->want_bw) {
-                float v = w->acc[i * nt + j] * jb->alpha;
-                if (bf16) ((uint16_t *)jb->out_bw)[o] = moects_bf16_from_f32(v);
-                else ((float *)jb->out_bw)[o] = v;
-            }
-            if (c->want_ex)
-                moects__exact_store(w->hi[i * nt + j], &w->xs[i * nt + j], jb->alpha,
-                                    jb->nan_a[m0 + i] || jb->nan_b[n0 + j], bf16, jb->out_ex, o);
-        }
+    moects__store_tile(jb, m0, n0, mt, nt, w->acc, w->hi, w->xs);
 }
 
 /* Worker id takes the tiles [id*U/nth, (id+1)*U/nth) of the U tiles in m-major order: a
@@ -533,26 +521,26 @@ static float dec_scale(moects_fp4_format f, uint8_t x)
  * out_bw / out_ex (NULL: not wanted; a->d unused). Returns 0 (M or N zero: nothing written,
  * pointers unchecked), or -1. */
 static int fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a, int want_bw, void *out_bw,
-                    int want_ex, void *out_ex)
+                    int want_ex, void *out_ex, const moects__bound_req *bq)
 {
     if (!s || !a || s->M < 0 || s->N < 0 || s->K < 0) return -1;
     if (s->format != MOECTS_FP4_MXFP4 && s->format != MOECTS_FP4_NVFP4) return -1;
     if (s->scale_layout != MOECTS_SCALES_LINEAR && s->scale_layout != MOECTS_SCALES_SWIZZLED_128X4)
         return -1;
     if (s->out_dtype != MOECTS_F32 && s->out_dtype != MOECTS_BF16) return -1;
-    if (!want_bw && !want_ex) return -1;
+    if (!want_bw && !want_ex && !bq) return -1;
     const int64_t M = s->M, N = s->N, K = s->K, g = moects_fp4_block(s->format), nkb = cdiv(K, g);
     if (M == 0 || N == 0) return 0;
-    if ((want_bw && !out_bw) || (want_ex && !out_ex) || (K > 0 && (!a->a || !a->b || !a->sa || !a->sb)))
+    if ((want_bw && !out_bw) || (want_ex && !out_ex) || (bq && !bq->bound) ||
+        (K > 0 && (!a->a || !a->b || !a->sa || !a->sb)))
         return -1;
 
     float slut[256];
     for (int i = 0; i < 256; i++) slut[i] = dec_scale(s->format, (uint8_t)i);
-    float *sa = malloc((size_t)(M * nkb + 1) * sizeof(float));
-    float *sbt = malloc((size_t)(N * nkb + 1) * sizeof(float));
-    uint8_t *nan_a = calloc((size_t)M, 1), *nan_b = calloc((size_t)N, 1);
-    int rc = -1;
-    if (!sa || !sbt || !nan_a || !nan_b) goto out;
+    float *sa, *sbt;
+    uint8_t *nan_a, *nan_b;
+    void *buf = moects__job_scales(M, N, nkb, &sa, &sbt, &nan_a, &nan_b);
+    if (!buf) return -1;
     for (int64_t m = 0; m < M; m++)
         for (int64_t b = 0; b < nkb; b++) {
             float v = slut[a->sa[moects_scale_offset(m, b, nkb, s->scale_layout)]];
@@ -567,19 +555,16 @@ static int fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *
         }
     moects__gemm_job j = {M, N, K, g, s->out_dtype, sa, sbt, nan_a, nan_b, a->alpha,
                           want_bw ? out_bw : NULL, want_ex ? out_ex : NULL};
-    rc = moects__fp4_gemm_job(&j, a->a, a->b);
-out:
-    free(sa);
-    free(sbt);
-    free(nan_a);
-    free(nan_b);
+    int rc = bq ? moects__bound_job(&j, a->a, MOECTS__A_FP4, a->b, bq->bits, bq->truncation, bq->bound)
+                : moects__fp4_gemm_job(&j, a->a, a->b);
+    free(buf);
     return rc;
 }
 
 int moects_ref_fp4_gemm_recipes(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a,
                                 void *out_blockwise, void *out_exact)
 {
-    return fp4_gemm(s, a, out_blockwise != NULL, out_blockwise, out_exact != NULL, out_exact);
+    return fp4_gemm(s, a, out_blockwise != NULL, out_blockwise, out_exact != NULL, out_exact, NULL);
 }
 
 int moects_ref_fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a,
@@ -587,5 +572,13 @@ int moects_ref_fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_ar
 {
     if (!a || (recipe != MOECTS_RECIPE_FP4_BLOCKWISE_V1 && recipe != MOECTS_RECIPE_EXACT_V1)) return -1;
     const int bw = recipe == MOECTS_RECIPE_FP4_BLOCKWISE_V1;
-    return fp4_gemm(s, a, bw, bw ? a->d : NULL, !bw, bw ? NULL : a->d);
+    return fp4_gemm(s, a, bw, bw ? a->d : NULL, !bw, bw ? NULL : a->d, NULL);
+}
+
+int moects_ref_fp4_gemm_bound(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a, uint32_t bits,
+                              int truncation, double *bound)
+{
+    if (bits < 2 || bits > 64 || (truncation != 0 && truncation != 1)) return -1;
+    moects__bound_req bq = {bits, truncation, bound};
+    return fp4_gemm(s, a, 0, NULL, 0, NULL, &bq);
 }

@@ -125,17 +125,18 @@ static float a_scale(const moects_moe_gemm_shape *s, const moects_moe_gemm_args 
     return dec_fp4_scale(s->b_format, base[moects_scale_offset(row, b, nkb, lay)]);
 }
 
-/* One run: decode its scales, run the job into the run's rows of out_bw / out_ex. */
+/* One run: decode its scales, run the job into the run's rows of out_bw / out_ex, or (bq) its
+ * bound into the run's rows of bq->bound. */
 static int run_one(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, const run *r, void *out_bw,
-                   void *out_ex)
+                   void *out_ex, const moects__bound_req *bq)
 {
     const int64_t N = s->N, K = s->K, g = block_of(s), nkb = moects__cdiv(K, g), m = r->m;
     const size_t elt = s->out_dtype == MOECTS_BF16 ? 2 : 4;
-    float *sa = malloc((size_t)(m * nkb + 1) * sizeof(float));
-    float *sbt = malloc((size_t)(N * nkb + 1) * sizeof(float));
-    uint8_t *nan_a = calloc((size_t)m, 1), *nan_b = calloc((size_t)N + 1, 1);
+    float *sa, *sbt;
+    uint8_t *nan_a, *nan_b;
+    void *buf = moects__job_scales(m, N, nkb, &sa, &sbt, &nan_a, &nan_b);
     int rc = -1;
-    if (!sa || !sbt || !nan_a || !nan_b) goto out;
+    if (!buf) return -1;
     for (int64_t i = 0; i < m; i++)
         for (int64_t b = 0; b < nkb; b++) {
             float v = a_scale(s, a, r, i, b, nkb);
@@ -154,25 +155,28 @@ static int run_one(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a
                           out_bw ? (uint8_t *)out_bw + rowd : NULL, out_ex ? (uint8_t *)out_ex + rowd : NULL};
     const int64_t rb = moects__cdiv(K, 2);
     const uint8_t *b = at(a->b, r->e * N * rb);
-    switch (s->format) {
+    if (bq) {
+        moects__a_kind kind = s->format == MOECTS_MOE_W4A8    ? MOECTS__A_E4M3
+                              : s->format == MOECTS_MOE_W4A16 ? MOECTS__A_BF16
+                                                              : MOECTS__A_FP4;
+        int64_t row_bytes = kind == MOECTS__A_FP4 ? rb : kind == MOECTS__A_E4M3 ? K : 2 * K;
+        rc = moects__bound_job(&j, at(a->a, r->r0 * row_bytes), kind, b, bq->bits, bq->truncation,
+                               bq->bound + r->r0 * N);
+    } else switch (s->format) {
     case MOECTS_MOE_MXFP4:
     case MOECTS_MOE_NVFP4: rc = moects__fp4_gemm_job(&j, at(a->a, r->r0 * rb), b); break;
     case MOECTS_MOE_W4A8: rc = moects__wxa_gemm_job(&j, at(a->a, r->r0 * K), MOECTS__A_E4M3, b); break;
     case MOECTS_MOE_W4A16: rc = moects__wxa_gemm_job(&j, at(a->a, r->r0 * K * 2), MOECTS__A_BF16, b); break;
     }
-out:
-    free(sa);
-    free(sbt);
-    free(nan_a);
-    free(nan_b);
+    free(buf);
     return rc;
 }
 
-/* Both entry points: the wanted recipes into out_bw / out_ex (a->d unused). */
+/* Every entry point: the wanted recipes into out_bw / out_ex (a->d unused), or with bq the bound. */
 static int moe_gemm(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, int want_bw, void *out_bw,
-                    int want_ex, void *out_ex)
+                    int want_ex, void *out_ex, const moects__bound_req *bq)
 {
-    if (!s || !a || bad_shape(s) || (!want_bw && !want_ex)) return -1;
+    if (!s || !a || bad_shape(s) || (!want_bw && !want_ex && !bq)) return -1;
     if (want_bw && s->format == MOECTS_MOE_W4A16) return -1; /* no blockwise recipe (DESIGN.md) */
     run *runs = NULL;
     int64_t nr = 0;
@@ -180,11 +184,11 @@ static int moe_gemm(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *
     int rc = 0;
     if (nr > 0 && s->N > 0) {
         int need_sa = s->format != MOECTS_MOE_W4A16;
-        if ((want_bw && !out_bw) || (want_ex && !out_ex) ||
+        if ((want_bw && !out_bw) || (want_ex && !out_ex) || (bq && !bq->bound) ||
             (s->K > 0 && (!a->a || !a->b || !a->sb || (need_sa && !a->sa))))
             rc = -1;
         for (int64_t i = 0; i < nr && rc == 0; i++)
-            rc = run_one(s, a, &runs[i], want_bw ? out_bw : NULL, want_ex ? out_ex : NULL);
+            rc = run_one(s, a, &runs[i], want_bw ? out_bw : NULL, want_ex ? out_ex : NULL, bq);
     }
     free(runs);
     return rc;
@@ -194,11 +198,24 @@ int moects_ref_moe_gemm(const moects_moe_gemm_shape *s, const moects_moe_gemm_ar
 {
     if (!a || (recipe != MOECTS_RECIPE_FP4_BLOCKWISE_V1 && recipe != MOECTS_RECIPE_EXACT_V1)) return -1;
     const int bw = recipe == MOECTS_RECIPE_FP4_BLOCKWISE_V1;
-    return moe_gemm(s, a, bw, bw ? a->d : NULL, !bw, bw ? NULL : a->d);
+    return moe_gemm(s, a, bw, bw ? a->d : NULL, !bw, bw ? NULL : a->d, NULL);
 }
 
 int moects_ref_moe_gemm_recipes(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a,
                                 void *out_blockwise, void *out_exact)
 {
-    return moe_gemm(s, a, out_blockwise != NULL, out_blockwise, out_exact != NULL, out_exact);
+    return moe_gemm(s, a, out_blockwise != NULL, out_blockwise, out_exact != NULL, out_exact, NULL);
+}
+
+int moects_ref_moe_gemm_bound(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, uint32_t bits,
+                              int truncation, double *bound)
+{
+    if (!s || !a || bad_shape(s) || bits < 2 || bits > 64 || (truncation != 0 && truncation != 1)) return -1;
+    const int64_t rows = s->rows == MOECTS_ROWS_MASKED ? s->E * s->M : s->M;
+    moects__bound_req bq = {bits, truncation, bound};
+    if (rows > 0 && s->N > 0) {
+        if (!bound) return -1;
+        memset(bound, 0, (size_t)(rows * s->N) * sizeof(double)); /* invalid rows: 0 */
+    }
+    return moe_gemm(s, a, 0, NULL, 0, NULL, &bq);
 }

@@ -167,19 +167,7 @@ static void do_tile(const wctx *c, wwork *w, int64_t tm, int64_t tn)
             }
         }
     }
-    const int bf16 = j->out_dtype == MOECTS_BF16;
-    for (int64_t i = 0; i < mr; i++)
-        for (int64_t jn = 0; jn < nt; jn++) {
-            int64_t o = (m0 + i) * N + n0 + jn;
-            if (j->out_bw) {
-                float v = w->acc[i * nt + jn] * j->alpha;
-                if (bf16) ((uint16_t *)j->out_bw)[o] = moects_bf16_from_f32(v);
-                else ((float *)j->out_bw)[o] = v;
-            }
-            if (j->out_ex)
-                moects__exact_store(w->hi[i * nt + jn], &w->xs[i * nt + jn], j->alpha,
-                                    j->nan_a[m0 + i] || j->nan_b[n0 + jn], bf16, j->out_ex, o);
-        }
+    moects__store_tile(j, m0, n0, mr, nt, w->acc, w->hi, w->xs);
 }
 
 static void worker(void *arg, int64_t id, int64_t nth)

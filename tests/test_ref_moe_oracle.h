@@ -9,7 +9,7 @@
 #include "test_ref_fp4_oracle.h"
 
 /* Expert of row r, or -1 (padding, masked-out): the local row (masked) in *local. */
-static int64_t mo_expert(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, int64_t r,
+static inline int64_t mo_expert(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, int64_t r,
                          int64_t *local)
 {
     *local = r;
@@ -23,7 +23,7 @@ static int64_t mo_expert(const moects_moe_gemm_shape *s, const moects_moe_gemm_a
     return -1;
 }
 
-static int64_t mo_g(const moects_moe_gemm_shape *s)
+static inline int64_t mo_g(const moects_moe_gemm_shape *s)
 {
     if (s->format == MOECTS_MOE_NVFP4 || (s->format == MOECTS_MOE_W4A16 && s->b_format == MOECTS_FP4_NVFP4))
         return 16;
@@ -31,19 +31,19 @@ static int64_t mo_g(const moects_moe_gemm_shape *s)
 }
 
 /* Byte offset of (row r, K-block kb) in a [rows][nkb] scale tensor (DESIGN.md "Number formats"). */
-static int64_t mo_off(int64_t r, int64_t kb, int64_t nkb, moects_scale_layout l)
+static inline int64_t mo_off(int64_t r, int64_t kb, int64_t nkb, moects_scale_layout l)
 {
     if (l == MOECTS_SCALES_LINEAR) return r * nkb + kb;
     return ((r / 128) * ((nkb + 3) / 4) + kb / 4) * 512 + (r % 32) * 16 + ((r / 32) % 4) * 4 + kb % 4;
 }
 
-static int64_t mo_bytes(int64_t rows, int64_t nkb, moects_scale_layout l)
+static inline int64_t mo_bytes(int64_t rows, int64_t nkb, moects_scale_layout l)
 {
     return l == MOECTS_SCALES_LINEAR ? rows * nkb : (rows + 127) / 128 * 128 * ((nkb + 3) / 4) * 4;
 }
 
 /* A element (row r, k) -> exact value in v. */
-static void mo_a(mpfr_t v, const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, int64_t r, int64_t k)
+static inline void mo_a(mpfr_t v, const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, int64_t r, int64_t k)
 {
     if (s->format == MOECTS_MOE_W4A8) {
         or_scale(v, MOECTS_FP4_NVFP4, ((const uint8_t *)a->a)[r * s->K + k]); /* E4M3 fn, signed */
@@ -59,7 +59,7 @@ static void mo_a(mpfr_t v, const moects_moe_gemm_shape *s, const moects_moe_gemm
 
 /* A's scale for row r (local row lr, expert e), K-block b of mo_g -> v; returns 1 when it is NaN
  * (or an FP32 Inf, which exact_v1 treats as NaN too). */
-static int mo_sa(mpfr_t v, const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, int64_t r, int64_t lr,
+static inline int mo_sa(mpfr_t v, const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, int64_t r, int64_t lr,
                  int64_t e, int64_t b, int64_t nkb)
 {
     if (s->format == MOECTS_MOE_W4A16) {
@@ -85,7 +85,7 @@ static int mo_sa(mpfr_t v, const moects_moe_gemm_shape *s, const moects_moe_gemm
 }
 
 /* Expected element (r, n) of a valid row: f32 or bf16 value as a double, or NaN. */
-static double mo_element(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, int exact, int64_t r,
+static inline double mo_element(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, int exact, int64_t r,
                          int64_t n)
 {
     int64_t lr, e = mo_expert(s, a, r, &lr);
@@ -138,7 +138,7 @@ static double mo_element(const moects_moe_gemm_shape *s, const moects_moe_gemm_a
     return result;
 }
 
-static uint32_t mo_bits(const moects_moe_gemm_shape *s, const void *d, int64_t i)
+static inline uint32_t mo_bits(const moects_moe_gemm_shape *s, const void *d, int64_t i)
 {
     if (s->out_dtype == MOECTS_BF16) return ((const uint16_t *)d)[i];
     uint32_t u;
@@ -148,7 +148,7 @@ static uint32_t mo_bits(const moects_moe_gemm_shape *s, const void *d, int64_t i
 
 /* Compare d with the oracle on every valid row, and check every invalid row still holds the
  * sentinel byte `fill`. Returns mismatches; the first in *first, *got, *want. */
-static int64_t mo_check(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, const void *d, int exact,
+static inline int64_t mo_check(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, const void *d, int exact,
                         uint8_t fill, int64_t *first, double *got, double *want)
 {
     const int64_t rows = s->rows == MOECTS_ROWS_MASKED ? s->E * s->M : s->M;
