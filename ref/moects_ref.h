@@ -72,15 +72,34 @@ int moects_ref_moe_gemm(const moects_moe_gemm_shape *s, const moects_moe_gemm_ar
 int moects_ref_moe_gemm_recipes(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a,
                                 void *out_blockwise, void *out_exact);
 
-/* Per-element forward error bound (DESIGN.md "Bounded verdicts"; Higham 2nd ed. sec. 3.1, 4.2) of a
- * kernel of accumulation class (bits, truncation) against the exact result, for the output of
- * moects_ref_moe_gemm(EXACT_V1): bound[i] (double, [rows, N], same indexing as d) such that an
- * output within |got - exact_v1[i]| <= bound[i] is PASS_BOUNDED. Includes gamma(n) * sum |terms|,
- * the declared scale/alpha roundings and the output rounding of both sides. Invalid rows get 0.
- * Returns 0, or -1 on the errors of moects_ref_moe_gemm. */
+/* Per-element forward error bound (DESIGN.md "Bounded verdicts"; Higham, Accuracy and Stability of
+ * Numerical Algorithms, 2nd ed., sec. 2.2, 3.1, 4.2) of a kernel of accumulation class (bits,
+ * truncation) against the exact result, for the output of moects_ref_moe_gemm(EXACT_V1): bound[i]
+ * (double, [rows, N], same indexing as d).
+ * Verdict of element i, x = exact_v1 output, y = the kernel's: x NaN: y must be NaN; x +-Inf: y must
+ * equal x; else PASS when |y - x| <= bound[i] (so y NaN fails, y Inf passes only where bound[i] is
+ * +Inf). Invalid rows get 0 and are not compared.
+ * Kernel model covered: each term A'_k B'_k (A'_k = dec(A_k) * sA, B'_k = dec(B_k) * sB, block
+ * scales of k's block) formed with at most 4 FP32 roundings (dequantizing A and B, the block-scale
+ * product sA * sB, the product itself), and alpha's FP32 multiply; the K terms summed in any order and
+ * grouping (split-K, blockwise partials, tensor-core trees) with every addition and every
+ * product/fma rounded to p = bits bits, u = 2^-p (RNE) or 2^(1-p) (truncation); binary32's exponent
+ * range with gradual underflow (no flush-to-zero); then one rounding to out_dtype. Bound:
+ *   B = |alpha| * (((1 + gamma(K+1, u)) (1 + gamma(4, 2^-24)) - 1) * S + U) + 2^-149
+ *   bound = (B + ulp_out(|alpha| S + B)) * (1 + 2^-40)
+ * gamma(n, u) = n u / (1 - n u); S = sum_k |A'_k B'_k| (one dgemm on absolute values, times
+ * 1 + 2 gamma(K, 2^-53) for its own rounding); U = 2^-148 (sum|A'| + sum|B'| + K + max|dec A| *
+ * sum|dec B| + 1), the absolute error of underflowing dequantizations, products and scale products;
+ * ulp_out(v) the output type's ULP at v (2^-149 / 2^-133 at 0): half an output ULP for each side of
+ * the comparison; 1 + 2^-40 covers this formula's own double rounding. bound[i] = +Inf where S is not
+ * finite, S >= 2^127 (an intermediate sum may overflow) or |alpha| S + B reaches the output's largest
+ * finite value; 0 where exact_v1 is NaN (a NaN scale or alpha).
+ * Returns 0, or -1 for bits outside [2, 64], truncation not 0/1, and the errors of
+ * moects_ref_moe_gemm. */
 int moects_ref_moe_gemm_bound(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, uint32_t bits,
                               int truncation, double *bound);
-/* The same for the dense FP4 GEMM (ref/fp4_gemm.c): bound [M, N]. */
+/* The same for the dense FP4 GEMM (ref/fp4_gemm.c): bound [M, N], as moects_ref_moe_gemm_bound of
+ * one expert holding every row. */
 int moects_ref_fp4_gemm_bound(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a, uint32_t bits,
                               int truncation, double *bound);
 
