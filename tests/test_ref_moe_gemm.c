@@ -2,6 +2,7 @@
  * hand-worked values: every format x row layout, expert boundaries, zero-row experts, a NaN scale in
  * one expert, W4A8 partials wider than 24 bits, W4A16 at the edge of the BF16 range, subnormal
  * scales, K tails. */
+#include <cblas.h>
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -264,4 +265,60 @@ Test(moe_gemm, refusals)
     memcpy(&u, p.D, 4);
     cr_assert_eq(u, 0xA5A5A5A5u, "written on refusal");
     drop(&p);
+}
+
+/* BF16 blocks at the dgemm path's exactness limit: full-mantissa A values whose exponent fields span
+ * up to 36 binades (the dgemm partial is exact) or more (the exact slow path): large ones of
+ * alternating sign that cancel exactly, small positive ones between them, B all 6. A double partial
+ * summed in k order would lose the small ones at spans 45 and 60; each must equal the oracle to the
+ * last bit. */
+Test(moe_gemm, w4a16_bf16_span_limit)
+{
+    const int64_t counts[1] = {4};
+    static const int spans[] = {30, 36, 37, 45, 60};
+    for (int si = 0; si < 5; si++) {
+        const int span = spans[si];
+        prob p;
+        rng_state = 70 + (uint64_t)span;
+        gen(&p, MOECTS_MOE_W4A16, MOECTS_FP4_MXFP4, MOECTS_ROWS_OFFSETS, 1, counts, 3, 64, MOECTS_SCALES_LINEAR,
+            MOECTS_F32, 0, 0, 0);
+        uint16_t *A = p.A;
+        for (int64_t i = 0; i < 4 * 64; i++) {
+            int e = i % 2 ? 150 - span : 150, neg = i % 2 == 0 && (i / 2) % 2;
+            A[i] = (uint16_t)(neg << 15 | e << 7 | 0x7F);
+        }
+        memset(p.B, 0x77, 3 * 32); /* 6, 6 */
+        check(&p, 1, "bf16 span");
+        drop(&p);
+    }
+}
+
+/* The result does not depend on the thread count (our split of tiles and runs). */
+Test(moe_gemm, thread_count_invariance)
+{
+    const int64_t counts[4] = {70, 0, 3, 130};
+    int saved = openblas_get_num_threads();
+    for (int f = 0; f < 2; f++) {
+        prob p;
+        rng_state = 80 + (uint64_t)f;
+        gen(&p, f ? MOECTS_MOE_W4A8 : MOECTS_MOE_NVFP4, f ? MOECTS_FP4_MXFP4 : MOECTS_FP4_NVFP4, MOECTS_ROWS_CONTIGUOUS,
+            4, counts, 70, 96, MOECTS_SCALES_SWIZZLED_128X4, MOECTS_F32, 128, 0, 0);
+        size_t bytes = (size_t)(p.rows * 70) * 4;
+        void *one = malloc(bytes * 2), *two = malloc(bytes * 2);
+        memset(one, FILL, bytes * 2);
+        memset(two, FILL, bytes * 2);
+        openblas_set_num_threads(1);
+        cr_assert_eq(moects_ref_moe_gemm_recipes(&p.s, &p.a, one, (uint8_t *)one + bytes), 0);
+        openblas_set_num_threads(4);
+        cr_assert_eq(moects_ref_moe_gemm_recipes(&p.s, &p.a, two, (uint8_t *)two + bytes), 0);
+        cr_assert_eq(memcmp(one, two, bytes * 2), 0);
+        memcpy(p.D, one, bytes); /* and the fused call equals the oracle */
+        int64_t first = -1;
+        double got = 0, want = 0;
+        cr_assert_eq(mo_check(&p.s, &p.a, p.D, 0, FILL, &first, &got, &want), 0, "blockwise at %lld", (long long)first);
+        free(one);
+        free(two);
+        drop(&p);
+    }
+    openblas_set_num_threads(saved);
 }
