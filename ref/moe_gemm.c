@@ -101,14 +101,15 @@ static float dec_fp4_scale(moects_fp4_format f, uint8_t x)
     return f == MOECTS_FP4_NVFP4 ? moects_e4m3_decode(x) : moects_ue8m0_decode(x);
 }
 
-/* The A scale of row i of run r (0 <= i < r->m) for K-block b (g wide) -> FP32 value. */
+/* The A scale of row i of run r (0 <= i < r->m) for K-block b (g wide) -> FP32 value; lut: the
+ * byte scales' values (UE8M0 for W4A8, else b_format's). */
 static float a_scale(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, const run *r, int64_t i,
-                     int64_t b, int64_t nkb)
+                     int64_t b, int64_t nkb, const float *lut)
 {
     if (s->format == MOECTS_MOE_W4A16) return 1.0f;
     if (s->format == MOECTS_MOE_W4A8) {
         const int64_t nsa = moects__cdiv(s->K, s->a_scale_block), at = (r->r0 + i) * nsa + b * 32 / s->a_scale_block;
-        if (!s->a_scale_f32) return moects_ue8m0_decode(((const uint8_t *)a->sa)[at]);
+        if (!s->a_scale_f32) return lut[((const uint8_t *)a->sa)[at]];
         float v;
         memcpy(&v, (const uint8_t *)a->sa + at * (int64_t)sizeof v, sizeof v);
         return v;
@@ -122,7 +123,7 @@ static float a_scale(const moects_moe_gemm_shape *s, const moects_moe_gemm_args 
     } else if (s->rows == MOECTS_ROWS_OFFSETS) {
         lay = MOECTS_SCALES_LINEAR;
     }
-    return dec_fp4_scale(s->b_format, base[moects_scale_offset(row, b, nkb, lay)]);
+    return lut[base[moects_scale_offset(row, b, nkb, lay)]];
 }
 
 /* One run: decode its scales, run the job into the run's rows of out_bw / out_ex, or (bq) its
@@ -137,16 +138,21 @@ static int run_one(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a
     void *buf = moects__job_scales(m, N, nkb, &sa, &sbt, &nan_a, &nan_b);
     int rc = -1;
     if (!buf) return -1;
+    float lut_b[256], lut_a[256];
+    for (int x = 0; x < 256; x++) {
+        lut_b[x] = dec_fp4_scale(s->b_format, (uint8_t)x);
+        lut_a[x] = s->format == MOECTS_MOE_W4A8 ? moects_ue8m0_decode((uint8_t)x) : lut_b[x];
+    }
     for (int64_t i = 0; i < m; i++)
         for (int64_t b = 0; b < nkb; b++) {
-            float v = a_scale(s, a, r, i, b, nkb);
+            float v = a_scale(s, a, r, i, b, nkb, lut_a);
             sa[i * nkb + b] = v;
             if (!isfinite(v)) nan_a[i] = 1;
         }
     const uint8_t *sb = at(a->sb, r->e * moects_scale_bytes(N, nkb, s->scale_layout));
     for (int64_t n = 0; n < N; n++)
         for (int64_t b = 0; b < nkb; b++) {
-            float v = dec_fp4_scale(s->b_format, sb[moects_scale_offset(n, b, nkb, s->scale_layout)]);
+            float v = lut_b[sb[moects_scale_offset(n, b, nkb, s->scale_layout)]];
             sbt[b * N + n] = v;
             if (isnan(v)) nan_b[n] = 1;
         }

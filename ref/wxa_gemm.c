@@ -51,36 +51,43 @@ typedef struct {
     int64_t a_tile;
 } wwork;
 
-static double dec_a(const wctx *c, int64_t m, int64_t k)
+static double bf16_value(uint16_t x)
 {
-    if (c->a8) return c->lut_a[c->a8[m * c->j->K + k]];
-    uint32_t u = (uint32_t)c->a16[m * c->j->K + k] << 16;
+    uint32_t u = (uint32_t)x << 16;
     float f;
     memcpy(&f, &u, sizeof f);
     return f;
 }
 
-/* Rows [m0, m0+mt) of A -> block-major doubles, and each (row, block)'s slow flag (see the top). */
+/* Rows [m0, m0+mr) of A -> block-major doubles, and each (row, block)'s slow flag (see the top). */
 static void decode_a(const wctx *c, wwork *w, int64_t m0, int64_t mr)
 {
-    const int64_t mt = c->mt; /* panel stride: the full tile */
-    const int64_t K = c->j->K, g = c->j->g;
+    const int64_t K = c->j->K, g = c->j->g, mt = c->mt; /* panel stride: the full tile */
     for (int64_t i = 0; i < mr; i++)
         for (int64_t b = 0; b < c->nkb; b++) {
             double *d = w->abuf + (b * mt + i) * g;
+            const int64_t k0 = b * g, n = K - k0 < g ? K - k0 : g;
             int emin = 255, emax = 0, special = 0;
-            for (int64_t kk = 0; kk < g; kk++) {
-                int64_t k = b * g + kk;
-                double v = k < K ? dec_a(c, m0 + i, k) : 0.0;
-                d[kk] = v;
-                if (!isfinite(v)) special = 1;
-                else if (c->a16 && v != 0.0) {
-                    int e = (c->a16[(m0 + i) * K + k] >> 7) & 0xFF;
-                    e = e ? e : 1;
-                    emin = e < emin ? e : emin;
-                    emax = e > emax ? e : emax;
+            if (c->a8) {
+                const uint8_t *x = c->a8 + (m0 + i) * K + k0;
+                for (int64_t kk = 0; kk < n; kk++) {
+                    d[kk] = c->lut_a[x[kk]];
+                    special |= (x[kk] & 0x7F) == 0x7F;
+                }
+            } else {
+                const uint16_t *x = c->a16 + (m0 + i) * K + k0;
+                for (int64_t kk = 0; kk < n; kk++) {
+                    int e = (x[kk] >> 7) & 0xFF;
+                    d[kk] = bf16_value(x[kk]);
+                    special |= e == 0xFF;
+                    if (x[kk] & 0x7FFF) { /* nonzero: a subnormal counts as field 1 */
+                        e = e ? e : 1;
+                        emin = e < emin ? e : emin;
+                        emax = e > emax ? e : emax;
+                    }
                 }
             }
+            for (int64_t kk = n; kk < g; kk++) d[kk] = 0.0;
             w->slow[i * c->nkb + b] = (uint8_t)(special || (emax > emin && emax - emin > BF16_SPAN));
         }
 }
@@ -90,8 +97,21 @@ static void decode_b(const wctx *c, double *dst, int64_t n0, int64_t nt)
     const int64_t K = c->j->K, g = c->j->g, rb = moects__cdiv(K, 2);
     for (int64_t r = 0; r < nt; r++) {
         const uint8_t *src = c->b + (n0 + r) * rb;
-        for (int64_t k = 0; k < c->Kp; k++)
-            dst[((k / g) * nt + r) * g + k % g] = k < K ? c->lut_b[(src[k / 2] >> (4 * (k & 1))) & 0xF] : 0.0;
+        for (int64_t b = 0; b < c->nkb; b++) {
+            double *d = dst + (b * nt + r) * g;
+            const int64_t k0 = b * g, n = K - k0 < g ? K - k0 : g;
+            int64_t kk = 0;
+            for (; kk + 1 < n; kk += 2) { /* k0 and g are even: whole bytes */
+                uint8_t v = src[(k0 + kk) / 2];
+                d[kk] = c->lut_b[v & 0xF];
+                d[kk + 1] = c->lut_b[v >> 4];
+            }
+            if (kk < n) {
+                d[kk] = c->lut_b[src[(k0 + kk) / 2] & 0xF];
+                kk++;
+            }
+            for (; kk < g; kk++) d[kk] = 0.0;
+        }
     }
 }
 
