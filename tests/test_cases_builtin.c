@@ -105,6 +105,25 @@ Test(builtin, tier_budgets, .init = load_all, .fini = free_all)
     cr_expect_gt(ns, 0);
 }
 
+/* moe_gemm cost guards (derive_moe.c's budget comment): a smoke case's local weights at most 2^28
+ * codes and its expected valid rows x N x K at most 5e8 multiply-adds (the scalar CPU kernels run
+ * every smoke case); FULL cases at most 2^31 weight codes (above: LARGE). */
+Test(builtin, moe_tier_budgets, .init = load_all, .fini = free_all)
+{
+    size_t ns = 0;
+    for (size_t i = 0; i < all.n; i++) {
+        const moects_case *c = &all.v[i];
+        if (c->op != MOECTS_OP_MOE_GEMM) continue;
+        double w = (double)c->E * c->N * c->K, macs = moects_moe_expected_rows(c) * c->N * c->K;
+        if (c->tiers & MOECTS_TIER_FULL) cr_expect_leq(w, 2147483648.0, "%s: %.3g weight codes", c->id, w);
+        if (!(c->tiers & MOECTS_TIER_SMOKE)) continue;
+        ns++;
+        cr_expect_leq(w, 268435456.0, "%s: %.3g weight codes", c->id, w);
+        cr_expect_leq(macs, 5e8, "%s: %.3g multiply-adds", c->id, macs);
+    }
+    cr_expect_geq(ns, 23);
+}
+
 Test(builtin, mustpass_lists_name_existing_cases, .init = load_all, .fini = free_all)
 {
     DIR *d = opendir(MOECTS_SOURCE_DIR "/cases/mustpass");
