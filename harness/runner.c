@@ -272,10 +272,11 @@ static moects_verdict judge_bounded(const moects_inputs *in, const void *got, co
     for (int64_t i = 0; i < in->out_elems; i++) {
         if (in->op == MOECTS_OP_MOE_GEMM && !in->row_valid[i / N]) continue;
         double g = out_value(in->out_dtype, got, i), w = out_value(in->out_dtype, want, i), err;
-        if (isnan(g) || isnan(w)) err = isnan(g) && isnan(w) ? 0 : INFINITY;
-        else if (isinf(g) || isinf(w)) err = g == w ? 0 : INFINITY;
-        else err = fabs(g - w);
-        if (!(err > bound[i])) continue;
+        int bad;
+        if (isnan(g) || isnan(w)) bad = !(isnan(g) && isnan(w)), err = bad ? INFINITY : 0;
+        else if (isinf(g) || isinf(w)) bad = g != w, err = bad ? INFINITY : 0;
+        else err = fabs(g - w), bad = !(err <= bound[i]); /* a NaN bound holds nothing */
+        if (!bad) continue;
         double ratio = bound[i] > 0 ? err / bound[i] : INFINITY;
         outside++;
         if (ratio > worst_ratio) worst_ratio = ratio, worst = i, worst_err = err;
