@@ -278,8 +278,9 @@ static moects_verdict judge_bounded(const moects_inputs *in, const void *got, co
         else err = fabs(g - w), bad = !(err <= bound[i]); /* a NaN bound holds nothing */
         if (!bad) continue;
         double ratio = bound[i] > 0 ? err / bound[i] : INFINITY;
+        if (isnan(ratio)) ratio = INFINITY;
         outside++;
-        if (ratio > worst_ratio) worst_ratio = ratio, worst = i, worst_err = err;
+        if (ratio > worst_ratio || worst < 0) worst_ratio = ratio, worst = i, worst_err = err;
     }
     if (!outside) return MOECTS_PASS_BOUNDED;
     char g[64], w[64];
