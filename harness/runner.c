@@ -286,16 +286,18 @@ static moects_verdict judge_bounded(const moects_inputs *in, const void *got, co
     char g[64], w[64];
     moects_format_value(in->out_dtype, got, worst, g, sizeof g);
     moects_format_value(in->out_dtype, want, worst, w, sizeof w);
+    char buf[512];
     if (isinf(worst_err))
-        snprintf(r->reason, sizeof r->reason,
+        snprintf(buf, sizeof buf,
                  "%lld elements outside their bounds; worst: element %lld, got %s where exact_v1 is %s (a NaN or an "
                  "infinity only matches its own kind)",
                  (long long)outside, (long long)worst, g, w);
     else
-        snprintf(r->reason, sizeof r->reason,
+        snprintf(buf, sizeof buf,
                  "%lld elements outside their bounds; worst: element %lld, |got - exact| %.3g > bound %.3g (got %s, "
                  "exact %s)",
                  (long long)outside, (long long)worst, worst_err, bound[worst], g, w);
+    copy_str(r->reason, sizeof r->reason, buf);
     return MOECTS_FAIL_MISMATCH;
 }
 
