@@ -158,14 +158,16 @@ static int kernel_recipe(const moects_kernel *k, moects_op op)
 }
 
 /* The reference(s) of the cached case under recipe, once per (case, recipe), on tc->threads
- * OpenBLAS threads. An FP4 case whose kernels want both blockwise_v1 and exact_v1 gets both from
- * one pass (moects_ref_fp4_gemm_recipes). Timing and threads go to r. */
+ * OpenBLAS threads. An FP4 or moe_gemm (not W4A16) case whose kernels want both blockwise_v1 and
+ * exact_v1 gets both from one pass (moects_ref_fp4_gemm_recipes, moects_ref_moe_gemm_recipes).
+ * Timing and threads go to r. */
 static void compute_reference(worker_state *ws, const moects_case *c, moects_recipe recipe, const task_ctl *tc,
                               moects_result *r)
 {
     moects_inputs *in = &ws->in;
     const unsigned bw = 1u << MOECTS_RECIPE_FP4_BLOCKWISE_V1, ex = 1u << MOECTS_RECIPE_EXACT_V1;
-    int both = c->op == MOECTS_OP_FP4_GEMM && (tc->recipes & bw) && (tc->recipes & ex) &&
+    int two = c->op == MOECTS_OP_FP4_GEMM || (c->op == MOECTS_OP_MOE_GEMM && in->mg.format != MOECTS_MOE_W4A16);
+    int both = two && (tc->recipes & bw) && (tc->recipes & ex) &&
                (recipe == MOECTS_RECIPE_FP4_BLOCKWISE_V1 || recipe == MOECTS_RECIPE_EXACT_V1) &&
                ws->ref_state[MOECTS_RECIPE_FP4_BLOCKWISE_V1] == 0 && ws->ref_state[MOECTS_RECIPE_EXACT_V1] == 0;
     ws->ref[recipe] = xmalloc_ff(in->out_bytes);
@@ -186,6 +188,10 @@ static void compute_reference(worker_state *ws, const moects_case *c, moects_rec
     int rc;
     if (!fp4) {
         rc = moects_ref_ep_gather(&in->eg, &a.eg, recipe);
+    } else if (c->op == MOECTS_OP_MOE_GEMM && both) {
+        rc = moects_ref_moe_gemm_recipes(&in->mg, &a.mg, ws->ref[MOECTS_RECIPE_FP4_BLOCKWISE_V1],
+                                         ws->ref[MOECTS_RECIPE_EXACT_V1]);
+        ws->ref_state[other] = rc == 0 ? 1 : -1;
     } else if (c->op == MOECTS_OP_MOE_GEMM) {
         rc = moects_ref_moe_gemm(&in->mg, &a.mg, recipe);
     } else if (both) {
