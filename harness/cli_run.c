@@ -19,6 +19,7 @@
 
 #include "moects_cases.h"
 #include "moects_commands.h"
+#include "reports_internal.h"
 #include "moects_harness.h"
 #include "moects_known.h"
 #include "moects_ref.h"
@@ -493,9 +494,10 @@ int moects_cmd_list(int argc, char **argv)
         if ((rc = load_kernels(&o, &v, &n)) == 0 && (rc = select_kernels(&o, v, &n)) == 0)
             for (size_t i = 0; i < n; i++) {
                 const moects_kernel *k = v[i];
-                printf("%s\t%s\t%s\t", k->name, k->op == MOECTS_OP_FP4_GEMM ? "fp4_gemm" : "ep_gather",
+                printf("%s\t%s\t%s\t", k->name, moects__op_name(k->op) ? moects__op_name(k->op) : "?",
                        k->device == MOECTS_DEVICE_CUDA ? "cuda" : "cpu");
                 if (k->recipe) printf("%s", k->recipe);
+                else if (k->acc.bits) printf("bound(p=%u,%s)", k->acc.bits, k->acc.truncation ? "trunc" : "rne");
                 else printf("tol(calc_diff<=%g,ulp<=%u)", k->tol.max_calc_diff, k->tol.max_ulp);
                 if (k->bug) printf("\tmutant: %s", k->bug);
                 putchar('\n');

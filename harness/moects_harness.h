@@ -11,6 +11,7 @@
 /* Verdict words are the report's vocabulary (DESIGN.md "Verdicts"). */
 typedef enum {
     MOECTS_PASS_EXACT = 0,
+    MOECTS_PASS_BOUNDED,   /* every element within its own proven bound (DESIGN.md "Bounded verdicts") */
     MOECTS_PASS_TOLERANCE,
     MOECTS_FAIL_MISMATCH,
     MOECTS_FAIL_CRASH,

@@ -17,7 +17,7 @@
  *        "model": "kimi-k3", "layout": "tp8",    ("regression", "-" for regressions)
  *        "op": "ep_gather",               "ep_gather" | "fp4_gemm" | "moe_gemm"
  *        "mutant": false,                 the kernel has a declared bug
- *        "verdict": "PASS_EXACT",         PASS_EXACT PASS_TOLERANCE FAIL_MISMATCH
+ *        "verdict": "PASS_EXACT",         PASS_EXACT PASS_BOUNDED PASS_TOLERANCE FAIL_MISMATCH
  *                                           FAIL_CRASH FAIL_TIMEOUT UNSUPPORTED SKIP
  *        "recipe": "ep_gather.fma_v1",    "" when none
  *        "mismatches": 0,                 i64 >= 0
@@ -60,7 +60,7 @@
 #include "reports_internal.h"
 
 static const char *const verdict_names[MOECTS_VERDICT_COUNT] = {
-    "PASS_EXACT", "PASS_TOLERANCE", "FAIL_MISMATCH", "FAIL_CRASH", "FAIL_TIMEOUT", "UNSUPPORTED", "SKIP",
+    "PASS_EXACT", "PASS_BOUNDED", "PASS_TOLERANCE", "FAIL_MISMATCH", "FAIL_CRASH", "FAIL_TIMEOUT", "UNSUPPORTED", "SKIP",
 };
 
 /* The words of DESIGN.md "Verdicts"; "?" for a value outside the enum. */
@@ -770,7 +770,7 @@ moects__cell_state moects__cell_state_of(const moects__cell *c)
 {
     if (c->n[MOECTS_FAIL_MISMATCH] + c->n[MOECTS_FAIL_CRASH] + c->n[MOECTS_FAIL_TIMEOUT]) return MOECTS__CELL_FAIL;
     if (c->n[MOECTS_UNSUPPORTED]) return MOECTS__CELL_UNSUPPORTED;
-    if (c->n[MOECTS_PASS_EXACT] + c->n[MOECTS_PASS_TOLERANCE]) return MOECTS__CELL_PASS;
+    if (c->n[MOECTS_PASS_EXACT] + c->n[MOECTS_PASS_BOUNDED] + c->n[MOECTS_PASS_TOLERANCE]) return MOECTS__CELL_PASS;
     return MOECTS__CELL_NOT_RUN;
 }
 

@@ -25,6 +25,7 @@
 #include "moects_compare.h"
 #include "moects_device.h"
 #include "moects_ref.h"
+#include "reports_internal.h"
 
 void openblas_set_num_threads(int num_threads); /* OpenBLAS (linked by moects_ref) */
 int openblas_get_num_threads(void);
@@ -54,6 +55,10 @@ typedef struct {
     int dev_state; /* 0 not copied, 1 copied, -1 failed (reason in dev_err) */
     char dev_err[256];
     int dev_err_fatal;
+    double *bound;  /* per-element bounds of the cached case for (bound_bits, bound_trunc), NULL none */
+    int bound_rc;   /* 0 computed, -1 refused by the reference */
+    uint32_t bound_bits;
+    int bound_trunc;
 } worker_state;
 
 /* Phases a worker announces to the parent (timeouts, timing of a task that dies). */
@@ -85,6 +90,8 @@ static void drop_case(worker_state *ws)
         ws->dev[i] = NULL;
     }
     ws->dev_state = 0;
+    free(ws->bound);
+    ws->bound = NULL;
     if (ws->case_idx >= 0 && ws->build_rc == 0) moects_inputs_free(&ws->in);
     ws->case_idx = -1;
 }
@@ -121,7 +128,8 @@ static void set_reason(moects_result *r, const char *fmt, const char *a, const c
 }
 
 /* Clears r and fills who ran what: kernel, case, model, layout, op, mutant flag, seed, recipe
- * (the kernel's, else "<op>.exact_v1+tol"); first_index -1. */
+ * (the kernel's, else "<op>.exact_v1+bound(p=BITS,rne|trunc)" for an accumulation class, else
+ * "<op>.exact_v1+tol"); first_index -1. */
 static void set_identity(moects_result *r, const moects_case *c, const moects_kernel *k, uint64_t seed)
 {
     memset(r, 0, sizeof *r);
@@ -133,8 +141,12 @@ static void set_identity(moects_result *r, const moects_case *c, const moects_ke
     r->is_mutant = k->bug != NULL;
     r->seed = seed;
     r->first_index = -1;
+    const char *op = moects__op_name(c->op) ? moects__op_name(c->op) : "?";
     if (k->recipe) snprintf(r->recipe, sizeof r->recipe, "%s", k->recipe);
-    else snprintf(r->recipe, sizeof r->recipe, "%s.exact_v1+tol", c->op == MOECTS_OP_FP4_GEMM ? "fp4_gemm" : "ep_gather");
+    else if (k->acc.bits)
+        snprintf(r->recipe, sizeof r->recipe, "%s.exact_v1+bound(p=%u,%s)", op, k->acc.bits,
+                 k->acc.truncation ? "trunc" : "rne");
+    else snprintf(r->recipe, sizeof r->recipe, "%s.exact_v1+tol", op);
 }
 
 /* The recipe kernel k is compared under: its declared one, else (tolerance) exact_v1. -1 unknown. */
@@ -146,14 +158,16 @@ static int kernel_recipe(const moects_kernel *k, moects_op op)
 }
 
 /* The reference(s) of the cached case under recipe, once per (case, recipe), on tc->threads
- * OpenBLAS threads. An FP4 case whose kernels want both blockwise_v1 and exact_v1 gets both from
- * one pass (moects_ref_fp4_gemm_recipes). Timing and threads go to r. */
+ * OpenBLAS threads. An FP4 or moe_gemm (not W4A16) case whose kernels want both blockwise_v1 and
+ * exact_v1 gets both from one pass (moects_ref_fp4_gemm_recipes, moects_ref_moe_gemm_recipes).
+ * Timing and threads go to r. */
 static void compute_reference(worker_state *ws, const moects_case *c, moects_recipe recipe, const task_ctl *tc,
                               moects_result *r)
 {
     moects_inputs *in = &ws->in;
     const unsigned bw = 1u << MOECTS_RECIPE_FP4_BLOCKWISE_V1, ex = 1u << MOECTS_RECIPE_EXACT_V1;
-    int both = c->op == MOECTS_OP_FP4_GEMM && (tc->recipes & bw) && (tc->recipes & ex) &&
+    int two = c->op == MOECTS_OP_FP4_GEMM || (c->op == MOECTS_OP_MOE_GEMM && in->mg.format != MOECTS_MOE_W4A16);
+    int both = two && (tc->recipes & bw) && (tc->recipes & ex) &&
                (recipe == MOECTS_RECIPE_FP4_BLOCKWISE_V1 || recipe == MOECTS_RECIPE_EXACT_V1) &&
                ws->ref_state[MOECTS_RECIPE_FP4_BLOCKWISE_V1] == 0 && ws->ref_state[MOECTS_RECIPE_EXACT_V1] == 0;
     ws->ref[recipe] = xmalloc_ff(in->out_bytes);
@@ -164,9 +178,9 @@ static void compute_reference(worker_state *ws, const moects_case *c, moects_rec
     host_ptrs(in, hp, 1);
     moects_op_args a;
     moects_inputs_bind(in, hp, ws->ref[recipe], &a);
-    /* the FP4 reference spreads its tiles over openblas_get_num_threads() threads; ep_gather's
-     * is single-threaded */
-    int fp4 = c->op == MOECTS_OP_FP4_GEMM, before = openblas_get_num_threads();
+    /* the FP4 and moe references spread their tiles over openblas_get_num_threads() threads;
+     * ep_gather's is single-threaded */
+    int fp4 = c->op != MOECTS_OP_EP_GATHER, before = openblas_get_num_threads();
     int th = !fp4 ? 1 : tc->threads > 0 ? tc->threads : before;
     announce(tc, PH_REFERENCE, r);
     if (fp4 && th != before) openblas_set_num_threads(th);
@@ -174,6 +188,12 @@ static void compute_reference(worker_state *ws, const moects_case *c, moects_rec
     int rc;
     if (!fp4) {
         rc = moects_ref_ep_gather(&in->eg, &a.eg, recipe);
+    } else if (c->op == MOECTS_OP_MOE_GEMM && both) {
+        rc = moects_ref_moe_gemm_recipes(&in->mg, &a.mg, ws->ref[MOECTS_RECIPE_FP4_BLOCKWISE_V1],
+                                         ws->ref[MOECTS_RECIPE_EXACT_V1]);
+        ws->ref_state[other] = rc == 0 ? 1 : -1;
+    } else if (c->op == MOECTS_OP_MOE_GEMM) {
+        rc = moects_ref_moe_gemm(&in->mg, &a.mg, recipe);
     } else if (both) {
         rc = moects_ref_fp4_gemm_recipes(&in->fg, &a.fg, ws->ref[MOECTS_RECIPE_FP4_BLOCKWISE_V1],
                                          ws->ref[MOECTS_RECIPE_EXACT_V1]);
@@ -188,12 +208,111 @@ static void compute_reference(worker_state *ws, const moects_case *c, moects_rec
     announce(tc, PH_OTHER, r);
 }
 
+/* moe_gemm: rows that are not valid (padding rows, rows >= masked_m) are not compared: they get the
+ * reference's bytes in got. */
+static void mask_invalid_rows(const moects_inputs *in, void *got, const void *want)
+{
+    if (in->op != MOECTS_OP_MOE_GEMM || !in->row_valid) return;
+    size_t row_bytes = (size_t)in->mg.N * (in->out_dtype == MOECTS_F32 ? 4 : 2);
+    for (int64_t r = 0; r < in->rows; r++)
+        if (!in->row_valid[r])
+            memcpy((char *)got + (size_t)r * row_bytes, (const char *)want + (size_t)r * row_bytes, row_bytes);
+}
+
+/* The per-element bounds of the cached case for accumulation class acc (DESIGN.md "Bounded
+ * verdicts"), once per (case, class), on the reference's threads; timing to r->reference_s.
+ * 0, or -1 when the reference refuses (or memory runs out: *oom set). */
+static int compute_bound(worker_state *ws, const moects_case *c, const moects_accumulation *acc, const task_ctl *tc,
+                         moects_result *r, int *oom)
+{
+    moects_inputs *in = &ws->in;
+    *oom = 0;
+    if (ws->bound && ws->bound_bits == acc->bits && ws->bound_trunc == acc->truncation) return ws->bound_rc;
+    free(ws->bound);
+    ws->bound = malloc((size_t)(in->out_elems + 1) * sizeof(double));
+    void *scratch = xmalloc_ff(in->out_bytes);
+    if (!ws->bound || !scratch) {
+        free(ws->bound);
+        free(scratch);
+        ws->bound = NULL;
+        *oom = 1;
+        return -1;
+    }
+    ws->bound_bits = acc->bits;
+    ws->bound_trunc = acc->truncation;
+    void *hp[MOECTS_INPUTS_MAX];
+    host_ptrs(in, hp, 1);
+    moects_op_args a;
+    moects_inputs_bind(in, hp, scratch, &a);
+    int before = openblas_get_num_threads(), th = tc->threads > 0 ? tc->threads : before;
+    announce(tc, PH_REFERENCE, r);
+    if (th != before) openblas_set_num_threads(th);
+    double t = now_s();
+    int rc = -1;
+    if (c->op == MOECTS_OP_FP4_GEMM)
+        rc = moects_ref_fp4_gemm_bound(&in->fg, &a.fg, acc->bits, acc->truncation, ws->bound);
+    else if (c->op == MOECTS_OP_MOE_GEMM)
+        rc = moects_ref_moe_gemm_bound(&in->mg, &a.mg, acc->bits, acc->truncation, ws->bound);
+    r->reference_s += now_s() - t;
+    if (th != before) openblas_set_num_threads(before);
+    announce(tc, PH_OTHER, r);
+    free(scratch);
+    ws->bound_rc = rc == 0 ? 0 : -1;
+    return ws->bound_rc;
+}
+
+static double out_value(moects_dtype dt, const void *p, int64_t i)
+{
+    if (dt == MOECTS_F32) return ((const float *)p)[i];
+    return moects_bf16_to_f32(((const uint16_t *)p)[i]);
+}
+
+/* PASS_BOUNDED or FAIL_MISMATCH: every compared element within its own bound of exact_v1 (NaN
+ * only against NaN, an infinity only against the same one). A failure's reason names the worst
+ * element (largest |got - exact| / bound) and its bound. */
+static moects_verdict judge_bounded(const moects_inputs *in, const void *got, const void *want, const double *bound,
+                                    moects_result *r)
+{
+    int64_t outside = 0, worst = -1, N = in->op == MOECTS_OP_MOE_GEMM ? in->mg.N : 1;
+    double worst_ratio = -1, worst_err = 0;
+    for (int64_t i = 0; i < in->out_elems; i++) {
+        if (in->op == MOECTS_OP_MOE_GEMM && !in->row_valid[i / N]) continue;
+        double g = out_value(in->out_dtype, got, i), w = out_value(in->out_dtype, want, i), err;
+        int bad;
+        if (isnan(g) || isnan(w)) bad = !(isnan(g) && isnan(w)), err = bad ? INFINITY : 0;
+        else if (isinf(g) || isinf(w)) bad = g != w, err = bad ? INFINITY : 0;
+        else err = fabs(g - w), bad = !(err <= bound[i]); /* a NaN bound holds nothing */
+        if (!bad) continue;
+        double ratio = bound[i] > 0 ? err / bound[i] : INFINITY;
+        if (isnan(ratio)) ratio = INFINITY;
+        outside++;
+        if (ratio > worst_ratio || worst < 0) worst_ratio = ratio, worst = i, worst_err = err;
+    }
+    if (!outside) return MOECTS_PASS_BOUNDED;
+    char g[64], w[64];
+    moects_format_value(in->out_dtype, got, worst, g, sizeof g);
+    moects_format_value(in->out_dtype, want, worst, w, sizeof w);
+    char buf[512];
+    if (isinf(worst_err))
+        snprintf(buf, sizeof buf,
+                 "%lld elements outside their bounds; worst: element %lld, got %s where exact_v1 is %s (a NaN or an "
+                 "infinity only matches its own kind)",
+                 (long long)outside, (long long)worst, g, w);
+    else
+        snprintf(buf, sizeof buf,
+                 "%lld elements outside their bounds; worst: element %lld, |got - exact| %.3g > bound %.3g (got %s, "
+                 "exact %s)",
+                 (long long)outside, (long long)worst, worst_err, bound[worst], g, w);
+    copy_str(r->reason, sizeof r->reason, buf);
+    return MOECTS_FAIL_MISMATCH;
+}
+
 /* Run one task in this process; timing of what it runs goes to r (all but wall_s). Returns 1 when
  * the process should exit afterwards (a CUDA error that may be sticky). */
 static int task_body(worker_state *ws, long ci, const moects_case *c, const moects_kernel *k, uint64_t seed,
                      int perf, const task_ctl *tc, moects_result *r)
 {
-    const char *opname = c->op == MOECTS_OP_FP4_GEMM ? "fp4_gemm" : "ep_gather";
+    const char *opname = moects__op_name(c->op) ? moects__op_name(c->op) : "?";
     int rcp = kernel_recipe(k, c->op);
     if (rcp < 0) {
         r->verdict = MOECTS_FAIL_CRASH;
@@ -355,19 +474,36 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
 
     double tc0 = now_s();
     moects_compare_result cr;
+    mask_invalid_rows(in, got, ws->ref[recipe]);
     moects_compare(in->out_dtype, got, ws->ref[recipe], in->out_elems, &cr);
-    free(got);
     r->mismatches = cr.mismatches;
     r->max_ulp = cr.max_ulp;
     r->calc_diff = cr.calc_diff;
     r->first_index = cr.first_index;
     snprintf(r->got, sizeof r->got, "%s", cr.got);
     snprintf(r->want, sizeof r->want, "%s", cr.want);
-    if (k->recipe)
+    if (k->recipe) {
         r->verdict = cr.mismatches == 0 ? MOECTS_PASS_EXACT : MOECTS_FAIL_MISMATCH;
-    else
+    } else if (k->acc.bits) {
+        int oom = 0;
+        r->compare_s += now_s() - tc0;
+        int brc = compute_bound(ws, c, &k->acc, tc, r, &oom);
+        tc0 = now_s();
+        if (oom) {
+            r->verdict = MOECTS_SKIP;
+            snprintf(r->reason, sizeof r->reason, MOECTS_HOST_OOM " (%zu bytes for the bounds)",
+                     (size_t)in->out_elems * sizeof(double));
+        } else if (brc) {
+            r->verdict = MOECTS_FAIL_CRASH;
+            set_reason(r, "the reference refused the bound of the case (harness or case bug), %s%s", r->recipe, "");
+        } else {
+            r->verdict = judge_bounded(in, got, ws->ref[recipe], ws->bound, r);
+        }
+    } else {
         r->verdict = moects_within_tolerance(&cr, k->tol.max_calc_diff, k->tol.max_ulp, r->reason, sizeof r->reason)
                          ? MOECTS_PASS_TOLERANCE : MOECTS_FAIL_MISMATCH;
+    }
+    free(got);
     r->compare_s += now_s() - tc0;
     return 0;
 }
@@ -608,10 +744,13 @@ static void fill_lost(const moects_runner_opts *o, const task *t, const worker *
 }
 
 /* Rough work of one case in element operations: M*N*K for an FP4 GEMM (the reference's block
- * partials), T*k*H + T*H for ep_gather. */
+ * partials; moe_gemm: its expected valid rows, plus E*N*K/8 for generating the weights), T*k*H + T*H
+ * for ep_gather. */
 static double case_cost(const moects_case *c)
 {
     if (c->op == MOECTS_OP_FP4_GEMM) return (double)c->M * (double)c->N * (double)(c->K + 1);
+    if (c->op == MOECTS_OP_MOE_GEMM)
+        return (moects_moe_expected_rows(c) + (double)c->E / 8) * (double)c->N * (double)(c->K + 1);
     return (double)c->T * (double)(c->k + 1) * (double)c->H;
 }
 
