@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "moects.h"
 #include "moects_cases.h"
 #include "moects_commands.h"
 #include "moects_harness.h"
@@ -124,20 +125,9 @@ static int parse_shard(const char *s, int *i, int *n)
     return 0;
 }
 
-/* root = where cases/ is: --root, $MOECTS_ROOT, the source tree compiled in, else ".". */
-static const char *resolve_root(const char *given)
-{
-    if (given) return given;
-    const char *e = getenv("MOECTS_ROOT");
-    if (e && *e) return e;
-#ifdef MOECTS_SOURCE_DIR
-    char p[4096];
-    struct stat st;
-    snprintf(p, sizeof p, "%s/cases", MOECTS_SOURCE_DIR);
-    if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) return MOECTS_SOURCE_DIR;
-#endif
-    return ".";
-}
+/* root = where cases/ is: --root, else moects_default_root() ($MOECTS_ROOT, the source tree compiled
+ * in, the installed share/moects, else "."). */
+static const char *resolve_root(const char *given) { return given ? given : moects_default_root(); }
 
 enum { OPT_TIER = 256, OPT_CASES, OPT_KERNEL, OPT_LIB, OPT_SEED, OPT_TIMEOUT, OPT_TAPV, OPT_SHARD, OPT_OUT,
        OPT_PERF, OPT_ROOT, OPT_KERNELS, OPT_FILTER, OPT_KNOWN };

@@ -53,6 +53,10 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
 void moects_runner_task(const moects_case *c, const moects_kernel *k, uint64_t seed, int perf,
                         moects_result *r);
 
+/* Clears r and fills who ran what (kernel, case, model, layout, op, mutant, seed, recipe); internal,
+ * shared with libmoects' judge (harness/capi.c). */
+void moects__result_identity(moects_result *r, const moects_case *c, const moects_kernel *k, uint64_t seed);
+
 /* Visible CUDA devices, asked of a throwaway child process so that the caller never initialises
  * CUDA. count 0 with why set when there is none (or no CUDA build). name: device 0's name. */
 typedef struct {

@@ -120,9 +120,9 @@ static void set_reason(moects_result *r, const char *fmt, const char *a, const c
     copy_str(r->reason, sizeof r->reason, buf);
 }
 
-/* Clears r and fills who ran what: kernel, case, model, layout, op, mutant flag, seed, recipe
+/* moects__result_identity: clears r and fills who ran what: kernel, case, model, layout, op, mutant flag, seed, recipe
  * (the kernel's, else "<op>.exact_v1+tol"); first_index -1. */
-static void set_identity(moects_result *r, const moects_case *c, const moects_kernel *k, uint64_t seed)
+void moects__result_identity(moects_result *r, const moects_case *c, const moects_kernel *k, uint64_t seed)
 {
     memset(r, 0, sizeof *r);
     snprintf(r->kernel, sizeof r->kernel, "%s", k->name);
@@ -390,7 +390,7 @@ static int do_task(worker_state *ws, long ci, const moects_case *c, const moects
                    int perf, const task_ctl *tc, moects_result *r)
 {
     double t0 = now_s();
-    set_identity(r, c, k, seed);
+    moects__result_identity(r, c, k, seed);
     int ex = task_body(ws, ci, c, k, seed, perf, tc, r);
     r->wall_s = now_s() - t0;
     round_timing(r);
@@ -597,7 +597,7 @@ static void fill_lost(const moects_runner_opts *o, const task *t, const worker *
 {
     const moects_case *c = &o->cases[t->case_idx];
     const moects_kernel *k = o->kernels[t->kernel_idx];
-    set_identity(r, c, k, o->seed);
+    moects__result_identity(r, c, k, o->seed);
     double now = now_s(), in_phase = now - W->t_phase;
     r->wall_s = now - W->t_task;
     r->inputs_s = W->part.inputs_s + (W->phase == PH_INPUTS ? in_phase : 0);

@@ -1,0 +1,36 @@
+/* capi_internal.h: what the libmoects API files (capi.c, cli_export.c, safetensors.c, worker.c)
+ * share. Internal: moects__ names. */
+#ifndef MOECTS_CAPI_INTERNAL_H
+#define MOECTS_CAPI_INTERNAL_H
+#include "moects.h"
+#include "moects_cases.h"
+#include "moects_harness.h"
+#include "moects_inputs.h"
+#include "moects_ref.h"
+
+#ifndef MOECTS_VERSION
+#define MOECTS_VERSION "0.1"
+#endif
+
+/* Set the calling thread's moects_errmsg() (printf format). */
+void moects__set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Case i of l, or NULL with the error set. */
+const moects_case *moects__caselist_case(const moects_caselist *l, size_t i);
+/* The JSON object of case c (moects_case_json), M_sum -1 when unknown; malloc'ed, NULL out of memory. */
+char *moects__case_json(const moects_case *c, int64_t M_sum);
+/* Case data of case c for seed (moects_casedata_build). */
+moects_casedata *moects__casedata_of(const moects_case *c, uint64_t seed);
+const moects_case *moects__casedata_case(const moects_casedata *d);
+const moects_inputs *moects__casedata_inputs(const moects_casedata *d);
+/* The reference under recipe r, computed once (owned by d); NULL with the error set. */
+const void *moects__casedata_ref(moects_casedata *d, moects_recipe r);
+/* Input j / the output of in as a tensor description (moects_casedata_input / _output). */
+void moects__tensor_describe(const moects_inputs *in, int j, moects_tensor_info *t);
+void moects__output_describe(const moects_inputs *in, moects_tensor_info *t);
+const moects_result *moects__judgement_result(const moects_judgement *j);
+int moects__resultset_push(moects_resultset *s, const moects_result *r);
+moects_run *moects__resultset_run(moects_resultset *s);
+/* version, commit (of the working directory unless set), date, machine (unless set). */
+void moects__run_metadata(moects_run *run);
+
+#endif
