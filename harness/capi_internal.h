@@ -33,4 +33,17 @@ moects_run *moects__resultset_run(moects_resultset *s);
 /* version, commit (of the working directory unless set), date, machine (unless set). */
 void moects__run_metadata(moects_run *run);
 
+
+/* ---- export.c ---- */
+/* DIR/<case id, '/' -> "__"><suffix> into buf. */
+void moects__case_file(char *buf, size_t len, const char *dir, const char *id, const char *suffix);
+/* Write case c's exported file into dir: inputs, the references refs[r] under recipes[r] (nrec >= 1;
+ * recipes[0] is the one verify uses unless told), metadata. 0, or -1 with err. */
+int moects__export_case(const char *dir, const moects_case *c, uint64_t seed, const moects_inputs *in,
+                        const char *const *recipes, const void *const *refs, int nrec, char *err, size_t errlen);
+/* Write an output (the case's output dtype and dims) as path with one tensor "out". */
+int moects__write_out(const char *path, const moects_inputs *in, const void *got, char *err, size_t errlen);
+/* The case of an exported file's moects.case metadata (path names the file in err). */
+int moects__case_from_json(const char *path, const char *json, moects_case *c, char *err, size_t errlen);
+
 #endif

@@ -1,20 +1,6 @@
 /* capi_stubs.c: parts of include/moects.h not implemented yet (they fail with a message). */
 #include "capi_internal.h"
 
-long moects_export(const moects_caselist *l, uint64_t seed, const char *dir)
-{
-    (void)l, (void)seed, (void)dir;
-    moects__set_error("moects_export: not implemented yet");
-    return -1;
-}
-
-long moects_verify(const char *dir, const moects_kernel *k, moects_resultset *s)
-{
-    (void)dir, (void)k, (void)s;
-    moects__set_error("moects_verify: not implemented yet");
-    return -1;
-}
-
 int moects_worker_serve(int rfd, int wfd, const moects_kernel *const *kernels, size_t n)
 {
     (void)rfd, (void)wfd, (void)kernels, (void)n;
