@@ -188,6 +188,13 @@ static void compute_reference(worker_state *ws, const moects_case *c, moects_rec
     announce(tc, PH_OTHER, r);
 }
 
+/* "run() returned RC", and the kernel's own text (ABI 2 last_error()) when it gives one. */
+static void kernel_error(const moects_kernel *k, int rc, char *buf, size_t len)
+{
+    const char *le = k->abi_version >= 2 && k->last_error ? k->last_error() : NULL;
+    snprintf(buf, len, "run() returned %d%s%s", rc, le && *le ? ": " : "", le && *le ? le : "");
+}
+
 /* Run one task in this process; timing of what it runs goes to r (all but wall_s). Returns 1 when
  * the process should exit afterwards (a CUDA error that may be sticky). */
 static int task_body(worker_state *ws, long ci, const moects_case *c, const moects_kernel *k, uint64_t seed,
@@ -285,7 +292,7 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
         r->kernel_s += now_s() - tk;
         if (rc != 0) {
             r->verdict = MOECTS_FAIL_CRASH;
-            snprintf(r->reason, sizeof r->reason, "run() returned %d", rc);
+            kernel_error(k, rc, r->reason, sizeof r->reason);
             free(got);
             return 0;
         }
@@ -323,7 +330,7 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
             r->kernel_s += now_s() - tk;
             return 0;
         }
-        char cerr[200] = "";
+        char cerr[600] = "";
         int rc = dout ? moects_cuda_memset(dout, 0xff, in->out_bytes) : 0;
         moects_op_args a;
         moects_inputs_bind(in, ws->dev, dout, &a);
@@ -332,7 +339,7 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
             announce(tc, PH_KERNEL, r);
             tk = now_s();
             rc = k->run(shape, &a, moects_cuda_stream());
-            if (rc != 0) snprintf(cerr, sizeof cerr, "run() returned %d", rc);
+            if (rc != 0) kernel_error(k, rc, cerr, sizeof cerr);
         }
         char serr[200] = "";
         int src = moects_cuda_sync(moects_cuda_stream(), serr, sizeof serr);
@@ -526,12 +533,15 @@ typedef struct {
     double deadline;
     long group;            /* the case group the worker runs, -1 none */
     size_t g_next, g_end;  /* the rest of that group's tasks */
+    int out;               /* read end of the worker's stdout/stderr, -1 none */
+    char tail[512];        /* the last bytes it printed during the task in flight */
+    size_t ntail;
 } worker;
 
-static int spawn(const moects_runner_opts *o, worker *ws, int nw, int w, int base_threads, int log_fd, char *err,
+static int spawn(const moects_runner_opts *o, worker *ws, int nw, int w, int base_threads, char *err,
                  size_t errlen)
 {
-    int tp[2], rp[2];
+    int tp[2], rp[2], op[2];
     if (pipe(tp) != 0) {
         snprintf(err, errlen, "pipe: %s", strerror(errno));
         return -1;
@@ -542,22 +552,32 @@ static int spawn(const moects_runner_opts *o, worker *ws, int nw, int w, int bas
         close(tp[1]);
         return -1;
     }
+    if (pipe(op) != 0) { /* the worker's stdout and stderr */
+        snprintf(err, errlen, "pipe: %s", strerror(errno));
+        close(tp[0]), close(tp[1]), close(rp[0]), close(rp[1]);
+        return -1;
+    }
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
         snprintf(err, errlen, "fork: %s", strerror(errno));
-        close(tp[0]), close(tp[1]), close(rp[0]), close(rp[1]);
+        close(tp[0]), close(tp[1]), close(rp[0]), close(rp[1]), close(op[0]), close(op[1]);
         return -1;
     }
     if (pid == 0) {
         for (int i = 0; i < nw; i++)
-            if (i != w && ws[i].pid) close(ws[i].to), close(ws[i].from);
+            if (i != w && ws[i].pid) close(ws[i].to), close(ws[i].from), close(ws[i].out);
         close(tp[1]);
         close(rp[0]);
-        worker_main(o, tp[0], rp[1], w, base_threads, log_fd);
+        close(op[0]);
+        worker_main(o, tp[0], rp[1], w, base_threads, op[1]);
     }
     close(tp[0]);
     close(rp[1]);
+    close(op[1]);
+    fcntl(op[0], F_SETFL, fcntl(op[0], F_GETFL) | O_NONBLOCK);
+    ws[w].out = op[0];
+    ws[w].ntail = 0;
     ws[w].pid = pid;
     ws[w].to = tp[1];
     ws[w].from = rp[0];
@@ -565,10 +585,54 @@ static int spawn(const moects_runner_opts *o, worker *ws, int nw, int w, int bas
     return 0;
 }
 
-static void reap(worker *w, int *status)
+/* What worker w printed so far: to the kernel log (log_fd, else our stderr) and its task's tail. */
+static void drain(worker *w, int log_fd)
 {
+    char buf[65536];
+    ssize_t n;
+    while (w->out >= 0 && ((n = read(w->out, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))) {
+        if (n <= 0) continue;
+        for (ssize_t off = 0, k; off < n; off += k > 0 ? k : n) /* a log that cannot be written loses it */
+            k = write(log_fd >= 0 ? log_fd : 2, buf + off, (size_t)(n - off));
+        size_t keep = sizeof w->tail - 1, add = (size_t)n > keep ? keep : (size_t)n;
+        if (w->ntail + add > keep) {
+            size_t drop = w->ntail + add - keep;
+            memmove(w->tail, w->tail + drop, w->ntail - drop);
+            w->ntail -= drop;
+        }
+        memcpy(w->tail + w->ntail, buf + n - add, add);
+        w->ntail += add;
+    }
+}
+
+/* ", kernel output: ..." with the last bytes worker w printed during its task appended to reason
+ * (lines joined by " / "), when it printed anything. */
+static void add_output(moects_result *r, const worker *w)
+{
+    char t[sizeof w->tail];
+    size_t n = 0;
+    for (size_t i = 0; i < w->ntail; i++) {
+        unsigned char c = (unsigned char)w->tail[i];
+        if (c == '\n' && n && t[n - 1] != ' ') memcpy(t + n, " / ", 3), n += 3;
+        else if (c >= 0x20 && c != 0x7f && n + 1 < sizeof t - 3) t[n++] = (char)c;
+        if (n + 4 >= sizeof t) break;
+    }
+    while (n && (t[n - 1] == ' ' || t[n - 1] == '/')) n--;
+    t[n] = '\0';
+    size_t l = strlen(r->reason);
+    if (n && l + 20 < sizeof r->reason) {
+        const char *from = t + (n > sizeof r->reason - l - 20 ? n - (sizeof r->reason - l - 20) : 0);
+        snprintf(r->reason + l, sizeof r->reason - l, "; kernel output: %s", from);
+    }
+}
+
+static void reap(worker *w, int *status, int log_fd)
+{
+    drain(w, log_fd);
     close(w->to);
     close(w->from);
+    if (w->out >= 0) close(w->out);
+    w->out = -1;
     int st = 0;
     while (waitpid(w->pid, &st, 0) < 0 && errno == EINTR) {}
     if (status) *status = st;
@@ -580,7 +644,8 @@ static void death_reason(char *buf, size_t len, int st, int kernel_phase)
 {
     const char *phase = kernel_phase ? "while the kernel ran" : "while building inputs/reference";
     if (WIFSIGNALED(st))
-        snprintf(buf, len, "worker killed by signal %d (%s) %s", WTERMSIG(st), strsignal(WTERMSIG(st)), phase);
+        snprintf(buf, len, "worker killed by signal %d (SIG%s: %s) %s", WTERMSIG(st),
+                 sigabbrev_np(WTERMSIG(st)) ? sigabbrev_np(WTERMSIG(st)) : "?", strsignal(WTERMSIG(st)), phase);
     else if (WIFEXITED(st))
         snprintf(buf, len, "worker exited with status %d %s", WEXITSTATUS(st), phase);
     else
@@ -691,18 +756,20 @@ static int hand_out(parent *p, char *err, size_t errlen)
             int n;
             long g = moects__sched_next(&p->sched, &n);
             if (g < 0) {
-                if (W->pid && !moects__sched_left(&p->sched)) reap(W, NULL); /* nothing left for it */
+                if (W->pid && !moects__sched_left(&p->sched)) reap(W, NULL, p->log_fd); /* nothing left for it */
                 continue;
             }
             W->group = g;
             W->g_next = p->gstart[g];
             W->g_end = p->gstart[g + 1];
         }
-        if (!W->pid && spawn(o, p->ws, p->nw, w, p->base_threads, p->log_fd, err, errlen) != 0) return -1;
+        if (!W->pid && spawn(o, p->ws, p->nw, w, p->base_threads, err, errlen) != 0) return -1;
         uint32_t ti = (uint32_t)W->g_next++;
         int held = p->sched.held[W->group];
         task_msg m = {MAGIC, ti, p->tasks[ti].case_idx, p->tasks[ti].kernel_idx,
                       (uint32_t)(held * p->base_threads), p->recipes[W->group]};
+        drain(W, p->log_fd); /* what it printed before this task is not this task's */
+        W->ntail = 0;
         W->busy = 1;
         W->task = ti;
         W->phase = PH_OTHER;
@@ -712,11 +779,12 @@ static int hand_out(parent *p, char *err, size_t errlen)
         if (write_full(W->to, &m, sizeof m) != 0) {
             /* died while idle: count the task as crashed rather than loop */
             int st;
-            reap(W, &st);
+            reap(W, &st, p->log_fd);
             fill_lost(o, &p->tasks[ti], W, &p->res[ti]);
             p->res[ti].verdict = MOECTS_FAIL_CRASH;
             death_reason(p->res[ti].reason, sizeof p->res[ti].reason, st, 0);
-            log_lost(p, ti);
+            log_lost(p, ti); /* the output is in the log already */
+            add_output(&p->res[ti], W);
             task_over(p, W, ti);
             w--; /* the same worker (a fresh process) goes on with its group */
         }
@@ -742,15 +810,18 @@ static void on_message(parent *p, worker *W, double *t_log, double t0)
     }
     if (r == 1 && m.magic == MAGIC && m.task == ti && m.type == MSG_RESULT) {
         p->res[ti] = m.r;
-        if (m.arg) reap(W, NULL);
+        if (m.arg) reap(W, NULL, p->log_fd);
+        else drain(W, p->log_fd); /* printed before the result was sent: all in the pipe now */
+        if (m.r.verdict == MOECTS_FAIL_CRASH) add_output(&p->res[ti], W);
     } else {
         int st;
         kill(W->pid, SIGKILL); /* a garbled message: do not trust it */
-        reap(W, &st);
+        reap(W, &st, p->log_fd);
         fill_lost(o, &p->tasks[ti], W, &p->res[ti]);
         p->res[ti].verdict = MOECTS_FAIL_CRASH;
         death_reason(p->res[ti].reason, sizeof p->res[ti].reason, st, W->phase == PH_KERNEL);
-        log_lost(p, ti);
+        log_lost(p, ti); /* the output is in the log already */
+        add_output(&p->res[ti], W);
     }
     task_over(p, W, ti);
     if (o->progress == 1) {
@@ -832,7 +903,7 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
             return -1;
         }
     }
-    for (int w = 0; w < p->nw; w++) p->ws[w].group = -1;
+    for (int w = 0; w < p->nw; w++) p->ws[w].group = -1, p->ws[w].out = -1;
 
     void (*old_pipe)(int) = signal(SIGPIPE, SIG_IGN);
     int rc = 0;
@@ -840,8 +911,8 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
     while (p->ndone < p->nt && rc == 0) {
         if ((rc = hand_out(p, err, errlen)) != 0) break;
         /* wait for a message or the nearest deadline */
-        struct pollfd pf[p->nw];
-        int map[p->nw], np = 0;
+        struct pollfd pf[2 * p->nw];
+        int map[2 * p->nw], np = 0, nmsg;
         double nearest = 0;
         for (int w = 0; w < p->nw; w++)
             if (p->ws[w].busy) {
@@ -849,7 +920,12 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
                 map[np++] = w;
                 if (p->ws[w].deadline > 0 && (nearest == 0 || p->ws[w].deadline < nearest)) nearest = p->ws[w].deadline;
             }
-        if (!np) continue;
+        if (!(nmsg = np)) continue;
+        for (int w = 0; w < p->nw; w++) /* what workers print, so that a full pipe never blocks one */
+            if (p->ws[w].pid && p->ws[w].out >= 0) {
+                pf[np] = (struct pollfd){.fd = p->ws[w].out, .events = POLLIN};
+                map[np++] = w;
+            }
         int ms = -1;
         if (nearest > 0) {
             double d = (nearest - now_s()) * 1000.0;
@@ -861,7 +937,14 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
             rc = -1;
             break;
         }
-        for (int i = 0; i < np && pr > 0; i++)
+        for (int i = nmsg; i < np && pr > 0; i++)
+            if (pf[i].revents & POLLIN) {
+                drain(&p->ws[map[i]], p->log_fd);
+            } else if (pf[i].revents & (POLLHUP | POLLERR)) { /* closed: nothing more to read */
+                close(p->ws[map[i]].out);
+                p->ws[map[i]].out = -1;
+            }
+        for (int i = 0; i < nmsg && pr > 0; i++)
             if (pf[i].revents & (POLLIN | POLLHUP | POLLERR)) on_message(p, &p->ws[map[i]], &t_log, t0);
         /* timeouts */
         double t = now_s();
@@ -871,19 +954,20 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
             uint32_t ti = W->task;
             int kphase = W->phase == PH_KERNEL;
             kill(W->pid, SIGKILL);
-            reap(W, NULL);
+            reap(W, NULL, p->log_fd);
             fill_lost(o, &p->tasks[ti], W, &p->res[ti]);
             p->res[ti].verdict = MOECTS_FAIL_TIMEOUT;
             snprintf(p->res[ti].reason, sizeof p->res[ti].reason, "killed after %g s %s",
                      kphase ? o->timeout_s : 10 * o->timeout_s, kphase ? "in the kernel" : "building inputs/reference");
-            log_lost(p, ti);
+            log_lost(p, ti); /* the output is in the log already */
+            add_output(&p->res[ti], W);
             task_over(p, W, ti);
         }
     }
     for (int w = 0; w < p->nw; w++)
         if (p->ws[w].pid) {
             if (rc) kill(p->ws[w].pid, SIGKILL);
-            reap(&p->ws[w], NULL);
+            reap(&p->ws[w], NULL, p->log_fd);
         }
     signal(SIGPIPE, old_pipe);
     if (o->progress == 1) fputs("\r\033[K", stderr);
