@@ -10,6 +10,14 @@
 
 #ifndef MOECTS_VERSION
 #define MOECTS_VERSION "0.1"
+/* ---- kernel_py.c ---- */
+/* This build's libmoects: $MOECTS_LIB, else ../lib/libmoects.so.0 beside the running binary. 0 or -1. */
+int moects__libmoects_path(char *buf, size_t len);
+/* Append the kernels of --kernel-py specs (descriptions from `python -m moects._worker --describe`,
+ * no callbacks) to *v. 0, or -1 with err. */
+int moects__kernel_py_load(char *const *specs, size_t n, const char *lib, const moects_kernel ***v, size_t *nv,
+                           char *err, size_t errlen);
+
 #endif
 
 /* Set the calling thread's moects_errmsg() (printf format). */
@@ -45,5 +53,13 @@ int moects__export_case(const char *dir, const moects_case *c, uint64_t seed, co
 int moects__write_out(const char *path, const moects_inputs *in, const void *got, char *err, size_t errlen);
 /* The case of an exported file's moects.case metadata (path names the file in err). */
 int moects__case_from_json(const char *path, const char *json, moects_case *c, char *err, size_t errlen);
+
+/* ---- kernel_py.c ---- */
+/* This build's libmoects: $MOECTS_LIB, else ../lib/libmoects.so.0 beside the running binary. 0 or -1. */
+int moects__libmoects_path(char *buf, size_t len);
+/* Append the kernels of --kernel-py specs (descriptions from `python -m moects._worker --describe`,
+ * no callbacks) to *v. 0, or -1 with err. */
+int moects__kernel_py_load(char *const *specs, size_t n, const char *lib, const moects_kernel ***v, size_t *nv,
+                           char *err, size_t errlen);
 
 #endif

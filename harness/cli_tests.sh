@@ -427,6 +427,24 @@ shard_escape)
         fp4_gemm.mxfp4/regression/k-tail/n256/k48/m16/adversarial > h0.tap
     [ $? -eq 1 ] || fail "an honest failure in a shard: exit not 1"
     ;;
+dump)
+    # run --dump: a mismatching case's inputs, reference and output in the export format; verify
+    # judges them again with the same count; the case's reference written as the output passes.
+    c=ep_gather/regression/block-divides-h/h896/t16/adversarial
+    k=cpu.mutant.ep_gather.muladd
+    "$moects" run --kernel "$k" --dump d --out o "$c" > run.tap || fail "run: a caught mutant, exit not 0"
+    n=$(sed -n 's/^ *mismatches: //p' run.tap)
+    [ -n "$n" ] && [ "$n" -gt 0 ] || { cat run.tap; fail "no mismatch count"; }
+    f=d/$k/ep_gather__regression__block-divides-h__h896__t16__adversarial
+    [ -f "$f.safetensors" ] && [ -f "$f.out.safetensors" ] || { find d; fail "dump files"; }
+    "$moects" verify "d/$k" --kernel "$k" --out v > verify.tap
+    [ $? -eq 1 ] || { cat verify.tap; fail "verify of the dump: exit not 1"; }
+    [ "$(sed -n 's/^ *mismatches: //p' verify.tap)" = "$n" ] || { cat verify.tap; fail "verify: not $n mismatches"; }
+    grep -q '"verdict": "FAIL_MISMATCH"' v/results.json || fail "verify: results.json"
+    # an honest kernel leaves no dump
+    "$moects" run --kernel cpu.ep_gather --dump d2 --out o2 "$c" > /dev/null || fail "honest run"
+    [ ! -e d2 ] || fail "a passing run dumped"
+    ;;
 kernel_error)
     # A kernel's own error reaches its case: last_error() (ABI 2) after a non-zero run(), with what it
     # printed during that task; a hang is FAIL_TIMEOUT with its output too.

@@ -22,9 +22,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "capi_internal.h"
+#include "moects.h"
 #include "moects_compare.h"
 #include "moects_device.h"
 #include "moects_ref.h"
+#include "moects_registry.h"
 
 void openblas_set_num_threads(int num_threads); /* OpenBLAS (linked by moects_ref) */
 int openblas_get_num_threads(void);
@@ -54,6 +57,7 @@ typedef struct {
     int dev_state; /* 0 not copied, 1 copied, -1 failed (reason in dev_err) */
     char dev_err[256];
     int dev_err_fatal;
+    const char *dump_dir; /* run --dump: a mismatching case's inputs, reference and output go here */
 } worker_state;
 
 /* Phases a worker announces to the parent (timeouts, timing of a task that dies). */
@@ -188,6 +192,60 @@ static void compute_reference(worker_state *ws, const moects_case *c, moects_rec
     announce(tc, PH_OTHER, r);
 }
 
+/* The task in flight on this thread, for kernels that ask (moects_task_json, moects_task_tensor,
+ * moects_task_stream: Python kernels under --kernel-py). */
+static _Thread_local struct {
+    int active;
+    const moects_case *c;
+    const moects_inputs *in;
+    void *const *ptr; /* what run() gets: host or device pointers of the inputs; NULL in supports() */
+    void *out, *stream;
+    char *json;
+} cur;
+
+static void task_view(const moects_case *c, const moects_inputs *in, void *const *ptr, void *out, void *stream)
+{
+    if (cur.c != c) free(cur.json), cur.json = NULL;
+    cur.active = 1, cur.c = c, cur.in = in, cur.ptr = ptr, cur.out = out, cur.stream = stream;
+}
+
+const char *moects_task_json(void)
+{
+    if (!cur.active) return "";
+    if (!cur.json) cur.json = moects__case_json(cur.c, cur.c->op == MOECTS_OP_EP_GATHER ? cur.in->eg.M_sum : -1);
+    return cur.json ? cur.json : "";
+}
+
+int moects_task_tensor(int j, moects_tensor_info *t)
+{
+    if (!cur.active || j < -1 || j >= cur.in->nt) return moects__set_error("task tensor %d: no task or out of range", j), -1;
+    if (j < 0) moects__output_describe(cur.in, t), t->data = cur.out;
+    else moects__tensor_describe(cur.in, j, t), t->data = cur.ptr && t->bytes ? cur.ptr[j] : NULL;
+    return 0;
+}
+
+void *moects_task_stream(void) { return cur.active ? cur.stream : NULL; }
+
+/* run --dump: the case as `moects export` writes it (only the reference compared against) and the
+ * kernel's output beside it, in DUMP/<kernel>/; `moects verify DUMP/<kernel> --recipe R` judges it
+ * again. A failure to write is noted in the reason. */
+static void dump(const worker_state *ws, const moects_case *c, const moects_kernel *k, uint64_t seed,
+                 moects_recipe recipe, const void *got, moects_result *r)
+{
+    char dir[4400], path[4800], err[4800];
+    snprintf(dir, sizeof dir, "%s/%s", ws->dump_dir, k->name);
+    const char *rn = r->recipe;
+    char full[64];
+    if (!k->recipe) snprintf(full, sizeof full, "%.40s", r->recipe), *strchr(full, '+') = '\0', rn = full;
+    const void *ref = ws->ref[recipe];
+    moects__case_file(path, sizeof path, dir, c->id, ".out.safetensors");
+    if (moects_mkdirs(dir, err, sizeof err) || moects__export_case(dir, c, seed, &ws->in, &rn, &ref, 1, err, sizeof err) ||
+        moects__write_out(path, &ws->in, got, err, sizeof err)) {
+        size_t l = strlen(r->reason);
+        snprintf(r->reason + l, sizeof r->reason - l, "%s--dump: %s", l ? "; " : "", err);
+    }
+}
+
 /* "run() returned RC", and the kernel's own text (ABI 2 last_error()) when it gives one. */
 static void kernel_error(const moects_kernel *k, int rc, char *buf, size_t len)
 {
@@ -234,6 +292,7 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
     const void *shape = moects_inputs_shape(in);
 
     char why[256] = "";
+    task_view(c, in, NULL, NULL, NULL);
     if (k->supports && !k->supports(shape, why, sizeof why)) {
         /* a CUDA kernel refusing because cuBLAS is missing lacks a resource: SKIP, not a gap */
         char cb[256] = "";
@@ -286,6 +345,7 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
         host_ptrs(in, hp, 0);
         moects_op_args a;
         moects_inputs_bind(in, hp, in->out_bytes ? got : NULL, &a);
+        task_view(c, in, hp, in->out_bytes ? got : NULL, NULL);
         announce(tc, PH_KERNEL, r);
         tk = now_s();
         int rc = k->run(shape, &a, NULL);
@@ -334,6 +394,7 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
         int rc = dout ? moects_cuda_memset(dout, 0xff, in->out_bytes) : 0;
         moects_op_args a;
         moects_inputs_bind(in, ws->dev, dout, &a);
+        task_view(c, in, ws->dev, dout, moects_cuda_stream());
         if (rc == 0) {
             r->kernel_s += now_s() - tk; /* the notice carries the set-up so far */
             announce(tc, PH_KERNEL, r);
@@ -363,7 +424,6 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
     double tc0 = now_s();
     moects_compare_result cr;
     moects_compare(in->out_dtype, got, ws->ref[recipe], in->out_elems, &cr);
-    free(got);
     r->mismatches = cr.mismatches;
     r->max_ulp = cr.max_ulp;
     r->calc_diff = cr.calc_diff;
@@ -375,6 +435,8 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
     else
         r->verdict = moects_within_tolerance(&cr, k->tol.max_calc_diff, k->tol.max_ulp, r->reason, sizeof r->reason)
                          ? MOECTS_PASS_TOLERANCE : MOECTS_FAIL_MISMATCH;
+    if (r->verdict == MOECTS_FAIL_MISMATCH && ws->dump_dir) dump(ws, c, k, seed, recipe, got, r);
+    free(got);
     r->compare_s += now_s() - tc0;
     return 0;
 }
@@ -399,6 +461,7 @@ static int do_task(worker_state *ws, long ci, const moects_case *c, const moects
     double t0 = now_s();
     moects__result_identity(r, c, k, seed);
     int ex = task_body(ws, ci, c, k, seed, perf, tc, r);
+    cur.active = 0;
     r->wall_s = now_s() - t0;
     round_timing(r);
     return ex;
@@ -422,6 +485,7 @@ typedef struct {
     uint32_t task, case_idx, kernel_idx;
     uint32_t threads; /* OpenBLAS threads for a reference this task computes */
     uint32_t recipes; /* bit r: a kernel of the case compares under recipe r */
+    moects_case c;    /* the case itself: an exec'd worker (--kernel-py) has no copy of the run's cases */
 } task_msg;
 
 /* MSG_PHASE: arg = the phase the task enters (PH_*), r its timing so far.
@@ -480,35 +544,39 @@ static void notify_phase(void *p, int phase, const moects_result *r)
     if (write_full(n->fd, &m, sizeof m) != 0) _exit(3);
 }
 
-static void worker_main(const moects_runner_opts *o, int rfd, int wfd, int widx, int base_threads, int log_fd)
+/* The kernels a worker runs (kernel_idx of a task indexes kernels) and how. */
+typedef struct {
+    const moects_kernel *const *kernels;
+    size_t nkernels;
+    const unsigned char *is_py; /* per kernel: a Python kernel (--perf notes its call overhead); may be NULL */
+    uint64_t seed;
+    int perf;
+    const char *dump_dir;
+} worker_cfg;
+
+/* The worker loop of every worker, forked or exec'd: a task at a time until the parent closes rfd. */
+static void worker_loop(const worker_cfg *w, int rfd, int wfd)
 {
-    prctl(PR_SET_PDEATHSIG, SIGKILL); /* no orphaned workers holding a GPU */
-    signal(SIGPIPE, SIG_DFL);
-    /* whatever a kernel prints must not mix with the TAP on stdout nor with the run's progress on
-     * stderr: both go to the kernel log (else stderr); unbuffered, so that a crash loses none */
-    if (log_fd >= 0) {
-        dup2(log_fd, 2);
-        close(log_fd);
-    }
-    dup2(2, 1);
-    setvbuf(stdout, NULL, _IONBF, 0);
-    if (o->devices && o->ndevices) setenv("CUDA_VISIBLE_DEVICES", o->devices[(size_t)widx % o->ndevices], 1);
-    openblas_set_num_threads(base_threads);
     worker_state ws;
     memset(&ws, 0, sizeof ws);
     ws.case_idx = -1;
+    ws.dump_dir = w->dump_dir;
+    static task_msg t; /* the case stays here while the worker holds its inputs */
     for (;;) {
-        task_msg t;
         int rc = read_full(rfd, &t, sizeof t);
         if (rc == 0) break;
-        if (rc < 0 || t.magic != MAGIC || t.case_idx >= o->ncases || t.kernel_idx >= o->nkernels || t.threads > 4096)
-            _exit(4);
+        if (rc < 0 || t.magic != MAGIC || t.kernel_idx >= w->nkernels || t.threads > 4096) _exit(4);
+        t.c.id[sizeof t.c.id - 1] = '\0';
         result_msg m;
         memset(&m, 0, sizeof m);
         notify_ctx nc = {wfd, t.task};
         task_ctl tc = {(int)t.threads, t.recipes, notify_phase, &nc};
-        int ex = do_task(&ws, (long)t.case_idx, &o->cases[t.case_idx], o->kernels[t.kernel_idx], o->seed, o->perf,
-                         &tc, &m.r);
+        int ex = do_task(&ws, (long)t.case_idx, &t.c, w->kernels[t.kernel_idx], w->seed, w->perf, &tc, &m.r);
+        if (w->perf && w->is_py && w->is_py[t.kernel_idx] && m.r.kernel_ms > 0) {
+            size_t l = strlen(m.r.reason);
+            snprintf(m.r.reason + l, sizeof m.r.reason - l, "%sthe time includes the Python call overhead",
+                     l ? "; " : "");
+        }
         m.magic = MAGIC;
         m.type = MSG_RESULT;
         m.task = t.task;
@@ -517,7 +585,164 @@ static void worker_main(const moects_runner_opts *o, int rfd, int wfd, int widx,
         if (ex) _exit(0);
     }
     drop_case(&ws);
+}
+
+static void exec_python(const moects_runner_opts *o, int rfd, int wfd);
+
+static void worker_main(const moects_runner_opts *o, int rfd, int wfd, int widx, int base_threads, int log_fd)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* no orphaned workers holding a GPU */
+    signal(SIGPIPE, SIG_DFL);
+    /* whatever a kernel prints must not mix with the TAP on stdout nor with the run's progress on
+     * stderr: both go to the parent through a pipe (kernels.log, and the case's reason on a crash);
+     * unbuffered, so that a crash loses none */
+    if (log_fd >= 0) {
+        dup2(log_fd, 2);
+        close(log_fd);
+    }
+    dup2(2, 1);
+    setvbuf(stdout, NULL, _IONBF, 0);
+    if (o->devices && o->ndevices) setenv("CUDA_VISIBLE_DEVICES", o->devices[(size_t)widx % o->ndevices], 1);
+    if (o->nkernel_py) exec_python(o, rfd, wfd); /* does not return */
+    openblas_set_num_threads(base_threads);
+    worker_cfg w = {o->kernels, o->nkernels, NULL, o->seed, o->perf, o->dump_dir};
+    worker_loop(&w, rfd, wfd);
     _exit(0);
+}
+
+/* ---- exec'd workers (--kernel-py): the setup message, the exec, moects_worker_serve ---- */
+
+#define SETUP_MAGIC 0x6d6f6573u /* "moes" */
+typedef struct {
+    uint32_t magic, api;
+    uint32_t case_size, result_size, task_size; /* the same build on both sides */
+    uint32_t nkernels, nlibs;
+    int32_t perf, threads;
+    uint64_t seed;
+    char dump_dir[4096];
+} setup_msg;
+typedef char name_slot[96];
+typedef char path_slot[4096];
+
+/* The Python worker: $MOECTS_PYTHON (default python3) -m moects._worker --rfd R --wfd W --kernel-py
+ * SPEC ... with MOECTS_LIB naming this build's libmoects. Exits 127 when the exec fails. */
+static void exec_python(const moects_runner_opts *o, int rfd, int wfd)
+{
+    const char *py = getenv("MOECTS_PYTHON");
+    char r[16], w[16];
+    snprintf(r, sizeof r, "%d", rfd);
+    snprintf(w, sizeof w, "%d", wfd);
+    size_t n = 0;
+    const char **argv = calloc(8 + 2 * o->nkernel_py, sizeof *argv);
+    if (!argv) _exit(127);
+    argv[n++] = py && *py ? py : "python3";
+    argv[n++] = "-m", argv[n++] = "moects._worker";
+    argv[n++] = "--rfd", argv[n++] = r, argv[n++] = "--wfd", argv[n++] = w;
+    for (size_t i = 0; i < o->nkernel_py; i++) argv[n++] = "--kernel-py", argv[n++] = o->kernel_py[i];
+    if (o->libmoects) setenv("MOECTS_LIB", o->libmoects, 1);
+    setenv("PYTHONUNBUFFERED", "1", 1);
+    execvp(argv[0], (char *const *)argv);
+    fprintf(stderr, "moects: --kernel-py: cannot start %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+}
+
+/* The setup an exec'd worker needs (it shares no memory with the parent): the run's kernel names in
+ * task order, the --kernel-lib paths to load again, seed, flags. 0, or -1 when the pipe broke. */
+static int send_setup(const moects_runner_opts *o, int fd, int threads)
+{
+    setup_msg s;
+    memset(&s, 0, sizeof s);
+    s.magic = SETUP_MAGIC;
+    s.api = MOECTS_API_VERSION;
+    s.case_size = sizeof(moects_case), s.result_size = sizeof(moects_result), s.task_size = sizeof(task_msg);
+    s.nkernels = (uint32_t)o->nkernels, s.nlibs = (uint32_t)o->nlibs;
+    s.perf = o->perf, s.threads = threads, s.seed = o->seed;
+    snprintf(s.dump_dir, sizeof s.dump_dir, "%s", o->dump_dir ? o->dump_dir : "");
+    if (write_full(fd, &s, sizeof s)) return -1;
+    for (size_t i = 0; i < o->nkernels; i++) {
+        name_slot nm = {0};
+        snprintf(nm, sizeof nm, "%s", o->kernels[i]->name);
+        if (write_full(fd, nm, sizeof nm)) return -1;
+    }
+    for (size_t i = 0; i < o->nlibs; i++) {
+        path_slot pa = {0};
+        snprintf(pa, sizeof pa, "%s", o->libs[i]);
+        if (write_full(fd, pa, sizeof pa)) return -1;
+    }
+    return 0;
+}
+
+/* The kernel of that name: one of the caller's (Python) kernels, a built-in, or a library's. */
+static const moects_kernel *find_kernel(const char *name, const moects_kernel *const *py, size_t npy,
+                                        const moects_kernel **libk, size_t nlibk, int *is_py)
+{
+    *is_py = 0;
+    for (size_t i = 0; i < npy; i++)
+        if (py[i] && py[i]->name && !strcmp(py[i]->name, name)) return *is_py = 1, py[i];
+    size_t nb;
+    const moects_kernel *const *b = moects_builtin_kernels(&nb);
+    for (size_t i = 0; i < nb; i++)
+        if (!strcmp(b[i]->name, name)) return b[i];
+    for (size_t i = 0; i < nlibk; i++)
+        if (!strcmp(libk[i]->name, name)) return libk[i];
+    return NULL;
+}
+
+/* The kernel table of the setup, in the parent's order. 0, or -1 with the reason on stderr. */
+static int setup_table(int rfd, const setup_msg *s, const moects_kernel *const *py, size_t npy,
+                       const moects_kernel **table, unsigned char *is_py)
+{
+    name_slot *names = calloc(s->nkernels + 1, sizeof *names);
+    const moects_kernel **libk = NULL;
+    size_t nlibk = 0;
+    char err[4400];
+    int rc = names && read_full(rfd, names, s->nkernels * sizeof *names) == (s->nkernels ? 1 : 0) ? 0 : -1;
+    for (uint32_t i = 0; rc == 0 && i < s->nlibs; i++) {
+        path_slot pa;
+        if (read_full(rfd, pa, sizeof pa) != 1) rc = -1;
+        pa[sizeof pa - 1] = '\0';
+        if (rc == 0 && moects_plugin_load(pa, &libk, &nlibk, err, sizeof err) != 0)
+            rc = -1, fprintf(stderr, "moects worker: --kernel-lib %s\n", err);
+    }
+    for (uint32_t i = 0; rc == 0 && i < s->nkernels; i++) {
+        int p;
+        names[i][sizeof names[i] - 1] = '\0';
+        if (!(table[i] = find_kernel(names[i], py, npy, libk, nlibk, &p)))
+            rc = -1, fprintf(stderr, "moects worker: kernel %s: not in this process (built-in, --kernel-lib or "
+                                     "--kernel-py)\n", names[i]);
+        is_py[i] = (unsigned char)p;
+    }
+    free(names);
+    return rc;
+}
+
+int moects_worker_serve(int rfd, int wfd, const moects_kernel *const *kernels, size_t n)
+{
+    setup_msg s;
+    if (read_full(rfd, &s, sizeof s) != 1 || s.magic != SETUP_MAGIC) {
+        fprintf(stderr, "moects worker: no setup from the runner on fd %d\n", rfd);
+        return 2;
+    }
+    if (s.api != MOECTS_API_VERSION || s.case_size != sizeof(moects_case) || s.result_size != sizeof(moects_result) ||
+        s.task_size != sizeof(task_msg) || s.nkernels > 100000 || s.nlibs > 1000) {
+        fprintf(stderr, "moects worker: the runner is another moects build than this libmoects (%s): use the "
+                        "MOECTS_LIB the runner sets\n", MOECTS_VERSION);
+        return 2;
+    }
+    const moects_kernel **table = calloc(s.nkernels + 1, sizeof *table);
+    unsigned char *is_py = calloc(s.nkernels + 1, 1);
+    if (!table || !is_py || setup_table(rfd, &s, kernels, n, table, is_py) != 0) {
+        free(table), free(is_py);
+        return 2;
+    }
+    signal(SIGPIPE, SIG_DFL);
+    setvbuf(stdout, NULL, _IONBF, 0);
+    openblas_set_num_threads(s.threads > 0 ? s.threads : 1);
+    s.dump_dir[sizeof s.dump_dir - 1] = '\0';
+    worker_cfg w = {table, s.nkernels, is_py, s.seed, s.perf, s.dump_dir[0] ? s.dump_dir : NULL};
+    worker_loop(&w, rfd, wfd);
+    free(table), free(is_py);
+    return 0;
 }
 
 /* ------------------------------------------------------------------ parent side ---- */
@@ -578,6 +803,7 @@ static int spawn(const moects_runner_opts *o, worker *ws, int nw, int w, int bas
     fcntl(op[0], F_SETFL, fcntl(op[0], F_GETFL) | O_NONBLOCK);
     ws[w].out = op[0];
     ws[w].ntail = 0;
+    if (o->nkernel_py) send_setup(o, tp[1], base_threads); /* a worker that cannot take it dies: its task crashes */
     ws[w].pid = pid;
     ws[w].to = tp[1];
     ws[w].from = rp[0];
@@ -766,8 +992,9 @@ static int hand_out(parent *p, char *err, size_t errlen)
         if (!W->pid && spawn(o, p->ws, p->nw, w, p->base_threads, err, errlen) != 0) return -1;
         uint32_t ti = (uint32_t)W->g_next++;
         int held = p->sched.held[W->group];
-        task_msg m = {MAGIC, ti, p->tasks[ti].case_idx, p->tasks[ti].kernel_idx,
-                      (uint32_t)(held * p->base_threads), p->recipes[W->group]};
+        static task_msg m; /* a case is large: not on the stack */
+        m = (task_msg){MAGIC, ti, p->tasks[ti].case_idx, p->tasks[ti].kernel_idx,
+                       (uint32_t)(held * p->base_threads), p->recipes[W->group], o->cases[p->tasks[ti].case_idx]};
         drain(W, p->log_fd); /* what it printed before this task is not this task's */
         W->ntail = 0;
         W->busy = 1;
