@@ -34,19 +34,20 @@ int moects__libmoects_path(char *buf, size_t len)
     return 0;
 }
 
-/* Run the describe command; its stdout in *out (malloc'ed), its stderr's last line in err on failure. */
+/* Run the describe command, its stdout and stderr in one pipe (no deadlock on a noisy import): the
+ * last line that starts with '[' (the JSON) in *out (malloc'ed); on failure the last other line in err. */
 static int describe(char *const *specs, size_t n, const char *lib, char **out, char *err, size_t errlen)
 {
     const char *py = getenv("MOECTS_PYTHON");
     py = py && *py ? py : "python3";
-    int op[2], ep[2];
-    if (pipe(op) || pipe(ep)) return snprintf(err, errlen, "pipe: %s", strerror(errno)), -1;
+    int op[2];
+    if (pipe(op)) return snprintf(err, errlen, "pipe: %s", strerror(errno)), -1;
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) return snprintf(err, errlen, "fork: %s", strerror(errno)), -1;
     if (pid == 0) {
-        dup2(op[1], 1), dup2(ep[1], 2);
-        close(op[0]), close(op[1]), close(ep[0]), close(ep[1]);
+        dup2(op[1], 1), dup2(op[1], 2);
+        close(op[0]), close(op[1]);
         const char **argv = calloc(5 + 2 * n, sizeof *argv);
         size_t k = 0;
         if (!argv) _exit(127);
@@ -57,29 +58,26 @@ static int describe(char *const *specs, size_t n, const char *lib, char **out, c
         fprintf(stderr, "cannot start %s: %s\n", py, strerror(errno));
         _exit(127);
     }
-    close(op[1]), close(ep[1]);
-    FILE *fo = fdopen(op[0], "r"), *fe = fdopen(ep[0], "r");
-    size_t cap = 0, len = 0;
-    char *buf = NULL, line[1024], last[1024] = "";
-    for (int c; fo && (c = fgetc(fo)) != EOF;) { /* stdout first: the JSON is one line, stderr small */
-        if (len + 2 > cap && !(buf = realloc(buf, cap = cap ? 2 * cap : 4096))) break;
-        buf[len++] = (char)c;
+    close(op[1]);
+    FILE *f = fdopen(op[0], "r");
+    char *line = NULL, *json = NULL, last[1024] = "";
+    size_t cap = 0;
+    for (ssize_t l; f && (l = getline(&line, &cap, f)) > 0;) {
+        line[strcspn(line, "\n")] = '\0';
+        if (line[0] == '[') free(json), json = strdup(line);
+        else if (line[0]) snprintf(last, sizeof last, "%s", line);
     }
-    while (fe && fgets(line, sizeof line, fe))
-        if (line[0] != '\n') snprintf(last, sizeof last, "%s", line);
-    if (fo) fclose(fo);
-    if (fe) fclose(fe);
+    free(line);
+    if (f) fclose(f);
     int st = 0;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-    last[strcspn(last, "\n")] = '\0';
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !buf) {
-        free(buf);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !json) {
+        free(json);
         return snprintf(err, errlen, "%s -m moects._worker --describe failed (%s%d)%s%s", py,
                         WIFEXITED(st) ? "exit " : "signal ", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st),
                         last[0] ? ": " : "", last), -1;
     }
-    buf[len] = '\0';
-    *out = buf;
+    *out = json;
     return 0;
 }
 
