@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "capi_internal.h"
+#include "moects.h"
 #include "moects_cases.h"
 #include "moects_commands.h"
 #include "reports_internal.h"
@@ -55,6 +57,10 @@ typedef struct {
     int perf;
     int list_kernels;
     const char *known_file;
+    char **kernel_py; /* --kernel-py MODULE:NAME */
+    size_t nkernel_py;
+    const char *dump;
+    char libmoects[4096];
 } cli;
 
 static int bad(const cli *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -84,6 +90,7 @@ static void cli_free(cli *o)
     free(o->case_files);
     free(o->kernel_globs);
     free(o->libs);
+    free(o->kernel_py);
 }
 
 static int is_glob(const char *s) { return strpbrk(s, "*?[") != NULL; }
@@ -125,23 +132,12 @@ static int parse_shard(const char *s, int *i, int *n)
     return 0;
 }
 
-/* root = where cases/ is: --root, $MOECTS_ROOT, the source tree compiled in, else ".". */
-static const char *resolve_root(const char *given)
-{
-    if (given) return given;
-    const char *e = getenv("MOECTS_ROOT");
-    if (e && *e) return e;
-#ifdef MOECTS_SOURCE_DIR
-    char p[4096];
-    struct stat st;
-    snprintf(p, sizeof p, "%s/cases", MOECTS_SOURCE_DIR);
-    if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) return MOECTS_SOURCE_DIR;
-#endif
-    return ".";
-}
+/* root = where cases/ is: --root, else moects_default_root() ($MOECTS_ROOT, the source tree compiled
+ * in, the installed share/moects, else "."). */
+static const char *resolve_root(const char *given) { return given ? given : moects_default_root(); }
 
 enum { OPT_TIER = 256, OPT_CASES, OPT_KERNEL, OPT_LIB, OPT_SEED, OPT_TIMEOUT, OPT_TAPV, OPT_SHARD, OPT_OUT,
-       OPT_PERF, OPT_ROOT, OPT_KERNELS, OPT_FILTER, OPT_KNOWN };
+       OPT_PERF, OPT_ROOT, OPT_KERNELS, OPT_FILTER, OPT_KNOWN, OPT_KERNEL_PY, OPT_DUMP };
 
 static int parse_args(cli *o, int argc, char **argv, int is_run)
 {
@@ -155,6 +151,7 @@ static int parse_args(cli *o, int argc, char **argv, int is_run)
         {"root", required_argument, 0, OPT_ROOT},       {"kernels", no_argument, 0, OPT_KERNELS},
         {"filter", required_argument, 0, OPT_FILTER},   {"help", no_argument, 0, 'h'},
         {"known-findings", required_argument, 0, OPT_KNOWN},
+        {"kernel-py", required_argument, 0, OPT_KERNEL_PY}, {"dump", required_argument, 0, OPT_DUMP},
         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -208,6 +205,8 @@ static int parse_args(cli *o, int argc, char **argv, int is_run)
         case OPT_KERNELS: o->list_kernels = 1; break;
         case OPT_FILTER: if (push_str(&o->globs, &o->nglobs, a)) return bad(o, "out of memory"); break;
         case OPT_KNOWN: o->known_file = a; break;
+        case OPT_KERNEL_PY: if (push_str(&o->kernel_py, &o->nkernel_py, a)) return bad(o, "out of memory"); break;
+        case OPT_DUMP: o->dump = a; break;
         case 'h': return -1;
         case ':': return bad(o, "%s needs a value", argv[optind - 1]);
         default: return bad(o, "unknown option %s", argv[optind - 1]);
@@ -215,8 +214,8 @@ static int parse_args(cli *o, int argc, char **argv, int is_run)
     }
     for (int i = optind; i < argc; i++)
         if (push_str(&o->globs, &o->nglobs, argv[i])) return bad(o, "out of memory");
-    if (!is_run && (o->ncase_files || o->perf || o->out || o->shard_n || o->known_file))
-        return bad(o, "--cases, --perf, --out, --shard and --known-findings belong to `moects run`");
+    if (!is_run && (o->ncase_files || o->perf || o->out || o->shard_n || o->known_file || o->dump))
+        return bad(o, "--cases, --perf, --out, --shard, --dump and --known-findings belong to `moects run`");
     /* options that would otherwise be ignored */
     if (!is_run && o->list_kernels && o->nglobs)
         return bad(o, "--kernels takes --kernel GLOB, not case globs (\"%s\")", o->globs[0]);
@@ -236,12 +235,22 @@ static int load_kernels(cli *o, const moects_kernel ***out, size_t *n)
     if (!v) return bad(o, "out of memory");
     for (size_t i = 0; i < nb; i++) v[i] = b[i];
     *n = nb;
-    char err[512];
+    char err[1400];
     for (size_t i = 0; i < o->nlibs; i++)
         if (moects_plugin_load(o->libs[i], &v, n, err, sizeof err) != 0) {
             free(v);
             return bad(o, "--kernel-lib %s", err);
         }
+    if (o->nkernel_py) { /* described by Python in a child: this process imports nothing */
+        if (moects__libmoects_path(o->libmoects, sizeof o->libmoects) != 0) {
+            free(v);
+            return bad(o, "--kernel-py: libmoects.so.0 not found beside this moects (../lib): set MOECTS_LIB");
+        }
+        if (moects__kernel_py_load(o->kernel_py, o->nkernel_py, o->libmoects, &v, n, err, sizeof err) != 0) {
+            free(v);
+            return bad(o, "--kernel-py: %s", err);
+        }
+    }
     for (size_t i = 0; i < *n; i++) {
         moects_recipe r;
         if (v[i]->recipe && moects_recipe_parse(v[i]->recipe, v[i]->op, &r) != 0) {
@@ -537,7 +546,7 @@ static int usage_run(void)
     fputs("usage: moects run [GLOB...] [--tier smoke|full|large|all] [--cases FILE] [--kernel GLOB]\n"
           "                  [--kernel-lib LIB.so] [--seed N] [--timeout SEC] [--jobs N] [-v]\n"
           "                  [--tap-version 13|14] [--shard i/n] [--out DIR] [--perf] [--root DIR]\n"
-          "                  [--known-findings FILE]\n"
+          "                  [--known-findings FILE] [--kernel-py MODULE:NAME] [--dump DIR]\n"
           "Runs every selected kernel on every selected case against the bit-exact reference; TAP on\n"
           "stdout; results.json, run.tap, summary.md (and perf.md) in --out (default ROOT/reports/latest).\n"
           "GLOB: fnmatch on case ids (an exact id runs whatever its tier). --cases FILE: a must-pass list\n"
@@ -551,6 +560,13 @@ static int usage_run(void)
           "to kernels.log in --out, not to the terminal; summary.md, and stderr when it is not empty, say\n"
           "how many lines.\n"
           "stderr holds the run's own progress and errors.\n"
+          "--kernel-py MODULE:NAME (repeatable): Python kernels (NAME: a moects.Kernel description, or a\n"
+          "list) run in worker processes started by exec of $MOECTS_PYTHON (default python3) -m\n"
+          "moects._worker; a Python exception is that case's FAIL_CRASH with its text, as are a crash and\n"
+          "a hang (FAIL_TIMEOUT). --perf times include the Python call overhead.\n"
+          "--dump DIR: each FAIL_MISMATCH writes DIR/KERNEL/CASE.safetensors (inputs, reference; the\n"
+          "`moects export` format) and CASE.out.safetensors (the kernel's output): `moects verify DIR/KERNEL\n"
+          "--recipe R` judges it again.\n"
           "Known findings (ROOT/cases/known-findings.txt, or FILE; /dev/null for none): an honest kernel's\n"
           "failure on a matching case is a TAP TODO point, reported but not failing the run.\n"
           "Known findings FILE given must exist. --out is created and checked writable before the run.\n"
@@ -832,7 +848,10 @@ int moects_cmd_run(int argc, char **argv)
     moects_runner_opts ro = {.cases = cases, .ncases = ncases, .kernels = kernels, .nkernels = nk, .seed = o.seed,
                              .timeout_s = o.timeout, .jobs = jobs, .perf = o.perf,
                              .progress = isatty(2) ? 1 : 2, .devices = devs, .ndevices = ndevs,
-                             .big_case_flops = big_case_flops, .kernel_log = klog_tmp};
+                             .big_case_flops = big_case_flops, .kernel_log = klog_tmp,
+                             .kernel_py = (const char *const *)o.kernel_py, .nkernel_py = o.nkernel_py,
+                             .libmoects = o.libmoects, .libs = (const char *const *)o.libs, .nlibs = o.nlibs,
+                             .dump_dir = o.dump};
     if (moects_runner_run(&ro, &run, err, sizeof err) != 0) {
         fprintf(stderr, "moects run: %s\n", err);
         rc = 2;
@@ -851,6 +870,10 @@ int moects_cmd_run(int argc, char **argv)
             fputs(" --kernel-lib ", ef);
             moects_shell_quote(ef, abs ? abs : o.libs[i]);
             free(abs);
+        }
+        for (size_t i = 0; i < o.nkernel_py; i++) {
+            fputs(" --kernel-py ", ef);
+            moects_shell_quote(ef, o.kernel_py[i]);
         }
         if (o.root) {
             fputs(" --root ", ef);

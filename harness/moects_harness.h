@@ -48,7 +48,7 @@ typedef struct {
     double calc_diff;       /* sum (x-y)^2 / sum (x^2+y^2), double; 0 when both all zero */
     int64_t first_index;    /* -1 when none */
     char got[64], want[64]; /* "0x3f80 (1)" */
-    char reason[256];       /* crash/skip/unsupported reason, error text */
+    char reason[1024];      /* crash/skip/unsupported reason, error text (a crash: with the tail of the kernel output) */
     char known[256];        /* reason of the known finding (moects_known.h) matching this honest
                                FAIL_* / PASS_* result, "" when none: a known FAIL_* does not fail the run */
     uint64_t seed;

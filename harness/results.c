@@ -272,7 +272,7 @@ static void put_key(moects__buf *b, const char *k)
     moects__buf_add(b, ": ");
 }
 
-static void put_result(moects__buf *b, const moects_result *r)
+void moects__buf_result(moects__buf *b, const moects_result *r)
 {
     const char *op = moects__op_name(r->op);
     moects__buf_add(b, "{");
@@ -339,7 +339,7 @@ static int render_results(moects__buf *b, const char *path, const moects_run *ru
     moects__buf_add(b, ",\n"); put_key(b, "results"); moects__buf_add(b, "[");
     for (size_t i = 0; i < run->n; i++) {
         moects__buf_add(b, i ? ",\n  " : "\n  ");
-        put_result(b, &run->v[i]);
+        moects__buf_result(b, &run->v[i]);
     }
     moects__buf_add(b, run->n ? "\n]\n}\n" : "]\n}\n");
     return 0;

@@ -221,6 +221,11 @@ static void yaml_block(FILE *f, const char *ind, const moects_result *r, const m
     fprintf(f, "%s...\n", ind);
 }
 
+void moects_tap_yaml(FILE *f, const char *indent, const moects_result *r, const moects_tap_opts *o)
+{
+    yaml_block(f, indent, r, o);
+}
+
 static void case_point(FILE *f, size_t num, const moects_result *r, const moects_kernel *k,
                        const moects_tap_opts *o)
 {
