@@ -320,18 +320,22 @@ static _Thread_local struct {
     void *const *ptr; /* what run() gets: host or device pointers of the inputs; NULL in supports() */
     void *out, *stream;
     char *json;
+    char json_id[sizeof ((moects_case *)0)->id]; /* the case json was made for (slots are reused) */
 } cur;
 
 static void task_view(const moects_case *c, const moects_inputs *in, void *const *ptr, void *out, void *stream)
 {
-    if (cur.c != c) free(cur.json), cur.json = NULL;
+    if (cur.json && strcmp(cur.json_id, c->id) != 0) free(cur.json), cur.json = NULL;
     cur.active = 1, cur.c = c, cur.in = in, cur.ptr = ptr, cur.out = out, cur.stream = stream;
 }
 
 const char *moects_task_json(void)
 {
     if (!cur.active) return "";
-    if (!cur.json) cur.json = moects__case_json(cur.c, cur.c->op == MOECTS_OP_EP_GATHER ? cur.in->eg.M_sum : -1);
+    if (!cur.json) {
+        cur.json = moects__case_json(cur.c, cur.c->op == MOECTS_OP_EP_GATHER ? cur.in->eg.M_sum : -1);
+        copy_str(cur.json_id, sizeof cur.json_id, cur.c->id);
+    }
     return cur.json ? cur.json : "";
 }
 
