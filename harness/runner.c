@@ -48,6 +48,7 @@ typedef struct {
     moects_inputs in;
     void *ref[NRECIPES];
     int ref_state[NRECIPES]; /* 0 not computed, 1 ok, -1 failed */
+    uint64_t in_hash[MOECTS_INPUTS_MAX], ref_hash[NRECIPES]; /* XXH64 of the inputs, of ref[] */
     int cuda_checked, ndev;
     char nodev[256];
     void *dev[MOECTS_INPUTS_MAX];
@@ -185,7 +186,26 @@ static void compute_reference(worker_state *ws, const moects_case *c, moects_rec
     if (fp4 && th != before) openblas_set_num_threads(before);
     r->ref_threads = th;
     ws->ref_state[recipe] = rc == 0 ? 1 : -1;
+    t = now_s();
+    for (int i = 0; i < NRECIPES; i++)
+        if (ws->ref_state[i] == 1 && (i == (int)recipe || (both && i == (int)other)))
+            ws->ref_hash[i] = moects_xxh64(ws->ref[i], in->out_bytes);
+    r->reference_s += now_s() - t;
     announce(tc, PH_OTHER, r);
+}
+
+/* The cached case's input hashes into r, and the reference's under recipe (-1: none) when computed:
+ * before the kernel runs, so that the phase notices carry them to the parent (a crash keeps them). */
+static void put_hashes(const worker_state *ws, int recipe, moects_result *r)
+{
+    _Static_assert(MOECTS_INPUTS_MAX <= MOECTS_RESULT_HASHES_MAX, "moects_result.hashes too small");
+    r->n_hashes = ws->in.nt;
+    for (int i = 0; i < ws->in.nt; i++) {
+        snprintf(r->hashes[i].name, sizeof r->hashes[i].name, "%s", ws->in.t[i].name);
+        r->hashes[i].xxh64 = ws->in_hash[i];
+    }
+    r->has_ref_hash = recipe >= 0 && ws->ref_state[recipe] == 1;
+    r->ref_xxh64 = r->has_ref_hash ? ws->ref_hash[recipe] : 0;
 }
 
 /* Run one task in this process; timing of what it runs goes to r (all but wall_s). Returns 1 when
@@ -210,6 +230,8 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
         announce(tc, PH_INPUTS, r);
         double t = now_s();
         ws->build_rc = moects_inputs_build(c, seed, &ws->in, ws->build_err, sizeof ws->build_err);
+        for (int i = 0; ws->build_rc == 0 && i < ws->in.nt; i++)
+            ws->in_hash[i] = moects_xxh64(ws->in.t[i].host, ws->in.t[i].bytes);
         r->inputs_s += now_s() - t;
         announce(tc, PH_OTHER, r);
     }
@@ -225,6 +247,7 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
     }
     moects_inputs *in = &ws->in;
     const void *shape = moects_inputs_shape(in);
+    put_hashes(ws, -1, r);
 
     char why[256] = "";
     if (k->supports && !k->supports(shape, why, sizeof why)) {
@@ -260,6 +283,7 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
             return 0;
         }
     }
+    put_hashes(ws, (int)recipe, r);
     if (ws->ref_state[recipe] < 0) {
         r->verdict = MOECTS_FAIL_CRASH;
         set_reason(r, "the reference refused the case (harness or case bug), recipe %s%s", r->recipe, "");
@@ -604,6 +628,10 @@ static void fill_lost(const moects_runner_opts *o, const task *t, const worker *
     r->reference_s = W->part.reference_s + (W->phase == PH_REFERENCE ? in_phase : 0);
     r->kernel_s = W->part.kernel_s + (W->phase == PH_KERNEL ? in_phase : 0);
     r->ref_threads = W->part.ref_threads;
+    r->n_hashes = W->part.n_hashes;
+    memcpy(r->hashes, W->part.hashes, sizeof r->hashes);
+    r->has_ref_hash = W->part.has_ref_hash;
+    r->ref_xxh64 = W->part.ref_xxh64;
     round_timing(r);
 }
 
