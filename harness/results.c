@@ -64,6 +64,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cases_internal.h"
 #include "reports_internal.h"
 
 static const char *const verdict_names[MOECTS_VERDICT_COUNT] = {
@@ -649,6 +650,7 @@ int moects_results_read(const char *path, moects_run *run, char *err, size_t err
     if (!root) {
         if (je.line < 0) snprintf(err, errlen, "%s: cannot read: %s", path, je.text);
         else snprintf(err, errlen, "%s: line %d column %d: %s", path, je.line, je.column, je.text);
+        moects__oneline(err);
         return -1;
     }
     int rc = -1;
@@ -705,7 +707,10 @@ int moects_results_read(const char *path, moects_run *run, char *err, size_t err
     rc = 0;
 out:
     json_decref(root);
-    if (rc) moects_run_free(run);
+    if (rc) {
+        moects_run_free(run);
+        moects__oneline(err); /* JSON strings quoted in it may hold control characters */
+    }
     return rc;
 }
 
