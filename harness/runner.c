@@ -27,6 +27,13 @@
 #include "moects_device.h"
 #include "moects_ref.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#define MOECTS_WORKER_LEAK_CHECK() __lsan_do_leak_check() /* -DMOECTS_SANITIZE=ON: workers _exit */
+#else
+#define MOECTS_WORKER_LEAK_CHECK() ((void)0)
+#endif
+
 void openblas_set_num_threads(int num_threads); /* OpenBLAS (linked by moects_ref) */
 int openblas_get_num_threads(void);
 
@@ -608,6 +615,7 @@ static void worker_main(const moects_runner_opts *o, int rfd, int wfd, int widx,
         if (ex) _exit(0);
     }
     drop_case(&ws);
+    MOECTS_WORKER_LEAK_CHECK(); /* a report goes to the kernel log, as the worker's stderr */
     _exit(0);
 }
 
