@@ -46,7 +46,7 @@ static const struct {
     [F_IDT] = {"id_dtype", 1, 0, 0, 0},          [F_ROUTE] = {"routing", 1, 0, 0, 0},
     [F_M] = {"M", 2, 1, 0, MOECTS__MAX_ROWS},    [F_N] = {"N", 6, 1, 1, MOECTS__MAX_ROWS},
     [F_KK] = {"K", 6, 1, 1, MOECTS__MAX_ROWS},   [F_FMT] = {"format", 6, 0, 0, 0},
-    [F_SCL] = {"scale_layout", 6, 0, 0}, [F_OUT] = {"out_dtype", 7, 0, 0}, [F_DATA] = {"data", 7, 0, 0},
+    [F_SCL] = {"scale_layout", 6, 0, 0, 0}, [F_OUT] = {"out_dtype", 7, 0, 0, 0}, [F_DATA] = {"data", 7, 0, 0, 0},
     [F_COUNTS] = {"counts", 4, 0, 0, 0},         [F_BFMT] = {"b_format", 4, 0, 0, 0},
     [F_ROWS] = {"rows", 4, 0, 0, 0},             [F_ALIGN] = {"align", 4, 1, 1, 4096},
     [F_ASB] = {"a_scale_block", 4, 1, 32, 128},  [F_ASCALE] = {"a_scale", 4, 0, 0, 0},

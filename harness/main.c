@@ -19,6 +19,7 @@ static void usage(FILE *f)
           "  merge     merge shard results into one run\n"
           "  export    cases as safetensors files (inputs, references) for a kernel in any language\n"
           "  verify    judge the outputs a program wrote beside exported cases\n"
+          "  hashes    compare the input and reference hashes of two runs\n"
           "`moects COMMAND --help` for a command's options.\n",
           f);
 }
@@ -37,6 +38,7 @@ int main(int argc, char **argv)
     if (!strcmp(c, "merge")) return moects_cmd_merge(argc - 1, argv + 1);
     if (!strcmp(c, "export")) return moects_cmd_export(argc - 1, argv + 1);
     if (!strcmp(c, "verify")) return moects_cmd_verify(argc - 1, argv + 1);
+    if (!strcmp(c, "hashes")) return moects_cmd_hashes(argc - 1, argv + 1);
     if (!strcmp(c, "--version") || !strcmp(c, "version")) {
         printf("moects %s\n", MOECTS_VERSION);
         return 0;
@@ -45,6 +47,6 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    fprintf(stderr, "moects: unknown command \"%s\" (list, run, gate, coverage, merge, export, verify)\n", c);
+    fprintf(stderr, "moects: unknown command \"%s\" (list, run, gate, coverage, merge, export, verify, hashes)\n", c);
     return 2;
 }
