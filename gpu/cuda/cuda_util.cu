@@ -124,11 +124,11 @@ int moects__cublas_gemm_nt_bf16(const moects__cublas *cb, cudaStream_t s, long M
     return 0;
 }
 
-int moects__cublas_moe_bf16(const moects__cublas *cb, cudaStream_t s, const moects__moe_seg *seg, int nseg, long N,
-                            long K, const void *A, const void *B, void *D, int d_type, void **ptrs, char *why,
-                            size_t why_len)
+int moects__cublas_moe_gemm(const moects__cublas *cb, cudaStream_t s, const moects__moe_seg *seg, int nseg, long N,
+                            long K, int in_type, const void *A, const void *B, void *D, int d_type, void **ptrs,
+                            char *why, size_t why_len)
 {
-    const size_t osz = d_type == MOECTS__CUDA_R_16BF ? 2 : 4;
+    const size_t osz = d_type == MOECTS__CUDA_R_16BF ? 2 : 4, isz = in_type == MOECTS__CUDA_R_16BF ? 2 : 4;
     if (N > 2147483647L || K > 2147483647L) {
         snprintf(why, why_len, "cuBLAS: N and K must fit in int (N=%ld K=%ld)", N, K);
         return -1;
@@ -151,8 +151,8 @@ int moects__cublas_moe_bf16(const moects__cublas *cb, cudaStream_t s, const moec
             iv[2 * nseg + g] = (int)N, iv[3 * nseg + g] = (int)seg[i].rows, iv[4 * nseg + g] = (int)K;
             iv[5 * nseg + g] = (int)K, iv[6 * nseg + g] = (int)K, iv[7 * nseg + g] = (int)N, iv[8 * nseg + g] = 1;
             fv[g] = seg[i].alpha, fv[nseg + g] = 0.0f;
-            hp[g] = (const char *)B + (size_t)seg[i].expert * (size_t)N * (size_t)K * 2;
-            hp[nseg + g] = (const char *)A + (size_t)seg[i].row0 * (size_t)K * 2;
+            hp[g] = (const char *)B + (size_t)seg[i].expert * (size_t)N * (size_t)K * isz;
+            hp[nseg + g] = (const char *)A + (size_t)seg[i].row0 * (size_t)K * isz;
             hp[2 * nseg + g] = (const char *)D + (size_t)seg[i].row0 * (size_t)N * osz;
             g++;
         }
@@ -164,8 +164,8 @@ int moects__cublas_moe_bf16(const moects__cublas *cb, cudaStream_t s, const moec
                     st = -1;
             if (st == 0)
                 st = cb->grouped(cb->handle, iv, iv + nseg, iv + 2 * nseg, iv + 3 * nseg, iv + 4 * nseg, fv,
-                                 (const void *const *)ptrs, MOECTS__CUDA_R_16BF, iv + 5 * nseg,
-                                 (const void *const *)(ptrs + nseg), MOECTS__CUDA_R_16BF, iv + 6 * nseg, fv + nseg,
+                                 (const void *const *)ptrs, in_type, iv + 5 * nseg,
+                                 (const void *const *)(ptrs + nseg), in_type, iv + 6 * nseg, fv + nseg,
                                  (void *const *)(ptrs + 2 * nseg), d_type, iv + 7 * nseg, g, iv + 8 * nseg,
                                  MOECTS__CUBLAS_COMPUTE_32F);
         }
@@ -182,9 +182,9 @@ int moects__cublas_moe_bf16(const moects__cublas *cb, cudaStream_t s, const moec
         if (seg[i].rows <= 0) continue;
         const float beta = 0.0f;
         st = cb->gemm_ex(cb->handle, MOECTS__CUBLAS_OP_T, MOECTS__CUBLAS_OP_N, (int)N, (int)seg[i].rows, (int)K,
-                         &seg[i].alpha, (const char *)B + (size_t)seg[i].expert * (size_t)N * (size_t)K * 2,
-                         MOECTS__CUDA_R_16BF, (int)K, (const char *)A + (size_t)seg[i].row0 * (size_t)K * 2,
-                         MOECTS__CUDA_R_16BF, (int)K, &beta, (char *)D + (size_t)seg[i].row0 * (size_t)N * osz,
+                         &seg[i].alpha, (const char *)B + (size_t)seg[i].expert * (size_t)N * (size_t)K * isz,
+                         in_type, (int)K, (const char *)A + (size_t)seg[i].row0 * (size_t)K * isz,
+                         in_type, (int)K, &beta, (char *)D + (size_t)seg[i].row0 * (size_t)N * osz,
                          d_type, (int)N, MOECTS__CUBLAS_COMPUTE_32F, MOECTS__CUBLAS_GEMM_DEFAULT);
     }
     if (st != 0) {

@@ -69,11 +69,12 @@ typedef struct {
 } moects__moe_seg;
 
 /* For every segment: D[row0 + i][:] = alpha * A[row0 + i][:] * B[expert]^T, A [rows][K] and B [E][N][K]
- * BF16 (K-contiguous), D [rows][N] of d_type (BF16 or FP32), FP32 compute; one
- * cublasGemmGroupedBatchedEx call when the library has it (ptrs: device room for 3 * nseg pointers),
- * else one cublasGemmEx per segment. Segments of 0 rows are skipped. Returns 0 or non-zero with why. */
-int moects__cublas_moe_bf16(const moects__cublas *cb, cudaStream_t s, const moects__moe_seg *seg, int nseg, long N,
-                            long K, const void *A, const void *B, void *D, int d_type, void **ptrs, char *why,
-                            size_t why_len);
+ * of in_type (MOECTS__CUDA_R_16BF, or MOECTS__CUDA_R_32F: FP32 arithmetic, no TF32), K-contiguous, D
+ * [rows][N] of d_type (BF16 or FP32), FP32 compute; one cublasGemmGroupedBatchedEx call when the
+ * library has it (ptrs: device room for 3 * nseg pointers), else one cublasGemmEx per segment.
+ * Segments of 0 rows are skipped. Returns 0 or non-zero with why. */
+int moects__cublas_moe_gemm(const moects__cublas *cb, cudaStream_t s, const moects__moe_seg *seg, int nseg, long N,
+                            long K, int in_type, const void *A, const void *B, void *D, int d_type, void **ptrs,
+                            char *why, size_t why_len);
 
 #endif

@@ -283,8 +283,8 @@ typedef struct {
 static int moe_once(void *c)
 {
     moe_ctx *g = (moe_ctx *)c;
-    return moects__cublas_moe_bf16(g->cb, g->s, g->seg, g->nseg, g->N, g->K, g->a, g->b, g->d, MOECTS__CUDA_R_16BF,
-                                   g->ptrs, g->why, sizeof g->why);
+    return moects__cublas_moe_gemm(g->cb, g->s, g->seg, g->nseg, g->N, g->K, MOECTS__CUDA_R_16BF, g->a, g->b, g->d,
+                                   MOECTS__CUDA_R_16BF, g->ptrs, g->why, sizeof g->why);
 }
 
 int moects_cuda_cublas_moe_bf16_tflops(long E, const long *rows, long N, long K, double *tflops, char *err,

@@ -5,8 +5,9 @@
  *
  * Stages on the caller's stream:
  * 1. tiles: the list of 128-row tiles, each of one expert (Tile: rows [row0, row_end), expert):
- *    contiguous: tile t is rows 128t .. 128t+127 (groups are padded to a multiple of 128, so a tile
- *    never straddles two experts), its expert the id of its first valid row, -1 when it has none;
+ *    contiguous: tile t is rows 128t .. 128t+127 (groups padded to a multiple of 128, so a tile never
+ *    straddles two experts), its expert the id of its first valid row, -1 when it has none; groups
+ *    padded otherwise (align 64, say): one thread walks m_indices, tiles of each run of one id;
  *    masked: ceil(max_m/128) tiles per expert, rows e*max_m + 128j .. up to masked_m[e];
  *    offsets: ceil(rows/128) tiles per expert from expert_offsets (any row start; A's scales linear).
  * 2. prep: A's and every expert's B codes to E4M3 (fp8ws::prep_codes; masked rows past masked_m[e] are
@@ -35,12 +36,15 @@ static int64_t scale_bytes(int64_t rows, int64_t nkb, int swizzled)
     return swizzled ? (rows + 127) / 128 * 128 * ((nkb + 3) / 4) * 4 : rows * nkb;
 }
 
+/* Contiguous groups padded to a multiple of 128 rows: tile t is rows 128t .. 128t+127, one expert's. */
+static bool aligned128(const moects_moe_gemm_shape *s) { return s->align > 0 && s->align % 128 == 0; }
+
 /* Tile slots of the layout (an upper bound; unused slots get expert -1). */
 static int64_t tile_slots(const moects_moe_gemm_shape *s, int bug)
 {
     if (s->rows == MOECTS_ROWS_MASKED) return s->E * ((s->M + 127) / 128);
-    if (s->rows == MOECTS_ROWS_CONTIGUOUS && bug == MB_NONE) return (s->M + 127) / 128;
-    return (s->M + 127) / 128 + s->E + 1; /* offsets, and the contiguous mutants' tilings */
+    if (s->rows == MOECTS_ROWS_CONTIGUOUS && bug == MB_NONE && aligned128(s)) return (s->M + 127) / 128;
+    return (s->M + 127) / 128 + s->E + 1; /* offsets, runs of rows, and the contiguous mutants' tilings */
 }
 
 /* First id in [0, E) among m_idx[r0 .. r1), or -1. */
@@ -78,11 +82,12 @@ __global__ void tiles_masked(fp8ws::Tile *t, int64_t slots, const int32_t *maske
 }
 
 /* One thread: the tiles of a list of segments (row0, rows, expert), in order, then -1 slots.
- * offsets: expert e's rows [off[e], off[e+1]) (clamped to [0, M]). packed (the padding-rows mutant,
- * contiguous): each run of one valid id, but placed at the sum of the earlier runs' lengths, as if
- * the padding rows of id -1 were not there. */
+ * offsets (off): expert e's rows [off[e], off[e+1]) (clamped to [0, M]). Contiguous (m_idx): each run
+ * of rows of one valid id (groups padded to anything but a multiple of 128); packed (the padding-rows
+ * mutant): the same runs placed at the sum of the earlier runs' lengths, as if the padding rows of
+ * id -1 were not there. */
 __global__ void tiles_serial(fp8ws::Tile *t, int64_t slots, const int64_t *off, const int32_t *m_idx, int64_t M,
-                             int64_t E)
+                             int64_t E, int packed_rows)
 {
     int64_t n = 0, packed = 0;
     auto emit = [&](int64_t r0, int64_t rows, int32_t e) {
@@ -101,7 +106,7 @@ __global__ void tiles_serial(fp8ws::Tile *t, int64_t slots, const int64_t *off, 
             const int32_t id = m_idx[r];
             int64_t r1 = r + 1;
             while (r1 < M && m_idx[r1] == id) r1++;
-            if (id >= 0 && id < E) emit(packed, r1 - r, id), packed += r1 - r;
+            if (id >= 0 && id < E) emit(packed_rows ? packed : r, r1 - r, id), packed += r1 - r;
             r = r1;
         }
     }
@@ -151,11 +156,6 @@ static int moe_supports(const void *shape, char *why, size_t why_len)
         snprintf(why, why_len, "unknown row layout %d", (int)s->rows);
         return 0;
     }
-    if (s->rows == MOECTS_ROWS_CONTIGUOUS && (s->align <= 0 || s->align % 128)) {
-        snprintf(why, why_len, "contiguous groups must be padded to a multiple of 128 rows (align=%lld): a 128-row "
-                 "tile must not straddle two experts", (long long)s->align);
-        return 0;
-    }
     /* dimensions, formats, scale layout and output type as the dense kernel checks them */
     const int64_t rows = s->rows == MOECTS_ROWS_MASKED ? s->E * s->M : s->M;
     const moects_fp4_gemm_shape fs = {rows < 0 ? -1 : 0, s->N, s->K, f, s->scale_layout, s->out_dtype};
@@ -190,9 +190,9 @@ static void make_tiles(const moects_moe_gemm_shape *s, const moects_moe_gemm_arg
         tiles_masked<<<blocks(slots), 256, 0, st>>>(t, slots, a->masked_m, s->M, (s->M + 127) / 128,
                                                    bug == MB_MASKED_M);
     else if (s->rows == MOECTS_ROWS_OFFSETS)
-        tiles_serial<<<1, 1, 0, st>>>(t, slots, a->expert_offsets, NULL, s->M, s->E);
-    else if (bug == MB_PAD_ROWS)
-        tiles_serial<<<1, 1, 0, st>>>(t, slots, NULL, a->m_indices, s->M, s->E);
+        tiles_serial<<<1, 1, 0, st>>>(t, slots, a->expert_offsets, NULL, s->M, s->E, 0);
+    else if (bug == MB_PAD_ROWS || (bug != MB_STRADDLE && !aligned128(s)))
+        tiles_serial<<<1, 1, 0, st>>>(t, slots, NULL, a->m_indices, s->M, s->E, bug == MB_PAD_ROWS);
     else
         tiles_contiguous<<<blocks(slots), 256, 0, st>>>(t, slots, a->m_indices, s->M, s->E,
                                                        bug == MB_STRADDLE ? 64 : 0);

@@ -1,4 +1,4 @@
-/* moe_gemm_w4a16.cu: kernel "cuda.moe_gemm.w4a16_cublas": the grouped MoE GEMM with BF16 activations
+/* moe_gemm_w4a16.cu: kernels "cuda.moe_gemm.w4a16_cublas" and "cuda.moe_gemm.w4a8_cublas": the grouped MoE GEMM with BF16 activations
  * and MXFP4 or NVFP4 weights (W4A16, DESIGN.md "Grouped MoE GEMM"), the Hopper route of the engines
  * that have no FP4 tensor cores: dequantize every expert's weights to BF16, then one cuBLAS grouped
  * GEMM (cublasGemmGroupedBatchedEx, one group per expert segment; per-expert cublasGemmEx where the
@@ -15,7 +15,12 @@
  *
  * Row metadata (m_indices, masked_m or expert_offsets) and alpha are copied to the host first (one
  * stream synchronisation): cuBLAS takes the group sizes on the host. Contiguous: each run of rows with
- * one valid id is a segment; rows of id -1 are neither computed nor written. */
+ * one valid id is a segment; rows of id -1 are neither computed nor written.
+ *
+ * Kernel "cuda.moe_gemm.w4a8_cublas" (W4A8: E4M3 activations with UE8M0 scales per 1x128 or 1x32,
+ * MXFP4 weights) takes the same route in FP32: A and B dequantized to FP32 (exact), cuBLAS FP32 grouped
+ * GEMM (FP32 fused multiply-adds, no TF32), the same declared class. FP32 activation scales are refused
+ * (E4M3 x an FP32 scale rounds). */
 #include <cuda_bf16.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -88,6 +93,9 @@ __global__ void dequant_b(const uint8_t *b, const uint8_t *sb, int64_t E, int64_
     }
 }
 
+/* Checks shared by both kernels; the format checks are the callers'. */
+int supports_common(const moects_moe_gemm_shape *s, char *why, size_t why_len);
+
 int supports(const void *shape, char *why, size_t why_len)
 {
     const moects_moe_gemm_shape *s = static_cast<const moects_moe_gemm_shape *>(shape);
@@ -99,6 +107,29 @@ int supports(const void *shape, char *why, size_t why_len)
         snprintf(why, why_len, "b_format must be MXFP4 or NVFP4");
         return 0;
     }
+    return supports_common(s, why, why_len);
+}
+
+int supports_w4a8(const void *shape, char *why, size_t why_len)
+{
+    const moects_moe_gemm_shape *s = static_cast<const moects_moe_gemm_shape *>(shape);
+    if (s->format != MOECTS_MOE_W4A8 || s->b_format != MOECTS_FP4_MXFP4) {
+        snprintf(why, why_len, "takes W4A8 only (E4M3 activations x MXFP4 weights)");
+        return 0;
+    }
+    if (s->a_scale_block != 32 && s->a_scale_block != 128) {
+        snprintf(why, why_len, "a_scale_block must be 32 or 128 (is %lld)", (long long)s->a_scale_block);
+        return 0;
+    }
+    if (s->a_scale_f32) {
+        snprintf(why, why_len, "FP32 activation scales: E4M3 x an FP32 scale is not exact in FP32 (UE8M0 only)");
+        return 0;
+    }
+    return supports_common(s, why, why_len);
+}
+
+int supports_common(const moects_moe_gemm_shape *s, char *why, size_t why_len)
+{
     if (s->E < 1 || s->M < 0 || s->N < 0 || s->K < 0 || s->N > 2147483647LL || s->K > 2147483647LL) {
         snprintf(why, why_len, "E=%lld M=%lld N=%lld K=%lld: need E >= 1, M, N, K >= 0, N and K below 2^31",
                  (long long)s->E, (long long)s->M, (long long)s->N, (long long)s->K);
@@ -170,6 +201,81 @@ out:
     return n;
 }
 
+/* W4A8 operands in FP32 (exact: E4M3 x UE8M0 and E2M1 x UE8M0 have at most 4 significant bits and
+ * stay in FP32's range but for UE8M0 254 with large codes: Inf, as in the reference's FP32 output).
+ * B [E][N][K] from E2M1 and its block scales; A [rows][K] = E4M3 x its 1 x a_scale_block UE8M0 scale
+ * (linear [rows][ceil(K/a_scale_block)]). One thread per element. */
+__device__ __forceinline__ float e4m3(uint32_t x)
+{
+    const uint32_t s = (x & 0x80u) << 24, e = (x >> 3) & 15u, m = x & 7u;
+    if (e == 15u && m == 7u) return __uint_as_float(0x7FC00000u);
+    if (e == 0) return __uint_as_float(s | __float_as_uint((float)m * 0.001953125f));
+    return __uint_as_float(s | (e + 120u) << 23 | m << 20);
+}
+__global__ void dequant_b_f32(const uint8_t *b, const uint8_t *sb, int64_t E, int64_t N, int64_t K, int swizzled,
+                              int64_t ebytes, float *out)
+{
+    const int64_t rb = (K + 1) / 2, nkb = (K + 31) / 32, total = E * N * K;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t row = i / K, k = i % K;
+        const uint32_t byte = __ldg(b + row * rb + k / 2);
+        out[i] = __fmul_rn(e2m1(k % 2 ? byte >> 4 : byte & 15u),
+                           scale_at(sb, ebytes, row / N, row % N, k / 32, nkb, 32, swizzled));
+    }
+}
+__global__ void dequant_a_f32(const uint8_t *a, const uint8_t *sa, int64_t rows, int64_t K, int64_t sblk, float *out)
+{
+    const int64_t ns = (K + sblk - 1) / sblk;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rows * K; i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = __fmul_rn(e4m3(__ldg(a + i)), block_scale(__ldg(sa + (i / K) * ns + (i % K) / sblk), 32));
+}
+
+unsigned grid_for(int64_t n) { return (unsigned)(n / 256 + 1 < 1048576 ? n / 256 + 1 : 1048576); }
+
+/* Dequantize into a workspace and run the grouped cuBLAS GEMM over the n segments. */
+int dequant_and_gemm(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, const moects__cublas *cb,
+                     const moects__moe_seg *seg, int n, cudaStream_t st)
+{
+    const int w4a8 = s->format == MOECTS_MOE_W4A8, g = s->b_format == MOECTS_FP4_NVFP4 ? 16 : 32;
+    const int swz = s->scale_layout == MOECTS_SCALES_SWIZZLED_128X4;
+    const int64_t nkb = (s->K + g - 1) / g, rows = s->rows == MOECTS_ROWS_MASKED ? s->E * s->M : s->M;
+    const int64_t ebytes = swz ? (s->N + 127) / 128 * 128 * ((nkb + 3) / 4) * 4 : s->N * nkb;
+    const size_t wb = (size_t)(s->E * s->N * s->K) * (w4a8 ? 4 : 2), wa = w4a8 ? (size_t)(rows * s->K) * 4 : 0;
+    const size_t pb = (size_t)n * 3 * sizeof(void *), total = wb + wa + pb + 32;
+    uint8_t *ws = NULL;
+    if (MOECTS_CU(cudaMallocAsync(reinterpret_cast<void **>(&ws), total, st))) {
+        snprintf(g_err, sizeof g_err, "cudaMallocAsync of %zu bytes failed", total);
+        return -1;
+    }
+    void *bq = ws, *aq = ws + ((wb + 15) & ~(size_t)15);
+    void **ptrs = reinterpret_cast<void **>(ws + ((((wb + 15) & ~(size_t)15) + wa + 15) & ~(size_t)15));
+    if (w4a8) {
+        dequant_b_f32<<<grid_for(s->E * s->N * s->K), 256, 0, st>>>(a->b, a->sb, s->E, s->N, s->K, swz, ebytes,
+                                                                   static_cast<float *>(bq));
+        dequant_a_f32<<<grid_for(rows * s->K), 256, 0, st>>>(static_cast<const uint8_t *>(a->a),
+                                                            static_cast<const uint8_t *>(a->sa), rows, s->K,
+                                                            s->a_scale_block, static_cast<float *>(aq));
+    } else if (s->K % 16 == 0 && (uintptr_t)a->b % 8 == 0) {
+        dequant_b<true><<<grid_for(s->E * s->N * ((s->K + 1) / 2) / 8), 256, 0, st>>>(
+            a->b, a->sb, s->E, s->N, s->K, g, swz, ebytes, static_cast<__nv_bfloat16 *>(bq));
+    } else {
+        dequant_b<false><<<grid_for(s->E * s->N * ((s->K + 1) / 2)), 256, 0, st>>>(
+            a->b, a->sb, s->E, s->N, s->K, g, swz, ebytes, static_cast<__nv_bfloat16 *>(bq));
+    }
+    int rc = 0;
+    if (MOECTS_CU_LAUNCH("moe_gemm dequant")) {
+        snprintf(g_err, sizeof g_err, "dequant launch failed (see stderr)");
+        rc = -1;
+    } else if (moects__cublas_moe_gemm(cb, st, seg, n, (long)s->N, (long)s->K,
+                                       w4a8 ? MOECTS__CUDA_R_32F : MOECTS__CUDA_R_16BF, w4a8 ? aq : a->a, bq, a->d,
+                                       s->out_dtype == MOECTS_BF16 ? MOECTS__CUDA_R_16BF : MOECTS__CUDA_R_32F, ptrs,
+                                       g_err, sizeof g_err)) {
+        rc = -1;
+    }
+    if (MOECTS_CU(cudaFreeAsync(ws, st))) rc = -1;
+    return rc;
+}
+
 int run(const void *shape, const void *args, void *stream)
 {
     const moects_moe_gemm_shape *s = static_cast<const moects_moe_gemm_shape *>(shape);
@@ -186,7 +292,6 @@ int run(const void *shape, const void *args, void *stream)
         return -1;
     }
     const int n = segments(s, a, st, seg);
-    const int dtype = s->out_dtype == MOECTS_BF16 ? MOECTS__CUDA_R_16BF : MOECTS__CUDA_R_32F;
     const size_t osz = s->out_dtype == MOECTS_BF16 ? 2 : 4;
     int rc = n < 0 ? -1 : 0;
     if (rc == 0 && s->K == 0) { /* an empty sum: +0 in every valid row */
@@ -194,32 +299,7 @@ int run(const void *shape, const void *args, void *stream)
             rc = MOECTS_CU(cudaMemsetAsync((char *)a->d + (size_t)seg[i].row0 * (size_t)s->N * osz, 0,
                                            (size_t)seg[i].rows * (size_t)s->N * osz, st));
     } else if (rc == 0 && n > 0) {
-        const int g = s->b_format == MOECTS_FP4_NVFP4 ? 16 : 32, swz = s->scale_layout == MOECTS_SCALES_SWIZZLED_128X4;
-        const int64_t nkb = (s->K + g - 1) / g;
-        const int64_t ebytes = swz ? (s->N + 127) / 128 * 128 * ((nkb + 3) / 4) * 4 : s->N * nkb;
-        const size_t wb = (size_t)(s->E * s->N * s->K) * 2, pb = (size_t)n * 3 * sizeof(void *);
-        uint8_t *ws = NULL;
-        if (MOECTS_CU(cudaMallocAsync(reinterpret_cast<void **>(&ws), wb + pb + 16, st))) {
-            snprintf(g_err, sizeof g_err, "cudaMallocAsync of %zu bytes failed", wb + pb + 16);
-            rc = -1;
-        } else {
-            __nv_bfloat16 *bq = reinterpret_cast<__nv_bfloat16 *>(ws);
-            void **ptrs = reinterpret_cast<void **>(ws + ((wb + 15) & ~(size_t)15));
-            const int64_t bytes = s->E * s->N * ((s->K + 1) / 2);
-            const unsigned nb = (unsigned)(bytes / 256 + 1 < 1048576 ? bytes / 256 + 1 : 1048576);
-            if (s->K % 16 == 0 && (uintptr_t)a->b % 8 == 0)
-                dequant_b<true><<<nb, 256, 0, st>>>(a->b, a->sb, s->E, s->N, s->K, g, swz, ebytes, bq);
-            else
-                dequant_b<false><<<nb, 256, 0, st>>>(a->b, a->sb, s->E, s->N, s->K, g, swz, ebytes, bq);
-            if (MOECTS_CU_LAUNCH("moe_gemm w4a16 dequant_b")) {
-                snprintf(g_err, sizeof g_err, "dequant launch failed (see stderr)");
-                rc = -1;
-            } else if (moects__cublas_moe_bf16(cb, st, seg, n, (long)s->N, (long)s->K, a->a, bq, a->d, dtype, ptrs,
-                                               g_err, sizeof g_err)) {
-                rc = -1;
-            }
-            if (MOECTS_CU(cudaFreeAsync(ws, st))) rc = -1;
-        }
+        rc = dequant_and_gemm(s, a, cb, seg, n, st);
     }
     free(seg);
     return rc;
@@ -232,4 +312,8 @@ extern const moects_kernel moects_cuda_moe_gemm_w4a16_cublas;
 const moects_kernel moects_cuda_moe_gemm_w4a16_cublas = {
     MOECTS_KERNEL_ABI_VERSION, "cuda.moe_gemm.w4a16_cublas", MOECTS_OP_MOE_GEMM, MOECTS_DEVICE_CUDA, NULL,
     {0, 0}, NULL, supports, run, {24, 1}, last_error};
+extern const moects_kernel moects_cuda_moe_gemm_w4a8_cublas;
+const moects_kernel moects_cuda_moe_gemm_w4a8_cublas = {
+    MOECTS_KERNEL_ABI_VERSION, "cuda.moe_gemm.w4a8_cublas", MOECTS_OP_MOE_GEMM, MOECTS_DEVICE_CUDA, NULL,
+    {0, 0}, NULL, supports_w4a8, run, {24, 1}, last_error};
 }
