@@ -275,7 +275,6 @@ static int compute_bound(worker_state *ws, const moects_case *c, const moects_ac
     else if (c->op == MOECTS_OP_MOE_GEMM)
         rc = moects_ref_moe_gemm_bound(&in->mg, &a.mg, acc->bits, acc->truncation, ws->bound);
     r->reference_s += now_s() - t;
-    r->ref_threads = th;
     if (th != before) openblas_set_num_threads(before);
     announce(tc, PH_OTHER, r);
     free(scratch);
@@ -1292,7 +1291,7 @@ static void on_message(parent *p, worker *W, double *t_log, double t0)
         return;
     }
     if (r == 1 && m.magic == MAGIC && m.task == ti && m.type == MSG_RESULT && m.arg == 2) {
-        reap(W, NULL, p->log_fd); /* out of memory after other tasks: the same task again, in a fresh worker */
+        reap(W, NULL); /* out of memory after other tasks: the same task again, in a fresh worker */
         W->g_next = ti;
         return;
     }
