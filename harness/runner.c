@@ -1291,7 +1291,7 @@ static void on_message(parent *p, worker *W, double *t_log, double t0)
         return;
     }
     if (r == 1 && m.magic == MAGIC && m.task == ti && m.type == MSG_RESULT && m.arg == 2) {
-        reap(W, NULL); /* out of memory after other tasks: the same task again, in a fresh worker */
+        reap(W, NULL, p->log_fd); /* out of memory after other tasks: the same task again, in a fresh worker */
         W->g_next = ti;
         return;
     }
