@@ -17,8 +17,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "capi_internal.h"
+#include "moects.h"
 #include "moects_cases.h"
 #include "moects_commands.h"
+#include "reports_internal.h"
 #include "moects_harness.h"
 #include "moects_known.h"
 #include "moects_ref.h"
@@ -41,6 +44,8 @@ typedef struct {
     size_t ncase_files;
     char **kernel_globs;
     size_t nkernel_globs;
+    char **kernel_bufs; /* the strdup'ed --kernel arguments the globs point into */
+    size_t nkernel_bufs;
     char **libs;
     size_t nlibs;
     uint64_t seed;
@@ -54,6 +59,10 @@ typedef struct {
     int perf;
     int list_kernels;
     const char *known_file;
+    char **kernel_py; /* --kernel-py MODULE:NAME */
+    size_t nkernel_py;
+    const char *dump;
+    char libmoects[4096];
 } cli;
 
 static int bad(const cli *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -82,7 +91,10 @@ static void cli_free(cli *o)
     free(o->globs);
     free(o->case_files);
     free(o->kernel_globs);
+    for (size_t i = 0; i < o->nkernel_bufs; i++) free(o->kernel_bufs[i]);
+    free(o->kernel_bufs);
     free(o->libs);
+    free(o->kernel_py);
 }
 
 static int is_glob(const char *s) { return strpbrk(s, "*?[") != NULL; }
@@ -124,23 +136,12 @@ static int parse_shard(const char *s, int *i, int *n)
     return 0;
 }
 
-/* root = where cases/ is: --root, $MOECTS_ROOT, the source tree compiled in, else ".". */
-static const char *resolve_root(const char *given)
-{
-    if (given) return given;
-    const char *e = getenv("MOECTS_ROOT");
-    if (e && *e) return e;
-#ifdef MOECTS_SOURCE_DIR
-    char p[4096];
-    struct stat st;
-    snprintf(p, sizeof p, "%s/cases", MOECTS_SOURCE_DIR);
-    if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) return MOECTS_SOURCE_DIR;
-#endif
-    return ".";
-}
+/* root = where cases/ is: --root, else moects_default_root() ($MOECTS_ROOT, the source tree compiled
+ * in, the installed share/moects, else "."). */
+static const char *resolve_root(const char *given) { return given ? given : moects_default_root(); }
 
 enum { OPT_TIER = 256, OPT_CASES, OPT_KERNEL, OPT_LIB, OPT_SEED, OPT_TIMEOUT, OPT_TAPV, OPT_SHARD, OPT_OUT,
-       OPT_PERF, OPT_ROOT, OPT_KERNELS, OPT_FILTER, OPT_KNOWN };
+       OPT_PERF, OPT_ROOT, OPT_KERNELS, OPT_FILTER, OPT_KNOWN, OPT_KERNEL_PY, OPT_DUMP };
 
 static int parse_args(cli *o, int argc, char **argv, int is_run)
 {
@@ -154,6 +155,7 @@ static int parse_args(cli *o, int argc, char **argv, int is_run)
         {"root", required_argument, 0, OPT_ROOT},       {"kernels", no_argument, 0, OPT_KERNELS},
         {"filter", required_argument, 0, OPT_FILTER},   {"help", no_argument, 0, 'h'},
         {"known-findings", required_argument, 0, OPT_KNOWN},
+        {"kernel-py", required_argument, 0, OPT_KERNEL_PY}, {"dump", required_argument, 0, OPT_DUMP},
         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -169,10 +171,13 @@ static int parse_args(cli *o, int argc, char **argv, int is_run)
         case OPT_KERNEL: {
             /* comma-separated lists allowed */
             char *s = a ? strdup(a) : NULL, *save = NULL;
-            if (!s) return bad(o, "out of memory");
+            if (!s || push_str(&o->kernel_bufs, &o->nkernel_bufs, s)) {
+                free(s);
+                return bad(o, "out of memory");
+            }
             for (char *t = strtok_r(s, ",", &save); t; t = strtok_r(NULL, ",", &save))
                 if (push_str(&o->kernel_globs, &o->nkernel_globs, t)) return bad(o, "out of memory");
-            break; /* s stays allocated: the globs point into it */
+            break; /* s stays allocated (cli_free): the globs point into it */
         }
         case OPT_LIB: if (push_str(&o->libs, &o->nlibs, a)) return bad(o, "out of memory"); break;
         case OPT_SEED:
@@ -207,6 +212,8 @@ static int parse_args(cli *o, int argc, char **argv, int is_run)
         case OPT_KERNELS: o->list_kernels = 1; break;
         case OPT_FILTER: if (push_str(&o->globs, &o->nglobs, a)) return bad(o, "out of memory"); break;
         case OPT_KNOWN: o->known_file = a; break;
+        case OPT_KERNEL_PY: if (push_str(&o->kernel_py, &o->nkernel_py, a)) return bad(o, "out of memory"); break;
+        case OPT_DUMP: o->dump = a; break;
         case 'h': return -1;
         case ':': return bad(o, "%s needs a value", argv[optind - 1]);
         default: return bad(o, "unknown option %s", argv[optind - 1]);
@@ -214,8 +221,8 @@ static int parse_args(cli *o, int argc, char **argv, int is_run)
     }
     for (int i = optind; i < argc; i++)
         if (push_str(&o->globs, &o->nglobs, argv[i])) return bad(o, "out of memory");
-    if (!is_run && (o->ncase_files || o->perf || o->out || o->shard_n || o->known_file))
-        return bad(o, "--cases, --perf, --out, --shard and --known-findings belong to `moects run`");
+    if (!is_run && (o->ncase_files || o->perf || o->out || o->shard_n || o->known_file || o->dump))
+        return bad(o, "--cases, --perf, --out, --shard, --dump and --known-findings belong to `moects run`");
     /* options that would otherwise be ignored */
     if (!is_run && o->list_kernels && o->nglobs)
         return bad(o, "--kernels takes --kernel GLOB, not case globs (\"%s\")", o->globs[0]);
@@ -237,12 +244,22 @@ static int load_kernels(cli *o, const moects_kernel ***out, size_t *n)
     for (size_t i = 0; i < nb; i++) v[i] = b[i];
     for (size_t i = 0; i < np; i++) v[nb + i] = pool[i];
     *n = nb + np;
-    char err[512];
+    char err[1400];
     for (size_t i = 0; i < o->nlibs; i++)
         if (moects_plugin_load(o->libs[i], &v, n, err, sizeof err) != 0) {
             free(v);
             return bad(o, "--kernel-lib %s", err);
         }
+    if (o->nkernel_py) { /* described by Python in a child: this process imports nothing */
+        if (moects__libmoects_path(o->libmoects, sizeof o->libmoects) != 0) {
+            free(v);
+            return bad(o, "--kernel-py: libmoects.so.0 not found beside this moects (../lib): set MOECTS_LIB");
+        }
+        if (moects__kernel_py_load(o->kernel_py, o->nkernel_py, o->libmoects, &v, n, err, sizeof err) != 0) {
+            free(v);
+            return bad(o, "--kernel-py: %s", err);
+        }
+    }
     for (size_t i = 0; i < *n; i++) {
         moects_recipe r;
         if (v[i]->recipe && moects_recipe_parse(v[i]->recipe, v[i]->op, &r) != 0) {
@@ -503,9 +520,10 @@ int moects_cmd_list(int argc, char **argv)
         if ((rc = load_kernels(&o, &v, &n)) == 0 && (rc = select_kernels(&o, v, &n)) == 0)
             for (size_t i = 0; i < n; i++) {
                 const moects_kernel *k = v[i];
-                printf("%s\t%s\t%s\t", k->name, k->op == MOECTS_OP_FP4_GEMM ? "fp4_gemm" : "ep_gather",
+                printf("%s\t%s\t%s\t", k->name, moects__op_name(k->op) ? moects__op_name(k->op) : "?",
                        k->device == MOECTS_DEVICE_CUDA ? "cuda" : "cpu");
                 if (k->recipe) printf("%s", k->recipe);
+                else if (k->acc.bits) printf("bound(p=%u,%s)", k->acc.bits, k->acc.truncation ? "trunc" : "rne");
                 else printf("tol(calc_diff<=%g,ulp<=%u)", k->tol.max_calc_diff, k->tol.max_ulp);
                 if (k->bug) printf("\tmutant: %s", k->bug);
                 putchar('\n');
@@ -545,7 +563,7 @@ static int usage_run(void)
     fputs("usage: moects run [GLOB...] [--tier smoke|full|large|all] [--cases FILE] [--kernel GLOB]\n"
           "                  [--kernel-lib LIB.so] [--seed N] [--timeout SEC] [--jobs N] [-v]\n"
           "                  [--tap-version 13|14] [--shard i/n] [--out DIR] [--perf] [--root DIR]\n"
-          "                  [--known-findings FILE]\n"
+          "                  [--known-findings FILE] [--kernel-py MODULE:NAME] [--dump DIR]\n"
           "Runs every selected kernel on every selected case against the bit-exact reference; TAP on\n"
           "stdout; results.json, run.tap, summary.md (and perf.md) in --out (default ROOT/reports/latest).\n"
           "GLOB: fnmatch on case ids (an exact id runs whatever its tier). --cases FILE: a must-pass list\n"
@@ -559,6 +577,13 @@ static int usage_run(void)
           "to kernels.log in --out, not to the terminal; summary.md, and stderr when it is not empty, say\n"
           "how many lines.\n"
           "stderr holds the run's own progress and errors.\n"
+          "--kernel-py MODULE:NAME (repeatable): Python kernels (NAME: a moects.Kernel description, or a\n"
+          "list) run in worker processes started by exec of $MOECTS_PYTHON (default python3) -m\n"
+          "moects._worker; a Python exception is that case's FAIL_CRASH with its text, as are a crash and\n"
+          "a hang (FAIL_TIMEOUT). --perf times include the Python call overhead.\n"
+          "--dump DIR: each FAIL_MISMATCH writes DIR/KERNEL/CASE.safetensors (inputs, reference; the\n"
+          "`moects export` format) and CASE.out.safetensors (the kernel's output): `moects verify DIR/KERNEL\n"
+          "--recipe R` judges it again.\n"
           "Known findings (ROOT/cases/known-findings.txt, or FILE; /dev/null for none): an honest kernel's\n"
           "failure on a matching case is a TAP TODO point, reported but not failing the run.\n"
           "Known findings FILE given must exist. --out is created and checked writable before the run.\n"
@@ -840,7 +865,10 @@ int moects_cmd_run(int argc, char **argv)
     moects_runner_opts ro = {.cases = cases, .ncases = ncases, .kernels = kernels, .nkernels = nk, .seed = o.seed,
                              .timeout_s = o.timeout, .jobs = jobs, .perf = o.perf,
                              .progress = isatty(2) ? 1 : 2, .devices = devs, .ndevices = ndevs,
-                             .big_case_flops = big_case_flops, .kernel_log = klog_tmp};
+                             .big_case_flops = big_case_flops, .kernel_log = klog_tmp,
+                             .kernel_py = (const char *const *)o.kernel_py, .nkernel_py = o.nkernel_py,
+                             .libmoects = o.libmoects, .libs = (const char *const *)o.libs, .nlibs = o.nlibs,
+                             .dump_dir = o.dump};
     if (moects_runner_run(&ro, &run, err, sizeof err) != 0) {
         fprintf(stderr, "moects run: %s\n", err);
         rc = 2;
@@ -859,6 +887,10 @@ int moects_cmd_run(int argc, char **argv)
             fputs(" --kernel-lib ", ef);
             moects_shell_quote(ef, abs ? abs : o.libs[i]);
             free(abs);
+        }
+        for (size_t i = 0; i < o.nkernel_py; i++) {
+            fputs(" --kernel-py ", ef);
+            moects_shell_quote(ef, o.kernel_py[i]);
         }
         if (o.root) {
             fputs(" --root ", ef);

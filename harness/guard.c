@@ -3,6 +3,7 @@
 #include "moects_guard.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,6 +158,13 @@ size_t moects_guard_row_bytes(const moects_inputs *in, int i)
         if (i == MOECTS_FG_A || i == MOECTS_FG_B) return (size_t)(s->K + 1) / 2;
         return s->scale_layout == MOECTS_SCALES_LINEAR ? (size_t)nkb : 512;
     }
+    if (in->op == MOECTS_OP_MOE_GEMM) { /* a row of A (BF16 at most 2 bytes an element), of B, of a scale */
+        const moects_moe_gemm_shape *s = &in->mg;
+        if (i < 0) return (size_t)s->N * (s->out_dtype == MOECTS_F32 ? 4 : 2);
+        if (i == MOECTS_MG_A) return (size_t)s->K * 2;
+        if (i == MOECTS_MG_B) return (size_t)(s->K + 1) / 2;
+        return i == MOECTS_MG_SA || i == MOECTS_MG_SB ? 512 : 4;
+    }
     const moects_ep_gather_shape *s = &in->eg;
     if (i < 0) return (size_t)s->H * (s->out_dtype == MOECTS_F32 ? 4 : 2);
     if (i == MOECTS_EG_X) return (size_t)s->H * 2;
@@ -178,6 +186,18 @@ void moects_poison_fill(void *p, size_t bytes, moects_dtype dt, int run)
         uint16_t v = (uint16_t)(0x7FC0u | (pay & 0x3F)), *q = p;
         for (size_t i = 0; i < bytes / 2; i++) q[i] = v;
     }
+}
+
+moects_mem_probe moects_mem_now(int dev)
+{
+    struct mallinfo2 mi = mallinfo2();
+    moects_mem_probe m = {mi.uordblks + mi.hblkhd, 0, 0, 0};
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    if (f && fscanf(f, "%lu", &pages) == 1) m.vm = pages * (size_t)sysconf(_SC_PAGESIZE);
+    if (f) fclose(f);
+    m.has_dev = dev && moects_cuda_mem_free(&m.dev_free) == 0;
+    return m;
 }
 
 /* ---- one CPU kernel call in a child process ---- */
@@ -215,7 +235,11 @@ static void child(const moects_kernel *k, const void *shape, const void *args, c
     sigaction(SIGSEGV, &sa, NULL);
     sigaction(SIGBUS, &sa, NULL);
     child_result = res;
+    moects_mem_probe m0 = moects_mem_now(0);
     int rc = k->run(shape, args, NULL);
+    moects_mem_probe m1 = moects_mem_now(0);
+    res->kept_heap = m1.heap > m0.heap ? m1.heap - m0.heap : 0;
+    res->kept_vm = m1.vm > m0.vm ? m1.vm - m0.vm : 0;
     res->rc = rc;
     if (rc != 0 && k->abi_version >= 2 && k->last_error) {
         const char *e = k->last_error();

@@ -1,7 +1,7 @@
 /* guarded.c: a task's kernel phase under the memory contract (DESIGN.md "Harness", issue 13): every
  * buffer the kernel sees between guards (harness/guard.c), the output poisoned afresh before each
  * of two runs, CPU kernels in a child process per call. The runner (harness/runner.c) calls
- * moects__kernel_twice and judges the two outputs with moects__judge_twice. */
+ * moects__kernel_twice and judges the outputs. */
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,6 +23,36 @@ __attribute__((format(printf, 3, 4))) static void fail(moects_result *r, moects_
     vsnprintf(r->reason, sizeof r->reason, fmt, ap);
     va_end(ap);
     r->verdict = v;
+}
+
+/* "run() returned RC", and the kernel's own text (ABI 2 last_error()) when it gives one (le: that
+ * text, fetched in the process that ran the kernel). */
+static void kernel_error(int rc, const char *le, char *buf, size_t len)
+{
+    snprintf(buf, len, "run() returned %d%s%s", rc, le && *le ? ": " : "", le && *le ? le : "");
+}
+
+static const char *last_error(const moects_kernel *k)
+{
+    return k->abi_version >= 2 && k->last_error ? k->last_error() : NULL;
+}
+
+/* After k->run() returned having kept host heap, address space or device memory (bytes): name what
+ * it kept (once per task, in r->reason and the kernel log) and retire the worker. */
+static void kept_memory(const moects_kernel *k, size_t host, size_t vm, size_t dev, moects__kernel_env *env,
+                        moects_result *r)
+{
+    const char *what = host >= MOECTS_LEAK_BYTES ? "of host memory allocated"
+                       : vm >= MOECTS_LEAK_VM_BYTES ? "of host address space mapped"
+                       : dev >= MOECTS_LEAK_BYTES   ? "of device memory allocated" : NULL;
+    if (!what || strstr(r->reason, "run() kept ")) return;
+    char note[160];
+    snprintf(note, sizeof note, "run() kept %zu MiB %s; its worker was replaced",
+             (host >= MOECTS_LEAK_BYTES ? host : vm >= MOECTS_LEAK_VM_BYTES ? vm : dev) >> 20, what);
+    size_t l = strlen(r->reason);
+    snprintf(r->reason + l, sizeof r->reason - l, "%s%s", l ? "; " : "", note);
+    fprintf(stderr, "moects: %s on %s: %s\n", k->name, r->case_id, note);
+    env->retire = 1;
 }
 
 /* The worker's CPU output buffers, one per run, kept across tasks while the size fits: a fresh
@@ -104,17 +134,17 @@ static int call_verdict(const moects_cpu_call *c, const moects_inputs *in, const
         else if (in_guard)
             fail(r, MOECTS_FAIL_CRASH, "%s: read outside the buffer (guard page)", where);
         else
-            fail(r, MOECTS_FAIL_CRASH, "kernel process killed by signal %d (%s) while the kernel ran", c->signo,
-                 strsignal(c->signo));
+            fail(r, MOECTS_FAIL_CRASH, MOECTS_KERNEL_KILLED " %d (SIG%s: %s) while the kernel ran", c->signo,
+                 sigabbrev_np(c->signo) ? sigabbrev_np(c->signo) : "?", strsignal(c->signo));
         return 1;
     }
     if (!c->returned) {
         fail(r, MOECTS_FAIL_CRASH, "the kernel exited the process (status %d) in run()", c->exit_status);
         return 1;
     }
-    if (c->rc != 0) {
-        fail(r, MOECTS_FAIL_CRASH, "kernel error: run() returned %d (its own error return, not a signal)%s%s", c->rc,
-             c->error[0] ? ": " : "", c->error);
+    if (c->rc != 0) { /* the kernel's own error return, told apart from a signal */
+        r->verdict = MOECTS_FAIL_CRASH;
+        kernel_error(c->rc, c->error, r->reason, sizeof r->reason);
         return 1;
     }
     return 0;
@@ -122,7 +152,8 @@ static int call_verdict(const moects_cpu_call *c, const moects_inputs *in, const
 
 /* CPU kernel: the inputs (guarded since they were built, read-only in the child), two guarded
  * shared outputs, one child per run. */
-static int cpu_twice(const moects_kernel *k, const moects_inputs *in, moects__twice *t, moects_result *r)
+static int cpu_twice(const moects_kernel *k, const moects_inputs *in, moects__kernel_env *env, moects__twice *t,
+                     moects_result *r)
 {
     const int runs = moects__runs_of(k);
     void *ptr[MOECTS_INPUTS_MAX] = {0};
@@ -141,17 +172,16 @@ static int cpu_twice(const moects_kernel *k, const moects_inputs *in, moects__tw
         if (o->data) moects_poison_fill(o->data, in->out_bytes, in->out_dtype, run);
         moects_op_args a;
         moects_inputs_bind(in, ptr, o->data, &a);
+        moects__task_ptrs(ptr, o->data, NULL);
         moects_cpu_call c;
         if (moects_guard_cpu_call(k, moects_inputs_shape(in), &a, ro, (size_t)in->nt, &c)) {
             fail(r, MOECTS_SKIP, "the harness could not fork the kernel's process");
             return 1;
         }
-        if (call_verdict(&c, in, o, r) || damaged(o, 1, in, r)) {
-            /* in the kernel log, after what the kernel printed (as the runner does for a lost worker) */
-            fprintf(stderr, "moects: %s on %s: %s: %s\n", r->kernel, r->case_id, moects_verdict_name(r->verdict),
-                    r->reason);
-            return 1;
-        }
+        /* the parent names a crash or an overrun in the kernel log, after what the kernel printed */
+        int bad = call_verdict(&c, in, o, r) || damaged(o, 1, in, r);
+        if (c.returned) kept_memory(k, c.kept_heap, c.kept_vm, 0, env, r);
+        if (bad) return 1;
         t->got[run] = o->data;
     }
     return 0;
@@ -179,7 +209,7 @@ int moects__dev_inputs(const moects_inputs *in, moects_guarded dev[MOECTS_INPUTS
 
 /* CUDA kernel: the case's guarded device inputs, one guarded device output poisoned per run. */
 static int cuda_twice(const moects_kernel *k, const moects_inputs *in, moects_guarded dev[MOECTS_INPUTS_MAX],
-                      int perf, moects__twice *t, moects_result *r, int *exit_after)
+                      int perf, moects__kernel_env *env, moects__twice *t, moects_result *r, int *exit_after)
 {
     moects_guarded *o = &t->out[0];
     if (moects_guard_alloc(o, "out", in->out_bytes, moects_guard_row_bytes(in, -1), MOECTS_GUARD_DEVICE)) {
@@ -190,6 +220,7 @@ static int cuda_twice(const moects_kernel *k, const moects_inputs *in, moects_gu
     for (int i = 0; i < MOECTS_INPUTS_MAX; i++) ptr[i] = dev[i].data;
     moects_op_args a;
     moects_inputs_bind(in, ptr, o->data, &a);
+    moects__task_ptrs(ptr, o->data, moects_cuda_stream());
     for (int run = 0; run < moects__runs_of(k); run++) {
         if (!(t->host_out[run] = malloc(in->out_bytes ? in->out_bytes : 1))) {
             fail(r, MOECTS_SKIP, MOECTS_HOST_OOM " (%zu bytes for the output)", in->out_bytes);
@@ -200,16 +231,23 @@ static int cuda_twice(const moects_kernel *k, const moects_inputs *in, moects_gu
         for (int i = 0; i < in->nt && rc == 0; i++) rc = moects_guard_arm(&dev[i], CANARY[run]);
         if (rc == 0) rc = moects_guard_arm(o, CANARY[run]);
         if (rc == 0 && o->data) rc = moects_cuda_h2d(o->data, t->host_out[run], in->out_bytes);
-        char cerr[200] = "", serr[200] = "";
+        char cerr[600] = "", serr[200] = "";
         if (rc == 0) {
+            moects_mem_probe m0 = moects_mem_now(env->dev_alone);
             rc = k->run(moects_inputs_shape(in), &a, moects_cuda_stream());
-            if (rc != 0) snprintf(cerr, sizeof cerr, "kernel error: run() returned %d", rc);
+            if (rc != 0) kernel_error(rc, last_error(k), cerr, sizeof cerr);
+            moects_mem_probe m1 = moects_mem_now(m0.has_dev);
+            kept_memory(k, m1.heap > m0.heap ? m1.heap - m0.heap : 0, m1.vm > m0.vm ? m1.vm - m0.vm : 0,
+                        m0.has_dev && m1.has_dev && m0.dev_free > m1.dev_free ? m0.dev_free - m1.dev_free : 0, env,
+                        r);
         }
         int src = moects_cuda_sync(moects_cuda_stream(), serr, sizeof serr);
         if (rc == 0 && src == 0 && o->data) src = moects_cuda_d2h(t->host_out[run], o->data, in->out_bytes);
         if (rc != 0 || src != 0) {
-            fail(r, MOECTS_FAIL_CRASH, "%s%s%s", cerr, cerr[0] && serr[0] ? "; " : "",
-                     serr[0] ? serr : (cerr[0] ? "" : "device error"));
+            char kept[sizeof r->reason];
+            memcpy(kept, r->reason, sizeof kept);
+            fail(r, MOECTS_FAIL_CRASH, "%s%s%s%s%s", cerr, cerr[0] && serr[0] ? "; " : "",
+                 serr[0] ? serr : (cerr[0] ? "" : "device error"), kept[0] ? "; " : "", kept);
             *exit_after = src != 0; /* CUDA errors can be sticky: a fresh worker takes the next task */
             return 1;
         }
@@ -224,41 +262,10 @@ static int cuda_twice(const moects_kernel *k, const moects_inputs *in, moects_gu
 }
 
 int moects__kernel_twice(const moects_kernel *k, const moects_inputs *in, moects_guarded dev[MOECTS_INPUTS_MAX],
-                         int perf, moects__twice *t, moects_result *r, int *exit_after)
+                         int perf, moects__kernel_env *env, moects__twice *t, moects_result *r, int *exit_after)
 {
     memset(t, 0, sizeof *t);
     *exit_after = 0;
-    if (k->device == MOECTS_DEVICE_CPU) return cpu_twice(k, in, t, r);
-    return cuda_twice(k, in, dev, perf, t, r, exit_after);
-}
-
-void moects__judge_twice(const moects_kernel *k, const moects_inputs *in, const void *ref, const moects__twice *t,
-                         moects_result *r)
-{
-    moects_compare_result cr;
-    const int runs = moects__runs_of(k);
-    for (int run = 0; run < runs; run++) {
-        moects_compare(in->out_dtype, t->got[run], ref, in->out_elems, &cr);
-        r->mismatches = cr.mismatches;
-        r->max_ulp = cr.max_ulp;
-        r->calc_diff = cr.calc_diff;
-        r->first_index = cr.first_index;
-        snprintf(r->got, sizeof r->got, "%s", cr.got);
-        snprintf(r->want, sizeof r->want, "%s", cr.want);
-        if (k->recipe)
-            r->verdict = cr.mismatches == 0 ? MOECTS_PASS_EXACT : MOECTS_FAIL_MISMATCH;
-        else
-            r->verdict = moects_within_tolerance(&cr, k->tol.max_calc_diff, k->tol.max_ulp, r->reason, sizeof r->reason)
-                             ? MOECTS_PASS_TOLERANCE : MOECTS_FAIL_MISMATCH;
-        if (r->verdict == MOECTS_FAIL_MISMATCH && run > 0)
-            fail(r, MOECTS_FAIL_MISMATCH, "run %d (fresh poison) failed where run 1 passed", run + 1);
-        if (!moects_verdict_is_pass(r->verdict)) return;
-    }
-    /* a kernel that declares a recipe is deterministic: both runs' bits must agree */
-    if (!k->recipe || runs < 2) return;
-    moects_compare(in->out_dtype, t->got[1], t->got[0], in->out_elems, &cr);
-    if (cr.mismatches) {
-        fail(r, MOECTS_FAIL_NONDETERMINISTIC, "run 2 differs from run 1 in %lld elements, first at %lld: %s vs %s",
-                 (long long)cr.mismatches, (long long)cr.first_index, cr.got, cr.want);
-    }
+    if (k->device == MOECTS_DEVICE_CPU) return cpu_twice(k, in, env, t, r);
+    return cuda_twice(k, in, dev, perf, env, t, r, exit_after);
 }

@@ -5,18 +5,32 @@
 #   machine.txt; smoke/ (smoke tier, every kernel: run.tap, results.json, summary.md),
 #   full/ (full tier, CUDA kernels), memcheck.txt (compute-sanitizer memcheck of the honest CUDA
 #   kernels on the smoke cases that are not also in the large tier), perf/ (--perf on prefill shapes),
-#   coverage of the full run, and status.txt (each step's exit status and seconds).
-#   initcheck.txt (compute-sanitizer initcheck on the same cases: no kernel reads device memory it
-#   was not given initialised: poison and canaries are initialised, so initcheck sees reads of
-#   uninitialised scratch or of bytes past every guard);
-# STEPS: comma list of smoke,paths,full0..full<NF-1>,memcheck,initcheck,perf (default: all, with 4 full shards);
+#   coverage of the full run, initcheck.txt (compute-sanitizer initcheck on the same cases: poison
+#   and canaries are initialised, so initcheck sees reads of uninitialised scratch or of bytes past
+#   every guard; issue 13), and status.txt (each step's exit status and seconds).
+# STEPS: comma list of smoke,paths,full0..full<NF-1>,memcheck,initcheck,perf,moe* (default below, with 4 full shards);
 # paths: each cuda.fp4_gemm.blockwise path (MOECTS_FP4_TILE) forced on the FP4 smoke cases;
-# each step has a time limit.
+# each step has a time limit. Steps run only when named (issue 15): large (the large tier, > 2^31
+# elements in one buffer, CUDA kernels: the built-ins pass, the int32 mutants fail), racecheck
+# (compute-sanitizer over the smoke cases memcheck takes; racecheck on every 4th of them),
+# faults (tests/resource_faults_cuda.sh with MOECTS_FAULTS_LIB, default the plugin beside BIN's
+# build: ../lib/libmoects_plugin_faults_cuda.so). The smoke run's results.json carries the input
+# and reference hashes: `moects hashes` compares them with a CPU run of the same cases elsewhere.
+# The grouped MoE GEMM (moe_gemm) steps (moeself,moesan,moecheck,moeperf are in the default list,
+# moefull0..moefull<NM-1> run only when named): moeself: moects_gpu_selftest (beside BIN) on the CUDA
+# moe_gemm kernels and mutants against moects_ref_moe_gemm (small shapes, no harness cases needed);
+# moesan: the same for the honest kernels under compute-sanitizer memcheck and initcheck; moecheck:
+# memcheck and initcheck of the CUDA moe_gemm kernels on the moe_gemm smoke cases of the harness;
+# moeperf: the selftest's grouped --perf (DeepSeek-V3 / Kimi K3 prefill routing, TP8 and EP8, beside
+# cuBLAS BF16 grouped GEMM); moefullI: shard I of MOECTS_MOE_SHARDS (default 2) of the full tier's
+# moe_gemm cases with the CUDA kernels (merged into moefull/ when all are there; the fullI steps run
+# them too, among every other case).
 # A step left for a later call (device calls are limited to 10 minutes) reuses OUTDIR.
 set -u
 B=${1:?usage: harness/h200_run.sh BIN [OUTDIR] [STEPS]}
 D=${2:-reports/h200}
-STEPS=${3:-smoke,paths,full0,full1,full2,full3,memcheck,initcheck,perf}
+STEPS=${3:-smoke,paths,full0,full1,full2,full3,memcheck,initcheck,perf,moeself,moesan,moecheck,moeperf}
+SELFTEST=$(dirname "$B")/moects_gpu_selftest
 export MOECTS_ROOT=$PWD
 # One worker per CPU core (the runner spreads them over the GPUs): input generation and the
 # references are CPU work, and a lone worker left 15 of 16 cores idle (the full tier did not finish a
@@ -55,22 +69,28 @@ if ls "${parts[@]}" > /dev/null 2>&1; then
   "$B" coverage "$D/full/results.json" --out "$D/full" > /dev/null
   prove --exec cat "$D/full/run.tap" > "$D/full.prove" 2>&1; echo "full prove rc=$?" >> "$D/status.txt"
 fi
+# every smoke case but those also in the large tier (> 2^31 elements: hours under compute-sanitizer)
+smoke_cases() { "$B" list --tier smoke | awk -F'\t' '$2 !~ /large/ {print $1}'; }
 if has memcheck; then
-  # every smoke case but those also in the large tier (> 2^31 elements: hours under memcheck)
-  "$B" list --tier smoke | awk -F'\t' '$2 !~ /large/ {print $1}' > "$D/memcheck-cases.txt"
+  smoke_cases > "$D/memcheck-cases.txt"
   step memcheck 540 compute-sanitizer --tool memcheck --target-processes all --leak-check no \
     --error-exitcode 9 "$B" run --cases "$D/memcheck-cases.txt" --kernel 'cuda.[ef]*' --jobs "$JOBS" \
     --out "$D/memcheck"
   grep -E "ERROR SUMMARY|Invalid|========= [A-Z]" "$D/memcheck.log" "$D/memcheck.err" | sort | uniq -c \
     > "$D/memcheck.txt"
 fi
-if has initcheck; then
-  "$B" list --tier smoke | awk -F'\t' '$2 !~ /large/ {print $1}' > "$D/initcheck-cases.txt"
-  step initcheck 540 compute-sanitizer --tool initcheck --target-processes all \
-    --error-exitcode 9 "$B" run --cases "$D/initcheck-cases.txt" --kernel 'cuda.[ef]*' --jobs "$JOBS" \
-    --out "$D/initcheck"
-  grep -E "ERROR SUMMARY|Uninitialized|========= [A-Z]" "$D/initcheck.log" "$D/initcheck.err" | sort | uniq -c \
-    > "$D/initcheck.txt"
+for tool in initcheck racecheck; do
+  has $tool || continue
+  smoke_cases | awk -v every=$([ $tool = racecheck ] && echo 4 || echo 1) 'NR % every == 1 || every == 1' \
+    > "$D/$tool-cases.txt"
+  step $tool 540 compute-sanitizer --tool $tool --target-processes all --error-exitcode 9 "$B" run \
+    --cases "$D/$tool-cases.txt" --kernel 'cuda.[ef]*' --jobs "$JOBS" --out "$D/$tool"
+  grep -E "ERROR SUMMARY|========= [A-Z]" "$D/$tool.log" "$D/$tool.err" | sort | uniq -c > "$D/$tool.txt"
+done
+has large && step large 540 "$B" run --tier large --jobs "$JOBS" --kernel 'cuda.*' --out "$D/large"
+if has faults; then
+  step faults 300 bash tests/resource_faults_cuda.sh "$B" \
+    "${MOECTS_FAULTS_LIB:-$(dirname "$B")/../lib/libmoects_plugin_faults_cuda.so}" "$D/faults"
 fi
 if has paths; then # every FP4 path forced on the FP4 smoke cases: the default picks one per shape
   mkdir -p "$D/paths"
@@ -84,4 +104,39 @@ if has perf; then
     'ep_gather/deepseek-v3/tp8/t4096' 'ep_gather/deepseek-v3/tp8/t8192' 'ep_gather/deepseek-v3/ep8/t4096' \
     'ep_gather/kimi-k3/tp8/t4096' 'ep_gather/kimi-k3/tp8/t8192' \
     'fp4_gemm.*/deepseek-v3/tp8/gemm?/m4096' 'fp4_gemm.*/kimi-k3/tp8/gemm?/m4096'
+fi
+if has moeself; then
+  step moeself 240 "$SELFTEST" --kernel moe_gemm
+  grep -E "^(FAIL|summary|  cuda)|SELFTEST" "$D/moeself.log" > "$D/moeself.txt"
+fi
+if has moesan; then
+  for tool in memcheck initcheck; do
+    step moesan-$tool 240 compute-sanitizer --tool $tool --target-processes all --error-exitcode 9 \
+      "$SELFTEST" --kernel cuda.moe_gemm.
+  done
+  grep -hE "ERROR SUMMARY|Invalid|Uninitialized|SELFTEST" "$D"/moesan-*.log "$D"/moesan-*.err | sort | uniq -c \
+    > "$D/moesan.txt"
+fi
+if has moecheck; then
+  "$B" list --tier smoke 'moe_gemm*' | awk -F'\t' '$2 !~ /large/ {print $1}' > "$D/moecheck-cases.txt"
+  for tool in memcheck initcheck; do
+    step moecheck-$tool 300 compute-sanitizer --tool $tool --target-processes all --error-exitcode 9 \
+      "$B" run --cases "$D/moecheck-cases.txt" --kernel 'cuda.moe_gemm.*' --jobs "$JOBS" --out "$D/moecheck-$tool"
+  done
+  grep -hE "ERROR SUMMARY|Invalid|Uninitialized|========= [A-Z]" "$D"/moecheck-*.log "$D"/moecheck-*.err | sort | \
+    uniq -c > "$D/moecheck.txt"
+fi
+if has moeperf; then
+  step moeperf 300 "$SELFTEST" --perf-moe-only
+fi
+NM=${MOECTS_MOE_SHARDS:-2}
+mparts=()
+for ((i = 0; i < NM; i++)); do
+  has moefull$i && step moefull$i 540 "$B" run --tier full --jobs "$JOBS" --kernel 'cuda.*moe_gemm*' \
+    --shard $i/$NM --out "$D/moefull$i" 'moe_gemm*'
+  mparts+=("$D/moefull$i/results.json")
+done
+if ls "${mparts[@]}" > /dev/null 2>&1; then
+  "$B" merge "$D/moefull" "${mparts[@]}" > "$D/moefull-merge.log" 2>&1; echo "moefull merge rc=$?" >> "$D/status.txt"
+  prove --exec cat "$D/moefull/run.tap" > "$D/moefull.prove" 2>&1; echo "moefull prove rc=$?" >> "$D/status.txt"
 fi

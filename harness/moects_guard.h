@@ -47,7 +47,17 @@ typedef struct {
     int fault_write;      /* SIGSEGV/SIGBUS: 1 the access was a write, 0 a read, -1 unknown */
     const void *fault_addr;
     char error[200];      /* the kernel's last_error() text after a non-zero return */
+    size_t kept_heap, kept_vm; /* host heap and address space run() left in use in the child (bytes) */
 } moects_cpu_call;
+
+/* Memory in use by this process: host heap (glibc mallinfo2: arena + mmapped chunks; a sanitizer's
+ * allocator reports none), the address space mapped (/proc/self/statm), and with dev the device's
+ * free memory (has_dev 0 when it cannot be read). */
+typedef struct {
+    size_t heap, vm, dev_free;
+    int has_dev;
+} moects_mem_probe;
+moects_mem_probe moects_mem_now(int dev);
 
 /* Run k->run(shape, args) in a forked child (the parent's heap never sees the kernel's stray
  * writes; outputs live in shared guarded mappings so the parent sees what the kernel wrote). The

@@ -11,6 +11,7 @@
 /* Verdict words are the report's vocabulary (DESIGN.md "Verdicts"). */
 typedef enum {
     MOECTS_PASS_EXACT = 0,
+    MOECTS_PASS_BOUNDED,   /* every element within its own proven bound (DESIGN.md "Bounded verdicts") */
     MOECTS_PASS_TOLERANCE,
     MOECTS_FAIL_MISMATCH,
     MOECTS_FAIL_CRASH,
@@ -34,6 +35,18 @@ static inline int moects_verdict_is_fail(moects_verdict v)
     return v >= MOECTS_FAIL_MISMATCH && v <= MOECTS_FAIL_NONDETERMINISTIC;
 }
 
+/* A tensor's name ("x", "topk_ids", "a", ...) and the XXH64 of its bytes. */
+#define MOECTS_RESULT_HASHES_MAX 12
+typedef struct {
+    char name[24];
+    uint64_t xxh64;
+} moects_tensor_hash;
+
+/* XXH64 with seed 0 of len bytes at p (p may be NULL when len is 0): xxHash 0.8 (Yann Collet,
+ * BSD-2; Debian libxxhash-dev, compiled in from xxhash.h), about 10 GB/s on one core, so a 4 GiB
+ * tensor costs under half a second. harness/hashes.c. */
+uint64_t moects_xxh64(const void *p, size_t len);
+
 /* One (kernel, case) outcome. */
 typedef struct {
     char kernel[96];
@@ -49,7 +62,7 @@ typedef struct {
     double calc_diff;       /* sum (x-y)^2 / sum (x^2+y^2), double; 0 when both all zero */
     int64_t first_index;    /* -1 when none */
     char got[64], want[64]; /* "0x3f80 (1)" */
-    char reason[256];       /* crash/skip/unsupported reason, error text */
+    char reason[1024];      /* crash/skip/unsupported reason, error text (a crash: with the tail of the kernel output) */
     char known[256];        /* reason of the known finding (moects_known.h) matching this honest
                                FAIL_* / PASS_* result, "" when none: a known FAIL_* does not fail the run */
     uint64_t seed;
@@ -66,6 +79,14 @@ typedef struct {
     double kernel_s;        /* device set-up and input copies, launch to sync, copy back, --perf */
     double compare_s;       /* moects_compare and the verdict */
     int ref_threads;        /* threads given to the reference this task computed; 0: none */
+    /* Determinism evidence (DESIGN.md "Determinism"): XXH64 (seed 0; xxHash 0.8 by Y. Collet, its
+     * spec xxhash_spec.md) of each input tensor's bytes, and of the reference output under `recipe`,
+     * computed by the worker that holds them (harness/hashes.c). n_hashes 0 / has_ref_hash 0: not
+     * computed (inputs not built, reference not run, older results.json). */
+    int n_hashes;
+    moects_tensor_hash hashes[MOECTS_RESULT_HASHES_MAX];
+    int has_ref_hash;
+    uint64_t ref_xxh64;
 } moects_result;
 
 typedef struct {

@@ -19,19 +19,36 @@ typedef struct {
     const void *got[MOECTS_RUNS];
 } moects__twice;
 
+/* What the runner tells the kernel phase (dev_alone) and learns from it (retire). */
+typedef struct {
+    int dev_alone; /* this worker has its device to itself: free device memory measures its kernels */
+    int retire;    /* set: a kernel kept memory (named in the reason and the kernel log): the worker exits */
+} moects__kernel_env;
+
+/* A kernel's run() that leaves this much more host heap (malloc) or device memory in use than
+ * before, or maps MOECTS_LEAK_VM_BYTES more address space (mmap behind malloc's back; a library a
+ * kernel loads on its first call, cuBLAS included, maps less), is named in its result's reason and
+ * in the kernel log, and its worker is replaced (a CPU kernel's call ran in a child that is gone,
+ * but the fault is reported the same). */
+#define MOECTS_LEAK_BYTES ((size_t)64 << 20)
+#define MOECTS_LEAK_VM_BYTES ((size_t)2 << 30)
+
+/* The prefix of a CPU kernel's crash reason when a signal ended its call's process: the parent logs
+ * such a task in the kernel log as it logs a lost worker's. */
+#define MOECTS_KERNEL_KILLED "kernel process killed by signal"
+
 /* Run kernel k twice (moects__runs_of) on the case's inputs, each time with fresh poison in the output and fresh
  * canaries; CPU kernels in a child process each. dev: the case's guarded device inputs (CUDA;
  * moects__dev_inputs). 0 when both runs completed (t->got set), else 1 with r->verdict and reason
- * (FAIL_OOB_WRITE naming buffer, side and offset; FAIL_CRASH: signal, kernel error return, CUDA
- * error; SKIP: out of memory); *exit_after 1 after a CUDA error that may be sticky. */
+ * (FAIL_OOB_WRITE naming buffer, side and offset; FAIL_CRASH: signal, kernel error return "run()
+ * returned N: last_error()", CUDA error; SKIP: out of memory); *exit_after 1 after a CUDA error that
+ * may be sticky. Kernels that ask (Python kernels: moects_task_tensor) see each run's pointers. */
 int moects__kernel_twice(const moects_kernel *k, const moects_inputs *in, moects_guarded dev[MOECTS_INPUTS_MAX],
-                         int perf, moects__twice *t, moects_result *r, int *exit_after);
+                         int perf, moects__kernel_env *env, moects__twice *t, moects_result *r, int *exit_after);
 void moects__twice_free(moects__twice *t);
 /* Guarded device copies of the case's inputs. 0, or -1 with err (*fatal: 1 a copy failed). */
 int moects__dev_inputs(const moects_inputs *in, moects_guarded dev[MOECTS_INPUTS_MAX], char *err, size_t len,
                        int *fatal);
-/* The verdict of the two runs against ref: each run judged (a run that fails is the verdict), then
- * a kernel declaring a recipe must give the same bits twice (FAIL_NONDETERMINISTIC). */
-void moects__judge_twice(const moects_kernel *k, const moects_inputs *in, const void *ref, const moects__twice *t,
-                         moects_result *r);
+/* harness/runner.c: the pointers a kernel's run() gets for the task in flight (moects_task_tensor). */
+void moects__task_ptrs(void *const *ptr, void *out, void *stream);
 #endif

@@ -63,6 +63,10 @@ char *moects_tap_render(const moects_run *run, const moects_kernel *const *kerne
 char *moects_summary_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
                             const moects_tap_opts *o, size_t *len);
 
+/* The YAML diagnostics block of one result as the TAP prints it ("---" to "...", each line prefixed
+ * by indent): what libmoects' moects_judgement_text gives a Python test. */
+void moects_tap_yaml(FILE *f, const char *indent, const moects_result *r, const moects_tap_opts *o);
+
 /* Append s to f single-quoted for a POSIX shell. */
 void moects_shell_quote(FILE *f, const char *s);
 

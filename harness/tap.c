@@ -221,6 +221,11 @@ static void yaml_block(FILE *f, const char *ind, const moects_result *r, const m
     fprintf(f, "%s...\n", ind);
 }
 
+void moects_tap_yaml(FILE *f, const char *indent, const moects_result *r, const moects_tap_opts *o)
+{
+    yaml_block(f, indent, r, o);
+}
+
 static void case_point(FILE *f, size_t num, const moects_result *r, const moects_kernel *k,
                        const moects_tap_opts *o)
 {
@@ -296,7 +301,7 @@ char *moects_tap_render(const moects_run *run, const moects_kernel *const *kerne
         size_t fixed = 0, known = moects_kernel_known_of(run, k->name, mutant, &fixed);
         size_t fails = c[MOECTS_FAIL_MISMATCH] + c[MOECTS_FAIL_CRASH] + c[MOECTS_FAIL_TIMEOUT] + c[MOECTS_FAIL_OOB_WRITE] +
                        c[MOECTS_FAIL_NONDETERMINISTIC] - known;
-        size_t passes = c[MOECTS_PASS_EXACT] + c[MOECTS_PASS_TOLERANCE];
+        size_t passes = c[MOECTS_PASS_EXACT] + c[MOECTS_PASS_BOUNDED] + c[MOECTS_PASS_TOLERANCE];
         int deferred = moects_kernel_status_deferred(st) && run->shard[0]; /* moects merge judges it */
         int failing = moects_kernel_status_fails(st) && !deferred;
         fprintf(f, "%s %zu - ", failing ? "not ok" : "ok", ++top);
