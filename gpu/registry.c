@@ -27,16 +27,20 @@ const moects_kernel *const *moects_builtin_kernels(size_t *count)
 /* The CPU mutant pool (gpu/cpu/pool.def): not in the built-in table, run on request. */
 #define MOECTS_POOL_EPG(sym, op, par, nm, text) extern const moects_kernel sym;
 #define MOECTS_POOL_FP4(sym, op, par, nm, text) extern const moects_kernel sym;
+#define MOECTS_POOL_MOE(sym, fn, sup, nm, text) extern const moects_kernel sym;
 #include "cpu/pool.def"
 #undef MOECTS_POOL_EPG
 #undef MOECTS_POOL_FP4
+#undef MOECTS_POOL_MOE
 #define MOECTS_POOL_EPG(sym, op, par, nm, text) &sym,
 #define MOECTS_POOL_FP4(sym, op, par, nm, text) &sym,
+#define MOECTS_POOL_MOE(sym, fn, sup, nm, text) &sym,
 static const moects_kernel *const pool[] = {
 #include "cpu/pool.def"
 };
 #undef MOECTS_POOL_EPG
 #undef MOECTS_POOL_FP4
+#undef MOECTS_POOL_MOE
 
 const moects_kernel *const *moects_pool_kernels(size_t *count)
 {

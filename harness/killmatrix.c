@@ -148,8 +148,8 @@ static void km_render(moects__buf *b, const km *m, const moects_run *run)
     moects__buf_md_code(b, run->filter[0] ? run->filter : "(all)");
     moects__buf_add(b, ".\nA cell is k/n: k of the family's n judged cases caught the mutant (FAIL_*); "
                        "`smoke`: smoke-tier cases that caught it. Families: `moects killmatrix --help`.\n");
-    const char *ops[] = {"ep_gather", "fp4_gemm"};
-    for (size_t o = 0; o < 2; o++) {
+    const char *ops[] = {"ep_gather", "fp4_gemm", "moe_gemm"};
+    for (size_t o = 0; o < 3; o++) {
         size_t ol = strlen(ops[o]), nf = 0;
         for (size_t f = 0; f < m->nfam; f++) nf += !strncmp(m->fam[f], ops[o], ol);
         if (!nf) continue;

@@ -11,8 +11,9 @@
 #include "moects_kernel.h"
 
 
-/* Where a guarded buffer lives: host, private (inputs: a forked child may not change them); CUDA
- * device; host, shared (outputs: a forked child's writes are seen by its parent). */
+/* Where a guarded buffer lives: host, private; CUDA device; host, shared (outputs: a forked child's
+ * writes are seen by its parent; inputs: a fork copies none of their page table, and the child
+ * maps them read-only). */
 enum { MOECTS_GUARD_HOST = 0, MOECTS_GUARD_DEVICE = 1, MOECTS_GUARD_SHARED = 2 };
 /* Allocate a guarded buffer of bytes (0: data NULL, nothing mapped) whose canaries are at least
  * max(4096, row) bytes (the host's upper side is a guard page), where says MOECTS_GUARD_*.

@@ -20,7 +20,7 @@ enum {
 #define MOECTS_INPUTS_MAX 10
 
 /* One guarded buffer.
- * Host (device 0): one anonymous mapping, shared for outputs (a forked child's writes are seen by its parent):
+ * Host (device 0): one anonymous shared mapping (a forked child's output writes are seen by its parent):
  *   [PROT_NONE guard][canary lo][data][canary hi < 64 B][PROT_NONE guard]
  *   data ends 64-byte aligned at most 63 bytes before the upper guard page, so a write past the end
  *   faults at the write (or lands in the checked tail canary); the lower canary (>= 4 KiB and one

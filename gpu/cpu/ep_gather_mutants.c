@@ -188,4 +188,5 @@ MUTANT(moects_cpu_mutant_ep_gather_int32_offset, MOECTS__EPG_XOFF32, 0,
 /* the pool's ep_gather mutants (gpu/cpu/pool.def) */
 #define MOECTS_POOL_EPG(sym, opv, par, nm, text) MUTANT(sym, opv, par, nm, text)
 #define MOECTS_POOL_FP4(sym, opv, par, nm, text)
+#define MOECTS_POOL_MOE(sym, fn, sup, nm, text)
 #include "pool.def"

@@ -49,4 +49,5 @@ MUTANT(moects_cpu_mutant_fp4_gemm_scale_ftz, MOECTS__FP4_SCALE_FTZ, 0, "cpu.muta
  * path is caught on NVFP4 cases and equals the honest kernel on MXFP4 ones) */
 #define MOECTS_POOL_EPG(sym, opv, par, nm, text)
 #define MOECTS_POOL_FP4(sym, opv, par, nm, text) MUTANT(sym, opv, par, nm, text, supports_any)
+#define MOECTS_POOL_MOE(sym, fn, sup, nm, text)
 #include "pool.def"

@@ -79,7 +79,9 @@ int moects__moe_row_experts(moects__moe_bug bug, const moects_moe_gemm_shape *s,
         }
         int64_t mean = (sum + E - 1) / E;
         for (int64_t e = 0; e < E; e++) {
-            int64_t n = bug == MOECTS__MOE_BUG_MASKED_M ? (mean < M ? mean : M) : a->masked_m[e];
+            int64_t n = bug == MOECTS__MOE_BUG_MASKED_M ? (mean < M ? mean : M)
+                        : bug == MOECTS__MOE_BUG_MASKED_M0 ? a->masked_m[0]
+                        : bug == MOECTS__MOE_BUG_MASKED_M_OFF && a->masked_m[e] > 0 ? a->masked_m[e] - 1 : a->masked_m[e];
             for (int64_t i = 0; i < n; i++) x[e * M + i] = (int32_t)e;
         }
     } else {
@@ -89,6 +91,12 @@ int moects__moe_row_experts(moects__moe_bug bug, const moects_moe_gemm_shape *s,
             for (int64_t r = a->expert_offsets[e]; r < a->expert_offsets[e + 1]; r++) x[r] = (int32_t)e;
         }
     }
+    if (bug == MOECTS__MOE_BUG_BOUND_NEXT) /* ascending: x[r + 1] is still the honest one */
+        for (int64_t r = 0; r + 1 < rows; r++)
+            if (x[r] >= 0) x[r] = x[r + 1];
+    if (bug == MOECTS__MOE_BUG_BOUND_PREV)
+        for (int64_t r = rows - 1; r > 0; r--)
+            if (x[r] >= 0) x[r] = x[r - 1];
     return 0;
 }
 
@@ -204,7 +212,9 @@ int moects__moe_blockwise_run(moects__moe_bug bug, const void *shape, const void
     size_t ebytes = moects__moe_b_scale_bytes(s, &c.nkb, &c.g);
     c.Kp = c.nkb * c.g;
     const int64_t N = s->N, nkb = c.nkb, Kp = c.Kp, rb = (s->K + 1) / 2;
-    size_t stride = bug == MOECTS__MOE_BUG_SCALE_STRIDE ? (size_t)(N * nkb) : ebytes;
+    size_t stride = bug == MOECTS__MOE_BUG_SCALE_STRIDE ? (size_t)(N * nkb)
+                    : bug == MOECTS__MOE_BUG_SWZ_STRIDE_N && s->scale_layout == MOECTS_SCALES_SWIZZLED_128X4
+                        ? (size_t)(N * ((nkb + 3) / 4 * 4)) : ebytes;
     if (c.rows == 0 || N == 0) return 0;
     int32_t *ex = NULL;
     int8_t *bv = malloc((size_t)(N * Kp) + 1), *a4 = malloc((size_t)Kp + 1);

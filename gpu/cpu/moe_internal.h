@@ -13,7 +13,13 @@ typedef enum {
     MOECTS__MOE_BUG_MASKED_M,     /* masked_m ignored: every expert computes the mean count of rows */
     MOECTS__MOE_BUG_ALPHA0,       /* alpha[0] for every expert */
     MOECTS__MOE_BUG_STRADDLE,     /* a 128-row tile takes the expert of its first valid row for all its rows */
-    MOECTS__MOE_BUG_A_PER32       /* W4A8: per-128 A scale read at index b (per 32) instead of b*32/128 */
+    MOECTS__MOE_BUG_A_PER32,      /* W4A8: per-128 A scale read at index b (per 32) instead of b*32/128 */
+    /* the pool's (gpu/cpu/pool.def, issue 13) */
+    MOECTS__MOE_BUG_BOUND_NEXT,   /* a valid row takes the expert of row r + 1 (a padding or invalid one: not computed) */
+    MOECTS__MOE_BUG_BOUND_PREV,   /* a valid row takes the expert of row r - 1 */
+    MOECTS__MOE_BUG_MASKED_M0,    /* masked_m[0] rows for every expert */
+    MOECTS__MOE_BUG_MASKED_M_OFF, /* masked_m[e] - 1 rows: each expert's last valid row not computed */
+    MOECTS__MOE_BUG_SWZ_STRIDE_N  /* swizzled B scales: expert stride from N, not N padded to 128 */
 } moects__moe_bug;
 
 /* Shape fields every CPU moe kernel needs (dims, format, row layout, W4A8 fields, out dtype); 1, or 0

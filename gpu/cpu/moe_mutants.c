@@ -18,6 +18,11 @@ RUNNER(run_masked, MOECTS__MOE_BUG_MASKED_M)
 RUNNER(run_alpha0, MOECTS__MOE_BUG_ALPHA0)
 RUNNER(run_straddle, MOECTS__MOE_BUG_STRADDLE)
 RUNNER(run_per32, MOECTS__MOE_BUG_A_PER32)
+RUNNER(run_bound_next, MOECTS__MOE_BUG_BOUND_NEXT)
+RUNNER(run_bound_prev, MOECTS__MOE_BUG_BOUND_PREV)
+RUNNER(run_masked_m0, MOECTS__MOE_BUG_MASKED_M0)
+RUNNER(run_masked_m_off, MOECTS__MOE_BUG_MASKED_M_OFF)
+RUNNER(run_swz_stride_n, MOECTS__MOE_BUG_SWZ_STRIDE_N)
 
 /* The blockwise kernel's shapes, narrowed to a row layout (rows != 0) or a format (fmt != 0). */
 static int takes(const void *shape, char *why, size_t why_len, moects_row_layout rows, moects_moe_format fmt,
@@ -66,3 +71,9 @@ MUTANT(moects_cpu_mutant_moe_gemm_tile_straddle, "cpu.mutant.moe_gemm.tile_strad
 MUTANT(moects_cpu_mutant_moe_gemm_w4a8_scale_per32, "cpu.mutant.moe_gemm.w4a8_scale_per32",
        "W4A8: the per-128 activation scale is indexed per 32-wide K-block (sa[r][b], not sa[r][b * 32 / 128])",
        sup_w4a8, run_per32);
+
+/* the pool's moe_gemm mutants (gpu/cpu/pool.def) */
+#define MOECTS_POOL_EPG(sym, opv, par, nm, text)
+#define MOECTS_POOL_FP4(sym, opv, par, nm, text)
+#define MOECTS_POOL_MOE(sym, fn, sup, nm, text) MUTANT(sym, nm, text, sup, fn);
+#include "pool.def"
