@@ -537,14 +537,14 @@ EOF
     [ "$(cat err.txt)" = "moects run: $what: 4 lines in out/kernels.log" ] || { cat err.txt; fail "stderr"; }
     printf '%s\n' \
         "cpu.mutant.ep_gather.block_min1024: assertion hidden % BLOCK_D == 0 failed (hidden 3584, BLOCK_D 1024)" \
-        "moects: cpu.mutant.ep_gather.block_min1024 on $t16: FAIL_CRASH: kernel process killed by signal 6 (SIGABRT: Aborted) while the kernel ran" \
+        "moects: cpu.mutant.ep_gather.block_min1024 on $t16: FAIL_CRASH: worker killed by signal 6 (SIGABRT: Aborted) while the kernel ran" \
         "noisy: stdout T=16; noisy: stderr" \
         "moects: noisy.mutant on $t16: FAIL_CRASH: kernel process killed by signal 6 (SIGABRT: Aborted) while the kernel ran" > want.log
     cmp -s want.log out/kernels.log || { diff want.log out/kernels.log; fail "kernels.log"; }
     cmp -s run.tap out/run.tap || fail "stdout is not the TAP alone"
     grep -q "kernels.log" run.tap && fail "the TAP names the kernel log (it depends on the results alone)"
     # each crash carries the signal and what that kernel printed during its task, in the TAP and results.json
-    r1='kernel process killed by signal 6 (SIGABRT: Aborted) while the kernel ran; kernel output: cpu.mutant.ep_gather.block_min1024: assertion hidden % BLOCK_D == 0 failed (hidden 3584, BLOCK_D 1024)'
+    r1='worker killed by signal 6 (SIGABRT: Aborted) while the kernel ran; kernel output: cpu.mutant.ep_gather.block_min1024: assertion hidden % BLOCK_D == 0 failed (hidden 3584, BLOCK_D 1024)'
     r2='kernel process killed by signal 6 (SIGABRT: Aborted) while the kernel ran; kernel output: noisy: stdout T=16; noisy: stderr'
     for r in "$r1" "$r2"; do
         grep -qF "      reason: \"$r\"" run.tap || { grep reason: run.tap; fail "crash reason in the TAP: $r"; }

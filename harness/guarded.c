@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "moects_compare.h"
 #include "moects_device.h"
@@ -151,19 +152,31 @@ static int call_verdict(const moects_cpu_call *c, const moects_inputs *in, const
     return 0;
 }
 
-/* An honest built-in CPU kernel (gpu/cpu/, tested by this suite) runs in the worker itself, between
- * the same guards and poison: an overrun faults at the guard page and costs its worker, and that
- * task alone (FAIL_CRASH). Every other CPU kernel (mutants, the pool, plugins, Python kernels) gets
- * a child process per call: a fork costs about 0.3 us per resident page of the worker, which at two
- * runs of every honest task doubled the smoke tier's time. */
+/* A CPU kernel of this tree (gpu/cpu/: the honest built-ins, their mutants and the pool, all tested
+ * by this suite, their bugs declared) runs in the worker itself, between the same guards and poison,
+ * its inputs read-only during the call: an overrun or a write into an input faults and costs its
+ * worker, and that task alone (FAIL_CRASH). Every other CPU kernel (--kernel-lib plugins, Python
+ * kernels) gets a child process per call: a fork costs about 0.3 us per resident page of the
+ * worker, which at every task more than doubled the smoke tier's time. */
 static int trusted(const moects_kernel *k)
 {
-    if (k->bug) return 0;
-    size_t n;
-    const moects_kernel *const *b = moects_builtin_kernels(&n);
+    size_t n, np;
+    const moects_kernel *const *b = moects_builtin_kernels(&n), *const *pool = moects_pool_kernels(&np);
     for (size_t i = 0; i < n; i++)
         if (b[i] == k) return 1;
+    for (size_t i = 0; i < np; i++)
+        if (pool[i] == k) return 1;
     return 0;
+}
+
+/* Inputs read-only (ro 1) or writable again (0) in this process. */
+static void inputs_readonly(const moects_guarded *g, size_t n, int ro)
+{
+    for (size_t i = 0; i < n; i++)
+        if (g[i].data && !g[i].device) {
+            if (ro) moects_guard_readonly(&g[i]);
+            else mprotect(g[i].base + g[i].guard, g[i].map_len - 2 * g[i].guard, PROT_READ | PROT_WRITE);
+        }
 }
 
 /* k->run in this process, as moects_guard_cpu_call reports a child's call. */
@@ -204,7 +217,11 @@ static int cpu_twice(const moects_kernel *k, const moects_inputs *in, moects__ke
         moects_inputs_bind(in, ptr, o->data, &a);
         moects__task_ptrs(ptr, o->data, NULL);
         moects_cpu_call c;
-        if (trust) call_here(k, moects_inputs_shape(in), &a, &c);
+        if (trust) {
+            inputs_readonly(ro, (size_t)in->nt, 1);
+            call_here(k, moects_inputs_shape(in), &a, &c);
+            inputs_readonly(ro, (size_t)in->nt, 0);
+        }
         else if (moects_guard_cpu_call(k, moects_inputs_shape(in), &a, ro, (size_t)in->nt, &c)) {
             fail(r, MOECTS_SKIP, "the harness could not fork the kernel's process");
             return 1;
