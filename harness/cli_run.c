@@ -472,9 +472,10 @@ static void git_commit(const char *root, char *out, size_t len)
 
 static int usage_list(void)
 {
-    fputs("usage: moects list [GLOB...] [--tier smoke|full|large|all] [--root DIR]\n"
+    fputs("usage: moects list [GLOB...] [--tier smoke|full|large|all] [--root DIR] [-v]\n"
           "       moects list --kernels [--kernel GLOB] [--kernel-lib LIB.so]\n"
-          "Case ids (with their tiers), or kernels (name, op, device, recipe or tolerance, mutant bug).\n",
+          "Case ids (with their tiers; -v: and each case's shape), or kernels (name, op, device, recipe or\n"
+          "tolerance, mutant bug).\n",
           stdout);
     return 0;
 }
@@ -519,9 +520,14 @@ int moects_cmd_list(int argc, char **argv)
         int m = !o.nglobs;
         for (size_t g = 0; g < o.nglobs && !m; g++) m = fnmatch(o.globs[g], k->id, 0) == 0;
         if (!m || !(k->tiers & o.tiers)) continue;
-        char t[32];
+        char t[32], shape[256];
         tier_names(k->tiers, t, sizeof t);
-        printf("%s\t%s\n", k->id, t);
+        if (o.verbose) {
+            moects_case_shape(k, shape, sizeof shape);
+            printf("%s\t%s\t%s\n", k->id, t, shape);
+        } else {
+            printf("%s\t%s\n", k->id, t);
+        }
     }
     moects_case_list_free(&all);
     cli_free(&o);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "moects_cases.h"
+#include "moects_diag.h"
 #include "moects_kernel.h"
 
 /* Verdict words are the report's vocabulary (DESIGN.md "Verdicts"). */
@@ -47,6 +48,7 @@ typedef struct {
     double calc_diff;       /* sum (x-y)^2 / sum (x^2+y^2), double; 0 when both all zero */
     int64_t first_index;    /* -1 when none */
     char got[64], want[64]; /* "0x3f80 (1)" */
+    moects_diag diag;       /* where the output differs, in the op's coordinates (ndims 0: none) */
     char reason[256];       /* crash/skip/unsupported reason, error text */
     char known[256];        /* reason of the known finding (moects_known.h) matching this honest
                                FAIL_* / PASS_* result, "" when none: a known FAIL_* does not fail the run */

@@ -24,6 +24,11 @@
  *        "max_ulp": 0,                    u64
  *        "calc_diff": 0,                  double
  *        "first_mismatch": null,          or {"index": i64 >= 0, "got": "0x3f80 (1)", "want": "..."}
+ *        "diag": {"axes": ["m", "n"],     optional, on a compared output that differs (moects_diag.h):
+ *                 "pattern": "every row, column 3584 onwards (3584..4095 of 4096)",
+ *                 "first": [{"at": [5, 3584], "index": i64, "got": "0x3f81 (1.0078125)",
+ *                            "want": "0x3f80 (1)", "ulp": u64}, ...],   up to 5, element order
+ *                 "worst": [...]}          up to 10, largest ULP distance first; axes: 2 or 3 names
  *        "reason": "",
  *        "known": "dequantized ...",      optional: only on an honest FAIL_* / PASS_* result that a
  *                                           known-findings entry matches (harness/moects_known.h):
@@ -272,6 +277,43 @@ static void put_key(moects__buf *b, const char *k)
     moects__buf_add(b, ": ");
 }
 
+static void put_elems(moects__buf *b, const moects_diag *d, const moects_diag_elem *e, int n)
+{
+    moects__buf_add(b, "[");
+    for (int i = 0; i < n; i++) {
+        char v[64];
+        moects__buf_add(b, i ? ", {\"at\": [" : "{\"at\": [");
+        for (int k = 0; k < d->ndims; k++) moects__buf_printf(b, "%s%" PRId64, k ? ", " : "", e[i].at[k]);
+        moects__buf_printf(b, "], \"index\": %" PRId64 ", \"got\": ", e[i].index);
+        moects_diag_value(d, e[i].got, v, sizeof v);
+        moects__buf_json_str(b, v);
+        moects__buf_add(b, ", \"want\": ");
+        moects_diag_value(d, e[i].want, v, sizeof v);
+        moects__buf_json_str(b, v);
+        moects__buf_add(b, ", \"ulp\": ");
+        put_u64(b, e[i].ulp);
+        moects__buf_add(b, "}");
+    }
+    moects__buf_add(b, "]");
+}
+
+/* "diag": {"axes": ["m", "n"], "pattern": "...", "first": [...], "worst": [...]} (moects_diag.h) */
+static void put_diag(moects__buf *b, const moects_diag *d)
+{
+    moects__buf_add(b, "{\"axes\": [");
+    for (int k = 0; k < d->ndims; k++) {
+        if (k) moects__buf_add(b, ", ");
+        moects__buf_json_str(b, d->axes[k]);
+    }
+    moects__buf_add(b, "], \"pattern\": ");
+    moects__buf_json_str(b, d->pattern);
+    moects__buf_add(b, ", \"first\": ");
+    put_elems(b, d, d->first, d->nfirst);
+    moects__buf_add(b, ", \"worst\": ");
+    put_elems(b, d, d->worst, d->nworst);
+    moects__buf_add(b, "}");
+}
+
 static void put_result(moects__buf *b, const moects_result *r)
 {
     const char *op = moects__op_name(r->op);
@@ -296,6 +338,9 @@ static void put_result(moects__buf *b, const moects_result *r)
         moects__buf_add(b, ", \"want\": ");
         moects__buf_json_str(b, r->want);
         moects__buf_add(b, "}");
+    }
+    if (r->diag.ndims) {
+        moects__buf_add(b, ", "); put_key(b, "diag"); put_diag(b, &r->diag);
     }
     moects__buf_add(b, ", "); put_key(b, "reason"); moects__buf_json_str(b, r->reason);
     if (r->known[0]) {
@@ -479,10 +524,73 @@ static int check_keys(rd *c, const json_t *obj, const char *const *known)
 
 static const char *const result_keys[] = {
     "kernel", "case", "model", "layout", "op", "mutant", "verdict", "recipe", "mismatches", "max_ulp",
-    "calc_diff", "first_mismatch", "reason", "known", "seed", "kernel_ms", "perf_value", "perf_fraction",
+    "calc_diff", "first_mismatch", "diag", "reason", "known", "seed", "kernel_ms", "perf_value", "perf_fraction",
     "timing", NULL};
 static const char *const top_keys[] = {
     "moects_version", "commit", "date", "machine", "filter", "shard", "seed", "results", NULL};
+
+/* Bits of a "0x3f80 (1)" value; its hex digits tell the dtype (4: BF16, 8: FP32). */
+static int read_bits(rd *c, const char *field, const json_t *v, uint32_t *bits, moects_dtype *dt)
+{
+    char s[64];
+    if (get_str(c, field, v, s, sizeof s, 1)) return -1;
+    char *end;
+    unsigned long u = strtoul(s, &end, 16);
+    size_t nd = (size_t)(end - s);
+    if (strncmp(s, "0x", 2) != 0 || (nd != 6 && nd != 10))
+        return fail(c, field, "expected \"0x\" and 4 or 8 hex digits, got \"%s\"", s);
+    *bits = (uint32_t)u;
+    *dt = nd == 6 ? MOECTS_BF16 : MOECTS_F32;
+    return 0;
+}
+
+static int read_elems(rd *c, const char *key, const json_t *a, moects_diag *d, moects_diag_elem *e, int max, int *n)
+{
+    if (!json_is_array(a)) return fail(c, key, "expected an array, got %s", type_name(a));
+    if (json_array_size(a) > (size_t)max) return fail(c, key, "more than %d elements", max);
+    static const char *const keys[] = {"at", "index", "got", "want", "ulp", NULL};
+    size_t wl = strlen(c->where);
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        const json_t *o = json_array_get(a, i);
+        snprintf(c->where + wl, sizeof c->where - wl, "%s[%zu].", key, i);
+        if (!json_is_object(o)) return fail(c, "", "expected an object, got %s", type_name(o));
+        if (check_keys(c, o, keys)) return -1;
+        const json_t *at = json_object_get(o, "at");
+        if (!json_is_array(at) || json_array_size(at) != (size_t)d->ndims)
+            return fail(c, "at", "expected an array of %d integers", d->ndims);
+        for (int k = 0; k < d->ndims; k++)
+            if (get_i64(c, "at", json_array_get(at, (size_t)k), &e[i].at[k])) return -1;
+        if (get_i64(c, "index", json_object_get(o, "index"), &e[i].index) ||
+            read_bits(c, "got", json_object_get(o, "got"), &e[i].got, &d->dtype) ||
+            read_bits(c, "want", json_object_get(o, "want"), &e[i].want, &d->dtype) ||
+            get_u64(c, "ulp", json_object_get(o, "ulp"), &e[i].ulp))
+            return -1;
+    }
+    c->where[wl] = '\0';
+    *n = (int)json_array_size(a);
+    return 0;
+}
+
+static int read_diag(rd *c, const json_t *dg, moects_diag *d)
+{
+    if (!json_is_object(dg)) return fail(c, "diag", "expected an object, got %s", type_name(dg));
+    static const char *const keys[] = {"axes", "pattern", "first", "worst", NULL};
+    size_t wl = strlen(c->where);
+    snprintf(c->where + wl, sizeof c->where - wl, "diag.");
+    if (check_keys(c, dg, keys)) return -1;
+    const json_t *axes = json_object_get(dg, "axes");
+    if (!json_is_array(axes) || json_array_size(axes) < 2 || json_array_size(axes) > 3)
+        return fail(c, "axes", "expected an array of 2 or 3 names");
+    d->ndims = (int)json_array_size(axes);
+    for (int k = 0; k < d->ndims; k++)
+        if (get_str(c, "axes", json_array_get(axes, (size_t)k), d->axes[k], sizeof d->axes[k], 1)) return -1;
+    if (get_str(c, "pattern", json_object_get(dg, "pattern"), d->pattern, sizeof d->pattern, 1) ||
+        read_elems(c, "first", json_object_get(dg, "first"), d, d->first, MOECTS_DIAG_FIRST, &d->nfirst) ||
+        read_elems(c, "worst", json_object_get(dg, "worst"), d, d->worst, MOECTS_DIAG_WORST, &d->nworst))
+        return -1;
+    c->where[wl] = '\0';
+    return 0;
+}
 
 static int read_result(rd *c, const json_t *o, moects_result *r)
 {
@@ -543,6 +651,8 @@ static int read_result(rd *c, const json_t *o, moects_result *r)
         r->ref_threads = (int)th;
         c->where[wl] = '\0';
     }
+    const json_t *dg = json_object_get(o, "diag");
+    if (dg && read_diag(c, dg, &r->diag)) return -1;
     const json_t *fm = json_object_get(o, "first_mismatch");
     if (!fm) return fail(c, "first_mismatch", "missing");
     if (!json_is_null(fm)) {

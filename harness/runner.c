@@ -356,6 +356,11 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
     double tc0 = now_s();
     moects_compare_result cr;
     moects_compare(in->out_dtype, got, ws->ref[recipe], in->out_elems, &cr);
+    if (cr.mismatches > 0) {
+        moects_out_geom geom;
+        moects_out_geom_of(in, &geom);
+        moects_diag_compute(&geom, in->out_dtype, got, ws->ref[recipe], &r->diag);
+    }
     free(got);
     r->mismatches = cr.mismatches;
     r->max_ulp = cr.max_ulp;

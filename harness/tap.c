@@ -172,6 +172,36 @@ static void repro(FILE *f, const moects_result *r, const moects_tap_opts *o)
     moects_shell_quote(f, r->case_id);
 }
 
+/* A YAML list of mismatching elements: at (the op's coordinates), index, got, want, ulp. */
+static void yaml_elems(FILE *f, const char *ind, const char *key, const moects_diag *d, const moects_diag_elem *e,
+                       int n)
+{
+    fprintf(f, "%s%s:\n", ind, key);
+    for (int i = 0; i < n; i++) {
+        char at[96], v[64];
+        moects_diag_at(d, &e[i], at, sizeof at);
+        fprintf(f, "%s  - at: ", ind);
+        yaml_str(f, at);
+        fprintf(f, "\n%s    index: %" PRId64 "\n%s    got: ", ind, e[i].index, ind);
+        moects_diag_value(d, e[i].got, v, sizeof v);
+        yaml_str(f, v);
+        fprintf(f, "\n%s    want: ", ind);
+        moects_diag_value(d, e[i].want, v, sizeof v);
+        yaml_str(f, v);
+        fprintf(f, "\n%s    ulp: %" PRIu64 "\n", ind, e[i].ulp);
+    }
+}
+
+/* Where the output differs (moects_diag.h): the pattern line, the first and the worst mismatches. */
+static void yaml_diag(FILE *f, const char *ind, const moects_diag *d)
+{
+    fprintf(f, "%spattern: ", ind);
+    yaml_str(f, d->pattern);
+    fputc('\n', f);
+    yaml_elems(f, ind, "first_mismatches", d, d->first, d->nfirst);
+    yaml_elems(f, ind, "worst_mismatches", d, d->worst, d->nworst);
+}
+
 static void yaml_block(FILE *f, const char *ind, const moects_result *r, const moects_tap_opts *o)
 {
     fprintf(f, "%s---\n", ind);
@@ -191,6 +221,7 @@ static void yaml_block(FILE *f, const char *ind, const moects_result *r, const m
     } else {
         fprintf(f, "%sfirst_mismatch: ~\n", ind);
     }
+    if (r->diag.ndims) yaml_diag(f, ind, &r->diag);
     fprintf(f, "%scalc_diff: %.6g\n", ind, r->calc_diff);
     fprintf(f, "%sseed: %" PRIu64 "\n", ind, r->seed);
     fprintf(f, "%sreason: ", ind);

@@ -295,3 +295,25 @@ Test(derive, ids_stable_and_unique)
     moects_case_list_free(&a);
     moects_case_list_free(&b);
 }
+
+Test(shape, one_line_in_the_ops_terms)
+{
+    /* hand-built cases; the expected lines follow the field values set here */
+    moects_case c;
+    memset(&c, 0, sizeof c);
+    c.op = MOECTS_OP_EP_GATHER;
+    c.T = 128, c.H = 3584, c.k = 8, c.E_global = 384, c.ep_size = 8, c.ep_rank = 7;
+    c.id_dtype = MOECTS_I64, c.out_dtype = MOECTS_BF16, c.routing = MOECTS_ROUTE_SKEWED;
+    char buf[256];
+    moects_case_shape(&c, buf, sizeof buf);
+    cr_assert_str_eq(buf, "out [T 128, H 3584] bf16; topk 8 of E 384; EP rank 7 of 8; ids int64; routing skewed; "
+                          "data exact");
+    memset(&c, 0, sizeof c);
+    c.op = MOECTS_OP_FP4_GEMM;
+    c.M = 16, c.N = 4096, c.K = 7168, c.format = MOECTS_FP4_NVFP4, c.scale_layout = MOECTS_SCALES_SWIZZLED_128X4;
+    c.out_dtype = MOECTS_F32, c.data = MOECTS_DATA_NAN;
+    strcpy(c.gemm, "gemm2");
+    moects_case_shape(&c, buf, sizeof buf);
+    cr_assert_str_eq(buf, "D [M 16, N 4096] f32 = A [M, K 7168] x B [N, K]^T; NVFP4, 128x4 swizzled scales; gemm2; "
+                          "data nan");
+}
