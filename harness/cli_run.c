@@ -54,6 +54,10 @@ typedef struct {
     int perf;
     int list_kernels;
     const char *known_file;
+    int max_failures, max_kernel_failures, dead_after; /* fail fast (moects_runner_opts) */
+    const char *junit; /* --junit FILE: JUnit XML there too (OUT/junit.xml always) */
+    const char *config; /* --config FILE: that model's derived cases instead of the registry */
+    int tps[16], eps[16], ntp, nep; /* --tp N / --ep N: the layouts of --config (none: all) */
 } cli;
 
 static int bad(const cli *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -140,7 +144,18 @@ static const char *resolve_root(const char *given)
 }
 
 enum { OPT_TIER = 256, OPT_CASES, OPT_KERNEL, OPT_LIB, OPT_SEED, OPT_TIMEOUT, OPT_TAPV, OPT_SHARD, OPT_OUT,
-       OPT_PERF, OPT_ROOT, OPT_KERNELS, OPT_FILTER, OPT_KNOWN };
+       OPT_PERF, OPT_ROOT, OPT_KERNELS, OPT_FILTER, OPT_KNOWN, OPT_MAXF, OPT_MAXKF, OPT_DEAD, OPT_JUNIT, OPT_CONFIG, OPT_TP, OPT_EP };
+
+/* A count 0..1000000000 for option opt: 0, or -1 (the caller names the option). */
+static int parse_count(const char *s, int *out)
+{
+    char *e;
+    errno = 0;
+    long v = strtol(s, &e, 10);
+    if (!*s || *e || errno || v < 0 || v > 1000000000) return -1;
+    *out = (int)v;
+    return 0;
+}
 
 static int parse_args(cli *o, int argc, char **argv, int is_run)
 {
@@ -154,6 +169,10 @@ static int parse_args(cli *o, int argc, char **argv, int is_run)
         {"root", required_argument, 0, OPT_ROOT},       {"kernels", no_argument, 0, OPT_KERNELS},
         {"filter", required_argument, 0, OPT_FILTER},   {"help", no_argument, 0, 'h'},
         {"known-findings", required_argument, 0, OPT_KNOWN},
+        {"max-failures", required_argument, 0, OPT_MAXF}, {"max-kernel-failures", required_argument, 0, OPT_MAXKF},
+        {"stop-dead-after", required_argument, 0, OPT_DEAD}, {"junit", required_argument, 0, OPT_JUNIT},
+        {"config", required_argument, 0, OPT_CONFIG},   {"tp", required_argument, 0, OPT_TP},
+        {"ep", required_argument, 0, OPT_EP},
         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -207,6 +226,26 @@ static int parse_args(cli *o, int argc, char **argv, int is_run)
         case OPT_KERNELS: o->list_kernels = 1; break;
         case OPT_FILTER: if (push_str(&o->globs, &o->nglobs, a)) return bad(o, "out of memory"); break;
         case OPT_KNOWN: o->known_file = a; break;
+        case OPT_JUNIT: o->junit = a; break;
+        case OPT_CONFIG: o->config = a; break;
+        case OPT_TP:
+        case OPT_EP: {
+            int v, *n = c == OPT_TP ? &o->ntp : &o->nep;
+            const char *name = c == OPT_TP ? "--tp" : "--ep";
+            if (parse_count(a, &v) || v < 1) return bad(o, "%s: not a count >= 1: \"%s\"", name, a);
+            if (*n == 16) return bad(o, "%s: at most 16 of them", name);
+            (c == OPT_TP ? o->tps : o->eps)[(*n)++] = v;
+            break;
+        }
+        case OPT_MAXF:
+        case OPT_MAXKF:
+        case OPT_DEAD:
+            if (parse_count(a, c == OPT_MAXF ? &o->max_failures : c == OPT_MAXKF ? &o->max_kernel_failures
+                                                                                 : &o->dead_after))
+                return bad(o, "%s: not a count 0..1000000000: \"%s\"",
+                           c == OPT_MAXF ? "--max-failures" : c == OPT_MAXKF ? "--max-kernel-failures"
+                                                                             : "--stop-dead-after", a);
+            break;
         case 'h': return -1;
         case ':': return bad(o, "%s needs a value", argv[optind - 1]);
         default: return bad(o, "unknown option %s", argv[optind - 1]);
@@ -214,12 +253,15 @@ static int parse_args(cli *o, int argc, char **argv, int is_run)
     }
     for (int i = optind; i < argc; i++)
         if (push_str(&o->globs, &o->nglobs, argv[i])) return bad(o, "out of memory");
-    if (!is_run && (o->ncase_files || o->perf || o->out || o->shard_n || o->known_file))
-        return bad(o, "--cases, --perf, --out, --shard and --known-findings belong to `moects run`");
+    if (!is_run && (o->ncase_files || o->perf || o->out || o->shard_n || o->known_file || o->max_failures ||
+                    o->max_kernel_failures || o->dead_after != 3 || o->junit))
+        return bad(o, "--cases, --perf, --out, --shard, --known-findings, --junit and the fail-fast options belong "
+                      "to `moects run`");
     /* options that would otherwise be ignored */
     if (!is_run && o->list_kernels && o->nglobs)
         return bad(o, "--kernels takes --kernel GLOB, not case globs (\"%s\")", o->globs[0]);
     if (!is_run && !o->list_kernels && o->nkernel_globs) return bad(o, "--kernel lists kernels only with --kernels");
+    if ((o->ntp || o->nep) && !o->config) return bad(o, "--tp/--ep choose the layouts of --config: give --config FILE");
     if (is_run && o->ncase_files && o->nglobs)
         return bad(o, "--cases and case globs (\"%s\"): give one or the other", o->globs[0]);
     return 0;
@@ -402,10 +444,43 @@ static int select_cases(cli *o, const moects_case_list *all, char *sel, char ***
     return 0;
 }
 
+/* --config FILE [--tp N]... [--ep N]...: the model's derived cases under the layouts asked for (all its
+ * layouts when none), every tier but large unless --tier says. A layout the derivation lacks for the
+ * model is an error naming the file, the option and why. */
+static int load_config_cases(cli *o, moects_case_list *all)
+{
+    char err[1024];
+    moects_model m;
+    if (moects_model_load(o->config, &m, err, sizeof err) != 0) return bad(o, "%s", err);
+    char want[32][16];
+    int nwant = 0;
+    for (int i = 0; i < o->ntp + o->nep; i++) {
+        int tp = i < o->ntp ? o->tps[i] : 0, ep = i < o->ntp ? 0 : o->eps[i - o->ntp];
+        char why[200];
+        if (!moects_layout_exists(&m, tp, ep, why, sizeof why))
+            return bad(o, "%s: --%s %d: %s", o->config, tp ? "tp" : "ep", tp ? tp : ep, why);
+        snprintf(want[nwant++], 16, "%s%d", tp ? "tp" : "ep", tp ? tp : ep);
+    }
+    moects_case_list mine = {0};
+    if (moects_derive_cases(&m, &mine) != 0) return bad(o, "%s: case derivation failed", o->config);
+    for (size_t c = 0; c < mine.n; c++) {
+        int keep = !nwant;
+        for (int w = 0; w < nwant && !keep; w++) keep = !strcmp(mine.v[c].layout, want[w]);
+        if (keep && moects_case_list_push(all, &mine.v[c]) != 0) {
+            moects_case_list_free(&mine);
+            return bad(o, "out of memory");
+        }
+    }
+    moects_case_list_free(&mine);
+    if (!o->tier_given) o->tiers = MOECTS_TIER_SMOKE | MOECTS_TIER_FULL, o->tier_given = 1;
+    return 0;
+}
+
 static int load_cases(cli *o, const char *root, moects_case_list *all)
 {
     char err[1024];
     memset(all, 0, sizeof *all);
+    if (o->config) return load_config_cases(o, all);
     if (moects_cases_builtin(root, all, err, sizeof err) != 0) return bad(o, "%s", err);
     return 0;
 }
@@ -421,7 +496,40 @@ static void read_line(const char *path, char *buf, size_t len)
     fclose(f);
 }
 
-/* The commit the tree is at: $MOECTS_COMMIT, else <root>/.git (HEAD, loose ref, packed-refs). */
+/* The first line of what `fmt` (a shell command with one %s, given arg shell-quoted) prints on stdout;
+ * "" when it fails or prints nothing. */
+static void command_line(const char *fmt, const char *arg, char *out, size_t len)
+{
+    char *q = NULL, cmd[8400];
+    size_t ql = 0;
+    FILE *m = open_memstream(&q, &ql);
+    out[0] = '\0';
+    if (!m) return;
+    moects_shell_quote(m, arg);
+    fclose(m);
+    snprintf(cmd, sizeof cmd, fmt, q ? q : "''");
+    free(q);
+    fflush(NULL);
+    FILE *p = popen(cmd, "r");
+    if (!p) return;
+    if (!fgets(out, (int)len, p)) out[0] = '\0';
+    out[strcspn(out, "\r\n")] = '\0';
+    if (pclose(p) != 0) out[0] = '\0';
+}
+
+/* The SHA-256 of a file in hex (sha256sum), "" when it cannot be read. */
+static void file_sha256(const char *path, char *out, size_t len)
+{
+    char line[4200];
+    command_line("sha256sum -- %s 2>/dev/null", path, line, sizeof line);
+    snprintf(out, len, "%.64s", strlen(line) >= 64 ? line : "");
+}
+
+static void git_commit_files(const char *root, char *out, size_t len);
+
+/* The commit the tree is at: $MOECTS_COMMIT, else what git says (rev-parse HEAD, "-dirty" appended when
+ * `git status` sees tracked files changed), else read from <root>/.git when git is not installed (the
+ * GPU host), without the dirty flag. */
 static void git_commit(const char *root, char *out, size_t len)
 {
     const char *e = getenv("MOECTS_COMMIT");
@@ -429,6 +537,19 @@ static void git_commit(const char *root, char *out, size_t len)
         snprintf(out, len, "%s", e);
         return;
     }
+    char sha[128], dirty[256];
+    command_line("git -C %s rev-parse HEAD 2>/dev/null", root, sha, sizeof sha);
+    if (strlen(sha) >= 40) {
+        command_line("git -C %s status --porcelain --untracked-files=no 2>/dev/null", root, dirty, sizeof dirty);
+        snprintf(out, len, "%.40s%s", sha, dirty[0] ? "-dirty" : "");
+        return;
+    }
+    git_commit_files(root, out, len);
+}
+
+/* The commit from <root>/.git's files (HEAD, loose ref, packed-refs), "unknown" when none. */
+static void git_commit_files(const char *root, char *out, size_t len)
+{
     snprintf(out, len, "unknown");
     char gitdir[3000], p[4096], line[512];
     snprintf(gitdir, sizeof gitdir, "%.2900s/.git", root);
@@ -482,7 +603,7 @@ static int usage_list(void)
 
 int moects_cmd_list(int argc, char **argv)
 {
-    cli o = {.cmd = "list", .tiers = ALL_TIERS, .tap_version = 13};
+    cli o = {.cmd = "list", .tiers = ALL_TIERS, .tap_version = 13, .dead_after = 3};
     int rc = parse_args(&o, argc, argv, 0);
     if (rc) {
         cli_free(&o);
@@ -541,9 +662,15 @@ static int usage_run(void)
     fputs("usage: moects run [GLOB...] [--tier smoke|full|large|all] [--cases FILE] [--kernel GLOB]\n"
           "                  [--kernel-lib LIB.so] [--seed N] [--timeout SEC] [--jobs N] [-v]\n"
           "                  [--tap-version 13|14] [--shard i/n] [--out DIR] [--perf] [--root DIR]\n"
-          "                  [--known-findings FILE]\n"
+          "                  [--known-findings FILE] [--max-failures N] [--max-kernel-failures N]\n"
+          "                  [--stop-dead-after N] [--junit FILE] [--config CONFIG.json [--tp N]... [--ep N]...]\n"
           "Runs every selected kernel on every selected case against the bit-exact reference; TAP on\n"
-          "stdout; results.json, run.tap, summary.md (and perf.md) in --out (default ROOT/reports/latest).\n"
+          "stdout; results.json, run.tap, summary.md, junit.xml (and perf.md) in --out (default\n"
+          "ROOT/reports/latest); --junit FILE writes the JUnit XML there too (one testcase per kernel and\n"
+          "case; SKIP and UNSUPPORTED as <skipped>).\n"
+          "--config CONFIG.json: instead of the registry, the cases derived from that model (a registry file\n"
+          "or a raw Hugging Face config.json) under the layouts of --tp N / --ep N (default: all it has),\n"
+          "smoke and full tiers unless --tier says; repro lines carry --config.\n"
           "GLOB: fnmatch on case ids (an exact id runs whatever its tier). --cases FILE: a must-pass list\n"
           "(ids or globs, # comments; a list without any id is an error), honest kernels only unless\n"
           "--kernel is given.\n"
@@ -551,6 +678,10 @@ static int usage_run(void)
           "inputs and reference after 10 x SEC; default 120, 0 for no limit.\n"
           "--jobs N: worker processes; default one per visible GPU when a CUDA kernel has work, else one\n"
           "per CPU core.\n"
+          "Fail fast (honest kernels; mutants fail on purpose): --max-failures N stops the run after N\n"
+          "failures (default 0: no limit), --max-kernel-failures N stops a kernel after N of its failures\n"
+          "(default 0: no limit), --stop-dead-after N stops a kernel whose first N cases all crashed or\n"
+          "timed out (default 3; 0: never). A case left unrun is SKIP \"not run: <the one reason>\".\n"
           "What the kernels print (the workers' stdout and stderr, e.g. a crashing mutant's assertion) goes\n"
           "to kernels.log in --out, not to the terminal; summary.md, and stderr when it is not empty, say\n"
           "how many lines.\n"
@@ -667,9 +798,42 @@ static int fails_run(const moects_run *run, const moects_kernel *k)
     return moects_kernel_status_fails(st);
 }
 
+/* stderr: one line per kernel that fail-fast stopped (its reason, how many of its cases were not run). */
+static void report_not_run(const moects_run *run, const moects_kernel *const *kernels, size_t nk)
+{
+    size_t pre = strlen(MOECTS_NOT_RUN);
+    for (size_t k = 0; k < nk; k++) {
+        size_t n = 0;
+        const char *why = NULL;
+        for (size_t i = 0; i < run->n; i++)
+            if (run->v[i].verdict == MOECTS_SKIP && !strcmp(run->v[i].kernel, kernels[k]->name) &&
+                !strncmp(run->v[i].reason, MOECTS_NOT_RUN, pre) && !n++)
+                why = run->v[i].reason + pre;
+        if (n) fprintf(stderr, "moects run: %s: %zu case%s not run: %s\n", kernels[k]->name, n, n == 1 ? "" : "s", why);
+    }
+}
+
+/* The run's last stderr line: its verdict, the counts, where summary.md is. */
+static void verdict_line(const moects_run *run, const moects_kernel *const *kernels, size_t nk, int rc,
+                         const char *outdir)
+{
+    size_t honest = 0, hfail = 0, mutants = 0, escaped = 0, res[3] = {0};
+    for (size_t k = 0; k < nk; k++) {
+        moects_kernel_status st = moects_kernel_status_of(run, kernels[k]->name, kernels[k]->bug != NULL, NULL);
+        if (kernels[k]->bug) mutants++, escaped += st == MOECTS_KS_ESCAPED;
+        else honest++, hfail += moects_kernel_status_fails(st);
+    }
+    for (size_t i = 0; i < run->n; i++)
+        res[moects_verdict_is_pass(run->v[i].verdict) ? 0 : moects_verdict_is_fail(run->v[i].verdict) ? 1 : 2]++;
+    fprintf(stderr, "moects run: %s: %zu of %zu honest kernel%s fail, %zu of %zu mutant%s escaped; %zu results: %zu "
+            "passed, %zu failed, %zu skipped or unsupported; summary: %s/summary.md\n",
+            rc == 0 ? "PASS" : "FAIL", hfail, honest, honest == 1 ? "" : "s", escaped, mutants, mutants == 1 ? "" : "s",
+            run->n, res[0], res[1], res[2], outdir);
+}
+
 int moects_cmd_run(int argc, char **argv)
 {
-    cli o = {.cmd = "run", .tiers = MOECTS_TIER_SMOKE, .seed = 1, .timeout = 120, .tap_version = 13};
+    cli o = {.cmd = "run", .tiers = MOECTS_TIER_SMOKE, .seed = 1, .timeout = 120, .tap_version = 13, .dead_after = 3};
     int rc = parse_args(&o, argc, argv, 1);
     if (rc) {
         cli_free(&o);
@@ -815,6 +979,15 @@ int moects_cmd_run(int argc, char **argv)
                                   abs ? abs : o.libs[i]);
             free(abs);
         }
+        if (o.config && l < sizeof run.filter) {
+            char *abs = realpath(o.config, NULL);
+            l += (size_t)snprintf(run.filter + l, sizeof run.filter - l, "%s--config %s", l ? " " : "",
+                                  abs ? abs : o.config);
+            free(abs);
+            for (int i = 0; i < o.ntp + o.nep && l < sizeof run.filter; i++)
+                l += (size_t)snprintf(run.filter + l, sizeof run.filter - l, " --%s %d", i < o.ntp ? "tp" : "ep",
+                                      i < o.ntp ? o.tps[i] : o.eps[i - o.ntp]);
+        }
         if (o.tier_given && l < sizeof run.filter) {
             char t[32];
             tier_names(o.tiers, t, sizeof t);
@@ -823,6 +996,12 @@ int moects_cmd_run(int argc, char **argv)
     }
     if (o.shard_n) snprintf(run.shard, sizeof run.shard, "%d/%d", o.shard_i, o.shard_n);
     run.seed = o.seed;
+    for (size_t i = 0; i < o.nlibs && run.nlibs < MOECTS_RUN_LIBS; i++, run.nlibs++) { /* the plugins' identity */
+        char *abs = realpath(o.libs[i], NULL);
+        snprintf(run.libs[i].path, sizeof run.libs[i].path, "%s", abs ? abs : o.libs[i]);
+        free(abs);
+        file_sha256(run.libs[i].path, run.libs[i].sha256, sizeof run.libs[i].sha256);
+    }
 
     /* what the kernels print goes to OUT/kernels.log, not to our stderr */
     char klog[4200], err[4400];
@@ -836,7 +1015,9 @@ int moects_cmd_run(int argc, char **argv)
     moects_runner_opts ro = {.cases = cases, .ncases = ncases, .kernels = kernels, .nkernels = nk, .seed = o.seed,
                              .timeout_s = o.timeout, .jobs = jobs, .perf = o.perf,
                              .progress = isatty(2) ? 1 : 2, .devices = devs, .ndevices = ndevs,
-                             .big_case_flops = big_case_flops, .kernel_log = klog_tmp};
+                             .big_case_flops = big_case_flops, .kernel_log = klog_tmp,
+                             .max_failures = o.max_failures, .max_kernel_failures = o.max_kernel_failures,
+                             .dead_after = o.dead_after};
     if (moects_runner_run(&ro, &run, err, sizeof err) != 0) {
         fprintf(stderr, "moects run: %s\n", err);
         rc = 2;
@@ -860,6 +1041,12 @@ int moects_cmd_run(int argc, char **argv)
             fputs(" --root ", ef);
             moects_shell_quote(ef, o.root);
         }
+        if (o.config) { /* its cases are not in the registry: the repro derives them again */
+            char *abs = realpath(o.config, NULL);
+            fputs(" --config ", ef);
+            moects_shell_quote(ef, abs ? abs : o.config);
+            free(abs);
+        }
         fclose(ef);
     }
     char empty[128];
@@ -873,7 +1060,8 @@ int moects_cmd_run(int argc, char **argv)
         rc = bad(&o, "out of memory");
         goto done;
     }
-    moects_tap_opts to = {.version = o.tap_version, .verbose = o.verbose, .repro_extra = extra, .missing = missing,
+    moects_tap_opts to = {.version = o.tap_version, .verbose = o.verbose, .program = moects_self_program(),
+                          .repro_extra = extra, .missing = missing,
                           .nmissing = nmissing, .missing_file = mfile, .unjudged = unj, .unjudged_why = unj_why,
                           .nunjudged = nunj, .empty_reason = empty};
     size_t tlen = 0, slen = 0, plen = 0;
@@ -890,7 +1078,9 @@ int moects_cmd_run(int argc, char **argv)
         if (sum) sum = insert_after_line(sum, &slen, "- seed ", note);
     }
     char *perf = o.perf ? moects_perf_render(&run, &plen) : NULL;
-    if (!tap || !sum || (o.perf && !perf)) {
+    size_t jlen = 0;
+    char *junit = moects_junit_render(&run, kernels, nk, &to, &jlen);
+    if (!tap || !sum || (o.perf && !perf) || !junit) {
         rc = bad(&o, "out of memory rendering the reports");
     } else {
         fwrite(tap, 1, tlen, stdout);
@@ -903,6 +1093,8 @@ int moects_cmd_run(int argc, char **argv)
             stage_out(&set, outdir, "run.tap", tap, tlen, err, sizeof err) ||
             stage_out(&set, outdir, "summary.md", sum, slen, err, sizeof err) ||
             (perf && stage_out(&set, outdir, "perf.md", perf, plen, err, sizeof err)) ||
+            stage_out(&set, outdir, "junit.xml", junit, jlen, err, sizeof err) ||
+            (o.junit && moects_report_stage(&set, o.junit, junit, jlen, err, sizeof err)) ||
             (access(klog_tmp, F_OK) == 0 && moects_report_adopt(&set, klog, err, sizeof err)) ||
             moects_report_commit(&set, err, sizeof err)) {
             moects_report_abort(&set);
@@ -929,11 +1121,14 @@ int moects_cmd_run(int argc, char **argv)
             if (klines > 0)
                 fprintf(stderr, "moects run: %s: %ld line%s in %s\n", KERNEL_LOG_WHAT, klines,
                         klines == 1 ? "" : "s", klog);
+            report_not_run(&run, kernels, nk);
+            verdict_line(&run, kernels, nk, rc, outdir);
         }
     }
     free(tap);
     free(sum);
     free(perf);
+    free(junit);
     free(extra);
     free(unj);
     free(unj_why);

@@ -21,7 +21,8 @@
  *     - the shapes no registered case covers, by op and the dims that matter: ep_gather
  *       (H, topk, E), fp4_gemm.<format> (N, K); a dim value no registered case of the op has is
  *       named "new";
- *     - the shapes a built-in honest kernel refuses (supports() false), with its reason.
+ *     - the shapes an honest kernel refuses (supports() false), with its reason: the built-in kernels
+ *       and those of each --kernel-lib LIB.so, kept when a --kernel GLOB matches (all when none).
  *   The registry is the built-in one (cases/models and cases/regressions under --root) or --registry
  *   DIR (a source tree holding cases/models, or a directory of model files), without the model
  *   itself (same registry name, or same hf_id). Markdown on stdout (and DIR/prelaunch.md with
@@ -36,6 +37,7 @@
  * before the report is made, and nothing is printed or written after an error. */
 #include <ctype.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +48,7 @@
 
 #include "moects_commands.h"
 #include "moects_registry.h"
+#include "moects_runner.h"
 #include "reports_internal.h"
 
 /* ---- registry ---- */
@@ -828,7 +831,8 @@ static void finding_note(finding *x, const moects_case *c)
     }
 }
 
-static int cmd_prelaunch(const char *config, const int *tps, int ntp, const int *eps, int nep, const char *registry_dir,
+static int cmd_prelaunch(const char *config, const moects_kernel *const *bk, size_t nb, const int *tps, int ntp,
+                         const int *eps, int nep, const char *registry_dir,
                          const char *root, const char *out_dir)
 {
     char err[1024];
@@ -897,8 +901,6 @@ static int cmd_prelaunch(const char *config, const int *tps, int ntp, const int 
             if (set_add(&dims, d[j])) goto oom;
     }
 
-    size_t nb;
-    const moects_kernel *const *bk = moects_builtin_kernels(&nb);
     int layout_cases[40] = {0};
     size_t nmine = 0;
     for (size_t i = 0; i < mine.n; i++) {
@@ -1057,7 +1059,8 @@ out:
 static int usage(void)
 {
     fprintf(stderr, "usage: moects coverage [RUN_RESULTS] [--out DIR] [--root DIR] [--registry DIR]\n"
-                    "       moects coverage --config CONFIG.json [--tp N]... [--ep N]... [--registry DIR] [--out DIR]\n");
+                    "       moects coverage --config CONFIG.json [--tp N]... [--ep N]... [--registry DIR] [--out DIR]\n"
+                    "                       [--kernel-lib LIB.so]... [--kernel GLOB]...\n");
     return 2;
 }
 
@@ -1074,10 +1077,39 @@ static int parse_size(const char *opt, const char *s, int *out)
     return 0;
 }
 
+/* The kernels a pre-launch check asks: the built-in ones and those of each --kernel-lib, kept when a
+ * --kernel glob matches (all when none). 0, or 2 with one line (a library that does not load). */
+static int prelaunch_kernels(char **libs, int nlibs, char **globs, int nglobs, const moects_kernel ***out, size_t *n)
+{
+    size_t nb;
+    const moects_kernel *const *bk = moects_builtin_kernels(&nb);
+    const moects_kernel **v = malloc((nb + 1) * sizeof *v);
+    if (!v) return 2;
+    memcpy(v, bk, nb * sizeof *v);
+    *n = nb;
+    char err[1024];
+    for (int i = 0; i < nlibs; i++)
+        if (moects_plugin_load(libs[i], &v, n, err, sizeof err) != 0) {
+            fprintf(stderr, "moects coverage: --kernel-lib %s\n", err);
+            free(v);
+            return 2;
+        }
+    size_t m = 0;
+    for (size_t i = 0; i < *n; i++) {
+        int keep = !nglobs;
+        for (int g = 0; g < nglobs && !keep; g++) keep = fnmatch(globs[g], v[i]->name, 0) == 0;
+        if (keep) v[m++] = v[i];
+    }
+    *n = m;
+    *out = v;
+    return 0;
+}
+
 int moects_cmd_coverage(int argc, char **argv)
 {
     const char *run_path = NULL, *out_dir = NULL, *root = NULL, *registry_dir = NULL, *config = NULL;
-    int tps[20], eps[20], ntp = 0, nep = 0;
+    int tps[20], eps[20], ntp = 0, nep = 0, nlibs = 0, nglobs = 0;
+    char *libs[16], *globs[16];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
@@ -1085,6 +1117,14 @@ int moects_cmd_coverage(int argc, char **argv)
         else if (!strcmp(a, "--root") && more) root = argv[++i];
         else if (!strcmp(a, "--registry") && more) registry_dir = argv[++i];
         else if (!strcmp(a, "--config") && more) config = argv[++i];
+        else if ((!strcmp(a, "--kernel-lib") || !strcmp(a, "--kernel")) && more) {
+            int lib = !strcmp(a, "--kernel-lib"), *n = lib ? &nlibs : &nglobs;
+            if (*n == 16) {
+                fprintf(stderr, "moects coverage: %s: more than 16\n", a);
+                return 2;
+            }
+            (lib ? libs : globs)[(*n)++] = argv[++i];
+        }
         else if ((!strcmp(a, "--tp") || !strcmp(a, "--ep")) && more) {
             int tp = a[2] == 't', *n = tp ? &ntp : &nep;
             if (*n == 20) {
@@ -1097,7 +1137,8 @@ int moects_cmd_coverage(int argc, char **argv)
             usage();
             return 0;
         } else if (a[0] == '-' || run_path) {
-            static const char *const valued[] = {"--out", "--root", "--registry", "--config", "--tp", "--ep", NULL};
+            static const char *const valued[] = {"--out", "--root", "--registry", "--config", "--tp", "--ep",
+                                                 "--kernel-lib", "--kernel", NULL};
             moects_bad_arg("coverage", a, valued);
             return usage();
         } else {
@@ -1110,7 +1151,16 @@ int moects_cmd_coverage(int argc, char **argv)
             fprintf(stderr, "moects coverage: --config checks a model, not a run: drop \"%s\"\n", run_path);
             return usage();
         }
-        return cmd_prelaunch(config, tps, ntp, eps, nep, registry_dir, root, out_dir);
+        const moects_kernel **ks = NULL;
+        size_t nks = 0;
+        if (prelaunch_kernels(libs, nlibs, globs, nglobs, &ks, &nks)) return 2;
+        int rc = cmd_prelaunch(config, ks, nks, tps, ntp, eps, nep, registry_dir, root, out_dir);
+        free(ks);
+        return rc;
+    }
+    if (nlibs || nglobs) {
+        fprintf(stderr, "moects coverage: --kernel-lib/--kernel choose the kernels of --config\n");
+        return usage();
     }
     if (ntp || nep) {
         fprintf(stderr, "moects coverage: --tp/--ep need --config\n");

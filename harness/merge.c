@@ -350,7 +350,7 @@ int moects_cmd_merge(int argc, char **argv)
         fprintf(stderr, "%s\n", err);
         goto out;
     }
-    moects_tap_opts o = {.version = 13};
+    moects_tap_opts o = {.version = 13, .program = moects_self_program()};
     size_t len;
     char *text = moects_tap_render(&merged, kdesc, nk, &o, &len);
     snprintf(path, sizeof path, "%s/run.tap", out_dir);

@@ -38,7 +38,8 @@ int moects__buf_stage(const moects__buf *b, moects_report_set *set, const char *
 const char *moects__op_name(moects_op op);
 int moects__op_parse(const char *s, moects_op *out);
 
-/* The command line that reproduces one (kernel, case) alone (DESIGN.md "Verdicts"). */
+/* The command line that reproduces one (kernel, case) alone (DESIGN.md "Verdicts"): moects_self_program()
+ * run --kernel K --seed S --out moects_repro_dir(CASE) CASE (its own folder, never reports/latest). */
 void moects__repro(moects__buf *b, const moects_result *r);
 
 /* Markdown counts of a run: one row per verdict, one column per honest/mutant split. */

@@ -5,12 +5,15 @@
  *
  *   {                                    every field below is required unless marked optional
  *     "moects_version": "0.1",
- *     "commit":  "858abae...",            git commit of the run, "unknown" outside a checkout
+ *     "commit":  "858abae...",            git commit of the run ("-dirty" appended when tracked files
+ *                                           differ from it), "unknown" outside a checkout
  *     "date":    "2026-11-30T16:34:04Z",  ISO 8601 UTC
  *     "machine": "host / NVIDIA H200",
  *     "filter":  "ep_gather/kimi-k3/tp8/t1", the run's case filter (a glob), "" for all
  *     "shard":   "0/4",                   "i/n" of a shard run, "" for a whole run
  *     "seed":    1,                       u64
+ *     "kernel_libs": [{"path": "/abs/lib.so", "sha256": "64 hex digits"}],   optional: the --kernel-lib
+ *                                         libraries the run loaded ("" sha256: the file was unreadable)
  *     "results": [                        case-major: all kernels of case 1, then case 2...
  *       {"kernel": "cpu.ep_gather",       not empty
  *        "case": "ep_gather/kimi-k3/tp8/t128",   not empty, unique with kernel
@@ -61,6 +64,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "reports_internal.h"
 
@@ -381,6 +385,15 @@ static int render_results(moects__buf *b, const char *path, const moects_run *ru
     moects__buf_add(b, ",\n"); put_key(b, "filter"); moects__buf_json_str(b, run->filter);
     moects__buf_add(b, ",\n"); put_key(b, "shard"); moects__buf_json_str(b, run->shard);
     moects__buf_add(b, ",\n"); put_key(b, "seed"); put_u64(b, run->seed);
+    if (run->nlibs) {
+        moects__buf_add(b, ",\n"); put_key(b, "kernel_libs"); moects__buf_add(b, "[");
+        for (size_t i = 0; i < run->nlibs && i < MOECTS_RUN_LIBS; i++) {
+            moects__buf_add(b, i ? ", {" : "{"); put_key(b, "path"); moects__buf_json_str(b, run->libs[i].path);
+            moects__buf_add(b, ", "); put_key(b, "sha256"); moects__buf_json_str(b, run->libs[i].sha256);
+            moects__buf_add(b, "}");
+        }
+        moects__buf_add(b, "]");
+    }
     moects__buf_add(b, ",\n"); put_key(b, "results"); moects__buf_add(b, "[");
     for (size_t i = 0; i < run->n; i++) {
         moects__buf_add(b, i ? ",\n  " : "\n  ");
@@ -527,7 +540,7 @@ static const char *const result_keys[] = {
     "calc_diff", "first_mismatch", "diag", "reason", "known", "seed", "kernel_ms", "perf_value", "perf_fraction",
     "timing", NULL};
 static const char *const top_keys[] = {
-    "moects_version", "commit", "date", "machine", "filter", "shard", "seed", "results", NULL};
+    "moects_version", "commit", "date", "machine", "filter", "shard", "seed", "kernel_libs", "results", NULL};
 
 /* Bits of a "0x3f80 (1)" value; its hex digits tell the dtype (4: BF16, 8: FP32). */
 static int read_bits(rd *c, const char *field, const json_t *v, uint32_t *bits, moects_dtype *dt)
@@ -589,6 +602,27 @@ static int read_diag(rd *c, const json_t *dg, moects_diag *d)
         read_elems(c, "worst", json_object_get(dg, "worst"), d, d->worst, MOECTS_DIAG_WORST, &d->nworst))
         return -1;
     c->where[wl] = '\0';
+    return 0;
+}
+
+/* "kernel_libs" (optional): [{"path": "...", "sha256": "..."}, ...], at most MOECTS_RUN_LIBS. */
+static int read_libs(rd *c, const json_t *a, moects_run *run)
+{
+    if (!a) return 0;
+    if (!json_is_array(a)) return fail(c, "kernel_libs", "expected an array, got %s", type_name(a));
+    if (json_array_size(a) > MOECTS_RUN_LIBS) return fail(c, "kernel_libs", "more than %d libraries", MOECTS_RUN_LIBS);
+    static const char *const keys[] = {"path", "sha256", NULL};
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        const json_t *o = json_array_get(a, i);
+        snprintf(c->where, sizeof c->where, "kernel_libs[%zu].", i);
+        if (!json_is_object(o)) return fail(c, "", "expected an object, got %s", type_name(o));
+        if (check_keys(c, o, keys) ||
+            get_str(c, "path", json_object_get(o, "path"), run->libs[i].path, sizeof run->libs[i].path, 1) ||
+            get_str(c, "sha256", json_object_get(o, "sha256"), run->libs[i].sha256, sizeof run->libs[i].sha256, 1))
+            return -1;
+    }
+    c->where[0] = '\0';
+    run->nlibs = json_array_size(a);
     return 0;
 }
 
@@ -712,7 +746,8 @@ int moects_results_read(const char *path, moects_run *run, char *err, size_t err
         get_str(&c, "machine", json_object_get(root, "machine"), run->machine, sizeof run->machine, 1) ||
         get_str(&c, "filter", json_object_get(root, "filter"), run->filter, sizeof run->filter, 1) ||
         get_str(&c, "shard", json_object_get(root, "shard"), run->shard, sizeof run->shard, 1) ||
-        get_u64(&c, "seed", json_object_get(root, "seed"), &run->seed))
+        get_u64(&c, "seed", json_object_get(root, "seed"), &run->seed) ||
+        read_libs(&c, json_object_get(root, "kernel_libs"), run))
         goto out;
     const json_t *arr = json_object_get(root, "results");
     if (!arr) {
@@ -778,11 +813,54 @@ void moects__shell_quote(moects__buf *b, const char *s)
 
 /* One case alone under one kernel, same seed: `moects run --kernel K --seed S CASE` (the form
  * harness/tap.c prints). */
+const char *moects_self_program(void)
+{
+    static char prog[4200];
+    if (prog[0]) return prog;
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    snprintf(prog, sizeof prog, "moects");
+    if (n <= 0) return prog;
+    self[n] = '\0';
+    const char *path = getenv("PATH");
+    for (const char *p = path ? path : ""; *p;) { /* the first moects on PATH: is it this binary? */
+        size_t l = strcspn(p, ":");
+        char cand[4200];
+        snprintf(cand, sizeof cand, "%.*s/moects", (int)(l < 4096 ? l : 4096), p);
+        char *real = l ? realpath(cand, NULL) : NULL;
+        if (real) {
+            int same = strcmp(real, self) == 0;
+            free(real);
+            if (same) return prog;
+            break;
+        }
+        p += l + (p[l] == ':');
+    }
+    moects__buf b = {0};
+    moects__shell_quote(&b, self);
+    if (b.s) snprintf(prog, sizeof prog, "%s", b.s);
+    moects__buf_free(&b);
+    return prog;
+}
+
+void moects_repro_dir(const char *case_id, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "reports/repro/");
+    for (const char *c = case_id; *c && n >= 0 && (size_t)n + 1 < len; c++, n++)
+        buf[n] = isalnum((unsigned char)*c) || strchr("._-", *c) ? *c : '_';
+    if (n >= 0 && (size_t)n < len) buf[n] = '\0';
+}
+
 void moects__repro(moects__buf *b, const moects_result *r)
 {
-    moects__buf_add(b, "moects run --kernel ");
+    char dir[256];
+    moects_repro_dir(r->case_id, dir, sizeof dir);
+    moects__buf_add(b, moects_self_program());
+    moects__buf_add(b, " run --kernel ");
     moects__shell_quote(b, r->kernel);
-    moects__buf_printf(b, " --seed %" PRIu64 " ", r->seed);
+    moects__buf_printf(b, " --seed %" PRIu64 " --out ", r->seed);
+    moects__shell_quote(b, dir);
+    moects__buf_add(b, " ");
     moects__shell_quote(b, r->case_id);
 }
 

@@ -162,11 +162,16 @@ static void line_text(FILE *f, const char *s, int escape_hash)
     }
 }
 
+/* PROGRAM run --kernel K --seed S --out reports/repro/ID [extra] CASE: the case alone, into a folder
+ * of its own (moects_repro_dir), never over reports/latest. */
 static void repro(FILE *f, const moects_result *r, const moects_tap_opts *o)
 {
-    fputs("moects run --kernel ", f);
+    char dir[256];
+    moects_repro_dir(r->case_id, dir, sizeof dir);
+    fputs(o->program ? o->program : "moects", f);
+    fputs(" run --kernel ", f);
     moects_shell_quote(f, r->kernel);
-    fprintf(f, " --seed %" PRIu64, r->seed);
+    fprintf(f, " --seed %" PRIu64 " --out %s", r->seed, dir);
     if (o->repro_extra) fputs(o->repro_extra, f);
     fputc(' ', f);
     moects_shell_quote(f, r->case_id);
@@ -202,7 +207,7 @@ static void yaml_diag(FILE *f, const char *ind, const moects_diag *d)
     yaml_elems(f, ind, "worst_mismatches", d, d->worst, d->nworst);
 }
 
-static void yaml_block(FILE *f, const char *ind, const moects_result *r, const moects_tap_opts *o)
+void moects_tap_yaml(FILE *f, const char *ind, const moects_result *r, const moects_tap_opts *o)
 {
     fprintf(f, "%s---\n", ind);
     fprintf(f, "%sverdict: %s\n", ind, moects_verdict_name(r->verdict));
@@ -275,7 +280,7 @@ static void case_point(FILE *f, size_t num, const moects_result *r, const moects
     fputc('\n', f);
     if (!ok || (o->verbose && r->verdict != MOECTS_SKIP && r->verdict != MOECTS_UNSUPPORTED) ||
         (o->verbose && r->reason[0]))
-        yaml_block(f, "      ", r, o);
+        moects_tap_yaml(f, "      ", r, o);
 }
 
 char *moects_tap_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
