@@ -427,6 +427,188 @@ static void count_states(table *t, int k, size_t cnt[MOECTS__CELL_COUNT])
         for (int l = 0; l < t->nl; l++) cnt[state_of(t, k, m, l)]++;
 }
 
+/* The anchor of a failing or refused cell: "cell-" and kernel, model, layout with every character but
+ * [A-Za-z0-9] as '-'. */
+static void cell_anchor(moects__buf *b, table *t, int k, int m, int l)
+{
+    const char *parts[3] = {t->k[k].name, t->models[m], t->layouts[l]};
+    moects__buf_add(b, "cell");
+    for (int i = 0; i < 3; i++) {
+        moects__buf_add(b, "-");
+        for (const char *c = parts[i]; *c; c++) moects__buf_addn(b, isalnum((unsigned char)*c) ? c : "-", 1);
+    }
+}
+
+/* A table cell: its glyph, linked to its details when it fails or refuses (run mode). */
+static void md_cell(moects__buf *b, table *t, int k, int m, int l)
+{
+    moects__cell_state s = state_of(t, k, m, l);
+    if (t->run && (s == MOECTS__CELL_FAIL || s == MOECTS__CELL_UNSUPPORTED)) {
+        moects__buf_printf(b, " [%s](#", cell_md[s]);
+        cell_anchor(b, t, k, m, l);
+        moects__buf_add(b, ") |");
+    } else {
+        moects__buf_printf(b, " %s |", cell_md[s]);
+    }
+}
+
+/* The state of the results of kernel k on model m, layout l whose case id starts with prefix (an FP4
+ * format) and holds gemm ("/gemm1/"): "-" when there is none. */
+static const char *sub_state(table *t, int k, int m, int l, const char *prefix, const char *gemm)
+{
+    size_t n[MOECTS_VERDICT_COUNT] = {0}, any = 0;
+    for (size_t i = 0; i < t->run->n; i++) {
+        const moects_result *r = &t->run->v[i];
+        if (strcmp(r->kernel, t->k[k].name) || strcmp(r->model, t->models[m]) || strcmp(r->layout, t->layouts[l]) ||
+            strncmp(r->case_id, prefix, strlen(prefix)) || !strstr(r->case_id, gemm))
+            continue;
+        n[r->verdict]++;
+        any++;
+    }
+    if (!any) return "-";
+    if (n[MOECTS_FAIL_MISMATCH] + n[MOECTS_FAIL_CRASH] + n[MOECTS_FAIL_TIMEOUT]) return cell_md[MOECTS__CELL_FAIL];
+    if (n[MOECTS_UNSUPPORTED]) return cell_md[MOECTS__CELL_UNSUPPORTED];
+    if (n[MOECTS_PASS_EXACT] + n[MOECTS_PASS_TOLERANCE]) return cell_md[MOECTS__CELL_PASS];
+    return cell_md[MOECTS__CELL_NOT_RUN];
+}
+
+/* fp4_gemm kernel k: MXFP4 / NVFP4 and gemm1 / gemm2 apart, one row per (model, layout) with results. */
+static void md_fp4_split(moects__buf *b, table *t, int k)
+{
+    static const char *const fmt[2] = {"fp4_gemm.mxfp4/", "fp4_gemm.nvfp4/"}, *const gemm[2] = {"/gemm1/", "/gemm2/"};
+    int header = 0;
+    for (int m = 0; m < t->nm; m++)
+        for (int l = 0; l < t->nl; l++) {
+            const char *st[4];
+            int any = 0;
+            for (int i = 0; i < 4; i++) any |= strcmp(st[i] = sub_state(t, k, m, l, fmt[i / 2], gemm[i % 2]), "-") != 0;
+            if (!any) continue;
+            if (!header++)
+                moects__buf_add(b, "\nBy format and GEMM:\n\n| model | layout | MXFP4 gemm1 | MXFP4 gemm2 | NVFP4 gemm1 "
+                                   "| NVFP4 gemm2 |\n|---|---|:-:|:-:|:-:|:-:|\n");
+            moects__buf_add(b, "| ");
+            moects__buf_md(b, t->models[m]);
+            moects__buf_add(b, " | ");
+            moects__buf_md(b, t->layouts[l]);
+            moects__buf_add(b, " |");
+            for (int i = 0; i < 4; i++) moects__buf_printf(b, " %s |", st[i]);
+            moects__buf_add(b, "\n");
+        }
+}
+
+/* Kernel k: each layout column whose registered cells all have no verdict because their cases were
+ * skipped, with the first skip reason ("no CUDA device"). */
+static void md_skip_columns(moects__buf *b, table *t, int k)
+{
+    for (int l = 0; l < t->nl; l++) {
+        int registered = 0, other = 0;
+        const char *why = NULL;
+        for (int m = 0; m < t->nm; m++) {
+            moects__cell_state s = state_of(t, k, m, l);
+            if (s == MOECTS__CELL_NOT_REGISTERED) continue;
+            registered++;
+            if (s != MOECTS__CELL_NOT_RUN || !at(t, k, m, l)->n[MOECTS_SKIP]) other = 1;
+        }
+        if (!registered || other) continue;
+        for (size_t i = 0; i < t->run->n && !why; i++) {
+            const moects_result *r = &t->run->v[i];
+            if (r->verdict == MOECTS_SKIP && !strcmp(r->kernel, t->k[k].name) && !strcmp(r->layout, t->layouts[l]))
+                why = r->reason;
+        }
+        moects__buf_add(b, "\nColumn ");
+        moects__buf_md(b, t->layouts[l]);
+        moects__buf_add(b, " is all SKIP: ");
+        moects__buf_md(b, why && why[0] ? why : "skipped");
+        moects__buf_add(b, "\n");
+    }
+}
+
+/* Every failing or refused cell: its cases (up to 10), each with its verdict, pattern or reason, where
+ * it first differs, and its repro line. */
+static void md_bad_cells(moects__buf *b, table *t)
+{
+    int header = 0;
+    for (int k = 0; k < t->nk; k++)
+        for (int m = 0; m < t->nm; m++)
+            for (int l = 0; l < t->nl; l++) {
+                moects__cell_state s = state_of(t, k, m, l);
+                if (s != MOECTS__CELL_FAIL && s != MOECTS__CELL_UNSUPPORTED) continue;
+                if (!header++) moects__buf_add(b, "\n## Failing and refused cells\n");
+                moects__buf_add(b, "\n<a id=\"");
+                cell_anchor(b, t, k, m, l);
+                moects__buf_add(b, "\"></a>\n### `");
+                moects__buf_md_code(b, t->k[k].name);
+                moects__buf_add(b, "` on ");
+                moects__buf_md(b, t->models[m]);
+                moects__buf_add(b, " ");
+                moects__buf_md(b, t->layouts[l]);
+                moects__buf_printf(b, ": %s\n\n", moects__cell_name(s));
+                size_t shown = 0, more = 0;
+                for (size_t i = 0; i < t->run->n; i++) {
+                    const moects_result *r = &t->run->v[i];
+                    if (strcmp(r->kernel, t->k[k].name) || strcmp(r->model, t->models[m]) ||
+                        strcmp(r->layout, t->layouts[l]) ||
+                        !(moects_verdict_is_fail(r->verdict) || r->verdict == MOECTS_UNSUPPORTED))
+                        continue;
+                    if (shown == 10) {
+                        more++;
+                        continue;
+                    }
+                    shown++;
+                    moects__buf_add(b, "- `");
+                    moects__buf_md_code(b, r->case_id);
+                    moects__buf_printf(b, "` %s: ", moects_verdict_name(r->verdict));
+                    moects__buf_md(b, r->diag.ndims ? r->diag.pattern : r->reason[0] ? r->reason : "-");
+                    if (r->diag.nfirst) {
+                        char at[96], got[64], want[64];
+                        moects_diag_at(&r->diag, &r->diag.first[0], at, sizeof at);
+                        moects_diag_value(&r->diag, r->diag.first[0].got, got, sizeof got);
+                        moects_diag_value(&r->diag, r->diag.first[0].want, want, sizeof want);
+                        moects__buf_printf(b, "; %" PRId64 " mismatches, first at ", r->mismatches);
+                        moects__buf_md(b, at);
+                        moects__buf_add(b, ": got ");
+                        moects__buf_md(b, got);
+                        moects__buf_add(b, ", want ");
+                        moects__buf_md(b, want);
+                    }
+                    moects__buf cmd = {0};
+                    moects__repro_filter(&cmd, r, t->run->filter);
+                    moects__buf_add(b, "\n  `");
+                    moects__buf_md_code(b, cmd.s ? cmd.s : "");
+                    moects__buf_add(b, "`\n");
+                    moects__buf_free(&cmd);
+                }
+                if (more) moects__buf_printf(b, "- ... and %zu more\n", more);
+            }
+}
+
+/* One section per model: kernels (rows) x layouts (columns). */
+static void md_per_model(moects__buf *b, table *t)
+{
+    if (!t->nk) return;
+    moects__buf_add(b, "\n## Per model\n");
+    for (int m = 0; m < t->nm; m++) {
+        moects__buf_add(b, "\n### ");
+        moects__buf_md(b, t->models[m]);
+        moects__buf_add(b, "\n\n| kernel |");
+        for (int l = 0; l < t->nl; l++) {
+            moects__buf_add(b, " ");
+            moects__buf_md(b, t->layouts[l]);
+            moects__buf_add(b, " |");
+        }
+        moects__buf_add(b, "\n|---|");
+        for (int l = 0; l < t->nl; l++) moects__buf_add(b, ":-:|");
+        moects__buf_add(b, "\n");
+        for (int k = 0; k < t->nk; k++) {
+            moects__buf_add(b, "| `");
+            moects__buf_md_code(b, t->k[k].name);
+            moects__buf_add(b, "` |");
+            for (int l = 0; l < t->nl; l++) md_cell(b, t, k, m, l);
+            moects__buf_add(b, "\n");
+        }
+    }
+}
+
 static void render_md(moects__buf *b, table *t, const char *run_path)
 {
     moects__buf_add(b, "# moects shape coverage\n\n");
@@ -467,10 +649,14 @@ static void render_md(moects__buf *b, table *t, const char *run_path)
             moects__buf_add(b, "| ");
             moects__buf_md(b, t->models[m]);
             moects__buf_add(b, " |");
-            for (int l = 0; l < t->nl; l++) moects__buf_printf(b, " %s |", cell_md[state_of(t, k, m, l)]);
+            for (int l = 0; l < t->nl; l++) md_cell(b, t, k, m, l);
             moects__buf_add(b, "\n");
         }
+        if (t->run && t->k[k].op == MOECTS_OP_FP4_GEMM) md_fp4_split(b, t, k);
+        if (t->run) md_skip_columns(b, t, k);
     }
+    if (t->run) md_bad_cells(b, t);
+    md_per_model(b, t);
 }
 
 /* SVG heat map of kernel k: models rows x layouts columns. */
@@ -1056,13 +1242,27 @@ out:
 
 /* ---- arguments ---- */
 
-static int usage(void)
+static int usage_to(FILE *f)
 {
-    fprintf(stderr, "usage: moects coverage [RUN_RESULTS] [--out DIR] [--root DIR] [--registry DIR]\n"
-                    "       moects coverage --config CONFIG.json [--tp N]... [--ep N]... [--registry DIR] [--out DIR]\n"
-                    "                       [--kernel-lib LIB.so]... [--kernel GLOB]...\n");
+    fprintf(f, "usage: moects coverage [RUN_RESULTS] [--out DIR] [--root DIR] [--registry DIR]\n"
+               "       moects coverage --config CONFIG.json [--tp N]... [--ep N]... [--registry DIR] [--out DIR]\n"
+               "                       [--kernel-lib LIB.so]... [--kernel GLOB]...\n"
+               "The models x layouts x kernels table of a run (coverage.md, coverage.html), or without a run each\n"
+               "built-in kernel's supports() on the registered cases; with --config, the pre-launch check of a\n"
+               "model not registered yet (the kernel shapes it needs that no case covers or a kernel refuses).\n"
+               "  RUN_RESULTS         a run's results.json (default: none, supports() only)\n"
+               "  --out DIR           write the reports there (default: RUN_RESULTS's directory, else \".\";\n"
+               "                      --config: stdout only)\n"
+               "  --root DIR          where cases/ is (default: $MOECTS_ROOT, else the source tree)\n"
+               "  --registry DIR      another registry (a source tree or a directory of model files)\n"
+               "  --config FILE       a registry file or a raw Hugging Face config.json\n"
+               "  --tp N, --ep N      the layouts to check (default: every layout the derivation has)\n"
+               "  --kernel-lib LIB.so kernels of a library too (default: the built-in kernels only)\n"
+               "  --kernel GLOB       only the kernels it matches (default: all; mutants never count)\n"
+               "Exit 0; 1 when --config finds a shape uncovered or refused; 2 bad input.\n");
     return 2;
 }
+static int usage(void) { return usage_to(stderr); }
 
 static int parse_size(const char *opt, const char *s, int *out)
 {
@@ -1134,7 +1334,7 @@ int moects_cmd_coverage(int argc, char **argv)
             if (parse_size(a, argv[++i], tp ? &tps[*n] : &eps[*n])) return 2;
             ++*n;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage();
+            usage_to(stdout);
             return 0;
         } else if (a[0] == '-' || run_path) {
             static const char *const valued[] = {"--out", "--root", "--registry", "--config", "--tp", "--ep",

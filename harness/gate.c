@@ -135,31 +135,39 @@ static void code_line(moects__buf *b, const moects__buf *cmd)
     moects__buf_add(b, "`\n");
 }
 
-/* The repro command of r; a run of out-of-tree kernels names each `--kernel-lib PATH` in its filter
- * (a path without spaces: the filter is space-separated), and the repro loads them too. */
+/* " reports/repro/<a>[_<b>]" (moects_repro_dir): a folder of its own for a command's reports. */
+static void out_dir(moects__buf *b, const char *a, const char *c)
+{
+    char name[512], dir[600];
+    snprintf(name, sizeof name, "%s%s%s", a, c ? "_" : "", c ? c : "");
+    moects_repro_dir(name, dir, sizeof dir);
+    moects__shell_quote(b, dir);
+}
+
+/* The repro command of r, with the run's --kernel-lib and --config (moects__repro_filter). */
 static void repro_line(moects__buf *b, const moects_result *r, const char *filter)
 {
     moects__buf cmd = {0};
-    moects__repro(&cmd, r);
-    for (const char *p = filter; (p = strstr(p, "--kernel-lib ")) != NULL;) {
-        p += strlen("--kernel-lib ");
-        size_t n = strcspn(p, " ");
-        char path[4096];
-        snprintf(path, sizeof path, "%.*s", (int)(n < sizeof path ? n : sizeof path - 1), p);
-        moects__buf_add(&cmd, " --kernel-lib ");
-        moects__shell_quote(&cmd, path);
-        p += n;
-    }
+    moects__repro_filter(&cmd, r, filter);
     code_line(b, &cmd);
     moects__buf_free(&cmd);
 }
 
-static int usage(void)
+static int usage_to(FILE *f)
 {
-    fprintf(stderr, "usage: moects gate RUN_RESULTS [--baseline BASE_RESULTS] [--mustpass FILE...] "
-                    "[--summary FILE.md] [--limit N]\n");
+    fprintf(f, "usage: moects gate RUN_RESULTS [--baseline BASE_RESULTS] [--mustpass FILE...] "
+               "[--summary FILE.md] [--limit N]\n"
+               "CI's pass/fail decision on a run's results.json: exit 1 on a regression, a new honest failure,\n"
+               "a must-pass case not passed, a lost coverage cell, a mutant no longer caught, an empty run or\n"
+               "nothing compared; 2 on bad input. A Markdown summary with a repro line per problem on stdout.\n"
+               "  --baseline BASE_RESULTS  the results.json to compare with (default: none; then every honest\n"
+               "                           failure is new)\n"
+               "  --mustpass FILE...       case-id lists (ids or globs) whose cases must pass (default: none)\n"
+               "  --summary FILE.md        the summary there too (default: none; an empty path writes none)\n"
+               "  --limit N                problems listed, shared among their kinds (default 20)\n");
     return 2;
 }
+static int usage(void) { return usage_to(stderr); }
 
 static void short_commit(char *dst, size_t cap, const char *c)
 {
@@ -276,7 +284,7 @@ int moects_cmd_gate(int argc, char **argv)
                 goto out;
             }
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage();
+            usage_to(stdout);
             rc = 0;
             goto out;
         } else if (a[0] == '-' || run_path) {
@@ -427,7 +435,10 @@ int moects_cmd_gate(int argc, char **argv)
             moects__buf_md_code(&item, lists[l].file);
             moects__buf_add(&item, "`)\n");
             cmd.n = 0;
-            moects__buf_add(&cmd, "moects run ");
+            moects__buf_add(&cmd, moects_self_program());
+            moects__buf_add(&cmd, " run --out ");
+            out_dir(&cmd, id, NULL);
+            moects__buf_add(&cmd, " ");
             moects__shell_quote(&cmd, id);
             code_line(&item, &cmd);
             add_item(&p, CAT_MUSTPASS, &item);
@@ -461,8 +472,11 @@ int moects_cmd_gate(int argc, char **argv)
         char glob[sizeof bc->model + sizeof bc->layout + 8];
         snprintf(glob, sizeof glob, "*/%s/%s/*", bc->model, bc->layout);
         cmd.n = 0;
-        moects__buf_add(&cmd, "moects run --kernel ");
+        moects__buf_add(&cmd, moects_self_program());
+        moects__buf_add(&cmd, " run --kernel ");
         moects__shell_quote(&cmd, bc->kernel);
+        moects__buf_add(&cmd, " --out ");
+        out_dir(&cmd, bc->kernel, glob);
         moects__buf_add(&cmd, " ");
         moects__shell_quote(&cmd, glob);
         code_line(&item, &cmd);
@@ -489,8 +503,11 @@ int moects_cmd_gate(int argc, char **argv)
         moects__buf_printf(&item, "`: caught in %zu baseline case%s, in none of its %zu case%s now\n", caught_was,
                            caught_was == 1 ? "" : "s", ran_now, ran_now == 1 ? "" : "s");
         cmd.n = 0;
-        moects__buf_add(&cmd, "moects run --kernel ");
+        moects__buf_add(&cmd, moects_self_program());
+        moects__buf_add(&cmd, " run --kernel ");
         moects__shell_quote(&cmd, bc->kernel);
+        moects__buf_add(&cmd, " --out ");
+        out_dir(&cmd, bc->kernel, NULL);
         code_line(&item, &cmd);
         add_item(&p, CAT_MUTANT, &item);
     }

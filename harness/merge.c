@@ -1,6 +1,6 @@
 /* merge.c: `moects merge OUT_DIR SHARD_RESULTS... [--cases FILE] [--root DIR]`: the results.json
  * files of the shards of one run (`moects run --shard i/n`, or TEST_SHARD_INDEX/TEST_TOTAL_SHARDS)
- * into OUT_DIR/results.json, OUT_DIR/run.tap and OUT_DIR/summary.md, equal to what the run would
+ * into OUT_DIR/results.json, OUT_DIR/run.tap, OUT_DIR/summary.md and OUT_DIR/junit.xml, equal to what the run would
  * have written unsharded (DESIGN.md "Harness", Scale-out).
  *
  * Order (case-major, as a run writes it): cases in the order of --cases FILE (one id per line) or
@@ -131,11 +131,17 @@ static int shard_cmp(const void *a, const void *b)
     return (x->idx > y->idx) - (x->idx < y->idx);
 }
 
-static int usage(void)
+static int usage_to(FILE *f)
 {
-    fprintf(stderr, "usage: moects merge OUT_DIR SHARD_RESULTS... [--cases FILE] [--root DIR]\n");
+    fprintf(f, "usage: moects merge OUT_DIR SHARD_RESULTS... [--cases FILE] [--root DIR]\n"
+               "Merges the results.json of the shards of one run (moects run --shard i/n) into OUT_DIR:\n"
+               "results.json, run.tap, summary.md and junit.xml, as the unsharded run would have written.\n"
+               "  --cases FILE  case order of the merged report (default: the built-in registry's order)\n"
+               "  --root DIR    where cases/ is (default: $MOECTS_ROOT, else the source tree)\n"
+               "Exit 0; 1 when a mutant escapes, or a kernel refuses every case of, the merged run; 2 bad input.\n");
     return 2;
 }
+static int usage(void) { return usage_to(stderr); }
 
 int moects_cmd_merge(int argc, char **argv)
 {
@@ -148,7 +154,7 @@ int moects_cmd_merge(int argc, char **argv)
         if (!strcmp(argv[i], "--cases") && i + 1 < argc) cases_file = argv[++i];
         else if (!strcmp(argv[i], "--root") && i + 1 < argc) root = argv[++i];
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage();
+            usage_to(stdout);
             free(sh);
             return 0;
         } else if (argv[i][0] == '-') {
@@ -368,7 +374,15 @@ int moects_cmd_merge(int argc, char **argv)
         goto out;
     }
     free(text);
-    fprintf(stderr, "moects merge: %d shards, %zu results -> %s/results.json, run.tap, summary.md\n", ns,
+    text = moects_junit_render(&merged, kdesc, nk, &o, &len);
+    snprintf(path, sizeof path, "%s/junit.xml", out_dir);
+    if (!text || moects_write_file_atomic(path, text, len, err, sizeof err)) {
+        fprintf(stderr, "%s\n", text ? err : "moects merge: out of memory");
+        free(text);
+        goto out;
+    }
+    free(text);
+    fprintf(stderr, "moects merge: %d shards, %zu results -> %s/results.json, run.tap, summary.md, junit.xml\n", ns,
             merged.n, out_dir);
     rc = 0;
     /* the shards leave escaped mutants and refusing kernels to the merge (a TODO point there): judged here */

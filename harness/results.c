@@ -864,6 +864,22 @@ void moects__repro(moects__buf *b, const moects_result *r)
     moects__shell_quote(b, r->case_id);
 }
 
+void moects__repro_filter(moects__buf *b, const moects_result *r, const char *filter)
+{
+    moects__repro(b, r);
+    static const char *const carried[] = {"--kernel-lib ", "--config "};
+    for (int o = 0; o < 2; o++)
+        for (const char *p = filter; (p = strstr(p, carried[o])) != NULL;) {
+            p += strlen(carried[o]);
+            size_t n = strcspn(p, " ");
+            char path[4096];
+            snprintf(path, sizeof path, "%.*s", (int)(n < sizeof path ? n : sizeof path - 1), p);
+            moects__buf_printf(b, " %s", carried[o]);
+            moects__shell_quote(b, path);
+            p += n;
+        }
+}
+
 void moects__md_counts(moects__buf *b, const moects_run *run)
 {
     size_t cnt[2][MOECTS_VERDICT_COUNT] = {{0}};

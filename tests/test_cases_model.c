@@ -507,3 +507,40 @@ Test(model, expert_width_field_follows_the_family, .init = mk_tmp, .fini = rm_tm
     expect_err(put("dbrx.json", "{\"d_model\": 6144, \"ffn_config\": {\"moe_num_experts\": 16, \"moe_top_k\": 4}}"),
                ": ffn_config.ffn_hidden_size: missing field");
 }
+
+/* Per-layer list fields: dense layers hold 0 (or null), the MoE layers one value each. The values
+ * below are planted by hand: layer 0 dense, layers 1..3 MoE with 1408-wide experts. */
+Test(model, per_layer_list_fields, .init = mk_tmp, .fini = rm_tmp)
+{
+    const char *p = put("layers.json", "{\"model_type\": \"toy_moe\", \"hidden_size\": 2048,"
+                                       " \"moe_intermediate_size\": [0, 1408, 1408, 1408],"
+                                       " \"num_experts\": [null, 64, 64, 64], \"num_experts_per_tok\": 6}");
+    moects_model m;
+    char err[512] = "";
+    cr_assert_eq(moects_model_load(p, &m, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(m.moe_intermediate_size, 1408);
+    cr_expect_eq(m.routed_experts, 64);
+    cr_expect_eq(m.experts_per_token, 6);
+    /* MoE layers that differ: refused, naming the field, two layers and the family */
+    p = put("differ.json", "{\"model_type\": \"toy_moe\", \"hidden_size\": 2048,"
+                           " \"moe_intermediate_size\": [0, 1408, 2816], \"num_experts\": 64,"
+                           " \"num_experts_per_tok\": 6}");
+    cr_assert_eq(moects_model_load(p, &m, err, sizeof err), -1);
+    char want[700];
+    snprintf(want, sizeof want, "%s: moe_intermediate_size: per-layer values differ among the MoE layers (1408 at "
+                                "layer 1, 2816 at layer 2) (model_type toy_moe)", p);
+    cr_expect_str_eq(err, want);
+    /* a list element of the wrong type */
+    p = put("type.json", "{\"hidden_size\": 2048, \"moe_intermediate_size\": [0, \"x\"], \"num_experts\": 64,"
+                         " \"num_experts_per_tok\": 6}");
+    cr_assert_eq(moects_model_load(p, &m, err, sizeof err), -1);
+    snprintf(want, sizeof want, "%s: moe_intermediate_size[1]: wrong type (string, expected integer)", p);
+    cr_expect_str_eq(err, want);
+    /* Hunyuan's names (moe_topk, num_shared_expert) as per-layer lists */
+    p = put("hunyuan.json", "{\"model_type\": \"hunyuan_v1_moe\", \"hidden_size\": 4096, \"num_experts\": 64,"
+                            " \"moe_topk\": [8, 8], \"moe_intermediate_size\": [3072, 3072], \"num_shared_expert\": [1, 1]}");
+    cr_assert_eq(moects_model_load(p, &m, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(m.experts_per_token, 8);
+    cr_expect_eq(m.moe_intermediate_size, 3072);
+    cr_expect_eq(m.shared_experts, 1);
+}

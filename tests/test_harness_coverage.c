@@ -13,6 +13,7 @@
 
 #include "moects_cases.h"
 #include "moects_commands.h"
+#include "moects_harness.h"
 
 #define DATA MOECTS_SOURCE_DIR "/tests/data/coverage/"
 #define KIMI_K3 MOECTS_SOURCE_DIR "/../shared/data/hf-configs/moonshotai--Kimi-K3.config.json"
@@ -67,12 +68,13 @@ static size_t count(const char *hay, const char *needle)
     return n;
 }
 
-/* text with @RUN@ and @REG@ replaced */
+/* text with @RUN@, @REG@ and @PROG@ (the program repro lines call: this binary) replaced */
 static char *expand(const char *t)
 {
-    char *o = calloc(1, strlen(t) + 1024);
+    char *o = calloc(1, strlen(t) + 16384);
     for (const char *p = t; *p;) {
         if (!strncmp(p, "@RUN@", 5)) strcat(o, DATA "run.json"), p += 5;
+        else if (!strncmp(p, "@PROG@", 6)) strcat(o, moects_self_program()), p += 6;
         else if (!strncmp(p, "@REG@", 5)) strcat(o, reg), p += 5;
         else strncat(o, p++, 1);
     }

@@ -152,7 +152,7 @@ Test(tap, version14_header_and_verbose_yaml_on_pass)
     char *t = moects_tap_render(&run, kernels, 1, &o, NULL);
     cr_assert(strncmp(t, "TAP version 14\n1..1\n", 20) == 0, "%s", t);
     cr_assert_not_null(strstr(t, "    ok 1 - ep_gather/a/tp1/t1\n      ---\n      verdict: PASS_EXACT\n"));
-    cr_assert_not_null(strstr(t, "--seed 42 --kernel-lib 'x.so' 'ep_gather/a/tp1/t1'"));
+    cr_assert_not_null(strstr(t, "--seed 42 --out reports/repro/ep_gather_a_tp1_t1 --kernel-lib 'x.so' 'ep_gather/a/tp1/t1'"));
     free(t);
     moects_run_free(&run);
 }
