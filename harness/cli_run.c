@@ -840,323 +840,384 @@ static void verdict_line(const moects_run *run, const moects_kernel *const *kern
             run->n, res[0], res[1], res[2], outdir);
 }
 
-int moects_cmd_run(int argc, char **argv)
+/* The state of one `moects run`, carried through its stages (moects_cmd_run). */
+typedef struct {
+    cli o;
+    const char *root;
+    double big_case_flops;
+    const moects_kernel **kernels;
+    size_t nk;
+    moects_case_list all;
+    char *sel, **missing, *mfile;
+    size_t nmissing;
+    moects_case *cases;
+    size_t ncases;
+    moects_known known;
+    char outdir[4096];
+    moects_device_info dev;
+    char **devs, *devbuf;
+    size_t ndevs;
+    int jobs;
+    moects_run run;
+    char klog[4200];
+} run_ctx;
+
+/* Stage 1: the shard from --shard or the Bazel/GoogleTest variables, MOECTS_BIG_CASE_FLOPS. 0 or 2. */
+static int run_environment(run_ctx *x)
 {
-    cli o = {.cmd = "run", .tiers = MOECTS_TIER_SMOKE, .seed = 1, .timeout = 120, .tap_version = 13, .dead_after = 3};
-    int rc = parse_args(&o, argc, argv, 1);
-    if (rc) {
-        cli_free(&o);
-        return rc < 0 ? usage_run() : rc;
-    }
-    const char *root = resolve_root(o.root);
-    /* shard: --shard, else the Bazel/GoogleTest variables */
-    if (!o.shard_n) {
+    cli *o = &x->o;
+    if (!o->shard_n) {
         const char *tn = getenv("TEST_TOTAL_SHARDS"), *ti = getenv("TEST_SHARD_INDEX");
-        if (tn && *tn && !(ti && *ti)) {
-            cli_free(&o);
-            return bad(&o, "TEST_TOTAL_SHARDS=%s without TEST_SHARD_INDEX: set both (or use --shard i/n)", tn);
-        }
+        if (tn && *tn && !(ti && *ti))
+            return bad(o, "TEST_TOTAL_SHARDS=%s without TEST_SHARD_INDEX: set both (or use --shard i/n)", tn);
         if (tn && *tn) {
             char spec[64];
             snprintf(spec, sizeof spec, "%s/%s", ti, tn);
-            if (parse_shard(spec, &o.shard_i, &o.shard_n) != 0) {
-                cli_free(&o);
-                return bad(&o, "TEST_TOTAL_SHARDS=%s TEST_SHARD_INDEX=%s: not a shard", tn, ti ? ti : "");
-            }
+            if (parse_shard(spec, &o->shard_i, &o->shard_n) != 0)
+                return bad(o, "TEST_TOTAL_SHARDS=%s TEST_SHARD_INDEX=%s: not a shard", tn, ti ? ti : "");
         }
     }
-    double big_case_flops = 0;
-    {
-        const char *bf = getenv("MOECTS_BIG_CASE_FLOPS");
-        if (bf && *bf) {
-            char *e;
-            errno = 0;
-            big_case_flops = strtod(bf, &e);
-            if (errno || *e || !(big_case_flops > 0) || big_case_flops > 1e30) {
-                cli_free(&o);
-                return bad(&o, "MOECTS_BIG_CASE_FLOPS=%s: not a number of flops > 0", bf);
-            }
-        }
+    const char *bf = getenv("MOECTS_BIG_CASE_FLOPS");
+    if (bf && *bf) {
+        char *e;
+        errno = 0;
+        x->big_case_flops = strtod(bf, &e);
+        if (errno || *e || !(x->big_case_flops > 0) || x->big_case_flops > 1e30)
+            return bad(o, "MOECTS_BIG_CASE_FLOPS=%s: not a number of flops > 0", bf);
     }
-    const moects_kernel **kernels = NULL;
-    size_t nk = 0;
-    moects_case_list all = {0};
-    char *sel = NULL, **missing = NULL, *mfile = NULL;
-    klog_tmp[0] = '\0';
-    size_t nmissing = 0;
-    moects_case *cases = NULL;
-    moects_run run;
-    memset(&run, 0, sizeof run);
-    char **devs = NULL;
-    size_t ndevs = 0;
-    char *devbuf = NULL;
-    moects_known known = {0};
-    char kpath[4200];
-    if (o.known_file) snprintf(kpath, sizeof kpath, "%s", o.known_file);
-    else snprintf(kpath, sizeof kpath, "%s/cases/known-findings.txt", root);
-    if ((rc = load_kernels(&o, &kernels, &nk)) || (rc = select_kernels(&o, kernels, &nk)) ||
-        (rc = load_cases(&o, root, &all)))
-        goto done;
-    {
-        char kerr[1024];
-        struct stat kst;
-        if (o.known_file && stat(kpath, &kst) != 0) { /* only the default file may be absent */
-            rc = bad(&o, "--known-findings %s: %s", kpath, strerror(errno));
-            goto done;
-        }
-        if (moects_known_load(kpath, &known, kerr, sizeof kerr) ||
-            moects_known_check_cases(&known, kpath, &all, kerr, sizeof kerr)) {
-            rc = bad(&o, "%s", kerr);
-            goto done;
-        }
-    }
-    sel = calloc(all.n + 1, 1);
-    cases = malloc((all.n + 1) * sizeof *cases);
-    if (!sel || !cases) {
-        rc = bad(&o, "out of memory");
-        goto done;
-    }
-    if ((rc = select_cases(&o, &all, sel, &missing, &nmissing, &mfile))) goto done;
-    size_t nsel = 0, ncases = 0;
-    for (size_t c = 0; c < all.n; c++)
-        if (sel[c]) {
-            if (!o.shard_n || (int)(nsel % (size_t)o.shard_n) == o.shard_i) cases[ncases++] = all.v[c];
+    return 0;
+}
+
+/* Stage 2: the kernels, the cases and the known findings (checked against the cases). 0 or 2. */
+static int run_load(run_ctx *x)
+{
+    cli *o = &x->o;
+    int rc;
+    char kpath[4200], kerr[1024];
+    if (o->known_file) snprintf(kpath, sizeof kpath, "%s", o->known_file);
+    else snprintf(kpath, sizeof kpath, "%s/cases/known-findings.txt", x->root);
+    if ((rc = load_kernels(o, &x->kernels, &x->nk)) || (rc = select_kernels(o, x->kernels, &x->nk)) ||
+        (rc = load_cases(o, x->root, &x->all)))
+        return rc;
+    struct stat kst;
+    if (o->known_file && stat(kpath, &kst) != 0) /* only the default file may be absent */
+        return bad(o, "--known-findings %s: %s", kpath, strerror(errno));
+    if (moects_known_load(kpath, &x->known, kerr, sizeof kerr) ||
+        moects_known_check_cases(&x->known, kpath, &x->all, kerr, sizeof kerr))
+        return bad(o, "%s", kerr);
+    return 0;
+}
+
+/* Stage 3: the selected cases of this shard, in run order; TEST_SHARD_STATUS_FILE touched. 0, 1 or 2. */
+static int run_select(run_ctx *x)
+{
+    cli *o = &x->o;
+    int rc;
+    x->sel = calloc(x->all.n + 1, 1);
+    x->cases = malloc((x->all.n + 1) * sizeof *x->cases);
+    if (!x->sel || !x->cases) return bad(o, "out of memory");
+    if ((rc = select_cases(o, &x->all, x->sel, &x->missing, &x->nmissing, &x->mfile))) return rc;
+    size_t nsel = 0;
+    for (size_t c = 0; c < x->all.n; c++)
+        if (x->sel[c]) {
+            if (!o->shard_n || (int)(nsel % (size_t)o->shard_n) == o->shard_i) x->cases[x->ncases++] = x->all.v[c];
             nsel++;
         }
-    if (o.shard_n) {
-        const char *sf = getenv("TEST_SHARD_STATUS_FILE");
-        if (sf && *sf) {
-            FILE *f = fopen(sf, "a");
-            if (f) fclose(f);
-        }
+    const char *sf = o->shard_n ? getenv("TEST_SHARD_STATUS_FILE") : NULL;
+    if (sf && *sf) {
+        FILE *f = fopen(sf, "a");
+        if (f) fclose(f);
     }
+    return 0;
+}
 
-    /* --out: created and proved writable before any case runs */
-    char outdir[4096];
-    if (o.out) snprintf(outdir, sizeof outdir, "%s", o.out);
-    else snprintf(outdir, sizeof outdir, "%s/reports/latest", root);
-    if ((rc = check_outdir(&o, outdir))) goto done;
-
-    /* devices: asked of a throwaway child, only when a CUDA kernel has work */
+/* Stage 4: --out proved writable before any case runs; the devices (asked of a throwaway child, only
+ * when a CUDA kernel has work) and --jobs (default one worker per visible GPU, else one per core). */
+static int run_prepare(run_ctx *x)
+{
+    cli *o = &x->o;
+    int rc;
+    if (o->out) snprintf(x->outdir, sizeof x->outdir, "%s", o->out);
+    else snprintf(x->outdir, sizeof x->outdir, "%s/reports/latest", x->root);
+    if ((rc = check_outdir(o, x->outdir))) return rc;
     int need_cuda = 0;
-    for (size_t k = 0; k < nk && !need_cuda; k++)
-        if (kernels[k]->device == MOECTS_DEVICE_CUDA)
-            for (size_t c = 0; c < ncases && !need_cuda; c++) need_cuda = cases[c].op == kernels[k]->op;
-    moects_device_info dev = {0};
-    if (need_cuda) moects_probe_devices(&dev);
-    if (dev.count > 0) {
+    for (size_t k = 0; k < x->nk && !need_cuda; k++)
+        if (x->kernels[k]->device == MOECTS_DEVICE_CUDA)
+            for (size_t c = 0; c < x->ncases && !need_cuda; c++) need_cuda = x->cases[c].op == x->kernels[k]->op;
+    if (need_cuda) moects_probe_devices(&x->dev);
+    if (x->dev.count > 0) {
         const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
         if (cvd && *cvd) {
-            devbuf = strdup(cvd);
+            x->devbuf = strdup(cvd);
             char *save = NULL;
-            for (char *t = devbuf ? strtok_r(devbuf, ",", &save) : NULL; t; t = strtok_r(NULL, ",", &save))
-                push_str(&devs, &ndevs, t);
+            for (char *t = x->devbuf ? strtok_r(x->devbuf, ",", &save) : NULL; t; t = strtok_r(NULL, ",", &save))
+                push_str(&x->devs, &x->ndevs, t);
         } else {
-            devbuf = malloc((size_t)dev.count * 12);
-            for (int i = 0; devbuf && i < dev.count && i < 100000; i++) {
-                snprintf(devbuf + 12 * i, 12, "%d", i);
-                push_str(&devs, &ndevs, devbuf + 12 * i);
+            x->devbuf = malloc((size_t)x->dev.count * 12);
+            for (int i = 0; x->devbuf && i < x->dev.count && i < 100000; i++) {
+                snprintf(x->devbuf + 12 * i, 12, "%d", i);
+                push_str(&x->devs, &x->ndevs, x->devbuf + 12 * i);
             }
         }
-        if (ndevs > (size_t)dev.count) ndevs = (size_t)dev.count;
+        if (x->ndevs > (size_t)x->dev.count) x->ndevs = (size_t)x->dev.count;
     }
-    /* default --jobs: one worker per visible GPU (when a CUDA kernel has work), else one per core */
     long ncores = sysconf(_SC_NPROCESSORS_ONLN);
-    int jobs = o.jobs ? o.jobs : dev.count > 0 ? dev.count : ncores > 1 ? (int)(ncores < 1024 ? ncores : 1024) : 1;
+    x->jobs = o->jobs ? o->jobs
+              : x->dev.count > 0 ? x->dev.count
+              : ncores > 1       ? (int)(ncores < 1024 ? ncores : 1024)
+                                 : 1;
+    return 0;
+}
 
-    /* metadata */
-    snprintf(run.moects_version, sizeof run.moects_version, "%s", MOECTS_VERSION);
-    git_commit(root, run.commit, sizeof run.commit);
+/* run.filter: the selection as options (--kernel-lib and --config as absolute paths: the gate's and
+ * the coverage's repro lines need them). */
+static void run_filter(const cli *o, moects_run *run)
+{
+    size_t l = 0, cap = sizeof run->filter;
+    for (size_t f = 0; f < o->ncase_files && l < cap; f++)
+        l += (size_t)snprintf(run->filter + l, cap - l, "%s--cases %s", l ? " " : "", o->case_files[f]);
+    for (size_t g = 0; g < o->nglobs && l < cap; g++)
+        l += (size_t)snprintf(run->filter + l, cap - l, "%s%s", l ? " " : "", o->globs[g]);
+    for (size_t g = 0; g < o->nkernel_globs && l < cap; g++)
+        l += (size_t)snprintf(run->filter + l, cap - l, "%s--kernel %s", l ? " " : "", o->kernel_globs[g]);
+    for (size_t i = 0; i < o->nlibs && l < cap; i++) {
+        char *abs = realpath(o->libs[i], NULL);
+        l += (size_t)snprintf(run->filter + l, cap - l, "%s--kernel-lib %s", l ? " " : "", abs ? abs : o->libs[i]);
+        free(abs);
+    }
+    if (o->config && l < cap) {
+        char *abs = realpath(o->config, NULL);
+        l += (size_t)snprintf(run->filter + l, cap - l, "%s--config %s", l ? " " : "", abs ? abs : o->config);
+        free(abs);
+        for (int i = 0; i < o->ntp + o->nep && l < cap; i++)
+            l += (size_t)snprintf(run->filter + l, cap - l, " --%s %d", i < o->ntp ? "tp" : "ep",
+                                  i < o->ntp ? o->tps[i] : o->eps[i - o->ntp]);
+    }
+    if (o->tier_given && l < cap) {
+        char t[32];
+        tier_names(o->tiers, t, sizeof t);
+        snprintf(run->filter + l, cap - l, "%s--tier %s", l ? " " : "", t);
+    }
+}
+
+/* Stage 5: the run's header: version, commit, date, machine, selection, shard, seed, the libraries'
+ * identity (path and SHA-256). */
+static void run_metadata(run_ctx *x)
+{
+    const cli *o = &x->o;
+    moects_run *run = &x->run;
+    snprintf(run->moects_version, sizeof run->moects_version, "%s", MOECTS_VERSION);
+    git_commit(x->root, run->commit, sizeof run->commit);
     time_t now = time(NULL);
     struct tm tm;
     gmtime_r(&now, &tm);
-    strftime(run.date, sizeof run.date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    strftime(run->date, sizeof run->date, "%Y-%m-%dT%H:%M:%SZ", &tm);
     char host[64] = "";
     gethostname(host, sizeof host - 1);
-    snprintf(run.machine, sizeof run.machine, "%.60s%s%.60s", host, dev.count > 0 ? ", " : "", dev.count > 0 ? dev.name : "");
-    {
-        size_t l = 0;
-        for (size_t f = 0; f < o.ncase_files && l < sizeof run.filter; f++)
-            l += (size_t)snprintf(run.filter + l, sizeof run.filter - l, "%s--cases %s", l ? " " : "", o.case_files[f]);
-        for (size_t g = 0; g < o.nglobs && l < sizeof run.filter; g++)
-            l += (size_t)snprintf(run.filter + l, sizeof run.filter - l, "%s%s", l ? " " : "", o.globs[g]);
-        for (size_t g = 0; g < o.nkernel_globs && l < sizeof run.filter; g++)
-            l += (size_t)snprintf(run.filter + l, sizeof run.filter - l, "%s--kernel %s", l ? " " : "", o.kernel_globs[g]);
-        for (size_t i = 0; i < o.nlibs && l < sizeof run.filter; i++) { /* the gate's repro lines need it */
-            char *abs = realpath(o.libs[i], NULL);
-            l += (size_t)snprintf(run.filter + l, sizeof run.filter - l, "%s--kernel-lib %s", l ? " " : "",
-                                  abs ? abs : o.libs[i]);
-            free(abs);
-        }
-        if (o.config && l < sizeof run.filter) {
-            char *abs = realpath(o.config, NULL);
-            l += (size_t)snprintf(run.filter + l, sizeof run.filter - l, "%s--config %s", l ? " " : "",
-                                  abs ? abs : o.config);
-            free(abs);
-            for (int i = 0; i < o.ntp + o.nep && l < sizeof run.filter; i++)
-                l += (size_t)snprintf(run.filter + l, sizeof run.filter - l, " --%s %d", i < o.ntp ? "tp" : "ep",
-                                      i < o.ntp ? o.tps[i] : o.eps[i - o.ntp]);
-        }
-        if (o.tier_given && l < sizeof run.filter) {
-            char t[32];
-            tier_names(o.tiers, t, sizeof t);
-            snprintf(run.filter + l, sizeof run.filter - l, "%s--tier %s", l ? " " : "", t);
-        }
-    }
-    if (o.shard_n) snprintf(run.shard, sizeof run.shard, "%d/%d", o.shard_i, o.shard_n);
-    run.seed = o.seed;
-    for (size_t i = 0; i < o.nlibs && run.nlibs < MOECTS_RUN_LIBS; i++, run.nlibs++) { /* the plugins' identity */
-        char *abs = realpath(o.libs[i], NULL);
-        snprintf(run.libs[i].path, sizeof run.libs[i].path, "%s", abs ? abs : o.libs[i]);
+    snprintf(run->machine, sizeof run->machine, "%.60s%s%.60s", host, x->dev.count > 0 ? ", " : "",
+             x->dev.count > 0 ? x->dev.name : "");
+    run_filter(o, run);
+    if (o->shard_n) snprintf(run->shard, sizeof run->shard, "%d/%d", o->shard_i, o->shard_n);
+    run->seed = o->seed;
+    for (size_t i = 0; i < o->nlibs && run->nlibs < MOECTS_RUN_LIBS; i++, run->nlibs++) {
+        char *abs = realpath(o->libs[i], NULL);
+        snprintf(run->libs[i].path, sizeof run->libs[i].path, "%s", abs ? abs : o->libs[i]);
         free(abs);
-        file_sha256(run.libs[i].path, run.libs[i].sha256, sizeof run.libs[i].sha256);
+        file_sha256(run->libs[i].path, run->libs[i].sha256, sizeof run->libs[i].sha256);
     }
+}
 
-    /* what the kernels print goes to OUT/kernels.log, not to our stderr */
-    char klog[4200], err[4400];
-    snprintf(klog, sizeof klog, "%s/%s", outdir, KERNEL_LOG);
-    if (moects_report_tmp(klog, klog_tmp, sizeof klog_tmp, err, sizeof err)) {
+/* Stage 6: the tasks in workers, what the kernels print going to OUT/kernels.log's temporary name (an
+ * interrupt removes it); known findings applied. 0 or 2. */
+static int run_execute(run_ctx *x)
+{
+    cli *o = &x->o;
+    char err[4400];
+    snprintf(x->klog, sizeof x->klog, "%s/%s", x->outdir, KERNEL_LOG);
+    if (moects_report_tmp(x->klog, klog_tmp, sizeof klog_tmp, err, sizeof err)) {
         klog_tmp[0] = '\0';
-        rc = bad(&o, "--out %s", err);
-        goto done;
+        return bad(o, "--out %s", err);
     }
-    for (int i = 0; i < 3; i++) old_sig[i] = signal(int_sigs[i], on_interrupt); /* restored at done */
-    moects_runner_opts ro = {.cases = cases, .ncases = ncases, .kernels = kernels, .nkernels = nk, .seed = o.seed,
-                             .timeout_s = o.timeout, .jobs = jobs, .perf = o.perf,
-                             .progress = isatty(2) ? 1 : 2, .devices = devs, .ndevices = ndevs,
-                             .big_case_flops = big_case_flops, .kernel_log = klog_tmp,
-                             .max_failures = o.max_failures, .max_kernel_failures = o.max_kernel_failures,
-                             .dead_after = o.dead_after};
-    if (moects_runner_run(&ro, &run, err, sizeof err) != 0) {
+    for (int i = 0; i < 3; i++) old_sig[i] = signal(int_sigs[i], on_interrupt); /* restored by run_free */
+    moects_runner_opts ro = {.cases = x->cases, .ncases = x->ncases, .kernels = x->kernels, .nkernels = x->nk,
+                             .seed = o->seed, .timeout_s = o->timeout, .jobs = x->jobs, .perf = o->perf,
+                             .progress = isatty(2) ? 1 : 2, .devices = x->devs, .ndevices = x->ndevs,
+                             .big_case_flops = x->big_case_flops, .kernel_log = klog_tmp,
+                             .max_failures = o->max_failures, .max_kernel_failures = o->max_kernel_failures,
+                             .dead_after = o->dead_after};
+    if (moects_runner_run(&ro, &x->run, err, sizeof err) != 0) {
         fprintf(stderr, "moects run: %s\n", err);
-        rc = 2;
-        goto done;
+        return 2;
     }
-    moects_known_apply(&known, &run);
-    long klines = count_lines(klog_tmp);
+    moects_known_apply(&x->known, &x->run);
+    return 0;
+}
 
-    /* TAP, reports */
+/* What every repro line appends: the libraries, --root, --config (its cases are not in the
+ * registry: the repro derives them again). malloc'ed; NULL out of memory. */
+static char *repro_extra(const cli *o)
+{
     char *extra = NULL;
     size_t elen = 0;
     FILE *ef = open_memstream(&extra, &elen);
-    if (ef) {
-        for (size_t i = 0; i < o.nlibs; i++) {
-            char *abs = realpath(o.libs[i], NULL);
-            fputs(" --kernel-lib ", ef);
-            moects_shell_quote(ef, abs ? abs : o.libs[i]);
-            free(abs);
-        }
-        if (o.root) {
-            fputs(" --root ", ef);
-            moects_shell_quote(ef, o.root);
-        }
-        if (o.config) { /* its cases are not in the registry: the repro derives them again */
-            char *abs = realpath(o.config, NULL);
-            fputs(" --config ", ef);
-            moects_shell_quote(ef, abs ? abs : o.config);
-            free(abs);
-        }
-        fclose(ef);
+    if (!ef) return NULL;
+    for (size_t i = 0; i < o->nlibs; i++) {
+        char *abs = realpath(o->libs[i], NULL);
+        fputs(" --kernel-lib ", ef);
+        moects_shell_quote(ef, abs ? abs : o->libs[i]);
+        free(abs);
     }
+    if (o->root) {
+        fputs(" --root ", ef);
+        moects_shell_quote(ef, o->root);
+    }
+    if (o->config) {
+        char *abs = realpath(o->config, NULL);
+        fputs(" --config ", ef);
+        moects_shell_quote(ef, abs ? abs : o->config);
+        free(abs);
+    }
+    fclose(ef);
+    return extra;
+}
+
+/* The rendered reports of a run. */
+typedef struct {
+    char *tap, *sum, *perf, *junit;
+    size_t tlen, slen, plen, jlen;
+} rendered;
+
+/* Write the reports as one set (on a failed write the previous report stays whole, kernels.log
+ * included); TAP on stdout first. 0, or 2 with one line. */
+static int write_reports(run_ctx *x, const rendered *rd)
+{
+    char p[4200], err[4400];
+    const char *outdir = x->outdir;
+    static moects_report_set set; /* 32 KiB of paths: not on the stack */
+    fwrite(rd->tap, 1, rd->tlen, stdout);
+    fflush(stdout);
+    snprintf(p, sizeof p, "%s/results.json", outdir);
+    if (moects_mkdirs(outdir, err, sizeof err) || moects_results_stage(&set, p, &x->run, err, sizeof err) ||
+        stage_out(&set, outdir, "run.tap", rd->tap, rd->tlen, err, sizeof err) ||
+        stage_out(&set, outdir, "summary.md", rd->sum, rd->slen, err, sizeof err) ||
+        (rd->perf && stage_out(&set, outdir, "perf.md", rd->perf, rd->plen, err, sizeof err)) ||
+        stage_out(&set, outdir, "junit.xml", rd->junit, rd->jlen, err, sizeof err) ||
+        (x->o.junit && moects_report_stage(&set, x->o.junit, rd->junit, rd->jlen, err, sizeof err)) ||
+        (access(klog_tmp, F_OK) == 0 && moects_report_adopt(&set, x->klog, err, sizeof err)) ||
+        moects_report_commit(&set, err, sizeof err)) {
+        moects_report_abort(&set);
+        return bad(&x->o, "%s", err);
+    }
+    if (!rd->perf) { /* no stale perf.md next to this run's results */
+        snprintf(p, sizeof p, "%s/perf.md", outdir);
+        unlink(p);
+    }
+    return 0;
+}
+
+/* The exit status of a written run (0 pass, 1 fail, 2 a case too big for this host's memory, which
+ * was not judged: never 0), and its closing stderr lines, the verdict last. */
+static int run_status(run_ctx *x, size_t nunj, long klines)
+{
+    const moects_run *run = &x->run;
+    int rc = x->nmissing || nunj ? 1 : 0;
+    for (size_t k = 0; k < x->nk; k++)
+        if (fails_run(run, x->kernels[k])) rc = 1;
+    size_t noom = 0, first = 0;
+    for (size_t i = 0; i < run->n; i++)
+        if (run->v[i].verdict == MOECTS_SKIP && strstr(run->v[i].reason, MOECTS_HOST_OOM) && !noom++) first = i;
+    if (noom) {
+        const moects_result *r = &run->v[first];
+        fprintf(stderr, "moects run: %zu result%s not judged, %s (first: %s, case %s: %s)\n", noom, noom == 1 ? "" : "s",
+                MOECTS_HOST_OOM, r->kernel, r->case_id, strstr(r->reason, MOECTS_HOST_OOM));
+        if (rc == 0) rc = 2;
+    }
+    if (klines > 0)
+        fprintf(stderr, "moects run: %s: %ld line%s in %s\n", KERNEL_LOG_WHAT, klines, klines == 1 ? "" : "s",
+                x->klog);
+    report_not_run(run, x->kernels, x->nk);
+    verdict_line(run, x->kernels, x->nk, rc, x->outdir);
+    return rc;
+}
+
+/* Stage 7: TAP, summary.md (with where the kernels' output is: not in the TAP, which depends on the
+ * results alone), perf.md, junit.xml; written; the exit status. */
+static int run_report(run_ctx *x)
+{
+    cli *o = &x->o;
+    long klines = count_lines(klog_tmp);
     char empty[128];
-    if (o.shard_n) snprintf(empty, sizeof empty, "no case or kernel selected in shard %d/%d", o.shard_i, o.shard_n);
+    if (o->shard_n) snprintf(empty, sizeof empty, "no case or kernel selected in shard %d/%d", o->shard_i, o->shard_n);
     else snprintf(empty, sizeof empty, "no selected kernel takes the selected cases");
     /* must-pass lists: a listed case that no honest kernel passed or failed is not passed */
     const char **unj = NULL, **unj_why = NULL;
-    size_t nunj = o.ncase_files ? moects_unjudged_cases(&run, &unj, &unj_why) : 0;
-    if (nunj == (size_t)-1) {
+    size_t nunj = o->ncase_files ? moects_unjudged_cases(&x->run, &unj, &unj_why) : 0;
+    char *extra = repro_extra(o);
+    if (nunj == (size_t)-1 || !extra) {
         free(extra);
-        rc = bad(&o, "out of memory");
-        goto done;
+        return bad(o, "out of memory");
     }
-    moects_tap_opts to = {.version = o.tap_version, .verbose = o.verbose, .program = moects_self_program(),
-                          .repro_extra = extra, .missing = missing,
-                          .nmissing = nmissing, .missing_file = mfile, .unjudged = unj, .unjudged_why = unj_why,
-                          .nunjudged = nunj, .empty_reason = empty};
-    size_t tlen = 0, slen = 0, plen = 0;
-    char *tap = moects_tap_render(&run, kernels, nk, &to, &tlen);
-    char *sum = moects_summary_render(&run, kernels, nk, &to, &slen);
-    {
-        /* where the kernels' output is: in summary.md (and on stderr below). Not in the TAP, which
-         * depends on the results alone (the same for any --out, --jobs, or merged shards). */
-        char note[4400], n[64];
-        if (klines == 0) snprintf(n, sizeof n, "empty, ");
-        else if (klines > 0) snprintf(n, sizeof n, "%ld line%s in ", klines, klines == 1 ? "" : "s");
-        else n[0] = '\0';
-        snprintf(note, sizeof note, "- %s: %s`%s` (next to this file)\n", KERNEL_LOG_WHAT, n, KERNEL_LOG);
-        if (sum) sum = insert_after_line(sum, &slen, "- seed ", note);
-    }
-    char *perf = o.perf ? moects_perf_render(&run, &plen) : NULL;
-    size_t jlen = 0;
-    char *junit = moects_junit_render(&run, kernels, nk, &to, &jlen);
-    if (!tap || !sum || (o.perf && !perf) || !junit) {
-        rc = bad(&o, "out of memory rendering the reports");
-    } else {
-        fwrite(tap, 1, tlen, stdout);
-        fflush(stdout);
-        /* one set: on a failed write the previous report stays whole, kernels.log included */
-        char p[4200];
-        static moects_report_set set; /* 32 KiB of paths: not on the stack */
-        snprintf(p, sizeof p, "%s/results.json", outdir);
-        if (moects_mkdirs(outdir, err, sizeof err) || moects_results_stage(&set, p, &run, err, sizeof err) ||
-            stage_out(&set, outdir, "run.tap", tap, tlen, err, sizeof err) ||
-            stage_out(&set, outdir, "summary.md", sum, slen, err, sizeof err) ||
-            (perf && stage_out(&set, outdir, "perf.md", perf, plen, err, sizeof err)) ||
-            stage_out(&set, outdir, "junit.xml", junit, jlen, err, sizeof err) ||
-            (o.junit && moects_report_stage(&set, o.junit, junit, jlen, err, sizeof err)) ||
-            (access(klog_tmp, F_OK) == 0 && moects_report_adopt(&set, klog, err, sizeof err)) ||
-            moects_report_commit(&set, err, sizeof err)) {
-            moects_report_abort(&set);
-            rc = bad(&o, "%s", err);
-        } else {
-            if (!perf) { /* no stale perf.md next to this run's results */
-                snprintf(p, sizeof p, "%s/perf.md", outdir);
-                unlink(p);
-            }
-            rc = nmissing || nunj ? 1 : 0;
-            for (size_t k = 0; k < nk; k++)
-                if (fails_run(&run, kernels[k])) rc = 1;
-            /* a case too big for this host's memory was not judged: say so, and never exit 0 */
-            size_t noom = 0, first = 0;
-            for (size_t i = 0; i < run.n; i++)
-                if (run.v[i].verdict == MOECTS_SKIP && strstr(run.v[i].reason, MOECTS_HOST_OOM) && !noom++) first = i;
-            if (noom) {
-                const moects_result *r = &run.v[first];
-                fprintf(stderr, "moects run: %zu result%s not judged, %s (first: %s, case %s: %s)\n", noom,
-                        noom == 1 ? "" : "s", MOECTS_HOST_OOM, r->kernel, r->case_id,
-                        strstr(r->reason, MOECTS_HOST_OOM));
-                if (rc == 0) rc = 2;
-            }
-            if (klines > 0)
-                fprintf(stderr, "moects run: %s: %ld line%s in %s\n", KERNEL_LOG_WHAT, klines,
-                        klines == 1 ? "" : "s", klog);
-            report_not_run(&run, kernels, nk);
-            verdict_line(&run, kernels, nk, rc, outdir);
-        }
-    }
-    free(tap);
-    free(sum);
-    free(perf);
-    free(junit);
-    free(extra);
-    free(unj);
-    free(unj_why);
-done:
+    moects_tap_opts to = {.version = o->tap_version, .verbose = o->verbose, .program = moects_self_program(),
+                          .repro_extra = extra, .missing = x->missing, .nmissing = x->nmissing,
+                          .missing_file = x->mfile, .unjudged = unj, .unjudged_why = unj_why, .nunjudged = nunj,
+                          .empty_reason = empty};
+    rendered rd = {0};
+    rd.tap = moects_tap_render(&x->run, x->kernels, x->nk, &to, &rd.tlen);
+    rd.sum = moects_summary_render(&x->run, x->kernels, x->nk, &to, &rd.slen);
+    char note[4400], n[64];
+    if (klines == 0) snprintf(n, sizeof n, "empty, ");
+    else if (klines > 0) snprintf(n, sizeof n, "%ld line%s in ", klines, klines == 1 ? "" : "s");
+    else n[0] = '\0';
+    snprintf(note, sizeof note, "- %s: %s`%s` (next to this file)\n", KERNEL_LOG_WHAT, n, KERNEL_LOG);
+    if (rd.sum) rd.sum = insert_after_line(rd.sum, &rd.slen, "- seed ", note);
+    rd.perf = o->perf ? moects_perf_render(&x->run, &rd.plen) : NULL;
+    rd.junit = moects_junit_render(&x->run, x->kernels, x->nk, &to, &rd.jlen);
+    int rc;
+    if (!rd.tap || !rd.sum || (o->perf && !rd.perf) || !rd.junit) rc = bad(o, "out of memory rendering the reports");
+    else if (!(rc = write_reports(x, &rd))) rc = run_status(x, nunj, klines);
+    free(rd.tap), free(rd.sum), free(rd.perf), free(rd.junit);
+    free(extra), free(unj), free(unj_why);
+    return rc;
+}
+
+static void run_free(run_ctx *x)
+{
     if (klog_tmp[0]) { /* removed if still there (the run or the reports failed); handlers restored */
         unlink(klog_tmp);
         for (int i = 0; i < 3; i++) signal(int_sigs[i], old_sig[i]);
         klog_tmp[0] = '\0';
     }
-    moects_known_free(&known);
-    moects_run_free(&run);
-    for (size_t i = 0; i < nmissing; i++) free(missing[i]);
-    free(missing);
-    free(sel);
-    free(cases);
-    free(devs);
-    free(devbuf);
-    moects_case_list_free(&all);
-    free(kernels);
-    cli_free(&o);
+    moects_known_free(&x->known);
+    moects_run_free(&x->run);
+    for (size_t i = 0; i < x->nmissing; i++) free(x->missing[i]);
+    free(x->missing);
+    free(x->sel);
+    free(x->cases);
+    free(x->devs);
+    free(x->devbuf);
+    moects_case_list_free(&x->all);
+    free(x->kernels);
+    cli_free(&x->o);
+}
+
+/* `moects run`: a sequence of stages, each of which may end the command with its exit status. */
+int moects_cmd_run(int argc, char **argv)
+{
+    static run_ctx x; /* large (paths, the run's header): not on the stack */
+    memset(&x, 0, sizeof x);
+    x.o = (cli){.cmd = "run", .tiers = MOECTS_TIER_SMOKE, .seed = 1, .timeout = 120, .tap_version = 13,
+                .dead_after = 3};
+    klog_tmp[0] = '\0';
+    int rc = parse_args(&x.o, argc, argv, 1);
+    if (rc) {
+        cli_free(&x.o);
+        return rc < 0 ? usage_run() : rc;
+    }
+    x.root = resolve_root(x.o.root);
+    if (!(rc = run_environment(&x)) && !(rc = run_load(&x)) && !(rc = run_select(&x)) && !(rc = run_prepare(&x))) {
+        run_metadata(&x);
+        if (!(rc = run_execute(&x))) rc = run_report(&x);
+    }
+    run_free(&x);
     return rc;
 }

@@ -513,10 +513,10 @@ run_input)
     done
     # --help says what the defaults are
     "$moects" run --help > help.txt || fail "run --help"
-    grep -q "default 120, 0 for no limit" help.txt || fail "--help: timeout default"
-    grep -q "default one per visible GPU when a CUDA kernel has work, else one" help.txt &&
-        grep -q "^per CPU core" help.txt || fail "--help: jobs default"
-    grep -q "kernels.log in --out" help.txt || fail "--help: kernels.log"
+    grep -q "(default 120; 0: no limit)" help.txt || fail "--help: timeout default"
+    grep -q "(default: one per visible GPU when a CUDA kernel has" help.txt &&
+        grep -q "work, else one per CPU core)" help.txt || fail "--help: jobs default"
+    grep -q "kernels.log there holds what the kernels printed" help.txt || fail "--help: kernels.log"
     ;;
 default_jobs)
     # without a GPU the default --jobs is one worker per core: a small FP4 case's reference then

@@ -1017,226 +1017,283 @@ static void finding_note(finding *x, const moects_case *c)
     }
 }
 
-static int cmd_prelaunch(const char *config, const moects_kernel *const *bk, size_t nb, const int *tps, int ntp,
-                         const int *eps, int nep, const char *registry_dir,
-                         const char *root, const char *out_dir)
+/* The state of one pre-launch check (`moects coverage --config`), carried through its stages. */
+typedef struct {
+    const char *config;
+    const moects_kernel *const *bk;
+    size_t nb;
+    moects_model m;
+    char want[40][16]; /* the layouts asked for, each once */
+    int nwant, layout_cases[40];
+    registry reg;
+    moects_case_list mine;
+    char **excluded; /* the registry's names of the model itself */
+    int nexcl;
+    size_t nreg, nmine, missing;
+    strset keys, dims; /* the registry's shape keys and dims, by op */
+    findings unc, ref;
+} prelaunch;
+
+/* Stage 1: the model and the layouts asked for (one the derivation lacks for the model is a usage
+ * error naming the file, the option and why). 0, or 2 with one line. */
+static int pre_model(prelaunch *x, const int *tps, int ntp, const int *eps, int nep)
 {
     char err[1024];
-    moects_model m;
-    registry reg = {0};
-    moects_case_list mine = {0};
-    strset keys = {0}, dims = {0};
-    findings unc = {0}, ref = {0};
-    moects__buf b = {0};
-    char **excluded = NULL;
-    int nexcl = 0, rc = 2;
-    if (moects_model_load(config, &m, err, sizeof err)) {
+    if (moects_model_load(x->config, &x->m, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return 2;
     }
-    /* the layouts asked for, each once; one the derivation lacks for this model is a usage error */
-    char want[40][16];
-    int nwant = 0;
     for (int i = 0; i < ntp + nep; i++) {
         int tp = i < ntp ? tps[i] : 0, ep = i < ntp ? 0 : eps[i - ntp];
         char name[16], why[200];
         snprintf(name, sizeof name, "%s%d", tp ? "tp" : "ep", tp ? tp : ep);
-        if (!moects_layout_exists(&m, tp, ep, why, sizeof why)) {
-            fprintf(stderr, "%s: --%.2s %d: %s\n", config, name, tp ? tp : ep, why);
+        if (!moects_layout_exists(&x->m, tp, ep, why, sizeof why)) {
+            fprintf(stderr, "%s: --%.2s %d: %s\n", x->config, name, tp ? tp : ep, why);
             return 2;
         }
         int dup = 0;
-        for (int j = 0; j < nwant; j++) dup |= !strcmp(want[j], name);
-        if (!dup) snprintf(want[nwant++], 16, "%s", name);
+        for (int j = 0; j < x->nwant; j++) dup |= !strcmp(x->want[j], name);
+        if (!dup) snprintf(x->want[x->nwant++], 16, "%s", name);
     }
-    if (registry_load(&reg, registry_dir, root, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
-        goto out;
-    }
-    if (registry_has_models(&reg, registry_dir)) goto out;
-    if (out_dir && dir_writable("--out", out_dir)) goto out;
-    if (moects_derive_cases(&m, &mine)) {
-        fprintf(stderr, "%s: case derivation failed\n", config);
-        goto out;
-    }
+    return 0;
+}
 
-    /* the registry without the model itself */
-    char mn[64], rn[64];
-    norm_name(m.name, mn, sizeof mn);
-    excluded = calloc((size_t)reg.nmodels + 1, sizeof *excluded);
-    if (!excluded) goto oom;
-    for (int i = 0; i < reg.nmodels; i++) {
-        norm_name(reg.models[i].name, rn, sizeof rn);
-        if (!strcmp(rn, mn) || (m.hf_id[0] && !strcasecmp(m.hf_id, reg.models[i].hf_id)))
-            excluded[nexcl++] = reg.models[i].name;
+/* Stage 2: the registry (with model files), --out writable, the model's cases derived. 0 or 2. */
+static int pre_load(prelaunch *x, const char *registry_dir, const char *root, const char *out_dir)
+{
+    char err[1024];
+    if (registry_load(&x->reg, registry_dir, root, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 2;
     }
-    size_t nreg = 0;
-    for (size_t i = 0; i < reg.cases.n; i++) {
-        const moects_case *c = &reg.cases.v[i];
+    if (registry_has_models(&x->reg, registry_dir) || (out_dir && dir_writable("--out", out_dir))) return 2;
+    if (moects_derive_cases(&x->m, &x->mine)) {
+        fprintf(stderr, "%s: case derivation failed\n", x->config);
+        return 2;
+    }
+    return 0;
+}
+
+/* Stage 3: the registry's shape keys and dims, without the model itself (same registry name, or same
+ * hf_id). 0, or -1 out of memory. */
+static int pre_registry_shapes(prelaunch *x)
+{
+    char mn[64], rn[64];
+    norm_name(x->m.name, mn, sizeof mn);
+    x->excluded = calloc((size_t)x->reg.nmodels + 1, sizeof *x->excluded);
+    if (!x->excluded) return -1;
+    for (int i = 0; i < x->reg.nmodels; i++) {
+        norm_name(x->reg.models[i].name, rn, sizeof rn);
+        if (!strcmp(rn, mn) || (x->m.hf_id[0] && !strcasecmp(x->m.hf_id, x->reg.models[i].hf_id)))
+            x->excluded[x->nexcl++] = x->reg.models[i].name;
+    }
+    for (size_t i = 0; i < x->reg.cases.n; i++) {
+        const moects_case *c = &x->reg.cases.v[i];
         int skip = 0;
-        for (int e = 0; e < nexcl; e++) skip |= !strcmp(c->model, excluded[e]);
+        for (int e = 0; e < x->nexcl; e++) skip |= !strcmp(c->model, x->excluded[e]);
         if (skip) continue;
-        nreg++;
+        x->nreg++;
         char op[64], key[96], d[3][96], k2[200];
         op_of(c, op, sizeof op);
         shape_key(c, key, sizeof key);
         snprintf(k2, sizeof k2, "%s|%s", op, key);
-        if (set_add(&keys, k2)) goto oom;
+        if (set_add(&x->keys, k2)) return -1;
         int nd = dims_of(c, d);
         for (int j = 0; j < nd; j++)
-            if (set_add(&dims, d[j])) goto oom;
+            if (set_add(&x->dims, d[j])) return -1;
     }
+    return 0;
+}
 
-    int layout_cases[40] = {0};
-    size_t nmine = 0;
-    for (size_t i = 0; i < mine.n; i++) {
-        const moects_case *c = &mine.v[i];
+/* Stage 4: each of the model's cases under the layouts asked for: uncovered by the registry, refused by
+ * an honest kernel. 0, or -1 out of memory. */
+static int pre_findings(prelaunch *x)
+{
+    for (size_t i = 0; i < x->mine.n; i++) {
+        const moects_case *c = &x->mine.v[i];
         int w = -1;
-        for (int j = 0; j < nwant; j++)
-            if (!strcmp(c->layout, want[j])) w = j;
-        if (nwant && w < 0) continue;
-        if (w >= 0) layout_cases[w]++;
-        nmine++;
+        for (int j = 0; j < x->nwant; j++)
+            if (!strcmp(c->layout, x->want[j])) w = j;
+        if (x->nwant && w < 0) continue;
+        if (w >= 0) x->layout_cases[w]++;
+        x->nmine++;
         char op[64], key[96], k2[200];
         op_of(c, op, sizeof op);
         shape_key(c, key, sizeof key);
         snprintf(k2, sizeof k2, "%s|%s", op, key);
-        if (!set_has(&keys, k2)) {
-            finding *x = finding_get(&unc, op, key, NULL, NULL);
-            if (!x) goto oom;
-            finding_note(x, c);
+        if (!set_has(&x->keys, k2)) {
+            finding *f = finding_get(&x->unc, op, key, NULL, NULL);
+            if (!f) return -1;
+            finding_note(f, c);
         }
-        for (size_t j = 0; j < nb; j++) {
-            if (bk[j]->bug || bk[j]->op != c->op) continue;
+        for (size_t j = 0; j < x->nb; j++) {
+            if (x->bk[j]->bug || x->bk[j]->op != c->op) continue;
             char why[200];
-            if (kernel_takes(bk[j], c, why, sizeof why)) continue;
-            finding *x = finding_get(&ref, op, key, bk[j]->name, why);
-            if (!x) goto oom;
-            finding_note(x, c);
+            if (kernel_takes(x->bk[j], c, why, sizeof why)) continue;
+            finding *f = finding_get(&x->ref, op, key, x->bk[j]->name, why);
+            if (!f) return -1;
+            finding_note(f, c);
         }
     }
+    for (int j = 0; j < x->nwant; j++) x->missing += !x->layout_cases[j];
+    return 0;
+}
 
-    /* the report */
-    moects__buf_add(&b, "# moects pre-launch check: ");
-    moects__buf_md(&b, m.name);
-    moects__buf_add(&b, "\n\nConfig `");
-    moects__buf_md_code(&b, config);
-    moects__buf_add(&b, "`");
-    if (m.hf_id[0]) {
-        moects__buf_add(&b, " (");
-        moects__buf_md(&b, m.hf_id);
-        moects__buf_add(&b, ")");
+/* The report's head: the model's dims, the layouts, the registry, the kernels; layouts without cases. */
+static void pre_head(const prelaunch *x, moects__buf *b)
+{
+    const moects_model *m = &x->m;
+    moects__buf_add(b, "# moects pre-launch check: ");
+    moects__buf_md(b, m->name);
+    moects__buf_add(b, "\n\nConfig `");
+    moects__buf_md_code(b, x->config);
+    moects__buf_add(b, "`");
+    if (m->hf_id[0]) {
+        moects__buf_add(b, " (");
+        moects__buf_md(b, m->hf_id);
+        moects__buf_add(b, ")");
     }
-    moects__buf_printf(&b, ": hidden %" PRId64, m.hidden_size);
-    if (m.latent_size) moects__buf_printf(&b, ", latent %" PRId64, m.latent_size);
-    moects__buf_printf(&b, ", I %" PRId64 ", E %" PRId64 ", topk %" PRId64 ", %s experts.\n\nLayouts: ",
-                       m.moe_intermediate_size, m.routed_experts, m.experts_per_token, m.gated ? "gated" : "non-gated");
-    if (!nwant) moects__buf_add(&b, "all derived");
-    for (int j = 0; j < nwant; j++) moects__buf_printf(&b, "%s%s (%d cases)", j ? ", " : "", want[j], layout_cases[j]);
-    moects__buf_printf(&b, "; %zu cases of the model checked. Registry `", nmine);
-    moects__buf_md_code(&b, reg.where);
-    moects__buf_printf(&b, "`: %zu cases", nreg);
-    if (nexcl) {
-        moects__buf_add(&b, " (without ");
-        for (int e = 0; e < nexcl; e++) {
-            moects__buf_add(&b, e ? ", " : "");
-            moects__buf_md(&b, excluded[e]);
+    moects__buf_printf(b, ": hidden %" PRId64, m->hidden_size);
+    if (m->latent_size) moects__buf_printf(b, ", latent %" PRId64, m->latent_size);
+    moects__buf_printf(b, ", I %" PRId64 ", E %" PRId64 ", topk %" PRId64 ", %s experts.\n\nLayouts: ",
+                       m->moe_intermediate_size, m->routed_experts, m->experts_per_token, m->gated ? "gated" : "non-gated");
+    if (!x->nwant) moects__buf_add(b, "all derived");
+    for (int j = 0; j < x->nwant; j++)
+        moects__buf_printf(b, "%s%s (%d cases)", j ? ", " : "", x->want[j], x->layout_cases[j]);
+    moects__buf_printf(b, "; %zu cases of the model checked. Registry `", x->nmine);
+    moects__buf_md_code(b, x->reg.where);
+    moects__buf_printf(b, "`: %zu cases", x->nreg);
+    if (x->nexcl) {
+        moects__buf_add(b, " (without ");
+        for (int e = 0; e < x->nexcl; e++) {
+            moects__buf_add(b, e ? ", " : "");
+            moects__buf_md(b, x->excluded[e]);
         }
-        moects__buf_add(&b, ", the model itself)");
+        moects__buf_add(b, ", the model itself)");
     }
-    moects__buf_add(&b, ". Kernels:");
+    moects__buf_add(b, ". Kernels:");
     int nk = 0;
-    for (size_t j = 0; j < nb; j++)
-        if (!bk[j]->bug) {
-            moects__buf_add(&b, nk++ ? ", `" : " `");
-            moects__buf_md_code(&b, bk[j]->name);
-            moects__buf_add(&b, "`");
+    for (size_t j = 0; j < x->nb; j++)
+        if (!x->bk[j]->bug) {
+            moects__buf_add(b, nk++ ? ", `" : " `");
+            moects__buf_md_code(b, x->bk[j]->name);
+            moects__buf_add(b, "`");
         }
-    moects__buf_add(&b, nk ? ".\n" : " none built in.\n");
-
-    size_t missing = 0;
-    for (int j = 0; j < nwant; j++)
-        if (!layout_cases[j]) {
-            if (!missing++) moects__buf_add(&b, "\n## Layouts that derive no case\n\n");
-            moects__buf_printf(&b, "- %s: the derivation gives no case for this model under it\n", want[j]);
+    moects__buf_add(b, nk ? ".\n" : " none built in.\n");
+    size_t shown = 0;
+    for (int j = 0; j < x->nwant; j++)
+        if (!x->layout_cases[j]) {
+            if (!shown++) moects__buf_add(b, "\n## Layouts that derive no case\n\n");
+            moects__buf_printf(b, "- %s: the derivation gives no case for this model under it\n", x->want[j]);
         }
+}
 
-    moects__buf_printf(&b, "\n## Shapes no registered case covers (%zu)\n\n", unc.n);
-    if (!unc.n) moects__buf_add(&b, "none\n");
-    else moects__buf_add(&b, "| op | shape | new dims | cases | layouts | example |\n|---|---|---|---:|---|---|\n");
-    for (size_t i = 0; i < unc.n; i++) {
-        const finding *x = &unc.v[i];
-        moects__buf_printf(&b, "| %s | %s | ", x->op, x->key);
-        /* each dim of the key that no registered case of the op has */
+/* The two tables: shapes no registered case covers (with the dims no case of the op has), shapes a
+ * kernel refuses (with its reason). */
+static void pre_tables(prelaunch *x, moects__buf *b)
+{
+    moects__buf_printf(b, "\n## Shapes no registered case covers (%zu)\n\n", x->unc.n);
+    if (!x->unc.n) moects__buf_add(b, "none\n");
+    else moects__buf_add(b, "| op | shape | new dims | cases | layouts | example |\n|---|---|---|---:|---|---|\n");
+    for (size_t i = 0; i < x->unc.n; i++) {
+        const finding *f = &x->unc.v[i];
+        moects__buf_printf(b, "| %s | %s | ", f->op, f->key);
         char key[96];
-        snprintf(key, sizeof key, "%s", x->key);
+        snprintf(key, sizeof key, "%s", f->key);
         int nnew = 0;
         char *save = NULL;
         for (char *d = strtok_r(key, " ", &save); d; d = strtok_r(NULL, " ", &save)) {
             char k2[200];
-            snprintf(k2, sizeof k2, "%s|%s", x->op, d);
-            if (!set_has(&dims, k2)) moects__buf_printf(&b, "%s%s", nnew++ ? ", " : "", d);
+            snprintf(k2, sizeof k2, "%s|%s", f->op, d);
+            if (!set_has(&x->dims, k2)) moects__buf_printf(b, "%s%s", nnew++ ? ", " : "", d);
         }
-        if (!nnew) moects__buf_add(&b, "(combination)");
-        moects__buf_printf(&b, " | %zu | %s | `", x->ncases, x->layouts);
-        moects__buf_md_code(&b, x->example);
-        moects__buf_add(&b, "` |\n");
+        if (!nnew) moects__buf_add(b, "(combination)");
+        moects__buf_printf(b, " | %zu | %s | `", f->ncases, f->layouts);
+        moects__buf_md_code(b, f->example);
+        moects__buf_add(b, "` |\n");
     }
-    moects__buf_printf(&b, "\n## Shapes a built-in kernel refuses (%zu)\n\n", ref.n);
-    if (!ref.n) moects__buf_add(&b, "none\n");
-    else moects__buf_add(&b, "| kernel | op | shape | reason | cases | layouts | example |\n|---|---|---|---|---:|---|---|\n");
-    for (size_t i = 0; i < ref.n; i++) {
-        const finding *x = &ref.v[i];
-        moects__buf_add(&b, "| `");
-        moects__buf_md_code(&b, x->kernel);
-        moects__buf_printf(&b, "` | %s | %s | ", x->op, x->key);
-        moects__buf_md(&b, x->why);
-        moects__buf_printf(&b, " | %zu | %s | `", x->ncases, x->layouts);
-        moects__buf_md_code(&b, x->example);
-        moects__buf_add(&b, "` |\n");
+    moects__buf_printf(b, "\n## Shapes a built-in kernel refuses (%zu)\n\n", x->ref.n);
+    if (!x->ref.n) moects__buf_add(b, "none\n");
+    else moects__buf_add(b, "| kernel | op | shape | reason | cases | layouts | example |\n|---|---|---|---|---:|---|---|\n");
+    for (size_t i = 0; i < x->ref.n; i++) {
+        const finding *f = &x->ref.v[i];
+        moects__buf_add(b, "| `");
+        moects__buf_md_code(b, f->kernel);
+        moects__buf_printf(b, "` | %s | %s | ", f->op, f->key);
+        moects__buf_md(b, f->why);
+        moects__buf_printf(b, " | %zu | %s | `", f->ncases, f->layouts);
+        moects__buf_md_code(b, f->example);
+        moects__buf_add(b, "` |\n");
     }
-    int bad = unc.n || ref.n || missing;
-    if (bad) {
-        /* the nonzero counts, "A.", "A and B.", "A, B and C." */
-        char part[3][96];
-        int np = 0;
-        if (unc.n) snprintf(part[np++], sizeof part[0], "%zu shape%s uncovered", unc.n, unc.n == 1 ? "" : "s");
-        if (ref.n)
-            snprintf(part[np++], sizeof part[0], "%zu shape%s refused by a built-in kernel", ref.n,
-                     ref.n == 1 ? "" : "s");
-        if (missing)
-            snprintf(part[np++], sizeof part[0], "%zu layout%s without cases", missing, missing == 1 ? "" : "s");
-        moects__buf_add(&b, "\n**FAIL**: ");
-        for (int j = 0; j < np; j++)
-            moects__buf_printf(&b, "%s%s", j == 0 ? "" : (j == np - 1 ? " and " : ", "), part[j]);
-        moects__buf_add(&b, ".\n");
-    } else
-        moects__buf_add(&b, "\n**PASS**: every shape is covered by a registered case and taken by every built-in kernel.\n");
-    if (b.oom) goto oom;
-    if (out_dir) { /* the file first: a failed write prints nothing */
-        char path[4200];
-        snprintf(path, sizeof path, "%s/prelaunch.md", out_dir);
-        if (moects__buf_write(&b, path, err, sizeof err)) {
+}
+
+/* The verdict line: "**FAIL**: A, B and C." (the nonzero counts) or "**PASS**: ...". 1 for FAIL. */
+static int pre_verdict(const prelaunch *x, moects__buf *b)
+{
+    if (!x->unc.n && !x->ref.n && !x->missing) {
+        moects__buf_add(b, "\n**PASS**: every shape is covered by a registered case and taken by every built-in kernel.\n");
+        return 0;
+    }
+    char part[3][96];
+    int np = 0;
+    if (x->unc.n) snprintf(part[np++], sizeof part[0], "%zu shape%s uncovered", x->unc.n, x->unc.n == 1 ? "" : "s");
+    if (x->ref.n)
+        snprintf(part[np++], sizeof part[0], "%zu shape%s refused by a built-in kernel", x->ref.n,
+                 x->ref.n == 1 ? "" : "s");
+    if (x->missing)
+        snprintf(part[np++], sizeof part[0], "%zu layout%s without cases", x->missing, x->missing == 1 ? "" : "s");
+    moects__buf_add(b, "\n**FAIL**: ");
+    for (int j = 0; j < np; j++) moects__buf_printf(b, "%s%s", j == 0 ? "" : (j == np - 1 ? " and " : ", "), part[j]);
+    moects__buf_add(b, ".\n");
+    return 1;
+}
+
+static void pre_free(prelaunch *x)
+{
+    free(x->excluded);
+    free(x->unc.v);
+    free(x->ref.v);
+    set_free(&x->keys);
+    set_free(&x->dims);
+    moects_case_list_free(&x->mine);
+    registry_free(&x->reg);
+}
+
+/* The pre-launch check: stages, then the report (to --out DIR/prelaunch.md first: a failed write
+ * prints nothing; then stdout). 0 pass, 1 fail, 2 bad input or out of memory. */
+static int cmd_prelaunch(const char *config, const moects_kernel *const *bk, size_t nb, const int *tps, int ntp,
+                         const int *eps, int nep, const char *registry_dir, const char *root, const char *out_dir)
+{
+    static prelaunch x; /* large (sets, findings, the model): not on the stack */
+    memset(&x, 0, sizeof x);
+    x.config = config, x.bk = bk, x.nb = nb;
+    moects__buf b = {0};
+    int rc = pre_model(&x, tps, ntp, eps, nep);
+    if (!rc) rc = pre_load(&x, registry_dir, root, out_dir);
+    if (!rc && (pre_registry_shapes(&x) || pre_findings(&x))) {
+        fprintf(stderr, "moects coverage: out of memory\n");
+        rc = 2;
+    }
+    if (!rc) {
+        pre_head(&x, &b);
+        pre_tables(&x, &b);
+        int bad = pre_verdict(&x, &b);
+        char err[1024], path[4200];
+        if (out_dir) snprintf(path, sizeof path, "%s/prelaunch.md", out_dir);
+        if (b.oom) {
+            fprintf(stderr, "moects coverage: out of memory\n");
+            rc = 2;
+        } else if (out_dir && moects__buf_write(&b, path, err, sizeof err)) {
             fprintf(stderr, "moects coverage: --out: %s\n", err);
-            goto out;
+            rc = 2;
+        } else {
+            fputs(b.s, stdout);
+            fflush(stdout);
+            rc = bad;
         }
     }
-    fputs(b.s, stdout);
-    fflush(stdout);
-    rc = bad ? 1 : 0;
-    goto out;
-oom:
-    fprintf(stderr, "moects coverage: out of memory\n");
-    rc = 2;
-out:
     moects__buf_free(&b);
-    free(excluded);
-    free(unc.v);
-    free(ref.v);
-    set_free(&keys);
-    set_free(&dims);
-    moects_case_list_free(&mine);
-    registry_free(&reg);
+    pre_free(&x);
     return rc;
 }
 
