@@ -460,6 +460,10 @@ int moects_model_load(const char *path, moects_model *m, char *err, size_t errle
     if (!root) return -1;
     int rc = json_object_get(root, "routed_experts") ? load_registry(&c, root, m) : load_hf(&c, root, m);
     json_decref(root);
+    /* a raw config's refusal names its family (model_type) too, once */
+    size_t el = strlen(err);
+    if (rc && c.family[0] && !strstr(err, c.family) && el + strlen(c.family) < errlen)
+        memcpy(err + el, c.family, strlen(c.family) + 1);
     if (rc) memset(m, 0, sizeof *m);
     return rc;
 }

@@ -709,6 +709,12 @@ static void render_svg(moects__buf *b, table *t, int k)
             int x = col_x(t, l, lw), y = TOP + m * (CH + GAP);
             detail.n = 0;
             cell_detail(&detail, t, k, m, l);
+            int link = t->run && (s == MOECTS__CELL_FAIL || s == MOECTS__CELL_UNSUPPORTED);
+            if (link) { /* to its row in the table of cells failing or refused */
+                moects__buf_add(b, "<a href=\"#");
+                cell_anchor(b, t, k, m, l);
+                moects__buf_add(b, "\">");
+            }
             moects__buf_printf(b, "<g class=\"cell s%d\"><title>", (int)s);
             moects__buf_html(b, detail.s ? detail.s : "");
             moects__buf_printf(b, "</title><rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"3\" fill=\"%s\"%s/>",
@@ -717,7 +723,7 @@ static void render_svg(moects__buf *b, table *t, int k)
             if (cell_glyph[s][0])
                 moects__buf_printf(b, "<text x=\"%d\" y=\"%d\" fill=\"%s\">%s</text>", x + CW / 2, y + CH - 5, cell_ink[s],
                                    cell_glyph[s]);
-            moects__buf_add(b, "</g>\n");
+            moects__buf_add(b, link ? "</g></a>\n" : "</g>\n");
         }
     moects__buf_free(&detail);
     moects__buf_add(b, "</svg>\n");
@@ -796,7 +802,9 @@ static void render_html(moects__buf *b, table *t, const char *run_path)
                 detail.n = 0;
                 cell_detail(&detail, t, k, m, l);
                 const char *nl = strchr(detail.s, '\n');
-                moects__buf_add(&rows, "<tr><td><code>");
+                moects__buf_add(&rows, "<tr id=\"");
+                cell_anchor(&rows, t, k, m, l);
+                moects__buf_add(&rows, "\"><td><code>");
                 moects__buf_html(&rows, t->k[k].name);
                 moects__buf_add(&rows, "</code></td><td>");
                 moects__buf_html(&rows, t->models[m]);
@@ -811,6 +819,15 @@ static void render_html(moects__buf *b, table *t, const char *run_path)
                     if (!e) break;
                     moects__buf_add(&rows, "<br>");
                     p = e + 1;
+                }
+                const cell *c = at(t, k, m, l);
+                if (t->run && c->first_bad >= 0) { /* the first bad case's repro line */
+                    moects__buf cmd = {0};
+                    moects__repro_filter(&cmd, &t->run->v[c->first_bad], t->run->filter);
+                    moects__buf_add(&rows, "<br><code>");
+                    moects__buf_html(&rows, cmd.s ? cmd.s : "");
+                    moects__buf_add(&rows, "</code>");
+                    moects__buf_free(&cmd);
                 }
                 moects__buf_add(&rows, "</td></tr>\n");
             }

@@ -464,15 +464,20 @@ Test(model, expert_width_field_follows_the_family, .init = mk_tmp, .fini = rm_tm
 {
     static const char *const why = "moe_intermediate_size: missing field (the routed experts' width; with ";
     char want[512];
-    snprintf(want, sizeof want, ": %sn_routed_experts, intermediate_size is the dense MLP's)", why);
+    /* each refusal ends with the family, the config's model_type (read by hand from each file) */
+    snprintf(want, sizeof want, ": %sn_routed_experts, intermediate_size is the dense MLP's) (model_type deepseek_v3)",
+             why);
     expect_err(without_moe_i(SRC "/hf-configs/deepseek-ai--DeepSeek-V3.config.json", "dsv3.json", NULL), want);
+    snprintf(want, sizeof want, ": %sn_routed_experts, intermediate_size is the dense MLP's) (model_type kimi_k2)", why);
     expect_err(without_moe_i(SRC "/hf-configs/moonshotai--Kimi-K2-Instruct.config.json", "k2.json", NULL), want);
-    snprintf(want, sizeof want, ": %snum_experts, intermediate_size is the dense MLP's)", why);
+    snprintf(want, sizeof want, ": %snum_experts, intermediate_size is the dense MLP's) (model_type qwen3_moe)", why);
     expect_err(without_moe_i(SRC "/hf-configs/Qwen--Qwen3-30B-A3B.config.json", "q3.json", NULL), want);
-    snprintf(want, sizeof want, ": text_config.%stext_config.num_experts, intermediate_size is the dense MLP's)", why);
+    snprintf(want, sizeof want,
+             ": text_config.%stext_config.num_experts, intermediate_size is the dense MLP's) (model_type kimi_k3)", why);
     expect_err(without_moe_i(SRC "/hf-configs/moonshotai--Kimi-K3.config.json", "k3.json", "text_config"), want);
     /* Ernie 4.5 300B (numbers: models-extra.json): without, then with moe_intermediate_size */
-    snprintf(want, sizeof want, ": %smoe_num_experts, intermediate_size is the dense MLP's)", why);
+    snprintf(want, sizeof want, ": %smoe_num_experts, intermediate_size is the dense MLP's) (model_type ernie4_5_moe)",
+             why);
     expect_err(put("ernie.json", "{\"model_type\": \"ernie4_5_moe\", \"hidden_size\": 8192, \"intermediate_size\": "
                                  "28672, \"moe_num_experts\": 64, \"moe_k\": 8}"),
                want);
