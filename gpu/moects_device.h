@@ -30,6 +30,14 @@ int moects_cuda_time(int (*fn)(void *ctx), void *ctx, int warmup, int iters, dou
  * and cuBLAS BF16 GEMM (FP32 accumulate, NT layout, bf16 out) rate in TFLOP/s for M, N, K. */
 int moects_cuda_copy_gbps(size_t bytes, double *gbps, char *err, size_t err_len);
 int moects_cuda_cublas_bf16_tflops(long M, long N, long K, double *tflops, char *err, size_t err_len);
+/* cuBLAS BF16 grouped GEMM of a MoE layer (FP32 compute, bf16 out): expert e multiplies rows[e] rows
+ * of A [sum rows, K] by its own B_e [N, K]^T, all experts in one cublasGemmGroupedBatchedEx call (one
+ * cublasGemmEx per expert where the library lacks it); TFLOP/s over 2 * sum(rows) * N * K. The
+ * --perf ceiling of the grouped moe_gemm kernels. */
+int moects_cuda_cublas_moe_bf16_tflops(long E, const long *rows, long N, long K, double *tflops, char *err,
+                                       size_t err_len);
+/* Fill bytes of device memory with a hash of the byte index and seed (perf operands, never zeros). */
+int moects_cuda_fill_random(void *p, size_t bytes, unsigned seed);
 /* 1 if cuBLAS (libcublas.so.13, dlopen'ed, never linked) can be loaded, else 0 with the reason in
  * why. dlopen/dlsym only, no CUDA call: safe in the parent. A kernel that needs cuBLAS
  * ("cuda.fp4_gemm.dequant_cublas") also refuses in supports() with this reason when it is missing;

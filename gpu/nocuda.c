@@ -53,3 +53,11 @@ int moects_cuda_cublas_available(char *why, size_t why_len)
     if (why && why_len) snprintf(why, why_len, "built without CUDA");
     return 0;
 }
+int moects_cuda_cublas_moe_bf16_tflops(long E, const long *rows, long N, long K, double *tflops, char *err,
+                                       size_t err_len)
+{
+    (void)E; (void)rows; (void)N; (void)K; (void)tflops;
+    if (err && err_len) snprintf(err, err_len, "built without CUDA");
+    return -1;
+}
+int moects_cuda_fill_random(void *p, size_t bytes, unsigned seed) { (void)p; (void)bytes; (void)seed; return -1; }

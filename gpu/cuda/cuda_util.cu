@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int moects__cuda_check(cudaError_t e, const char *what, const char *file, int line)
@@ -57,6 +58,7 @@ static int load_lib_locked(void)
     *(void **)&c.destroy = dlsym(c.lib, "cublasDestroy_v2");
     *(void **)&c.set_stream = dlsym(c.lib, "cublasSetStream_v2");
     *(void **)&c.gemm_ex = dlsym(c.lib, "cublasGemmEx");
+    *(void **)&c.grouped = dlsym(c.lib, "cublasGemmGroupedBatchedEx"); /* optional */
     if (!c.create || !c.destroy || !c.set_stream || !c.gemm_ex) {
         snprintf(g_cublas_why, sizeof g_cublas_why,
                  "cuBLAS not available: libcublas.so.13 lacks cublasCreate_v2/cublasSetStream_v2/cublasGemmEx");
@@ -117,6 +119,76 @@ int moects__cublas_gemm_nt_bf16(const moects__cublas *cb, cudaStream_t s, long M
                          D, d_type, (int)N, MOECTS__CUBLAS_COMPUTE_32F, MOECTS__CUBLAS_GEMM_DEFAULT);
     if (st != 0) {
         snprintf(why, why_len, "cublasGemmEx failed (status %d) for M=%ld N=%ld K=%ld", st, M, N, K);
+        return -1;
+    }
+    return 0;
+}
+
+int moects__cublas_moe_gemm(const moects__cublas *cb, cudaStream_t s, const moects__moe_seg *seg, int nseg, long N,
+                            long K, int in_type, const void *A, const void *B, void *D, int d_type, void **ptrs,
+                            char *why, size_t why_len)
+{
+    const size_t osz = d_type == MOECTS__CUDA_R_16BF ? 2 : 4, isz = in_type == MOECTS__CUDA_R_16BF ? 2 : 4;
+    if (N > 2147483647L || K > 2147483647L) {
+        snprintf(why, why_len, "cuBLAS: N and K must fit in int (N=%ld K=%ld)", N, K);
+        return -1;
+    }
+    int st = cb->set_stream(cb->handle, s);
+    if (st == 0 && cb->grouped && nseg > 0) {
+        /* one group per segment (m, n differ): column-major D^T [N x rows] = B_e^T-view * A rows */
+        int *iv = (int *)malloc((size_t)nseg * 9 * sizeof(int));
+        float *fv = (float *)malloc((size_t)nseg * 2 * sizeof(float));
+        const void **hp = (const void **)malloc((size_t)nseg * 3 * sizeof(void *));
+        int g = 0;
+        if (!iv || !fv || !hp) {
+            free(iv), free(fv), free(hp);
+            snprintf(why, why_len, "cuBLAS grouped GEMM: host out of memory");
+            return -1;
+        }
+        for (int i = 0; i < nseg; i++) {
+            if (seg[i].rows <= 0) continue;
+            iv[0 * nseg + g] = MOECTS__CUBLAS_OP_T, iv[1 * nseg + g] = MOECTS__CUBLAS_OP_N;
+            iv[2 * nseg + g] = (int)N, iv[3 * nseg + g] = (int)seg[i].rows, iv[4 * nseg + g] = (int)K;
+            iv[5 * nseg + g] = (int)K, iv[6 * nseg + g] = (int)K, iv[7 * nseg + g] = (int)N, iv[8 * nseg + g] = 1;
+            fv[g] = seg[i].alpha, fv[nseg + g] = 0.0f;
+            hp[g] = (const char *)B + (size_t)seg[i].expert * (size_t)N * (size_t)K * isz;
+            hp[nseg + g] = (const char *)A + (size_t)seg[i].row0 * (size_t)K * isz;
+            hp[2 * nseg + g] = (const char *)D + (size_t)seg[i].row0 * (size_t)N * osz;
+            g++;
+        }
+        if (g > 0) {
+            /* pageable source: the copy is staged before cudaMemcpyAsync returns, so hp may be freed */
+            for (int j = 0; j < 3 && st == 0; j++)
+                if (cudaMemcpyAsync(ptrs + (size_t)j * nseg, hp + (size_t)j * nseg, (size_t)g * sizeof(void *),
+                                    cudaMemcpyHostToDevice, s) != cudaSuccess)
+                    st = -1;
+            if (st == 0)
+                st = cb->grouped(cb->handle, iv, iv + nseg, iv + 2 * nseg, iv + 3 * nseg, iv + 4 * nseg, fv,
+                                 (const void *const *)ptrs, in_type, iv + 5 * nseg,
+                                 (const void *const *)(ptrs + nseg), in_type, iv + 6 * nseg, fv + nseg,
+                                 (void *const *)(ptrs + 2 * nseg), d_type, iv + 7 * nseg, g, iv + 8 * nseg,
+                                 MOECTS__CUBLAS_COMPUTE_32F);
+        }
+        free(iv), free(fv), free(hp);
+        if (st == 0) return 0;
+        /* e.g. CUBLAS_STATUS_NOT_SUPPORTED (15) for these types: one cublasGemmEx per segment instead */
+        static int told;
+        if (!told++)
+            fprintf(stderr, "cuda_util: cublasGemmGroupedBatchedEx failed (status %d, %d groups, N=%ld K=%ld): "
+                    "per-expert cublasGemmEx instead\n", st, g, N, K);
+        st = 0;
+    }
+    for (int i = 0; i < nseg && st == 0; i++) {
+        if (seg[i].rows <= 0) continue;
+        const float beta = 0.0f;
+        st = cb->gemm_ex(cb->handle, MOECTS__CUBLAS_OP_T, MOECTS__CUBLAS_OP_N, (int)N, (int)seg[i].rows, (int)K,
+                         &seg[i].alpha, (const char *)B + (size_t)seg[i].expert * (size_t)N * (size_t)K * isz,
+                         in_type, (int)K, (const char *)A + (size_t)seg[i].row0 * (size_t)K * isz,
+                         in_type, (int)K, &beta, (char *)D + (size_t)seg[i].row0 * (size_t)N * osz,
+                         d_type, (int)N, MOECTS__CUBLAS_COMPUTE_32F, MOECTS__CUBLAS_GEMM_DEFAULT);
+    }
+    if (st != 0) {
+        snprintf(why, why_len, "cuBLAS per-expert GemmEx failed (status %d), N=%ld K=%ld", st, N, K);
         return -1;
     }
     return 0;

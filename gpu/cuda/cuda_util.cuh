@@ -27,6 +27,13 @@ typedef struct moects__cublas {
     int (*gemm_ex)(void *handle, int transa, int transb, int m, int n, int k, const void *alpha,
                    const void *A, int Atype, int lda, const void *B, int Btype, int ldb,
                    const void *beta, void *C, int Ctype, int ldc, int computeType, int algo);
+    /* cublasGemmGroupedBatchedEx (cuBLAS >= 12.5; NULL when the library lacks it): per group g the host
+     * arrays transa, transb, m, n, k, alpha (float), lda, ldb, beta, ldc, group_size; device arrays of
+     * A, B, C pointers (sum of group sizes). */
+    int (*grouped)(void *handle, const int *transa, const int *transb, const int *m, const int *n, const int *k,
+                   const void *alpha, const void *const *A, int Atype, const int *lda, const void *const *B,
+                   int Btype, const int *ldb, const void *beta, void *const *C, int Ctype, const int *ldc,
+                   int group_count, const int *group_size, int computeType);
     void *handle; /* created on first use, one per process (the worker) */
 } moects__cublas;
 
@@ -53,5 +60,21 @@ enum {
 int moects__cublas_gemm_nt_bf16(const moects__cublas *cb, cudaStream_t s, long M, long N, long K,
                                 float alpha, const void *A, const void *B, void *D, int d_type,
                                 char *why, size_t why_len);
+
+/* One GEMM of a grouped MoE problem: rows [row0, row0 + rows) of A and D, with expert's B and alpha. */
+typedef struct {
+    long row0, rows;
+    int expert;
+    float alpha;
+} moects__moe_seg;
+
+/* For every segment: D[row0 + i][:] = alpha * A[row0 + i][:] * B[expert]^T, A [rows][K] and B [E][N][K]
+ * of in_type (MOECTS__CUDA_R_16BF, or MOECTS__CUDA_R_32F: FP32 arithmetic, no TF32), K-contiguous, D
+ * [rows][N] of d_type (BF16 or FP32), FP32 compute; one cublasGemmGroupedBatchedEx call when the
+ * library has it (ptrs: device room for 3 * nseg pointers), else one cublasGemmEx per segment.
+ * Segments of 0 rows are skipped. Returns 0 or non-zero with why. */
+int moects__cublas_moe_gemm(const moects__cublas *cb, cudaStream_t s, const moects__moe_seg *seg, int nseg, long N,
+                            long K, int in_type, const void *A, const void *B, void *D, int d_type, void **ptrs,
+                            char *why, size_t why_len);
 
 #endif

@@ -270,6 +270,86 @@ out:
     return rc;
 }
 
+typedef struct {
+    const moects__cublas *cb;
+    moects__moe_seg *seg;
+    int nseg;
+    long N, K;
+    void *a, *b, *d, **ptrs;
+    cudaStream_t s;
+    char why[256];
+} moe_ctx;
+
+static int moe_once(void *c)
+{
+    moe_ctx *g = (moe_ctx *)c;
+    return moects__cublas_moe_gemm(g->cb, g->s, g->seg, g->nseg, g->N, g->K, MOECTS__CUDA_R_16BF, g->a, g->b, g->d,
+                                   MOECTS__CUDA_R_16BF, g->ptrs, g->why, sizeof g->why);
+}
+
+int moects_cuda_cublas_moe_bf16_tflops(long E, const long *rows, long N, long K, double *tflops, char *err,
+                                       size_t err_len)
+{
+    moe_ctx g;
+    double ms = 0;
+    long total = 0;
+    int rc = -1;
+    memset(&g, 0, sizeof g);
+    if (E <= 0 || N <= 0 || K <= 0 || E > 2147483647L) {
+        if (err && err_len) snprintf(err, err_len, "cuBLAS grouped ceiling: E, N, K must be > 0");
+        return -1;
+    }
+    g.cb = moects__cublas_get(err, err_len);
+    if (!g.cb) return -1;
+    g.seg = (moects__moe_seg *)malloc((size_t)E * sizeof *g.seg);
+    if (!g.seg) return -1;
+    for (long e = 0; e < E; e++) {
+        g.seg[e].row0 = total, g.seg[e].rows = rows[e], g.seg[e].expert = (int)e, g.seg[e].alpha = 1.0f;
+        total += rows[e];
+    }
+    g.nseg = (int)E, g.N = N, g.K = K;
+    g.s = (cudaStream_t)moects_cuda_stream();
+    g.a = moects_cuda_malloc((size_t)(total > 0 ? total : 1) * (size_t)K * 2);
+    g.b = moects_cuda_malloc((size_t)E * (size_t)N * (size_t)K * 2);
+    g.d = moects_cuda_malloc((size_t)(total > 0 ? total : 1) * (size_t)N * 2);
+    g.ptrs = (void **)moects_cuda_malloc((size_t)E * 3 * sizeof(void *));
+    if (!g.a || !g.b || !g.d || !g.ptrs || !g.s) {
+        if (err && err_len) snprintf(err, err_len, "cuBLAS grouped ceiling: cannot allocate operands");
+        goto out;
+    }
+    fill_bf16_kernel<<<1024, 256, 0, g.s>>>((__nv_bfloat16 *)g.a, (size_t)total * (size_t)K, 2u);
+    fill_bf16_kernel<<<1024, 256, 0, g.s>>>((__nv_bfloat16 *)g.b, (size_t)E * (size_t)N * (size_t)K, 3u);
+    if (MOECTS_CU_LAUNCH("fill_bf16_kernel")) goto out;
+    if (moects_cuda_time(moe_once, &g, 3, 21, &ms) || ms <= 0) {
+        if (err && err_len) snprintf(err, err_len, "cuBLAS grouped ceiling: %s", g.why[0] ? g.why : "timing failed");
+        goto out;
+    }
+    *tflops = 2.0 * (double)total * (double)N * (double)K / (ms * 1e-3) / 1e12;
+    rc = 0;
+out:
+    moects_cuda_free(g.a), moects_cuda_free(g.b), moects_cuda_free(g.d), moects_cuda_free(g.ptrs);
+    free(g.seg);
+    return rc;
+}
+
+__global__ void fill_bytes_kernel(uint8_t *p, size_t n, uint32_t seed)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t h = (uint32_t)i * 2654435761u ^ seed ^ (uint32_t)(i >> 32) * 40503u;
+        h ^= h >> 15;
+        h *= 2246822519u;
+        h ^= h >> 13;
+        p[i] = (uint8_t)h;
+    }
+}
+
+int moects_cuda_fill_random(void *p, size_t bytes, unsigned seed)
+{
+    if (!bytes) return 0;
+    fill_bytes_kernel<<<4096, 256, 0, (cudaStream_t)moects_cuda_stream()>>>((uint8_t *)p, bytes, seed);
+    return MOECTS_CU_LAUNCH("fill_bytes_kernel") ? -1 : 0;
+}
+
 int moects_cuda_cublas_available(char *why, size_t why_len)
 {
     return moects__cublas_probe(why, why_len);

@@ -43,13 +43,27 @@ struct Smem {
     uint64_t full[STAGES], empty[STAGES];
 };
 
+/* Grouped GEMM (moe_gemm_blockwise.cu): one 128-row tile of one expert, rows [row0, row_end) of A
+ * and D; expert < 0: an empty slot (the CTA exits). */
+struct Tile {
+    int64_t row0, row_end;
+    int32_t expert, pad;
+};
+
 struct GemmParams {
-    const uint8_t *a8, *b8;  /* [M][Kp], [N][Kp] E4M3 */
-    const float *sa, *sb;    /* [M][nkbp]; [nkbp][Np], Np = N rounded up to BN, zero past N */
+    const uint8_t *a8, *b8;  /* [M][Kp], [N][Kp] E4M3 (grouped: B [E][N][Kp]) */
+    const float *sa, *sb;    /* [M][nkbp]; [nkbp][Np], Np = N rounded up to BN, zero past N (grouped: [E] of those) */
     void *d;
     float alpha;
     int64_t M, N, Np, Kp, nkb, nkbp;
     int out_bf16;
+    /* grouped only (gemm<true>): tile blockIdx.y is tiles[blockIdx.y]; alpha_e[expert] (alpha_e[0] when
+     * alpha_first, a mutant; alpha when alpha_e is NULL); rows of D written: all rows of the tile (m_idx NULL), rows whose
+     * m_idx == expert (write_any 0) or rows whose m_idx >= 0 (write_any 1, a mutant) */
+    const Tile *tiles;
+    const float *alpha_e;
+    const int32_t *m_idx;
+    int alpha_first, write_any;
 };
 
 __device__ __forceinline__ void mbar_init(uint64_t *b, unsigned count)
@@ -132,15 +146,17 @@ __device__ __forceinline__ void e2m1x8_to_e4m3(uint32_t w, uint32_t *out)
 /* One thread: 32 codes of row r, k0 = 32 q, to E4M3. Output 32-byte chunk b is K-block b: codes
  * 32b .. 32b+31 for G = 32; codes 16b .. 16b+15 then 16 zeros for G = 16, so that a k32 MMA over the
  * chunk is exactly block b's partial. Codes past K are 0 (the padding nibble is ignored). Whole
- * 16-byte-aligned groups inside K take one 16-byte load. */
+ * 16-byte-aligned groups inside K take one 16-byte load. masked_m (grouped masked layout, rows =
+ * E * max_m): rows past masked_m[e] (masked_m[0] when masked_first, a mutant) are skipped. */
 template <int G>
 __global__ void prep_codes(const uint8_t *src, int64_t rows, int64_t K, int64_t rowbytes, uint8_t *dst, int64_t Kp,
-                           int swap_nibbles)
+                           int swap_nibbles, const int32_t *masked_m = NULL, int64_t max_m = 0, int masked_first = 0)
 {
     const int64_t per_row = Kp / (G == 32 ? 32 : 64);
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= rows * per_row) return;
     const int64_t r = i / per_row, q = i % per_row, k0 = 32 * q;
+    if (masked_m && r % max_m >= masked_m[masked_first ? 0 : r / max_m]) return; /* masked rows: never read */
     const uint8_t *s = src + r * rowbytes + k0 / 2;
     uint32_t w[4];
     if (k0 + 32 <= K && (uintptr_t)s % 16 == 0) {
@@ -256,13 +272,24 @@ __device__ __forceinline__ void stages(Smem &S, const GemmParams &P, int64_t s0,
     }
 }
 
-__global__ void __launch_bounds__(NTHR, 1) gemm(GemmParams P)
+/* GROUPED: the CTA's rows, expert, B and alpha come from P.tiles[blockIdx.y] (moe_gemm). */
+template <bool GROUPED> __global__ void __launch_bounds__(NTHR, 1) gemm(GemmParams P)
 {
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const uint32_t sbase = smem_u32(smem_raw);
     Smem &S = *reinterpret_cast<Smem *>(smem_raw + ((1024u - (sbase & 1023u)) & 1023u));
     const int tid = threadIdx.x;
-    const int64_t m0 = (int64_t)blockIdx.y * BM, n0 = (int64_t)blockIdx.x * BN;
+    int64_t m0 = (int64_t)blockIdx.y * BM, mend = P.M;
+    const int64_t n0 = (int64_t)blockIdx.x * BN;
+    int32_t expert = 0;
+    if (GROUPED) {
+        const Tile t = P.tiles[blockIdx.y];
+        if (t.expert < 0) return; /* uniform: before any barrier */
+        m0 = t.row0, mend = t.row_end, expert = t.expert;
+        P.b8 += (int64_t)expert * P.N * P.Kp;
+        P.sb += (int64_t)expert * P.nkbp * P.Np;
+        if (P.alpha_e) P.alpha = P.alpha_e[P.alpha_first ? 0 : expert];
+    }
     const int64_t nstage = P.Kp / BKC;
     if (tid == 0) {
         for (int i = 0; i < STAGES; i++) {
@@ -282,12 +309,12 @@ __global__ void __launch_bounds__(NTHR, 1) gemm(GemmParams P)
 #pragma unroll 4
             for (int i = 0; i < BM * BKC / 16 / NPROD; i++) {
                 const int c = l + i * NPROD, r = c >> 3, ch = c & 7;
-                const bool ina = m0 + r < P.M, inb = n0 + r < P.N;
+                const bool ina = m0 + r < mend, inb = n0 + r < P.N;
                 const int64_t col = s * BKC + ch * 16;
                 cp16(&S.a[slot][r * BKC + ((ch ^ (r & 7)) * 16)], P.a8 + (ina ? (m0 + r) * P.Kp + col : 0), ina);
                 cp16(&S.b[slot][r * BKC + ((ch ^ (r & 7)) * 16)], P.b8 + (inb ? (n0 + r) * P.Kp + col : 0), inb);
             }
-            const bool ina = m0 + l < P.M;
+            const bool ina = m0 + l < mend;
             cp16(&S.sa[slot][l][0], P.sa + (ina ? (m0 + l) * P.nkbp + s * NBS : 0), ina);
             /* B scales: K-block l / 32 of the stage, columns 4 (l % 32) .. +3 (Np pads with zeros) */
             cp16(&S.sb[slot][l >> 5][4 * (l & 31)], P.sb + (s * NBS + (l >> 5)) * P.Np + n0 + 4 * (l & 31), true);
@@ -314,7 +341,8 @@ __global__ void __launch_bounds__(NTHR, 1) gemm(GemmParams P)
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
         const int64_t r = m0 + ra + hr * 8;
-        if (r >= P.M) continue;
+        if (r >= mend) continue;
+        if (GROUPED && P.m_idx && (P.write_any ? P.m_idx[r] < 0 : P.m_idx[r] != expert)) continue;
 #pragma unroll
         for (int j = 0; j < 16; j++) {
             const int64_t c = n0 + j * 8 + 2 * t4;
@@ -355,13 +383,15 @@ template <int G, int BUG> static int launch(const Params &P, cudaStream_t st)
         const size_t smem = sizeof(Smem) + 1024;
         static bool attr_set;
         if (!attr_set) {
-            if (MOECTS_CU(cudaFuncSetAttribute(gemm, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem))) rc = -1;
+            if (MOECTS_CU(cudaFuncSetAttribute(gemm<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
+                rc = -1;
             else attr_set = true;
         }
         if (rc == 0) {
-            GemmParams GP = {a8, b8, sa, sb, P.d, P.alpha, P.M, P.N, Np, Kp, P.nkb, nkbp, P.out_bf16};
+            GemmParams GP = {a8, b8, sa, sb, P.d, P.alpha, P.M, P.N, Np, Kp, P.nkb, nkbp, P.out_bf16,
+                             NULL, NULL, NULL, 0, 0};
             const dim3 grid((unsigned)((P.N + BN - 1) / BN), (unsigned)((P.M + BM - 1) / BM));
-            gemm<<<grid, NTHR, smem, st>>>(GP);
+            gemm<false><<<grid, NTHR, smem, st>>>(GP);
             rc = MOECTS_CU_LAUNCH("fp4_gemm fp8ws gemm") ? -1 : 0;
         }
     }
