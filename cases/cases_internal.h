@@ -13,8 +13,14 @@
  * "path: (root): not a JSON object" in err. */
 json_t *moects__json_load_file(const char *path, int strict, char *err, size_t errlen);
 
-/* snprintf into err, never overflowing; returns -1 so callers can `return moects__fail(...)`. */
+/* snprintf into err, never overflowing, then moects__oneline; returns -1 so callers can
+ * `return moects__fail(...)`. */
 int moects__fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Replace each control byte (0x00-0x1f, 0x7f) of the message s with '?': an error quoting a file's
+ * bytes (a JSON parser's "near '...'", an id with a stray CR) stays one printable line, and no
+ * escape sequence of a hostile file reaches the terminal. Found by fuzz/fuzz_*.c. */
+void moects__oneline(char *s);
 
 /* The names of the .json files in dir (not those starting with '.'), sorted by strcmp. Returns 0
  * with *names (free with moects__names_free) and *n, or -1 with "dir: unreadable directory: <errno

@@ -26,6 +26,10 @@ int moects_idlist_load(const char *path, char ***ids, char *err, size_t errlen)
     ssize_t len;
     while ((len = getline(&line, &lcap, f)) >= 0) {
         lineno++;
+        if (strlen(line) != (size_t)len) { /* an id cut at a NUL byte would read as another id */
+            rc = moects__fail(err, errlen, "%s:%d: NUL byte in the line", path, lineno);
+            break;
+        }
         char *h = strchr(line, '#');
         if (h) *h = '\0';
         char *s = line;

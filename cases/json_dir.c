@@ -41,7 +41,7 @@ int moects__json_names(const char *dir, char ***names, size_t *n, char *err, siz
         moects__names_free(v, nv);
         return moects__fail(err, errlen, "%s: out of memory", dir);
     }
-    qsort(v, nv, sizeof *v, cmp_str);
+    if (nv) qsort(v, nv, sizeof *v, cmp_str); /* qsort(NULL, 0, ...) is undefined (UBSan) */
     *names = v;
     *n = nv;
     return 0;

@@ -15,8 +15,15 @@ int moects__fail(char *err, size_t errlen, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(err, errlen, fmt, ap);
         va_end(ap);
+        moects__oneline(err);
     }
     return -1;
+}
+
+void moects__oneline(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
 }
 
 int moects__copy(char *dst, size_t n, const char *src)

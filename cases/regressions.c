@@ -36,7 +36,7 @@ static const struct {
     [F_IDT] = {"id_dtype", 1, 0, 0, 0},          [F_ROUTE] = {"routing", 1, 0, 0, 0},
     [F_M] = {"M", 2, 1, 0, MOECTS__MAX_ROWS},    [F_N] = {"N", 2, 1, 1, MOECTS__MAX_ROWS},
     [F_KK] = {"K", 2, 1, 1, MOECTS__MAX_ROWS},   [F_FMT] = {"format", 2, 0, 0, 0},
-    [F_SCL] = {"scale_layout", 2, 0, 0}, [F_OUT] = {"out_dtype", 3, 0, 0}, [F_DATA] = {"data", 3, 0, 0},
+    [F_SCL] = {"scale_layout", 2, 0, 0, 0}, [F_OUT] = {"out_dtype", 3, 0, 0, 0}, [F_DATA] = {"data", 3, 0, 0, 0},
 };
 
 typedef struct {

@@ -21,6 +21,9 @@ int moects_cuda_memset(void *dst, int value, size_t bytes);
 void *moects_cuda_stream(void); /* the worker's stream (cudaStream_t) */
 /* Synchronise the stream and fetch any pending error (sticky errors included). */
 int moects_cuda_sync(void *stream, char *err, size_t err_len);
+/* Free memory of the current device in bytes (cudaMemGetInfo): the runner's device-leak check.
+ * 0, or -1 (no device, or a sticky error). */
+int moects_cuda_mem_free(size_t *free_bytes);
 /* Name of the current device, e.g. "NVIDIA H200". */
 int moects_cuda_device_name(char *name, size_t len);
 /* Time fn(ctx) with CUDA events: warmup runs, then iters runs; writes the median in ms. */

@@ -26,6 +26,11 @@ int moects_cuda_sync(void *stream, char *err, size_t err_len)
     if (err && err_len) snprintf(err, err_len, "built without CUDA");
     return -1;
 }
+int moects_cuda_mem_free(size_t *free_bytes)
+{
+    *free_bytes = 0;
+    return -1;
+}
 int moects_cuda_device_name(char *name, size_t len)
 {
     if (name && len) snprintf(name, len, "none");

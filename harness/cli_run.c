@@ -41,6 +41,8 @@ typedef struct {
     size_t ncase_files;
     char **kernel_globs;
     size_t nkernel_globs;
+    char **kernel_bufs; /* the strdup'ed --kernel arguments the globs point into */
+    size_t nkernel_bufs;
     char **libs;
     size_t nlibs;
     uint64_t seed;
@@ -86,6 +88,8 @@ static void cli_free(cli *o)
     free(o->globs);
     free(o->case_files);
     free(o->kernel_globs);
+    for (size_t i = 0; i < o->nkernel_bufs; i++) free(o->kernel_bufs[i]);
+    free(o->kernel_bufs);
     free(o->libs);
 }
 
@@ -188,10 +192,13 @@ static int parse_args(cli *o, int argc, char **argv, int is_run)
         case OPT_KERNEL: {
             /* comma-separated lists allowed */
             char *s = a ? strdup(a) : NULL, *save = NULL;
-            if (!s) return bad(o, "out of memory");
+            if (!s || push_str(&o->kernel_bufs, &o->nkernel_bufs, s)) {
+                free(s);
+                return bad(o, "out of memory");
+            }
             for (char *t = strtok_r(s, ",", &save); t; t = strtok_r(NULL, ",", &save))
                 if (push_str(&o->kernel_globs, &o->nkernel_globs, t)) return bad(o, "out of memory");
-            break; /* s stays allocated: the globs point into it */
+            break; /* s stays allocated (cli_free): the globs point into it */
         }
         case OPT_LIB: if (push_str(&o->libs, &o->nlibs, a)) return bad(o, "out of memory"); break;
         case OPT_SEED:

@@ -8,7 +8,12 @@
 #   coverage of the full run, and status.txt (each step's exit status and seconds).
 # STEPS: comma list of smoke,paths,full0..full<NF-1>,memcheck,perf (default: all, with 4 full shards);
 # paths: each cuda.fp4_gemm.blockwise path (MOECTS_FP4_TILE) forced on the FP4 smoke cases;
-# each step has a time limit.
+# each step has a time limit. Steps run only when named (issue 15): large (the large tier, > 2^31
+# elements in one buffer, CUDA kernels: the built-ins pass, the int32 mutants fail), initcheck and
+# racecheck (compute-sanitizer over the smoke cases memcheck takes; racecheck on every 4th of them),
+# faults (tests/resource_faults_cuda.sh with MOECTS_FAULTS_LIB, default the plugin beside BIN's
+# build: ../lib/libmoects_plugin_faults_cuda.so). The smoke run's results.json carries the input
+# and reference hashes: `moects hashes` compares them with a CPU run of the same cases elsewhere.
 # A step left for a later call (device calls are limited to 10 minutes) reuses OUTDIR.
 set -u
 B=${1:?usage: harness/h200_run.sh BIN [OUTDIR] [STEPS]}
@@ -52,14 +57,28 @@ if ls "${parts[@]}" > /dev/null 2>&1; then
   "$B" coverage "$D/full/results.json" --out "$D/full" > /dev/null
   prove --exec cat "$D/full/run.tap" > "$D/full.prove" 2>&1; echo "full prove rc=$?" >> "$D/status.txt"
 fi
+# every smoke case but those also in the large tier (> 2^31 elements: hours under compute-sanitizer)
+smoke_cases() { "$B" list --tier smoke | awk -F'\t' '$2 !~ /large/ {print $1}'; }
 if has memcheck; then
-  # every smoke case but those also in the large tier (> 2^31 elements: hours under memcheck)
-  "$B" list --tier smoke | awk -F'\t' '$2 !~ /large/ {print $1}' > "$D/memcheck-cases.txt"
+  smoke_cases > "$D/memcheck-cases.txt"
   step memcheck 540 compute-sanitizer --tool memcheck --target-processes all --leak-check no \
     --error-exitcode 9 "$B" run --cases "$D/memcheck-cases.txt" --kernel 'cuda.[ef]*' --jobs "$JOBS" \
     --out "$D/memcheck"
   grep -E "ERROR SUMMARY|Invalid|========= [A-Z]" "$D/memcheck.log" "$D/memcheck.err" | sort | uniq -c \
     > "$D/memcheck.txt"
+fi
+for tool in initcheck racecheck; do
+  has $tool || continue
+  smoke_cases | awk -v every=$([ $tool = racecheck ] && echo 4 || echo 1) 'NR % every == 1 || every == 1' \
+    > "$D/$tool-cases.txt"
+  step $tool 540 compute-sanitizer --tool $tool --target-processes all --error-exitcode 9 "$B" run \
+    --cases "$D/$tool-cases.txt" --kernel 'cuda.[ef]*' --jobs "$JOBS" --out "$D/$tool"
+  grep -E "ERROR SUMMARY|========= [A-Z]" "$D/$tool.log" "$D/$tool.err" | sort | uniq -c > "$D/$tool.txt"
+done
+has large && step large 540 "$B" run --tier large --jobs "$JOBS" --kernel 'cuda.*' --out "$D/large"
+if has faults; then
+  step faults 300 bash tests/resource_faults_cuda.sh "$B" \
+    "${MOECTS_FAULTS_LIB:-$(dirname "$B")/../lib/libmoects_plugin_faults_cuda.so}" "$D/faults"
 fi
 if has paths; then # every FP4 path forced on the FP4 smoke cases: the default picks one per shape
   mkdir -p "$D/paths"

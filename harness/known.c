@@ -82,7 +82,7 @@ static int parse_line(const char *s, size_t len, const char *path, int line, moe
     while (e > s && is_blank(e[-1])) e--;
     if (s == e || *s == '#') return 0;
     for (const char *p = s; p < e; p++)
-        if (*p == '\0' || ((unsigned char)*p < 0x20 && *p != '\t'))
+        if (*p == '\0' || ((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f) /* DEL: fuzz/crashes/known */
             return fail(err, errlen, path, line, "control character in the line");
     const char *f[2];
     size_t fl[2];

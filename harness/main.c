@@ -17,6 +17,7 @@ static void usage(FILE *f)
           "  gate      compare a run with a baseline or must-pass lists\n"
           "  coverage  models x layouts x kernels coverage report\n"
           "  merge     merge shard results into one run\n"
+          "  hashes    compare the input and reference hashes of two runs\n"
           "`moects COMMAND --help` for a command's options.\n",
           f);
 }
@@ -33,6 +34,7 @@ int main(int argc, char **argv)
     if (!strcmp(c, "gate")) return moects_cmd_gate(argc - 1, argv + 1);
     if (!strcmp(c, "coverage")) return moects_cmd_coverage(argc - 1, argv + 1);
     if (!strcmp(c, "merge")) return moects_cmd_merge(argc - 1, argv + 1);
+    if (!strcmp(c, "hashes")) return moects_cmd_hashes(argc - 1, argv + 1);
     if (!strcmp(c, "--version") || !strcmp(c, "version")) {
         printf("moects %s\n", MOECTS_VERSION);
         return 0;
@@ -41,6 +43,6 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    fprintf(stderr, "moects: unknown command \"%s\" (list, run, gate, coverage, merge)\n", c);
+    fprintf(stderr, "moects: unknown command \"%s\" (list, run, gate, coverage, merge, hashes)\n", c);
     return 2;
 }

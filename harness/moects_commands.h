@@ -9,6 +9,7 @@ int moects_cmd_run(int argc, char **argv);      /* harness/cli_run.c */
 int moects_cmd_gate(int argc, char **argv);     /* harness/gate.c */
 int moects_cmd_coverage(int argc, char **argv); /* harness/coverage.c */
 int moects_cmd_merge(int argc, char **argv);    /* harness/merge.c */
+int moects_cmd_hashes(int argc, char **argv);   /* harness/hashes.c */
 
 /* The one-line error for an argument command cmd does not take: "moects CMD: ARG: missing value"
  * when arg is one of the NULL-terminated value-taking options (given last), else "moects CMD:

@@ -33,6 +33,18 @@ static inline int moects_verdict_is_fail(moects_verdict v)
     return v >= MOECTS_FAIL_MISMATCH && v <= MOECTS_FAIL_TIMEOUT;
 }
 
+/* A tensor's name ("x", "topk_ids", "a", ...) and the XXH64 of its bytes. */
+#define MOECTS_RESULT_HASHES_MAX 12
+typedef struct {
+    char name[24];
+    uint64_t xxh64;
+} moects_tensor_hash;
+
+/* XXH64 with seed 0 of len bytes at p (p may be NULL when len is 0): xxHash 0.8 (Yann Collet,
+ * BSD-2; Debian libxxhash-dev, compiled in from xxhash.h), about 10 GB/s on one core, so a 4 GiB
+ * tensor costs under half a second. harness/hashes.c. */
+uint64_t moects_xxh64(const void *p, size_t len);
+
 /* One (kernel, case) outcome. */
 typedef struct {
     char kernel[96];
@@ -66,6 +78,14 @@ typedef struct {
     double kernel_s;        /* device set-up and input copies, launch to sync, copy back, --perf */
     double compare_s;       /* moects_compare and the verdict */
     int ref_threads;        /* threads given to the reference this task computed; 0: none */
+    /* Determinism evidence (DESIGN.md "Determinism"): XXH64 (seed 0; xxHash 0.8 by Y. Collet, its
+     * spec xxhash_spec.md) of each input tensor's bytes, and of the reference output under `recipe`,
+     * computed by the worker that holds them (harness/hashes.c). n_hashes 0 / has_ref_hash 0: not
+     * computed (inputs not built, reference not run, older results.json). */
+    int n_hashes;
+    moects_tensor_hash hashes[MOECTS_RESULT_HASHES_MAX];
+    int has_ref_hash;
+    uint64_t ref_xxh64;
 } moects_result;
 
 #define MOECTS_RUN_LIBS 8 /* kernel libraries recorded in results.json */

@@ -45,6 +45,13 @@
  *                                           seconds >= 0, threads an integer >= 0; all six keys
  *                                           when present); left out when all are 0, absent from
  *                                           files written before it existed
+ *        "input_xxh64": {"x": "0f1e2d3c4b5a6978", ...},   optional: XXH64 (seed 0) of each input
+ *                                           tensor's bytes, 16 lower-case hex digits, in the
+ *                                           case's tensor order (at most 12); written whenever
+ *                                           the worker built the inputs (harness/hashes.c)
+ *        "reference_xxh64": "8899aabbccddeeff"}   optional: XXH64 of the reference output under
+ *                                           "recipe", written whenever it was computed; both
+ *                                           absent from files written before they existed
  *     ]
  *   }
  *
@@ -66,6 +73,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cases_internal.h"
 #include "reports_internal.h"
 
 static const char *const verdict_names[MOECTS_VERDICT_COUNT] = {
@@ -364,6 +372,19 @@ static void put_result(moects__buf *b, const moects_result *r)
         moects__buf_add(b, ", "); put_key(b, "ref_threads"); moects__buf_printf(b, "%d", r->ref_threads);
         moects__buf_add(b, "}");
     }
+    if (r->n_hashes > 0) {
+        moects__buf_add(b, ", "); put_key(b, "input_xxh64"); moects__buf_add(b, "{");
+        for (int i = 0; i < r->n_hashes && i < MOECTS_RESULT_HASHES_MAX; i++) {
+            moects__buf_add(b, i ? ", " : "");
+            put_key(b, r->hashes[i].name);
+            moects__buf_printf(b, "\"%016" PRIx64 "\"", r->hashes[i].xxh64);
+        }
+        moects__buf_add(b, "}");
+    }
+    if (r->has_ref_hash) {
+        moects__buf_add(b, ", "); put_key(b, "reference_xxh64");
+        moects__buf_printf(b, "\"%016" PRIx64 "\"", r->ref_xxh64);
+    }
     moects__buf_add(b, "}");
 }
 
@@ -535,10 +556,51 @@ static int check_keys(rd *c, const json_t *obj, const char *const *known)
     return 0;
 }
 
+/* A hash: exactly 16 lower-case hex digits (as written). */
+static int get_xxh64(rd *c, const char *field, const json_t *v, uint64_t *dst)
+{
+    if (!json_is_string(v)) return fail(c, field, "expected a string of 16 hex digits, got %s", type_name(v));
+    const char *s = json_string_value(v);
+    size_t n = strspn(s, "0123456789abcdef");
+    if (n != 16 || s[n] || json_string_length(v) != 16)
+        return fail(c, field, "\"%.40s\" is not 16 lower-case hex digits", s);
+    *dst = strtoull(s, NULL, 16);
+    return 0;
+}
+
+/* The optional input_xxh64 object and reference_xxh64 string of a result. */
+static int read_hashes(rd *c, const json_t *o, moects_result *r)
+{
+    const json_t *h = json_object_get(o, "input_xxh64");
+    if (h) {
+        if (!json_is_object(h)) return fail(c, "input_xxh64", "expected an object, got %s", type_name(h));
+        if (json_object_size(h) > MOECTS_RESULT_HASHES_MAX)
+            return fail(c, "input_xxh64", "more than %d tensors", MOECTS_RESULT_HASHES_MAX);
+        size_t wl = strlen(c->where);
+        snprintf(c->where + wl, sizeof c->where - wl, "input_xxh64.");
+        const char *key;
+        json_t *val;
+        json_object_foreach((json_t *)h, key, val) {
+            moects_tensor_hash *t = &r->hashes[r->n_hashes];
+            if (!key[0] || strlen(key) >= sizeof t->name) return fail(c, "(key)", "tensor name empty or too long");
+            snprintf(t->name, sizeof t->name, "%s", key);
+            if (get_xxh64(c, key, val, &t->xxh64)) return -1;
+            r->n_hashes++;
+        }
+        c->where[wl] = '\0';
+    }
+    const json_t *rh = json_object_get(o, "reference_xxh64");
+    if (rh) {
+        if (get_xxh64(c, "reference_xxh64", rh, &r->ref_xxh64)) return -1;
+        r->has_ref_hash = 1;
+    }
+    return 0;
+}
+
 static const char *const result_keys[] = {
     "kernel", "case", "model", "layout", "op", "mutant", "verdict", "recipe", "mismatches", "max_ulp",
     "calc_diff", "first_mismatch", "diag", "reason", "known", "seed", "kernel_ms", "perf_value", "perf_fraction",
-    "timing", NULL};
+    "timing", "input_xxh64", "reference_xxh64", NULL};
 static const char *const top_keys[] = {
     "moects_version", "commit", "date", "machine", "filter", "shard", "seed", "kernel_libs", "results", NULL};
 
@@ -687,6 +749,7 @@ static int read_result(rd *c, const json_t *o, moects_result *r)
     }
     const json_t *dg = json_object_get(o, "diag");
     if (dg && read_diag(c, dg, &r->diag)) return -1;
+    if (read_hashes(c, o, r)) return -1;
     const json_t *fm = json_object_get(o, "first_mismatch");
     if (!fm) return fail(c, "first_mismatch", "missing");
     if (!json_is_null(fm)) {
@@ -731,6 +794,7 @@ int moects_results_read(const char *path, moects_run *run, char *err, size_t err
     if (!root) {
         if (je.line < 0) snprintf(err, errlen, "%s: cannot read: %s", path, je.text);
         else snprintf(err, errlen, "%s: line %d column %d: %s", path, je.line, je.column, je.text);
+        moects__oneline(err);
         return -1;
     }
     int rc = -1;
@@ -788,7 +852,10 @@ int moects_results_read(const char *path, moects_run *run, char *err, size_t err
     rc = 0;
 out:
     json_decref(root);
-    if (rc) moects_run_free(run);
+    if (rc) {
+        moects_run_free(run);
+        moects__oneline(err); /* JSON strings quoted in it may hold control characters */
+    }
     return rc;
 }
 

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -25,6 +26,13 @@
 #include "moects_compare.h"
 #include "moects_device.h"
 #include "moects_ref.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#define MOECTS_WORKER_LEAK_CHECK() __lsan_do_leak_check() /* -DMOECTS_SANITIZE=ON: workers _exit */
+#else
+#define MOECTS_WORKER_LEAK_CHECK() ((void)0)
+#endif
 
 void openblas_set_num_threads(int num_threads); /* OpenBLAS (linked by moects_ref) */
 int openblas_get_num_threads(void);
@@ -48,6 +56,10 @@ typedef struct {
     moects_inputs in;
     void *ref[NRECIPES];
     int ref_state[NRECIPES]; /* 0 not computed, 1 ok, -1 failed */
+    uint64_t in_hash[MOECTS_INPUTS_MAX], ref_hash[NRECIPES]; /* XXH64 of the inputs, of ref[] */
+    long ntasks;   /* tasks this process ran before the one in flight: 0 in a fresh worker */
+    int dev_alone; /* this worker has its device to itself: free device memory measures its kernels */
+    int retire;    /* a kernel kept memory: this worker exits after the task (resource faults) */
     int cuda_checked, ndev;
     char nodev[256];
     void *dev[MOECTS_INPUTS_MAX];
@@ -185,7 +197,85 @@ static void compute_reference(worker_state *ws, const moects_case *c, moects_rec
     if (fp4 && th != before) openblas_set_num_threads(before);
     r->ref_threads = th;
     ws->ref_state[recipe] = rc == 0 ? 1 : -1;
+    t = now_s();
+    for (int i = 0; i < NRECIPES; i++)
+        if (ws->ref_state[i] == 1 && (i == (int)recipe || (both && i == (int)other)))
+            ws->ref_hash[i] = moects_xxh64(ws->ref[i], in->out_bytes);
+    r->reference_s += now_s() - t;
     announce(tc, PH_OTHER, r);
+}
+
+/* The cached case's input hashes into r, and the reference's under recipe (-1: none) when computed:
+ * before the kernel runs, so that the phase notices carry them to the parent (a crash keeps them). */
+static void put_hashes(const worker_state *ws, int recipe, moects_result *r)
+{
+    _Static_assert(MOECTS_INPUTS_MAX <= MOECTS_RESULT_HASHES_MAX, "moects_result.hashes too small");
+    r->n_hashes = ws->in.nt;
+    for (int i = 0; i < ws->in.nt; i++) {
+        snprintf(r->hashes[i].name, sizeof r->hashes[i].name, "%s", ws->in.t[i].name);
+        r->hashes[i].xxh64 = ws->in_hash[i];
+    }
+    r->has_ref_hash = recipe >= 0 && ws->ref_state[recipe] == 1;
+    r->ref_xxh64 = r->has_ref_hash ? ws->ref_hash[recipe] : 0;
+}
+
+/* ---- resource faults: a kernel that leaks or exhausts memory costs only its own case ---- */
+
+/* A kernel's run() that leaves this much more host heap (malloc) or device memory in use than
+ * before, or maps MOECTS_LEAK_VM_BYTES more address space (mmap behind malloc's back; a library a
+ * kernel loads on its first call, cuBLAS included, maps less), retires its worker: the next task
+ * gets a fresh process. */
+#define MOECTS_LEAK_BYTES ((size_t)64 << 20)
+#define MOECTS_LEAK_VM_BYTES ((size_t)2 << 30)
+
+typedef struct {
+    size_t heap, vm, dev_free;
+    int has_dev;
+} mem_probe;
+
+/* Host heap in use (glibc mallinfo2: arena + mmapped chunks; a sanitizer's allocator reports none),
+ * the address space mapped (/proc/self/statm), and with cuda, when this worker has the device
+ * alone, the device's free memory. */
+static mem_probe probe_memory(const worker_state *ws, int cuda)
+{
+    struct mallinfo2 mi = mallinfo2();
+    mem_probe m = {mi.uordblks + mi.hblkhd, 0, 0, 0};
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    if (f && fscanf(f, "%lu", &pages) == 1) m.vm = pages * (size_t)sysconf(_SC_PAGESIZE);
+    if (f) fclose(f);
+    m.has_dev = cuda && ws->dev_alone && moects_cuda_mem_free(&m.dev_free) == 0;
+    return m;
+}
+
+/* After k->run() returned: name what it kept (in r->reason and the kernel log) and retire the worker. */
+static void check_kept_memory(worker_state *ws, const moects_kernel *k, const moects_case *c, mem_probe before,
+                              moects_result *r)
+{
+    mem_probe now = probe_memory(ws, before.has_dev);
+    size_t host = now.heap > before.heap ? now.heap - before.heap : 0;
+    size_t vm = now.vm > before.vm ? now.vm - before.vm : 0;
+    size_t dev = before.has_dev && now.has_dev && before.dev_free > now.dev_free ? before.dev_free - now.dev_free : 0;
+    const char *what = host >= MOECTS_LEAK_BYTES ? "of host memory allocated"
+                       : vm >= MOECTS_LEAK_VM_BYTES ? "of host address space mapped"
+                       : dev >= MOECTS_LEAK_BYTES   ? "of device memory allocated" : NULL;
+    if (!what) return;
+    char note[160];
+    snprintf(note, sizeof note, "run() kept %zu MiB %s; its worker was replaced",
+             (host >= MOECTS_LEAK_BYTES ? host : vm >= MOECTS_LEAK_VM_BYTES ? vm : dev) >> 20, what);
+    size_t l = strlen(r->reason);
+    snprintf(r->reason + l, sizeof r->reason - l, "%s%s", l ? "; " : "", note);
+    fprintf(stderr, "moects: %s on %s: %s\n", k->name, c->id, note);
+    ws->retire = 1;
+}
+
+/* A task that found no memory (host or device) in a worker that ran tasks before: what an earlier
+ * kernel kept may be the cause, so a fresh worker runs it again (there the SKIP stands). */
+static int retry_fresh(const worker_state *ws, const moects_result *r)
+{
+    return ws->ntasks > 0 && r->verdict == MOECTS_SKIP &&
+           (!strncmp(r->reason, MOECTS_HOST_OOM, strlen(MOECTS_HOST_OOM)) ||
+            !strncmp(r->reason, "out of device memory", 20));
 }
 
 /* Run one task in this process; timing of what it runs goes to r (all but wall_s). Returns 1 when
@@ -210,6 +300,8 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
         announce(tc, PH_INPUTS, r);
         double t = now_s();
         ws->build_rc = moects_inputs_build(c, seed, &ws->in, ws->build_err, sizeof ws->build_err);
+        for (int i = 0; ws->build_rc == 0 && i < ws->in.nt; i++)
+            ws->in_hash[i] = moects_xxh64(ws->in.t[i].host, ws->in.t[i].bytes);
         r->inputs_s += now_s() - t;
         announce(tc, PH_OTHER, r);
     }
@@ -225,6 +317,7 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
     }
     moects_inputs *in = &ws->in;
     const void *shape = moects_inputs_shape(in);
+    put_hashes(ws, -1, r);
 
     char why[256] = "";
     if (k->supports && !k->supports(shape, why, sizeof why)) {
@@ -260,6 +353,7 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
             return 0;
         }
     }
+    put_hashes(ws, (int)recipe, r);
     if (ws->ref_state[recipe] < 0) {
         r->verdict = MOECTS_FAIL_CRASH;
         set_reason(r, "the reference refused the case (harness or case bug), recipe %s%s", r->recipe, "");
@@ -280,12 +374,16 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
         moects_op_args a;
         moects_inputs_bind(in, hp, in->out_bytes ? got : NULL, &a);
         announce(tc, PH_KERNEL, r);
+        mem_probe m0 = probe_memory(ws, 0);
         tk = now_s();
         int rc = k->run(shape, &a, NULL);
         r->kernel_s += now_s() - tk;
         if (rc != 0) {
             r->verdict = MOECTS_FAIL_CRASH;
             snprintf(r->reason, sizeof r->reason, "run() returned %d", rc);
+        }
+        check_kept_memory(ws, k, c, m0, r);
+        if (rc != 0) {
             free(got);
             return 0;
         }
@@ -330,9 +428,11 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
         if (rc == 0) {
             r->kernel_s += now_s() - tk; /* the notice carries the set-up so far */
             announce(tc, PH_KERNEL, r);
+            mem_probe m0 = probe_memory(ws, 1);
             tk = now_s();
             rc = k->run(shape, &a, moects_cuda_stream());
             if (rc != 0) snprintf(cerr, sizeof cerr, "run() returned %d", rc);
+            check_kept_memory(ws, k, c, m0, r);
         }
         char serr[200] = "";
         int src = moects_cuda_sync(moects_cuda_stream(), serr, sizeof serr);
@@ -390,13 +490,16 @@ static void round_timing(moects_result *r)
     r->wall_s = us_ceil(r->wall_s);
 }
 
-/* A task: set_identity, the body, its wall time. */
+/* A task: set_identity, the body, its wall time. Returns 0, 1 when the worker exits after it (a
+ * sticky CUDA error, a kernel that kept memory), 2 when a fresh worker must run it again. */
 static int do_task(worker_state *ws, long ci, const moects_case *c, const moects_kernel *k, uint64_t seed,
                    int perf, const task_ctl *tc, moects_result *r)
 {
     double t0 = now_s();
     set_identity(r, c, k, seed);
-    int ex = task_body(ws, ci, c, k, seed, perf, tc, r);
+    int ex = task_body(ws, ci, c, k, seed, perf, tc, r) || ws->retire;
+    if (retry_fresh(ws, r)) ex = 2;
+    ws->ntasks++;
     r->wall_s = now_s() - t0;
     round_timing(r);
     return ex;
@@ -423,7 +526,8 @@ typedef struct {
 } task_msg;
 
 /* MSG_PHASE: arg = the phase the task enters (PH_*), r its timing so far.
- * MSG_RESULT: arg = 1 when the worker exits after it, r the result. */
+ * MSG_RESULT: arg = 1 when the worker exits after it, 2 when it exits and a fresh worker must run
+ * the task again (do_task), r the result. */
 enum { MSG_PHASE = 1, MSG_RESULT = 2 };
 typedef struct {
     uint32_t magic, type, task, arg;
@@ -495,6 +599,7 @@ static void worker_main(const moects_runner_opts *o, int rfd, int wfd, int widx,
     worker_state ws;
     memset(&ws, 0, sizeof ws);
     ws.case_idx = -1;
+    ws.dev_alone = o->ndevices ? o->jobs <= (int)o->ndevices : o->jobs == 1;
     for (;;) {
         task_msg t;
         int rc = read_full(rfd, &t, sizeof t);
@@ -515,6 +620,7 @@ static void worker_main(const moects_runner_opts *o, int rfd, int wfd, int widx,
         if (ex) _exit(0);
     }
     drop_case(&ws);
+    MOECTS_WORKER_LEAK_CHECK(); /* a report goes to the kernel log, as the worker's stderr */
     _exit(0);
 }
 
@@ -609,6 +715,10 @@ static void fill_lost(const moects_runner_opts *o, const task *t, const worker *
     r->reference_s = W->part.reference_s + (W->phase == PH_REFERENCE ? in_phase : 0);
     r->kernel_s = W->part.kernel_s + (W->phase == PH_KERNEL ? in_phase : 0);
     r->ref_threads = W->part.ref_threads;
+    r->n_hashes = W->part.n_hashes;
+    memcpy(r->hashes, W->part.hashes, sizeof r->hashes);
+    r->has_ref_hash = W->part.has_ref_hash;
+    r->ref_xxh64 = W->part.ref_xxh64;
     round_timing(r);
 }
 
@@ -794,6 +904,11 @@ static void on_message(parent *p, worker *W, double *t_log, double t0)
         W->t_phase = now_s();
         W->part = m.r;
         if (m.arg == PH_KERNEL) W->deadline = o->timeout_s > 0 ? W->t_phase + o->timeout_s : 0;
+        return;
+    }
+    if (r == 1 && m.magic == MAGIC && m.task == ti && m.type == MSG_RESULT && m.arg == 2) {
+        reap(W, NULL); /* out of memory after other tasks: the same task again, in a fresh worker */
+        W->g_next = ti;
         return;
     }
     if (r == 1 && m.magic == MAGIC && m.task == ti && m.type == MSG_RESULT) {

@@ -113,6 +113,12 @@ int moects_cuda_sync(void *stream, char *err, size_t err_len)
     return 0;
 }
 
+int moects_cuda_mem_free(size_t *free_bytes)
+{
+    size_t total = 0;
+    return cudaMemGetInfo(free_bytes, &total) == cudaSuccess ? 0 : -1;
+}
+
 int moects_cuda_device_name(char *name, size_t len)
 {
     int dev = 0;

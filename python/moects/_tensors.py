@@ -1,0 +1,79 @@
+"""_tensors.py: libmoects tensors (moects_tensor_info) as numpy arrays or torch tensors, no copies.
+
+Host memory becomes a numpy array over the library's buffer (its `base` keeps the owning handle
+alive); CUDA device memory (a `--kernel-py` task of a CUDA kernel) becomes a torch tensor through
+__cuda_array_interface__. BF16 has no numpy dtype: numpy gets its bit patterns as uint16, torch gets
+torch.bfloat16 (a view of int16, the same bits). numpy and torch are imported only when used.
+"""
+import ctypes
+
+# safetensors dtype name -> (numpy dtype name, __cuda_array_interface__ typestr, bytes)
+DTYPES = {"BF16": ("uint16", "<i2", 2), "F32": ("float32", "<f4", 4), "I32": ("int32", "<i4", 4),
+          "I64": ("int64", "<i8", 8), "U8": ("uint8", "|u1", 1)}
+
+
+def dims(info):
+    return tuple(int(info.dims[i]) for i in range(info.ndim))
+
+
+def host_array(info, owner):
+    """numpy view of host tensor info (data owned by `owner`, kept alive by the array's base)."""
+    import numpy as np
+    dt = np.dtype(DTYPES[info.dtype.decode()][0])
+    shape = dims(info)
+    if not info.data or info.bytes == 0:
+        return np.zeros(shape, dtype=dt)
+    raw = (ctypes.c_char * info.bytes).from_address(info.data)
+    raw._moects_owner = owner  # the ctypes object (the array's base) keeps the handle alive
+    return np.frombuffer(raw, dtype=dt, count=info.bytes // dt.itemsize).reshape(shape)
+
+
+class _CudaBuffer:
+    """An object exposing device memory through __cuda_array_interface__ (version 3)."""
+
+    def __init__(self, ptr, shape, typestr):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, False),
+                                         "strides": None, "version": 3, "stream": None}
+
+
+def torch_dtype(name):
+    import torch
+    return {"BF16": torch.bfloat16, "F32": torch.float32, "I32": torch.int32, "I64": torch.int64,
+            "U8": torch.uint8}[name]
+
+
+def device_tensor(info):
+    """torch tensor over CUDA device memory described by info (zero copy; BF16 as bfloat16)."""
+    import torch
+    name = info.dtype.decode()
+    shape = dims(info)
+    if not info.data or info.bytes == 0:
+        return torch.empty(shape, dtype=torch_dtype(name), device="cuda")
+    t = torch.as_tensor(_CudaBuffer(int(info.data), shape, DTYPES[name][1]), device="cuda")
+    return t.view(torch.bfloat16) if name == "BF16" else t
+
+
+def to_torch(arr, dtype_name, device):
+    """A numpy array (host, the library's bytes) as a torch tensor on device (a copy when device
+    is not "cpu"; BF16 bits become torch.bfloat16)."""
+    import torch
+    t = torch.from_numpy(arr.view("int16") if dtype_name == "BF16" else arr)
+    if dtype_name == "BF16":
+        t = t.view(torch.bfloat16)
+    return t if device == "cpu" else t.to(device)
+
+
+def as_host_bytes(out):
+    """An output (numpy array, torch tensor on any device, or a buffer) as a C-contiguous numpy
+    array in host memory, with its address and size. Returns (array, address, nbytes)."""
+    import numpy as np
+    mod = type(out).__module__
+    if mod.startswith("torch"):
+        import torch
+        t = out.detach()
+        if t.dtype == torch.bfloat16:
+            t = t.view(torch.int16)
+        arr = t.contiguous().cpu().numpy()
+    else:
+        arr = np.ascontiguousarray(out)
+    return arr, arr.ctypes.data, arr.nbytes

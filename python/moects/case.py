@@ -1,0 +1,239 @@
+"""case.py: cases of the registry (or of a raw config.json), their deterministic inputs, and the
+judging of an output, all through libmoects (include/moects.h): no numerics here.
+
+    import moects
+    for case in moects.cases("ep_gather/kimi-k3/*", tier="smoke"):
+        args = case.args()                      # inputs + a poisoned "out", numpy arrays
+        my_kernel(case.shape, args)
+        case.check(args["out"], recipe="ep_gather.fma_v1")   # AssertionError with the TAP's diagnostics
+"""
+import ctypes
+import json
+
+from . import _lib, _tensors
+from .kernel import Kernel, describe, descriptor
+
+DEFAULT_SEED = 1  # MOECTS_DEFAULT_SEED, the seed of `moects run`
+
+# What an output holds before a kernel runs (a NaN of the output type, as the runner's poison):
+# an element the kernel leaves unwritten does not compare equal to a number.
+_POISON = {"BF16": 0x7FA5, "F32": 0x7FA5A5A5}
+
+
+class _Handle:
+    """Owns one libmoects handle; frees it with its *_free function when collected."""
+
+    def __init__(self, h, free):
+        self.h, self._free = h, free
+
+    def __del__(self):
+        if self.h:
+            getattr(_lib.lib(), self._free)(self.h)
+            self.h = None
+
+
+class Judgement:
+    """A verdict with its diagnostics (one result of a run): verdict, passed (True, False, or None
+    for UNSUPPORTED/SKIP), text (the TAP's YAML diagnostics block), record (the results.json
+    object)."""
+
+    def __init__(self, handle, case_id):
+        self._h = _Handle(handle, "moects_judgement_free")
+        L = _lib.lib()
+        self.case_id = case_id
+        self.verdict = _lib.s(L.moects_judgement_verdict(handle))
+        p = L.moects_judgement_passed(handle)
+        self.passed = None if p < 0 else bool(p)
+        self.text = _lib.s(L.moects_judgement_text(handle)) or ""
+
+    @property
+    def handle(self):
+        return self._h.h
+
+    @property
+    def record(self):
+        return json.loads(_lib.s(_lib.lib().moects_judgement_json(self.handle)))
+
+    def __repr__(self):
+        return "<%s %s>" % (self.case_id, self.verdict)
+
+
+class CaseList:
+    """An ordered selection of cases (moects_cases_select)."""
+
+    def __init__(self, globs=(), tier="smoke", config=None, tp=0, ep=0, root=None):
+        L = _lib.lib()
+        tiers = ",".join(tier) if isinstance(tier, (list, tuple)) else tier
+        enc = [g.encode() for g in globs]
+        arr = (ctypes.c_char_p * max(len(enc), 1))(*enc)
+        h = L.moects_cases_select(root.encode() if root else None, str(config).encode() if config else None,
+                                  int(tp), int(ep), tiers.encode() if tiers else None, arr, len(enc))
+        self._h = _Handle(_lib.check(h), "moects_caselist_free")
+
+    @property
+    def handle(self):
+        return self._h.h
+
+    def __len__(self):
+        return _lib.lib().moects_caselist_count(self.handle)
+
+    def cases(self, seed=DEFAULT_SEED):
+        return [Case(self, i, seed) for i in range(len(self))]
+
+
+class Case:
+    """One case: id, op, info (the case's JSON: model, layout, tiers, source, shape), shape (dict),
+    seed; inputs built by libmoects on first use and kept until release()."""
+
+    def __init__(self, caselist, index, seed=DEFAULT_SEED):
+        L = _lib.lib()
+        self._list = caselist
+        self.index = index
+        self.seed = seed
+        self.id = _lib.s(_lib.check(L.moects_case_id(caselist.handle, index)))
+        self.op = _lib.s(L.moects_case_op(caselist.handle, index))
+        self.info = json.loads(_lib.s(L.moects_case_json(caselist.handle, index)))
+        self.kernel = None  # a default kernel description for check() (the pytest marker sets it)
+        self.judgements = []
+        self._data = None
+
+    def __repr__(self):
+        return "Case(%r)" % self.id
+
+    # ---- inputs ----
+    def _built(self):
+        if self._data is None:
+            h = _lib.lib().moects_casedata_build(self._list.handle, self.index, self.seed)
+            self._data = _Handle(_lib.check(h), "moects_casedata_free")
+            self.info = json.loads(_lib.s(_lib.lib().moects_casedata_json(h)))
+        return self._data.h
+
+    @property
+    def shape(self):
+        """The op's shape as a dict (C field names; M_sum is filled in once inputs are built)."""
+        if self.info["shape"].get("M_sum", 0) == -1:
+            self._built()
+        return self.info["shape"]
+
+    def release(self):
+        """Free the inputs and references (arrays over them must not be used after this)."""
+        self._data = None
+
+    def _infos(self):
+        L = _lib.lib()
+        d = self._built()
+        infos = []
+        for j in range(L.moects_casedata_ninputs(d)):
+            t = _lib.TensorInfo()
+            _lib.check(L.moects_casedata_input(d, j, ctypes.byref(t)))
+            infos.append(t)
+        return infos
+
+    def inputs(self, device="cpu"):
+        """The input tensors by name in the kernel ABI's order: numpy arrays over the library's
+        buffers (device "cpu", zero copy, read them only) or torch tensors (a "cuda" device gets a
+        copy on the GPU; "torch" gives zero-copy CPU tensors). BF16 is uint16 bits in numpy and
+        torch.bfloat16 in torch. An absent expert_map is None. fp4_gemm adds "alpha" (and NVFP4 its
+        "gs_a", "gs_b") as floats."""
+        out = {}
+        for t in self._infos():
+            name = t.name.decode()
+            if name == "expert_map" and t.bytes == 0:
+                out[name] = None
+                continue
+            arr = _tensors.host_array(t, self._data)
+            out[name] = arr if device == "cpu" else _tensors.to_torch(
+                arr, t.dtype.decode(), "cpu" if device == "torch" else device)
+        for name in ("alpha", "gs_a", "gs_b"):
+            v = ctypes.c_double()
+            if _lib.lib().moects_casedata_scalar(self._built(), name.encode(), ctypes.byref(v)) == 0:
+                out[name] = v.value
+        return out
+
+    def output_info(self):
+        t = _lib.TensorInfo()
+        _lib.check(_lib.lib().moects_casedata_output(self._built(), ctypes.byref(t)))
+        return t
+
+    def empty_output(self, device="cpu"):
+        """A fresh output of the case's dtype and dims, filled with a NaN pattern (poison) so that
+        an element the kernel does not write fails the comparison."""
+        import numpy as np
+        t = self.output_info()
+        name = t.dtype.decode()
+        dt = {"BF16": np.uint16, "F32": np.uint32}[name]
+        arr = np.full(_tensors.dims(t), _POISON[name], dtype=dt)
+        if name == "F32":
+            arr = arr.view(np.float32)
+        return arr if device == "cpu" else _tensors.to_torch(arr, name, "cpu" if device == "torch" else device)
+
+    def args(self, device="cpu"):
+        """inputs(device) plus "out": empty_output(device)."""
+        a = self.inputs(device)
+        a["out"] = self.empty_output(device)
+        return a
+
+    def reference(self, recipe=None):
+        """The bit-exact reference output under recipe (None: the op's exact_v1), a numpy view."""
+        t = _lib.TensorInfo()
+        _lib.check(_lib.lib().moects_casedata_reference(self._built(), recipe.encode() if recipe else None,
+                                                        ctypes.byref(t)))
+        return _tensors.host_array(t, self._data)
+
+    # ---- judging ----
+    def _kernel(self, kernel, recipe, bound, tolerance, name):
+        base = describe(kernel) if kernel is not None else self.kernel
+        if recipe is None and bound is None and tolerance is None:
+            if base is None:
+                raise ValueError("%s: check(): declare what the output is judged by: kernel=, recipe=, "
+                                 "bound= or tolerance= (or the pytest marker's kernel=)" % self.id)
+            return base
+        return Kernel(name or (base.name if base else "python"), self.op, recipe=recipe, bound=bound,
+                      tolerance=tolerance, device=base.device if base else "cpu")
+
+    def judge(self, out, kernel=None, recipe=None, bound=None, tolerance=None, name=None):
+        """Judge out (numpy array, torch tensor on any device, or a buffer of the output's bytes)
+        exactly as `moects run` does; returns the Judgement (recorded in self.judgements)."""
+        k = self._kernel(kernel, recipe, bound, tolerance, name)
+        arr, addr, nbytes = _tensors.as_host_bytes(out)
+        desc = descriptor(k)
+        h = _lib.lib().moects_judge(self._built(), ctypes.byref(desc), addr, nbytes)
+        j = Judgement(_lib.check(h), self.id)
+        self.judgements.append(j)
+        return j
+
+    def check(self, out, kernel=None, recipe=None, bound=None, tolerance=None, name=None):
+        """judge(), then raise AssertionError carrying the TAP's diagnostics unless it passed."""
+        j = self.judge(out, kernel, recipe, bound, tolerance, name)
+        if not j.passed:
+            raise AssertionError("%s: %s\n%s" % (self.id, j.verdict, j.text))
+        return j
+
+    def outcome(self, verdict, reason, kernel=None, name=None):
+        """Record a verdict without an output: "FAIL_CRASH" (the kernel raised), "UNSUPPORTED"
+        (it refused the shape) or "SKIP" (no device), with a one-line reason."""
+        k = describe(kernel) if kernel is not None else self.kernel
+        if k is None:
+            k = Kernel(name or "python", self.op, tolerance=(0.0, 0))
+        desc = descriptor(k)
+        h = _lib.lib().moects_judge_outcome(self._built(), ctypes.byref(desc), verdict.encode(),
+                                            reason.encode("utf-8", "replace"))
+        j = Judgement(_lib.check(h), self.id)
+        self.judgements.append(j)
+        return j
+
+
+def cases(*globs, tier="smoke", config=None, tp=0, ep=0, root=None, seed=DEFAULT_SEED):
+    """The cases matching globs (fnmatch on ids; none: all) in tier ("smoke", "full", "large",
+    "all", or a list of them), from the registry under root (None: the library's default) or
+    derived from one config (a cases/models/NAME.json or a raw Hugging Face config.json; tp/ep keep
+    one layout). Registry order, as `moects list` prints."""
+    return CaseList(globs, tier, config, tp, ep, root).cases(seed)
+
+
+def case(case_id, seed=DEFAULT_SEED, root=None):
+    """One case by its id (any tier)."""
+    found = CaseList([case_id], "all", root=root).cases(seed)
+    if not found:
+        raise KeyError("no case %r in the registry" % case_id)
+    return found[0]

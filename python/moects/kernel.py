@@ -1,0 +1,198 @@
+"""kernel.py: a Python kernel's description and its moects_kernel descriptor (gpu/moects_kernel.h).
+
+A description is a `Kernel`, a dict, or any object with these attributes (DESIGN.md "Kernels from
+Python"):
+    name       unique dotted name, e.g. "triton.ep_gather"
+    op         "ep_gather", "fp4_gemm" or "moe_gemm"
+    device     "cpu" (run gets numpy arrays over host memory) or "cuda" (torch tensors over device
+               memory, launched on the runner's stream); default "cpu"
+    recipe     the exact recipe it claims ("ep_gather.fma_v1", "fp4_gemm.blockwise_v1", ...), or
+    bound      its accumulation class: bits (24 for FP32 accumulation), or (bits, truncation), or
+               {"bits": 24, "truncation": False}: judged per element against its proven bound, or
+    tolerance  (max_calc_diff, max_ulp) or {"max_calc_diff": .., "max_ulp": ..} against exact_v1
+    bug        mutants only: the one known bug, one line
+    supports   optional supports(shape) -> True to take the shape; False, a reason string or
+               (False, reason) to refuse it (UNSUPPORTED, a coverage gap)
+    run        run(shape, args): shape is the case's shape dict (moects_case_json "shape"), args the
+               tensors by name (inputs and "out", plus "alpha" for fp4_gemm); writes args["out"].
+"""
+import ctypes
+import json
+import os
+import traceback
+
+from . import _lib, _tensors
+
+OPS = {"ep_gather": 1, "fp4_gemm": 2, "moe_gemm": 3}
+DEVICES = {"cpu": 0, "cuda": 1}
+_FIELDS = ("name", "op", "device", "recipe", "bound", "tolerance", "bug", "supports", "run")
+
+
+class Kernel:
+    """A Python kernel's description (see the module docstring for the fields)."""
+
+    def __init__(self, name, op, run=None, device="cpu", recipe=None, bound=None, tolerance=None, bug=None,
+                 supports=None):
+        self.name, self.op, self.run, self.device = name, op, run, device
+        self.recipe, self.bound, self.tolerance, self.bug, self.supports = recipe, bound, tolerance, bug, supports
+        self._check()
+
+    def _check(self):
+        where = "kernel %r" % (self.name,)
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError("kernel description: name: a non-empty string is required")
+        if self.op not in OPS:
+            raise ValueError("%s: op: %r, expected one of %s" % (where, self.op, ", ".join(OPS)))
+        if self.device not in DEVICES:
+            raise ValueError("%s: device: %r, expected cpu or cuda" % (where, self.device))
+        if not (self.recipe or self.bound or self.tolerance is not None):
+            raise ValueError("%s: declare a recipe, a bound (accumulation bits) or a tolerance" % where)
+
+    def __repr__(self):
+        return "Kernel(%r, op=%r, device=%r)" % (self.name, self.op, self.device)
+
+
+def describe(obj):
+    """A Kernel from a Kernel, a dict or an object with the description's attributes."""
+    if isinstance(obj, Kernel):
+        return obj
+    if isinstance(obj, dict):
+        unknown = sorted(set(obj) - set(_FIELDS))
+        if unknown:
+            raise ValueError("kernel %r: unknown field %s (known: %s)" % (obj.get("name"), unknown[0],
+                                                                          ", ".join(_FIELDS)))
+        return Kernel(**obj)
+    return Kernel(**{f: getattr(obj, f) for f in _FIELDS if getattr(obj, f, None) is not None})
+
+
+def _bound(b):
+    if b is None:
+        return 0, 0
+    if isinstance(b, int):
+        return b, 0
+    if isinstance(b, dict):
+        return int(b["bits"]), int(bool(b.get("truncation", False)))
+    return int(b[0]), int(bool(b[1]))
+
+
+def _tolerance(t):
+    if t is None:
+        return 0.0, 0
+    if isinstance(t, dict):
+        return float(t["max_calc_diff"]), int(t.get("max_ulp", 0xFFFFFFFF))
+    return float(t[0]), int(t[1])
+
+
+def descriptor(k, callbacks=None):
+    """The ctypes moects_kernel of Kernel k. callbacks: (supports, run, last_error) ctypes function
+    objects, or None for a descriptor used only to judge (moects_judge, moects_verify)."""
+    d = _lib.KernelStruct()
+    d.abi_version = _lib.KERNEL_ABI_VERSION
+    d.name = k.name.encode()
+    d.op = OPS[k.op]
+    d.device = DEVICES[k.device]
+    d.recipe = k.recipe.encode() if k.recipe else None
+    d.tol.max_calc_diff, d.tol.max_ulp = _tolerance(k.tolerance)
+    d.bug = k.bug.encode() if k.bug else None
+    d.acc.bits, d.acc.truncation = _bound(k.bound)
+    if callbacks:
+        d.supports, d.run, d.last_error = callbacks
+    return d
+
+
+def error_text(e):
+    """An exception as one line: 'Type: message (at file:line in function)' with the innermost frame
+    outside this package, long messages cut in the middle (a Triton compile error's last line says
+    what is wrong)."""
+    msg = " ".join(str(e).split())
+    if len(msg) > 600:
+        msg = msg[:200] + " ... " + msg[-380:]
+    text = "%s: %s" % (type(e).__name__, msg) if msg else type(e).__name__
+    here = os.path.dirname(os.path.abspath(__file__))
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if os.path.dirname(os.path.abspath(f.filename)) != here]
+    if frames:  # the innermost frame outside this package: the kernel's own line
+        f = frames[-1]
+        text += " (at %s:%d in %s)" % (f.filename, f.lineno, f.name)
+    return text
+
+
+class _FP4Args(ctypes.Structure):
+    """moects_fp4_gemm_args: four pointers, then alpha (ref/moects_types.h)."""
+    _fields_ = [("a", ctypes.c_void_p), ("b", ctypes.c_void_p), ("sa", ctypes.c_void_p),
+                ("sb", ctypes.c_void_p), ("alpha", ctypes.c_float), ("d", ctypes.c_void_p)]
+
+
+def task_shape():
+    """The shape dict of the task in flight (inside a runner's supports()/run())."""
+    return json.loads(_lib.s(_lib.lib().moects_task_json()) or "{}").get("shape", {})
+
+
+def task_args(k, args_ptr):
+    """The tensors of the task in flight, by name: numpy arrays (cpu) or torch tensors (cuda)."""
+    L = _lib.lib()
+    out = {}
+    j = 0
+    while True:
+        info = _lib.TensorInfo()
+        if L.moects_task_tensor(j, ctypes.byref(info)) != 0:
+            break
+        name = info.name.decode()
+        out[name] = None if name == "expert_map" and info.bytes == 0 else _tensor(k, info)
+        j += 1
+    info = _lib.TensorInfo()
+    _lib.check(L.moects_task_tensor(-1, ctypes.byref(info)))
+    out["out"] = _tensor(k, info)
+    if k.op == "fp4_gemm" and args_ptr:
+        out["alpha"] = float(_FP4Args.from_address(args_ptr).alpha)
+    return out
+
+
+def _tensor(k, info):
+    if k.device == "cuda":
+        return _tensors.device_tensor(info)
+    return _tensors.host_array(info, None)
+
+
+class Callbacks:
+    """The C callbacks of one Python kernel under `moects run --kernel-py` (kept alive with it)."""
+
+    def __init__(self, k):
+        self.k = k
+        self.err = ctypes.create_string_buffer(b"")
+        self.c_supports = _lib.SUPPORTS_FN(self.supports)
+        self.c_run = _lib.RUN_FN(self.run)
+        self.c_last_error = _lib.LAST_ERROR_FN(self.last_error)
+
+    def supports(self, shape_ptr, why, why_len):
+        if self.k.supports is None:
+            return 1
+        try:
+            r = self.k.supports(task_shape())
+        except Exception as e:  # a broken supports() refuses with its error (never a pass)
+            r = "supports() raised " + error_text(e)
+        if r is True or (isinstance(r, tuple) and r and r[0] is True):
+            return 1
+        reason = r[1] if isinstance(r, tuple) and len(r) > 1 else r if isinstance(r, str) else \
+            "refused by supports()"
+        if why and why_len:
+            b = str(reason).encode("utf-8", "replace")[:why_len - 1]
+            ctypes.memmove(why, b + b"\0", len(b) + 1)
+        return 0
+
+    def run(self, shape_ptr, args_ptr, stream):
+        try:
+            args = task_args(self.k, args_ptr)
+            shape = task_shape()
+            if self.k.device == "cuda" and stream:
+                import torch
+                with torch.cuda.stream(torch.cuda.ExternalStream(stream)):
+                    self.k.run(shape, args)
+            else:
+                self.k.run(shape, args)
+            return 0
+        except BaseException as e:  # SystemExit, KeyboardInterrupt too: the case's verdict
+            self.err = ctypes.create_string_buffer(error_text(e).encode("utf-8", "replace"))
+            return 1
+
+    def last_error(self):
+        return ctypes.addressof(self.err)

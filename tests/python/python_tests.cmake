@@ -1,0 +1,30 @@
+# The Python package's tests (python/moects, examples/), run with pytest by CTest. The interpreter is
+# the one Debian's python3-pytest and python3-numpy install for (/usr/bin/python3), or MOECTS_PYTHON.
+# The package runs from the checkout (PYTHONPATH) against this build's libmoects (MOECTS_LIB);
+# py_install installs it with pip into a fresh venv instead. Tests needing torch, triton or a GPU
+# are skipped where those are missing (CI).
+if(NOT MOECTS_PYTHON)
+  find_program(MOECTS_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
+endif()
+if(NOT MOECTS_PYTHON)
+  find_program(MOECTS_PYTHON NAMES python3)
+endif()
+execute_process(COMMAND ${MOECTS_PYTHON} -c "import numpy, pytest" RESULT_VARIABLE _py_ok OUTPUT_QUIET ERROR_QUIET)
+if(NOT _py_ok EQUAL 0)
+  message(FATAL_ERROR "${MOECTS_PYTHON}: numpy and pytest not importable: apt-get install python3-pytest python3-numpy "
+                      "(or -DMOECTS_PYTHON=an interpreter that has them)")
+endif()
+set(_py_dir ${PROJECT_SOURCE_DIR}/tests/python)
+set(_py_env "PYTHONPATH=${PROJECT_SOURCE_DIR}/python" "MOECTS_LIB=$<TARGET_FILE:moects_shared>"
+    "MOECTS_BUILD=${CMAKE_BINARY_DIR}" "MOECTS_PYTHON=${MOECTS_PYTHON}" "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1")
+set(_pytest ${MOECTS_PYTHON} -m pytest -q -p moects.pytest_plugin -p no:cacheprovider)
+
+add_test(NAME py_unit COMMAND ${_pytest} ${_py_dir}/test_fma.py ${_py_dir}/test_api.py ${_py_dir}/test_export.py
+         ${_py_dir}/test_kernel_py.py ${_py_dir}/test_plugin.py ${_py_dir}/test_torch_examples.py
+         ${_py_dir}/test_gpu_examples.py)
+add_test(NAME py_equivalence COMMAND ${_pytest} ${_py_dir}/test_equivalence.py)
+add_test(NAME py_install COMMAND sh ${_py_dir}/install_test.sh ${MOECTS_PYTHON} ${PROJECT_SOURCE_DIR}
+         ${CMAKE_BINARY_DIR} ${CMAKE_BINARY_DIR}/py_install)
+set_tests_properties(py_unit py_equivalence py_install PROPERTIES ENVIRONMENT "${_py_env}")
+set_tests_properties(py_equivalence PROPERTIES TIMEOUT 3600)
+set_tests_properties(py_unit PROPERTIES TIMEOUT 1200)

@@ -1,0 +1,77 @@
+"""Python kernels that raise, kill their process, abort or hang get that case's FAIL_CRASH or
+FAIL_TIMEOUT with the right text, under `moects run --kernel-py` and under the pytest plugin; the
+cases they do not break (T = 1) pass."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+from conftest import ROOT
+
+T1, T16 = "ep_gather/kimi-k3/ep64/t1", "ep_gather/kimi-k3/ep64/t16"
+BAD = os.path.join(ROOT, "tests", "python", "bad_kernels.py")
+
+
+def subtests(tap):
+    """{kernel: {case: (ok, directive, yaml text)}} from moects's TAP."""
+    out, cur, last = {}, None, None
+    for line in tap.splitlines():
+        m = re.match(r"# Subtest: (\S+)", line)
+        if m:
+            cur = out.setdefault(m.group(1), {})
+            continue
+        m = re.match(r"    (not ok|ok) \d+ - (\S+)(.*)", line)
+        if m and cur is not None:
+            last = [m.group(1) == "ok", m.group(3), ""]
+            cur[m.group(2)] = last
+        elif line.startswith("      ") and last is not None:
+            last[2] += line.strip() + "\n"
+    return out
+
+
+def test_kernel_py_isolates_each_failure(build_dir, tmp_path):
+    r = subprocess.run([os.path.join(build_dir, "bin", "moects"), "run", "--kernel-py", BAD + ":all_bad",
+                        "--kernel", "py.*", "--timeout", "5", "--out", str(tmp_path), T1, T16],
+                       capture_output=True, text=True, timeout=600)
+    tap = subtests(r.stdout)
+    assert r.returncode == 0, r.stdout + r.stderr  # every mutant caught
+    want = {"py.mutant.raise": ("FAIL_CRASH", "ValueError: boom from the python kernel"),
+            "py.mutant.kill": ("FAIL_CRASH", "signal 9"),
+            "py.mutant.abort": ("FAIL_CRASH", "signal 6"),
+            "py.mutant.hang": ("FAIL_TIMEOUT", "killed after 5 s")}
+    for kernel, (verdict, text) in want.items():
+        assert tap[kernel][T1][0], (kernel, tap[kernel][T1])
+        ok, directive, diag = tap[kernel][T16]
+        assert not ok and "TODO mutant" in directive, (kernel, tap[kernel][T16])
+        assert "verdict: " + verdict in diag and text in diag, (kernel, diag)
+    with open(tmp_path / "results.json") as f:
+        res = {(x["kernel"], x["case"]): x for x in json.load(f)["results"]}
+    assert "ValueError: boom" in res[("py.mutant.raise", T16)]["reason"]
+
+
+PLUGIN_TEST = '''
+import pytest
+import bad_kernels as bk
+
+@pytest.mark.moects(%r, %r, tier="all", kernel=bk.raises)
+def test_raises(moects_case):
+    a = moects_case.args()
+    bk.raises["run"](moects_case.shape, a)
+    moects_case.check(a["out"])
+''' % (T1, T16)
+
+
+def test_plugin_records_the_exception(tmp_path):
+    (tmp_path / "test_bad.py").write_text(PLUGIN_TEST)
+    res = tmp_path / "results.json"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "python"), os.path.dirname(BAD)]))
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "moects.pytest_plugin", "-p", "no:cacheprovider",
+                        str(tmp_path / "test_bad.py"), "--moects-results", str(res)],
+                       capture_output=True, text=True, env=env, cwd=str(tmp_path))
+    assert r.returncode == 1 and "1 failed, 1 passed" in r.stdout, r.stdout + r.stderr
+    assert "[%s]" % T16 in r.stdout and "ValueError: boom from the python kernel" in r.stdout
+    with open(res) as f:
+        got = {x["case"]: x for x in json.load(f)["results"]}
+    assert got[T1]["verdict"] == "PASS_EXACT"
+    assert got[T16]["verdict"] == "FAIL_CRASH" and "ValueError: boom" in got[T16]["reason"]
