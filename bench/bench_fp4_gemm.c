@@ -19,44 +19,8 @@
 #include <time.h>
 
 #include "moects_quant.h"
+#include "bench_util.h"
 #include "moects_ref.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* Every timed call starts from the same state: after a call, OpenBLAS's worker threads spin for
- * a while (OPENBLAS_THREAD_TIMEOUT) and would compete with whatever runs next; 300 ms lets them
- * go to sleep. */
-static void settle(void)
-{
-    struct timespec t = {0, 300000000};
-    nanosleep(&t, NULL);
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static uint64_t rng = 88172645463325252ull;
-static uint32_t next(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 32);
-}
 
 typedef struct {
     const char *name;

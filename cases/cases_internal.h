@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "moects_cases.h"
+
 /* Read and parse a JSON file. Python's json module writes bare NaN, Infinity and -Infinity, which
  * jansson rejects: outside strings they are read as null (line:col of errors stay those of the
  * file). strict: reject duplicate keys. Returns a new reference, or NULL with one of
@@ -44,6 +46,13 @@ void moects__names_free(char **names, size_t n);
  * "text_config." or "cases[3]."; min is only printed, the caller checks it with its own message). */
 int moects__check_max(const char *path, const char *pre, const char *field, int64_t x, int64_t min, int64_t max,
                       char *err, size_t errlen);
+
+/* Append the moe_gemm cases of model m under layout tp<tp> or ep<ep> (cases/derive_moe.c), each a
+ * copy of base (model, layout, source, data, out_dtype set) with the moe fields filled. I_rank: the
+ * rank's share of moe_intermediate_size. grid: every format x row layout x token count and the
+ * variants; smoke: this layout carries the model's smoke case. 0, or -1 out of memory. */
+int moects__derive_moe_cases(const moects_model *m, const moects_case *base, int tp, int ep, int64_t I_rank,
+                             int grid, int smoke, moects_case_list *out);
 
 /* Copy src into dst[n] (NUL-terminated); returns -1 if it did not fit. */
 int moects__copy(char *dst, size_t n, const char *src);

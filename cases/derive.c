@@ -237,6 +237,14 @@ static void gemm_cases(deriver *d, const layout *L, int64_t smoke_m)
     }
 }
 
+/* moe_gemm cases of layout L (cases/derive_moe.c); grid: the layout carries the full grid. */
+static void moe_cases(deriver *d, const layout *L, int grid, int smoke)
+{
+    if (d->rc) return;
+    moects_case base = base_case(d, L, MOECTS_OP_MOE_GEMM);
+    if (moects__derive_moe_cases(d->m, &base, L->tp, L->ep, L->I, grid, smoke, d->out)) d->rc = -1;
+}
+
 /* "1, 2, 4, 8, 16": a size table for a message. */
 static void sizes_text(char *dst, size_t cap, const int *v, size_t n)
 {
@@ -305,6 +313,16 @@ int moects_derive_cases(const moects_model *m, moects_case_list *out)
     for (size_t i = 0; i < sizeof EP_SIZES / sizeof *EP_SIZES; i++)
         if (EP_SIZES[i] <= E && (smoke_gather_ep != 8)) smoke_gather_ep = EP_SIZES[i];
 
+    /* moe_gemm: the smoke case sits on the layout whose local experts hold the fewest weights */
+    int64_t least_w = -1;
+    int smoke_moe_tp = 0, smoke_moe_ep = 0;
+    for (size_t i = 0; i < sizeof TP_SIZES / sizeof *TP_SIZES + sizeof EP_SIZES / sizeof *EP_SIZES; i++) {
+        int t = i < sizeof TP_SIZES / sizeof *TP_SIZES ? TP_SIZES[i] : 0;
+        int e = t ? 0 : EP_SIZES[i - sizeof TP_SIZES / sizeof *TP_SIZES];
+        if (!moects_layout_exists(m, t, e, NULL, 0)) continue;
+        int64_t w = (e ? moects_ep_local_experts(E, e, 0, NULL) : E) * (t ? I / t : I);
+        if (least_w < 0 || w < least_w) least_w = w, smoke_moe_tp = t, smoke_moe_ep = e;
+    }
     for (size_t i = 0; i < sizeof TP_SIZES / sizeof *TP_SIZES; i++) {
         int t = TP_SIZES[i];
         if (!moects_layout_exists(m, t, 0, NULL, 0)) continue;
@@ -312,6 +330,7 @@ int moects_derive_cases(const moects_model *m, moects_case_list *out)
         snprintf(L.name, sizeof L.name, "tp%d", t);
         gather_cases(&d, &L, 0);
         gemm_cases(&d, &L, t == smoke_tp1 ? M_SMOKE : (t == smoke_tp2 ? 1 : 0));
+        moe_cases(&d, &L, t == smoke_tp1, t == smoke_moe_tp);
     }
     for (size_t i = 0; i < sizeof EP_SIZES / sizeof *EP_SIZES; i++) {
         int e = EP_SIZES[i];
@@ -320,6 +339,7 @@ int moects_derive_cases(const moects_model *m, moects_case_list *out)
         snprintf(L.name, sizeof L.name, "ep%d", e);
         gather_cases(&d, &L, e == smoke_gather_ep);
         gemm_cases(&d, &L, (e == 8 && smoke_ep8) ? 1 : 0);
+        moe_cases(&d, &L, e == 8, e == smoke_moe_ep);
     }
     return d.rc;
 }

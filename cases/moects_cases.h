@@ -47,6 +47,11 @@ typedef enum {
                                     (the signed zero of a block partial; harness/inputs.c) */
 } moects_data;
 
+/* Tile windows (DESIGN.md "Grouped MoE GEMM"): rows per expert where tile-size and M-bucket bugs
+ * live, after one expert with none. */
+#define MOECTS_MOE_COUNTS_MAX 24
+extern const int64_t moects_tile_windows[23];
+
 typedef struct {
     char id[192];      /* stable hierarchical id: "ep_gather/kimi-k3/tp8/t128" */
     char model[64];    /* registry name, or "regression" */
@@ -66,6 +71,18 @@ typedef struct {
     moects_fp4_format format;
     moects_scale_layout scale_layout;
     char gemm[8];           /* "gemm1", "gemm2", "" */
+    /* moe_gemm (also N, K, scale_layout, gemm, out_dtype, data; and, when n_counts == 0, T, k,
+     * E_global, ep_size, ep_rank, routing: the rows per local expert are the slots that the
+     * ep_gather routing rule puts on this rank's experts, harness/inputs.c) */
+    moects_moe_format moe_format;
+    moects_fp4_format b_format;  /* MXFP4, or NVFP4 for moe nvfp4 and W4A16-NVFP4 */
+    moects_row_layout rows;
+    int64_t align;               /* contiguous: rows per group padded to a multiple (128); else 1 */
+    int64_t a_scale_block;       /* W4A8: 128 or 32 */
+    int a_scale_f32;             /* W4A8: FP32 A scales (1) or UE8M0 (0) */
+    int64_t E;                   /* local experts (groups) */
+    int n_counts;                /* > 0: expert e has counts[e % n_counts] rows (tile windows, regressions) */
+    int64_t counts[MOECTS_MOE_COUNTS_MAX];
 } moects_case;
 
 typedef struct {
@@ -107,6 +124,17 @@ int64_t moects_ep_local_experts(int64_t E, int ep_size, int ep_rank, int64_t *fi
 /* Fill map[E] with the local index of each global expert on rank ep_rank, -1 elsewhere.
  * Returns the local count, or -1 on bad arguments. */
 int64_t moects_expert_map(int64_t E, int ep_size, int ep_rank, int32_t *map);
+
+/* Expected valid rows of a moe_gemm case (all its local experts): the sum of its counts, or
+ * T * k * E / E_global for routed ones (scheduling weights, harness/sched.c). */
+double moects_moe_expected_rows(const moects_case *c);
+
+/* moe_gemm names used in ids and files: "mxfp4", "nvfp4", "w4a8", "w4a16"; "contiguous", "masked",
+ * "offsets". The parse functions return 0, or -1 for an unknown name. */
+const char *moects_moe_format_name(moects_moe_format f);
+int moects_moe_format_parse(const char *s, moects_moe_format *out);
+const char *moects_row_layout_name(moects_row_layout r);
+int moects_row_layout_parse(const char *s, moects_row_layout *out);
 
 /* Names used in ids and files: "uniform", "skewed", "zero-expert", "hot-rank", "stale-ids",
  * "neg-ids", "no-local"; "exact", "adversarial", "nan", "negzero"; "smoke", "full", "large".

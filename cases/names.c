@@ -42,3 +42,39 @@ int moects_tier_parse(const char *s, moects_tier *out)
     else return -1;
     return 0;
 }
+
+const int64_t moects_tile_windows[23] = {0, 1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 31, 32, 33,
+                                         63, 64, 65, 127, 128, 129, 255, 256, 257};
+
+static const char *const MOE_FORMAT[] = {"?", "mxfp4", "nvfp4", "w4a8", "w4a16"};
+static const char *const ROW_LAYOUT[] = {"?", "contiguous", "masked", "offsets"};
+
+const char *moects_moe_format_name(moects_moe_format f)
+{
+    return f >= MOECTS_MOE_MXFP4 && f <= MOECTS_MOE_W4A16 ? MOE_FORMAT[f] : "?";
+}
+
+int moects_moe_format_parse(const char *s, moects_moe_format *out)
+{
+    for (int i = MOECTS_MOE_MXFP4; i <= MOECTS_MOE_W4A16; i++)
+        if (!strcmp(s, MOE_FORMAT[i])) {
+            *out = (moects_moe_format)i;
+            return 0;
+        }
+    return -1;
+}
+
+const char *moects_row_layout_name(moects_row_layout r)
+{
+    return r >= MOECTS_ROWS_CONTIGUOUS && r <= MOECTS_ROWS_OFFSETS ? ROW_LAYOUT[r] : "?";
+}
+
+int moects_row_layout_parse(const char *s, moects_row_layout *out)
+{
+    for (int i = MOECTS_ROWS_CONTIGUOUS; i <= MOECTS_ROWS_OFFSETS; i++)
+        if (!strcmp(s, ROW_LAYOUT[i])) {
+            *out = (moects_row_layout)i;
+            return 0;
+        }
+    return -1;
+}

@@ -2,41 +2,54 @@
  *
  * File: {"source": "<project> <issue|PR> <number>", "class": "<short-class>", "summary": "...",
  *        "trigger": "...", "cases": [ENTRY, ...]}
- * ENTRY: {"op": "ep_gather" | "fp4_gemm", "name": "h{H}/t{T}", "tiers": ["smoke", "full", "large"],
+ * ENTRY: {"op": "ep_gather" | "fp4_gemm" | "moe_gemm", "name": "h{H}/t{T}", "tiers": ["smoke", "full", "large"],
  *         ep_gather: "T" (>= 0), "k", "H", "E" (E_global), "ep_size" (1), "ep_rank" (0, or "last"),
  *                    "map" (true iff ep_size > 1), "id_dtype" ("int32" | "int64"),
  *                    "routing" ("uniform", "skewed", "zero-expert", "hot-rank", "stale-ids",
  *                    "neg-ids", "no-local"),
  *         fp4_gemm:  "M" (>= 0), "N", "K", "format" ("mxfp4" | "nvfp4"),
  *                    "scale_layout" ("linear" | "swizzled"), "gemm" ("gemm1" | "gemm2" | ""),
- *         both:      "out_dtype" ("bf16" | "f32"), "data" ("exact", "adversarial", "nan",
- *                    "negzero": fp4_gemm MXFP4 only)}
+ *         moe_gemm:  "E" (local experts), "N", "K", "format" ("mxfp4" | "nvfp4" | "w4a8" | "w4a16"),
+ *                    "counts" ("1,2,0,130": rows of expert e = counts[e % n]), "rows" ("contiguous" |
+ *                    "masked" | "offsets"), "align" (contiguous: 128), "b_format" ("mxfp4"; "nvfp4"
+ *                    for nvfp4, or w4a16 given), "a_scale_block" (w4a8: 128 | 32), "a_scale" ("ue8m0"
+ *                    | "f32"), "scale_layout", "gemm",
+ *         all:       "out_dtype" ("bf16" | "f32"), "data" ("exact", "adversarial", "nan",
+ *                    "negzero": fp4_gemm MXFP4 only; moe_gemm nan: NaN scales in expert 0 only)}
  *        (defaults in parentheses). Every field but op, name, tiers, map and gemm may be a list:
  * the entry stands for the cartesian product, and each listed field with more than one value must
  * appear as {field} in name so that ids stay distinct. "smoke" implies "full".
- * Case id: <op>/regression/<class>/<name>, op being "ep_gather" or "fp4_gemm.<format>". */
+ * Case id: <op>/regression/<class>/<name>, op being "ep_gather", "fp4_gemm.<format>" or
+ * "moe_gemm.<format>". */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cases_internal.h"
 #include "moects_cases.h"
 
-enum { F_T, F_K, F_H, F_E, F_EPS, F_EPR, F_IDT, F_ROUTE, F_M, F_N, F_KK, F_FMT, F_SCL, F_OUT, F_DATA, NF };
+enum {
+    F_T, F_K, F_H, F_E, F_EPS, F_EPR, F_IDT, F_ROUTE, F_M, F_N, F_KK, F_FMT, F_SCL, F_OUT, F_DATA,
+    F_COUNTS, F_BFMT, F_ROWS, F_ALIGN, F_ASB, F_ASCALE, NF
+};
 static const struct {
     const char *key;
-    int op;      /* 1 ep_gather, 2 fp4_gemm, 3 both */
+    int op;      /* bits: 1 ep_gather, 2 fp4_gemm, 4 moe_gemm */
     int is_int;  /* 1 integer, 0 string */
     int64_t min; /* least integer value */
     int64_t max; /* greatest integer value (cases_internal.h MOECTS__MAX_*); 0: checked elsewhere */
 } FIELDS[NF] = {
     [F_T] = {"T", 1, 1, 0, MOECTS__MAX_ROWS},    [F_K] = {"k", 1, 1, 1, MOECTS__MAX_TOPK},
-    [F_H] = {"H", 1, 1, 1, MOECTS__MAX_WIDTH},   [F_E] = {"E", 1, 1, 1, MOECTS__MAX_EXPERTS},
+    [F_H] = {"H", 1, 1, 1, MOECTS__MAX_WIDTH},   [F_E] = {"E", 5, 1, 1, MOECTS__MAX_EXPERTS},
     [F_EPS] = {"ep_size", 1, 1, 1, 0},           [F_EPR] = {"ep_rank", 1, 1, 0, 0},
     [F_IDT] = {"id_dtype", 1, 0, 0, 0},          [F_ROUTE] = {"routing", 1, 0, 0, 0},
-    [F_M] = {"M", 2, 1, 0, MOECTS__MAX_ROWS},    [F_N] = {"N", 2, 1, 1, MOECTS__MAX_ROWS},
-    [F_KK] = {"K", 2, 1, 1, MOECTS__MAX_ROWS},   [F_FMT] = {"format", 2, 0, 0, 0},
-    [F_SCL] = {"scale_layout", 2, 0, 0, 0}, [F_OUT] = {"out_dtype", 3, 0, 0, 0}, [F_DATA] = {"data", 3, 0, 0, 0},
+    [F_M] = {"M", 2, 1, 0, MOECTS__MAX_ROWS},    [F_N] = {"N", 6, 1, 1, MOECTS__MAX_ROWS},
+    [F_KK] = {"K", 6, 1, 1, MOECTS__MAX_ROWS},   [F_FMT] = {"format", 6, 0, 0, 0},
+    [F_SCL] = {"scale_layout", 6, 0, 0, 0}, [F_OUT] = {"out_dtype", 7, 0, 0, 0}, [F_DATA] = {"data", 7, 0, 0, 0},
+    [F_COUNTS] = {"counts", 4, 0, 0, 0},         [F_BFMT] = {"b_format", 4, 0, 0, 0},
+    [F_ROWS] = {"rows", 4, 0, 0, 0},             [F_ALIGN] = {"align", 4, 1, 1, 4096},
+    [F_ASB] = {"a_scale_block", 4, 1, 32, 128},  [F_ASCALE] = {"a_scale", 4, 0, 0, 0},
 };
 
 typedef struct {
@@ -59,6 +72,23 @@ static int str_enum(const rctx *r, const char *key, const char *s, const char *c
     for (int i = 0; names[i]; i++)
         snprintf(opts + strlen(opts), sizeof opts - strlen(opts), "%s%s", i ? ", " : "", names[i]);
     return FAIL(r, "%s: cases[%zu].%s: unknown value \"%s\" (%s)", r->path, r->ci, key, s, opts);
+}
+
+/* "0,1,2,130": the rows of the local experts, cycled (moects_case.counts). */
+static int parse_counts(const rctx *r, const char *s, moects_case *c)
+{
+    c->n_counts = 0;
+    for (const char *p = s; *p;) {
+        char *end;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || v < 0 || v > MOECTS__MAX_ROWS || (*end && *end != ',') || c->n_counts == MOECTS_MOE_COUNTS_MAX)
+            return FAIL(r, "%s: cases[%zu].counts: not a list of 1 to %d row counts 0..%lld (\"%s\")", r->path, r->ci,
+                        MOECTS_MOE_COUNTS_MAX, (long long)MOECTS__MAX_ROWS, s);
+        c->counts[c->n_counts++] = v;
+        p = *end ? end + 1 : end;
+    }
+    if (!c->n_counts) return FAIL(r, "%s: cases[%zu].counts: empty", r->path, r->ci);
+    return 0;
 }
 
 /* Value v of field f into case c. */
@@ -92,7 +122,9 @@ static int apply(const rctx *r, int f, const json_t *v, moects_case *c, int *ran
         case F_T: c->T = x; break;
         case F_K: c->k = x; break;
         case F_H: c->H = x; break;
-        case F_E: c->E_global = x; break;
+        case F_E: c->E_global = x, c->E = x; break;
+        case F_ALIGN: c->align = x; break;
+        case F_ASB: c->a_scale_block = x; break;
         case F_EPS: c->ep_size = (int)x; break;
         case F_EPR: c->ep_rank = (int)x; break;
         case F_M: c->M = x; break;
@@ -114,9 +146,28 @@ static int apply(const rctx *r, int f, const json_t *v, moects_case *c, int *ran
         c->out_dtype = i ? MOECTS_F32 : MOECTS_BF16;
         return 0;
     case F_FMT:
+        if (c->op == MOECTS_OP_MOE_GEMM) {
+            if (str_enum(r, key, s, (const char *const[]){"mxfp4", "nvfp4", "w4a8", "w4a16", NULL}, &i)) return -1;
+            c->moe_format = (moects_moe_format)(MOECTS_MOE_MXFP4 + i);
+            return 0;
+        }
         if (str_enum(r, key, s, FMT, &i)) return -1;
         c->format = i ? MOECTS_FP4_NVFP4 : MOECTS_FP4_MXFP4;
         return 0;
+    case F_BFMT:
+        if (str_enum(r, key, s, FMT, &i)) return -1;
+        c->b_format = i ? MOECTS_FP4_NVFP4 : MOECTS_FP4_MXFP4;
+        return 0;
+    case F_ROWS:
+        if (str_enum(r, key, s, (const char *const[]){"contiguous", "masked", "offsets", NULL}, &i)) return -1;
+        c->rows = (moects_row_layout)(MOECTS_ROWS_CONTIGUOUS + i);
+        return 0;
+    case F_ASCALE:
+        if (str_enum(r, key, s, (const char *const[]){"ue8m0", "f32", NULL}, &i)) return -1;
+        c->a_scale_f32 = i;
+        return 0;
+    case F_COUNTS:
+        return parse_counts(r, s, c);
     case F_SCL:
         if (str_enum(r, key, s, SCL, &i)) return -1;
         c->scale_layout = i ? MOECTS_SCALES_SWIZZLED_128X4 : MOECTS_SCALES_LINEAR;
@@ -193,6 +244,15 @@ static int check_case(const rctx *r, const moects_case *c)
         if ((c->routing == MOECTS_ROUTE_ZERO_EXPERT && c->k >= c->E_global))
             return FAIL(r, "%s: cases[%zu].routing: zero-expert needs k < E", r->path, r->ci);
     }
+    if (c->op == MOECTS_OP_MOE_GEMM) {
+        if (c->rows != MOECTS_ROWS_CONTIGUOUS && c->align != 1)
+            return FAIL(r, "%s: cases[%zu].align: only the contiguous layout pads groups", r->path, r->ci);
+        if (c->moe_format == MOECTS_MOE_W4A8 ? (c->a_scale_block != 32 && c->a_scale_block != 128)
+                                             : (c->a_scale_block || c->a_scale_f32))
+            return FAIL(r, "%s: cases[%zu].a_scale_block: W4A8 only, 32 or 128", r->path, r->ci);
+        if ((c->moe_format == MOECTS_MOE_NVFP4) != (c->b_format == MOECTS_FP4_NVFP4) && c->moe_format != MOECTS_MOE_W4A16)
+            return FAIL(r, "%s: cases[%zu].b_format: nvfp4 with format nvfp4 (or w4a16) only", r->path, r->ci);
+    }
     if (c->data == MOECTS_DATA_NEGZERO && (c->op != MOECTS_OP_FP4_GEMM || c->format != MOECTS_FP4_MXFP4))
         return FAIL(r, "%s: cases[%zu].data: negzero needs op fp4_gemm with format mxfp4", r->path, r->ci);
     return 0;
@@ -206,9 +266,10 @@ static int load_entry(rctx *r, const json_t *ent, const char *cls, const char *s
     if (!opv) return FAIL(r, "%s: cases[%zu].op: missing field", r->path, r->ci);
     if (!json_is_string(opv)) return FAIL(r, "%s: cases[%zu].op: wrong type (expected string)", r->path, r->ci);
     int op;
-    if (str_enum(r, "op", json_string_value(opv), (const char *const[]){"ep_gather", "fp4_gemm", NULL}, &op))
+    if (str_enum(r, "op", json_string_value(opv), (const char *const[]){"ep_gather", "fp4_gemm", "moe_gemm", NULL},
+                 &op))
         return -1;
-    op += 1; /* 1 ep_gather, 2 fp4_gemm */
+    op = 1 << op; /* 1 ep_gather, 2 fp4_gemm, 4 moe_gemm */
     const json_t *namev = json_object_get(ent, "name");
     if (!namev) return FAIL(r, "%s: cases[%zu].name: missing field", r->path, r->ci);
     if (!json_is_string(namev) || !*json_string_value(namev))
@@ -239,7 +300,7 @@ static int load_entry(rctx *r, const json_t *ent, const char *cls, const char *s
     char gemm[8] = "";
     const json_t *gv = json_object_get(ent, "gemm");
     if (gv) {
-        if (op != 2) return FAIL(r, "%s: cases[%zu].gemm: not a field of ep_gather", r->path, r->ci);
+        if (op == 1) return FAIL(r, "%s: cases[%zu].gemm: not a field of ep_gather", r->path, r->ci);
         int gi;
         if (!json_is_string(gv)) return FAIL(r, "%s: cases[%zu].gemm: wrong type (expected string)", r->path, r->ci);
         if (str_enum(r, "gemm", json_string_value(gv), (const char *const[]){"gemm1", "gemm2", "", NULL}, &gi))
@@ -259,11 +320,14 @@ static int load_entry(rctx *r, const json_t *ent, const char *cls, const char *s
         while (f < NF && strcmp(FIELDS[f].key, key)) f++;
         if (f == NF) return FAIL(r, "%s: cases[%zu].%s: unknown field", r->path, r->ci, key);
         if (!(FIELDS[f].op & op))
-            return FAIL(r, "%s: cases[%zu].%s: not a field of %s", r->path, r->ci, key, op == 1 ? "ep_gather" : "fp4_gemm");
+            return FAIL(r, "%s: cases[%zu].%s: not a field of %s", r->path, r->ci, key,
+                        op == 1 ? "ep_gather" : op == 2 ? "fp4_gemm" : "moe_gemm");
     }
-    static const int REQ_G[] = {F_T, F_K, F_H, F_E}, REQ_F[] = {F_M, F_N, F_KK, F_FMT};
-    for (int i = 0; i < 4; i++) {
-        int f = op == 1 ? REQ_G[i] : REQ_F[i];
+    static const int REQ_G[] = {F_T, F_K, F_H, F_E, -1}, REQ_F[] = {F_M, F_N, F_KK, F_FMT, -1},
+                     REQ_MOE[] = {F_E, F_N, F_KK, F_FMT, F_COUNTS};
+    for (int i = 0; i < 5; i++) {
+        int f = op == 1 ? REQ_G[i] : op == 2 ? REQ_F[i] : REQ_MOE[i];
+        if (f < 0) continue;
         if (!json_object_get(ent, FIELDS[f].key))
             return FAIL(r, "%s: cases[%zu].%s: missing field", r->path, r->ci, FIELDS[f].key);
     }
@@ -282,7 +346,7 @@ static int load_entry(rctx *r, const json_t *ent, const char *cls, const char *s
             if (!count[f]) return FAIL(r, "%s: cases[%zu].%s: empty list", r->path, r->ci, FIELDS[f].key);
             char ph[24];
             snprintf(ph, sizeof ph, "{%s}", FIELDS[f].key);
-            if (count[f] > 1 && !(op == 2 && f == F_FMT) && !strstr(tmpl, ph))
+            if (count[f] > 1 && !(op != 1 && f == F_FMT) && !strstr(tmpl, ph))
                 return FAIL(r, "%s: cases[%zu].name: %s has %zu values but %s is not in \"%s\" (ids would repeat)",
                             r->path, r->ci, FIELDS[f].key, count[f], ph, tmpl);
         }
@@ -294,7 +358,7 @@ static int load_entry(rctx *r, const json_t *ent, const char *cls, const char *s
         moects__copy(c.layout, sizeof c.layout, "-");
         if (moects__copy(c.source, sizeof c.source, source))
             return FAIL(r, "%s: source: too long (max %zu bytes)", r->path, sizeof c.source - 1);
-        c.op = op == 1 ? MOECTS_OP_EP_GATHER : MOECTS_OP_FP4_GEMM;
+        c.op = op == 1 ? MOECTS_OP_EP_GATHER : op == 2 ? MOECTS_OP_FP4_GEMM : MOECTS_OP_MOE_GEMM;
         c.tiers = tiers;
         c.out_dtype = MOECTS_BF16;
         if (op == 1) {
@@ -302,6 +366,12 @@ static int load_entry(rctx *r, const json_t *ent, const char *cls, const char *s
             c.id_dtype = MOECTS_I32;
         } else {
             moects__copy(c.gemm, sizeof c.gemm, gemm);
+        }
+        if (op == 4) {
+            c.rows = MOECTS_ROWS_CONTIGUOUS;
+            c.b_format = (moects_fp4_format)0; /* from the format unless given */
+            c.align = 0;
+            c.ep_size = 1;
         }
         const json_t *cur[NF] = {0};
         int rank_last = 0;
@@ -314,11 +384,19 @@ static int load_entry(rctx *r, const json_t *ent, const char *cls, const char *s
             if (rank_last) c.ep_rank = c.ep_size - 1;
             c.has_map = has_map >= 0 ? has_map : c.ep_size > 1;
         }
+        if (op == 4) {
+            c.E_global = c.E;
+            if (!c.b_format) c.b_format = c.moe_format == MOECTS_MOE_NVFP4 ? MOECTS_FP4_NVFP4 : MOECTS_FP4_MXFP4;
+            if (!c.align) c.align = c.rows == MOECTS_ROWS_CONTIGUOUS ? 128 : 1;
+            if (c.moe_format == MOECTS_MOE_W4A8 && !c.a_scale_block) c.a_scale_block = 128;
+        }
         if (check_case(r, &c)) return -1;
         char name[192];
         if (render(r, tmpl, cur, &c, name, sizeof name, op)) return -1;
-        int n = snprintf(c.id, sizeof c.id, "%s%s/regression/%s/%s", op == 1 ? "ep_gather" : "fp4_gemm.",
-                         op == 1 ? "" : (c.format == MOECTS_FP4_NVFP4 ? "nvfp4" : "mxfp4"), cls, name);
+        int n = snprintf(c.id, sizeof c.id, "%s%s/regression/%s/%s",
+                         op == 1 ? "ep_gather" : op == 2 ? "fp4_gemm." : "moe_gemm.",
+                         op == 1 ? "" : op == 2 ? (c.format == MOECTS_FP4_NVFP4 ? "nvfp4" : "mxfp4")
+                                                : moects_moe_format_name(c.moe_format), cls, name);
         if (n < 0 || (size_t)n >= sizeof c.id) return FAIL(r, "%s: cases[%zu].name: id too long", r->path, r->ci);
         for (size_t j = first; j < out->n; j++)
             if (!strcmp(out->v[j].id, c.id))

@@ -26,6 +26,26 @@ void moects_case_shape(const moects_case *c, char *buf, size_t len)
                  c->scale_layout == MOECTS_SCALES_SWIZZLED_128X4 ? "128x4 swizzled" : "linear", c->gemm[0] ? "; " : "",
                  c->gemm, moects_data_name(c->data));
         return;
+    case MOECTS_OP_MOE_GEMM: {
+        char rows[96], fmt[48] = "";
+        if (c->n_counts > 0)
+            snprintf(rows, sizeof rows, "rows per expert from %d fixed counts (%lld..%lld)", c->n_counts,
+                     (long long)c->counts[0], (long long)c->counts[c->n_counts - 1]);
+        else
+            snprintf(rows, sizeof rows, "rows from T %lld, topk %lld of E %lld", (long long)c->T, (long long)c->k,
+                     (long long)c->E_global);
+        if (c->moe_format == MOECTS_MOE_W4A8)
+            snprintf(fmt, sizeof fmt, "; A scales per 1x%lld %s", (long long)c->a_scale_block,
+                     c->a_scale_f32 ? "FP32" : "UE8M0");
+        snprintf(buf, len, "D [rows, N %lld] %s = A [rows, K %lld] x B [E %lld, N, K]^T; %s (B %s), %s scales%s; "
+                 "%s rows%s; %s; %s; data %s",
+                 (long long)c->N, dtype_name(c->out_dtype), (long long)c->K, (long long)c->E,
+                 moects_moe_format_name(c->moe_format), c->b_format == MOECTS_FP4_NVFP4 ? "NVFP4" : "MXFP4",
+                 c->scale_layout == MOECTS_SCALES_SWIZZLED_128X4 ? "128x4 swizzled" : "linear", fmt,
+                 moects_row_layout_name(c->rows), c->rows == MOECTS_ROWS_CONTIGUOUS && c->align > 1 ? ", padded" : "",
+                 rows, c->gemm, moects_data_name(c->data));
+        return;
+    }
     default:
         snprintf(buf, len, "op %d", (int)c->op);
         return;

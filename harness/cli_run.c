@@ -17,8 +17,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "capi_internal.h"
+#include "moects.h"
 #include "moects_cases.h"
 #include "moects_commands.h"
+#include "reports_internal.h"
 #include "moects_harness.h"
 #include "moects_known.h"
 #include "moects_ref.h"
@@ -60,6 +63,10 @@ typedef struct {
     const char *junit; /* --junit FILE: JUnit XML there too (OUT/junit.xml always) */
     const char *config; /* --config FILE: that model's derived cases instead of the registry */
     int tps[16], eps[16], ntp, nep; /* --tp N / --ep N: the layouts of --config (none: all) */
+    char **kernel_py; /* --kernel-py MODULE:NAME */
+    size_t nkernel_py;
+    const char *dump;
+    char libmoects[4096];
 } cli;
 
 static int bad(const cli *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -91,6 +98,7 @@ static void cli_free(cli *o)
     for (size_t i = 0; i < o->nkernel_bufs; i++) free(o->kernel_bufs[i]);
     free(o->kernel_bufs);
     free(o->libs);
+    free(o->kernel_py);
 }
 
 static int is_glob(const char *s) { return strpbrk(s, "*?[") != NULL; }
@@ -132,23 +140,13 @@ static int parse_shard(const char *s, int *i, int *n)
     return 0;
 }
 
-/* root = where cases/ is: --root, $MOECTS_ROOT, the source tree compiled in, else ".". */
-static const char *resolve_root(const char *given)
-{
-    if (given) return given;
-    const char *e = getenv("MOECTS_ROOT");
-    if (e && *e) return e;
-#ifdef MOECTS_SOURCE_DIR
-    char p[4096];
-    struct stat st;
-    snprintf(p, sizeof p, "%s/cases", MOECTS_SOURCE_DIR);
-    if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) return MOECTS_SOURCE_DIR;
-#endif
-    return ".";
-}
+/* root = where cases/ is: --root, else moects_default_root() ($MOECTS_ROOT, the source tree compiled
+ * in, the installed share/moects, else "."). */
+static const char *resolve_root(const char *given) { return given ? given : moects_default_root(); }
 
 enum { OPT_TIER = 256, OPT_CASES, OPT_KERNEL, OPT_LIB, OPT_SEED, OPT_TIMEOUT, OPT_TAPV, OPT_SHARD, OPT_OUT,
-       OPT_PERF, OPT_ROOT, OPT_KERNELS, OPT_FILTER, OPT_KNOWN, OPT_MAXF, OPT_MAXKF, OPT_DEAD, OPT_JUNIT, OPT_CONFIG, OPT_TP, OPT_EP };
+       OPT_PERF, OPT_ROOT, OPT_KERNELS, OPT_FILTER, OPT_KNOWN, OPT_MAXF, OPT_MAXKF, OPT_DEAD, OPT_JUNIT, OPT_CONFIG, OPT_TP, OPT_EP,
+       OPT_KERNEL_PY, OPT_DUMP };
 
 /* A count 0..1000000000 for option opt: 0, or -1 (the caller names the option). */
 static int parse_count(const char *s, int *out)
@@ -177,6 +175,7 @@ static int parse_args(cli *o, int argc, char **argv, int is_run)
         {"stop-dead-after", required_argument, 0, OPT_DEAD}, {"junit", required_argument, 0, OPT_JUNIT},
         {"config", required_argument, 0, OPT_CONFIG},   {"tp", required_argument, 0, OPT_TP},
         {"ep", required_argument, 0, OPT_EP},
+        {"kernel-py", required_argument, 0, OPT_KERNEL_PY}, {"dump", required_argument, 0, OPT_DUMP},
         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -253,6 +252,8 @@ static int parse_args(cli *o, int argc, char **argv, int is_run)
                            c == OPT_MAXF ? "--max-failures" : c == OPT_MAXKF ? "--max-kernel-failures"
                                                                              : "--stop-dead-after", a);
             break;
+        case OPT_KERNEL_PY: if (push_str(&o->kernel_py, &o->nkernel_py, a)) return bad(o, "out of memory"); break;
+        case OPT_DUMP: o->dump = a; break;
         case 'h': return -1;
         case ':': return bad(o, "%s needs a value", argv[optind - 1]);
         default: return bad(o, "unknown option %s", argv[optind - 1]);
@@ -261,9 +262,9 @@ static int parse_args(cli *o, int argc, char **argv, int is_run)
     for (int i = optind; i < argc; i++)
         if (push_str(&o->globs, &o->nglobs, argv[i])) return bad(o, "out of memory");
     if (!is_run && (o->ncase_files || o->perf || o->out || o->shard_n || o->known_file || o->max_failures ||
-                    o->max_kernel_failures || o->dead_after != 3 || o->junit))
-        return bad(o, "--cases, --perf, --out, --shard, --known-findings, --junit and the fail-fast options belong "
-                      "to `moects run`");
+                    o->max_kernel_failures || o->dead_after != 3 || o->junit || o->dump))
+        return bad(o, "--cases, --perf, --out, --shard, --known-findings, --junit, --dump and the fail-fast options "
+                      "belong to `moects run`");
     /* options that would otherwise be ignored */
     if (!is_run && o->list_kernels && o->nglobs)
         return bad(o, "--kernels takes --kernel GLOB, not case globs (\"%s\")", o->globs[0]);
@@ -284,12 +285,22 @@ static int load_kernels(cli *o, const moects_kernel ***out, size_t *n)
     if (!v) return bad(o, "out of memory");
     for (size_t i = 0; i < nb; i++) v[i] = b[i];
     *n = nb;
-    char err[512];
+    char err[1400];
     for (size_t i = 0; i < o->nlibs; i++)
         if (moects_plugin_load(o->libs[i], &v, n, err, sizeof err) != 0) {
             free(v);
             return bad(o, "--kernel-lib %s", err);
         }
+    if (o->nkernel_py) { /* described by Python in a child: this process imports nothing */
+        if (moects__libmoects_path(o->libmoects, sizeof o->libmoects) != 0) {
+            free(v);
+            return bad(o, "--kernel-py: libmoects.so.0 not found beside this moects (../lib): set MOECTS_LIB");
+        }
+        if (moects__kernel_py_load(o->kernel_py, o->nkernel_py, o->libmoects, &v, n, err, sizeof err) != 0) {
+            free(v);
+            return bad(o, "--kernel-py: %s", err);
+        }
+    }
     for (size_t i = 0; i < *n; i++) {
         moects_recipe r;
         if (v[i]->recipe && moects_recipe_parse(v[i]->recipe, v[i]->op, &r) != 0) {
@@ -630,9 +641,10 @@ int moects_cmd_list(int argc, char **argv)
         if ((rc = load_kernels(&o, &v, &n)) == 0 && (rc = select_kernels(&o, v, &n)) == 0)
             for (size_t i = 0; i < n; i++) {
                 const moects_kernel *k = v[i];
-                printf("%s\t%s\t%s\t", k->name, k->op == MOECTS_OP_FP4_GEMM ? "fp4_gemm" : "ep_gather",
+                printf("%s\t%s\t%s\t", k->name, moects__op_name(k->op) ? moects__op_name(k->op) : "?",
                        k->device == MOECTS_DEVICE_CUDA ? "cuda" : "cpu");
                 if (k->recipe) printf("%s", k->recipe);
+                else if (k->acc.bits) printf("bound(p=%u,%s)", k->acc.bits, k->acc.truncation ? "trunc" : "rne");
                 else printf("tol(calc_diff<=%g,ulp<=%u)", k->tol.max_calc_diff, k->tol.max_ulp);
                 if (k->bug) printf("\tmutant: %s", k->bug);
                 putchar('\n');
@@ -686,6 +698,10 @@ static int usage_run(void)
           "                         honest kernels only unless --kernel is given\n"
           "  --kernel GLOB          kernels whose name matches (comma-separated allowed; default: all)\n"
           "  --kernel-lib LIB.so    out-of-tree kernels (moects_plugin_kernels), recorded with a SHA-256\n"
+          "  --kernel-py MODULE:NAME  Python kernels (NAME: a moects.Kernel description or a list; repeatable),\n"
+          "                         run in workers started by exec of $MOECTS_PYTHON (default python3)\n"
+          "                         -m moects._worker; an exception, a crash or a hang is that case's\n"
+          "                         FAIL_CRASH / FAIL_TIMEOUT with its text; --perf includes the call overhead\n"
           "  --config CONFIG.json   the cases derived from that model (registry file or raw Hugging Face\n"
           "                         config.json) instead of the registry; --tp N / --ep N: its layouts\n"
           "                         (default: all it has); repro lines carry --config\n"
@@ -709,6 +725,9 @@ static int usage_run(void)
           "  --out DIR              report directory, created and checked writable first (default\n"
           "                         ROOT/reports/latest); kernels.log there holds what the kernels printed\n"
           "  --junit FILE           the JUnit XML there too (one testcase per kernel and case)\n"
+          "  --dump DIR             each FAIL_MISMATCH writes DIR/KERNEL/CASE.safetensors (inputs, reference;\n"
+          "                         the `moects export` format) and CASE.out.safetensors (the output):\n"
+          "                         `moects verify DIR/KERNEL --recipe R` judges it again (default: none)\n"
           "  -v                     YAML diagnostics on passing points too\n"
           "  --tap-version 13|14    the TAP header (default 13, which Perl's TAP::Harness reads)\n"
           "Scheduling: cases start costliest first; an FP4 GEMM case of F = 2MNK flops holds\n"
@@ -1051,7 +1070,10 @@ static int run_execute(run_ctx *x)
                              .progress = isatty(2) ? 1 : 2, .devices = x->devs, .ndevices = x->ndevs,
                              .big_case_flops = x->big_case_flops, .kernel_log = klog_tmp,
                              .max_failures = o->max_failures, .max_kernel_failures = o->max_kernel_failures,
-                             .dead_after = o->dead_after};
+                             .dead_after = o->dead_after,
+                             .kernel_py = (const char *const *)o->kernel_py, .nkernel_py = o->nkernel_py,
+                             .libmoects = o->libmoects, .libs = (const char *const *)o->libs, .nlibs = o->nlibs,
+                             .dump_dir = o->dump};
     if (moects_runner_run(&ro, &x->run, err, sizeof err) != 0) {
         fprintf(stderr, "moects run: %s\n", err);
         return 2;
@@ -1073,6 +1095,10 @@ static char *repro_extra(const cli *o)
         fputs(" --kernel-lib ", ef);
         moects_shell_quote(ef, abs ? abs : o->libs[i]);
         free(abs);
+    }
+    for (size_t i = 0; i < o->nkernel_py; i++) {
+        fputs(" --kernel-py ", ef);
+        moects_shell_quote(ef, o->kernel_py[i]);
     }
     if (o->root) {
         fputs(" --root ", ef);

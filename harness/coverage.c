@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "moects_commands.h"
+#include "moects_inputs.h"
 #include "moects_registry.h"
 #include "moects_runner.h"
 #include "reports_internal.h"
@@ -125,10 +126,12 @@ static int is_regression(const moects_case *c) { return !strcmp(c->model, "regre
 
 /* ---- case -> kernel shape ---- */
 
-static void case_shapes(const moects_case *c, moects_ep_gather_shape *eg, moects_fp4_gemm_shape *fg)
+static void case_shapes(const moects_case *c, moects_ep_gather_shape *eg, moects_fp4_gemm_shape *fg,
+                        moects_moe_gemm_shape *mg)
 {
     memset(eg, 0, sizeof *eg);
     memset(fg, 0, sizeof *fg);
+    moects_moe_case_shape(c, mg);
     if (c->op == MOECTS_OP_EP_GATHER) {
         int64_t slots = c->T * c->k, local = c->E_global;
         if (c->ep_size > 1) local = c->E_global / c->ep_size + (c->ep_rank < c->E_global % c->ep_size);
@@ -155,9 +158,11 @@ static int kernel_takes(const moects_kernel *k, const moects_case *c, char *why,
 {
     moects_ep_gather_shape eg;
     moects_fp4_gemm_shape fg;
-    case_shapes(c, &eg, &fg);
+    moects_moe_gemm_shape mg;
+    case_shapes(c, &eg, &fg, &mg);
     why[0] = '\0';
-    int ok = k->supports(c->op == MOECTS_OP_EP_GATHER ? (const void *)&eg : (const void *)&fg, why, wl);
+    int ok = k->supports(c->op == MOECTS_OP_EP_GATHER ? (const void *)&eg
+                         : c->op == MOECTS_OP_MOE_GEMM ? (const void *)&mg : (const void *)&fg, why, wl);
     if (!ok && !why[0]) snprintf(why, wl, "refused (no reason given)");
     return ok;
 }
@@ -211,7 +216,7 @@ static moects__cell_state state_of(table *t, int k, int m, int l)
     if (!t->registered[((size_t)m * t->nl + l) * 3 + t->k[k].op]) return MOECTS__CELL_NOT_REGISTERED;
     if (c->n[MOECTS_FAIL_MISMATCH] + c->n[MOECTS_FAIL_CRASH] + c->n[MOECTS_FAIL_TIMEOUT]) return MOECTS__CELL_FAIL;
     if (c->n[MOECTS_UNSUPPORTED]) return MOECTS__CELL_UNSUPPORTED;
-    if (c->n[MOECTS_PASS_EXACT] + c->n[MOECTS_PASS_TOLERANCE]) return MOECTS__CELL_PASS;
+    if (c->n[MOECTS_PASS_EXACT] + c->n[MOECTS_PASS_BOUNDED] + c->n[MOECTS_PASS_TOLERANCE]) return MOECTS__CELL_PASS;
     return MOECTS__CELL_NOT_RUN;
 }
 
@@ -915,6 +920,8 @@ static void shape_key(const moects_case *c, char *dst, size_t cap)
 {
     if (c->op == MOECTS_OP_EP_GATHER)
         snprintf(dst, cap, "H=%" PRId64 " topk=%" PRId64 " E=%" PRId64, c->H, c->k, c->E_global);
+    else if (c->op == MOECTS_OP_MOE_GEMM)
+        snprintf(dst, cap, "N=%" PRId64 " K=%" PRId64 " E=%" PRId64, c->N, c->K, c->E);
     else
         snprintf(dst, cap, "N=%" PRId64 " K=%" PRId64, c->N, c->K);
 }

@@ -257,6 +257,17 @@ void moects_out_geom_of(const moects_inputs *in, moects_out_geom *g)
         g->rows = in->fg.M;
         g->cols = in->fg.N;
         return;
+    case MOECTS_OP_MOE_GEMM: /* (expert, row within the expert's rows, col); padding rows are -1 */
+        g->axis[0] = "expert";
+        g->axis[1] = "row";
+        g->axis[2] = "col";
+        g->col_extent = "N";
+        g->rows = in->rows;
+        g->cols = in->mg.N;
+        g->row_group = in->row_expert;
+        g->groups = in->mg.E;
+        g->group_word = "expert";
+        return;
     default:
         g->axis[0] = "row";
         g->axis[1] = "i";

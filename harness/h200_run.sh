@@ -14,11 +14,22 @@
 # faults (tests/resource_faults_cuda.sh with MOECTS_FAULTS_LIB, default the plugin beside BIN's
 # build: ../lib/libmoects_plugin_faults_cuda.so). The smoke run's results.json carries the input
 # and reference hashes: `moects hashes` compares them with a CPU run of the same cases elsewhere.
+# The grouped MoE GEMM (moe_gemm) steps (moeself,moesan,moecheck,moeperf are in the default list,
+# moefull0..moefull<NM-1> run only when named): moeself: moects_gpu_selftest (beside BIN) on the CUDA
+# moe_gemm kernels and mutants against moects_ref_moe_gemm (small shapes, no harness cases needed);
+# moesan: the same for the honest kernels under compute-sanitizer memcheck and initcheck; moecheck:
+# memcheck and initcheck (racecheck on every 4th case) of the CUDA moe_gemm kernels on the moe_gemm
+# smoke cases of the harness;
+# moeperf: the selftest's grouped --perf (DeepSeek-V3 / Kimi K3 prefill routing, TP8 and EP8, beside
+# cuBLAS BF16 grouped GEMM); moefullI: shard I of MOECTS_MOE_SHARDS (default 2) of the full tier's
+# moe_gemm cases with the CUDA kernels (merged into moefull/ when all are there; the fullI steps run
+# them too, among every other case).
 # A step left for a later call (device calls are limited to 10 minutes) reuses OUTDIR.
 set -u
 B=${1:?usage: harness/h200_run.sh BIN [OUTDIR] [STEPS]}
 D=${2:-reports/h200}
-STEPS=${3:-smoke,paths,full0,full1,full2,full3,memcheck,perf}
+STEPS=${3:-smoke,paths,full0,full1,full2,full3,memcheck,perf,moeself,moesan,moecheck,moeperf}
+SELFTEST=$(dirname "$B")/moects_gpu_selftest
 export MOECTS_ROOT=$PWD
 # One worker per CPU core (the runner spreads them over the GPUs): input generation and the
 # references are CPU work, and a lone worker left 15 of 16 cores idle (the full tier did not finish a
@@ -75,7 +86,16 @@ for tool in initcheck racecheck; do
     --cases "$D/$tool-cases.txt" --kernel 'cuda.[ef]*' --jobs "$JOBS" --out "$D/$tool"
   grep -E "ERROR SUMMARY|========= [A-Z]" "$D/$tool.log" "$D/$tool.err" | sort | uniq -c > "$D/$tool.txt"
 done
-has large && step large 540 "$B" run --tier large --jobs "$JOBS" --kernel 'cuda.*' --out "$D/large"
+# large: every large ep_gather case and, per moe_gemm (format, row layout, gemm), the one with the
+# fewest tokens (the whole large tier's references take hours of CPU: the experts' weights alone pass
+# 2^31 elements); MOECTS_LARGE_JOBS workers (default 8: up to ~10 GB of host memory each).
+if has large; then
+  "$B" list --tier large | awk -F'\t' '{print $1}' | awk -F/ '/^ep_gather/ {print; next}
+    { key = $1 "/" $4 "/" $5; t = substr($NF, 2) + 0; if (!(key in best) || t < bt[key]) { best[key] = $0; bt[key] = t } }
+    END { for (k in best) print best[k] }' | sort > "$D/large-cases.txt"
+  step large 540 "$B" run --cases "$D/large-cases.txt" --jobs "${MOECTS_LARGE_JOBS:-8}" --kernel 'cuda.*' \
+    --out "$D/large"
+fi
 if has faults; then
   step faults 300 bash tests/resource_faults_cuda.sh "$B" \
     "${MOECTS_FAULTS_LIB:-$(dirname "$B")/../lib/libmoects_plugin_faults_cuda.so}" "$D/faults"
@@ -92,4 +112,41 @@ if has perf; then
     'ep_gather/deepseek-v3/tp8/t4096' 'ep_gather/deepseek-v3/tp8/t8192' 'ep_gather/deepseek-v3/ep8/t4096' \
     'ep_gather/kimi-k3/tp8/t4096' 'ep_gather/kimi-k3/tp8/t8192' \
     'fp4_gemm.*/deepseek-v3/tp8/gemm?/m4096' 'fp4_gemm.*/kimi-k3/tp8/gemm?/m4096'
+fi
+if has moeself; then
+  step moeself 240 "$SELFTEST" --kernel moe_gemm
+  grep -E "^(FAIL|summary|  cuda)|SELFTEST" "$D/moeself.log" > "$D/moeself.txt"
+fi
+if has moesan; then
+  for tool in memcheck initcheck; do
+    step moesan-$tool 240 compute-sanitizer --tool $tool --target-processes all --error-exitcode 9 \
+      "$SELFTEST" --kernel cuda.moe_gemm.
+  done
+  grep -hE "ERROR SUMMARY|Invalid|Uninitialized|SELFTEST" "$D"/moesan-*.log "$D"/moesan-*.err | sort | uniq -c \
+    > "$D/moesan.txt"
+fi
+if has moecheck; then
+  "$B" list --tier smoke 'moe_gemm*' | awk -F'\t' '$2 !~ /large/ {print $1}' > "$D/moecheck-cases.txt"
+  awk 'NR % 4 == 1' "$D/moecheck-cases.txt" > "$D/moecheck-racecheck-cases.txt" # racecheck: every 4th
+  for tool in memcheck initcheck racecheck; do
+    list="$D/moecheck-cases.txt"; [ $tool = racecheck ] && list="$D/moecheck-racecheck-cases.txt"
+    step moecheck-$tool 300 compute-sanitizer --tool $tool --target-processes all --error-exitcode 9 \
+      "$B" run --cases "$list" --kernel 'cuda.moe_gemm.*' --jobs "$JOBS" --out "$D/moecheck-$tool"
+  done
+  grep -hE "ERROR SUMMARY|Invalid|Uninitialized|========= [A-Z]" "$D"/moecheck-*.log "$D"/moecheck-*.err | sort | \
+    uniq -c > "$D/moecheck.txt"
+fi
+if has moeperf; then
+  step moeperf 300 "$SELFTEST" --perf-moe-only
+fi
+NM=${MOECTS_MOE_SHARDS:-2}
+mparts=()
+for ((i = 0; i < NM; i++)); do
+  has moefull$i && step moefull$i 540 "$B" run --tier full --jobs "$JOBS" --kernel 'cuda.*moe_gemm*' \
+    --shard $i/$NM --out "$D/moefull$i" 'moe_gemm*'
+  mparts+=("$D/moefull$i/results.json")
+done
+if ls "${mparts[@]}" > /dev/null 2>&1; then
+  "$B" merge "$D/moefull" "${mparts[@]}" > "$D/moefull-merge.log" 2>&1; echo "moefull merge rc=$?" >> "$D/status.txt"
+  prove --exec cat "$D/moefull/run.tap" > "$D/moefull.prove" 2>&1; echo "moefull prove rc=$?" >> "$D/status.txt"
 fi

@@ -40,7 +40,7 @@ static void diagnostics(FILE *f, const moects_result *r, const moects_tap_opts *
 /* The one-line message of a failure: the pattern when the output differs, else the reason. */
 static void message(FILE *f, const moects_result *r)
 {
-    char m[512];
+    char m[1200];
     if (r->diag.ndims) snprintf(m, sizeof m, "%s: %" PRId64 " mismatches: %s", moects_verdict_name(r->verdict),
                                 r->mismatches, r->diag.pattern);
     else snprintf(m, sizeof m, "%s: %s", moects_verdict_name(r->verdict), r->reason[0] ? r->reason : "-");
@@ -69,7 +69,7 @@ static void testcase(FILE *f, const moects_result *r, const moects_tap_opts *o)
         diagnostics(f, r, o);
         fprintf(f, "</%s>\n    </testcase>\n", el);
     } else if (skipped(r)) {
-        char m[600];
+        char m[1200];
         if (r->known[0]) snprintf(m, sizeof m, "known finding: %s", r->known);
         else snprintf(m, sizeof m, "%s: %s", moects_verdict_name(r->verdict), r->reason[0] ? r->reason : "-");
         fputs(">\n      <skipped message=\"", f);

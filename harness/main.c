@@ -17,6 +17,8 @@ static void usage(FILE *f)
           "  gate      compare a run with a baseline or must-pass lists\n"
           "  coverage  models x layouts x kernels coverage report\n"
           "  merge     merge shard results into one run\n"
+          "  export    cases as safetensors files (inputs, references) for a kernel in any language\n"
+          "  verify    judge the outputs a program wrote beside exported cases\n"
           "  hashes    compare the input and reference hashes of two runs\n"
           "`moects COMMAND --help` for a command's options.\n",
           f);
@@ -34,6 +36,8 @@ int main(int argc, char **argv)
     if (!strcmp(c, "gate")) return moects_cmd_gate(argc - 1, argv + 1);
     if (!strcmp(c, "coverage")) return moects_cmd_coverage(argc - 1, argv + 1);
     if (!strcmp(c, "merge")) return moects_cmd_merge(argc - 1, argv + 1);
+    if (!strcmp(c, "export")) return moects_cmd_export(argc - 1, argv + 1);
+    if (!strcmp(c, "verify")) return moects_cmd_verify(argc - 1, argv + 1);
     if (!strcmp(c, "hashes")) return moects_cmd_hashes(argc - 1, argv + 1);
     if (!strcmp(c, "--version") || !strcmp(c, "version")) {
         printf("moects %s\n", MOECTS_VERSION);
@@ -43,6 +47,6 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    fprintf(stderr, "moects: unknown command \"%s\" (list, run, gate, coverage, merge, hashes)\n", c);
+    fprintf(stderr, "moects: unknown command \"%s\" (list, run, gate, coverage, merge, export, verify, hashes)\n", c);
     return 2;
 }

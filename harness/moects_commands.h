@@ -9,6 +9,8 @@ int moects_cmd_run(int argc, char **argv);      /* harness/cli_run.c */
 int moects_cmd_gate(int argc, char **argv);     /* harness/gate.c */
 int moects_cmd_coverage(int argc, char **argv); /* harness/coverage.c */
 int moects_cmd_merge(int argc, char **argv);    /* harness/merge.c */
+int moects_cmd_export(int argc, char **argv);   /* harness/cli_export.c */
+int moects_cmd_verify(int argc, char **argv);   /* harness/cli_export.c */
 int moects_cmd_hashes(int argc, char **argv);   /* harness/hashes.c */
 
 /* The one-line error for an argument command cmd does not take: "moects CMD: ARG: missing value"

@@ -53,8 +53,9 @@ typedef struct {
 } moects_out_geom;
 
 /* The geometry of a case's output, the op's coordinate mapping: ep_gather (t, d) over [T, H];
- * fp4_gemm (m, n) over [M, N]. A new op adds its case here (moe_gemm: (expert, row, col), rows grouped
- * by m_indices, expert_offsets or masked_m). An op without one gets (row, col) over [1, n]. */
+ * fp4_gemm (m, n) over [M, N]; moe_gemm (expert, row, col) over [rows, N], rows grouped by the
+ * case's row_expert (padding rows and rows past masked_m not compared). A new op adds its case here;
+ * one without gets (row, col) over [1, n]. */
 void moects_out_geom_of(const moects_inputs *in, moects_out_geom *g);
 
 /* Coordinates of flat element i under g; returns ndims (2 ungrouped, 3 grouped: (group, local row,

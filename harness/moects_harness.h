@@ -12,6 +12,7 @@
 /* Verdict words are the report's vocabulary (DESIGN.md "Verdicts"). */
 typedef enum {
     MOECTS_PASS_EXACT = 0,
+    MOECTS_PASS_BOUNDED,   /* every element within its own proven bound (DESIGN.md "Bounded verdicts") */
     MOECTS_PASS_TOLERANCE,
     MOECTS_FAIL_MISMATCH,
     MOECTS_FAIL_CRASH,
@@ -61,7 +62,7 @@ typedef struct {
     int64_t first_index;    /* -1 when none */
     char got[64], want[64]; /* "0x3f80 (1)" */
     moects_diag diag;       /* where the output differs, in the op's coordinates (ndims 0: none) */
-    char reason[256];       /* crash/skip/unsupported reason, error text */
+    char reason[1024];      /* crash/skip/unsupported reason, error text (a crash: with the tail of the kernel output) */
     char known[256];        /* reason of the known finding (moects_known.h) matching this honest
                                FAIL_* / PASS_* result, "" when none: a known FAIL_* does not fail the run */
     uint64_t seed;

@@ -12,11 +12,17 @@
 /* Tensor slots, in this order, of the two ops. */
 enum { MOECTS_EG_X, MOECTS_EG_IDS, MOECTS_EG_W, MOECTS_EG_IDX, MOECTS_EG_MAP, MOECTS_EG_NT };
 enum { MOECTS_FG_A, MOECTS_FG_B, MOECTS_FG_SA, MOECTS_FG_SB, MOECTS_FG_NT };
-#define MOECTS_INPUTS_MAX 5
+/* moe_gemm: names = the moects_moe_gemm_args fields */
+enum {
+    MOECTS_MG_A, MOECTS_MG_SA, MOECTS_MG_B, MOECTS_MG_SB, MOECTS_MG_ALPHA, MOECTS_MG_GS_A, MOECTS_MG_GS_B,
+    MOECTS_MG_M_INDICES, MOECTS_MG_MASKED_M, MOECTS_MG_EXPERT_OFFSETS, MOECTS_MG_NT
+};
+#define MOECTS_INPUTS_MAX 10
 
 typedef struct {
     const char *name; /* "x", "topk_ids", "topk_weights", "input_index", "expert_map",
-                         "a", "b", "sa", "sb" */
+                         "a", "b", "sa", "sb"; moe_gemm: "a", "sa", "b", "sb", "alpha", "gs_a",
+                         "gs_b", "m_indices", "masked_m", "expert_offsets" */
     void *host;       /* NULL when bytes == 0 (and for expert_map without a map) */
     size_t bytes;
 } moects_tensor;
@@ -24,12 +30,14 @@ typedef struct {
 typedef union {
     moects_ep_gather_args eg;
     moects_fp4_gemm_args fg;
+    moects_moe_gemm_args mg;
 } moects_op_args;
 
 typedef struct {
     moects_op op;
     moects_ep_gather_shape eg;
     moects_fp4_gemm_shape fg;
+    moects_moe_gemm_shape mg;
     moects_tensor t[MOECTS_INPUTS_MAX];
     int nt;
     moects_dtype out_dtype;
@@ -42,6 +50,11 @@ typedef struct {
     float gs_a, gs_b;             /* NVFP4 encode global scales 448*6/amax (1 for MXFP4) */
     float alpha;                  /* 1 (MXFP4) or 1.0f/(gs_a*gs_b) in FP32 (NVFP4) */
     int pooled;                   /* bulk tensors tiled from a random pool (large cases) */
+    /* moe_gemm facts: out_elems = rows * N, rows = mg.M (contiguous, offsets) or mg.E * mg.M (masked) */
+    int64_t rows;
+    unsigned char *row_valid;     /* [rows]: 1 when the row is compared (invalid rows are the kernel's) */
+    int32_t *row_expert;          /* [rows]: the local expert of a compared row, -1 for the others */
+    int64_t valid_rows;
 } moects_inputs;
 
 /* Key of one tensor's stream: SplitMix64 of (seed, FNV-1a(case id), FNV-1a(tensor name)). */
@@ -66,12 +79,24 @@ void moects_inputs_free(moects_inputs *in);
 /* The op's args with tensor i at ptr[i] (host or device) and the output at out. */
 void moects_inputs_bind(const moects_inputs *in, void *const ptr[MOECTS_INPUTS_MAX], void *out,
                         moects_op_args *args);
-/* &in->eg or &in->fg. */
+/* &in->eg, &in->fg or &in->mg. */
 const void *moects_inputs_shape(const moects_inputs *in);
 
 /* Byte offset of scale (row r, K-block kb) in the cuBLASLt/CUTLASS 128x4 swizzled layout
  * (DESIGN.md "Scale layouts") with nkb K-blocks per row, and the layout's size for rows. */
 size_t moects_swizzle_offset(int64_t r, int64_t kb, int64_t nkb);
 size_t moects_swizzle_bytes(int64_t rows, int64_t nkb);
+
+/* The kernel shape of a moe_gemm case without building its inputs (coverage, supports()): M from
+ * moects_moe_expected_rows (contiguous: each expert padded to align; masked: the fullest expert's
+ * estimate, a multiple of 128). Zeroed for another op. */
+void moects_moe_case_shape(const moects_case *c, moects_moe_gemm_shape *s);
+
+/* Rows of each local expert of a moe_gemm case: c->counts cycled when c->n_counts > 0, else the
+ * slots that the ep_gather routing rule (c->routing over c->T tokens, c->k slots, c->E_global
+ * experts, rank c->ep_rank of c->ep_size; uniform, skewed, zero-expert, hot-rank) puts on each of
+ * the rank's c->E experts, drawn from (seed, case id) as an ep_gather case's topk_ids are.
+ * cnt[c->E]. 0, or -1 with "case ID: field: problem" in err. */
+int moects_moe_counts(const moects_case *c, uint64_t seed, int64_t *cnt, char *err, size_t errlen);
 
 #endif

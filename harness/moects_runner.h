@@ -37,6 +37,19 @@ typedef struct {
     int max_kernel_failures; /* after this many FAIL_* of one honest kernel, run it no more */
     int dead_after;          /* a kernel whose first dead_after tasks all crashed or timed out is
                                 stopped for the rest of the run */
+    /* --kernel-py MODULE:NAME specs: when any, every worker is started by fork and exec of
+     * $MOECTS_PYTHON (python3) -m moects._worker (before any CUDA initialisation), which loads
+     * libmoects (libmoects: its path, passed as MOECTS_LIB) and serves tasks through
+     * moects_worker_serve; the kernels are found there by name (built-ins, the Python kernels, and
+     * libs: the --kernel-lib paths, loaded again). */
+    const char *const *kernel_py;
+    size_t nkernel_py;
+    const char *libmoects;
+    const char *const *libs;
+    size_t nlibs;
+    /* --dump DIR: a FAIL_MISMATCH task writes DIR/<kernel>/<case>.safetensors (export format, the
+     * reference compared against) and <case>.out.safetensors (the kernel's output). NULL: none. */
+    const char *dump_dir;
 } moects_runner_opts;
 
 /* The prefix of the reason of a task that fail-fast left unrun (its verdict is SKIP). */
@@ -61,6 +74,10 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
  * thread's OpenBLAS thread count for the reference. */
 void moects_runner_task(const moects_case *c, const moects_kernel *k, uint64_t seed, int perf,
                         moects_result *r);
+
+/* Clears r and fills who ran what (kernel, case, model, layout, op, mutant, seed, recipe); internal,
+ * shared with libmoects' judge (harness/capi.c). */
+void moects__result_identity(moects_result *r, const moects_case *c, const moects_kernel *k, uint64_t seed);
 
 /* Visible CUDA devices, asked of a throwaway child process so that the caller never initialises
  * CUDA. count 0 with why set when there is none (or no CUDA build). name: device 0's name. */

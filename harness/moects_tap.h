@@ -67,7 +67,7 @@ char *moects_summary_render(const moects_run *run, const moects_kernel *const *k
 /* The YAML diagnostics block of one result ("---" .. "..."), each line prefixed by ind: verdict, kernel,
  * recipe, mismatch count, max ULP, first mismatch, pattern and the first and worst mismatches in the op's
  * coordinates, calc_diff, seed, reason, known finding, --perf numbers, the repro command. The TAP's
- * block of a point; JUnit's text of a failure. */
+ * block of a point; JUnit's text of a failure; what libmoects' moects_judgement_text gives a Python test. */
 void moects_tap_yaml(FILE *f, const char *ind, const moects_result *r, const moects_tap_opts *o);
 
 /* JUnit XML of run (harness/junit.c): one <testsuite> per kernel with results, in the given order; one

@@ -65,7 +65,10 @@ void moects_perf_measure(const moects_kernel *k, const moects_inputs *in, const 
         if (copy_gbps_cached > 0) r->perf_fraction = r->perf_value / copy_gbps_cached;
         else note(r, e[0] ? e : "copy ceiling unavailable");
     } else {
-        long M = (long)in->fg.M, N = (long)in->fg.N, K = (long)in->fg.K;
+        /* moe_gemm: the valid rows of all experts, as one GEMM of the same flops */
+        int mg = in->op == MOECTS_OP_MOE_GEMM;
+        long M = mg ? (long)in->valid_rows : (long)in->fg.M, N = mg ? (long)in->mg.N : (long)in->fg.N,
+             K = mg ? (long)in->mg.K : (long)in->fg.K;
         r->perf_value = 2.0 * (double)M * (double)N * (double)K / (ms * 1e-3) / 1e12;
         double ceil = -1;
         for (int i = 0; i < gemm_cache_n; i++)

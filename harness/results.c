@@ -20,7 +20,7 @@
  *        "model": "kimi-k3", "layout": "tp8",    ("regression", "-" for regressions)
  *        "op": "ep_gather",               "ep_gather" | "fp4_gemm" | "moe_gemm"
  *        "mutant": false,                 the kernel has a declared bug
- *        "verdict": "PASS_EXACT",         PASS_EXACT PASS_TOLERANCE FAIL_MISMATCH
+ *        "verdict": "PASS_EXACT",         PASS_EXACT PASS_BOUNDED PASS_TOLERANCE FAIL_MISMATCH
  *                                           FAIL_CRASH FAIL_TIMEOUT UNSUPPORTED SKIP
  *        "recipe": "ep_gather.fma_v1",    "" when none
  *        "mismatches": 0,                 i64 >= 0
@@ -77,7 +77,7 @@
 #include "reports_internal.h"
 
 static const char *const verdict_names[MOECTS_VERDICT_COUNT] = {
-    "PASS_EXACT", "PASS_TOLERANCE", "FAIL_MISMATCH", "FAIL_CRASH", "FAIL_TIMEOUT", "UNSUPPORTED", "SKIP",
+    "PASS_EXACT", "PASS_BOUNDED", "PASS_TOLERANCE", "FAIL_MISMATCH", "FAIL_CRASH", "FAIL_TIMEOUT", "UNSUPPORTED", "SKIP",
 };
 
 /* The words of DESIGN.md "Verdicts"; "?" for a value outside the enum. */
@@ -326,7 +326,7 @@ static void put_diag(moects__buf *b, const moects_diag *d)
     moects__buf_add(b, "}");
 }
 
-static void put_result(moects__buf *b, const moects_result *r)
+void moects__buf_result(moects__buf *b, const moects_result *r)
 {
     const char *op = moects__op_name(r->op);
     moects__buf_add(b, "{");
@@ -418,7 +418,7 @@ static int render_results(moects__buf *b, const char *path, const moects_run *ru
     moects__buf_add(b, ",\n"); put_key(b, "results"); moects__buf_add(b, "[");
     for (size_t i = 0; i < run->n; i++) {
         moects__buf_add(b, i ? ",\n  " : "\n  ");
-        put_result(b, &run->v[i]);
+        moects__buf_result(b, &run->v[i]);
     }
     moects__buf_add(b, run->n ? "\n]\n}\n" : "]\n}\n");
     return 0;
@@ -1041,7 +1041,7 @@ moects__cell_state moects__cell_state_of(const moects__cell *c)
 {
     if (c->n[MOECTS_FAIL_MISMATCH] + c->n[MOECTS_FAIL_CRASH] + c->n[MOECTS_FAIL_TIMEOUT]) return MOECTS__CELL_FAIL;
     if (c->n[MOECTS_UNSUPPORTED]) return MOECTS__CELL_UNSUPPORTED;
-    if (c->n[MOECTS_PASS_EXACT] + c->n[MOECTS_PASS_TOLERANCE]) return MOECTS__CELL_PASS;
+    if (c->n[MOECTS_PASS_EXACT] + c->n[MOECTS_PASS_BOUNDED] + c->n[MOECTS_PASS_TOLERANCE]) return MOECTS__CELL_PASS;
     return MOECTS__CELL_NOT_RUN;
 }
 

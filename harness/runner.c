@@ -23,9 +23,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "capi_internal.h"
+#include "moects.h"
 #include "moects_compare.h"
 #include "moects_device.h"
 #include "moects_ref.h"
+#include "reports_internal.h"
+#include "moects_registry.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/lsan_interface.h>
@@ -66,6 +70,11 @@ typedef struct {
     int dev_state; /* 0 not copied, 1 copied, -1 failed (reason in dev_err) */
     char dev_err[256];
     int dev_err_fatal;
+    double *bound;  /* per-element bounds of the cached case for (bound_bits, bound_trunc), NULL none */
+    int bound_rc;   /* 0 computed, -1 refused by the reference */
+    uint32_t bound_bits;
+    int bound_trunc;
+    const char *dump_dir; /* run --dump: a mismatching case's inputs, reference and output go here */
 } worker_state;
 
 /* Phases a worker announces to the parent (timeouts, timing of a task that dies). */
@@ -97,6 +106,8 @@ static void drop_case(worker_state *ws)
         ws->dev[i] = NULL;
     }
     ws->dev_state = 0;
+    free(ws->bound);
+    ws->bound = NULL;
     if (ws->case_idx >= 0 && ws->build_rc == 0) moects_inputs_free(&ws->in);
     ws->case_idx = -1;
 }
@@ -132,9 +143,10 @@ static void set_reason(moects_result *r, const char *fmt, const char *a, const c
     copy_str(r->reason, sizeof r->reason, buf);
 }
 
-/* Clears r and fills who ran what: kernel, case, model, layout, op, mutant flag, seed, recipe
- * (the kernel's, else "<op>.exact_v1+tol"); first_index -1. */
-static void set_identity(moects_result *r, const moects_case *c, const moects_kernel *k, uint64_t seed)
+/* moects__result_identity: clears r and fills who ran what: kernel, case, model, layout, op, mutant
+ * flag, seed, recipe (the kernel's, else "<op>.exact_v1+bound(p=BITS,rne|trunc)" for an accumulation
+ * class, else "<op>.exact_v1+tol"); first_index -1. */
+void moects__result_identity(moects_result *r, const moects_case *c, const moects_kernel *k, uint64_t seed)
 {
     memset(r, 0, sizeof *r);
     snprintf(r->kernel, sizeof r->kernel, "%s", k->name);
@@ -145,8 +157,12 @@ static void set_identity(moects_result *r, const moects_case *c, const moects_ke
     r->is_mutant = k->bug != NULL;
     r->seed = seed;
     r->first_index = -1;
+    const char *op = moects__op_name(c->op) ? moects__op_name(c->op) : "?";
     if (k->recipe) snprintf(r->recipe, sizeof r->recipe, "%s", k->recipe);
-    else snprintf(r->recipe, sizeof r->recipe, "%s.exact_v1+tol", c->op == MOECTS_OP_FP4_GEMM ? "fp4_gemm" : "ep_gather");
+    else if (k->acc.bits)
+        snprintf(r->recipe, sizeof r->recipe, "%s.exact_v1+bound(p=%u,%s)", op, k->acc.bits,
+                 k->acc.truncation ? "trunc" : "rne");
+    else snprintf(r->recipe, sizeof r->recipe, "%s.exact_v1+tol", op);
 }
 
 /* The recipe kernel k is compared under: its declared one, else (tolerance) exact_v1. -1 unknown. */
@@ -158,14 +174,16 @@ static int kernel_recipe(const moects_kernel *k, moects_op op)
 }
 
 /* The reference(s) of the cached case under recipe, once per (case, recipe), on tc->threads
- * OpenBLAS threads. An FP4 case whose kernels want both blockwise_v1 and exact_v1 gets both from
- * one pass (moects_ref_fp4_gemm_recipes). Timing and threads go to r. */
+ * OpenBLAS threads. An FP4 or moe_gemm (not W4A16) case whose kernels want both blockwise_v1 and
+ * exact_v1 gets both from one pass (moects_ref_fp4_gemm_recipes, moects_ref_moe_gemm_recipes).
+ * Timing and threads go to r. */
 static void compute_reference(worker_state *ws, const moects_case *c, moects_recipe recipe, const task_ctl *tc,
                               moects_result *r)
 {
     moects_inputs *in = &ws->in;
     const unsigned bw = 1u << MOECTS_RECIPE_FP4_BLOCKWISE_V1, ex = 1u << MOECTS_RECIPE_EXACT_V1;
-    int both = c->op == MOECTS_OP_FP4_GEMM && (tc->recipes & bw) && (tc->recipes & ex) &&
+    int two = c->op == MOECTS_OP_FP4_GEMM || (c->op == MOECTS_OP_MOE_GEMM && in->mg.format != MOECTS_MOE_W4A16);
+    int both = two && (tc->recipes & bw) && (tc->recipes & ex) &&
                (recipe == MOECTS_RECIPE_FP4_BLOCKWISE_V1 || recipe == MOECTS_RECIPE_EXACT_V1) &&
                ws->ref_state[MOECTS_RECIPE_FP4_BLOCKWISE_V1] == 0 && ws->ref_state[MOECTS_RECIPE_EXACT_V1] == 0;
     ws->ref[recipe] = xmalloc_ff(in->out_bytes);
@@ -176,9 +194,9 @@ static void compute_reference(worker_state *ws, const moects_case *c, moects_rec
     host_ptrs(in, hp, 1);
     moects_op_args a;
     moects_inputs_bind(in, hp, ws->ref[recipe], &a);
-    /* the FP4 reference spreads its tiles over openblas_get_num_threads() threads; ep_gather's
-     * is single-threaded */
-    int fp4 = c->op == MOECTS_OP_FP4_GEMM, before = openblas_get_num_threads();
+    /* the FP4 and moe references spread their tiles over openblas_get_num_threads() threads;
+     * ep_gather's is single-threaded */
+    int fp4 = c->op != MOECTS_OP_EP_GATHER, before = openblas_get_num_threads();
     int th = !fp4 ? 1 : tc->threads > 0 ? tc->threads : before;
     announce(tc, PH_REFERENCE, r);
     if (fp4 && th != before) openblas_set_num_threads(th);
@@ -186,6 +204,12 @@ static void compute_reference(worker_state *ws, const moects_case *c, moects_rec
     int rc;
     if (!fp4) {
         rc = moects_ref_ep_gather(&in->eg, &a.eg, recipe);
+    } else if (c->op == MOECTS_OP_MOE_GEMM && both) {
+        rc = moects_ref_moe_gemm_recipes(&in->mg, &a.mg, ws->ref[MOECTS_RECIPE_FP4_BLOCKWISE_V1],
+                                         ws->ref[MOECTS_RECIPE_EXACT_V1]);
+        ws->ref_state[other] = rc == 0 ? 1 : -1;
+    } else if (c->op == MOECTS_OP_MOE_GEMM) {
+        rc = moects_ref_moe_gemm(&in->mg, &a.mg, recipe);
     } else if (both) {
         rc = moects_ref_fp4_gemm_recipes(&in->fg, &a.fg, ws->ref[MOECTS_RECIPE_FP4_BLOCKWISE_V1],
                                          ws->ref[MOECTS_RECIPE_EXACT_V1]);
@@ -203,6 +227,170 @@ static void compute_reference(worker_state *ws, const moects_case *c, moects_rec
             ws->ref_hash[i] = moects_xxh64(ws->ref[i], in->out_bytes);
     r->reference_s += now_s() - t;
     announce(tc, PH_OTHER, r);
+}
+
+/* moe_gemm: rows that are not valid (padding rows, rows >= masked_m) are not compared: they get the
+ * reference's bytes in got. */
+static void mask_invalid_rows(const moects_inputs *in, void *got, const void *want)
+{
+    if (in->op != MOECTS_OP_MOE_GEMM || !in->row_valid) return;
+    size_t row_bytes = (size_t)in->mg.N * (in->out_dtype == MOECTS_F32 ? 4 : 2);
+    for (int64_t r = 0; r < in->rows; r++)
+        if (!in->row_valid[r])
+            memcpy((char *)got + (size_t)r * row_bytes, (const char *)want + (size_t)r * row_bytes, row_bytes);
+}
+
+/* The per-element bounds of the cached case for accumulation class acc (DESIGN.md "Bounded
+ * verdicts"), once per (case, class), on the reference's threads; timing to r->reference_s.
+ * 0, or -1 when the reference refuses (or memory runs out: *oom set). */
+static int compute_bound(worker_state *ws, const moects_case *c, const moects_accumulation *acc, const task_ctl *tc,
+                         moects_result *r, int *oom)
+{
+    moects_inputs *in = &ws->in;
+    *oom = 0;
+    if (ws->bound && ws->bound_bits == acc->bits && ws->bound_trunc == acc->truncation) return ws->bound_rc;
+    free(ws->bound);
+    ws->bound = malloc((size_t)(in->out_elems + 1) * sizeof(double));
+    void *scratch = xmalloc_ff(in->out_bytes);
+    if (!ws->bound || !scratch) {
+        free(ws->bound);
+        free(scratch);
+        ws->bound = NULL;
+        *oom = 1;
+        return -1;
+    }
+    ws->bound_bits = acc->bits;
+    ws->bound_trunc = acc->truncation;
+    void *hp[MOECTS_INPUTS_MAX];
+    host_ptrs(in, hp, 1);
+    moects_op_args a;
+    moects_inputs_bind(in, hp, scratch, &a);
+    int before = openblas_get_num_threads(), th = tc->threads > 0 ? tc->threads : before;
+    announce(tc, PH_REFERENCE, r);
+    if (th != before) openblas_set_num_threads(th);
+    double t = now_s();
+    int rc = -1;
+    if (c->op == MOECTS_OP_FP4_GEMM)
+        rc = moects_ref_fp4_gemm_bound(&in->fg, &a.fg, acc->bits, acc->truncation, ws->bound);
+    else if (c->op == MOECTS_OP_MOE_GEMM)
+        rc = moects_ref_moe_gemm_bound(&in->mg, &a.mg, acc->bits, acc->truncation, ws->bound);
+    r->reference_s += now_s() - t;
+    if (th != before) openblas_set_num_threads(before);
+    announce(tc, PH_OTHER, r);
+    free(scratch);
+    ws->bound_rc = rc == 0 ? 0 : -1;
+    return ws->bound_rc;
+}
+
+static double out_value(moects_dtype dt, const void *p, int64_t i)
+{
+    if (dt == MOECTS_F32) return ((const float *)p)[i];
+    return moects_bf16_to_f32(((const uint16_t *)p)[i]);
+}
+
+/* PASS_BOUNDED or FAIL_MISMATCH: every compared element within its own bound of exact_v1 (NaN
+ * only against NaN, an infinity only against the same one). A failure's reason names the worst
+ * element (largest |got - exact| / bound) and its bound. */
+static moects_verdict judge_bounded(const moects_inputs *in, const void *got, const void *want, const double *bound,
+                                    moects_result *r)
+{
+    int64_t outside = 0, worst = -1, N = in->op == MOECTS_OP_MOE_GEMM ? in->mg.N : 1;
+    double worst_ratio = -1, worst_err = 0;
+    for (int64_t i = 0; i < in->out_elems; i++) {
+        if (in->op == MOECTS_OP_MOE_GEMM && !in->row_valid[i / N]) continue;
+        double g = out_value(in->out_dtype, got, i), w = out_value(in->out_dtype, want, i), err;
+        int bad;
+        if (isnan(g) || isnan(w)) bad = !(isnan(g) && isnan(w)), err = bad ? INFINITY : 0;
+        else if (isinf(g) || isinf(w)) bad = g != w, err = bad ? INFINITY : 0;
+        else err = fabs(g - w), bad = !(err <= bound[i]); /* a NaN bound holds nothing */
+        if (!bad) continue;
+        double ratio = bound[i] > 0 ? err / bound[i] : INFINITY;
+        if (isnan(ratio)) ratio = INFINITY;
+        outside++;
+        if (ratio > worst_ratio || worst < 0) worst_ratio = ratio, worst = i, worst_err = err;
+    }
+    if (!outside) return MOECTS_PASS_BOUNDED;
+    char g[64], w[64];
+    moects_format_value(in->out_dtype, got, worst, g, sizeof g);
+    moects_format_value(in->out_dtype, want, worst, w, sizeof w);
+    char buf[512];
+    if (isinf(worst_err))
+        snprintf(buf, sizeof buf,
+                 "%lld elements outside their bounds; worst: element %lld, got %s where exact_v1 is %s (a NaN or an "
+                 "infinity only matches its own kind)",
+                 (long long)outside, (long long)worst, g, w);
+    else
+        snprintf(buf, sizeof buf,
+                 "%lld elements outside their bounds; worst: element %lld, |got - exact| %.3g > bound %.3g (got %s, "
+                 "exact %s)",
+                 (long long)outside, (long long)worst, worst_err, bound[worst], g, w);
+    copy_str(r->reason, sizeof r->reason, buf);
+    return MOECTS_FAIL_MISMATCH;
+}
+
+/* The task in flight on this thread, for kernels that ask (moects_task_json, moects_task_tensor,
+ * moects_task_stream: Python kernels under --kernel-py). */
+static _Thread_local struct {
+    int active;
+    const moects_case *c;
+    const moects_inputs *in;
+    void *const *ptr; /* what run() gets: host or device pointers of the inputs; NULL in supports() */
+    void *out, *stream;
+    char *json;
+    char json_id[sizeof ((moects_case *)0)->id]; /* the case json was made for (slots are reused) */
+} cur;
+
+static void task_view(const moects_case *c, const moects_inputs *in, void *const *ptr, void *out, void *stream)
+{
+    if (cur.json && strcmp(cur.json_id, c->id) != 0) free(cur.json), cur.json = NULL;
+    cur.active = 1, cur.c = c, cur.in = in, cur.ptr = ptr, cur.out = out, cur.stream = stream;
+}
+
+const char *moects_task_json(void)
+{
+    if (!cur.active) return "";
+    if (!cur.json) {
+        cur.json = moects__case_json(cur.c, cur.c->op == MOECTS_OP_EP_GATHER ? cur.in->eg.M_sum : -1);
+        copy_str(cur.json_id, sizeof cur.json_id, cur.c->id);
+    }
+    return cur.json ? cur.json : "";
+}
+
+int moects_task_tensor(int j, moects_tensor_info *t)
+{
+    if (!cur.active || j < -1 || j >= cur.in->nt) return moects__set_error("task tensor %d: no task or out of range", j), -1;
+    if (j < 0) moects__output_describe(cur.in, t), t->data = cur.out;
+    else moects__tensor_describe(cur.in, j, t), t->data = cur.ptr && t->bytes ? cur.ptr[j] : NULL;
+    return 0;
+}
+
+void *moects_task_stream(void) { return cur.active ? cur.stream : NULL; }
+
+/* run --dump: the case as `moects export` writes it (only the reference compared against) and the
+ * kernel's output beside it, in DUMP/<kernel>/; `moects verify DUMP/<kernel> --recipe R` judges it
+ * again. A failure to write is noted in the reason. */
+static void dump(const worker_state *ws, const moects_case *c, const moects_kernel *k, uint64_t seed,
+                 moects_recipe recipe, const void *got, moects_result *r)
+{
+    char dir[4400], path[4800], err[4800];
+    snprintf(dir, sizeof dir, "%s/%s", ws->dump_dir, k->name);
+    const char *rn = r->recipe;
+    char full[64];
+    if (!k->recipe) snprintf(full, sizeof full, "%.40s", r->recipe), *strchr(full, '+') = '\0', rn = full;
+    const void *ref = ws->ref[recipe];
+    moects__case_file(path, sizeof path, dir, c->id, ".out.safetensors");
+    if (moects_mkdirs(dir, err, sizeof err) || moects__export_case(dir, c, seed, &ws->in, &rn, &ref, 1, err, sizeof err) ||
+        moects__write_out(path, &ws->in, got, err, sizeof err)) {
+        size_t l = strlen(r->reason);
+        snprintf(r->reason + l, sizeof r->reason - l, "%s--dump: %s", l ? "; " : "", err);
+    }
+}
+
+/* "run() returned RC", and the kernel's own text (ABI 2 last_error()) when it gives one. */
+static void kernel_error(const moects_kernel *k, int rc, char *buf, size_t len)
+{
+    const char *le = k->abi_version >= 2 && k->last_error ? k->last_error() : NULL;
+    snprintf(buf, len, "run() returned %d%s%s", rc, le && *le ? ": " : "", le && *le ? le : "");
 }
 
 /* The cached case's input hashes into r, and the reference's under recipe (-1: none) when computed:
@@ -283,7 +471,7 @@ static int retry_fresh(const worker_state *ws, const moects_result *r)
 static int task_body(worker_state *ws, long ci, const moects_case *c, const moects_kernel *k, uint64_t seed,
                      int perf, const task_ctl *tc, moects_result *r)
 {
-    const char *opname = c->op == MOECTS_OP_FP4_GEMM ? "fp4_gemm" : "ep_gather";
+    const char *opname = moects__op_name(c->op) ? moects__op_name(c->op) : "?";
     int rcp = kernel_recipe(k, c->op);
     if (rcp < 0) {
         r->verdict = MOECTS_FAIL_CRASH;
@@ -320,6 +508,7 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
     put_hashes(ws, -1, r);
 
     char why[256] = "";
+    task_view(c, in, NULL, NULL, NULL);
     if (k->supports && !k->supports(shape, why, sizeof why)) {
         /* a CUDA kernel refusing because cuBLAS is missing lacks a resource: SKIP, not a gap */
         char cb[256] = "";
@@ -373,6 +562,7 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
         host_ptrs(in, hp, 0);
         moects_op_args a;
         moects_inputs_bind(in, hp, in->out_bytes ? got : NULL, &a);
+        task_view(c, in, hp, in->out_bytes ? got : NULL, NULL);
         announce(tc, PH_KERNEL, r);
         mem_probe m0 = probe_memory(ws, 0);
         tk = now_s();
@@ -380,7 +570,7 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
         r->kernel_s += now_s() - tk;
         if (rc != 0) {
             r->verdict = MOECTS_FAIL_CRASH;
-            snprintf(r->reason, sizeof r->reason, "run() returned %d", rc);
+            kernel_error(k, rc, r->reason, sizeof r->reason);
         }
         check_kept_memory(ws, k, c, m0, r);
         if (rc != 0) {
@@ -421,17 +611,18 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
             r->kernel_s += now_s() - tk;
             return 0;
         }
-        char cerr[200] = "";
+        char cerr[600] = "";
         int rc = dout ? moects_cuda_memset(dout, 0xff, in->out_bytes) : 0;
         moects_op_args a;
         moects_inputs_bind(in, ws->dev, dout, &a);
+        task_view(c, in, ws->dev, dout, moects_cuda_stream());
         if (rc == 0) {
             r->kernel_s += now_s() - tk; /* the notice carries the set-up so far */
             announce(tc, PH_KERNEL, r);
             mem_probe m0 = probe_memory(ws, 1);
             tk = now_s();
             rc = k->run(shape, &a, moects_cuda_stream());
-            if (rc != 0) snprintf(cerr, sizeof cerr, "run() returned %d", rc);
+            if (rc != 0) kernel_error(k, rc, cerr, sizeof cerr);
             check_kept_memory(ws, k, c, m0, r);
         }
         char serr[200] = "";
@@ -455,24 +646,42 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
 
     double tc0 = now_s();
     moects_compare_result cr;
+    mask_invalid_rows(in, got, ws->ref[recipe]);
     moects_compare(in->out_dtype, got, ws->ref[recipe], in->out_elems, &cr);
-    if (cr.mismatches > 0) {
-        moects_out_geom geom;
-        moects_out_geom_of(in, &geom);
-        moects_diag_compute(&geom, in->out_dtype, got, ws->ref[recipe], &r->diag);
-    }
-    free(got);
     r->mismatches = cr.mismatches;
     r->max_ulp = cr.max_ulp;
     r->calc_diff = cr.calc_diff;
     r->first_index = cr.first_index;
     snprintf(r->got, sizeof r->got, "%s", cr.got);
     snprintf(r->want, sizeof r->want, "%s", cr.want);
-    if (k->recipe)
+    if (k->recipe) {
         r->verdict = cr.mismatches == 0 ? MOECTS_PASS_EXACT : MOECTS_FAIL_MISMATCH;
-    else
+    } else if (k->acc.bits) {
+        int oom = 0;
+        r->compare_s += now_s() - tc0;
+        int brc = compute_bound(ws, c, &k->acc, tc, r, &oom);
+        tc0 = now_s();
+        if (oom) {
+            r->verdict = MOECTS_SKIP;
+            snprintf(r->reason, sizeof r->reason, MOECTS_HOST_OOM " (%zu bytes for the bounds)",
+                     (size_t)in->out_elems * sizeof(double));
+        } else if (brc) {
+            r->verdict = MOECTS_FAIL_CRASH;
+            set_reason(r, "the reference refused the bound of the case (harness or case bug), %s%s", r->recipe, "");
+        } else {
+            r->verdict = judge_bounded(in, got, ws->ref[recipe], ws->bound, r);
+        }
+    } else {
         r->verdict = moects_within_tolerance(&cr, k->tol.max_calc_diff, k->tol.max_ulp, r->reason, sizeof r->reason)
                          ? MOECTS_PASS_TOLERANCE : MOECTS_FAIL_MISMATCH;
+    }
+    if (r->verdict == MOECTS_FAIL_MISMATCH) {
+        moects_out_geom geom;
+        moects_out_geom_of(in, &geom);
+        moects_diag_compute(&geom, in->out_dtype, got, ws->ref[recipe], &r->diag);
+        if (ws->dump_dir) dump(ws, c, k, seed, recipe, got, r);
+    }
+    free(got);
     r->compare_s += now_s() - tc0;
     return 0;
 }
@@ -496,8 +705,9 @@ static int do_task(worker_state *ws, long ci, const moects_case *c, const moects
                    int perf, const task_ctl *tc, moects_result *r)
 {
     double t0 = now_s();
-    set_identity(r, c, k, seed);
+    moects__result_identity(r, c, k, seed);
     int ex = task_body(ws, ci, c, k, seed, perf, tc, r) || ws->retire;
+    cur.active = 0;
     if (retry_fresh(ws, r)) ex = 2;
     ws->ntasks++;
     r->wall_s = now_s() - t0;
@@ -523,6 +733,7 @@ typedef struct {
     uint32_t task, case_idx, kernel_idx;
     uint32_t threads; /* OpenBLAS threads for a reference this task computes */
     uint32_t recipes; /* bit r: a kernel of the case compares under recipe r */
+    moects_case c;    /* the case itself: an exec'd worker (--kernel-py) has no copy of the run's cases */
 } task_msg;
 
 /* MSG_PHASE: arg = the phase the task enters (PH_*), r its timing so far.
@@ -582,36 +793,41 @@ static void notify_phase(void *p, int phase, const moects_result *r)
     if (write_full(n->fd, &m, sizeof m) != 0) _exit(3);
 }
 
-static void worker_main(const moects_runner_opts *o, int rfd, int wfd, int widx, int base_threads, int log_fd)
+/* The kernels a worker runs (kernel_idx of a task indexes kernels) and how. */
+typedef struct {
+    const moects_kernel *const *kernels;
+    size_t nkernels;
+    const unsigned char *is_py; /* per kernel: a Python kernel (--perf notes its call overhead); may be NULL */
+    uint64_t seed;
+    int perf;
+    const char *dump_dir;
+    int dev_alone; /* the worker has its device to itself (resource-fault probes of device memory) */
+} worker_cfg;
+
+/* The worker loop of every worker, forked or exec'd: a task at a time until the parent closes rfd. */
+static void worker_loop(const worker_cfg *w, int rfd, int wfd)
 {
-    prctl(PR_SET_PDEATHSIG, SIGKILL); /* no orphaned workers holding a GPU */
-    signal(SIGPIPE, SIG_DFL);
-    /* whatever a kernel prints must not mix with the TAP on stdout nor with the run's progress on
-     * stderr: both go to the kernel log (else stderr); unbuffered, so that a crash loses none */
-    if (log_fd >= 0) {
-        dup2(log_fd, 2);
-        close(log_fd);
-    }
-    dup2(2, 1);
-    setvbuf(stdout, NULL, _IONBF, 0);
-    if (o->devices && o->ndevices) setenv("CUDA_VISIBLE_DEVICES", o->devices[(size_t)widx % o->ndevices], 1);
-    openblas_set_num_threads(base_threads);
     worker_state ws;
     memset(&ws, 0, sizeof ws);
     ws.case_idx = -1;
-    ws.dev_alone = o->ndevices ? o->jobs <= (int)o->ndevices : o->jobs == 1;
+    ws.dump_dir = w->dump_dir;
+    ws.dev_alone = w->dev_alone;
+    static task_msg t; /* the case stays here while the worker holds its inputs */
     for (;;) {
-        task_msg t;
         int rc = read_full(rfd, &t, sizeof t);
         if (rc == 0) break;
-        if (rc < 0 || t.magic != MAGIC || t.case_idx >= o->ncases || t.kernel_idx >= o->nkernels || t.threads > 4096)
-            _exit(4);
+        if (rc < 0 || t.magic != MAGIC || t.kernel_idx >= w->nkernels || t.threads > 4096) _exit(4);
+        t.c.id[sizeof t.c.id - 1] = '\0';
         result_msg m;
         memset(&m, 0, sizeof m);
         notify_ctx nc = {wfd, t.task};
         task_ctl tc = {(int)t.threads, t.recipes, notify_phase, &nc};
-        int ex = do_task(&ws, (long)t.case_idx, &o->cases[t.case_idx], o->kernels[t.kernel_idx], o->seed, o->perf,
-                         &tc, &m.r);
+        int ex = do_task(&ws, (long)t.case_idx, &t.c, w->kernels[t.kernel_idx], w->seed, w->perf, &tc, &m.r);
+        if (w->perf && w->is_py && w->is_py[t.kernel_idx] && m.r.kernel_ms > 0) {
+            size_t l = strlen(m.r.reason);
+            snprintf(m.r.reason + l, sizeof m.r.reason - l, "%sthe time includes the Python call overhead",
+                     l ? "; " : "");
+        }
         m.magic = MAGIC;
         m.type = MSG_RESULT;
         m.task = t.task;
@@ -620,8 +836,166 @@ static void worker_main(const moects_runner_opts *o, int rfd, int wfd, int widx,
         if (ex) _exit(0);
     }
     drop_case(&ws);
+}
+
+static void exec_python(const moects_runner_opts *o, int rfd, int wfd);
+
+static void worker_main(const moects_runner_opts *o, int rfd, int wfd, int widx, int base_threads, int log_fd)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* no orphaned workers holding a GPU */
+    signal(SIGPIPE, SIG_DFL);
+    /* whatever a kernel prints must not mix with the TAP on stdout nor with the run's progress on
+     * stderr: both go to the parent through a pipe (kernels.log, and the case's reason on a crash);
+     * unbuffered, so that a crash loses none */
+    if (log_fd >= 0) {
+        dup2(log_fd, 2);
+        close(log_fd);
+    }
+    dup2(2, 1);
+    setvbuf(stdout, NULL, _IONBF, 0);
+    if (o->devices && o->ndevices) setenv("CUDA_VISIBLE_DEVICES", o->devices[(size_t)widx % o->ndevices], 1);
+    if (o->nkernel_py) exec_python(o, rfd, wfd); /* does not return */
+    openblas_set_num_threads(base_threads);
+    worker_cfg w = {o->kernels, o->nkernels, NULL, o->seed, o->perf, o->dump_dir,
+                    o->ndevices ? o->jobs <= (int)o->ndevices : o->jobs == 1};
+    worker_loop(&w, rfd, wfd);
     MOECTS_WORKER_LEAK_CHECK(); /* a report goes to the kernel log, as the worker's stderr */
     _exit(0);
+}
+
+/* ---- exec'd workers (--kernel-py): the setup message, the exec, moects_worker_serve ---- */
+
+#define SETUP_MAGIC 0x6d6f6573u /* "moes" */
+typedef struct {
+    uint32_t magic, api;
+    uint32_t case_size, result_size, task_size; /* the same build on both sides */
+    uint32_t nkernels, nlibs;
+    int32_t perf, threads;
+    uint64_t seed;
+    char dump_dir[4096];
+} setup_msg;
+typedef char name_slot[96];
+typedef char path_slot[4096];
+
+/* The Python worker: $MOECTS_PYTHON (default python3) -m moects._worker --rfd R --wfd W --kernel-py
+ * SPEC ... with MOECTS_LIB naming this build's libmoects. Exits 127 when the exec fails. */
+static void exec_python(const moects_runner_opts *o, int rfd, int wfd)
+{
+    const char *py = getenv("MOECTS_PYTHON");
+    char r[16], w[16];
+    snprintf(r, sizeof r, "%d", rfd);
+    snprintf(w, sizeof w, "%d", wfd);
+    size_t n = 0;
+    const char **argv = calloc(8 + 2 * o->nkernel_py, sizeof *argv);
+    if (!argv) _exit(127);
+    argv[n++] = py && *py ? py : "python3";
+    argv[n++] = "-m", argv[n++] = "moects._worker";
+    argv[n++] = "--rfd", argv[n++] = r, argv[n++] = "--wfd", argv[n++] = w;
+    for (size_t i = 0; i < o->nkernel_py; i++) argv[n++] = "--kernel-py", argv[n++] = o->kernel_py[i];
+    if (o->libmoects) setenv("MOECTS_LIB", o->libmoects, 1);
+    setenv("PYTHONUNBUFFERED", "1", 1);
+    execvp(argv[0], (char *const *)argv);
+    fprintf(stderr, "moects: --kernel-py: cannot start %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+}
+
+/* The setup an exec'd worker needs (it shares no memory with the parent): the run's kernel names in
+ * task order, the --kernel-lib paths to load again, seed, flags. 0, or -1 when the pipe broke. */
+static int send_setup(const moects_runner_opts *o, int fd, int threads)
+{
+    setup_msg s;
+    memset(&s, 0, sizeof s);
+    s.magic = SETUP_MAGIC;
+    s.api = MOECTS_API_VERSION;
+    s.case_size = sizeof(moects_case), s.result_size = sizeof(moects_result), s.task_size = sizeof(task_msg);
+    s.nkernels = (uint32_t)o->nkernels, s.nlibs = (uint32_t)o->nlibs;
+    s.perf = o->perf, s.threads = threads, s.seed = o->seed;
+    snprintf(s.dump_dir, sizeof s.dump_dir, "%s", o->dump_dir ? o->dump_dir : "");
+    if (write_full(fd, &s, sizeof s)) return -1;
+    for (size_t i = 0; i < o->nkernels; i++) {
+        name_slot nm = {0};
+        snprintf(nm, sizeof nm, "%s", o->kernels[i]->name);
+        if (write_full(fd, nm, sizeof nm)) return -1;
+    }
+    for (size_t i = 0; i < o->nlibs; i++) {
+        path_slot pa = {0};
+        snprintf(pa, sizeof pa, "%s", o->libs[i]);
+        if (write_full(fd, pa, sizeof pa)) return -1;
+    }
+    return 0;
+}
+
+/* The kernel of that name: one of the caller's (Python) kernels, a built-in, or a library's. */
+static const moects_kernel *find_kernel(const char *name, const moects_kernel *const *py, size_t npy,
+                                        const moects_kernel **libk, size_t nlibk, int *is_py)
+{
+    *is_py = 0;
+    for (size_t i = 0; i < npy; i++)
+        if (py[i] && py[i]->name && !strcmp(py[i]->name, name)) return *is_py = 1, py[i];
+    size_t nb;
+    const moects_kernel *const *b = moects_builtin_kernels(&nb);
+    for (size_t i = 0; i < nb; i++)
+        if (!strcmp(b[i]->name, name)) return b[i];
+    for (size_t i = 0; i < nlibk; i++)
+        if (!strcmp(libk[i]->name, name)) return libk[i];
+    return NULL;
+}
+
+/* The kernel table of the setup, in the parent's order. 0, or -1 with the reason on stderr. */
+static int setup_table(int rfd, const setup_msg *s, const moects_kernel *const *py, size_t npy,
+                       const moects_kernel **table, unsigned char *is_py)
+{
+    name_slot *names = calloc(s->nkernels + 1, sizeof *names);
+    const moects_kernel **libk = NULL;
+    size_t nlibk = 0;
+    char err[4400];
+    int rc = names && read_full(rfd, names, s->nkernels * sizeof *names) == (s->nkernels ? 1 : 0) ? 0 : -1;
+    for (uint32_t i = 0; rc == 0 && i < s->nlibs; i++) {
+        path_slot pa;
+        if (read_full(rfd, pa, sizeof pa) != 1) rc = -1;
+        pa[sizeof pa - 1] = '\0';
+        if (rc == 0 && moects_plugin_load(pa, &libk, &nlibk, err, sizeof err) != 0)
+            rc = -1, fprintf(stderr, "moects worker: --kernel-lib %s\n", err);
+    }
+    for (uint32_t i = 0; rc == 0 && i < s->nkernels; i++) {
+        int p;
+        names[i][sizeof names[i] - 1] = '\0';
+        if (!(table[i] = find_kernel(names[i], py, npy, libk, nlibk, &p)))
+            rc = -1, fprintf(stderr, "moects worker: kernel %s: not in this process (built-in, --kernel-lib or "
+                                     "--kernel-py)\n", names[i]);
+        is_py[i] = (unsigned char)p;
+    }
+    free(names);
+    return rc;
+}
+
+int moects_worker_serve(int rfd, int wfd, const moects_kernel *const *kernels, size_t n)
+{
+    setup_msg s;
+    if (read_full(rfd, &s, sizeof s) != 1 || s.magic != SETUP_MAGIC) {
+        fprintf(stderr, "moects worker: no setup from the runner on fd %d\n", rfd);
+        return 2;
+    }
+    if (s.api != MOECTS_API_VERSION || s.case_size != sizeof(moects_case) || s.result_size != sizeof(moects_result) ||
+        s.task_size != sizeof(task_msg) || s.nkernels > 100000 || s.nlibs > 1000) {
+        fprintf(stderr, "moects worker: the runner is another moects build than this libmoects (%s): use the "
+                        "MOECTS_LIB the runner sets\n", MOECTS_VERSION);
+        return 2;
+    }
+    const moects_kernel **table = calloc(s.nkernels + 1, sizeof *table);
+    unsigned char *is_py = calloc(s.nkernels + 1, 1);
+    if (!table || !is_py || setup_table(rfd, &s, kernels, n, table, is_py) != 0) {
+        free(table), free(is_py);
+        return 2;
+    }
+    signal(SIGPIPE, SIG_DFL);
+    setvbuf(stdout, NULL, _IONBF, 0);
+    openblas_set_num_threads(s.threads > 0 ? s.threads : 1);
+    s.dump_dir[sizeof s.dump_dir - 1] = '\0';
+    worker_cfg w = {table, s.nkernels, is_py, s.seed, s.perf, s.dump_dir[0] ? s.dump_dir : NULL, 0};
+    worker_loop(&w, rfd, wfd);
+    free(table), free(is_py);
+    return 0;
 }
 
 /* ------------------------------------------------------------------ parent side ---- */
@@ -637,12 +1011,15 @@ typedef struct {
     double deadline;
     long group;            /* the case group the worker runs, -1 none */
     size_t g_next, g_end;  /* the rest of that group's tasks */
+    int out;               /* read end of the worker's stdout/stderr, -1 none */
+    char tail[512];        /* the last bytes it printed during the task in flight */
+    size_t ntail;
 } worker;
 
-static int spawn(const moects_runner_opts *o, worker *ws, int nw, int w, int base_threads, int log_fd, char *err,
+static int spawn(const moects_runner_opts *o, worker *ws, int nw, int w, int base_threads, char *err,
                  size_t errlen)
 {
-    int tp[2], rp[2];
+    int tp[2], rp[2], op[2];
     if (pipe(tp) != 0) {
         snprintf(err, errlen, "pipe: %s", strerror(errno));
         return -1;
@@ -653,22 +1030,33 @@ static int spawn(const moects_runner_opts *o, worker *ws, int nw, int w, int bas
         close(tp[1]);
         return -1;
     }
+    if (pipe(op) != 0) { /* the worker's stdout and stderr */
+        snprintf(err, errlen, "pipe: %s", strerror(errno));
+        close(tp[0]), close(tp[1]), close(rp[0]), close(rp[1]);
+        return -1;
+    }
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
         snprintf(err, errlen, "fork: %s", strerror(errno));
-        close(tp[0]), close(tp[1]), close(rp[0]), close(rp[1]);
+        close(tp[0]), close(tp[1]), close(rp[0]), close(rp[1]), close(op[0]), close(op[1]);
         return -1;
     }
     if (pid == 0) {
         for (int i = 0; i < nw; i++)
-            if (i != w && ws[i].pid) close(ws[i].to), close(ws[i].from);
+            if (i != w && ws[i].pid) close(ws[i].to), close(ws[i].from), close(ws[i].out);
         close(tp[1]);
         close(rp[0]);
-        worker_main(o, tp[0], rp[1], w, base_threads, log_fd);
+        close(op[0]);
+        worker_main(o, tp[0], rp[1], w, base_threads, op[1]);
     }
     close(tp[0]);
     close(rp[1]);
+    close(op[1]);
+    fcntl(op[0], F_SETFL, fcntl(op[0], F_GETFL) | O_NONBLOCK);
+    ws[w].out = op[0];
+    ws[w].ntail = 0;
+    if (o->nkernel_py) send_setup(o, tp[1], base_threads); /* a worker that cannot take it dies: its task crashes */
     ws[w].pid = pid;
     ws[w].to = tp[1];
     ws[w].from = rp[0];
@@ -676,10 +1064,54 @@ static int spawn(const moects_runner_opts *o, worker *ws, int nw, int w, int bas
     return 0;
 }
 
-static void reap(worker *w, int *status)
+/* What worker w printed so far: to the kernel log (log_fd, else our stderr) and its task's tail. */
+static void drain(worker *w, int log_fd)
 {
+    char buf[65536];
+    ssize_t n;
+    while (w->out >= 0 && ((n = read(w->out, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))) {
+        if (n <= 0) continue;
+        for (ssize_t off = 0, k; off < n; off += k > 0 ? k : n) /* a log that cannot be written loses it */
+            k = write(log_fd >= 0 ? log_fd : 2, buf + off, (size_t)(n - off));
+        size_t keep = sizeof w->tail - 1, add = (size_t)n > keep ? keep : (size_t)n;
+        if (w->ntail + add > keep) {
+            size_t drop = w->ntail + add - keep;
+            memmove(w->tail, w->tail + drop, w->ntail - drop);
+            w->ntail -= drop;
+        }
+        memcpy(w->tail + w->ntail, buf + n - add, add);
+        w->ntail += add;
+    }
+}
+
+/* ", kernel output: ..." with the last bytes worker w printed during its task appended to reason
+ * (lines joined by " / "), when it printed anything. */
+static void add_output(moects_result *r, const worker *w)
+{
+    char t[sizeof w->tail];
+    size_t n = 0;
+    for (size_t i = 0; i < w->ntail; i++) {
+        unsigned char c = (unsigned char)w->tail[i];
+        if (c == '\n' && n && t[n - 1] != ' ') memcpy(t + n, " / ", 3), n += 3;
+        else if (c >= 0x20 && c != 0x7f && n + 1 < sizeof t - 3) t[n++] = (char)c;
+        if (n + 4 >= sizeof t) break;
+    }
+    while (n && (t[n - 1] == ' ' || t[n - 1] == '/')) n--;
+    t[n] = '\0';
+    size_t l = strlen(r->reason);
+    if (n && l + 20 < sizeof r->reason) {
+        const char *from = t + (n > sizeof r->reason - l - 20 ? n - (sizeof r->reason - l - 20) : 0);
+        snprintf(r->reason + l, sizeof r->reason - l, "; kernel output: %s", from);
+    }
+}
+
+static void reap(worker *w, int *status, int log_fd)
+{
+    drain(w, log_fd);
     close(w->to);
     close(w->from);
+    if (w->out >= 0) close(w->out);
+    w->out = -1;
     int st = 0;
     while (waitpid(w->pid, &st, 0) < 0 && errno == EINTR) {}
     if (status) *status = st;
@@ -691,7 +1123,8 @@ static void death_reason(char *buf, size_t len, int st, int kernel_phase)
 {
     const char *phase = kernel_phase ? "while the kernel ran" : "while building inputs/reference";
     if (WIFSIGNALED(st))
-        snprintf(buf, len, "worker killed by signal %d (%s) %s", WTERMSIG(st), strsignal(WTERMSIG(st)), phase);
+        snprintf(buf, len, "worker killed by signal %d (SIG%s: %s) %s", WTERMSIG(st),
+                 sigabbrev_np(WTERMSIG(st)) ? sigabbrev_np(WTERMSIG(st)) : "?", strsignal(WTERMSIG(st)), phase);
     else if (WIFEXITED(st))
         snprintf(buf, len, "worker exited with status %d %s", WEXITSTATUS(st), phase);
     else
@@ -708,7 +1141,7 @@ static void fill_lost(const moects_runner_opts *o, const task *t, const worker *
 {
     const moects_case *c = &o->cases[t->case_idx];
     const moects_kernel *k = o->kernels[t->kernel_idx];
-    set_identity(r, c, k, o->seed);
+    moects__result_identity(r, c, k, o->seed);
     double now = now_s(), in_phase = now - W->t_phase;
     r->wall_s = now - W->t_task;
     r->inputs_s = W->part.inputs_s + (W->phase == PH_INPUTS ? in_phase : 0);
@@ -723,10 +1156,13 @@ static void fill_lost(const moects_runner_opts *o, const task *t, const worker *
 }
 
 /* Rough work of one case in element operations: M*N*K for an FP4 GEMM (the reference's block
- * partials), T*k*H + T*H for ep_gather. */
+ * partials; moe_gemm: its expected valid rows, plus E*N*K/8 for generating the weights), T*k*H + T*H
+ * for ep_gather. */
 static double case_cost(const moects_case *c)
 {
     if (c->op == MOECTS_OP_FP4_GEMM) return (double)c->M * (double)c->N * (double)(c->K + 1);
+    if (c->op == MOECTS_OP_MOE_GEMM)
+        return (moects_moe_expected_rows(c) + (double)c->E / 8) * (double)c->N * (double)(c->K + 1);
     return (double)c->T * (double)(c->k + 1) * (double)c->H;
 }
 
@@ -818,7 +1254,7 @@ static int fail_fast_skip(parent *p, uint32_t ti)
     if (o->kernels[k]->bug && !p->stop[0]) return 0;
     if (!p->stop[0] && !p->kstop[k][0]) return 0;
     moects_result *r = &p->res[ti];
-    set_identity(r, &o->cases[p->tasks[ti].case_idx], o->kernels[k], o->seed);
+    moects__result_identity(r, &o->cases[p->tasks[ti].case_idx], o->kernels[k], o->seed);
     r->verdict = MOECTS_SKIP;
     if (p->stop[0]) snprintf(r->reason, sizeof r->reason, MOECTS_NOT_RUN "the run stopped: %s", p->stop);
     else snprintf(r->reason, sizeof r->reason, MOECTS_NOT_RUN "%s stopped: %s", o->kernels[k]->name, p->kstop[k]);
@@ -850,7 +1286,7 @@ static int hand_out(parent *p, char *err, size_t errlen)
             int n;
             long g = moects__sched_next(&p->sched, &n);
             if (g < 0) {
-                if (W->pid && !moects__sched_left(&p->sched)) reap(W, NULL); /* nothing left for it */
+                if (W->pid && !moects__sched_left(&p->sched)) reap(W, NULL, p->log_fd); /* nothing left for it */
                 continue;
             }
             W->group = g;
@@ -864,11 +1300,14 @@ static int hand_out(parent *p, char *err, size_t errlen)
             w--;
             continue;
         }
-        if (!W->pid && spawn(o, p->ws, p->nw, w, p->base_threads, p->log_fd, err, errlen) != 0) return -1;
+        if (!W->pid && spawn(o, p->ws, p->nw, w, p->base_threads, err, errlen) != 0) return -1;
         uint32_t ti = (uint32_t)W->g_next++;
         int held = p->sched.held[W->group];
-        task_msg m = {MAGIC, ti, p->tasks[ti].case_idx, p->tasks[ti].kernel_idx,
-                      (uint32_t)(held * p->base_threads), p->recipes[W->group]};
+        static task_msg m; /* a case is large: not on the stack */
+        m = (task_msg){MAGIC, ti, p->tasks[ti].case_idx, p->tasks[ti].kernel_idx,
+                       (uint32_t)(held * p->base_threads), p->recipes[W->group], o->cases[p->tasks[ti].case_idx]};
+        drain(W, p->log_fd); /* what it printed before this task is not this task's */
+        W->ntail = 0;
         W->busy = 1;
         W->task = ti;
         W->phase = PH_OTHER;
@@ -878,11 +1317,12 @@ static int hand_out(parent *p, char *err, size_t errlen)
         if (write_full(W->to, &m, sizeof m) != 0) {
             /* died while idle: count the task as crashed rather than loop */
             int st;
-            reap(W, &st);
+            reap(W, &st, p->log_fd);
             fill_lost(o, &p->tasks[ti], W, &p->res[ti]);
             p->res[ti].verdict = MOECTS_FAIL_CRASH;
             death_reason(p->res[ti].reason, sizeof p->res[ti].reason, st, 0);
-            log_lost(p, ti);
+            log_lost(p, ti); /* the output is in the log already */
+            add_output(&p->res[ti], W);
             task_over(p, W, ti);
             w--; /* the same worker (a fresh process) goes on with its group */
         }
@@ -907,21 +1347,24 @@ static void on_message(parent *p, worker *W, double *t_log, double t0)
         return;
     }
     if (r == 1 && m.magic == MAGIC && m.task == ti && m.type == MSG_RESULT && m.arg == 2) {
-        reap(W, NULL); /* out of memory after other tasks: the same task again, in a fresh worker */
+        reap(W, NULL, p->log_fd); /* out of memory after other tasks: the same task again, in a fresh worker */
         W->g_next = ti;
         return;
     }
     if (r == 1 && m.magic == MAGIC && m.task == ti && m.type == MSG_RESULT) {
         p->res[ti] = m.r;
-        if (m.arg) reap(W, NULL);
+        if (m.arg) reap(W, NULL, p->log_fd);
+        else drain(W, p->log_fd); /* printed before the result was sent: all in the pipe now */
+        if (m.r.verdict == MOECTS_FAIL_CRASH) add_output(&p->res[ti], W);
     } else {
         int st;
         kill(W->pid, SIGKILL); /* a garbled message: do not trust it */
-        reap(W, &st);
+        reap(W, &st, p->log_fd);
         fill_lost(o, &p->tasks[ti], W, &p->res[ti]);
         p->res[ti].verdict = MOECTS_FAIL_CRASH;
         death_reason(p->res[ti].reason, sizeof p->res[ti].reason, st, W->phase == PH_KERNEL);
-        log_lost(p, ti);
+        log_lost(p, ti); /* the output is in the log already */
+        add_output(&p->res[ti], W);
     }
     task_over(p, W, ti);
     if (o->progress == 1) {
@@ -1011,7 +1454,7 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
             return -1;
         }
     }
-    for (int w = 0; w < p->nw; w++) p->ws[w].group = -1;
+    for (int w = 0; w < p->nw; w++) p->ws[w].group = -1, p->ws[w].out = -1;
 
     void (*old_pipe)(int) = signal(SIGPIPE, SIG_IGN);
     int rc = 0;
@@ -1019,8 +1462,8 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
     while (p->ndone < p->nt && rc == 0) {
         if ((rc = hand_out(p, err, errlen)) != 0) break;
         /* wait for a message or the nearest deadline */
-        struct pollfd pf[p->nw];
-        int map[p->nw], np = 0;
+        struct pollfd pf[2 * p->nw];
+        int map[2 * p->nw], np = 0, nmsg;
         double nearest = 0;
         for (int w = 0; w < p->nw; w++)
             if (p->ws[w].busy) {
@@ -1028,7 +1471,12 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
                 map[np++] = w;
                 if (p->ws[w].deadline > 0 && (nearest == 0 || p->ws[w].deadline < nearest)) nearest = p->ws[w].deadline;
             }
-        if (!np) continue;
+        if (!(nmsg = np)) continue;
+        for (int w = 0; w < p->nw; w++) /* what workers print, so that a full pipe never blocks one */
+            if (p->ws[w].pid && p->ws[w].out >= 0) {
+                pf[np] = (struct pollfd){.fd = p->ws[w].out, .events = POLLIN};
+                map[np++] = w;
+            }
         int ms = -1;
         if (nearest > 0) {
             double d = (nearest - now_s()) * 1000.0;
@@ -1040,7 +1488,14 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
             rc = -1;
             break;
         }
-        for (int i = 0; i < np && pr > 0; i++)
+        for (int i = nmsg; i < np && pr > 0; i++)
+            if (pf[i].revents & POLLIN) {
+                drain(&p->ws[map[i]], p->log_fd);
+            } else if (pf[i].revents & (POLLHUP | POLLERR)) { /* closed: nothing more to read */
+                close(p->ws[map[i]].out);
+                p->ws[map[i]].out = -1;
+            }
+        for (int i = 0; i < nmsg && pr > 0; i++)
             if (pf[i].revents & (POLLIN | POLLHUP | POLLERR)) on_message(p, &p->ws[map[i]], &t_log, t0);
         /* timeouts */
         double t = now_s();
@@ -1050,19 +1505,20 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
             uint32_t ti = W->task;
             int kphase = W->phase == PH_KERNEL;
             kill(W->pid, SIGKILL);
-            reap(W, NULL);
+            reap(W, NULL, p->log_fd);
             fill_lost(o, &p->tasks[ti], W, &p->res[ti]);
             p->res[ti].verdict = MOECTS_FAIL_TIMEOUT;
             snprintf(p->res[ti].reason, sizeof p->res[ti].reason, "killed after %g s %s",
                      kphase ? o->timeout_s : 10 * o->timeout_s, kphase ? "in the kernel" : "building inputs/reference");
-            log_lost(p, ti);
+            log_lost(p, ti); /* the output is in the log already */
+            add_output(&p->res[ti], W);
             task_over(p, W, ti);
         }
     }
     for (int w = 0; w < p->nw; w++)
         if (p->ws[w].pid) {
             if (rc) kill(p->ws[w].pid, SIGKILL);
-            reap(&p->ws[w], NULL);
+            reap(&p->ws[w], NULL, p->log_fd);
         }
     signal(SIGPIPE, old_pipe);
     if (o->progress == 1) fputs("\r\033[K", stderr);

@@ -22,12 +22,13 @@
 
 #include "moects_runner.h"
 
-/* Desired slots of case c: 1, or for an FP4 GEMM ceil(2MNK / big_case_flops) clamped to
+/* Desired slots of case c: 1, or for an FP4 GEMM (moe_gemm: M its expected valid rows) ceil(2MNK / big_case_flops) clamped to
  * [1, max_weight]. The ep_gather reference is single-threaded: always 1. */
 int moects__case_weight(const moects_case *c, double big_case_flops, int max_weight)
 {
-    if (c->op != MOECTS_OP_FP4_GEMM || !(big_case_flops > 0) || max_weight <= 1) return 1;
-    double flops = 2.0 * (double)c->M * (double)c->N * (double)c->K;
+    if (c->op == MOECTS_OP_EP_GATHER || !(big_case_flops > 0) || max_weight <= 1) return 1;
+    double m = c->op == MOECTS_OP_MOE_GEMM ? moects_moe_expected_rows(c) : (double)c->M;
+    double flops = 2.0 * m * (double)c->N * (double)c->K;
     double w = flops / big_case_flops;
     if (!(w > 1)) return 1;
     if (w >= (double)max_weight) return max_weight;

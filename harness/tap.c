@@ -331,7 +331,7 @@ char *moects_tap_render(const moects_run *run, const moects_kernel *const *kerne
         moects_kernel_status st = moects_kernel_status_of(run, k->name, mutant, c);
         size_t fixed = 0, known = moects_kernel_known_of(run, k->name, mutant, &fixed);
         size_t fails = c[MOECTS_FAIL_MISMATCH] + c[MOECTS_FAIL_CRASH] + c[MOECTS_FAIL_TIMEOUT] - known;
-        size_t passes = c[MOECTS_PASS_EXACT] + c[MOECTS_PASS_TOLERANCE];
+        size_t passes = c[MOECTS_PASS_EXACT] + c[MOECTS_PASS_BOUNDED] + c[MOECTS_PASS_TOLERANCE];
         int deferred = moects_kernel_status_deferred(st) && run->shard[0]; /* moects merge judges it */
         int failing = moects_kernel_status_fails(st) && !deferred;
         fprintf(f, "%s %zu - ", failing ? "not ok" : "ok", ++top);

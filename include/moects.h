@@ -165,7 +165,8 @@ typedef struct moects_resultset moects_resultset;
  * "filter"; NULL: ""); seed: the run's seed. */
 MOECTS_API moects_resultset *moects_resultset_new(const char *filter, uint64_t seed);
 MOECTS_API void moects_resultset_free(moects_resultset *s);
-/* Append a copy of j's result (order kept: write them case-major as a run does). */
+/* Append a copy of j's result (order kept: add them case-major as a run does); a result for a
+ * (kernel, case) already in s replaces that one, in its place. */
 MOECTS_API int moects_resultset_add(moects_resultset *s, const moects_judgement *j);
 MOECTS_API size_t moects_resultset_count(const moects_resultset *s);
 /* Write results.json at path (temp file + rename: never half-written), with moects_version, git

@@ -21,6 +21,8 @@
 #include <string.h>
 
 #include "moects_exact.h"
+#include "moects_gemm_internal.h"
+#include "moects_ref.h"
 
 #define COMPRESS_AT 12 /* compress when the expansion reaches this many components */
 
@@ -221,4 +223,45 @@ uint16_t moects_xsum_round_bf16(const moects_xsum *s)
     memcpy(&u, &f, sizeof u);
     if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FC0u; /* canonical quiet NaN */
     return (uint16_t)(u >> 16);                          /* exact: at most 8 significant bits */
+}
+
+/* RNE of a finite double p (0 or |p| >= 2^-1000) to BF16: 8 significant bits, subnormals below
+ * 2^-126, overflow to Inf; an exact zero is +0. Exact steps: p / q and m * q scale by powers of
+ * two, nearbyint rounds to even under the default rounding mode. Same result as
+ * moects_xsum_round_bf16 of the value p. */
+static uint16_t bf16_from_double(double p)
+{
+    if (p == 0.0) return 0x0000u;
+    int e = ilogb(p);
+    double q = ldexp(1.0, (e > -126 ? e : -126) - 7);
+    double r = nearbyint(p / q) * q;
+    if (fabs(r) >= 0x1p128) return r < 0 ? 0xFF80u : 0x7F80u;
+    float f = (float)r; /* exact: at most 8 significant bits, >= 2^-133 */
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return (uint16_t)(u >> 16);
+}
+
+void moects__exact_store(double h, moects_xsum *x, float alpha, int nan, int bf16, void *out, int64_t o)
+{
+    float v = 0.0f;
+    uint16_t vb = 0;
+    double p = h * (double)alpha;
+    if (nan) {
+        v = NAN;
+        vb = moects_bf16_from_f32(v);
+    } else if (x->n == 0 && !x->nan && !x->pos_inf && !x->neg_inf && isfinite(p) &&
+               fma(h, (double)alpha, -p) == 0.0 && (p == 0.0 || fabs(p) >= 0x1p-1000)) {
+        /* fast path: the sum is the double h and h * alpha is exact (TwoProduct error 0, finite):
+         * one correct rounding of the double p to the output type */
+        if (bf16) vb = bf16_from_double(p);
+        else v = p == 0.0 ? 0.0f : (float)p; /* an exact zero is +0 */
+    } else {
+        moects_xsum_add(x, h);
+        moects_xsum_scale(x, (double)alpha);
+        if (bf16) vb = moects_xsum_round_bf16(x);
+        else v = moects_xsum_round_f32(x);
+    }
+    if (bf16) ((uint16_t *)out)[o] = vb;
+    else ((float *)out)[o] = v;
 }

@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "moects_exact.h"
+#include "moects_gemm_internal.h"
 #include "moects_quant.h"
 #include "moects_ref.h"
 
@@ -44,30 +45,25 @@
 #define KFULL_MAX 65536 /* K up to this is decoded whole (a multiple of 64) */
 #define KCHUNK 8192     /* else elements of K decoded at once (a multiple of 64) */
 #define BFULL_MAX ((int64_t)1 << 26) /* decoded B kept whole up to 256 MiB */
-#define MAX_THREADS 64
 #define HI_SCALE 4096.0f /* B's second block of a pair is decoded times 2^12 */
 
 /* pair modes: one block (the last, odd one); two packed in one partial; two in two partials */
 enum { MODE_SINGLE, MODE_PACKED, MODE_SPLIT };
 
 typedef struct {
-    const moects_fp4_gemm_shape *s;
-    const moects_fp4_gemm_args *a;
-    int want_bw, want_ex; /* which recipes to compute */
-    void *out_bw, *out_ex; /* [M][N] out_dtype, for the wanted ones */
+    const moects__gemm_job *j;
+    const uint8_t *acodes, *bcodes; /* packed E2M1 [M][ceil(K/2)], [N][ceil(K/2)] */
+    int want_bw, want_ex;   /* which recipes to compute (j->out_bw, j->out_ex not NULL) */
     int64_t g, nkb, Kq, kc; /* block, K-blocks, K padded to whole pairs, K chunk (kc == Kq: one) */
-    int64_t mt, nt, tiles_m, tiles_n, nth;
-    const float *sa;              /* [M][nkb] decoded A scales */
-    const float *sbt;             /* [nkb][N] decoded B scales, transposed */
-    const float *bfull;           /* decoded B, pair-major over all of K, when it fits; else NULL */
-    const uint16_t *st_b;         /* [N][nkb][3] B row stats (row_stats) */
-    const uint8_t *nan_a, *nan_b; /* row m / column n has a NaN scale (exact_v1) */
+    int64_t mt, nt, tiles_m, tiles_n;
+    const float *bfull;     /* decoded B, pair-major over all of K, when it fits; else NULL */
+    const uint16_t *st_b;   /* [N][nkb][3] B row stats (row_stats) */
     float lut[256][2], lut_hi[256][2]; /* packed byte -> two E2M1 values (times 2^12) */
     pthread_mutex_t lock;
     int failed;
 } ctx;
 
-static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+#define cdiv moects__cdiv
 
 /* rows [r0, r0+nr) of a packed operand, elements [k0, k0+kc) -> dst, pair-major: element k of row
  * r at dst[(k'/2g)*nr*2g + r*2g + k'%2g], k' = k - k0, so a pair of K-blocks of all the rows is a
@@ -76,7 +72,7 @@ static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static void decode_rows(const ctx *c, const uint8_t *codes, int64_t r0, int64_t nr, int64_t k0,
                         int64_t kc, int hi, float *dst)
 {
-    const int64_t K = c->s->K, rb = cdiv(K, 2), g = c->g, w = 2 * g;
+    const int64_t K = c->j->K, rb = cdiv(K, 2), g = c->g, w = 2 * g;
     const int64_t have = K - k0 < kc ? K - k0 : kc;
     for (int64_t r = 0; r < nr; r++) {
         const uint8_t *src = codes + (r0 + r) * rb + k0 / 2;
@@ -101,7 +97,7 @@ static void decode_rows(const ctx *c, const uint8_t *codes, int64_t r0, int64_t 
 static void row_stats(const ctx *c, const uint8_t *codes, int64_t r0, int64_t nr, uint16_t *st)
 {
     static const uint8_t x2[8] = {0, 1, 2, 3, 4, 6, 8, 12};
-    const int64_t K = c->s->K, rb = cdiv(K, 2), g = c->g, nkb = c->nkb, full = K / 2; /* whole bytes */
+    const int64_t K = c->j->K, rb = cdiv(K, 2), g = c->g, nkb = c->nkb, full = K / 2; /* whole bytes */
     uint8_t bmx[256], bsm[256];
     uint16_t bsq[256];
     for (int v = 0; v < 256; v++) {
@@ -254,23 +250,6 @@ __attribute__((target("avx2,fma"))) static void pass_avx2(float *acc, float *q0,
 
 typedef void (*pass_fn)(float *, float *, float *, int, int, float, float, const float *, const float *,
                         int64_t);
-/* RNE of a finite double p (0 or |p| >= 2^-1000) to BF16: 8 significant bits, subnormals below
- * 2^-126, overflow to Inf; an exact zero is +0 (moects_exact.h). Exact steps: p / q and m * q scale by
- * powers of two, nearbyint rounds to even under the default rounding mode. Same result as
- * moects_xsum_round_bf16 of the value p. */
-static uint16_t bf16_from_double(double p)
-{
-    if (p == 0.0) return 0x0000u;
-    int e = ilogb(p);
-    double q = ldexp(1.0, (e > -126 ? e : -126) - 7);
-    double r = nearbyint(p / q) * q;
-    if (fabs(r) >= 0x1p128) return r < 0 ? 0xFF80u : 0x7F80u;
-    float f = (float)r; /* exact: at most 8 significant bits, >= 2^-133 */
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return (uint16_t)(u >> 16);
-}
-
 /* The widest the CPU has; MOECTS_FP4_REF_ISA=avx2|c (tests) caps it. All give the same bits. */
 static pass_fn pick_pass(void)
 {
@@ -280,13 +259,6 @@ static pass_fn pick_pass(void)
     if (allow512 && __builtin_cpu_supports("avx512f")) return pass_avx512;
     if (allow2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return pass_avx2;
     return pass_c;
-}
-
-static void two_sum(double a, double b, double *s, double *e)
-{
-    double x = a + b, bv = x - a, av = x - bv;
-    *s = x;
-    *e = (a - av) + (b - bv);
 }
 
 /* A worker's buffers. abuf / st_a hold m-tile a_tile (whole K) when kc == Kq / always. */
@@ -320,7 +292,7 @@ static void exact_row_c(double *hi, moects_xsum *xs, float *q0, float *q1, int m
         for (int q = 0; q < (mode == MODE_SINGLE ? 1 : 2); q++) {
             if (t[q] == 0.0 || !isfinite(t[q])) continue;
             double e;
-            two_sum(hi[j], t[q], &hi[j], &e);
+            moects__two_sum(hi[j], t[q], &hi[j], &e);
             if (e != 0.0) moects_xsum_add(&xs[j], e);
         }
     }
@@ -392,11 +364,10 @@ static exact_row_fn pick_exact_row(void)
 /* One tile of D: m-tile tm, n-tile tn. */
 static void do_tile(const ctx *c, work *w, int64_t tm, int64_t tn)
 {
-    const moects_fp4_gemm_shape *s = c->s;
-    const moects_fp4_gemm_args *a = c->a;
-    const int64_t N = s->N, nkb = c->nkb, g = c->g, kc = c->kc;
+    const moects__gemm_job *jb = c->j;
+    const int64_t N = jb->N, nkb = c->nkb, g = c->g, kc = c->kc;
     const int64_t m0 = tm * c->mt, n0 = tn * c->nt;
-    const int64_t mt = s->M - m0 < c->mt ? s->M - m0 : c->mt;
+    const int64_t mt = jb->M - m0 < c->mt ? jb->M - m0 : c->mt;
     const int64_t nt = N - n0 < c->nt ? N - n0 : c->nt;
     if (c->want_ex)
         for (int64_t i = 0; i < mt * nt; i++) {
@@ -406,7 +377,7 @@ static void do_tile(const ctx *c, work *w, int64_t tm, int64_t tn)
     if (c->want_bw) memset(w->acc, 0, (size_t)(mt * nt) * sizeof(float));
     /* the tile's maxima of the row stats, per K-block */
     if (w->st_tile != tm) {
-        row_stats(c, a->a, m0, mt, w->st_a);
+        row_stats(c, c->acodes, m0, mt, w->st_a);
         w->st_tile = tm;
     }
     tile_max(w->st_a, mt, nkb * 3, w->ta);
@@ -414,7 +385,7 @@ static void do_tile(const ctx *c, work *w, int64_t tm, int64_t tn)
 
     for (int64_t k0 = 0; k0 < c->Kq; k0 += kc) {
         if (kc != c->Kq || w->a_tile != tm) {
-            decode_rows(c, a->a, m0, mt, k0, kc, 0, w->abuf);
+            decode_rows(c, c->acodes, m0, mt, k0, kc, 0, w->abuf);
             w->a_tile = kc == c->Kq ? tm : -1;
         }
         const float *bp = w->bbuf; /* pair panels: A at abuf + w0*mt, B at bp + w0*nrows_b */
@@ -423,7 +394,7 @@ static void do_tile(const ctx *c, work *w, int64_t tm, int64_t tn)
             bp = c->bfull + n0 * 2 * g;
             nrows_b = N;
         } else {
-            decode_rows(c, a->b, n0, nt, k0, kc, 1, w->bbuf);
+            decode_rows(c, c->bcodes, n0, nt, k0, kc, 1, w->bbuf);
         }
         for (int64_t w0 = 0; w0 < kc && (k0 + w0) / g < nkb; w0 += 2 * g) {
             const int64_t b = (k0 + w0) / g;
@@ -436,11 +407,11 @@ static void do_tile(const ctx *c, work *w, int64_t tm, int64_t tn)
             if (mode == MODE_SPLIT)
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mt, (int)nt, (int)g, 1.0f, ap + g,
                             (int)(2 * g), bq + g, (int)(2 * g), 1.0f, w->q1, (int)nt);
-            const float *sb0 = c->sbt + b * N + n0, *sb1 = mode == MODE_SINGLE ? sb0 : sb0 + N;
+            const float *sb0 = jb->sbt + b * N + n0, *sb1 = mode == MODE_SINGLE ? sb0 : sb0 + N;
             /* per row: exact_v1 (leaving the partials when blockwise_v1 follows), then
              * blockwise_v1; the last pass re-zeroes the partials */
             for (int64_t i = 0; i < mt; i++) {
-                const float *sa = c->sa + (m0 + i) * nkb + b;
+                const float *sa = jb->sa + (m0 + i) * nkb + b;
                 if (c->want_ex)
                     w->exact_row(w->hi + i * nt, w->xs + i * nt, w->q0 + i * nt, w->q1 + i * nt, mode,
                                  !c->want_bw, sa[0], mode == MODE_SINGLE ? 0.0 : sa[1], sb0, sb1, nt);
@@ -450,57 +421,15 @@ static void do_tile(const ctx *c, work *w, int64_t tm, int64_t tn)
             }
         }
     }
-    const int bf16 = s->out_dtype == MOECTS_BF16;
-    if (c->want_bw)
-        for (int64_t i = 0; i < mt; i++)
-            for (int64_t j = 0; j < nt; j++) {
-                int64_t o = (m0 + i) * N + n0 + j;
-                float v = w->acc[i * nt + j] * a->alpha;
-                if (bf16) ((uint16_t *)c->out_bw)[o] = moects_bf16_from_f32(v);
-                else ((float *)c->out_bw)[o] = v;
-            }
-    if (c->want_ex)
-        for (int64_t i = 0; i < mt; i++)
-            for (int64_t j = 0; j < nt; j++) {
-                int64_t o = (m0 + i) * N + n0 + j;
-                float v = 0.0f;
-                uint16_t vb = 0;
-                if (c->nan_a[m0 + i] || c->nan_b[n0 + j]) {
-                    v = NAN;
-                    vb = moects_bf16_from_f32(v);
-                } else {
-                    moects_xsum *x = &w->xs[i * nt + j];
-                    double h = w->hi[i * nt + j], p = h * (double)a->alpha;
-                    /* fast path: the sum is the double h and h * alpha is exact (TwoProduct error 0,
-                     * finite): one correct rounding of the double p to the output type */
-                    if (x->n == 0 && !x->nan && !x->pos_inf && !x->neg_inf && isfinite(p) &&
-                        fma(h, (double)a->alpha, -p) == 0.0 && (p == 0.0 || fabs(p) >= 0x1p-1000)) {
-                        if (bf16) vb = bf16_from_double(p);
-                        else v = p == 0.0 ? 0.0f : (float)p; /* an exact zero is +0 (moects_exact.h) */
-                    } else {
-                        moects_xsum_add(x, h);
-                        moects_xsum_scale(x, (double)a->alpha);
-                        if (bf16) vb = moects_xsum_round_bf16(x);
-                        else v = moects_xsum_round_f32(x);
-                    }
-                }
-                if (bf16) ((uint16_t *)c->out_ex)[o] = vb;
-                else ((float *)c->out_ex)[o] = v;
-            }
+    moects__store_tile(jb, m0, n0, mt, nt, w->acc, w->hi, w->xs);
 }
-
-typedef struct {
-    ctx *c;
-    int64_t id;
-} warg;
 
 /* Worker id takes the tiles [id*U/nth, (id+1)*U/nth) of the U tiles in m-major order: a
  * contiguous run, so each A tile is decoded once per worker. */
-static void *worker(void *arg)
+static void worker(void *arg, int64_t id, int64_t nth)
 {
-    ctx *c = ((warg *)arg)->c;
-    const int64_t id = ((warg *)arg)->id, U = c->tiles_m * c->tiles_n;
-    const int64_t t0 = id * U / c->nth, t1 = (id + 1) * U / c->nth;
+    ctx *c = arg;
+    const int64_t U = c->tiles_m * c->tiles_n, t0 = id * U / nth, t1 = (id + 1) * U / nth;
     const size_t tile = (size_t)(c->mt * c->nt);
     work w = {0};
     w.a_tile = w.st_tile = -1;
@@ -537,43 +466,24 @@ static void *worker(void *arg)
     free(w.acc);
     free(w.hi);
     free(w.xs);
-    return NULL;
 }
 
-static float dec_scale(moects_fp4_format f, uint8_t x)
+int moects__fp4_gemm_job(const moects__gemm_job *j, const uint8_t *a, const uint8_t *b)
 {
-    return f == MOECTS_FP4_NVFP4 ? moects_e4m3_decode(x) : moects_ue8m0_decode(x);
-}
-
-/* The one code path of both entry points: the recipes with want_bw / want_ex set, into out_bw /
- * out_ex (a->d unused). Returns 0 (M or N zero: nothing written, pointers unchecked), or -1. */
-static int fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a, int want_bw,
-                    void *out_bw, int want_ex, void *out_ex)
-{
-    if (!s || !a || s->M < 0 || s->N < 0 || s->K < 0) return -1;
-    if (s->format != MOECTS_FP4_MXFP4 && s->format != MOECTS_FP4_NVFP4) return -1;
-    if (s->scale_layout != MOECTS_SCALES_LINEAR && s->scale_layout != MOECTS_SCALES_SWIZZLED_128X4)
-        return -1;
-    if (s->out_dtype != MOECTS_F32 && s->out_dtype != MOECTS_BF16) return -1;
-    if (!want_bw && !want_ex) return -1;
-    const int64_t M = s->M, N = s->N, K = s->K;
+    const int64_t M = j->M, N = j->N, K = j->K;
     if (M == 0 || N == 0) return 0;
-    if ((want_bw && !out_bw) || (want_ex && !out_ex) || (K > 0 && (!a->a || !a->b || !a->sa || !a->sb)))
-        return -1;
-
     ctx c;
     memset(&c, 0, sizeof c);
-    c.s = s;
-    c.a = a;
-    c.want_bw = want_bw;
-    c.want_ex = want_ex;
-    c.out_bw = out_bw;
-    c.out_ex = out_ex;
-    c.g = moects_fp4_block(s->format);
+    c.j = j;
+    c.acodes = a;
+    c.bcodes = b;
+    c.want_bw = j->out_bw != NULL;
+    c.want_ex = j->out_ex != NULL;
+    c.g = j->g;
     c.nkb = cdiv(K, c.g);
     c.Kq = cdiv(c.nkb, 2) * 2 * c.g;
     c.kc = c.Kq <= KFULL_MAX ? c.Kq : KCHUNK;
-    int64_t tile = want_ex ? TILE_EX : TILE_BW; /* both: the exact tile (results do not depend on it) */
+    int64_t tile = c.want_ex ? TILE_EX : TILE_BW; /* both: the exact tile (results do not depend on it) */
     c.mt = M < tile ? M : tile;
     c.nt = N < tile ? N : tile;
     c.tiles_m = cdiv(M, c.mt);
@@ -583,74 +493,78 @@ static int fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *
             c.lut[i][h] = moects_e2m1_decode((uint8_t)((i >> (4 * h)) & 0xF));
             c.lut_hi[i][h] = c.lut[i][h] * HI_SCALE;
         }
-
-    float slut[256];
-    for (int i = 0; i < 256; i++) slut[i] = dec_scale(s->format, (uint8_t)i);
-    float *sa = malloc((size_t)(M * c.nkb + 1) * sizeof(float));
-    float *sbt = malloc((size_t)(N * c.nkb + 1) * sizeof(float));
     uint16_t *st_b = malloc((size_t)(N * c.nkb * 3 + 1) * sizeof(uint16_t));
-    uint8_t *nan_a = calloc((size_t)M, 1), *nan_b = calloc((size_t)N, 1);
     float *bfull = NULL;
-    int rc = -1;
-    if (!sa || !sbt || !st_b || !nan_a || !nan_b) goto out;
-    for (int64_t m = 0; m < M; m++)
-        for (int64_t b = 0; b < c.nkb; b++) {
-            float v = slut[a->sa[moects_scale_offset(m, b, c.nkb, s->scale_layout)]];
-            sa[m * c.nkb + b] = v;
-            if (isnan(v)) nan_a[m] = 1;
-        }
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t b = 0; b < c.nkb; b++) {
-            float v = slut[a->sb[moects_scale_offset(n, b, c.nkb, s->scale_layout)]];
-            sbt[b * N + n] = v;
-            if (isnan(v)) nan_b[n] = 1;
-        }
-    row_stats(&c, a->b, 0, N, st_b);
-    c.sa = sa;
-    c.sbt = sbt;
+    if (!st_b) return -1;
+    row_stats(&c, b, 0, N, st_b);
     c.st_b = st_b;
-    c.nan_a = nan_a;
-    c.nan_b = nan_b;
     /* B decoded once for all tiles when K is one chunk and it is not too big. */
     if (c.kc == c.Kq && c.Kq > 0 && N * c.Kq <= BFULL_MAX && c.tiles_m > 1 &&
         (bfull = malloc((size_t)(N * c.Kq) * sizeof(float))) != NULL) {
-        decode_rows(&c, a->b, 0, N, 0, c.Kq, 1, bfull);
+        decode_rows(&c, b, 0, N, 0, c.Kq, 1, bfull);
         c.bfull = bfull;
     }
     pthread_mutex_init(&c.lock, NULL);
-
-    int blas_threads = openblas_get_num_threads();
-    c.nth = blas_threads < 1 ? 1 : blas_threads;
-    if (c.nth > MAX_THREADS) c.nth = MAX_THREADS;
-    if (c.nth > c.tiles_m * c.tiles_n) c.nth = c.tiles_m * c.tiles_n;
-    openblas_set_num_threads(1);
-    pthread_t th[MAX_THREADS];
-    warg wa[MAX_THREADS];
-    int started[MAX_THREADS] = {0};
-    for (int64_t i = 0; i < c.nth; i++) wa[i] = (warg){&c, i};
-    for (int64_t i = 1; i < c.nth; i++) started[i] = pthread_create(&th[i], NULL, worker, &wa[i]) == 0;
-    worker(&wa[0]);
-    for (int64_t i = 1; i < c.nth; i++) {
-        if (started[i]) pthread_join(th[i], NULL);
-        else worker(&wa[i]); /* could not start a thread: do its share here */
-    }
-    openblas_set_num_threads(blas_threads);
+    moects__parallel(c.tiles_m * c.tiles_n, worker, &c);
     pthread_mutex_destroy(&c.lock);
-    rc = c.failed ? -1 : 0;
-out:
-    free(sa);
-    free(sbt);
     free(st_b);
-    free(nan_a);
-    free(nan_b);
     free(bfull);
+    return c.failed ? -1 : 0;
+}
+
+static float dec_scale(moects_fp4_format f, uint8_t x)
+{
+    return f == MOECTS_FP4_NVFP4 ? moects_e4m3_decode(x) : moects_ue8m0_decode(x);
+}
+
+/* The one code path of both entry points: scales decoded from their layout, then one job into
+ * out_bw / out_ex (NULL: not wanted; a->d unused). Returns 0 (M or N zero: nothing written,
+ * pointers unchecked), or -1. */
+static int fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a, int want_bw, void *out_bw,
+                    int want_ex, void *out_ex, const moects__bound_req *bq)
+{
+    if (!s || !a || s->M < 0 || s->N < 0 || s->K < 0) return -1;
+    if (s->format != MOECTS_FP4_MXFP4 && s->format != MOECTS_FP4_NVFP4) return -1;
+    if (s->scale_layout != MOECTS_SCALES_LINEAR && s->scale_layout != MOECTS_SCALES_SWIZZLED_128X4)
+        return -1;
+    if (s->out_dtype != MOECTS_F32 && s->out_dtype != MOECTS_BF16) return -1;
+    if (!want_bw && !want_ex && !bq) return -1;
+    const int64_t M = s->M, N = s->N, K = s->K, g = moects_fp4_block(s->format), nkb = cdiv(K, g);
+    if (M == 0 || N == 0) return 0;
+    if ((want_bw && !out_bw) || (want_ex && !out_ex) || (bq && !bq->bound) ||
+        (K > 0 && (!a->a || !a->b || !a->sa || !a->sb)))
+        return -1;
+
+    float slut[256];
+    for (int i = 0; i < 256; i++) slut[i] = dec_scale(s->format, (uint8_t)i);
+    float *sa, *sbt;
+    uint8_t *nan_a, *nan_b;
+    void *buf = moects__job_scales(M, N, nkb, &sa, &sbt, &nan_a, &nan_b);
+    if (!buf) return -1;
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t b = 0; b < nkb; b++) {
+            float v = slut[a->sa[moects_scale_offset(m, b, nkb, s->scale_layout)]];
+            sa[m * nkb + b] = v;
+            if (isnan(v)) nan_a[m] = 1;
+        }
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t b = 0; b < nkb; b++) {
+            float v = slut[a->sb[moects_scale_offset(n, b, nkb, s->scale_layout)]];
+            sbt[b * N + n] = v;
+            if (isnan(v)) nan_b[n] = 1;
+        }
+    moects__gemm_job j = {M, N, K, g, s->out_dtype, sa, sbt, nan_a, nan_b, a->alpha,
+                          want_bw ? out_bw : NULL, want_ex ? out_ex : NULL};
+    int rc = bq ? moects__bound_job(&j, a->a, MOECTS__A_FP4, a->b, bq->bits, bq->truncation, bq->bound)
+                : moects__fp4_gemm_job(&j, a->a, a->b);
+    free(buf);
     return rc;
 }
 
 int moects_ref_fp4_gemm_recipes(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a,
                                 void *out_blockwise, void *out_exact)
 {
-    return fp4_gemm(s, a, out_blockwise != NULL, out_blockwise, out_exact != NULL, out_exact);
+    return fp4_gemm(s, a, out_blockwise != NULL, out_blockwise, out_exact != NULL, out_exact, NULL);
 }
 
 int moects_ref_fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a,
@@ -658,5 +572,13 @@ int moects_ref_fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_ar
 {
     if (!a || (recipe != MOECTS_RECIPE_FP4_BLOCKWISE_V1 && recipe != MOECTS_RECIPE_EXACT_V1)) return -1;
     const int bw = recipe == MOECTS_RECIPE_FP4_BLOCKWISE_V1;
-    return fp4_gemm(s, a, bw, bw ? a->d : NULL, !bw, bw ? NULL : a->d);
+    return fp4_gemm(s, a, bw, bw ? a->d : NULL, !bw, bw ? NULL : a->d, NULL);
+}
+
+int moects_ref_fp4_gemm_bound(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a, uint32_t bits,
+                              int truncation, double *bound)
+{
+    if (bits < 2 || bits > 64 || (truncation != 0 && truncation != 1)) return -1;
+    moects__bound_req bq = {bits, truncation, bound};
+    return fp4_gemm(s, a, 0, NULL, 0, NULL, &bq);
 }

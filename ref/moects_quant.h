@@ -15,6 +15,19 @@ typedef enum {
     MOECTS_MX_SCALE_ROUND_UP = 1
 } moects_mx_scale_rule;
 
+/* Scale of an E4M3 activation block (W4A8, DESIGN.md "Grouped MoE GEMM"). */
+typedef enum {
+    /* OCP MX v1.0 sec. 6.3 with emax_elem = 8 (E4M3 max 448 = 1.75 * 2^8): X = 2^(floor(log2 amax) - 8),
+     * UE8M0; elements up to 1.99 * 2^8 saturate to 448 */
+    MOECTS_E4M3_SCALE_UE8M0_OCP = 0,
+    /* "round up": X = 2^ceil(log2(amax / 448)), UE8M0, computed exactly (the smallest 2^s with
+     * 448 * 2^s >= amax): DeepGEMM per_token_cast_to_fp8(use_ue8m0=True), ceil_to_ue8m0 */
+    MOECTS_E4M3_SCALE_UE8M0_ROUND_UP = 1,
+    /* FP32 scale X = amax / 448 (FP32 division), elements e4m3(x * (1 / X)) with the reciprocal
+     * rounded to FP32 (DeepGEMM per_token_cast_to_fp8 without ue8m0) */
+    MOECTS_E4M3_SCALE_F32 = 2
+} moects_e4m3_scale_rule;
+
 /* ---- scale layouts ---- */
 /* Bytes of a [rows][nkb] scale tensor in `layout`: rows*nkb (linear); for the 128x4 swizzle rows
  * are padded to a multiple of 128 and nkb to a multiple of 4. Returns -1 for negative sizes or a
@@ -62,6 +75,29 @@ float moects_nvfp4_global_scale(const float *x, size_t n);
  * Returns 0, or -1 for rows < 0, K < 0, gs not finite or <= 0, a bad rounding or layout. */
 int moects_quant_nvfp4(const float *x, int64_t rows, int64_t K, float gs, moects_rounding rounding,
                        moects_scale_layout layout, uint8_t *codes, uint8_t *scales);
+
+/* NVFP4 activations of a grouped GEMM, one global scale per expert (vLLM / FlashInfer
+ * cutlass_moe_fp4's per-expert a1_gscale): x [rows][K], row_expert [rows] (expert of each row, -1 =
+ * padding: codes and scales left 0, as m_indices). gs[e] = 2688 / amax over expert e's rows (1 for an
+ * expert without rows or all zero), then each row as moects_quant_nvfp4 with its expert's gs; scales
+ * indexed by the global row (the contiguous/offsets layouts' one A scale tensor). Returns 0, or -1
+ * for the errors of moects_quant_nvfp4, E < 1, an id outside [-1, E), or an expert whose gs is not
+ * finite and > 0 (a NaN or Inf among its rows, an amax below 2688 / FLT_MAX). */
+int moects_quant_nvfp4_experts(const float *x, int64_t rows, int64_t K, int64_t E, const int32_t *row_expert,
+                               moects_rounding rounding, moects_scale_layout layout, uint8_t *codes,
+                               uint8_t *scales, float *gs);
+
+/* ---- E4M3 activations with one scale per 1 x block along K (W4A8; DeepGEMM per_token_cast_to_fp8
+ * with block 128, per_block 32) ----
+ * x [rows][K] fp32 -> codes [rows][K] E4M3 (RNE, saturating at +-448, cuda_fp8.h __NV_SATFINITE) and
+ * scales [rows][ceil(K/block)], linear: UE8M0 bytes, or floats for MOECTS_E4M3_SCALE_F32. Per block
+ * (a last partial one over the elements present): amax = max(max |x|, amax_min) (amax_min 0: none;
+ * DeepGEMM clamps at 1e-4); UE8M0 rules: exponent clamped to [-127, 127], amax 0 gives 2^-127 and
+ * codes 0, elements e4m3(x / X) with x / X exact; F32: amax 0 gives scale 0 and codes 0. A block
+ * holding a NaN or Inf gets the NaN scale (0xFF or NaN) and codes 0. Returns 0, or -1 for rows < 0,
+ * K < 0, block < 1, amax_min negative or not finite, or a bad rule. */
+int moects_quant_e4m3(const float *x, int64_t rows, int64_t K, int64_t block, moects_e4m3_scale_rule rule,
+                      float amax_min, uint8_t *codes, void *scales);
 
 /* Decode one quantized row back to fp32: out[k] = dec(code k) * dec(scale of block k/block)
  * (FP32 multiply; * (1/gs) not applied). fmt picks block 32/UE8M0 or 16/E4M3; `scales` is the whole

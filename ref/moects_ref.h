@@ -57,21 +57,49 @@ int moects_ref_fp4_gemm_recipes(const moects_fp4_gemm_shape *s, const moects_fp4
 /* ---- grouped MoE GEMM (ref/moe_gemm.c; DESIGN.md "Grouped MoE GEMM") ----
  * Host pointers. recipe: FP4_BLOCKWISE_V1 (MXFP4, NVFP4, W4A8: block partials from OpenBLAS sgemm,
  * or dgemm for E4M3 x E2M1, rounded once to FP32) or EXACT_V1 (every format). Writes only valid
- * rows of a->d (rows of id -1, rows >= masked_m[e] untouched). Returns 0, or -1 for an invalid shape,
+ * rows of a->d (rows of id -1, rows >= masked_m[e] untouched). Each valid row is computed as in
+ * moects_ref_fp4_gemm (zero-padded K tail, its scale read; a->alpha NULL means 1): a NaN scale
+ * (UE8M0 0xFF, E4M3 0x7F/0xFF, a non-finite FP32 A scale) makes exact_v1 NaN on its row (A) or on
+ * its expert's column (B), never elsewhere; blockwise_v1 propagates it as IEEE arithmetic does.
+ * b_format must match format (MXFP4 for MXFP4 and W4A8, NVFP4 for NVFP4). Returns 0, or -1 for an invalid shape,
  * inconsistent row metadata (m_indices outside [-1, E), masked_m outside [0, M], offsets not
  * non-decreasing from 0 to M), a recipe the format has no definition of (W4A16 blockwise), or out of
  * memory. */
 int moects_ref_moe_gemm(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, moects_recipe recipe);
+/* Both moe_gemm recipes at once (a->d ignored): out_blockwise (blockwise_v1; must be NULL for
+ * W4A16) and out_exact (exact_v1), each [rows, N] out_dtype, bit-identical to moects_ref_moe_gemm
+ * with that recipe; a NULL output is skipped, not both. Same errors as moects_ref_moe_gemm. */
+int moects_ref_moe_gemm_recipes(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a,
+                                void *out_blockwise, void *out_exact);
 
-/* Per-element forward error bound (DESIGN.md "Bounded verdicts"; Higham 2nd ed. sec. 3.1, 4.2) of a
- * kernel of accumulation class (bits, truncation) against the exact result, for the output of
- * moects_ref_moe_gemm(EXACT_V1): bound[i] (double, [rows, N], same indexing as d) such that an
- * output within |got - exact_v1[i]| <= bound[i] is PASS_BOUNDED. Includes gamma(n) * sum |terms|,
- * the declared scale/alpha roundings and the output rounding of both sides. Invalid rows get 0.
- * Returns 0, or -1 on the errors of moects_ref_moe_gemm. */
+/* Per-element forward error bound (DESIGN.md "Bounded verdicts"; Higham, Accuracy and Stability of
+ * Numerical Algorithms, 2nd ed., sec. 2.2, 3.1, 4.2) of a kernel of accumulation class (bits,
+ * truncation) against the exact result, for the output of moects_ref_moe_gemm(EXACT_V1): bound[i]
+ * (double, [rows, N], same indexing as d).
+ * Verdict of element i, x = exact_v1 output, y = the kernel's: x NaN: y must be NaN; x +-Inf: y must
+ * equal x; else PASS when |y - x| <= bound[i] (so y NaN fails, y Inf passes only where bound[i] is
+ * +Inf). Invalid rows get 0 and are not compared.
+ * Kernel model covered: each term A'_k B'_k (A'_k = dec(A_k) * sA, B'_k = dec(B_k) * sB, block
+ * scales of k's block) formed with at most 4 FP32 roundings (dequantizing A and B, the block-scale
+ * product sA * sB, the product itself), and alpha's FP32 multiply; the K terms summed in any order and
+ * grouping (split-K, blockwise partials, tensor-core trees) with every addition and every
+ * product/fma rounded to p = bits bits, u = 2^-p (RNE) or 2^(1-p) (truncation); binary32's exponent
+ * range with gradual underflow (no flush-to-zero); then one rounding to out_dtype. Bound:
+ *   B = |alpha| * (((1 + gamma(K+1, u)) (1 + gamma(4, 2^-24)) - 1) * S + U) + 2^-149
+ *   bound = (B + ulp_out(|alpha| S + B)) * (1 + 2^-40)
+ * gamma(n, u) = n u / (1 - n u); S = sum_k |A'_k B'_k| (one dgemm on absolute values, times
+ * 1 + 2 gamma(K, 2^-53) for its own rounding); U = 2^-148 (sum|A'| + sum|B'| + K + max|dec A| *
+ * sum|dec B| + 1), the absolute error of underflowing dequantizations, products and scale products;
+ * ulp_out(v) the output type's ULP at v (2^-149 / 2^-133 at 0): half an output ULP for each side of
+ * the comparison; 1 + 2^-40 covers this formula's own double rounding. bound[i] = +Inf where S is not
+ * finite, S >= 2^127 (an intermediate sum may overflow) or |alpha| S + B reaches the output's largest
+ * finite value; 0 where exact_v1 is NaN (a NaN scale or alpha).
+ * Returns 0, or -1 for bits outside [2, 64], truncation not 0/1, and the errors of
+ * moects_ref_moe_gemm. */
 int moects_ref_moe_gemm_bound(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, uint32_t bits,
                               int truncation, double *bound);
-/* The same for the dense FP4 GEMM (ref/fp4_gemm.c): bound [M, N]. */
+/* The same for the dense FP4 GEMM (ref/fp4_gemm.c): bound [M, N], as moects_ref_moe_gemm_bound of
+ * one expert holding every row. */
 int moects_ref_fp4_gemm_bound(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a, uint32_t bits,
                               int truncation, double *bound);
 

@@ -111,6 +111,13 @@ int moects_quant_mxfp4(const float *x, int64_t rows, int64_t K, moects_mx_scale_
     return 0;
 }
 
+/* 2688 / amax (one FP32 division); 1 for amax 0; NaN for a NaN amax. */
+static float gs_from_amax(float amax)
+{
+    if (isnan(amax)) return NAN;
+    return amax == 0.0f ? 1.0f : 2688.0f / amax;
+}
+
 float moects_nvfp4_global_scale(const float *x, size_t n)
 {
     float amax = 0.0f;
@@ -118,36 +125,113 @@ float moects_nvfp4_global_scale(const float *x, size_t n)
         if (isnan(x[i])) return NAN;
         if (fabsf(x[i]) > amax) amax = fabsf(x[i]);
     }
-    if (amax == 0.0f) return 1.0f;
-    return 2688.0f / amax;
+    return gs_from_amax(amax);
+}
+
+/* One row r of K elements -> its codes (zeroed before) and its scales at (r, b) in `layout`. */
+static void nvfp4_row(const float *xr, int64_t r, int64_t K, float gs, moects_rounding rounding,
+                      moects_scale_layout layout, uint8_t *codes_row, uint8_t *scales)
+{
+    const int64_t g = 16, nkb = cdiv(K, g);
+    const float rcp6 = 1.0f / 6.0f, rcp_gs = 1.0f / gs;
+    for (int64_t b = 0; b < nkb; b++) {
+        int64_t k0 = b * g, k1 = k0 + g < K ? k0 + g : K;
+        float amax = 0.0f;
+        for (int64_t k = k0; k < k1; k++) {
+            float a = fabsf(xr[k]);
+            if (isnan(a)) amax = NAN; /* fmaxf would drop it */
+            else if (a > amax) amax = a;
+        }
+        float sf = gs * (amax * rcp6);
+        uint8_t sc = moects_e4m3_encode(sf);
+        float dsc = moects_e4m3_decode(sc);
+        float oscl = sf != 0.0f && dsc != 0.0f ? 1.0f / (dsc * rcp_gs) : 0.0f;
+        for (int64_t k = k0; k < k1; k++) put_code(codes_row, k, moects_e2m1_encode(xr[k] * oscl, rounding));
+        scales[moects_scale_offset(r, b, nkb, layout)] = sc;
+    }
 }
 
 int moects_quant_nvfp4(const float *x, int64_t rows, int64_t K, float gs, moects_rounding rounding,
                        moects_scale_layout layout, uint8_t *codes, uint8_t *scales)
 {
     if (bad_common(rows, K, rounding, layout) || !isfinite(gs) || !(gs > 0.0f)) return -1;
-    const int64_t g = 16, nkb = cdiv(K, g), rb = cdiv(K, 2);
-    const float rcp6 = 1.0f / 6.0f, rcp_gs = 1.0f / gs;
-    clear_outputs(rows, K, nkb, layout, codes, scales);
+    clear_outputs(rows, K, cdiv(K, 16), layout, codes, scales);
+    for (int64_t r = 0; r < rows; r++) nvfp4_row(x + r * K, r, K, gs, rounding, layout, codes + r * cdiv(K, 2), scales);
+    return 0;
+}
+
+int moects_quant_nvfp4_experts(const float *x, int64_t rows, int64_t K, int64_t E, const int32_t *row_expert,
+                               moects_rounding rounding, moects_scale_layout layout, uint8_t *codes,
+                               uint8_t *scales, float *gs)
+{
+    if (bad_common(rows, K, rounding, layout) || E < 1 || (rows > 0 && !row_expert)) return -1;
+    for (int64_t e = 0; e < E; e++) gs[e] = 0.0f; /* amax first */
     for (int64_t r = 0; r < rows; r++) {
-        const float *xr = x + r * K;
-        for (int64_t b = 0; b < nkb; b++) {
-            int64_t k0 = b * g, k1 = k0 + g < K ? k0 + g : K;
-            float amax = 0.0f;
-            for (int64_t k = k0; k < k1; k++) {
-                float a = fabsf(xr[k]);
-                if (isnan(a)) amax = NAN; /* fmaxf would drop it */
-                else if (a > amax) amax = a;
-            }
-            float sf = gs * (amax * rcp6);
-            uint8_t sc = moects_e4m3_encode(sf);
-            float dsc = moects_e4m3_decode(sc);
-            float oscl = sf != 0.0f && dsc != 0.0f ? 1.0f / (dsc * rcp_gs) : 0.0f;
-            for (int64_t k = k0; k < k1; k++)
-                put_code(codes + r * rb, k, moects_e2m1_encode(xr[k] * oscl, rounding));
-            scales[moects_scale_offset(r, b, nkb, layout)] = sc;
+        int32_t e = row_expert[r];
+        if (e < -1 || e >= E) return -1;
+        for (int64_t k = 0; k < K && e >= 0; k++) {
+            float v = fabsf(x[r * K + k]);
+            if (isnan(v) || v > gs[e]) gs[e] = v;
+            if (isnan(v)) break;
         }
     }
+    for (int64_t e = 0; e < E; e++) {
+        gs[e] = gs_from_amax(gs[e]);
+        if (!isfinite(gs[e]) || !(gs[e] > 0.0f)) return -1;
+    }
+    clear_outputs(rows, K, cdiv(K, 16), layout, codes, scales);
+    for (int64_t r = 0; r < rows; r++)
+        if (row_expert[r] >= 0)
+            nvfp4_row(x + r * K, r, K, gs[row_expert[r]], rounding, layout, codes + r * cdiv(K, 2), scales);
+    return 0;
+}
+
+/* Unbiased exponent s of an E4M3 block's UE8M0 scale 2^s for a finite amax > 0 (block `rule`). */
+static int e4m3_scale_exp(float amax, moects_e4m3_scale_rule rule)
+{
+    int s0 = ilogb(amax) - 8; /* OCP: floor(log2 amax) - emax_elem, emax_elem = 8 (448 = 1.75 * 2^8) */
+    if (rule == MOECTS_E4M3_SCALE_UE8M0_OCP) return s0;
+    /* round up: the smallest s with 448 * 2^s >= amax; amax in [2^(s0+8), 2^(s0+9)), exact */
+    return 448.0 * ldexp(1.0, s0) >= (double)amax ? s0 : s0 + 1;
+}
+
+int moects_quant_e4m3(const float *x, int64_t rows, int64_t K, int64_t block, moects_e4m3_scale_rule rule,
+                      float amax_min, uint8_t *codes, void *scales)
+{
+    if (rows < 0 || K < 0 || block < 1 || !(amax_min >= 0.0f) || !isfinite(amax_min) ||
+        (rule != MOECTS_E4M3_SCALE_UE8M0_OCP && rule != MOECTS_E4M3_SCALE_UE8M0_ROUND_UP &&
+         rule != MOECTS_E4M3_SCALE_F32))
+        return -1;
+    const int64_t nsb = cdiv(K, block);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t b = 0; b < nsb; b++) {
+            const int64_t k0 = b * block, k1 = k0 + block < K ? k0 + block : K;
+            const float *xr = x + r * K;
+            float amax = 0.0f, fs = 0.0f, mul = 0.0f;
+            int finite = 1, s = -127;
+            for (int64_t k = k0; k < k1; k++) {
+                if (!isfinite(xr[k])) finite = 0;
+                else if (fabsf(xr[k]) > amax) amax = fabsf(xr[k]);
+            }
+            amax = amax > amax_min ? amax : amax_min;
+            if (!finite) {
+                fs = NAN;
+            } else if (rule == MOECTS_E4M3_SCALE_F32) {
+                fs = amax / 448.0f;                     /* FP32 division */
+                mul = fs != 0.0f ? 1.0f / fs : 0.0f;    /* FP32 reciprocal (DeepGEMM: x * (1 / sf)) */
+            } else if (amax > 0.0f) {
+                s = e4m3_scale_exp(amax, rule);
+                s = s < -127 ? -127 : s > 127 ? 127 : s;
+            }
+            for (int64_t k = k0; k < k1; k++) {
+                float v = !finite ? 0.0f
+                          : rule == MOECTS_E4M3_SCALE_F32 ? xr[k] * mul
+                                                          : (float)ldexp((double)xr[k], -s); /* exact */
+                codes[r * K + k] = moects_e4m3_encode(v);
+            }
+            if (rule == MOECTS_E4M3_SCALE_F32) ((float *)scales)[r * nsb + b] = fs;
+            else ((uint8_t *)scales)[r * nsb + b] = finite ? (uint8_t)(s + 127) : 0xFFu;
+        }
     return 0;
 }
 

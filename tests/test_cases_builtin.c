@@ -39,6 +39,8 @@ Test(builtin, ids_unique_well_formed_and_matching_the_op, .init = load_all, .fin
         char want[96];
         if (c->op == MOECTS_OP_EP_GATHER)
             snprintf(want, sizeof want, "ep_gather/%s/", c->model);
+        else if (c->op == MOECTS_OP_MOE_GEMM)
+            snprintf(want, sizeof want, "moe_gemm.%s/%s/", moects_moe_format_name(c->moe_format), c->model);
         else
             snprintf(want, sizeof want, "fp4_gemm.%s/%s/", c->format == MOECTS_FP4_NVFP4 ? "nvfp4" : "mxfp4", c->model);
         cr_expect_eq(strncmp(c->id, want, strlen(want)), 0, "%s does not start with %s", c->id, want);
@@ -70,6 +72,9 @@ Test(builtin, stable_ids, .init = load_all, .fini = free_all)
         "ep_gather/regression/zero-tokens/t0/h7168/ep8",
         "fp4_gemm.mxfp4/regression/k-scale-count/n7168/k1152/m16",
         "fp4_gemm.nvfp4/regression/n-not-128/n10304/k2688/m5",
+        "moe_gemm.w4a16/gpt-oss-120b/tp8/contiguous/gemm1/t4096",
+        "moe_gemm.nvfp4/deepseek-v3/ep8/masked/gemm2/windows",
+        "moe_gemm.nvfp4/regression/moe-scale-stride/e32/n2880/k1600/contiguous/swizzled",
     };
     for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) cr_expect_not_null(find(ids[i]), "missing %s", ids[i]);
     const moects_case *c = find("ep_gather/regression/addr64-combine/h4096/k10/t52429");
@@ -98,6 +103,25 @@ Test(builtin, tier_budgets, .init = load_all, .fini = free_all)
     cr_expect_lt(full, 5e14, "full-tier FP4 GEMM FLOPs %.3g", full);
     cr_expect_lt(smoke, 5e10, "smoke-tier FP4 GEMM FLOPs %.3g", smoke);
     cr_expect_gt(ns, 0);
+}
+
+/* moe_gemm cost guards (derive_moe.c's budget comment): a smoke case's local weights at most 2^28
+ * codes and its expected valid rows x N x K at most 5e8 multiply-adds (the scalar CPU kernels run
+ * every smoke case); FULL cases at most 2^31 weight codes (above: LARGE). */
+Test(builtin, moe_tier_budgets, .init = load_all, .fini = free_all)
+{
+    size_t ns = 0;
+    for (size_t i = 0; i < all.n; i++) {
+        const moects_case *c = &all.v[i];
+        if (c->op != MOECTS_OP_MOE_GEMM) continue;
+        double w = (double)c->E * c->N * c->K, macs = moects_moe_expected_rows(c) * c->N * c->K;
+        if (c->tiers & MOECTS_TIER_FULL) cr_expect_leq(w, 2147483648.0, "%s: %.3g weight codes", c->id, w);
+        if (!(c->tiers & MOECTS_TIER_SMOKE)) continue;
+        ns++;
+        cr_expect_leq(w, 268435456.0, "%s: %.3g weight codes", c->id, w);
+        cr_expect_leq(macs, 5e8, "%s: %.3g multiply-adds", c->id, macs);
+    }
+    cr_expect_geq(ns, 23);
 }
 
 Test(builtin, mustpass_lists_name_existing_cases, .init = load_all, .fini = free_all)

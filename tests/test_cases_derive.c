@@ -257,12 +257,20 @@ Test(derive, smoke_and_full_tiers_cover_every_model_and_layout)
             cr_expect(smoke, "%s/%s: no smoke ep_gather case", v[i].name, layouts[j]);
             cr_expect_eq(full_t, 31, "%s/%s: token counts 1, 2, 16, 64, 4096 missing", v[i].name, layouts[j]);
         }
-        int skewed_smoke = 0, gemm_smoke[2][2] = {{0}}, tp8_smoke = 0, smoke_layouts = 0;
+        int skewed_smoke = 0, gemm_smoke[2][2] = {{0}}, tp8_smoke = 0, smoke_layouts = 0, moe_smoke = 0;
         char first_layout[16] = "";
         for (size_t c = 0; c < l.n; c++) {
             const moects_case *x = &l.v[c];
-            cr_expect(x->tiers & MOECTS_TIER_FULL, "%s not in full", x->id);
+            /* a moe_gemm case whose local weights pass 2^31 codes is LARGE only (derive_moe.c) */
+            int big = x->op == MOECTS_OP_MOE_GEMM && (double)x->E * x->N * x->K > 2147483648.0;
+            cr_expect(big ? x->tiers == MOECTS_TIER_LARGE : (x->tiers & MOECTS_TIER_FULL) != 0, "%s: tiers %u", x->id,
+                      x->tiers);
             if (!(x->tiers & MOECTS_TIER_SMOKE)) continue;
+            if (x->op == MOECTS_OP_MOE_GEMM) {
+                moe_smoke++;
+                cr_expect_eq(x->T, 16, "%s", x->id);
+                continue;
+            }
             if (x->op == MOECTS_OP_EP_GATHER) {
                 if (x->routing == MOECTS_ROUTE_SKEWED && x->ep_size > 1) skewed_smoke = 1;
                 cr_expect_leq(x->T, 64, "%s", x->id);
@@ -274,6 +282,7 @@ Test(derive, smoke_and_full_tiers_cover_every_model_and_layout)
             if (strcmp(first_layout, x->layout)) smoke_layouts++, strcpy(first_layout, x->layout);
         }
         cr_expect(skewed_smoke, "%s: no smoke skewed EP case", v[i].name);
+        cr_expect_eq(moe_smoke, 1, "%s: smoke moe_gemm cases", v[i].name);
         cr_expect(gemm_smoke[0][0] && gemm_smoke[0][1] && gemm_smoke[1][0] && gemm_smoke[1][1], "%s", v[i].name);
         cr_expect(tp8_smoke, "%s: no tp8 smoke GEMM", v[i].name);
         cr_expect_geq(smoke_layouts, 2, "%s: smoke GEMMs in one layout only", v[i].name);
@@ -316,4 +325,69 @@ Test(shape, one_line_in_the_ops_terms)
     moects_case_shape(&c, buf, sizeof buf);
     cr_assert_str_eq(buf, "D [M 16, N 4096] f32 = A [M, K 7168] x B [N, K]^T; NVFP4, 128x4 swizzled scales; gemm2; "
                           "data nan");
+    memset(&c, 0, sizeof c);
+    c.op = MOECTS_OP_MOE_GEMM;
+    c.N = 720, c.K = 2880, c.E = 16, c.moe_format = MOECTS_MOE_W4A8, c.b_format = MOECTS_FP4_MXFP4;
+    c.a_scale_block = 32, c.a_scale_f32 = 1, c.rows = MOECTS_ROWS_CONTIGUOUS, c.align = 128;
+    c.T = 4096, c.k = 4, c.E_global = 128, c.out_dtype = MOECTS_BF16, c.data = MOECTS_DATA_EXACT;
+    strcpy(c.gemm, "gemm1");
+    moects_case_shape(&c, buf, sizeof buf);
+    cr_assert_str_eq(buf, "D [rows, N 720] bf16 = A [rows, K 2880] x B [E 16, N, K]^T; w4a8 (B MXFP4), linear scales; "
+                          "A scales per 1x32 FP32; contiguous rows, padded; rows from T 4096, topk 4 of E 128; gemm1; "
+                          "data exact");
+}
+
+/* moe_gemm (derive_moe.c): every model has all four formats in all three row layouts, gemm1 and
+ * gemm2, the tile windows on its grid layouts, and the token counts 1, 16, 128 and 4096. */
+Test(derive, moe_gemm_covers_formats_row_layouts_and_windows)
+{
+    moects_model *v;
+    char err[512] = "";
+    int n = moects_models_load_dir(MODELS, &v, err, sizeof err);
+    cr_assert_eq(n, 23, "%s", err);
+    for (int i = 0; i < n; i++) {
+        moects_case_list l = {0};
+        cr_assert_eq(moects_derive_cases(&v[i], &l), 0);
+        unsigned cells[5][4][2] = {{{0}}}, tokens = 0, windows = 0;
+        for (size_t c = 0; c < l.n; c++) {
+            const moects_case *x = &l.v[c];
+            if (x->op != MOECTS_OP_MOE_GEMM) continue;
+            cells[x->moe_format][x->rows][!strcmp(x->gemm, "gemm2")] = 1;
+            tokens |= (x->T == 1) | (x->T == 16) << 1 | (x->T == 128) << 2 | (x->T == 4096) << 3;
+            if (x->n_counts == 23) {
+                windows = 1;
+                cr_expect_eq(x->counts[1], 1);
+                cr_expect_eq(x->counts[22], 257);
+            }
+            char want[256];
+            snprintf(want, sizeof want, "moe_gemm.%s/%s/%s/%s/%s/", moects_moe_format_name(x->moe_format), v[i].name,
+                     x->layout, moects_row_layout_name(x->rows), x->gemm);
+            cr_expect_eq(strncmp(x->id, want, strlen(want)), 0, "%s: want %s...", x->id, want);
+        }
+        for (int f = 1; f <= 4; f++)
+            for (int r = 1; r <= 3; r++)
+                cr_expect(cells[f][r][0] && cells[f][r][1], "%s: format %d rows %d", v[i].name, f, r);
+        cr_expect_eq(tokens, 15u, "%s", v[i].name);
+        cr_expect(windows, "%s: no tile windows", v[i].name);
+        moects_case_list_free(&l);
+    }
+    free(v);
+}
+
+/* The shapes follow vLLM's rules (derive.c): gpt-oss-120b (H 2880, I 2880, E 128, gated) at tp8 has
+ * gemm1 N = 2 * 2880 / 8 = 720, K = 2880 over all 128 experts; at ep8 gemm2 N = 2880, K = 2880 over
+ * 128 / 8 = 16 experts. */
+Test(derive, moe_gemm_shapes_follow_the_layout)
+{
+    moects_case_list l = derive("gpt-oss-120b");
+    const moects_case *a = NULL, *b = NULL;
+    for (size_t i = 0; i < l.n; i++) {
+        if (!strcmp(l.v[i].id, "moe_gemm.w4a16/gpt-oss-120b/tp8/contiguous/gemm1/t4096")) a = &l.v[i];
+        if (!strcmp(l.v[i].id, "moe_gemm.w4a8/gpt-oss-120b/ep8/masked/gemm2/t16")) b = &l.v[i];
+    }
+    cr_assert(a && b);
+    cr_expect(a->N == 720 && a->K == 2880 && a->E == 128 && a->align == 128 && a->rows == MOECTS_ROWS_CONTIGUOUS);
+    cr_expect(a->T == 4096 && a->k == 4 && a->E_global == 128 && a->ep_size == 1 && a->n_counts == 0);
+    cr_expect(b->N == 2880 && b->K == 2880 && b->E == 16 && b->ep_size == 8 && b->a_scale_block == 128);
+    moects_case_list_free(&l);
 }

@@ -54,7 +54,7 @@ static const moects_case *cs[MAXC];
 /* The "source" column of every row of bug-reports.md is the "source" of exactly one file. */
 Test(regressions, one_file_per_bug_report_row, .init = load_all, .fini = free_all)
 {
-    cr_expect_eq(nfiles, 21); /* the 20 rows below + 21-signed-zero.json (a review, not a public report) */
+    cr_expect_eq(nfiles, 28); /* the 27 rows below + 21-signed-zero.json (a review, not a public report) */
     FILE *f = fopen(MOECTS_SOURCE_DIR "/cases/sources/bug-reports.md", "r");
     cr_assert_not_null(f);
     char line[1024];
@@ -82,7 +82,7 @@ Test(regressions, one_file_per_bug_report_row, .init = load_all, .fini = free_al
         cr_expect_eq(files, 1, "row %d (%s): %d classes", num, src, files);
     }
     fclose(f);
-    cr_expect_eq(rows, 20);
+    cr_expect_eq(rows, 27); /* rows 1-25, 29, 30 of the shared list (26-28 are no grouped-GEMM class) */
 }
 
 Test(regressions, ids_and_fields, .init = load_all, .fini = free_all)
@@ -94,7 +94,10 @@ Test(regressions, ids_and_fields, .init = load_all, .fini = free_all)
         cr_expect_str_eq(c->layout, "-");
         cr_expect(c->tiers != 0, "%s", c->id);
         if (c->tiers & MOECTS_TIER_SMOKE) cr_expect(c->tiers & MOECTS_TIER_FULL, "%s: smoke implies full", c->id);
+        char moe[64];
+        snprintf(moe, sizeof moe, "moe_gemm.%s/regression/", moects_moe_format_name(c->moe_format));
         const char *want = c->op == MOECTS_OP_EP_GATHER ? "ep_gather/regression/"
+                           : c->op == MOECTS_OP_MOE_GEMM ? moe
                            : c->format == MOECTS_FP4_NVFP4 ? "fp4_gemm.nvfp4/regression/"
                                                            : "fp4_gemm.mxfp4/regression/";
         cr_expect_eq(strncmp(c->id, want, strlen(want)), 0, "%s", c->id);
@@ -327,7 +330,7 @@ Test(regressions, loader_errors, .init = mk_tmp, .fini = rm_tmp)
     expect_err("{\"op\": \"fp4_gemm\", \"tiers\": [\"full\"], \"name\": \"a\", \"M\": 1, \"N\": 1, \"K\": 1, "
                "\"format\": \"fp8\"}",
                ": cases[0].format: unknown value \"fp8\" (mxfp4, nvfp4)");
-    expect_err("{\"op\": \"gemm\"}", ": cases[0].op: unknown value \"gemm\" (ep_gather, fp4_gemm)");
+    expect_err("{\"op\": \"gemm\"}", ": cases[0].op: unknown value \"gemm\" (ep_gather, fp4_gemm, moe_gemm)");
 
     char err[512] = "";
     moects_case_list l = {0};

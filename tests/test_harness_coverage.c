@@ -304,7 +304,10 @@ Test(coverage, registry_without_model_files_is_an_error, .init = setup_mixtral, 
  * gemm2 (N 4096, K 1792); kimi-k3's GEMMs all have K 3584 (gemm1) or N 3584 with K 3072/t
  * (gemm2), its ep_gather topk 16: all 5 shapes uncovered. Cases at tp8 (derive.c tables): ep_gather
  * 7 T + 8192 + skewed = 9; per format gemm1 7 M + 4096 + 2 variants = 10, gemm2 8 + 5 = 13:
- * 9 + 2 * 23 = 55 (--tp 8 given twice counts once). The verdict line is one sentence. */
+ * 9 + 2 * 23 = 55; moe_gemm (derive_moe.c, tp8 is mixtral's grid layout): per gemm 12 formats x
+ * row layouts x (T 1, 16, 128 + windows) + 4 contiguous T 4096 = 52 and 47 variants: 2 * 99 = 198;
+ * 55 + 198 = 253 (--tp 8 given twice counts once). Uncovered: the 5 above and the moe_gemm shapes of
+ * 4 formats x 2 gemms: 13. The verdict line is one sentence. */
 Test(coverage, prelaunch_fail_sentence, .init = setup_mixtral, .fini = teardown)
 {
     kimi_registry();
@@ -314,8 +317,8 @@ Test(coverage, prelaunch_fail_sentence, .init = setup_mixtral, .fini = teardown)
     snprintf(path, sizeof path, "%s/prelaunch.md", out);
     char *md = slurp(path), *printed = slurp(outtxt);
     cr_assert_str_eq(printed, md);
-    cr_assert_not_null(strstr(md, "\nLayouts: tp8 (55 cases); 55 cases of the model checked."), "%s", md);
-    cr_assert_not_null(strstr(md, "\n## Shapes no registered case covers (5)\n"), "%s", md);
+    cr_assert_not_null(strstr(md, "\nLayouts: tp8 (253 cases); 253 cases of the model checked."), "%s", md);
+    cr_assert_not_null(strstr(md, "\n## Shapes no registered case covers (13)\n"), "%s", md);
     cr_assert_null(strstr(md, "derive no case"), "%s", md);
     /* refusals depend on the kernels built in: the sentence has the uncovered count, then the
      * refused count when there is one, and no zero count */
@@ -324,10 +327,10 @@ Test(coverage, prelaunch_fail_sentence, .init = setup_mixtral, .fini = teardown)
     int nref = atoi(h + strlen("\n## Shapes a built-in kernel refuses ("));
     char want[160];
     if (nref)
-        snprintf(want, sizeof want, "\n**FAIL**: 5 shapes uncovered and %d shape%s refused by a built-in kernel.\n",
+        snprintf(want, sizeof want, "\n**FAIL**: 13 shapes uncovered and %d shape%s refused by a built-in kernel.\n",
                  nref, nref == 1 ? "" : "s");
     else
-        snprintf(want, sizeof want, "\n**FAIL**: 5 shapes uncovered.\n");
+        snprintf(want, sizeof want, "\n**FAIL**: 13 shapes uncovered.\n");
     const char *line = strstr(md, "\n**FAIL**: ");
     cr_assert_not_null(line, "%s", md);
     cr_assert_str_eq(line, want);

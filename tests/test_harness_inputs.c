@@ -646,3 +646,161 @@ Test(fp4_gemm, negzero_needs_mxfp4)
     cr_assert_eq(moects_inputs_build(&c, 1, &in, err, sizeof err), -1);
     cr_assert_str_eq(err, "case fp4_gemm.nvfp4/x/negzero: data: negzero is defined for MXFP4 only");
 }
+
+/* ---- moe_gemm ---- */
+
+/* counts {1, 0, 130} cycled over E experts, N 40, K 96 (MXFP4: 3 K-blocks, NVFP4: 6). */
+static moects_case mg_case(const char *id, int64_t E, moects_moe_format f, moects_row_layout rows,
+                           moects_scale_layout l, moects_data d)
+{
+    moects_case c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.id, sizeof c.id, "%s", id);
+    c.op = MOECTS_OP_MOE_GEMM;
+    c.E = E;
+    c.N = 40;
+    c.K = 96;
+    c.moe_format = f;
+    c.b_format = f == MOECTS_MOE_NVFP4 ? MOECTS_FP4_NVFP4 : MOECTS_FP4_MXFP4;
+    c.rows = rows;
+    c.align = rows == MOECTS_ROWS_CONTIGUOUS ? 128 : 1;
+    c.a_scale_block = f == MOECTS_MOE_W4A8 ? 128 : 0;
+    c.scale_layout = l;
+    c.out_dtype = MOECTS_BF16;
+    c.data = d;
+    c.n_counts = 3;
+    c.counts[0] = 1, c.counts[1] = 0, c.counts[2] = 130;
+    return c;
+}
+
+/* Contiguous: groups padded to 128: rows 128 + 0 + 256 = 384; m_indices 0 at row 0, -1 at rows
+ * 1..127, 2 at rows 128..257, -1 at 258..383; padding rows' A scales are NaN (0xFF); the tensor
+ * names are the args fields; the same (seed, id) gives the same bytes, another seed other bytes. */
+Test(inputs, moe_contiguous_rows_padding_and_names)
+{
+    moects_case c = mg_case("moe/t", 3, MOECTS_MOE_MXFP4, MOECTS_ROWS_CONTIGUOUS, MOECTS_SCALES_LINEAR,
+                            MOECTS_DATA_EXACT);
+    moects_inputs in, again, other;
+    char err[256];
+    cr_assert_eq(moects_inputs_build(&c, 7, &in, err, sizeof err), 0, "%s", err);
+    static const char *const names[] = {"a", "sa", "b", "sb", "alpha", "gs_a", "gs_b", "m_indices", "masked_m",
+                                        "expert_offsets"};
+    for (int i = 0; i < MOECTS_MG_NT; i++) cr_expect_str_eq(in.t[i].name, names[i]);
+    cr_expect_eq(in.mg.M, 384);
+    cr_expect_eq(in.rows, 384);
+    cr_expect_eq(in.valid_rows, 131);
+    cr_expect_eq(in.out_elems, 384 * 40);
+    const int32_t *mi = in.t[MOECTS_MG_M_INDICES].host;
+    const uint8_t *sa = in.t[MOECTS_MG_SA].host;
+    cr_expect(mi[0] == 0 && mi[1] == -1 && mi[127] == -1 && mi[128] == 2 && mi[257] == 2 && mi[258] == -1);
+    for (int r = 0; r < 384; r++) {
+        cr_expect_eq(in.row_valid[r], mi[r] >= 0);
+        if (mi[r] < 0) cr_expect(sa[r * 3] == 0xFF && sa[r * 3 + 2] == 0xFF, "row %d", r);
+        else cr_expect(sa[r * 3] != 0xFF, "row %d", r);
+    }
+    cr_expect_null(in.t[MOECTS_MG_MASKED_M].host);
+    cr_expect_eq(in.t[MOECTS_MG_B].bytes, 3 * 40 * 48);
+    const float *alpha = in.t[MOECTS_MG_ALPHA].host;
+    cr_expect(alpha[0] == 1 && alpha[2] == 1);
+    cr_assert_eq(moects_inputs_build(&c, 7, &again, err, sizeof err), 0);
+    cr_assert_eq(moects_inputs_build(&c, 8, &other, err, sizeof err), 0);
+    for (int i = 0; i < MOECTS_MG_NT; i++) {
+        cr_expect_eq(in.t[i].bytes, again.t[i].bytes);
+        if (in.t[i].bytes) cr_expect_eq(memcmp(in.t[i].host, again.t[i].host, in.t[i].bytes), 0, "%s", names[i]);
+    }
+    cr_expect_neq(memcmp(in.t[MOECTS_MG_B].host, other.t[MOECTS_MG_B].host, in.t[MOECTS_MG_B].bytes), 0);
+    {
+        moects_op_args a;
+        void *p[MOECTS_INPUTS_MAX];
+        for (int i = 0; i < MOECTS_INPUTS_MAX; i++) p[i] = in.t[i].host;
+        moects_inputs_bind(&in, p, NULL, &a);
+        cr_expect(a.mg.m_indices == mi && a.mg.masked_m == NULL && a.mg.expert_offsets == NULL && a.mg.gs_a == NULL);
+    }
+    moects_inputs_free(&in);
+    moects_inputs_free(&again);
+    moects_inputs_free(&other);
+}
+
+/* Masked: max_m = 130 rounded up to 256; masked_m = {1, 0, 130, 1}; rows e*256 + i valid iff
+ * i < masked_m[e], A scales of the others NaN. Offsets: {0, 1, 1, 131, 132}, no padding rows. */
+Test(inputs, moe_masked_and_offsets_rows)
+{
+    moects_case c = mg_case("moe/m", 4, MOECTS_MOE_MXFP4, MOECTS_ROWS_MASKED, MOECTS_SCALES_LINEAR, MOECTS_DATA_EXACT);
+    moects_inputs in;
+    char err[256];
+    cr_assert_eq(moects_inputs_build(&c, 1, &in, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(in.mg.M, 256);
+    cr_expect_eq(in.rows, 4 * 256);
+    const int32_t *mm = in.t[MOECTS_MG_MASKED_M].host;
+    cr_expect(mm[0] == 1 && mm[1] == 0 && mm[2] == 130 && mm[3] == 1);
+    const uint8_t *sa = in.t[MOECTS_MG_SA].host;
+    for (int e = 0; e < 4; e++)
+        for (int i = 0; i < 256; i++) {
+            cr_expect_eq(in.row_valid[e * 256 + i], i < mm[e]);
+            if (i >= mm[e]) cr_expect_eq(sa[(e * 256 + i) * 3 + 1], 0xFF);
+        }
+    moects_inputs_free(&in);
+    c = mg_case("moe/o", 4, MOECTS_MOE_W4A16, MOECTS_ROWS_OFFSETS, MOECTS_SCALES_LINEAR, MOECTS_DATA_EXACT);
+    cr_assert_eq(moects_inputs_build(&c, 1, &in, err, sizeof err), 0, "%s", err);
+    const int64_t *off = in.t[MOECTS_MG_EXPERT_OFFSETS].host;
+    cr_expect(off[0] == 0 && off[1] == 1 && off[2] == 1 && off[3] == 131 && off[4] == 132);
+    cr_expect_eq(in.rows, 132);
+    cr_expect_eq(in.t[MOECTS_MG_A].bytes, 132 * 96 * 2);
+    cr_expect_eq(in.t[MOECTS_MG_SA].bytes, 0);
+    moects_inputs_free(&in);
+}
+
+/* NVFP4: alpha[e] = 1 / (gs_a[e] * gs_b[e]) in FP32, different per expert; swizzled B scales: each
+ * expert's block is (40 -> 128 rows) x (6 -> 8 K-blocks) = 1024 bytes, padding 0xFF. NaN data: NaN
+ * scales in expert 0 only, its first byte NaN. */
+Test(inputs, moe_nvfp4_alpha_swizzle_padding_and_nan_expert)
+{
+    moects_case c = mg_case("moe/nv", 3, MOECTS_MOE_NVFP4, MOECTS_ROWS_CONTIGUOUS, MOECTS_SCALES_SWIZZLED_128X4,
+                            MOECTS_DATA_NAN);
+    moects_inputs in;
+    char err[256];
+    cr_assert_eq(moects_inputs_build(&c, 3, &in, err, sizeof err), 0, "%s", err);
+    const float *alpha = in.t[MOECTS_MG_ALPHA].host, *ga = in.t[MOECTS_MG_GS_A].host, *gb = in.t[MOECTS_MG_GS_B].host;
+    for (int e = 0; e < 3; e++) {
+        float prod = ga[e] * gb[e];
+        cr_expect_eq(alpha[e], 1.0f / prod);
+    }
+    cr_expect(alpha[0] != alpha[1] || alpha[1] != alpha[2]);
+    cr_expect_eq(in.t[MOECTS_MG_SB].bytes, 3 * 1024);
+    const uint8_t *sb = in.t[MOECTS_MG_SB].host;
+    cr_expect_eq(sb[0], 0xFF);
+    for (int e = 0; e < 3; e++) {
+        cr_expect_eq(sb[e * 1024 + moects_swizzle_offset(40, 0, 6)], 0xFF, "row padding of expert %d", e);
+        cr_expect_eq(sb[e * 1024 + moects_swizzle_offset(0, 7, 6)], 0xFF, "K-block padding of expert %d", e);
+        if (e == 0) continue;
+        for (int n = 0; n < 40; n++)
+            for (int kb = 0; kb < 6; kb++) {
+                uint8_t x = sb[e * 1024 + moects_swizzle_offset(n, kb, 6)];
+                cr_expect(x != 0xFF && x != 0x7F, "expert %d has a NaN scale", e);
+            }
+    }
+    moects_inputs_free(&in);
+}
+
+/* Routed counts: with every expert local (ep 1) the counts add up to T * k; zero-expert leaves one
+ * local expert at 0; under EP 4 of 16 the rank's 4 experts get what the routing puts on them. */
+Test(inputs, moe_counts_from_the_routing)
+{
+    moects_case c = mg_case("moe/r", 16, MOECTS_MOE_MXFP4, MOECTS_ROWS_OFFSETS, MOECTS_SCALES_LINEAR, MOECTS_DATA_EXACT);
+    c.n_counts = 0, c.T = 100, c.k = 4, c.E_global = 16, c.ep_size = 1;
+    int64_t cnt[16], sum = 0;
+    char err[256];
+    cr_assert_eq(moects_moe_counts(&c, 1, cnt, err, sizeof err), 0, "%s", err);
+    for (int e = 0; e < 16; e++) sum += cnt[e];
+    cr_expect_eq(sum, 400);
+    c.routing = MOECTS_ROUTE_ZERO_EXPERT;
+    cr_assert_eq(moects_moe_counts(&c, 1, cnt, err, sizeof err), 0, "%s", err);
+    int zeros = 0;
+    for (int e = 0; e < 16; e++) zeros += cnt[e] == 0;
+    cr_expect_geq(zeros, 1);
+    c.E = 4, c.ep_size = 4, c.routing = MOECTS_ROUTE_UNIFORM;
+    cr_assert_eq(moects_moe_counts(&c, 1, cnt, err, sizeof err), 0, "%s", err);
+    c.E = 5;
+    cr_expect_eq(moects_moe_counts(&c, 1, cnt, err, sizeof err), -1);
+    cr_expect_not_null(strstr(err, "E: 5 local experts"), "%s", err);
+}

@@ -158,7 +158,7 @@ static double or_element(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_a
 
 /* Compare the whole output with the oracle: returns the number of mismatches (NaN matches any
  * NaN; otherwise bits must be equal, so -0 != +0) and fills the first one. */
-static int64_t or_check(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a, int exact,
+static inline int64_t or_check(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a, int exact,
                         int64_t *first, double *got, double *want)
 {
     int64_t bad = 0;

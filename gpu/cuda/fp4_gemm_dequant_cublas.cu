@@ -1,9 +1,15 @@
 /* fp4_gemm_dequant_cublas.cu: kernel "cuda.fp4_gemm.dequant_cublas": dequantize A and B to BF16
  * (dec(E2M1) * block scale, one FP32 multiply then RNE to BF16), then cublasGemmEx BF16 x BF16 with
  * FP32 compute and alpha applied by cuBLAS, D in BF16 or FP32. The engines' "dequantize, then dense
- * GEMM" fallback. No exact recipe: measured against fp4_gemm.exact_v1 with a tolerance.
+ * GEMM" fallback. No exact recipe: its accumulation class (DESIGN.md "Bounded verdicts") is FP32
+ * with truncation, order any (bits 24, truncation): cuBLAS runs BF16 x BF16 with
+ * CUBLAS_COMPUTE_32F on tensor cores, whose products are exact and whose FP32 accumulation aligns and
+ * truncates (Fasi, Higham, Mikaitis, Pranesh, "Numerical behavior of NVIDIA tensor cores", PeerJ CS
+ * 2021: round toward zero in the adder), in an order (and split-K) cuBLAS picks. Each element is judged
+ * against its own bound around fp4_gemm.exact_v1 (PASS_BOUNDED); until ABI 2 it had the global
+ * tolerance below.
  *
- * Why the tolerance: dec(E2M1) * scale is exact in BF16 (at most 6 significant bits; UE8M0 and E4M3
+ * The old tolerance: dec(E2M1) * scale is exact in BF16 (at most 6 significant bits; UE8M0 and E4M3
  * ranges fit BF16's exponent range, subnormals included) except where it overflows (UE8M0 254 with
  * |code| >= 2: Inf) — such inputs fail, as they do in the engines. The BF16 products are exact in the
  * tensor cores; what differs from exact_v1 is FP32 accumulation in cuBLAS's own order plus the rounding
@@ -156,5 +162,5 @@ extern "C" {
 extern const moects_kernel moects_cuda_fp4_gemm_dequant_cublas;
 const moects_kernel moects_cuda_fp4_gemm_dequant_cublas = {
     MOECTS_KERNEL_ABI_VERSION, "cuda.fp4_gemm.dequant_cublas", MOECTS_OP_FP4_GEMM, MOECTS_DEVICE_CUDA,
-    NULL, {1e-5, 0xFFFFFFFFu}, NULL, supports, run};
+    NULL, {0, 0}, NULL, supports, run, {24u, 1}, NULL};
 }

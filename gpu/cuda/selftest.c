@@ -1,7 +1,8 @@
 /* selftest.c: moects_gpu_selftest: every CUDA kernel of the registry (gpu/cuda/kernels.def) against
  * the CPU references (ref/moects_ref.h) on a few shapes, before and apart from the harness.
  *
- *   moects_gpu_selftest [--kernel SUBSTR] [--no-fork] [--no-large] [--perf|--perf-only|--perf-fp4-only]
+ *   moects_gpu_selftest [--kernel SUBSTR] [--no-fork] [--no-large]
+ *                       [--perf|--perf-only|--perf-fp4-only|--perf-moe-only]
  *
  * One line per (kernel, shape): PASS (bits identical to the declared recipe, or within the declared
  * tolerance of exact_v1) or FAIL with the mismatch count, max ULP distance, calc_diff and the first
@@ -9,8 +10,10 @@
  * sticky CUDA error ends that kernel only. A real kernel is "ok" when every shape passes; a mutant
  * (kernel->bug set) is "ok" when at least one shape fails or its process dies ("detected").
  * --perf: the copy ceiling (D2D cudaMemcpy GB/s, read + written), ep_gather GB/s on DeepSeek-V3 and
- * Kimi K3 prefill shapes, FP4 GEMM TFLOP/s beside cuBLAS BF16 on the same shapes (medians of CUDA
- * event timings). Exit status: 0 all ok (or no device: SKIP), 1 otherwise. */
+ * Kimi K3 prefill shapes, FP4 GEMM TFLOP/s beside cuBLAS BF16 on the same shapes, grouped moe_gemm
+ * TFLOP/s beside cuBLAS BF16 grouped GEMM on DeepSeek-V3 / Kimi K3 prefill routing at TP8 and EP8
+ * (selftest_moe.c; medians of CUDA event timings). The moe_gemm kernels are checked against
+ * moects_ref_moe_gemm in selftest_moe.c. Exit status: 0 all ok (or no device: SKIP), 1 otherwise. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,8 +27,17 @@
 #include "moects_quant.h"
 #include "moects_ref.h"
 #include "moects_registry.h"
+#include "selftest_moe.h"
+#ifndef MOECTS_SELFTEST_MOE /* built without ref/moe_gemm.c: no moe_gemm reference to check against */
+int moects__selftest_moe(const moects_kernel *k, int *fails)
+{
+    printf("FAIL %s: this build has no moects_ref_moe_gemm (ref/moe_gemm.c)\n", k->name);
+    return ++*fails, 1;
+}
+void moects__selftest_moe_perf(const moects_kernel *const *ks, size_t nk) { (void)ks, (void)nk; }
+#endif
 
-static int opt_fork = 1, opt_large = 1, opt_perf_ep = 1;
+static int opt_fork = 1, opt_large = 1, opt_perf_ep = 1, opt_perf_fp4 = 1, opt_perf_moe = 1;
 
 /* ---- random numbers (SplitMix64) ---- */
 static uint64_t rng;
@@ -395,6 +407,11 @@ static int test_kernel(const moects_kernel *k)
             fflush(stdout);
             fails += !v.pass;
         }
+    } else if (k->op == MOECTS_OP_MOE_GEMM) {
+        if (moects__selftest_moe(k, &fails) == 0) {
+            printf("FAIL %s: took none of the moe_gemm self-test cases\n", k->name);
+            fails++;
+        }
     } else {
         for (size_t i = 0; i < sizeof fp4_cases / sizeof fp4_cases[0]; i++) {
             verdict v;
@@ -558,10 +575,17 @@ static int perf(void)
         perf_ep_gather(copy, "kimi-k3", 4096, 16, 3584);
         perf_ep_gather(copy, "kimi-k3", 16384, 16, 3584);
     }
-    perf_fp4("dsv3.gemm1.tp8", 4096, 512, 7168);
-    perf_fp4("dsv3.gemm2.tp8", 4096, 7168, 256);
-    perf_fp4("k3.gemm1.tp8", 4096, 768, 3584);
-    perf_fp4("square", 4096, 4096, 4096);
+    if (opt_perf_fp4) {
+        perf_fp4("dsv3.gemm1.tp8", 4096, 512, 7168);
+        perf_fp4("dsv3.gemm2.tp8", 4096, 7168, 256);
+        perf_fp4("k3.gemm1.tp8", 4096, 768, 3584);
+        perf_fp4("square", 4096, 4096, 4096);
+    }
+    if (opt_perf_moe) {
+        size_t n;
+        const moects_kernel *const *all = moects_builtin_kernels(&n);
+        moects__selftest_moe_perf(all, n);
+    }
     return 0;
 }
 
@@ -633,9 +657,11 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--no-large")) opt_large = 0;
         else if (!strcmp(argv[i], "--perf")) do_perf = 1;
         else if (!strcmp(argv[i], "--perf-only")) do_perf = 1, do_tests = 0;
-        else if (!strcmp(argv[i], "--perf-fp4-only")) do_perf = 1, do_tests = 0, opt_perf_ep = 0;
+        else if (!strcmp(argv[i], "--perf-fp4-only")) do_perf = 1, do_tests = 0, opt_perf_ep = 0, opt_perf_moe = 0;
+        else if (!strcmp(argv[i], "--perf-moe-only")) do_perf = 1, do_tests = 0, opt_perf_ep = 0, opt_perf_fp4 = 0;
         else {
-            fprintf(stderr, "usage: %s [--kernel SUBSTR] [--no-fork] [--no-large] [--perf|--perf-only|--perf-fp4-only]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--kernel SUBSTR] [--no-fork] [--no-large] "
+                    "[--perf|--perf-only|--perf-fp4-only|--perf-moe-only]\n", argv[0]);
             return 2;
         }
     }

@@ -1,8 +1,10 @@
 /* plugin_example.c: an out-of-tree kernel library for `moects run --kernel-lib` (DESIGN.md "GPU
  * side"): built as a shared object, it exports MOECTS_PLUGIN_SYMBOL and needs nothing from moects
- * but the ABI headers: gpu/moects_kernel.h and the ref/moects_types.h it includes, e.g.
- * `cc -shared -fPIC -ffp-contract=off -Igpu -Iref tests/plugin_example.c -o plugin.so -lm` (the build
- * puts it at build/lib/libmoects_plugin_example.so). It holds one honest CPU ep_gather (recipe ep_gather.fma_v1, its own code)
+ * but the ABI headers: gpu/moects_kernel.h and the ref/moects_types.h it includes. Out of tree, against
+ * an installed moects: `cc -shared -fPIC -ffp-contract=off $(pkg-config --cflags moects)
+ * plugin_example.c -o plugin.so -lm` (or CMake: find_package(moects), the include directories of
+ * moects::moects; tests/install_test.sh does both); in this tree the build puts it at
+ * build/lib/libmoects_plugin_example.so. It holds one honest CPU ep_gather (recipe ep_gather.fma_v1, its own code)
  * and two mutants that show the runner's isolation: one dies of SIGSEGV, one never returns (both
  * only on tokens counts T >= 2, so T = 1 cases pass). Build flags: -ffp-contract=off.
  * MOECTS_PLUGIN_EXAMPLE_BUG=block_min1024 in the environment turns plugin.ep_gather into the

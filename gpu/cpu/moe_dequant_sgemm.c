@@ -1,0 +1,130 @@
+/* moe_dequant_sgemm.c: cpu.moe_gemm.dequant_sgemm, the "dequantize, then one GEMM per expert" route
+ * (and the honest kernel of W4A16, which has no blockwise recipe): per expert, its valid rows of A
+ * and its weights B[e] dequantized to FP32 (E2M1 or E4M3 value * block scale, one FP32 multiply;
+ * BF16 widened), one cblas_sgemm over the whole K, then * alpha[e] (FP32) and RNE to the output type.
+ *
+ * Accumulation class (DESIGN.md "Bounded verdicts"): FP32, round to nearest even, order any (bits 24,
+ * RNE): every dequantized value and every product is exact while they stay in the FP32 normal range
+ * (E2M1 has 2 significant bits, UE8M0 1, E4M3 4, BF16 8: products of at most 14 bits), so the only
+ * roundings are sgemm's FP32 additions, in whatever order its kernel takes, the alpha multiply and
+ * the output rounding. W4A8 with FP32 activation scales is refused: E4M3 x FP32 scale is a rounded
+ * product the class does not declare. Expected to fail where dequantization overflows or underflows
+ * (adversarial UE8M0 codes near 0 and 254), which exact_v1 does not. */
+#include <cblas.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moe_internal.h"
+#include "moects_quant.h"
+#include "moects_ref.h"
+
+static int supports(const void *shape, char *why, size_t why_len)
+{
+    const moects_moe_gemm_shape *s = shape;
+    if (!moects__moe_shape_ok(s, why, why_len)) return 0;
+    const char *r = NULL;
+    if (s->format == MOECTS_MOE_W4A8 && s->a_scale_f32) r = "W4A8 with FP32 activation scales (a rounded dequantization)";
+    else if (s->N > INT32_MAX || s->K > INT32_MAX || s->M > INT32_MAX) r = "N, K or rows above INT32_MAX (cblas_sgemm takes int)";
+    if (!r) return 1;
+    if (why && why_len) snprintf(why, why_len, "%s", r);
+    return 0;
+}
+
+static int64_t a_scale_off(const moects_moe_gemm_shape *s, int64_t r, int64_t kb, int64_t nkb)
+{
+    if (s->rows == MOECTS_ROWS_OFFSETS) return r * nkb + kb;
+    if (s->rows == MOECTS_ROWS_MASKED)
+        return (r / s->M) * moects_scale_bytes(s->M, nkb, s->scale_layout) +
+               moects_scale_offset(r % s->M, kb, nkb, s->scale_layout);
+    return moects_scale_offset(r, kb, nkb, s->scale_layout);
+}
+
+/* Row r of A dequantized to FP32 [K]. */
+static void dequant_a(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, int64_t r, float *out)
+{
+    const int64_t K = s->K;
+    if (s->format == MOECTS_MOE_W4A16) {
+        const uint16_t *row = (const uint16_t *)a->a + r * K;
+        for (int64_t k = 0; k < K; k++) out[k] = moects_bf16_to_f32(row[k]);
+    } else if (s->format == MOECTS_MOE_W4A8) {
+        const uint8_t *row = (const uint8_t *)a->a + r * K, *sa = a->sa;
+        int64_t nsa = (K + s->a_scale_block - 1) / s->a_scale_block;
+        for (int64_t k = 0; k < K; k++) out[k] = moects_e4m3_decode(row[k]) * moects_ue8m0_decode(sa[r * nsa + k / s->a_scale_block]);
+    } else {
+        const moects_fp4_format f = s->b_format;
+        const int64_t g = moects_fp4_block(f), nkb = (K + g - 1) / g;
+        const uint8_t *row = (const uint8_t *)a->a + r * ((K + 1) / 2), *sa = a->sa;
+        for (int64_t k = 0; k < K; k++) {
+            uint8_t x = sa[a_scale_off(s, r, k / g, nkb)];
+            float sc = f == MOECTS_FP4_NVFP4 ? moects_e4m3_decode(x) : moects_ue8m0_decode(x);
+            out[k] = moects_e2m1_decode((row[k / 2] >> (k % 2 * 4)) & 0xF) * sc;
+        }
+    }
+}
+
+static int run(const void *shape, const void *args, void *stream)
+{
+    (void)stream;
+    const moects_moe_gemm_shape *s = shape;
+    const moects_moe_gemm_args *a = args;
+    if (!supports(s, NULL, 0)) return -1;
+    const int64_t N = s->N, K = s->K, rows = s->rows == MOECTS_ROWS_MASKED ? s->E * s->M : s->M;
+    if (rows == 0 || N == 0) return 0;
+    int64_t nkb, g;
+    size_t ebytes = moects__moe_b_scale_bytes(s, &nkb, &g);
+    int32_t *ex = NULL;
+    int64_t *mine = malloc((size_t)rows * sizeof *mine + 1), *cnt = calloc((size_t)s->E, sizeof *cnt), most = 0;
+    float *fb = NULL, *fa = NULL, *c = NULL;
+    int rc = -1;
+    if (!mine || !cnt || moects__moe_row_experts(MOECTS__MOE_BUG_NONE, s, a, rows, &ex)) goto out;
+    for (int64_t r = 0; r < rows; r++)
+        if (ex[r] >= 0 && ++cnt[ex[r]] > most) most = cnt[ex[r]];
+    fb = malloc((size_t)(N * K) * sizeof(float) + 1);
+    fa = malloc((size_t)(most * K) * sizeof(float) + 1);
+    c = malloc((size_t)(most * N) * sizeof(float) + 1);
+    if (!fb || !fa || !c) goto out;
+    for (int64_t e = 0; e < s->E; e++) {
+        int64_t m = 0;
+        for (int64_t r = 0; r < rows; r++)
+            if (ex[r] == e) mine[m++] = r;
+        if (!m) continue;
+        for (int64_t n = 0; n < N; n++)
+            moects_fp4_dequant_row(a->b + e * N * ((K + 1) / 2), a->sb + (size_t)e * ebytes, n, K, s->b_format,
+                                   s->scale_layout, fb + n * K);
+        for (int64_t i = 0; i < m; i++) dequant_a(s, a, mine[i], fa + i * K);
+        if (K > 0)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)N, (int)K, 1.0f, fa, (int)K, fb, (int)K,
+                        0.0f, c, (int)N);
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t n = 0; n < N; n++) {
+                float v = (K > 0 ? c[i * N + n] : 0.0f) * a->alpha[e];
+                int64_t o = mine[i] * N + n;
+                if (s->out_dtype == MOECTS_BF16) ((uint16_t *)a->d)[o] = moects_bf16_from_f32(v);
+                else ((float *)a->d)[o] = v;
+            }
+    }
+    rc = 0;
+out:
+    free(ex);
+    free(mine);
+    free(cnt);
+    free(fb);
+    free(fa);
+    free(c);
+    return rc;
+}
+
+const moects_kernel moects_cpu_moe_gemm_dequant_sgemm = {
+    .abi_version = MOECTS_KERNEL_ABI_VERSION,
+    .name = "cpu.moe_gemm.dequant_sgemm",
+    .op = MOECTS_OP_MOE_GEMM,
+    .device = MOECTS_DEVICE_CPU,
+    .recipe = NULL,
+    .acc = {.bits = 24, .truncation = 0},
+    .bug = NULL,
+    .supports = supports,
+    .run = run,
+};

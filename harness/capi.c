@@ -1,0 +1,603 @@
+/* capi.c: the public C API of libmoects (include/moects.h) over the harness: case selection, case
+ * data, references, judging, results.json. DESIGN.md "Kernels from Python, and from any language".
+ * Judging runs the runner's own task body (moects_runner_task) with a kernel that hands back the
+ * caller's bytes, so a verdict here is the verdict `moects run` gives. */
+#include "moects.h"
+
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "capi_internal.h"
+#include "moects_cases.h"
+#include "moects_harness.h"
+#include "moects_inputs.h"
+#include "moects_ref.h"
+#include "moects_runner.h"
+#include "moects_tap.h"
+#include "reports_internal.h"
+
+/* ---------------------------------------------------------------- errors ---- */
+
+static _Thread_local char errbuf[1024];
+
+const char *moects_errmsg(void) { return errbuf; }
+
+void moects__set_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(errbuf, sizeof errbuf, fmt, ap);
+    va_end(ap);
+}
+
+const char *moects_version(void) { return MOECTS_VERSION; }
+int moects_api_version(void) { return MOECTS_API_VERSION; }
+
+static int is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+const char *moects_default_root(void)
+{
+    static char root[4096];
+    const char *e = getenv("MOECTS_ROOT");
+    if (e && *e) return e;
+    char p[4200];
+#ifdef MOECTS_SOURCE_DIR
+    snprintf(p, sizeof p, "%s/cases", MOECTS_SOURCE_DIR);
+    if (is_dir(p)) return MOECTS_SOURCE_DIR;
+#endif
+#ifdef MOECTS_DATADIR
+    snprintf(p, sizeof p, "%s/cases", MOECTS_DATADIR);
+    if (is_dir(p)) return snprintf(root, sizeof root, "%s", MOECTS_DATADIR), root;
+#endif
+    return ".";
+}
+
+/* ---------------------------------------------------------------- cases ---- */
+
+struct moects_caselist {
+    moects_case_list l;
+    char **json; /* per case, lazily */
+};
+
+static int parse_tiers(const char *s, unsigned *out)
+{
+    *out = 0;
+    if (!s || !*s) s = "smoke";
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        moects_tier v;
+        if (!strcmp(t, "all")) *out |= MOECTS_TIER_SMOKE | MOECTS_TIER_FULL | MOECTS_TIER_LARGE;
+        else if (moects_tier_parse(t, &v) == 0) *out |= (unsigned)v;
+        else return moects__set_error("tiers: unknown tier \"%s\" (smoke, full, large, all)", t), -1;
+    }
+    return 0;
+}
+
+/* The cases of one model file, derived (all layouts or only tp<tp> / ep<ep>). */
+static int config_cases(const char *config, int tp, int ep, moects_case_list *all)
+{
+    moects_model m;
+    char err[1024];
+    if (moects_model_load(config, &m, err, sizeof err) != 0) return moects__set_error("%s", err), -1;
+    if (moects_derive_cases(&m, all) != 0) return moects__set_error("%s: out of memory deriving cases", config), -1;
+    if (!tp && !ep) return 0;
+    char why[256] = "";
+    if (!moects_layout_exists(&m, tp, ep, why, sizeof why))
+        return moects__set_error("%s: %s %d: %s", config, tp ? "tp" : "ep", tp ? tp : ep, why), -1;
+    char want[16];
+    snprintf(want, sizeof want, "%s%d", tp ? "tp" : "ep", tp ? tp : ep);
+    size_t k = 0;
+    for (size_t i = 0; i < all->n; i++)
+        if (!strcmp(all->v[i].layout, want)) all->v[k++] = all->v[i];
+    all->n = k;
+    return 0;
+}
+
+moects_caselist *moects_cases_select(const char *root, const char *config, int tp, int ep, const char *tiers,
+                                     const char *const *globs, size_t nglobs)
+{
+    unsigned tmask;
+    if (parse_tiers(tiers, &tmask) != 0) return NULL;
+    if (tp < 0 || ep < 0 || (tp && ep)) return moects__set_error("tp %d, ep %d: give one of them, >= 0", tp, ep), NULL;
+    if ((tp || ep) && !config) return moects__set_error("tp/ep: only with a config file"), NULL;
+    moects_case_list all = {0};
+    char err[1024];
+    if (config) {
+        if (config_cases(config, tp, ep, &all) != 0) return moects_case_list_free(&all), NULL;
+    } else if (moects_cases_builtin(root ? root : moects_default_root(), &all, err, sizeof err) != 0) {
+        moects__set_error("%s", err);
+        moects_case_list_free(&all);
+        return NULL;
+    }
+    moects_caselist *l = calloc(1, sizeof *l);
+    if (!l) return moects__set_error("out of memory"), moects_case_list_free(&all), NULL;
+    for (size_t i = 0; i < all.n; i++) {
+        const moects_case *c = &all.v[i];
+        int hit = nglobs == 0;
+        for (size_t g = 0; g < nglobs && !hit; g++) hit = fnmatch(globs[g], c->id, 0) == 0;
+        if (hit && (c->tiers & tmask) && moects_case_list_push(&l->l, c) != 0) {
+            moects__set_error("out of memory");
+            moects_case_list_free(&all);
+            moects_caselist_free(l);
+            return NULL;
+        }
+    }
+    moects_case_list_free(&all);
+    l->json = calloc(l->l.n + 1, sizeof *l->json);
+    if (!l->json) return moects__set_error("out of memory"), moects_caselist_free(l), NULL;
+    return l;
+}
+
+void moects_caselist_free(moects_caselist *l)
+{
+    if (!l) return;
+    for (size_t i = 0; l->json && i < l->l.n; i++) free(l->json[i]);
+    free(l->json);
+    moects_case_list_free(&l->l);
+    free(l);
+}
+
+size_t moects_caselist_count(const moects_caselist *l) { return l ? l->l.n : 0; }
+
+long moects_caselist_find(const moects_caselist *l, const char *id)
+{
+    for (size_t i = 0; l && id && i < l->l.n; i++)
+        if (!strcmp(l->l.v[i].id, id)) return (long)i;
+    return -1;
+}
+
+const moects_case *moects__caselist_case(const moects_caselist *l, size_t i)
+{
+    if (!l || i >= l->l.n) {
+        moects__set_error("case %zu: out of range (%zu cases)", i, l ? l->l.n : 0);
+        return NULL;
+    }
+    return &l->l.v[i];
+}
+
+const char *moects_case_id(const moects_caselist *l, size_t i)
+{
+    const moects_case *c = moects__caselist_case(l, i);
+    return c ? c->id : NULL;
+}
+
+const char *moects_case_op(const moects_caselist *l, size_t i)
+{
+    const moects_case *c = moects__caselist_case(l, i);
+    return c ? moects__op_name(c->op) : NULL;
+}
+
+static const char *dtype_name(moects_dtype d)
+{
+    switch ((int)d) {
+    case MOECTS_BF16: return "BF16";
+    case MOECTS_F32: return "F32";
+    case MOECTS_I32: return "I32";
+    case MOECTS_I64: return "I64";
+    default: return "U8";
+    }
+}
+
+/* The case's JSON object (moects_case_json); M_sum -1 when unknown. malloc'ed, NULL out of memory. */
+char *moects__case_json(const moects_case *c, int64_t M_sum)
+{
+    json_t *tiers = json_array();
+    if (c->tiers & MOECTS_TIER_SMOKE) json_array_append_new(tiers, json_string("smoke"));
+    if (c->tiers & MOECTS_TIER_FULL) json_array_append_new(tiers, json_string("full"));
+    if (c->tiers & MOECTS_TIER_LARGE) json_array_append_new(tiers, json_string("large"));
+    json_t *shape;
+    if (c->op == MOECTS_OP_EP_GATHER)
+        shape = json_pack("{sI sI sI sI sI ss ss sb si si ss}", "T", (json_int_t)c->T, "k", (json_int_t)c->k,
+                          "M_sum", (json_int_t)M_sum, "H", (json_int_t)c->H, "E_global", (json_int_t)c->E_global,
+                          "id_dtype", dtype_name(c->id_dtype), "out_dtype", dtype_name(c->out_dtype),
+                          "has_expert_map", c->has_map, "ep_size", c->ep_size, "ep_rank", c->ep_rank, "routing",
+                          moects_routing_name(c->routing));
+    else
+        shape = json_pack("{sI sI sI ss ss ss ss}", "M", (json_int_t)c->M, "N", (json_int_t)c->N, "K",
+                          (json_int_t)c->K, "format", c->format == MOECTS_FP4_NVFP4 ? "nvfp4" : "mxfp4",
+                          "scale_layout", c->scale_layout == MOECTS_SCALES_SWIZZLED_128X4 ? "swizzled_128x4" : "linear",
+                          "out_dtype", dtype_name(c->out_dtype), "gemm", c->gemm);
+    const char *op = moects__op_name(c->op);
+    json_t *o = json_pack("{ss ss ss ss ss so ss so}", "id", c->id, "op", op ? op : "?", "model", c->model, "layout",
+                          c->layout, "source", c->source, "tiers", tiers, "data", moects_data_name(c->data), "shape",
+                          shape);
+    char *s = o ? json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+    json_decref(o);
+    return s;
+}
+
+const char *moects_case_json(const moects_caselist *l, size_t i)
+{
+    const moects_case *c = moects__caselist_case(l, i);
+    if (!c) return NULL;
+    if (!l->json[i] && !(l->json[i] = moects__case_json(c, -1))) moects__set_error("out of memory");
+    return l->json[i];
+}
+
+/* ---------------------------------------------------------------- case data ---- */
+
+struct moects_casedata {
+    moects_case c;
+    uint64_t seed;
+    moects_inputs in;
+    char *json;
+    void *ref[4];
+};
+
+moects_casedata *moects_casedata_build(const moects_caselist *l, size_t i, uint64_t seed)
+{
+    const moects_case *c = moects__caselist_case(l, i);
+    return c ? moects__casedata_of(c, seed) : NULL;
+}
+
+moects_casedata *moects__casedata_of(const moects_case *c, uint64_t seed)
+{
+    moects_casedata *d = calloc(1, sizeof *d);
+    if (!d) return moects__set_error("out of memory"), NULL;
+    d->c = *c;
+    d->seed = seed;
+    char err[512];
+    if (moects_inputs_build(c, seed, &d->in, err, sizeof err) != 0) {
+        moects__set_error("%s", err);
+        free(d);
+        return NULL;
+    }
+    int64_t msum = c->op == MOECTS_OP_EP_GATHER ? d->in.eg.M_sum : -1;
+    if (!(d->json = moects__case_json(c, msum))) {
+        moects__set_error("out of memory");
+        moects_casedata_free(d);
+        return NULL;
+    }
+    return d;
+}
+
+void moects_casedata_free(moects_casedata *d)
+{
+    if (!d) return;
+    moects_inputs_free(&d->in);
+    for (int i = 0; i < 4; i++) free(d->ref[i]);
+    free(d->json);
+    free(d);
+}
+
+const char *moects_casedata_id(const moects_casedata *d) { return d ? d->c.id : NULL; }
+const char *moects_casedata_json(const moects_casedata *d) { return d ? d->json : NULL; }
+uint64_t moects_casedata_seed(const moects_casedata *d) { return d ? d->seed : 0; }
+int moects_casedata_ninputs(const moects_casedata *d) { return d ? d->in.nt : 0; }
+const moects_case *moects__casedata_case(const moects_casedata *d) { return &d->c; }
+const moects_inputs *moects__casedata_inputs(const moects_casedata *d) { return &d->in; }
+
+static size_t dtype_size(moects_dtype d)
+{
+    return d == MOECTS_BF16 ? 2 : d == MOECTS_I64 ? 8 : d == MOECTS_F32 || d == MOECTS_I32 ? 4 : 1;
+}
+
+static void set2(moects_tensor_info *t, moects_dtype dt, int64_t a, int64_t b)
+{
+    t->dtype = dtype_name(dt);
+    t->ndim = 2;
+    t->dims[0] = a;
+    t->dims[1] = b;
+}
+
+void moects__tensor_describe(const moects_inputs *in, int j, moects_tensor_info *t)
+{
+    const moects_tensor *x = &in->t[j];
+    memset(t, 0, sizeof *t);
+    t->name = x->name;
+    t->data = x->bytes ? x->host : NULL;
+    t->bytes = x->bytes;
+    if (in->op == MOECTS_OP_EP_GATHER) {
+        const moects_ep_gather_shape *s = &in->eg;
+        switch (j) {
+        case MOECTS_EG_X: set2(t, MOECTS_BF16, s->M_sum, s->H); break;
+        case MOECTS_EG_IDS: set2(t, s->id_dtype, s->T, s->k); break;
+        case MOECTS_EG_W: set2(t, MOECTS_F32, s->T, s->k); break;
+        case MOECTS_EG_IDX: set2(t, MOECTS_I32, s->T, s->k); break;
+        default: set2(t, MOECTS_I32, s->has_expert_map ? s->E_global : 0, 0), t->ndim = 1;
+        }
+    } else if (in->op == MOECTS_OP_FP4_GEMM) {
+        const moects_fp4_gemm_shape *s = &in->fg;
+        int64_t nkb = (s->K + moects_fp4_block(s->format) - 1) / moects_fp4_block(s->format);
+        if (j == MOECTS_FG_A || j == MOECTS_FG_B) set2(t, 0, j == MOECTS_FG_A ? s->M : s->N, (s->K + 1) / 2);
+        else if (s->scale_layout == MOECTS_SCALES_LINEAR) set2(t, 0, j == MOECTS_FG_SA ? s->M : s->N, nkb);
+    }
+    /* anything else, or a layout without row structure (swizzled scales): the bytes, 1-D */
+    size_t n = t->ndim ? dtype_size(t->dtype[0] == 'B' ? MOECTS_BF16 : t->dtype[0] == 'F' ? MOECTS_F32
+                                     : !strcmp(t->dtype, "I32") ? MOECTS_I32 : !strcmp(t->dtype, "I64") ? MOECTS_I64 : 0)
+                       : 0;
+    for (int k = 0; k < t->ndim; k++) n *= (size_t)t->dims[k];
+    if (!t->ndim || n != x->bytes) {
+        t->dtype = "U8";
+        t->ndim = 1;
+        t->dims[0] = (int64_t)x->bytes;
+        t->dims[1] = 0;
+    }
+}
+
+int moects_casedata_input(const moects_casedata *d, int j, moects_tensor_info *t)
+{
+    if (!d || j < 0 || j >= d->in.nt) return moects__set_error("input %d: out of range (%d inputs)", j, d ? d->in.nt : 0), -1;
+    moects__tensor_describe(&d->in, j, t);
+    return 0;
+}
+
+void moects__output_describe(const moects_inputs *in, moects_tensor_info *t)
+{
+    memset(t, 0, sizeof *t);
+    t->name = "out";
+    t->dtype = dtype_name(in->out_dtype);
+    t->bytes = in->out_bytes;
+    t->ndim = 2;
+    if (in->op == MOECTS_OP_EP_GATHER) t->dims[0] = in->eg.T, t->dims[1] = in->eg.H;
+    else if (in->op == MOECTS_OP_FP4_GEMM) t->dims[0] = in->fg.M, t->dims[1] = in->fg.N;
+    else t->ndim = 1, t->dims[0] = in->out_elems;
+}
+
+int moects_casedata_output(const moects_casedata *d, moects_tensor_info *t)
+{
+    if (!d) return moects__set_error("no case data"), -1;
+    moects__output_describe(&d->in, t);
+    return 0;
+}
+
+int moects_casedata_scalar(const moects_casedata *d, const char *name, double *value)
+{
+    if (d && name && d->in.op == MOECTS_OP_FP4_GEMM) {
+        if (!strcmp(name, "alpha")) return *value = d->in.alpha, 0;
+        if (!strcmp(name, "gs_a")) return *value = d->in.gs_a, 0;
+        if (!strcmp(name, "gs_b")) return *value = d->in.gs_b, 0;
+    }
+    return moects__set_error("%s: no scalar \"%s\"", d ? d->c.id : "?", name ? name : ""), -1;
+}
+
+/* The op's recipe of that name (NULL: exact_v1); -1 with the error set. */
+static int recipe_of(const moects_case *c, const char *name, moects_recipe *r)
+{
+    *r = MOECTS_RECIPE_EXACT_V1;
+    if (name && moects_recipe_parse(name, c->op, r) != 0)
+        return moects__set_error("recipe: unknown \"%s\" for op %s", name, moects__op_name(c->op)), -1;
+    return 0;
+}
+
+const void *moects__casedata_ref(moects_casedata *d, moects_recipe r)
+{
+    if (d->ref[r]) return d->ref[r];
+    moects_inputs *in = &d->in;
+    void *out = malloc(in->out_bytes ? in->out_bytes : 1);
+    if (!out) return moects__set_error(MOECTS_HOST_OOM " (%zu bytes for the reference)", in->out_bytes), NULL;
+    memset(out, 0xff, in->out_bytes);
+    static uint64_t dummy[8];
+    void *hp[MOECTS_INPUTS_MAX];
+    for (int i = 0; i < MOECTS_INPUTS_MAX; i++) hp[i] = i < in->nt && in->t[i].host ? in->t[i].host : (void *)dummy;
+    moects_op_args a;
+    moects_inputs_bind(in, hp, out, &a);
+    int rc = -1;
+    if (in->op == MOECTS_OP_EP_GATHER) rc = moects_ref_ep_gather(&in->eg, &a.eg, r);
+    else if (in->op == MOECTS_OP_FP4_GEMM) rc = moects_ref_fp4_gemm(&in->fg, &a.fg, r);
+    if (rc != 0) {
+        free(out);
+        return moects__set_error("%s: the reference refused the case", d->c.id), NULL;
+    }
+    return d->ref[r] = out;
+}
+
+int moects_casedata_reference(moects_casedata *d, const char *recipe, moects_tensor_info *t)
+{
+    moects_recipe r;
+    if (!d) return moects__set_error("no case data"), -1;
+    if (recipe_of(&d->c, recipe, &r) != 0) return -1;
+    const void *ref = moects__casedata_ref(d, r);
+    if (!ref) return -1;
+    moects__output_describe(&d->in, t);
+    t->name = "reference";
+    t->data = d->in.out_bytes ? ref : NULL;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- judging ---- */
+
+struct moects_judgement {
+    moects_result r;
+    char *text, *json;
+};
+
+/* The kernel judge() runs: the caller's description, on the CPU, whose run() copies the bytes given. */
+static _Thread_local const void *judged_bytes;
+static _Thread_local size_t judged_len;
+static _Thread_local const moects_case *judged_case;
+
+static int copy_run(const void *shape, const void *args, void *stream)
+{
+    (void)shape, (void)stream;
+    void *out = NULL;
+    const moects_case *c = judged_case;
+    if (c->op == MOECTS_OP_EP_GATHER) out = ((const moects_ep_gather_args *)args)->out;
+    else if (c->op == MOECTS_OP_FP4_GEMM) out = ((const moects_fp4_gemm_args *)args)->d;
+    else out = ((const moects_moe_gemm_args *)args)->d;
+    if (out && judged_len) memcpy(out, judged_bytes, judged_len);
+    return 0;
+}
+
+static moects_judgement *judgement_new(const moects_result *r)
+{
+    moects_judgement *j = calloc(1, sizeof *j);
+    if (!j) return moects__set_error("out of memory"), NULL;
+    j->r = *r;
+    moects_tap_opts o = {.version = 13};
+    size_t len = 0;
+    FILE *f = open_memstream(&j->text, &len);
+    if (f) {
+        moects_tap_yaml(f, "", r, &o);
+        fclose(f);
+    }
+    moects__buf b = {0};
+    moects__buf_result(&b, r);
+    moects__buf_add(&b, "");
+    j->json = b.oom ? NULL : strdup(b.s ? b.s : "");
+    moects__buf_free(&b);
+    if (!j->text || !j->json) return moects__set_error("out of memory"), moects_judgement_free(j), NULL;
+    return j;
+}
+
+moects_judgement *moects_judge(moects_casedata *d, const moects_kernel *k, const void *out, size_t bytes)
+{
+    if (!d || !k || !k->name) return moects__set_error("judge: no case data or kernel description"), NULL;
+    if (k->op != d->c.op)
+        return moects__set_error("kernel %s: op %s, case %s is %s", k->name, moects__op_name(k->op), d->c.id,
+                                 moects__op_name(d->c.op)), NULL;
+    if (bytes != d->in.out_bytes || (bytes && !out))
+        return moects__set_error("%s: output of %zu bytes, the case's output has %zu", d->c.id, bytes, d->in.out_bytes),
+               NULL;
+    moects_recipe r;
+    if (recipe_of(&d->c, k->recipe, &r) != 0) return NULL;
+    moects_kernel jk = *k;
+    jk.abi_version = MOECTS_KERNEL_ABI_VERSION;
+    jk.device = MOECTS_DEVICE_CPU;
+    jk.supports = NULL;
+    jk.run = copy_run;
+    jk.last_error = NULL;
+    judged_bytes = out;
+    judged_len = bytes;
+    judged_case = &d->c;
+    moects_result res;
+    moects_runner_task(&d->c, &jk, d->seed, 0, &res);
+    judged_bytes = NULL;
+    judged_case = NULL;
+    return judgement_new(&res);
+}
+
+moects_judgement *moects_judge_outcome(const moects_casedata *d, const moects_kernel *k, const char *verdict,
+                                       const char *reason)
+{
+    if (!d || !k || !k->name || !verdict) return moects__set_error("judge: no case data, kernel or verdict"), NULL;
+    moects_verdict v;
+    if (moects_verdict_parse(verdict, &v) != 0 ||
+        (v != MOECTS_FAIL_CRASH && v != MOECTS_UNSUPPORTED && v != MOECTS_SKIP && v != MOECTS_FAIL_TIMEOUT))
+        return moects__set_error("verdict: \"%s\" is not FAIL_CRASH, FAIL_TIMEOUT, UNSUPPORTED or SKIP", verdict), NULL;
+    moects_result r;
+    moects__result_identity(&r, &d->c, k, d->seed);
+    r.verdict = v;
+    snprintf(r.reason, sizeof r.reason, "%s", reason ? reason : "");
+    return judgement_new(&r);
+}
+
+void moects_judgement_free(moects_judgement *j)
+{
+    if (!j) return;
+    free(j->text);
+    free(j->json);
+    free(j);
+}
+
+const char *moects_judgement_verdict(const moects_judgement *j) { return j ? moects_verdict_name(j->r.verdict) : NULL; }
+int moects_judgement_passed(const moects_judgement *j)
+{
+    return !j ? -1 : moects_verdict_is_pass(j->r.verdict) ? 1 : moects_verdict_is_fail(j->r.verdict) ? 0 : -1;
+}
+const char *moects_judgement_text(const moects_judgement *j) { return j ? j->text : NULL; }
+const char *moects_judgement_json(const moects_judgement *j) { return j ? j->json : NULL; }
+const moects_result *moects__judgement_result(const moects_judgement *j) { return &j->r; }
+
+/* ---------------------------------------------------------------- results.json ---- */
+
+struct moects_resultset {
+    moects_run run;
+};
+
+moects_resultset *moects_resultset_new(const char *filter, uint64_t seed)
+{
+    moects_resultset *s = calloc(1, sizeof *s);
+    if (!s) return moects__set_error("out of memory"), NULL;
+    snprintf(s->run.filter, sizeof s->run.filter, "%s", filter ? filter : "");
+    s->run.seed = seed;
+    return s;
+}
+
+void moects_resultset_free(moects_resultset *s)
+{
+    if (!s) return;
+    moects_run_free(&s->run);
+    free(s);
+}
+
+int moects_resultset_add(moects_resultset *s, const moects_judgement *j)
+{
+    if (!s || !j) return moects__set_error("resultset_add: NULL argument"), -1;
+    return moects__resultset_push(s, &j->r);
+}
+
+int moects__resultset_push(moects_resultset *s, const moects_result *r)
+{
+    for (size_t i = 0; i < s->run.n; i++) /* one result per (kernel, case): the later replaces */
+        if (!strcmp(s->run.v[i].kernel, r->kernel) && !strcmp(s->run.v[i].case_id, r->case_id))
+            return s->run.v[i] = *r, 0;
+    if (moects_run_push(&s->run, r) != 0) return moects__set_error("out of memory"), -1;
+    return 0;
+}
+
+size_t moects_resultset_count(const moects_resultset *s) { return s ? s->run.n : 0; }
+moects_run *moects__resultset_run(moects_resultset *s) { return &s->run; }
+
+/* The commit of the working directory: $MOECTS_COMMIT, else `git rev-parse HEAD`, else "unknown". */
+static void commit_of_cwd(char *out, size_t len)
+{
+    const char *e = getenv("MOECTS_COMMIT");
+    snprintf(out, len, "%s", e && *e ? e : "unknown");
+    if (e && *e) return;
+    FILE *p = popen("git rev-parse HEAD 2>/dev/null", "r");
+    if (!p) return;
+    char line[128];
+    if (fgets(line, sizeof line, p) && strlen(line) >= 40) snprintf(out, len, "%.40s", line);
+    pclose(p);
+}
+
+void moects__run_metadata(moects_run *run)
+{
+    snprintf(run->moects_version, sizeof run->moects_version, "%s", MOECTS_VERSION);
+    if (!run->commit[0]) commit_of_cwd(run->commit, sizeof run->commit);
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(run->date, sizeof run->date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    char host[64] = "";
+    gethostname(host, sizeof host - 1);
+    if (!run->machine[0]) snprintf(run->machine, sizeof run->machine, "%.60s", host);
+}
+
+int moects_resultset_write(const moects_resultset *s, const char *path)
+{
+    if (!s || !path) return moects__set_error("resultset_write: NULL argument"), -1;
+    moects_run run = s->run;
+    moects__run_metadata(&run);
+    char err[1024];
+    if (moects_results_write(path, &run, err, sizeof err) != 0) return moects__set_error("%s", err), -1;
+    return 0;
+}
+
+moects_resultset *moects_resultset_read(const char *path)
+{
+    moects_resultset *s = calloc(1, sizeof *s);
+    char err[1024];
+    if (!s) return moects__set_error("out of memory"), NULL;
+    if (moects_results_read(path, &s->run, err, sizeof err) != 0) {
+        moects__set_error("%s", err);
+        free(s);
+        return NULL;
+    }
+    return s;
+}

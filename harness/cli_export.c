@@ -1,0 +1,197 @@
+/* cli_export.c: `moects export` (cases as safetensors files for a kernel in any language) and
+ * `moects verify` (judge the outputs a program wrote beside them: TAP on stdout, results.json,
+ * run.tap and summary.md as `moects run` writes them). Formats: harness/export.c. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "capi_internal.h"
+#include "moects_commands.h"
+#include "moects_tap.h"
+
+static int fail(const char *cmd, const char *msg)
+{
+    fprintf(stderr, "moects %s: %s\n", cmd, msg);
+    return 2;
+}
+
+static int usage_export(FILE *f)
+{
+    fputs("usage: moects export [GLOB...] --out DIR [--tier smoke|full|large|all] [--seed N] [--root DIR]\n"
+          "                     [--config CONFIG.json [--tp N | --ep N]]\n"
+          "  Writes each selected case as DIR/<case id, / as __>.safetensors: its inputs, its reference\n"
+          "  outputs (ref.<recipe>) and metadata (moects.case_id, moects.case, moects.shape, moects.dtypes,\n"
+          "  moects.out, moects.recipe, moects.seed, moects.version). A program writes its output beside\n"
+          "  each as <same name>.out.safetensors (one tensor \"out\", dtype and shape of moects.out);\n"
+          "  `moects verify DIR` judges them. Defaults: tier smoke, seed 1, all cases of the tier.\n",
+          f);
+    return f == stdout ? 0 : 2;
+}
+
+int moects_cmd_export(int argc, char **argv)
+{
+    static const struct option lo[] = {{"out", required_argument, 0, 'o'},  {"tier", required_argument, 0, 't'},
+                                       {"seed", required_argument, 0, 's'}, {"root", required_argument, 0, 'r'},
+                                       {"config", required_argument, 0, 'c'}, {"tp", required_argument, 0, 'T'},
+                                       {"ep", required_argument, 0, 'E'},   {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
+    const char *out = NULL, *tier = "smoke", *root = NULL, *config = NULL;
+    uint64_t seed = MOECTS_DEFAULT_SEED;
+    int tp = 0, ep = 0, c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        char *e = NULL;
+        switch (c) {
+        case 'o': out = optarg; break;
+        case 't': tier = optarg; break;
+        case 'r': root = optarg; break;
+        case 'c': config = optarg; break;
+        case 's':
+            errno = 0;
+            seed = strtoull(optarg, &e, 0);
+            if (errno || *e || *optarg == '-') return fail("export", "--seed: not a non-negative integer");
+            break;
+        case 'T': case 'E':
+            (c == 'T' ? &tp : &ep)[0] = (int)strtol(optarg, &e, 10);
+            if (*e || (c == 'T' ? tp : ep) < 1) return fail("export", c == 'T' ? "--tp: not a positive integer" : "--ep: not a positive integer");
+            break;
+        case 'h': return usage_export(stdout);
+        default:
+            moects_bad_arg("export", argv[optind - 1], (const char *const[]){"--out", "--tier", "--seed", "--root", "--config", "--tp", "--ep", NULL});
+            return 2;
+        }
+    }
+    if (!out) return fail("export", "--out DIR is required");
+    moects_caselist *l = moects_cases_select(root, config, tp, ep, tier, (const char *const *)argv + optind,
+                                             (size_t)(argc - optind));
+    if (!l) return fail("export", moects_errmsg());
+    if (!moects_caselist_count(l)) {
+        moects_caselist_free(l);
+        return fail("export", "no case matches the globs in the tier (see moects list)");
+    }
+    long n = moects_export(l, seed, out);
+    moects_caselist_free(l);
+    if (n < 0) return fail("export", moects_errmsg());
+    fprintf(stderr, "moects export: %ld case%s written to %s (seed %" PRIu64 ")\n", n, n == 1 ? "" : "s", out, seed);
+    return 0;
+}
+
+static int usage_verify(FILE *f)
+{
+    fputs("usage: moects verify DIR [--kernel NAME] [--recipe RECIPE | --tol CALC_DIFF,MAX_ULP] [--out OUT]\n"
+          "                     [-v] [--tap-version 13|14]\n"
+          "  Judges DIR/<case>.out.safetensors (tensor \"out\") against each case `moects export` wrote in DIR,\n"
+          "  as `moects run` judges a kernel: TAP on stdout; results.json, run.tap, summary.md in OUT\n"
+          "  (default DIR). A missing or malformed output file is that case's FAIL_CRASH.\n"
+          "  --kernel: the name the results carry (default \"external\"). Judgement: --recipe (identical\n"
+          "  bits under that recipe), --tol (calc_diff and max ULP bounds against exact_v1), default each\n"
+          "  file's moects.recipe (ep_gather.fma_v1, fp4_gemm.blockwise_v1).\n"
+          "  Exit status: 0 all judged cases pass, 1 a failure, 2 bad input.\n",
+          f);
+    return f == stdout ? 0 : 2;
+}
+
+typedef struct {
+    const char *dir, *out;
+    moects_kernel k;
+    int verbose, tapv;
+} verify_opts;
+
+static int parse_verify(verify_opts *o, int argc, char **argv)
+{
+    static const struct option lo[] = {{"kernel", required_argument, 0, 'k'}, {"recipe", required_argument, 0, 'r'},
+                                       {"tol", required_argument, 0, 't'},    {"out", required_argument, 0, 'o'},
+                                       {"verbose", no_argument, 0, 'v'},      {"tap-version", required_argument, 0, 'V'},
+                                       {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "vh", lo, NULL)) != -1) {
+        char *e = NULL;
+        switch (c) {
+        case 'k': o->k.name = optarg; break;
+        case 'r': o->k.recipe = optarg; break;
+        case 'o': o->out = optarg; break;
+        case 'v': o->verbose = 1; break;
+        case 'V':
+            o->tapv = (int)strtol(optarg, &e, 10);
+            if (*e || (o->tapv != 13 && o->tapv != 14)) return fail("verify", "--tap-version: 13 or 14");
+            break;
+        case 't': {
+            unsigned long u = 0;
+            o->k.tol.max_calc_diff = strtod(optarg, &e);
+            if (*e == ',') u = strtoul(e + 1, &e, 10);
+            if (*e || !(o->k.tol.max_calc_diff >= 0) || u > UINT32_MAX) return fail("verify", "--tol: CALC_DIFF,MAX_ULP");
+            o->k.tol.max_ulp = (uint32_t)u;
+            break;
+        }
+        case 'h': return usage_verify(stdout) - 1;
+        default:
+            moects_bad_arg("verify", argv[optind - 1], (const char *const[]){"--kernel", "--recipe", "--tol", "--out", "--tap-version", NULL});
+            return 2;
+        }
+    }
+    if (optind != argc - 1) return fail("verify", "one DIR (the directory `moects export` wrote)");
+    if (o->k.recipe && (o->k.tol.max_calc_diff > 0 || o->k.tol.max_ulp)) return fail("verify", "--recipe or --tol, not both");
+    o->dir = argv[optind];
+    if (!o->out) o->out = o->dir;
+    return 0;
+}
+
+/* results.json, run.tap, summary.md in out, as one set. */
+static int write_reports(const char *out, moects_run *run, const char *tap, size_t tlen, const char *sum, size_t slen)
+{
+    static moects_report_set set;
+    char p[4200], err[4400];
+    snprintf(p, sizeof p, "%s/results.json", out);
+    memset(&set, 0, sizeof set);
+    if (moects_dir_writable(out, err, sizeof err) || moects_results_stage(&set, p, run, err, sizeof err)) goto bad;
+    snprintf(p, sizeof p, "%s/run.tap", out);
+    if (moects_report_stage(&set, p, tap, tlen, err, sizeof err)) goto bad;
+    snprintf(p, sizeof p, "%s/summary.md", out);
+    if (moects_report_stage(&set, p, sum, slen, err, sizeof err) || moects_report_commit(&set, err, sizeof err)) goto bad;
+    return 0;
+bad:
+    moects_report_abort(&set);
+    return fail("verify", err);
+}
+
+int moects_cmd_verify(int argc, char **argv)
+{
+    verify_opts o = {.k = {.abi_version = MOECTS_KERNEL_ABI_VERSION, .name = "external", .op = MOECTS_OP_EP_GATHER},
+                     .tapv = 13};
+    int rc = parse_verify(&o, argc, argv);
+    if (rc) return rc < 0 ? 0 : rc;
+    char filter[2100];
+    snprintf(filter, sizeof filter, "verify %.2000s", o.dir);
+    moects_resultset *s = moects_resultset_new(filter, 0);
+    long fails = s ? moects_verify(o.dir, &o.k, s) : -1;
+    if (fails < 0) {
+        rc = fail("verify", moects_errmsg());
+        moects_resultset_free(s);
+        return rc;
+    }
+    moects_run *run = moects__resultset_run(s);
+    moects__run_metadata(run);
+    if (run->n) run->seed = run->v[0].seed;
+    const moects_kernel *kp = &o.k;
+    moects_tap_opts to = {.version = o.tapv, .verbose = o.verbose, .empty_reason = "no exported case"};
+    size_t tlen = 0, slen = 0;
+    char *tap = moects_tap_render(run, &kp, 1, &to, &tlen), *sum = moects_summary_render(run, &kp, 1, &to, &slen);
+    if (!tap || !sum) {
+        rc = fail("verify", "out of memory rendering the reports");
+    } else {
+        fwrite(tap, 1, tlen, stdout);
+        fflush(stdout);
+        rc = write_reports(o.out, run, tap, tlen, sum, slen);
+        if (!rc) rc = moects_kernel_status_fails(moects_kernel_status_of(run, o.k.name, 0, NULL)) ? 1 : 0;
+    }
+    free(tap);
+    free(sum);
+    moects_resultset_free(s);
+    return rc;
+}

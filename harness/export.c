@@ -1,0 +1,399 @@
+/* export.c: cases as safetensors files and the judgement of outputs written beside them
+ * (include/moects.h moects_export / moects_verify; the CLI in harness/cli_export.c; run --dump).
+ * DESIGN.md "Kernels from Python, and from any language".
+ *
+ * File layout (one case): DIR/<case id, '/' -> "__">.safetensors holds the inputs under their ABI
+ * names, the references as "ref.<recipe>" (every recipe of the op, or the one compared for --dump),
+ * and metadata strings: moects.case_id, moects.op, moects.case (the case JSON of moects_case_json,
+ * with "shape"), moects.shape (that shape alone), moects.dtypes (tensor -> dtype), moects.out
+ * ({"dtype", "shape"} a kernel must write), moects.recipe (the recipe verify judges under unless told),
+ * moects.recipes, moects.scalars (fp4_gemm: alpha, gs_a, gs_b), moects.seed, moects.version.
+ * A kernel's output goes beside it as <same base>.out.safetensors with one tensor "out". */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "capi_internal.h"
+#include "moects_runner.h"
+#include "reports_internal.h"
+#include "safetensors.h"
+
+/* The recipes of an op, the first the one verify uses unless told (the built-in kernels' recipe). */
+static int op_recipes(moects_op op, const char **names)
+{
+    if (op == MOECTS_OP_EP_GATHER) {
+        names[0] = "ep_gather.fma_v1", names[1] = "ep_gather.muladd_v1", names[2] = "ep_gather.exact_v1";
+        return 3;
+    }
+    if (op == MOECTS_OP_FP4_GEMM) {
+        names[0] = "fp4_gemm.blockwise_v1", names[1] = "fp4_gemm.exact_v1";
+        return 2;
+    }
+    return 0;
+}
+
+/* DIR/<id with '/' -> "__"><suffix>. */
+void moects__case_file(char *buf, size_t len, const char *dir, const char *id, const char *suffix)
+{
+    size_t l = (size_t)snprintf(buf, len, "%s/", dir);
+    for (const char *p = id; *p && l + 3 < len; p++) {
+        if (*p == '/') buf[l++] = '_', buf[l++] = '_';
+        else buf[l++] = *p;
+    }
+    snprintf(buf + (l < len ? l : len - 1), len - (l < len ? l : len - 1), "%s", suffix);
+}
+
+static void st_of(moects__st_tensor *s, const moects_tensor_info *t, const char *name)
+{
+    memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, "%s", name ? name : t->name);
+    snprintf(s->dtype, sizeof s->dtype, "%s", t->dtype);
+    s->ndim = t->ndim;
+    for (int d = 0; d < t->ndim; d++) s->dims[d] = t->dims[d];
+    s->bytes = t->bytes;
+    s->data = t->data;
+}
+
+static char *json_str_of(json_t *o)
+{
+    char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(o);
+    return s;
+}
+
+/* The metadata of an exported case (key, value pairs into kv; malloc'ed values in own[]). */
+static size_t export_meta(const moects_case *c, uint64_t seed, const moects_inputs *in, const char *recipe,
+                          const char *const *recipes, int nrec, const moects__st_tensor *st, size_t nst,
+                          const char **kv, char **own)
+{
+    size_t n = 0, no = 0;
+    char *cj = moects__case_json(c, c->op == MOECTS_OP_EP_GATHER ? in->eg.M_sum : -1);
+    json_t *cjo = cj ? json_loads(cj, 0, NULL) : NULL;
+    own[no++] = cj;
+    own[no++] = json_str_of(json_incref(json_object_get(cjo, "shape")));
+    json_decref(cjo);
+    json_t *dt = json_object();
+    for (size_t i = 0; i < nst; i++) json_object_set_new(dt, st[i].name, json_string(st[i].dtype));
+    own[no++] = json_str_of(dt);
+    moects_tensor_info o;
+    moects__output_describe(in, &o);
+    json_t *sh = json_array();
+    for (int d = 0; d < o.ndim; d++) json_array_append_new(sh, json_integer(o.dims[d]));
+    own[no++] = json_str_of(json_pack("{ss so}", "dtype", o.dtype, "shape", sh));
+    char rl[256] = "";
+    for (int i = 0; i < nrec; i++) snprintf(rl + strlen(rl), sizeof rl - strlen(rl), "%s%s", i ? "," : "", recipes[i]);
+    own[no++] = strdup(rl);
+    char sd[32];
+    snprintf(sd, sizeof sd, "%" PRIu64, seed);
+    own[no++] = strdup(sd);
+    own[no++] = c->op == MOECTS_OP_FP4_GEMM ? json_str_of(json_pack("{sf sf sf}", "alpha", (double)in->alpha, "gs_a",
+                                                                     (double)in->gs_a, "gs_b", (double)in->gs_b))
+                                            : strdup("{}");
+    const char *keys[] = {"moects.case", "moects.shape", "moects.dtypes", "moects.out", "moects.recipes", "moects.seed",
+                          "moects.scalars"};
+    for (size_t i = 0; i < no; i++) kv[2 * n] = keys[i], kv[2 * n + 1] = own[i] ? own[i] : "", n++;
+    const char *op = moects__op_name(c->op);
+    kv[2 * n] = "moects.case_id", kv[2 * n + 1] = c->id, n++;
+    kv[2 * n] = "moects.op", kv[2 * n + 1] = op ? op : "?", n++;
+    kv[2 * n] = "moects.recipe", kv[2 * n + 1] = recipe, n++;
+    kv[2 * n] = "moects.version", kv[2 * n + 1] = MOECTS_VERSION, n++;
+    return n;
+}
+
+int moects__export_case(const char *dir, const moects_case *c, uint64_t seed, const moects_inputs *in,
+                        const char *const *recipes, const void *const *refs, int nrec, char *err, size_t errlen)
+{
+    moects__st_tensor st[MOECTS_INPUTS_MAX + 4];
+    size_t nst = 0;
+    for (int j = 0; j < in->nt; j++) {
+        moects_tensor_info t;
+        moects__tensor_describe(in, j, &t);
+        st_of(&st[nst++], &t, NULL);
+    }
+    for (int r = 0; r < nrec && nst < sizeof st / sizeof *st; r++) {
+        moects_tensor_info t;
+        moects__output_describe(in, &t);
+        t.data = refs[r];
+        char name[80];
+        snprintf(name, sizeof name, "ref.%s", recipes[r]);
+        st_of(&st[nst++], &t, name);
+    }
+    const char *kv[2 * 16];
+    char *own[8] = {0};
+    size_t nmeta = export_meta(c, seed, in, recipes[0], recipes, nrec, st, nst, kv, own);
+    char path[4400];
+    moects__case_file(path, sizeof path, dir, c->id, ".safetensors");
+    int rc = moects__st_write(path, st, nst, kv, nmeta, err, errlen);
+    for (int i = 0; i < 8; i++) free(own[i]);
+    return rc;
+}
+
+int moects__write_out(const char *path, const moects_inputs *in, const void *got, char *err, size_t errlen)
+{
+    moects_tensor_info t;
+    moects__output_describe(in, &t);
+    t.data = got;
+    moects__st_tensor st;
+    st_of(&st, &t, "out");
+    return moects__st_write(path, &st, 1, NULL, 0, err, errlen);
+}
+
+long moects_export(const moects_caselist *l, uint64_t seed, const char *dir)
+{
+    char err[4600];
+    if (!l || !dir) return moects__set_error("export: no cases or directory"), -1;
+    if (moects_mkdirs(dir, err, sizeof err)) return moects__set_error("%s", err), -1;
+    long n = 0;
+    for (size_t i = 0; i < moects_caselist_count(l); i++) {
+        const moects_case *c = moects__caselist_case(l, i);
+        const char *rn[4];
+        int nr = op_recipes(c->op, rn);
+        if (!nr) return moects__set_error("%s: op %s: export not supported yet", c->id, moects__op_name(c->op)), -1;
+        moects_casedata *d = moects__casedata_of(c, seed);
+        if (!d) return -1;
+        const void *refs[4];
+        for (int r = 0; r < nr; r++) {
+            moects_recipe rc;
+            moects_recipe_parse(rn[r], c->op, &rc);
+            if (!(refs[r] = moects__casedata_ref(d, rc))) return moects_casedata_free(d), -1;
+        }
+        int rc = moects__export_case(dir, c, seed, moects__casedata_inputs(d), rn, refs, nr, err, sizeof err);
+        moects_casedata_free(d);
+        if (rc) return moects__set_error("%s", err), -1;
+        n++;
+    }
+    return n;
+}
+
+/* ---------------------------------------------------------------- verify ---- */
+
+static int enum_of(const char *path, const char *field, const char *s, const char *const *names, const int *vals,
+                   int n, int *out, char *err, size_t errlen)
+{
+    for (int i = 0; s && i < n; i++)
+        if (!strcmp(s, names[i])) return *out = vals[i], 0;
+    return snprintf(err, errlen, "%s: moects.case: %s: unknown \"%s\"", path, field, s ? s : "(missing)"), -1;
+}
+
+static int dtype_of(const char *path, const char *field, json_t *o, moects_dtype *d, char *err, size_t errlen)
+{
+    static const char *const n[] = {"BF16", "F32", "I32", "I64"};
+    static const int v[] = {MOECTS_BF16, MOECTS_F32, MOECTS_I32, MOECTS_I64};
+    int x;
+    if (enum_of(path, field, json_string_value(json_object_get(o, field)), n, v, 4, &x, err, errlen)) return -1;
+    *d = (moects_dtype)x;
+    return 0;
+}
+
+static int int_of(const char *path, json_t *o, const char *field, int64_t *v, char *err, size_t errlen)
+{
+    json_t *x = json_object_get(o, field);
+    if (!json_is_integer(x)) return snprintf(err, errlen, "%s: moects.case: shape.%s: not an integer", path, field), -1;
+    *v = json_integer_value(x);
+    return 0;
+}
+
+static int shape_of(const char *path, json_t *sh, moects_case *c, char *err, size_t errlen)
+{
+    int64_t v[4];
+    if (c->op == MOECTS_OP_EP_GATHER) {
+        moects_routing r;
+        int64_t sz, rk, hm;
+        if (int_of(path, sh, "T", &c->T, err, errlen) || int_of(path, sh, "k", &c->k, err, errlen) ||
+            int_of(path, sh, "H", &c->H, err, errlen) || int_of(path, sh, "E_global", &c->E_global, err, errlen) ||
+            int_of(path, sh, "ep_size", &sz, err, errlen) || int_of(path, sh, "ep_rank", &rk, err, errlen) ||
+            dtype_of(path, "id_dtype", sh, &c->id_dtype, err, errlen) ||
+            dtype_of(path, "out_dtype", sh, &c->out_dtype, err, errlen))
+            return -1;
+        json_t *m = json_object_get(sh, "has_expert_map");
+        hm = json_is_true(m);
+        if (moects_routing_parse(json_string_value(json_object_get(sh, "routing")) ? json_string_value(json_object_get(sh, "routing")) : "", &r))
+            return snprintf(err, errlen, "%s: moects.case: shape.routing: unknown", path), -1;
+        c->ep_size = (int)sz, c->ep_rank = (int)rk, c->has_map = (int)hm, c->routing = r;
+        return 0;
+    }
+    static const char *const fn[] = {"mxfp4", "nvfp4"}, *const ln[] = {"linear", "swizzled_128x4"};
+    static const int fv[] = {MOECTS_FP4_MXFP4, MOECTS_FP4_NVFP4}, lv[] = {MOECTS_SCALES_LINEAR, MOECTS_SCALES_SWIZZLED_128X4};
+    int f, l;
+    if (int_of(path, sh, "M", &v[0], err, errlen) || int_of(path, sh, "N", &v[1], err, errlen) ||
+        int_of(path, sh, "K", &v[2], err, errlen) ||
+        enum_of(path, "shape.format", json_string_value(json_object_get(sh, "format")), fn, fv, 2, &f, err, errlen) ||
+        enum_of(path, "shape.scale_layout", json_string_value(json_object_get(sh, "scale_layout")), ln, lv, 2, &l, err,
+                errlen) ||
+        dtype_of(path, "out_dtype", sh, &c->out_dtype, err, errlen))
+        return -1;
+    c->M = v[0], c->N = v[1], c->K = v[2], c->format = (moects_fp4_format)f, c->scale_layout = (moects_scale_layout)l;
+    snprintf(c->gemm, sizeof c->gemm, "%s", json_string_value(json_object_get(sh, "gemm")) ? json_string_value(json_object_get(sh, "gemm")) : "");
+    return 0;
+}
+
+static void str_of(json_t *o, const char *k, char *dst, size_t n)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    snprintf(dst, n, "%s", s ? s : "");
+}
+
+/* The case an exported file was made from (its moects.case metadata). */
+int moects__case_from_json(const char *path, const char *json, moects_case *c, char *err, size_t errlen)
+{
+    memset(c, 0, sizeof *c);
+    json_error_t je;
+    json_t *o = json ? json_loads(json, 0, &je) : NULL;
+    if (!json_is_object(o)) {
+        json_decref(o);
+        return snprintf(err, errlen, "%s: moects.case: %s", path, json ? je.text : "missing"), -1;
+    }
+    str_of(o, "id", c->id, sizeof c->id);
+    str_of(o, "model", c->model, sizeof c->model);
+    str_of(o, "layout", c->layout, sizeof c->layout);
+    str_of(o, "source", c->source, sizeof c->source);
+    int rc = 0;
+    moects_data dd;
+    if (moects__op_parse(json_string_value(json_object_get(o, "op")) ? json_string_value(json_object_get(o, "op")) : "", &c->op) ||
+        (c->op != MOECTS_OP_EP_GATHER && c->op != MOECTS_OP_FP4_GEMM))
+        rc = (snprintf(err, errlen, "%s: moects.case: op: not ep_gather or fp4_gemm", path), -1);
+    else if (moects_data_parse(json_string_value(json_object_get(o, "data")) ? json_string_value(json_object_get(o, "data")) : "", &dd))
+        rc = (snprintf(err, errlen, "%s: moects.case: data: unknown", path), -1);
+    else if (!c->id[0])
+        rc = (snprintf(err, errlen, "%s: moects.case: id: missing", path), -1);
+    else
+        c->data = dd, rc = shape_of(path, json_object_get(o, "shape"), c, err, errlen);
+    c->tiers = MOECTS_TIER_SMOKE;
+    json_decref(o);
+    return rc;
+}
+
+/* A judgement without an output (the .out file missing or malformed): FAIL_CRASH with the reason. */
+static int crash_of(moects_casedata *d, const moects_kernel *k, const char *why, moects_result *r)
+{
+    moects_judgement *j = moects_judge_outcome(d, k, "FAIL_CRASH", why);
+    if (!j) return -1;
+    *r = *moects__judgement_result(j);
+    moects_judgement_free(j);
+    return 0;
+}
+
+/* The inputs of the exported file equal what this moects generates for its case and seed. */
+static int same_inputs(const char *path, const moects__st_file *f, const moects_casedata *d, char *err, size_t errlen)
+{
+    const moects_inputs *in = moects__casedata_inputs(d);
+    const char *v = moects__st_meta(f, "moects.version");
+    for (int j = 0; j < in->nt; j++) {
+        moects_tensor_info t;
+        moects__tensor_describe(in, j, &t);
+        const moects__st_tensor *s = moects__st_find(f, t.name);
+        if (!s) return snprintf(err, errlen, "%s: %s: no such tensor", path, t.name), -1;
+        if (s->bytes != t.bytes || strcmp(s->dtype, t.dtype) || (t.bytes && memcmp(s->data, t.data, t.bytes)))
+            return snprintf(err, errlen, "%s: %s: not the input this moects %s generates for the case (exported by moects %s)",
+                            path, t.name, MOECTS_VERSION, v ? v : "?"), -1;
+    }
+    return 0;
+}
+
+/* The output a program wrote (BASE.out.safetensors, tensor "out") judged; its absence or a malformed
+ * file is the kernel's FAIL_CRASH. */
+static int judge_out(const char *outp, moects_casedata *d, const moects_kernel *k, moects_result *r)
+{
+    char why[4800];
+    moects__st_file o;
+    if (access(outp, F_OK) != 0) {
+        snprintf(why, sizeof why, "no output written: %s", outp);
+        return crash_of(d, k, why, r);
+    }
+    if (moects__st_read(outp, &o, why, sizeof why)) return crash_of(d, k, why, r);
+    moects_tensor_info want;
+    moects__output_describe(moects__casedata_inputs(d), &want);
+    const moects__st_tensor *s = moects__st_find(&o, "out");
+    int same = s && !strcmp(s->dtype, want.dtype) && s->ndim == want.ndim;
+    for (int i = 0; same && i < want.ndim; i++) same = s->dims[i] == want.dims[i];
+    int rc;
+    if (!same) {
+        snprintf(why, sizeof why, "%s: out: %s, the case's output is %s [%" PRId64 ", %" PRId64 "]", outp,
+                 s ? "wrong dtype or shape" : "no such tensor", want.dtype, want.dims[0], want.dims[1]);
+        rc = crash_of(d, k, why, r);
+    } else {
+        moects_judgement *j = moects_judge(d, k, s->data, s->bytes);
+        rc = j ? (*r = *moects__judgement_result(j), 0) : -1;
+        moects_judgement_free(j);
+    }
+    moects__st_free(&o);
+    return rc;
+}
+
+/* Judge one exported file (DIR/NAME) with k: 0 and r filled, -1 with err (the exported file itself
+ * is bad or does not match this moects). */
+static int verify_one(const char *dir, const char *name, const moects_kernel *k, moects_result *r, char *err,
+                      size_t errlen)
+{
+    char path[4400], outp[4400];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(outp, sizeof outp, "%s/%.*s.out.safetensors", dir, (int)(strlen(name) - strlen(".safetensors")), name);
+    moects__st_file f;
+    if (moects__st_read(path, &f, err, errlen)) return -1;
+    moects_case c;
+    uint64_t seed = 0;
+    const char *sd = moects__st_meta(&f, "moects.seed");
+    int rc = moects__case_from_json(path, moects__st_meta(&f, "moects.case"), &c, err, errlen);
+    if (!rc && (!sd || sscanf(sd, "%" SCNu64, &seed) != 1))
+        rc = (snprintf(err, errlen, "%s: moects.seed: missing or not an integer", path), -1);
+    moects_casedata *d = rc ? NULL : moects__casedata_of(&c, seed);
+    if (!rc && !d) rc = (snprintf(err, errlen, "%s: %s", path, moects_errmsg()), -1);
+    if (!rc) rc = same_inputs(path, &f, d, err, errlen);
+    moects_kernel kk = *k;
+    kk.op = c.op;
+    int told = k->recipe || k->tol.max_calc_diff > 0 || k->tol.max_ulp > 0 || (k->abi_version >= 2 && k->acc.bits);
+    if (!told) kk.recipe = moects__st_meta(&f, "moects.recipe");
+    if (!rc && (rc = judge_out(outp, d, &kk, r))) snprintf(err, errlen, "%s: %s", path, moects_errmsg());
+    moects_casedata_free(d);
+    moects__st_free(&f);
+    return rc;
+}
+
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The exported files of dir (NAME.safetensors, not NAME.out.safetensors), sorted; count or -1. */
+static long exported_files(const char *dir, char ***out)
+{
+    DIR *d = opendir(dir);
+    if (!d) return moects__set_error("%s: cannot open: %s", dir, strerror(errno)), -1;
+    char **v = NULL;
+    long n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t l = strlen(e->d_name), s = strlen(".safetensors"), o = strlen(".out.safetensors");
+        if (l <= s || strcmp(e->d_name + l - s, ".safetensors") || (l > o && !strcmp(e->d_name + l - o, ".out.safetensors")))
+            continue;
+        char **nv = realloc(v, (size_t)(n + 1) * sizeof *v);
+        if (!nv || !(nv[n] = strdup(e->d_name))) {
+            v = nv ? nv : v;
+            break;
+        }
+        v = nv;
+        n++;
+    }
+    closedir(d);
+    qsort(v, (size_t)n, sizeof *v, by_name);
+    *out = v;
+    return n;
+}
+
+long moects_verify(const char *dir, const moects_kernel *k, moects_resultset *s)
+{
+    if (!dir || !k || !k->name) return moects__set_error("verify: no directory or kernel description"), -1;
+    char **files = NULL, err[4600];
+    long n = exported_files(dir, &files), fails = 0;
+    if (n == 0) moects__set_error("%s: no exported case (NAME.safetensors)", dir);
+    for (long i = 0; i < n && fails >= 0; i++) {
+        moects_result r;
+        if (verify_one(dir, files[i], k, &r, err, sizeof err)) moects__set_error("%s", err), fails = -1;
+        else if ((s && moects__resultset_push(s, &r)) ) fails = -1;
+        else fails += moects_verdict_is_fail(r.verdict);
+    }
+    for (long i = 0; i < n; i++) free(files[i]);
+    free(files);
+    return n <= 0 ? -1 : fails;
+}

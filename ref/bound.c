@@ -1,0 +1,104 @@
+/* bound.c: per-element forward error bounds of a block-scaled GEMM job (DESIGN.md "Bounded
+ * verdicts"; Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., sec. 2.2, 3.1, 4.2).
+ * The kernel model and the formula are stated in moects_ref.h (moects_ref_moe_gemm_bound); this file
+ * computes them. S = sum_k |A'_k| |B'_k| over the dequantized operands A'_k = dec(A_k) * sA,
+ * B'_k = dec(B_k) * sB (exact in double) comes from one cblas_dgemm on the absolute values, chunked
+ * over B's rows; as every term is >= 0 its own rounding is at most gamma_K(2^-53) * S relative. */
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moects_gemm_internal.h"
+#include "moects_ref.h"
+
+#define NCHUNK 256 /* rows of B per dgemm */
+#define ETA 0x1p-149 /* binary32's subnormal unit: the absolute error of an underflowing operation */
+
+/* gamma(n) = n u / (1 - n u); +Inf when n u >= 1. */
+static double gamma_n(double n, double u) { return n * u < 1.0 ? n * u / (1.0 - n * u) : INFINITY; }
+
+/* |dec(x_k)| of row r of the A operand, k < K, as double (exact). */
+static double dec_abs(moects__a_kind kind, const void *x, int64_t K, int64_t r, int64_t k)
+{
+    if (kind == MOECTS__A_E4M3) return fabs((double)moects_e4m3_decode(((const uint8_t *)x)[r * K + k]));
+    if (kind == MOECTS__A_BF16) return fabs((double)moects_bf16_to_f32(((const uint16_t *)x)[r * K + k]));
+    const uint8_t *row = (const uint8_t *)x + r * moects__cdiv(K, 2);
+    return fabs((double)moects_e2m1_decode((uint8_t)((row[k / 2] >> (4 * (k & 1))) & 0xF)));
+}
+
+/* Row r of an operand, dequantized in absolute value: out[k] = |dec| * |scale of k's block| (scale
+ * sc[b * cs] for block b), and the row's sums: sum |A'|, sum |dec|, max |dec|. */
+static void abs_row(moects__a_kind kind, const void *x, int64_t K, int64_t g, int64_t r, const float *sc, int64_t cs,
+                    double *out, double st[3])
+{
+    st[0] = st[1] = st[2] = 0.0;
+    for (int64_t k = 0; k < K; k++) {
+        double d = dec_abs(kind, x, K, r, k), v = d * fabs((double)sc[(k / g) * cs]);
+        out[k] = v;
+        st[0] += v;
+        st[1] += d;
+        st[2] = d > st[2] ? d : st[2];
+    }
+}
+
+/* Unit in the last place of the output type at magnitude v >= 0 (binary32 exponent range). */
+static double ulp_out(double v, int bf16)
+{
+    int e = v > 0.0 ? ilogb(v) : -126;
+    return ldexp(1.0, (e > -126 ? e : -126) - (bf16 ? 7 : 23));
+}
+
+int moects__bound_job(const moects__gemm_job *j, const void *a, moects__a_kind kind, const uint8_t *b, uint32_t bits,
+                      int truncation, double *bound)
+{
+    const int64_t M = j->M, N = j->N, K = j->K, g = j->g, nkb = moects__cdiv(K, g);
+    if (M == 0 || N == 0) return 0;
+    const int bf16 = j->out_dtype == MOECTS_BF16;
+    const double u = ldexp(1.0, truncation ? 1 - (int)bits : -(int)bits), us = 0x1p-24;
+    const double rel = (1.0 + gamma_n((double)K + 1.0, u)) * (1.0 + gamma_n(4.0, us)) - 1.0;
+    const double s_up = 1.0 + 2.0 * gamma_n((double)K, 0x1p-53), alpha = fabs((double)j->alpha);
+    const double max_out = bf16 ? 0x1.fep127 : 0x1.fffffep127;
+    const int64_t nc = N < NCHUNK ? N : NCHUNK;
+    double *ad = malloc((size_t)(M * K + 1) * sizeof(double)), *bd = malloc((size_t)(nc * K + 1) * sizeof(double));
+    double *sm = malloc((size_t)(M * nc + 1) * sizeof(double)), *sta = malloc((size_t)(M * 3 + 1) * sizeof(double));
+    double *stb = malloc((size_t)(nc * 3 + 1) * sizeof(double));
+    int rc = -1;
+    if (!ad || !bd || !sm || !sta || !stb) goto out;
+    for (int64_t m = 0; m < M; m++) abs_row(kind, a, K, g, m, j->sa + m * nkb, 1, ad + m * K, sta + m * 3);
+    for (int64_t n0 = 0; n0 < N; n0 += nc) {
+        const int64_t nn = N - n0 < nc ? N - n0 : nc;
+        for (int64_t jn = 0; jn < nn; jn++)
+            abs_row(MOECTS__A_FP4, b, K, g, n0 + jn, j->sbt + n0 + jn, N, bd + jn * K, stb + jn * 3);
+        if (K > 0)
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)nn, (int)K, 1.0, ad, (int)K, bd, (int)K,
+                        0.0, sm, (int)nn);
+        else
+            memset(sm, 0, (size_t)(M * nn) * sizeof(double));
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t jn = 0; jn < nn; jn++) {
+                double *o = &bound[m * N + n0 + jn];
+                if (j->nan_a[m] || j->nan_b[n0 + jn] || isnan(j->alpha)) { /* exact_v1 is NaN */
+                    *o = 0.0;
+                    continue;
+                }
+                const double *sa = sta + m * 3, *sb = stb + jn * 3;
+                double S = sm[m * nn + jn] * s_up;
+                /* absolute underflow allowances: dequantizing either operand, each product, the
+                 * block-scale product (|p_b| <= max|dec A| * sum|dec B| over all blocks), alpha */
+                double under = ETA * 2.0 * (sa[0] + sb[0] + (double)K + sa[2] * sb[1] + 1.0);
+                double e = alpha * (rel * S + under) + ETA;
+                e += ulp_out(alpha * S + e, bf16); /* half an output ULP on each side */
+                e *= 1.0 + 0x1p-40;                 /* the rounding of this formula in double */
+                *o = isfinite(S) && S < 0x1p127 && alpha * S + e < max_out ? e : INFINITY;
+            }
+    }
+    rc = 0;
+out:
+    free(ad);
+    free(bd);
+    free(sm);
+    free(sta);
+    free(stb);
+    return rc;
+}

@@ -1,0 +1,108 @@
+/* test_harness_bounded.c: moe_gemm through the runner (harness/runner.c, one task in this process):
+ * the reference per recipe, only valid rows compared, and the bounded verdict (DESIGN.md "Bounded
+ * verdicts"): a kernel with recipe NULL and acc.bits > 0 is PASS_BOUNDED when every element is
+ * within its own bound of exact_v1, and a failure names the worst element's bound. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "moects_registry.h"
+#include "moects_runner.h"
+
+static const moects_kernel *find(const char *name)
+{
+    size_t n;
+    const moects_kernel *const *all = moects_builtin_kernels(&n);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(all[i]->name, name) == 0) return all[i];
+    cr_assert_fail("kernel %s not registered", name);
+    return NULL;
+}
+
+/* E 3 with rows {1, 0, 130} (contiguous, align 128: rows 0 and 128..257 valid), N 40, K 96, F32 out. */
+static moects_case small_case(moects_moe_format f)
+{
+    moects_case c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.id, sizeof c.id, "moe_gemm.test/bounded/%d", (int)f);
+    snprintf(c.model, sizeof c.model, "regression");
+    snprintf(c.layout, sizeof c.layout, "-");
+    c.op = MOECTS_OP_MOE_GEMM;
+    c.tiers = MOECTS_TIER_SMOKE;
+    c.E = 3, c.N = 40, c.K = 96;
+    c.moe_format = f;
+    c.b_format = f == MOECTS_MOE_NVFP4 ? MOECTS_FP4_NVFP4 : MOECTS_FP4_MXFP4;
+    c.rows = MOECTS_ROWS_CONTIGUOUS, c.align = 128;
+    c.a_scale_block = f == MOECTS_MOE_W4A8 ? 128 : 0;
+    c.out_dtype = MOECTS_F32;
+    c.n_counts = 3, c.counts[0] = 1, c.counts[1] = 0, c.counts[2] = 130;
+    return c;
+}
+
+/* What the wrapped kernels do after the honest one: write padding row 1 (not compared), or push
+ * element 0 (row 0, valid) up by 2^-8 relative (far outside an FP32-accumulation bound). */
+static int mode;
+static int wrapped(const void *shape, const void *args, void *stream)
+{
+    const moects_moe_gemm_shape *s = shape;
+    const moects_kernel *base = find(s->format == MOECTS_MOE_W4A16 ? "cpu.moe_gemm.dequant_sgemm" : "cpu.moe_gemm.blockwise");
+    if (base->run(shape, args, stream)) return -1;
+    float *d = ((const moects_moe_gemm_args *)args)->d;
+    if (mode == 0) d[1 * s->N + 3] = 12345.0f;
+    else d[0] = d[0] * (1.0f + 0x1p-8f) + 1.0f;
+    return 0;
+}
+static int takes(const void *shape, char *why, size_t len)
+{
+    const moects_moe_gemm_shape *s = shape;
+    return find(s->format == MOECTS_MOE_W4A16 ? "cpu.moe_gemm.dequant_sgemm" : "cpu.moe_gemm.blockwise")
+        ->supports(shape, why, len);
+}
+static const moects_kernel exact_k = {.abi_version = MOECTS_KERNEL_ABI_VERSION, .name = "test.exact",
+                                      .op = MOECTS_OP_MOE_GEMM, .device = MOECTS_DEVICE_CPU,
+                                      .recipe = "moe_gemm.blockwise_v1", .supports = takes, .run = wrapped};
+static const moects_kernel bounded_k = {.abi_version = MOECTS_KERNEL_ABI_VERSION, .name = "test.bounded",
+                                        .op = MOECTS_OP_MOE_GEMM, .device = MOECTS_DEVICE_CPU, .supports = takes,
+                                        .run = wrapped, .acc = {24, 0}};
+
+Test(bounded, honest_kernels_pass_exact_or_bounded)
+{
+    moects_result r;
+    for (int f = MOECTS_MOE_MXFP4; f <= MOECTS_MOE_W4A16; f++) {
+        moects_case c = small_case((moects_moe_format)f);
+        if (f != MOECTS_MOE_W4A16) {
+            moects_runner_task(&c, find("cpu.moe_gemm.blockwise"), 1, 0, &r);
+            cr_expect_eq(r.verdict, MOECTS_PASS_EXACT, "format %d: %s %s", f, moects_verdict_name(r.verdict), r.reason);
+        }
+        moects_runner_task(&c, find("cpu.moe_gemm.dequant_sgemm"), 1, 0, &r);
+        cr_expect_eq(r.verdict, MOECTS_PASS_BOUNDED, "format %d: %s %s", f, moects_verdict_name(r.verdict), r.reason);
+        cr_expect_str_eq(r.recipe, "moe_gemm.exact_v1+bound(p=24,rne)");
+    }
+}
+
+/* Writes into padding rows are the kernel's business: not compared, under either verdict. */
+Test(bounded, invalid_rows_are_not_compared)
+{
+    moects_result r;
+    moects_case c = small_case(MOECTS_MOE_MXFP4);
+    mode = 0;
+    moects_runner_task(&c, &exact_k, 1, 0, &r);
+    cr_expect_eq(r.verdict, MOECTS_PASS_EXACT, "%s %s", moects_verdict_name(r.verdict), r.reason);
+    moects_runner_task(&c, &bounded_k, 1, 0, &r);
+    cr_expect_eq(r.verdict, MOECTS_PASS_BOUNDED, "%s %s", moects_verdict_name(r.verdict), r.reason);
+}
+
+/* One valid element 2^-8 relative (plus 1) off: outside its bound; the reason names element 0 and
+ * its bound. */
+Test(bounded, a_failure_names_the_worst_element_and_its_bound)
+{
+    moects_result r;
+    moects_case c = small_case(MOECTS_MOE_W4A16);
+    mode = 1;
+    moects_runner_task(&c, &bounded_k, 1, 0, &r);
+    cr_expect_eq(r.verdict, MOECTS_FAIL_MISMATCH, "%s %s", moects_verdict_name(r.verdict), r.reason);
+    cr_expect_not_null(strstr(r.reason, "1 elements outside their bounds; worst: element 0, |got - exact| "), "%s",
+                       r.reason);
+    cr_expect_not_null(strstr(r.reason, " > bound "), "%s", r.reason);
+}
