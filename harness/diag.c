@@ -325,7 +325,7 @@ int moects_diag_compute(const moects_out_geom *g, moects_dtype dt, const void *g
     }
     int64_t total = 0, st = 0;
     for (int64_t r = 0; r < g->rows; r++) {
-        int64_t e, l;
+        int64_t e = 0, l = 0;
         if (grouped(g) && row_place(g, r, &st, &e, &l) != 0) continue;
         for (int64_t c = 0; c < g->cols; c++) {
             int64_t i = r * g->cols + c;
