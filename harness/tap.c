@@ -177,6 +177,13 @@ static void repro(FILE *f, const moects_result *r, const moects_tap_opts *o)
     moects_shell_quote(f, r->case_id);
 }
 
+/* An ULP distance and its line end; UINT64_MAX (a NaN against a number, moects_ulp_distance_*) in words. */
+static void yaml_ulp(FILE *f, uint64_t ulp)
+{
+    if (ulp == UINT64_MAX) fputs("\"NaN against a number\"\n", f);
+    else fprintf(f, "%" PRIu64 "\n", ulp);
+}
+
 /* A YAML list of mismatching elements: at (the op's coordinates), index, got, want, ulp. */
 static void yaml_elems(FILE *f, const char *ind, const char *key, const moects_diag *d, const moects_diag_elem *e,
                        int n)
@@ -193,7 +200,8 @@ static void yaml_elems(FILE *f, const char *ind, const char *key, const moects_d
         fprintf(f, "\n%s    want: ", ind);
         moects_diag_value(d, e[i].want, v, sizeof v);
         yaml_str(f, v);
-        fprintf(f, "\n%s    ulp: %" PRIu64 "\n", ind, e[i].ulp);
+        fprintf(f, "\n%s    ulp: ", ind);
+        yaml_ulp(f, e[i].ulp);
     }
 }
 
@@ -216,7 +224,8 @@ void moects_tap_yaml(FILE *f, const char *ind, const moects_result *r, const moe
     fprintf(f, "\n%srecipe: ", ind);
     yaml_str(f, r->recipe);
     fprintf(f, "\n%smismatches: %" PRId64 "\n", ind, r->mismatches);
-    fprintf(f, "%smax_ulp: %" PRIu64 "\n", ind, r->max_ulp);
+    fprintf(f, "%smax_ulp: ", ind);
+    yaml_ulp(f, r->max_ulp);
     if (r->first_index >= 0) {
         fprintf(f, "%sfirst_mismatch:\n%s  index: %" PRId64 "\n%s  got: ", ind, ind, r->first_index, ind);
         yaml_str(f, r->got);
@@ -229,9 +238,11 @@ void moects_tap_yaml(FILE *f, const char *ind, const moects_result *r, const moe
     if (r->diag.ndims) yaml_diag(f, ind, &r->diag);
     fprintf(f, "%scalc_diff: %.6g\n", ind, r->calc_diff);
     fprintf(f, "%sseed: %" PRIu64 "\n", ind, r->seed);
-    fprintf(f, "%sreason: ", ind);
-    yaml_str(f, r->reason);
-    fputc('\n', f);
+    if (r->reason[0]) {
+        fprintf(f, "%sreason: ", ind);
+        yaml_str(f, r->reason);
+        fputc('\n', f);
+    }
     if (r->known[0]) {
         fprintf(f, "%sknown: ", ind);
         yaml_str(f, r->known);
@@ -586,17 +597,25 @@ char *moects_summary_render(const moects_run *run, const moects_kernel *const *k
         }
     }
     /* failures, first 50 (known findings apart, below) */
-    size_t shown = 0;
+    size_t shown = 0, nfail = 0;
+    for (size_t j = 0; j < run->n; j++)
+        nfail += moects_verdict_is_fail(run->v[j].verdict) && !run->v[j].is_mutant && !is_known_fail(&run->v[j], NULL);
     for (size_t j = 0; j < run->n; j++) {
         const moects_result *r = &run->v[j];
         if (!moects_verdict_is_fail(r->verdict) || r->is_mutant || is_known_fail(r, NULL)) continue;
         if (!shown) fputs("\n## Failures (honest kernels)\n\n| kernel | case | verdict | detail |\n|---|---|---|---|\n", f);
         if (++shown > 50) {
-            fputs("| ... | | | |\n", f);
+            fprintf(f, "| ... %zu more | | | each in run.tap (diagnostics, repro line) and results.json |\n", nfail - 50);
             break;
         }
         fprintf(f, "| `%s` | `%s` | %s | ", r->kernel, r->case_id, moects_verdict_name(r->verdict));
-        if (r->verdict == MOECTS_FAIL_MISMATCH)
+        if (r->verdict == MOECTS_FAIL_MISMATCH && r->diag.ndims) {
+            char at[96];
+            moects_diag_at(&r->diag, &r->diag.first[0], at, sizeof at);
+            fprintf(f, "%" PRId64 " mismatches: ", r->mismatches);
+            for (const char *c = r->diag.pattern; *c; c++) fputc(*c == '|' ? '/' : *c, f);
+            fprintf(f, "; first %s: got %s want %s", at, r->got, r->want);
+        } else if (r->verdict == MOECTS_FAIL_MISMATCH)
             fprintf(f, "%" PRId64 " mismatches, first at %" PRId64 ": got %s want %s", r->mismatches,
                     r->first_index, r->got, r->want);
         else

@@ -83,7 +83,6 @@ static const char *expected13 =
     "        want: \"0x3f81 (1.0078125)\"\n"
     "      calc_diff: 0.25\n"
     "      seed: 42\n"
-    "      reason: \"\"\n"
     "      repro: \"moects run --kernel 'cpu.ep_gather' --seed 42 --out reports/repro/ep_gather_b_1_tp8_t2 'ep_gather/b#1/tp8/t2'\"\n"
     "      ...\n"
     "not ok 1 - cpu.ep_gather: 1 of 2 cases fail\n"
