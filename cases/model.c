@@ -12,6 +12,7 @@ typedef struct {
     const char *path;
     char *err;
     size_t errlen;
+    char family[80]; /* " (model_type qwen3_moe)" for a raw config's refusals, "" when unknown */
 } ctx;
 
 static const char *type_name(const json_t *v)
@@ -31,11 +32,46 @@ static const char *type_name(const json_t *v)
 /* Read obj[key] as an integer in [min, max] (max: a MOECTS__MAX_* bound). Returns 1 if absent (or
  * null when null_ok), 0 when read, -1 on error. pre is the path of obj inside the file ("" or
  * "text_config."). */
+/* A per-layer list field (a config giving one value per decoder layer, 0 or null on dense layers): the
+ * MoE layers' value, when they all agree. 0 and *v set; 1 when no layer has one (absent); -1 with err
+ * naming the field, the layers that differ and the family (model_type) otherwise. */
+static int per_layer(const ctx *c, const json_t *list, const char *pre, const char *key, int64_t *v)
+{
+    size_t i, first = 0;
+    int found = 0;
+    const json_t *e;
+    json_array_foreach(list, i, e)
+    {
+        if (json_is_null(e) || (json_is_integer(e) && json_integer_value(e) == 0)) continue;
+        if (!json_is_integer(e))
+            return moects__fail(c->err, c->errlen, "%s: %s%s[%zu]: wrong type (%s, expected integer)%s", c->path, pre,
+                                key, i, type_name(e), c->family);
+        if (found && json_integer_value(e) != *v)
+            return moects__fail(c->err, c->errlen,
+                                "%s: %s%s: per-layer values differ among the MoE layers (%lld at layer %zu, %lld at "
+                                "layer %zu)%s",
+                                c->path, pre, key, (long long)*v, first, (long long)json_integer_value(e), i, c->family);
+        if (!found) *v = json_integer_value(e), first = i, found = 1;
+    }
+    return found ? 0 : 1;
+}
+
 static int get_int(const ctx *c, const json_t *obj, const char *pre, const char *key, int null_ok,
                    int64_t min, int64_t max, int64_t *out)
 {
     const json_t *v = json_object_get(obj, key);
     if (!v || (null_ok && json_is_null(v))) return 1;
+    if (json_is_array(v)) {
+        int64_t x = 0;
+        int r = per_layer(c, v, pre, key, &x);
+        if (r) return r;
+        if (x < min)
+            return moects__fail(c->err, c->errlen, "%s: %s%s: %s (%lld)", c->path, pre, key,
+                                min > 0 ? "non-positive size" : "negative count", (long long)x);
+        if (moects__check_max(c->path, pre, key, x, min > 0 ? min : 0, max, c->err, c->errlen)) return -1;
+        *out = x;
+        return 0;
+    }
     if (!json_is_integer(v))
         return moects__fail(c->err, c->errlen, "%s: %s%s: wrong type (%s, expected integer)", c->path, pre,
                             key, type_name(v));
@@ -164,10 +200,18 @@ static int null_field(const ctx *c, const json_t *obj, const char *pre, const ch
 
 static const char *const EXPERT_KEYS[] = {"n_routed_experts", "num_experts", "num_local_experts",
                                           "moe_num_experts", "num_routed_experts", NULL};
+/* The families' names of each field (raw config.json), first present wins, all present must agree.
+ * Experts: n_routed_experts (DeepSeek V2/V3, Kimi, GLM-4.5, dots.llm, Nemotron-H), num_experts
+ * (Qwen2/3-MoE, Qwen3-Next, OLMoE, Jamba, Grok, Hunyuan), num_local_experts (Mixtral, gpt-oss, Llama 4,
+ * MiniMax, Granite-MoE, Phi-MoE, Arctic, JetMoE), moe_num_experts (Ernie 4.5, Step, Aria; DBRX in
+ * ffn_config). Top-k: num_experts_per_tok, experts_per_token (gpt-oss), moe_top_k (Step, DBRX), moe_k
+ * (Ernie 4.5), moe_topk (Hunyuan, Aria). Shared experts: n_shared_experts, num_shared_experts,
+ * moe_num_shared_experts, num_shared_expert (Hunyuan), or a shared expert width (Qwen2-MoE). Any of
+ * them may be a per-layer list (per_layer). */
 static const char *const TOPK_KEYS[] = {"num_experts_per_tok", "num_experts_per_token", "experts_per_token",
-                                        "moe_top_k", "moe_k", NULL};
+                                        "moe_top_k", "moe_k", "moe_topk", NULL};
 static const char *const SHARED_KEYS[] = {"n_shared_experts", "num_shared_experts", "moe_num_shared_experts",
-                                          NULL};
+                                          "num_shared_expert", NULL};
 static const char *const SHARED_WIDTH_KEYS[] = {"shared_expert_intermediate_size",
                                                 "moe_shared_expert_intermediate_size", NULL};
 static const char *const LATENT_KEYS[] = {"moe_latent_size", "routed_expert_hidden_size", "latent_size", NULL};
@@ -267,8 +311,11 @@ static void describe_quant(const json_t *root, const json_t *sec, char *dst, siz
     moects__copy(dst, n, o ? buf : "unknown");
 }
 
-static int load_hf(const ctx *c, const json_t *root, moects_model *m)
+static int load_hf(ctx *c, const json_t *root, moects_model *m)
 {
+    const json_t *family = json_object_get(root, "model_type");
+    if (json_is_string(family))
+        snprintf(c->family, sizeof c->family, " (model_type %.60s)", json_string_value(family));
     /* Multimodal configs nest the language model (Kimi K3: text_config). */
     static const char *const nests[] = {"text_config", "language_config", "llm_config", "thinker_config", NULL};
     const json_t *sec = root;
@@ -406,13 +453,17 @@ static int load_hf(const ctx *c, const json_t *root, moects_model *m)
 int moects_model_load(const char *path, moects_model *m, char *err, size_t errlen)
 {
     memset(m, 0, sizeof *m);
-    ctx c = {path, err, errlen};
+    ctx c = {path, err, errlen, ""};
     /* Strict (duplicate keys rejected) for both: Python's json.dump never writes a key twice, so a
      * repeated key in a config.json is hand editing whose meaning (first or last wins) is unclear. */
     json_t *root = moects__json_load_file(path, 1, err, errlen);
     if (!root) return -1;
     int rc = json_object_get(root, "routed_experts") ? load_registry(&c, root, m) : load_hf(&c, root, m);
     json_decref(root);
+    /* a raw config's refusal names its family (model_type) too, once */
+    size_t el = strlen(err);
+    if (rc && c.family[0] && !strstr(err, c.family) && el + strlen(c.family) < errlen)
+        memcpy(err + el, c.family, strlen(c.family) + 1);
     if (rc) memset(m, 0, sizeof *m);
     return rc;
 }

@@ -146,6 +146,11 @@ const char *moects_data_name(moects_data d);
 int moects_data_parse(const char *s, moects_data *out);
 int moects_tier_parse(const char *s, moects_tier *out);
 
+/* A case's shape in one line, in the op's terms (`moects list -v`): "out [T 128, H 3584] bf16; topk 8 of
+ * E 384; EP rank 0 of 8; ids int32; routing skewed; data exact", "D [M 16, N 4096] bf16 = A [M, K 7168] x
+ * B [N, K]^T; MXFP4, linear scales; gemm1; data exact". A new op adds its branch (cases/shape.c). */
+void moects_case_shape(const moects_case *c, char *buf, size_t len);
+
 /* A case-id list file (cases/mustpass/ *.txt): one id per line; '#' starts a comment; blank lines
  * and surrounding blanks ignored. Returns the number of ids (*ids: malloc'd array of malloc'd
  * strings, free with moects_idlist_free), or -1 with "path:line: problem" in err. */

@@ -59,6 +59,10 @@ typedef struct {
     int perf;
     int list_kernels;
     const char *known_file;
+    int max_failures, max_kernel_failures, dead_after; /* fail fast (moects_runner_opts) */
+    const char *junit; /* --junit FILE: JUnit XML there too (OUT/junit.xml always) */
+    const char *config; /* --config FILE: that model's derived cases instead of the registry */
+    int tps[16], eps[16], ntp, nep; /* --tp N / --ep N: the layouts of --config (none: all) */
     char **kernel_py; /* --kernel-py MODULE:NAME */
     size_t nkernel_py;
     const char *dump;
@@ -141,7 +145,19 @@ static int parse_shard(const char *s, int *i, int *n)
 static const char *resolve_root(const char *given) { return given ? given : moects_default_root(); }
 
 enum { OPT_TIER = 256, OPT_CASES, OPT_KERNEL, OPT_LIB, OPT_SEED, OPT_TIMEOUT, OPT_TAPV, OPT_SHARD, OPT_OUT,
-       OPT_PERF, OPT_ROOT, OPT_KERNELS, OPT_FILTER, OPT_KNOWN, OPT_KERNEL_PY, OPT_DUMP };
+       OPT_PERF, OPT_ROOT, OPT_KERNELS, OPT_FILTER, OPT_KNOWN, OPT_MAXF, OPT_MAXKF, OPT_DEAD, OPT_JUNIT, OPT_CONFIG, OPT_TP, OPT_EP,
+       OPT_KERNEL_PY, OPT_DUMP };
+
+/* A count 0..1000000000 for option opt: 0, or -1 (the caller names the option). */
+static int parse_count(const char *s, int *out)
+{
+    char *e;
+    errno = 0;
+    long v = strtol(s, &e, 10);
+    if (!*s || *e || errno || v < 0 || v > 1000000000) return -1;
+    *out = (int)v;
+    return 0;
+}
 
 static int parse_args(cli *o, int argc, char **argv, int is_run)
 {
@@ -155,6 +171,10 @@ static int parse_args(cli *o, int argc, char **argv, int is_run)
         {"root", required_argument, 0, OPT_ROOT},       {"kernels", no_argument, 0, OPT_KERNELS},
         {"filter", required_argument, 0, OPT_FILTER},   {"help", no_argument, 0, 'h'},
         {"known-findings", required_argument, 0, OPT_KNOWN},
+        {"max-failures", required_argument, 0, OPT_MAXF}, {"max-kernel-failures", required_argument, 0, OPT_MAXKF},
+        {"stop-dead-after", required_argument, 0, OPT_DEAD}, {"junit", required_argument, 0, OPT_JUNIT},
+        {"config", required_argument, 0, OPT_CONFIG},   {"tp", required_argument, 0, OPT_TP},
+        {"ep", required_argument, 0, OPT_EP},
         {"kernel-py", required_argument, 0, OPT_KERNEL_PY}, {"dump", required_argument, 0, OPT_DUMP},
         {0, 0, 0, 0}};
     optind = 1;
@@ -212,6 +232,26 @@ static int parse_args(cli *o, int argc, char **argv, int is_run)
         case OPT_KERNELS: o->list_kernels = 1; break;
         case OPT_FILTER: if (push_str(&o->globs, &o->nglobs, a)) return bad(o, "out of memory"); break;
         case OPT_KNOWN: o->known_file = a; break;
+        case OPT_JUNIT: o->junit = a; break;
+        case OPT_CONFIG: o->config = a; break;
+        case OPT_TP:
+        case OPT_EP: {
+            int v, *n = c == OPT_TP ? &o->ntp : &o->nep;
+            const char *name = c == OPT_TP ? "--tp" : "--ep";
+            if (parse_count(a, &v) || v < 1) return bad(o, "%s: not a count >= 1: \"%s\"", name, a);
+            if (*n == 16) return bad(o, "%s: at most 16 of them", name);
+            (c == OPT_TP ? o->tps : o->eps)[(*n)++] = v;
+            break;
+        }
+        case OPT_MAXF:
+        case OPT_MAXKF:
+        case OPT_DEAD:
+            if (parse_count(a, c == OPT_MAXF ? &o->max_failures : c == OPT_MAXKF ? &o->max_kernel_failures
+                                                                                 : &o->dead_after))
+                return bad(o, "%s: not a count 0..1000000000: \"%s\"",
+                           c == OPT_MAXF ? "--max-failures" : c == OPT_MAXKF ? "--max-kernel-failures"
+                                                                             : "--stop-dead-after", a);
+            break;
         case OPT_KERNEL_PY: if (push_str(&o->kernel_py, &o->nkernel_py, a)) return bad(o, "out of memory"); break;
         case OPT_DUMP: o->dump = a; break;
         case 'h': return -1;
@@ -221,12 +261,15 @@ static int parse_args(cli *o, int argc, char **argv, int is_run)
     }
     for (int i = optind; i < argc; i++)
         if (push_str(&o->globs, &o->nglobs, argv[i])) return bad(o, "out of memory");
-    if (!is_run && (o->ncase_files || o->perf || o->out || o->shard_n || o->known_file || o->dump))
-        return bad(o, "--cases, --perf, --out, --shard, --dump and --known-findings belong to `moects run`");
+    if (!is_run && (o->ncase_files || o->perf || o->out || o->shard_n || o->known_file || o->max_failures ||
+                    o->max_kernel_failures || o->dead_after != 3 || o->junit || o->dump))
+        return bad(o, "--cases, --perf, --out, --shard, --known-findings, --junit, --dump and the fail-fast options "
+                      "belong to `moects run`");
     /* options that would otherwise be ignored */
     if (!is_run && o->list_kernels && o->nglobs)
         return bad(o, "--kernels takes --kernel GLOB, not case globs (\"%s\")", o->globs[0]);
     if (!is_run && !o->list_kernels && o->nkernel_globs) return bad(o, "--kernel lists kernels only with --kernels");
+    if ((o->ntp || o->nep) && !o->config) return bad(o, "--tp/--ep choose the layouts of --config: give --config FILE");
     if (is_run && o->ncase_files && o->nglobs)
         return bad(o, "--cases and case globs (\"%s\"): give one or the other", o->globs[0]);
     return 0;
@@ -429,10 +472,43 @@ static int select_cases(cli *o, const moects_case_list *all, char *sel, char ***
     return 0;
 }
 
+/* --config FILE [--tp N]... [--ep N]...: the model's derived cases under the layouts asked for (all its
+ * layouts when none), every tier but large unless --tier says. A layout the derivation lacks for the
+ * model is an error naming the file, the option and why. */
+static int load_config_cases(cli *o, moects_case_list *all)
+{
+    char err[1024];
+    moects_model m;
+    if (moects_model_load(o->config, &m, err, sizeof err) != 0) return bad(o, "%s", err);
+    char want[32][16];
+    int nwant = 0;
+    for (int i = 0; i < o->ntp + o->nep; i++) {
+        int tp = i < o->ntp ? o->tps[i] : 0, ep = i < o->ntp ? 0 : o->eps[i - o->ntp];
+        char why[200];
+        if (!moects_layout_exists(&m, tp, ep, why, sizeof why))
+            return bad(o, "%s: --%s %d: %s", o->config, tp ? "tp" : "ep", tp ? tp : ep, why);
+        snprintf(want[nwant++], 16, "%s%d", tp ? "tp" : "ep", tp ? tp : ep);
+    }
+    moects_case_list mine = {0};
+    if (moects_derive_cases(&m, &mine) != 0) return bad(o, "%s: case derivation failed", o->config);
+    for (size_t c = 0; c < mine.n; c++) {
+        int keep = !nwant;
+        for (int w = 0; w < nwant && !keep; w++) keep = !strcmp(mine.v[c].layout, want[w]);
+        if (keep && moects_case_list_push(all, &mine.v[c]) != 0) {
+            moects_case_list_free(&mine);
+            return bad(o, "out of memory");
+        }
+    }
+    moects_case_list_free(&mine);
+    if (!o->tier_given) o->tiers = MOECTS_TIER_SMOKE | MOECTS_TIER_FULL, o->tier_given = 1;
+    return 0;
+}
+
 static int load_cases(cli *o, const char *root, moects_case_list *all)
 {
     char err[1024];
     memset(all, 0, sizeof *all);
+    if (o->config) return load_config_cases(o, all);
     if (moects_cases_builtin(root, all, err, sizeof err) != 0) return bad(o, "%s", err);
     return 0;
 }
@@ -448,7 +524,40 @@ static void read_line(const char *path, char *buf, size_t len)
     fclose(f);
 }
 
-/* The commit the tree is at: $MOECTS_COMMIT, else <root>/.git (HEAD, loose ref, packed-refs). */
+/* The first line of what `fmt` (a shell command with one %s, given arg shell-quoted) prints on stdout;
+ * "" when it fails or prints nothing. */
+static void command_line(const char *fmt, const char *arg, char *out, size_t len)
+{
+    char *q = NULL, cmd[8400];
+    size_t ql = 0;
+    FILE *m = open_memstream(&q, &ql);
+    out[0] = '\0';
+    if (!m) return;
+    moects_shell_quote(m, arg);
+    fclose(m);
+    snprintf(cmd, sizeof cmd, fmt, q ? q : "''");
+    free(q);
+    fflush(NULL);
+    FILE *p = popen(cmd, "r");
+    if (!p) return;
+    if (!fgets(out, (int)len, p)) out[0] = '\0';
+    out[strcspn(out, "\r\n")] = '\0';
+    if (pclose(p) != 0) out[0] = '\0';
+}
+
+/* The SHA-256 of a file in hex (sha256sum), "" when it cannot be read. */
+static void file_sha256(const char *path, char *out, size_t len)
+{
+    char line[4200];
+    command_line("sha256sum -- %s 2>/dev/null", path, line, sizeof line);
+    snprintf(out, len, "%.64s", strlen(line) >= 64 ? line : "");
+}
+
+static void git_commit_files(const char *root, char *out, size_t len);
+
+/* The commit the tree is at: $MOECTS_COMMIT, else what git says (rev-parse HEAD, "-dirty" appended when
+ * `git status` sees tracked files changed), else read from <root>/.git when git is not installed (the
+ * GPU host), without the dirty flag. */
 static void git_commit(const char *root, char *out, size_t len)
 {
     const char *e = getenv("MOECTS_COMMIT");
@@ -456,6 +565,19 @@ static void git_commit(const char *root, char *out, size_t len)
         snprintf(out, len, "%s", e);
         return;
     }
+    char sha[128], dirty[256];
+    command_line("git -C %s rev-parse HEAD 2>/dev/null", root, sha, sizeof sha);
+    if (strlen(sha) >= 40) {
+        command_line("git -C %s status --porcelain --untracked-files=no 2>/dev/null", root, dirty, sizeof dirty);
+        snprintf(out, len, "%.40s%s", sha, dirty[0] ? "-dirty" : "");
+        return;
+    }
+    git_commit_files(root, out, len);
+}
+
+/* The commit from <root>/.git's files (HEAD, loose ref, packed-refs), "unknown" when none. */
+static void git_commit_files(const char *root, char *out, size_t len)
+{
     snprintf(out, len, "unknown");
     char gitdir[3000], p[4096], line[512];
     snprintf(gitdir, sizeof gitdir, "%.2900s/.git", root);
@@ -499,16 +621,25 @@ static void git_commit(const char *root, char *out, size_t len)
 
 static int usage_list(void)
 {
-    fputs("usage: moects list [GLOB...] [--tier smoke|full|large|all] [--root DIR]\n"
+    fputs("usage: moects list [GLOB...] [--tier smoke|full|large|all] [--root DIR] [-v]\n"
+          "                   [--config CONFIG.json [--tp N]... [--ep N]...]\n"
           "       moects list --kernels [--kernel GLOB] [--kernel-lib LIB.so]\n"
-          "Case ids (with their tiers), or kernels (name, op, device, recipe or tolerance, mutant bug).\n",
+          "Case ids and their tiers, one a line, or kernels (name, op, device, recipe or tolerance, bug).\n"
+          "  GLOB               fnmatch on case ids (default: every case)\n"
+          "  --tier T           smoke, full, large or all (default: all)\n"
+          "  -v                 each case's shape too\n"
+          "  --root DIR         where cases/ is (default: $MOECTS_ROOT, else the source tree)\n"
+          "  --config FILE      the cases derived from that model instead of the registry (--tp/--ep:\n"
+          "                     its layouts; default: all it has)\n"
+          "  --kernels          list kernels instead: --kernel GLOB narrows them, --kernel-lib LIB.so adds\n"
+          "                     a library's\n",
           stdout);
     return 0;
 }
 
 int moects_cmd_list(int argc, char **argv)
 {
-    cli o = {.cmd = "list", .tiers = ALL_TIERS, .tap_version = 13};
+    cli o = {.cmd = "list", .tiers = ALL_TIERS, .tap_version = 13, .dead_after = 3};
     int rc = parse_args(&o, argc, argv, 0);
     if (rc) {
         cli_free(&o);
@@ -547,9 +678,14 @@ int moects_cmd_list(int argc, char **argv)
         int m = !o.nglobs;
         for (size_t g = 0; g < o.nglobs && !m; g++) m = fnmatch(o.globs[g], k->id, 0) == 0;
         if (!m || !(k->tiers & o.tiers)) continue;
-        char t[32];
+        char t[32], shape[256];
         tier_names(k->tiers, t, sizeof t);
-        printf("%s\t%s\n", k->id, t);
+        if (o.verbose) {
+            moects_case_shape(k, shape, sizeof shape);
+            printf("%s\t%s\t%s\n", k->id, t, shape);
+        } else {
+            printf("%s\t%s\n", k->id, t);
+        }
     }
     moects_case_list_free(&all);
     cli_free(&o);
@@ -560,43 +696,54 @@ int moects_cmd_list(int argc, char **argv)
 
 static int usage_run(void)
 {
-    fputs("usage: moects run [GLOB...] [--tier smoke|full|large|all] [--cases FILE] [--kernel GLOB]\n"
-          "                  [--kernel-lib LIB.so] [--seed N] [--timeout SEC] [--jobs N] [-v]\n"
-          "                  [--tap-version 13|14] [--shard i/n] [--out DIR] [--perf] [--root DIR]\n"
-          "                  [--known-findings FILE] [--kernel-py MODULE:NAME] [--dump DIR]\n"
-          "Runs every selected kernel on every selected case against the bit-exact reference; TAP on\n"
-          "stdout; results.json, run.tap, summary.md (and perf.md) in --out (default ROOT/reports/latest).\n"
-          "GLOB: fnmatch on case ids (an exact id runs whatever its tier). --cases FILE: a must-pass list\n"
-          "(ids or globs, # comments; a list without any id is an error), honest kernels only unless\n"
-          "--kernel is given.\n"
-          "--timeout SEC: a task's kernel is killed after SEC seconds (FAIL_TIMEOUT), the building of its\n"
-          "inputs and reference after 10 x SEC; default 120, 0 for no limit.\n"
-          "--jobs N: worker processes; default one per visible GPU when a CUDA kernel has work, else one\n"
-          "per CPU core.\n"
-          "What the kernels print (the workers' stdout and stderr, e.g. a crashing mutant's assertion) goes\n"
-          "to kernels.log in --out, not to the terminal; summary.md, and stderr when it is not empty, say\n"
-          "how many lines.\n"
-          "stderr holds the run's own progress and errors.\n"
-          "--kernel-py MODULE:NAME (repeatable): Python kernels (NAME: a moects.Kernel description, or a\n"
-          "list) run in worker processes started by exec of $MOECTS_PYTHON (default python3) -m\n"
-          "moects._worker; a Python exception is that case's FAIL_CRASH with its text, as are a crash and\n"
-          "a hang (FAIL_TIMEOUT). --perf times include the Python call overhead.\n"
-          "--dump DIR: each FAIL_MISMATCH writes DIR/KERNEL/CASE.safetensors (inputs, reference; the\n"
-          "`moects export` format) and CASE.out.safetensors (the kernel's output): `moects verify DIR/KERNEL\n"
-          "--recipe R` judges it again.\n"
-          "Known findings (ROOT/cases/known-findings.txt, or FILE; /dev/null for none): an honest kernel's\n"
-          "failure on a matching case is a TAP TODO point, reported but not failing the run.\n"
-          "Known findings FILE given must exist. --out is created and checked writable before the run.\n"
-          "Sharded run (--shard, or TEST_TOTAL_SHARDS with TEST_SHARD_INDEX): a mutant escaping in the\n"
-          "shard is a TAP TODO point, judged by `moects merge` on the merged results.\n"
-          "Exit: 0 all honest kernels pass (known findings aside) and all mutants are caught, 1 otherwise,\n"
-          "2 bad input.\n"
+    fputs("usage: moects run [GLOB...] [options]\n"
+          "Runs every selected kernel on every selected case against the bit-exact reference: TAP on stdout,\n"
+          "results.json, run.tap, summary.md, junit.xml (and perf.md) in --out; progress, errors and, last,\n"
+          "the run's verdict in one line on stderr. Exit 0 when every honest kernel passes (known findings\n"
+          "aside) and every mutant is caught, 1 otherwise, 2 bad input.\n"
+          "Selection:\n"
+          "  GLOB                   fnmatch on case ids; an exact id runs whatever its tier (default: all)\n"
+          "  --tier T               smoke, full, large or all (default: smoke; with --config: smoke,full)\n"
+          "  --cases FILE           a must-pass list (ids or globs, # comments; one without ids is an error);\n"
+          "                         honest kernels only unless --kernel is given\n"
+          "  --kernel GLOB          kernels whose name matches (comma-separated allowed; default: all)\n"
+          "  --kernel-lib LIB.so    out-of-tree kernels (moects_plugin_kernels), recorded with a SHA-256\n"
+          "  --kernel-py MODULE:NAME  Python kernels (NAME: a moects.Kernel description or a list; repeatable),\n"
+          "                         run in workers started by exec of $MOECTS_PYTHON (default python3)\n"
+          "                         -m moects._worker; an exception, a crash or a hang is that case's\n"
+          "                         FAIL_CRASH / FAIL_TIMEOUT with its text; --perf includes the call overhead\n"
+          "  --config CONFIG.json   the cases derived from that model (registry file or raw Hugging Face\n"
+          "                         config.json) instead of the registry; --tp N / --ep N: its layouts\n"
+          "                         (default: all it has); repro lines carry --config\n"
+          "  --shard i/n            every n-th case from i (0-based; or TEST_TOTAL_SHARDS/TEST_SHARD_INDEX);\n"
+          "                         an escaping mutant is then a TODO, judged by `moects merge`\n"
+          "  --root DIR             where cases/ is (default: $MOECTS_ROOT, else the source tree)\n"
+          "Running:\n"
+          "  --seed N               input generator seed (default 1)\n"
+          "  --timeout SEC          a kernel is killed after SEC s (FAIL_TIMEOUT), inputs and reference after\n"
+          "                         10 x SEC (default 120; 0: no limit)\n"
+          "  --jobs N               worker processes (default: one per visible GPU when a CUDA kernel has\n"
+          "                         work, else one per CPU core)\n"
+          "  --perf                 time CUDA kernels with CUDA events; perf.md\n"
+          "  --known-findings FILE  understood failures, TODO points (default ROOT/cases/known-findings.txt;\n"
+          "                         /dev/null for none; a FILE given must exist)\n"
+          "Failing fast (honest kernels; mutants fail on purpose; an unrun case is SKIP \"not run: why\"):\n"
+          "  --max-failures N       stop the run after N failures (default 0: no limit)\n"
+          "  --max-kernel-failures N  stop a kernel after N of its failures (default 0: no limit)\n"
+          "  --stop-dead-after N    stop a kernel whose first N cases crashed or timed out (default 3; 0 never)\n"
+          "Reports:\n"
+          "  --out DIR              report directory, created and checked writable first (default\n"
+          "                         ROOT/reports/latest); kernels.log there holds what the kernels printed\n"
+          "  --junit FILE           the JUnit XML there too (one testcase per kernel and case)\n"
+          "  --dump DIR             each FAIL_MISMATCH writes DIR/KERNEL/CASE.safetensors (inputs, reference;\n"
+          "                         the `moects export` format) and CASE.out.safetensors (the output):\n"
+          "                         `moects verify DIR/KERNEL --recipe R` judges it again (default: none)\n"
+          "  -v                     YAML diagnostics on passing points too\n"
+          "  --tap-version 13|14    the TAP header (default 13, which Perl's TAP::Harness reads)\n"
           "Scheduling: cases start costliest first; an FP4 GEMM case of F = 2MNK flops holds\n"
-          "ceil(F / MOECTS_BIG_CASE_FLOPS) of the --jobs slots (at most all) until its reference is done,\n"
-          "which runs on as many times ncpu/jobs threads. MOECTS_BIG_CASE_FLOPS (environment, default\n"
-          "6.4e10, about a second of one core's reference): a number > 0. Results do not depend on it.\n"
-          "results.json gives each task's time (wall, inputs, reference, kernel, compare); summary.md\n"
-          "lists the slowest cases.\n",
+          "ceil(F / MOECTS_BIG_CASE_FLOPS) of the --jobs slots until its reference is done, which runs on as\n"
+          "many times ncpu/jobs threads (MOECTS_BIG_CASE_FLOPS: environment, default 6.4e10, about a second\n"
+          "of one core's reference; results do not depend on it).\n",
           stdout);
     return 0;
 }
@@ -696,299 +843,426 @@ static int fails_run(const moects_run *run, const moects_kernel *k)
     return moects_kernel_status_fails(st);
 }
 
-int moects_cmd_run(int argc, char **argv)
+/* stderr: one line per kernel that fail-fast stopped (its reason, how many of its cases were not run). */
+static void report_not_run(const moects_run *run, const moects_kernel *const *kernels, size_t nk)
 {
-    cli o = {.cmd = "run", .tiers = MOECTS_TIER_SMOKE, .seed = 1, .timeout = 120, .tap_version = 13};
-    int rc = parse_args(&o, argc, argv, 1);
-    if (rc) {
-        cli_free(&o);
-        return rc < 0 ? usage_run() : rc;
+    size_t pre = strlen(MOECTS_NOT_RUN);
+    for (size_t k = 0; k < nk; k++) {
+        size_t n = 0;
+        const char *why = NULL;
+        for (size_t i = 0; i < run->n; i++)
+            if (run->v[i].verdict == MOECTS_SKIP && !strcmp(run->v[i].kernel, kernels[k]->name) &&
+                !strncmp(run->v[i].reason, MOECTS_NOT_RUN, pre) && !n++)
+                why = run->v[i].reason + pre;
+        if (n) fprintf(stderr, "moects run: %s: %zu case%s not run: %s\n", kernels[k]->name, n, n == 1 ? "" : "s", why);
     }
-    const char *root = resolve_root(o.root);
-    /* shard: --shard, else the Bazel/GoogleTest variables */
-    if (!o.shard_n) {
+}
+
+/* The run's last stderr line: its verdict, the counts, where summary.md is. */
+static void verdict_line(const moects_run *run, const moects_kernel *const *kernels, size_t nk, int rc,
+                         const char *outdir)
+{
+    size_t honest = 0, hfail = 0, mutants = 0, escaped = 0, res[3] = {0};
+    for (size_t k = 0; k < nk; k++) {
+        moects_kernel_status st = moects_kernel_status_of(run, kernels[k]->name, kernels[k]->bug != NULL, NULL);
+        if (kernels[k]->bug) mutants++, escaped += st == MOECTS_KS_ESCAPED;
+        else honest++, hfail += moects_kernel_status_fails(st);
+    }
+    for (size_t i = 0; i < run->n; i++)
+        res[moects_verdict_is_pass(run->v[i].verdict) ? 0 : moects_verdict_is_fail(run->v[i].verdict) ? 1 : 2]++;
+    fprintf(stderr, "moects run: %s: %zu of %zu honest kernel%s fail, %zu of %zu mutant%s escaped; %zu results: %zu "
+            "passed, %zu failed, %zu skipped or unsupported; summary: %s/summary.md\n",
+            rc == 0 ? "PASS" : "FAIL", hfail, honest, honest == 1 ? "" : "s", escaped, mutants, mutants == 1 ? "" : "s",
+            run->n, res[0], res[1], res[2], outdir);
+}
+
+/* The state of one `moects run`, carried through its stages (moects_cmd_run). */
+typedef struct {
+    cli o;
+    const char *root;
+    double big_case_flops;
+    const moects_kernel **kernels;
+    size_t nk;
+    moects_case_list all;
+    char *sel, **missing, *mfile;
+    size_t nmissing;
+    moects_case *cases;
+    size_t ncases;
+    moects_known known;
+    char outdir[4096];
+    moects_device_info dev;
+    char **devs, *devbuf;
+    size_t ndevs;
+    int jobs;
+    moects_run run;
+    char klog[4200];
+} run_ctx;
+
+/* Stage 1: the shard from --shard or the Bazel/GoogleTest variables, MOECTS_BIG_CASE_FLOPS. 0 or 2. */
+static int run_environment(run_ctx *x)
+{
+    cli *o = &x->o;
+    if (!o->shard_n) {
         const char *tn = getenv("TEST_TOTAL_SHARDS"), *ti = getenv("TEST_SHARD_INDEX");
-        if (tn && *tn && !(ti && *ti)) {
-            cli_free(&o);
-            return bad(&o, "TEST_TOTAL_SHARDS=%s without TEST_SHARD_INDEX: set both (or use --shard i/n)", tn);
-        }
+        if (tn && *tn && !(ti && *ti))
+            return bad(o, "TEST_TOTAL_SHARDS=%s without TEST_SHARD_INDEX: set both (or use --shard i/n)", tn);
         if (tn && *tn) {
             char spec[64];
             snprintf(spec, sizeof spec, "%s/%s", ti, tn);
-            if (parse_shard(spec, &o.shard_i, &o.shard_n) != 0) {
-                cli_free(&o);
-                return bad(&o, "TEST_TOTAL_SHARDS=%s TEST_SHARD_INDEX=%s: not a shard", tn, ti ? ti : "");
-            }
+            if (parse_shard(spec, &o->shard_i, &o->shard_n) != 0)
+                return bad(o, "TEST_TOTAL_SHARDS=%s TEST_SHARD_INDEX=%s: not a shard", tn, ti ? ti : "");
         }
     }
-    double big_case_flops = 0;
-    {
-        const char *bf = getenv("MOECTS_BIG_CASE_FLOPS");
-        if (bf && *bf) {
-            char *e;
-            errno = 0;
-            big_case_flops = strtod(bf, &e);
-            if (errno || *e || !(big_case_flops > 0) || big_case_flops > 1e30) {
-                cli_free(&o);
-                return bad(&o, "MOECTS_BIG_CASE_FLOPS=%s: not a number of flops > 0", bf);
-            }
-        }
+    const char *bf = getenv("MOECTS_BIG_CASE_FLOPS");
+    if (bf && *bf) {
+        char *e;
+        errno = 0;
+        x->big_case_flops = strtod(bf, &e);
+        if (errno || *e || !(x->big_case_flops > 0) || x->big_case_flops > 1e30)
+            return bad(o, "MOECTS_BIG_CASE_FLOPS=%s: not a number of flops > 0", bf);
     }
-    const moects_kernel **kernels = NULL;
-    size_t nk = 0;
-    moects_case_list all = {0};
-    char *sel = NULL, **missing = NULL, *mfile = NULL;
-    klog_tmp[0] = '\0';
-    size_t nmissing = 0;
-    moects_case *cases = NULL;
-    moects_run run;
-    memset(&run, 0, sizeof run);
-    char **devs = NULL;
-    size_t ndevs = 0;
-    char *devbuf = NULL;
-    moects_known known = {0};
-    char kpath[4200];
-    if (o.known_file) snprintf(kpath, sizeof kpath, "%s", o.known_file);
-    else snprintf(kpath, sizeof kpath, "%s/cases/known-findings.txt", root);
-    if ((rc = load_kernels(&o, &kernels, &nk)) || (rc = select_kernels(&o, kernels, &nk)) ||
-        (rc = load_cases(&o, root, &all)))
-        goto done;
-    {
-        char kerr[1024];
-        struct stat kst;
-        if (o.known_file && stat(kpath, &kst) != 0) { /* only the default file may be absent */
-            rc = bad(&o, "--known-findings %s: %s", kpath, strerror(errno));
-            goto done;
-        }
-        if (moects_known_load(kpath, &known, kerr, sizeof kerr) ||
-            moects_known_check_cases(&known, kpath, &all, kerr, sizeof kerr)) {
-            rc = bad(&o, "%s", kerr);
-            goto done;
-        }
-    }
-    sel = calloc(all.n + 1, 1);
-    cases = malloc((all.n + 1) * sizeof *cases);
-    if (!sel || !cases) {
-        rc = bad(&o, "out of memory");
-        goto done;
-    }
-    if ((rc = select_cases(&o, &all, sel, &missing, &nmissing, &mfile))) goto done;
-    size_t nsel = 0, ncases = 0;
-    for (size_t c = 0; c < all.n; c++)
-        if (sel[c]) {
-            if (!o.shard_n || (int)(nsel % (size_t)o.shard_n) == o.shard_i) cases[ncases++] = all.v[c];
+    return 0;
+}
+
+/* Stage 2: the kernels, the cases and the known findings (checked against the cases). 0 or 2. */
+static int run_load(run_ctx *x)
+{
+    cli *o = &x->o;
+    int rc;
+    char kpath[4200], kerr[1024];
+    if (o->known_file) snprintf(kpath, sizeof kpath, "%s", o->known_file);
+    else snprintf(kpath, sizeof kpath, "%s/cases/known-findings.txt", x->root);
+    if ((rc = load_kernels(o, &x->kernels, &x->nk)) || (rc = select_kernels(o, x->kernels, &x->nk)) ||
+        (rc = load_cases(o, x->root, &x->all)))
+        return rc;
+    struct stat kst;
+    if (o->known_file && stat(kpath, &kst) != 0) /* only the default file may be absent */
+        return bad(o, "--known-findings %s: %s", kpath, strerror(errno));
+    /* every CASE_GLOB must match a case of the registry; --config holds one model's derived cases, no
+     * regressions, so the check is the registry's alone */
+    if (moects_known_load(kpath, &x->known, kerr, sizeof kerr) ||
+        (!o->config && moects_known_check_cases(&x->known, kpath, &x->all, kerr, sizeof kerr)))
+        return bad(o, "%s", kerr);
+    return 0;
+}
+
+/* Stage 3: the selected cases of this shard, in run order; TEST_SHARD_STATUS_FILE touched. 0, 1 or 2. */
+static int run_select(run_ctx *x)
+{
+    cli *o = &x->o;
+    int rc;
+    x->sel = calloc(x->all.n + 1, 1);
+    x->cases = malloc((x->all.n + 1) * sizeof *x->cases);
+    if (!x->sel || !x->cases) return bad(o, "out of memory");
+    if ((rc = select_cases(o, &x->all, x->sel, &x->missing, &x->nmissing, &x->mfile))) return rc;
+    size_t nsel = 0;
+    for (size_t c = 0; c < x->all.n; c++)
+        if (x->sel[c]) {
+            if (!o->shard_n || (int)(nsel % (size_t)o->shard_n) == o->shard_i) x->cases[x->ncases++] = x->all.v[c];
             nsel++;
         }
-    if (o.shard_n) {
-        const char *sf = getenv("TEST_SHARD_STATUS_FILE");
-        if (sf && *sf) {
-            FILE *f = fopen(sf, "a");
-            if (f) fclose(f);
-        }
+    const char *sf = o->shard_n ? getenv("TEST_SHARD_STATUS_FILE") : NULL;
+    if (sf && *sf) {
+        FILE *f = fopen(sf, "a");
+        if (f) fclose(f);
     }
+    return 0;
+}
 
-    /* --out: created and proved writable before any case runs */
-    char outdir[4096];
-    if (o.out) snprintf(outdir, sizeof outdir, "%s", o.out);
-    else snprintf(outdir, sizeof outdir, "%s/reports/latest", root);
-    if ((rc = check_outdir(&o, outdir))) goto done;
-
-    /* devices: asked of a throwaway child, only when a CUDA kernel has work */
+/* Stage 4: --out proved writable before any case runs; the devices (asked of a throwaway child, only
+ * when a CUDA kernel has work) and --jobs (default one worker per visible GPU, else one per core). */
+static int run_prepare(run_ctx *x)
+{
+    cli *o = &x->o;
+    int rc;
+    if (o->out) snprintf(x->outdir, sizeof x->outdir, "%s", o->out);
+    else snprintf(x->outdir, sizeof x->outdir, "%s/reports/latest", x->root);
+    if ((rc = check_outdir(o, x->outdir))) return rc;
     int need_cuda = 0;
-    for (size_t k = 0; k < nk && !need_cuda; k++)
-        if (kernels[k]->device == MOECTS_DEVICE_CUDA)
-            for (size_t c = 0; c < ncases && !need_cuda; c++) need_cuda = cases[c].op == kernels[k]->op;
-    moects_device_info dev = {0};
-    if (need_cuda) moects_probe_devices(&dev);
-    if (dev.count > 0) {
+    for (size_t k = 0; k < x->nk && !need_cuda; k++)
+        if (x->kernels[k]->device == MOECTS_DEVICE_CUDA)
+            for (size_t c = 0; c < x->ncases && !need_cuda; c++) need_cuda = x->cases[c].op == x->kernels[k]->op;
+    if (need_cuda) moects_probe_devices(&x->dev);
+    if (x->dev.count > 0) {
         const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
         if (cvd && *cvd) {
-            devbuf = strdup(cvd);
+            x->devbuf = strdup(cvd);
             char *save = NULL;
-            for (char *t = devbuf ? strtok_r(devbuf, ",", &save) : NULL; t; t = strtok_r(NULL, ",", &save))
-                push_str(&devs, &ndevs, t);
+            for (char *t = x->devbuf ? strtok_r(x->devbuf, ",", &save) : NULL; t; t = strtok_r(NULL, ",", &save))
+                push_str(&x->devs, &x->ndevs, t);
         } else {
-            devbuf = malloc((size_t)dev.count * 12);
-            for (int i = 0; devbuf && i < dev.count && i < 100000; i++) {
-                snprintf(devbuf + 12 * i, 12, "%d", i);
-                push_str(&devs, &ndevs, devbuf + 12 * i);
+            x->devbuf = malloc((size_t)x->dev.count * 12);
+            for (int i = 0; x->devbuf && i < x->dev.count && i < 100000; i++) {
+                snprintf(x->devbuf + 12 * i, 12, "%d", i);
+                push_str(&x->devs, &x->ndevs, x->devbuf + 12 * i);
             }
         }
-        if (ndevs > (size_t)dev.count) ndevs = (size_t)dev.count;
+        if (x->ndevs > (size_t)x->dev.count) x->ndevs = (size_t)x->dev.count;
     }
-    /* default --jobs: one worker per visible GPU (when a CUDA kernel has work), else one per core */
     long ncores = sysconf(_SC_NPROCESSORS_ONLN);
-    int jobs = o.jobs ? o.jobs : dev.count > 0 ? dev.count : ncores > 1 ? (int)(ncores < 1024 ? ncores : 1024) : 1;
+    x->jobs = o->jobs ? o->jobs
+              : x->dev.count > 0 ? x->dev.count
+              : ncores > 1       ? (int)(ncores < 1024 ? ncores : 1024)
+                                 : 1;
+    return 0;
+}
 
-    /* metadata */
-    snprintf(run.moects_version, sizeof run.moects_version, "%s", MOECTS_VERSION);
-    git_commit(root, run.commit, sizeof run.commit);
+/* run.filter: the selection as options (--kernel-lib and --config as absolute paths: the gate's and
+ * the coverage's repro lines need them). */
+static void run_filter(const cli *o, moects_run *run)
+{
+    size_t l = 0, cap = sizeof run->filter;
+    for (size_t f = 0; f < o->ncase_files && l < cap; f++)
+        l += (size_t)snprintf(run->filter + l, cap - l, "%s--cases %s", l ? " " : "", o->case_files[f]);
+    for (size_t g = 0; g < o->nglobs && l < cap; g++)
+        l += (size_t)snprintf(run->filter + l, cap - l, "%s%s", l ? " " : "", o->globs[g]);
+    for (size_t g = 0; g < o->nkernel_globs && l < cap; g++)
+        l += (size_t)snprintf(run->filter + l, cap - l, "%s--kernel %s", l ? " " : "", o->kernel_globs[g]);
+    for (size_t i = 0; i < o->nlibs && l < cap; i++) {
+        char *abs = realpath(o->libs[i], NULL);
+        l += (size_t)snprintf(run->filter + l, cap - l, "%s--kernel-lib %s", l ? " " : "", abs ? abs : o->libs[i]);
+        free(abs);
+    }
+    if (o->config && l < cap) {
+        char *abs = realpath(o->config, NULL);
+        l += (size_t)snprintf(run->filter + l, cap - l, "%s--config %s", l ? " " : "", abs ? abs : o->config);
+        free(abs);
+        for (int i = 0; i < o->ntp + o->nep && l < cap; i++)
+            l += (size_t)snprintf(run->filter + l, cap - l, " --%s %d", i < o->ntp ? "tp" : "ep",
+                                  i < o->ntp ? o->tps[i] : o->eps[i - o->ntp]);
+    }
+    if (o->tier_given && l < cap) {
+        char t[32];
+        tier_names(o->tiers, t, sizeof t);
+        snprintf(run->filter + l, cap - l, "%s--tier %s", l ? " " : "", t);
+    }
+}
+
+/* Stage 5: the run's header: version, commit, date, machine, selection, shard, seed, the libraries'
+ * identity (path and SHA-256). */
+static void run_metadata(run_ctx *x)
+{
+    const cli *o = &x->o;
+    moects_run *run = &x->run;
+    snprintf(run->moects_version, sizeof run->moects_version, "%s", MOECTS_VERSION);
+    git_commit(x->root, run->commit, sizeof run->commit);
     time_t now = time(NULL);
     struct tm tm;
     gmtime_r(&now, &tm);
-    strftime(run.date, sizeof run.date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    strftime(run->date, sizeof run->date, "%Y-%m-%dT%H:%M:%SZ", &tm);
     char host[64] = "";
     gethostname(host, sizeof host - 1);
-    snprintf(run.machine, sizeof run.machine, "%.60s%s%.60s", host, dev.count > 0 ? ", " : "", dev.count > 0 ? dev.name : "");
-    {
-        size_t l = 0;
-        for (size_t f = 0; f < o.ncase_files && l < sizeof run.filter; f++)
-            l += (size_t)snprintf(run.filter + l, sizeof run.filter - l, "%s--cases %s", l ? " " : "", o.case_files[f]);
-        for (size_t g = 0; g < o.nglobs && l < sizeof run.filter; g++)
-            l += (size_t)snprintf(run.filter + l, sizeof run.filter - l, "%s%s", l ? " " : "", o.globs[g]);
-        for (size_t g = 0; g < o.nkernel_globs && l < sizeof run.filter; g++)
-            l += (size_t)snprintf(run.filter + l, sizeof run.filter - l, "%s--kernel %s", l ? " " : "", o.kernel_globs[g]);
-        for (size_t i = 0; i < o.nlibs && l < sizeof run.filter; i++) { /* the gate's repro lines need it */
-            char *abs = realpath(o.libs[i], NULL);
-            l += (size_t)snprintf(run.filter + l, sizeof run.filter - l, "%s--kernel-lib %s", l ? " " : "",
-                                  abs ? abs : o.libs[i]);
-            free(abs);
-        }
-        if (o.tier_given && l < sizeof run.filter) {
-            char t[32];
-            tier_names(o.tiers, t, sizeof t);
-            snprintf(run.filter + l, sizeof run.filter - l, "%s--tier %s", l ? " " : "", t);
-        }
+    snprintf(run->machine, sizeof run->machine, "%.60s%s%.60s", host, x->dev.count > 0 ? ", " : "",
+             x->dev.count > 0 ? x->dev.name : "");
+    run_filter(o, run);
+    if (o->shard_n) snprintf(run->shard, sizeof run->shard, "%d/%d", o->shard_i, o->shard_n);
+    run->seed = o->seed;
+    for (size_t i = 0; i < o->nlibs && run->nlibs < MOECTS_RUN_LIBS; i++, run->nlibs++) {
+        char *abs = realpath(o->libs[i], NULL);
+        snprintf(run->libs[i].path, sizeof run->libs[i].path, "%s", abs ? abs : o->libs[i]);
+        free(abs);
+        file_sha256(run->libs[i].path, run->libs[i].sha256, sizeof run->libs[i].sha256);
     }
-    if (o.shard_n) snprintf(run.shard, sizeof run.shard, "%d/%d", o.shard_i, o.shard_n);
-    run.seed = o.seed;
+}
 
-    /* what the kernels print goes to OUT/kernels.log, not to our stderr */
-    char klog[4200], err[4400];
-    snprintf(klog, sizeof klog, "%s/%s", outdir, KERNEL_LOG);
-    if (moects_report_tmp(klog, klog_tmp, sizeof klog_tmp, err, sizeof err)) {
+/* Stage 6: the tasks in workers, what the kernels print going to OUT/kernels.log's temporary name (an
+ * interrupt removes it); known findings applied. 0 or 2. */
+static int run_execute(run_ctx *x)
+{
+    cli *o = &x->o;
+    char err[4400];
+    snprintf(x->klog, sizeof x->klog, "%s/%s", x->outdir, KERNEL_LOG);
+    if (moects_report_tmp(x->klog, klog_tmp, sizeof klog_tmp, err, sizeof err)) {
         klog_tmp[0] = '\0';
-        rc = bad(&o, "--out %s", err);
-        goto done;
+        return bad(o, "--out %s", err);
     }
-    for (int i = 0; i < 3; i++) old_sig[i] = signal(int_sigs[i], on_interrupt); /* restored at done */
-    moects_runner_opts ro = {.cases = cases, .ncases = ncases, .kernels = kernels, .nkernels = nk, .seed = o.seed,
-                             .timeout_s = o.timeout, .jobs = jobs, .perf = o.perf,
-                             .progress = isatty(2) ? 1 : 2, .devices = devs, .ndevices = ndevs,
-                             .big_case_flops = big_case_flops, .kernel_log = klog_tmp,
-                             .kernel_py = (const char *const *)o.kernel_py, .nkernel_py = o.nkernel_py,
-                             .libmoects = o.libmoects, .libs = (const char *const *)o.libs, .nlibs = o.nlibs,
-                             .dump_dir = o.dump};
-    if (moects_runner_run(&ro, &run, err, sizeof err) != 0) {
+    for (int i = 0; i < 3; i++) old_sig[i] = signal(int_sigs[i], on_interrupt); /* restored by run_free */
+    moects_runner_opts ro = {.cases = x->cases, .ncases = x->ncases, .kernels = x->kernels, .nkernels = x->nk,
+                             .seed = o->seed, .timeout_s = o->timeout, .jobs = x->jobs, .perf = o->perf,
+                             .progress = isatty(2) ? 1 : 2, .devices = x->devs, .ndevices = x->ndevs,
+                             .big_case_flops = x->big_case_flops, .kernel_log = klog_tmp,
+                             .max_failures = o->max_failures, .max_kernel_failures = o->max_kernel_failures,
+                             .dead_after = o->dead_after,
+                             .kernel_py = (const char *const *)o->kernel_py, .nkernel_py = o->nkernel_py,
+                             .libmoects = o->libmoects, .libs = (const char *const *)o->libs, .nlibs = o->nlibs,
+                             .dump_dir = o->dump};
+    if (moects_runner_run(&ro, &x->run, err, sizeof err) != 0) {
         fprintf(stderr, "moects run: %s\n", err);
-        rc = 2;
-        goto done;
+        return 2;
     }
-    moects_known_apply(&known, &run);
-    long klines = count_lines(klog_tmp);
+    moects_known_apply(&x->known, &x->run);
+    return 0;
+}
 
-    /* TAP, reports */
+/* What every repro line appends: the libraries, --root, --config (its cases are not in the
+ * registry: the repro derives them again). malloc'ed; NULL out of memory. */
+static char *repro_extra(const cli *o)
+{
     char *extra = NULL;
     size_t elen = 0;
     FILE *ef = open_memstream(&extra, &elen);
-    if (ef) {
-        for (size_t i = 0; i < o.nlibs; i++) {
-            char *abs = realpath(o.libs[i], NULL);
-            fputs(" --kernel-lib ", ef);
-            moects_shell_quote(ef, abs ? abs : o.libs[i]);
-            free(abs);
-        }
-        for (size_t i = 0; i < o.nkernel_py; i++) {
-            fputs(" --kernel-py ", ef);
-            moects_shell_quote(ef, o.kernel_py[i]);
-        }
-        if (o.root) {
-            fputs(" --root ", ef);
-            moects_shell_quote(ef, o.root);
-        }
-        fclose(ef);
+    if (!ef) return NULL;
+    for (size_t i = 0; i < o->nlibs; i++) {
+        char *abs = realpath(o->libs[i], NULL);
+        fputs(" --kernel-lib ", ef);
+        moects_shell_quote(ef, abs ? abs : o->libs[i]);
+        free(abs);
     }
+    for (size_t i = 0; i < o->nkernel_py; i++) {
+        fputs(" --kernel-py ", ef);
+        moects_shell_quote(ef, o->kernel_py[i]);
+    }
+    if (o->root) {
+        fputs(" --root ", ef);
+        moects_shell_quote(ef, o->root);
+    }
+    if (o->config) {
+        char *abs = realpath(o->config, NULL);
+        fputs(" --config ", ef);
+        moects_shell_quote(ef, abs ? abs : o->config);
+        free(abs);
+    }
+    fclose(ef);
+    return extra;
+}
+
+/* The rendered reports of a run. */
+typedef struct {
+    char *tap, *sum, *perf, *junit;
+    size_t tlen, slen, plen, jlen;
+} rendered;
+
+/* Write the reports as one set (on a failed write the previous report stays whole, kernels.log
+ * included); TAP on stdout first. 0, or 2 with one line. */
+static int write_reports(run_ctx *x, const rendered *rd)
+{
+    char p[4200], err[4400];
+    const char *outdir = x->outdir;
+    static moects_report_set set; /* 32 KiB of paths: not on the stack */
+    fwrite(rd->tap, 1, rd->tlen, stdout);
+    fflush(stdout);
+    snprintf(p, sizeof p, "%s/results.json", outdir);
+    if (moects_mkdirs(outdir, err, sizeof err) || moects_results_stage(&set, p, &x->run, err, sizeof err) ||
+        stage_out(&set, outdir, "run.tap", rd->tap, rd->tlen, err, sizeof err) ||
+        stage_out(&set, outdir, "summary.md", rd->sum, rd->slen, err, sizeof err) ||
+        (rd->perf && stage_out(&set, outdir, "perf.md", rd->perf, rd->plen, err, sizeof err)) ||
+        stage_out(&set, outdir, "junit.xml", rd->junit, rd->jlen, err, sizeof err) ||
+        (x->o.junit && moects_report_stage(&set, x->o.junit, rd->junit, rd->jlen, err, sizeof err)) ||
+        (access(klog_tmp, F_OK) == 0 && moects_report_adopt(&set, x->klog, err, sizeof err)) ||
+        moects_report_commit(&set, err, sizeof err)) {
+        moects_report_abort(&set);
+        return bad(&x->o, "%s", err);
+    }
+    if (!rd->perf) { /* no stale perf.md next to this run's results */
+        snprintf(p, sizeof p, "%s/perf.md", outdir);
+        unlink(p);
+    }
+    return 0;
+}
+
+/* The exit status of a written run (0 pass, 1 fail, 2 a case too big for this host's memory, which
+ * was not judged: never 0), and its closing stderr lines, the verdict last. */
+static int run_status(run_ctx *x, size_t nunj, long klines)
+{
+    const moects_run *run = &x->run;
+    int rc = x->nmissing || nunj ? 1 : 0;
+    for (size_t k = 0; k < x->nk; k++)
+        if (fails_run(run, x->kernels[k])) rc = 1;
+    size_t noom = 0, first = 0;
+    for (size_t i = 0; i < run->n; i++)
+        if (run->v[i].verdict == MOECTS_SKIP && strstr(run->v[i].reason, MOECTS_HOST_OOM) && !noom++) first = i;
+    if (noom) {
+        const moects_result *r = &run->v[first];
+        fprintf(stderr, "moects run: %zu result%s not judged, %s (first: %s, case %s: %s)\n", noom, noom == 1 ? "" : "s",
+                MOECTS_HOST_OOM, r->kernel, r->case_id, strstr(r->reason, MOECTS_HOST_OOM));
+        if (rc == 0) rc = 2;
+    }
+    if (klines > 0)
+        fprintf(stderr, "moects run: %s: %ld line%s in %s\n", KERNEL_LOG_WHAT, klines, klines == 1 ? "" : "s",
+                x->klog);
+    report_not_run(run, x->kernels, x->nk);
+    verdict_line(run, x->kernels, x->nk, rc, x->outdir);
+    return rc;
+}
+
+/* Stage 7: TAP, summary.md (with where the kernels' output is: not in the TAP, which depends on the
+ * results alone), perf.md, junit.xml; written; the exit status. */
+static int run_report(run_ctx *x)
+{
+    cli *o = &x->o;
+    long klines = count_lines(klog_tmp);
     char empty[128];
-    if (o.shard_n) snprintf(empty, sizeof empty, "no case or kernel selected in shard %d/%d", o.shard_i, o.shard_n);
+    if (o->shard_n) snprintf(empty, sizeof empty, "no case or kernel selected in shard %d/%d", o->shard_i, o->shard_n);
     else snprintf(empty, sizeof empty, "no selected kernel takes the selected cases");
     /* must-pass lists: a listed case that no honest kernel passed or failed is not passed */
     const char **unj = NULL, **unj_why = NULL;
-    size_t nunj = o.ncase_files ? moects_unjudged_cases(&run, &unj, &unj_why) : 0;
-    if (nunj == (size_t)-1) {
+    size_t nunj = o->ncase_files ? moects_unjudged_cases(&x->run, &unj, &unj_why) : 0;
+    char *extra = repro_extra(o);
+    if (nunj == (size_t)-1 || !extra) {
         free(extra);
-        rc = bad(&o, "out of memory");
-        goto done;
+        return bad(o, "out of memory");
     }
-    moects_tap_opts to = {.version = o.tap_version, .verbose = o.verbose, .repro_extra = extra, .missing = missing,
-                          .nmissing = nmissing, .missing_file = mfile, .unjudged = unj, .unjudged_why = unj_why,
-                          .nunjudged = nunj, .empty_reason = empty};
-    size_t tlen = 0, slen = 0, plen = 0;
-    char *tap = moects_tap_render(&run, kernels, nk, &to, &tlen);
-    char *sum = moects_summary_render(&run, kernels, nk, &to, &slen);
-    {
-        /* where the kernels' output is: in summary.md (and on stderr below). Not in the TAP, which
-         * depends on the results alone (the same for any --out, --jobs, or merged shards). */
-        char note[4400], n[64];
-        if (klines == 0) snprintf(n, sizeof n, "empty, ");
-        else if (klines > 0) snprintf(n, sizeof n, "%ld line%s in ", klines, klines == 1 ? "" : "s");
-        else n[0] = '\0';
-        snprintf(note, sizeof note, "- %s: %s`%s` (next to this file)\n", KERNEL_LOG_WHAT, n, KERNEL_LOG);
-        if (sum) sum = insert_after_line(sum, &slen, "- seed ", note);
-    }
-    char *perf = o.perf ? moects_perf_render(&run, &plen) : NULL;
-    if (!tap || !sum || (o.perf && !perf)) {
-        rc = bad(&o, "out of memory rendering the reports");
-    } else {
-        fwrite(tap, 1, tlen, stdout);
-        fflush(stdout);
-        /* one set: on a failed write the previous report stays whole, kernels.log included */
-        char p[4200];
-        static moects_report_set set; /* 32 KiB of paths: not on the stack */
-        snprintf(p, sizeof p, "%s/results.json", outdir);
-        if (moects_mkdirs(outdir, err, sizeof err) || moects_results_stage(&set, p, &run, err, sizeof err) ||
-            stage_out(&set, outdir, "run.tap", tap, tlen, err, sizeof err) ||
-            stage_out(&set, outdir, "summary.md", sum, slen, err, sizeof err) ||
-            (perf && stage_out(&set, outdir, "perf.md", perf, plen, err, sizeof err)) ||
-            (access(klog_tmp, F_OK) == 0 && moects_report_adopt(&set, klog, err, sizeof err)) ||
-            moects_report_commit(&set, err, sizeof err)) {
-            moects_report_abort(&set);
-            rc = bad(&o, "%s", err);
-        } else {
-            if (!perf) { /* no stale perf.md next to this run's results */
-                snprintf(p, sizeof p, "%s/perf.md", outdir);
-                unlink(p);
-            }
-            rc = nmissing || nunj ? 1 : 0;
-            for (size_t k = 0; k < nk; k++)
-                if (fails_run(&run, kernels[k])) rc = 1;
-            /* a case too big for this host's memory was not judged: say so, and never exit 0 */
-            size_t noom = 0, first = 0;
-            for (size_t i = 0; i < run.n; i++)
-                if (run.v[i].verdict == MOECTS_SKIP && strstr(run.v[i].reason, MOECTS_HOST_OOM) && !noom++) first = i;
-            if (noom) {
-                const moects_result *r = &run.v[first];
-                fprintf(stderr, "moects run: %zu result%s not judged, %s (first: %s, case %s: %s)\n", noom,
-                        noom == 1 ? "" : "s", MOECTS_HOST_OOM, r->kernel, r->case_id,
-                        strstr(r->reason, MOECTS_HOST_OOM));
-                if (rc == 0) rc = 2;
-            }
-            if (klines > 0)
-                fprintf(stderr, "moects run: %s: %ld line%s in %s\n", KERNEL_LOG_WHAT, klines,
-                        klines == 1 ? "" : "s", klog);
-        }
-    }
-    free(tap);
-    free(sum);
-    free(perf);
-    free(extra);
-    free(unj);
-    free(unj_why);
-done:
+    moects_tap_opts to = {.version = o->tap_version, .verbose = o->verbose, .program = moects_self_program(),
+                          .repro_extra = extra, .missing = x->missing, .nmissing = x->nmissing,
+                          .missing_file = x->mfile, .unjudged = unj, .unjudged_why = unj_why, .nunjudged = nunj,
+                          .empty_reason = empty};
+    rendered rd = {0};
+    rd.tap = moects_tap_render(&x->run, x->kernels, x->nk, &to, &rd.tlen);
+    rd.sum = moects_summary_render(&x->run, x->kernels, x->nk, &to, &rd.slen);
+    char note[4400], n[64];
+    if (klines == 0) snprintf(n, sizeof n, "empty, ");
+    else if (klines > 0) snprintf(n, sizeof n, "%ld line%s in ", klines, klines == 1 ? "" : "s");
+    else n[0] = '\0';
+    snprintf(note, sizeof note, "- %s: %s`%s` (next to this file)\n", KERNEL_LOG_WHAT, n, KERNEL_LOG);
+    if (rd.sum) rd.sum = insert_after_line(rd.sum, &rd.slen, "- seed ", note);
+    rd.perf = o->perf ? moects_perf_render(&x->run, &rd.plen) : NULL;
+    rd.junit = moects_junit_render(&x->run, x->kernels, x->nk, &to, &rd.jlen);
+    int rc;
+    if (!rd.tap || !rd.sum || (o->perf && !rd.perf) || !rd.junit) rc = bad(o, "out of memory rendering the reports");
+    else if (!(rc = write_reports(x, &rd))) rc = run_status(x, nunj, klines);
+    free(rd.tap), free(rd.sum), free(rd.perf), free(rd.junit);
+    free(extra), free(unj), free(unj_why);
+    return rc;
+}
+
+static void run_free(run_ctx *x)
+{
     if (klog_tmp[0]) { /* removed if still there (the run or the reports failed); handlers restored */
         unlink(klog_tmp);
         for (int i = 0; i < 3; i++) signal(int_sigs[i], old_sig[i]);
         klog_tmp[0] = '\0';
     }
-    moects_known_free(&known);
-    moects_run_free(&run);
-    for (size_t i = 0; i < nmissing; i++) free(missing[i]);
-    free(missing);
-    free(sel);
-    free(cases);
-    free(devs);
-    free(devbuf);
-    moects_case_list_free(&all);
-    free(kernels);
-    cli_free(&o);
+    moects_known_free(&x->known);
+    moects_run_free(&x->run);
+    for (size_t i = 0; i < x->nmissing; i++) free(x->missing[i]);
+    free(x->missing);
+    free(x->sel);
+    free(x->cases);
+    free(x->devs);
+    free(x->devbuf);
+    moects_case_list_free(&x->all);
+    free(x->kernels);
+    cli_free(&x->o);
+}
+
+/* `moects run`: a sequence of stages, each of which may end the command with its exit status. */
+int moects_cmd_run(int argc, char **argv)
+{
+    static run_ctx x; /* large (paths, the run's header): not on the stack */
+    memset(&x, 0, sizeof x);
+    x.o = (cli){.cmd = "run", .tiers = MOECTS_TIER_SMOKE, .seed = 1, .timeout = 120, .tap_version = 13,
+                .dead_after = 3};
+    klog_tmp[0] = '\0';
+    int rc = parse_args(&x.o, argc, argv, 1);
+    if (rc) {
+        cli_free(&x.o);
+        return rc < 0 ? usage_run() : rc;
+    }
+    x.root = resolve_root(x.o.root);
+    if (!(rc = run_environment(&x)) && !(rc = run_load(&x)) && !(rc = run_select(&x)) && !(rc = run_prepare(&x))) {
+        run_metadata(&x);
+        if (!(rc = run_execute(&x))) rc = run_report(&x);
+    }
+    run_free(&x);
     return rc;
 }

@@ -8,6 +8,7 @@ cd "$work" || exit 1
 fail() { echo "FAIL [$name]: $*" >&2; exit 1; }
 export MOECTS_ROOT="$root" MOECTS_COMMIT=cli-test
 unset TEST_TOTAL_SHARDS TEST_SHARD_INDEX TEST_SHARD_STATUS_FILE
+planted=$(dirname "$plugin")/libmoects_plugin_planted.so # tests/plugin_planted.c
 # a few cheap smoke cases, whatever the registry holds
 pick() { "$moects" list --tier smoke "$1" | cut -f1 | head -n "$2"; }
 
@@ -236,7 +237,7 @@ o = json.load(open("w1/results.json"))["results"]
 assert len(w) == len(o) > 0
 # the dequant_sgemm kernels' sgemm rounds in an order that depends on its OpenBLAS thread count
 # (ncpu/jobs): only their verdicts are compared (a bounded failure's reason names the worst element)
-loose = ("calc_diff", "mismatches", "max_ulp", "first_mismatch", "reason")
+loose = ("calc_diff", "mismatches", "max_ulp", "first_mismatch", "diag", "reason")
 for x, y in zip(w, o):
     skip = ("timing",) + (loose if x["kernel"].endswith(".dequant_sgemm") else ())
     a = {k: v for k, v in x.items() if k not in skip}
@@ -534,7 +535,9 @@ EOF
     rc=$?
     [ $rc -eq 0 ] || { cat run.tap err.txt; fail "exit $rc, want 0 (both mutants caught)"; }
     what="kernel log (what the kernels printed; each crash and timeout)"
-    [ "$(cat err.txt)" = "moects run: $what: 4 lines in out/kernels.log" ] || { cat err.txt; fail "stderr"; }
+    [ "$(head -n 1 err.txt)" = "moects run: $what: 4 lines in out/kernels.log" ] || { cat err.txt; fail "stderr"; }
+    [ "$(wc -l < err.txt)" = 2 ] && tail -n 1 err.txt | grep -q "^moects run: PASS: " ||
+        { cat err.txt; fail "stderr: the kernel log line, then the verdict"; }
     printf '%s\n' \
         "cpu.mutant.ep_gather.block_min1024: assertion hidden % BLOCK_D == 0 failed (hidden 3584, BLOCK_D 1024)" \
         "moects: cpu.mutant.ep_gather.block_min1024 on $t16: FAIL_CRASH: worker killed by signal 6 (SIGABRT: Aborted) while the kernel ran" \
@@ -552,9 +555,9 @@ EOF
     done
     grep -qxF -- "- $what: 4 lines in \`kernels.log\` (next to this file)" out/summary.md || fail "summary.md line"
     prove -e cat run.tap > prove.log 2>&1 || { cat prove.log; fail "prove"; }
-    # a quiet run in the same --out: the log is this run's (empty), nothing on stderr
+    # a quiet run in the same --out: the log is this run's (empty), stderr only the verdict line
     "$moects" run --out out --kernel cpu.ep_gather "$t16" > run2.tap 2> err.txt || fail "quiet run"
-    [ -s err.txt ] && { cat err.txt; fail "quiet run wrote to stderr"; }
+    [ "$(wc -l < err.txt)" = 1 ] && grep -q "^moects run: PASS: " err.txt || { cat err.txt; fail "quiet run's stderr"; }
     [ -e out/kernels.log ] && [ ! -s out/kernels.log ] || fail "kernels.log of a quiet run not empty"
     grep -qxF -- "- $what: empty, \`kernels.log\` (next to this file)" out/summary.md || fail "summary.md (quiet run)"
     # an interrupted run leaves the previous report whole, its kernels.log included, and no temp file
@@ -591,10 +594,10 @@ run_input)
     done
     # --help says what the defaults are
     "$moects" run --help > help.txt || fail "run --help"
-    grep -q "default 120, 0 for no limit" help.txt || fail "--help: timeout default"
-    grep -q "default one per visible GPU when a CUDA kernel has work, else one" help.txt &&
-        grep -q "^per CPU core" help.txt || fail "--help: jobs default"
-    grep -q "kernels.log in --out" help.txt || fail "--help: kernels.log"
+    grep -q "(default 120; 0: no limit)" help.txt || fail "--help: timeout default"
+    grep -q "(default: one per visible GPU when a CUDA kernel has" help.txt &&
+        grep -q "work, else one per CPU core)" help.txt || fail "--help: jobs default"
+    grep -q "kernels.log there holds what the kernels printed" help.txt || fail "--help: kernels.log"
     ;;
 default_jobs)
     # without a GPU the default --jobs is one worker per core: a small FP4 case's reference then
@@ -610,6 +613,173 @@ d = json.load(open("d/results.json"))["results"][0]["timing"]["ref_threads"]
 o = json.load(open("one/results.json"))["results"][0]["timing"]["ref_threads"]
 assert (d, o) == (1, n), (d, o, n)
 PY
+    ;;
+diag_planted)
+    # one wrong element, D[M-1][N-1], in a 16 x 768 MXFP4 GEMM: coordinates (m 15, n 767) and a pattern
+    # naming the last 128-column tile of N (5 * 128 = 640 .. 767); the dims are the Kimi K3 tp8 gemm1's
+    id=fp4_gemm.mxfp4/kimi-k3/tp8/gemm1/m16
+    "$moects" list -v "$id" | grep -qF "D [M 16, N 768] bf16" || fail "list -v: not the 16 x 768 case"
+    MOECTS_PLANTED=last_tile_elem "$moects" run --out out --kernel-lib "$planted" --kernel planted.fp4_gemm "$id" \
+        > run.tap 2> err.txt && { cat run.tap; fail "a wrong element passed"; }
+    grep -qF 'pattern: "one element: row 15 (the last), column 767 (in the last 128-column tile of N: 640..767)"' run.tap ||
+        { cat run.tap; fail "pattern line"; }
+    grep -qF 'at: "(m 15, n 767)"' run.tap || fail "coordinates"
+    python3 - <<'PY' || fail "results.json diag"
+import json
+r = json.load(open("out/results.json"))["results"][0]
+d = r["diag"]
+assert d["axes"] == ["m", "n"], d
+assert [e["at"] for e in d["first"]] == [[15, 767]], d
+assert d["first"][0]["index"] == 15 * 768 + 767 and d["first"][0]["ulp"] == 1, d
+PY
+    prove -e cat run.tap > prove.log 2>&1; grep -q "Parse errors" prove.log && { cat prove.log; fail "prove parse"; }
+    ;;
+repro)
+    # a repro line pasted as printed, from another folder: it calls this binary, reruns the case into
+    # ./reports/repro/<id>, and leaves reports/latest (of the source tree and of that folder) alone
+    id=fp4_gemm.mxfp4/kimi-k3/tp8/gemm1/m16
+    MOECTS_PLANTED=last_tile_elem "$moects" run --out out --kernel-lib "$planted" --kernel planted.fp4_gemm "$id" \
+        > run.tap 2> /dev/null
+    line=$(sed -n 's/^ *repro: "\(.*\)"$/\1/p' run.tap)
+    [ -n "$line" ] || { cat run.tap; fail "no repro line"; }
+    first=${line%% *}
+    [ "$first" = "$(readlink -f "$moects")" ] || fail "repro calls $first, not the binary that ran"
+    before=$(ls -l --time-style=full-iso "$root/reports/latest" 2> /dev/null | md5sum)
+    mkdir -p elsewhere && cd elsewhere || fail "mkdir"
+    MOECTS_PLANTED=last_tile_elem sh -c "$line" > repro.tap 2> repro.err
+    rc=$?
+    [ $rc -eq 1 ] || { cat repro.err; fail "repro exit $rc, want 1 (the planted element fails again)"; }
+    grep -qF 'at: "(m 15, n 767)"' repro.tap || fail "repro did not reproduce the mismatch"
+    [ -f reports/repro/fp4_gemm.mxfp4_kimi-k3_tp8_gemm1_m16/results.json ] || fail "no report in its own folder"
+    [ ! -e reports/latest ] || fail "repro wrote reports/latest"
+    after=$(ls -l --time-style=full-iso "$root/reports/latest" 2> /dev/null | md5sum)
+    [ "$before" = "$after" ] || fail "repro touched $root/reports/latest"
+    ;;
+fail_fast)
+    # a kernel that hangs on every case stops after its first 3 (--stop-dead-after's default), the
+    # rest of its cases SKIP with one reason; --max-kernel-failures and --max-failures; the last
+    # stderr line is the run's verdict
+    "$moects" list -v --tier smoke 'fp4_gemm.mxfp4/*' | grep -F 'MXFP4, linear' | cut -f1 | head -n 6 > ids
+    [ "$(wc -l < ids)" = 6 ] || fail "6 smoke MXFP4 cases with linear scales wanted"
+    # shellcheck disable=SC2046
+    MOECTS_PLANTED=hang "$moects" run --out h --jobs 1 --timeout 1 --kernel-lib "$planted" --kernel planted.fp4_gemm \
+        $(cat ids) \
+        > h.tap 2> h.err && fail "a hanging kernel passed"
+    n=$(grep -c 'verdict: FAIL_TIMEOUT' h.tap)
+    [ "$n" = 3 ] || { cat h.tap; fail "$n timeouts, want 3"; }
+    n=$(grep -c "# SKIP not run: planted.fp4_gemm stopped: its first 3 cases crashed or timed out" h.tap)
+    [ "$n" = 3 ] || { cat h.tap; fail "$n cases not run, want 3"; }
+    grep -q "^moects run: planted.fp4_gemm: 3 cases not run: planted.fp4_gemm stopped: its first 3 cases" h.err ||
+        { cat h.err; fail "stderr: the one reason"; }
+    tail -n 1 h.err | grep -q "^moects run: FAIL: 1 of 1 honest kernel fail, 0 of 0 mutants escaped; 6 results: 0 passed, 3 failed, 3 skipped or unsupported; summary: h/summary.md$" ||
+        { cat h.err; fail "last stderr line is not the verdict"; }
+    # per kernel: 2 failures, then the kernel stops; the built-in honest kernel runs on
+    # shellcheck disable=SC2046
+    MOECTS_PLANTED=last_tile_elem "$moects" run --out k --jobs 1 --kernel-lib "$planted" --kernel planted.fp4_gemm \
+        --kernel cpu.fp4_gemm.blockwise --max-kernel-failures 2 $(cat ids) > k.tap 2> k.err
+    [ "$(grep -c 'verdict: FAIL_MISMATCH' k.tap)" = 2 ] || { cat k.tap; fail "--max-kernel-failures 2"; }
+    grep -q "^ok 1 - cpu.fp4_gemm.blockwise: 6 of 6 cases pass" k.tap || { cat k.tap; fail "the other kernel stopped too"; }
+    [ "$(grep -c 'SKIP not run: planted.fp4_gemm stopped: --max-kernel-failures 2 reached' k.tap)" = 4 ] ||
+        fail "4 cases not run"
+    # overall: the first failure stops the run (case-major: case 1's two kernels ran, nothing after)
+    # shellcheck disable=SC2046
+    MOECTS_PLANTED=last_tile_elem "$moects" run --out m --jobs 1 --kernel-lib "$planted" --kernel planted.fp4_gemm \
+        --kernel cpu.fp4_gemm.blockwise --max-failures 1 $(cat ids) > m.tap 2> m.err
+    [ "$(grep -c 'SKIP not run: the run stopped: --max-failures 1 reached' m.tap)" = 10 ] ||
+        { cat m.tap; fail "--max-failures 1: 10 of 12 tasks not run"; }
+    tail -n 1 m.err | grep -q "^moects run: FAIL: 1 of 2 honest kernels fail" || { cat m.err; fail "verdict line"; }
+    "$moects" run --max-failures x 2> e.txt; [ $? = 2 ] || fail "bad count accepted"
+    grep -qxF 'moects run: --max-failures: not a count 0..1000000000: "x"' e.txt || { cat e.txt; fail "bad count message"; }
+    ;;
+junit_native)
+    # moects's own JUnit: one testcase per (kernel, case), valid against the Jenkins/Ant JUnit schema
+    "$moects" list -v --tier smoke 'fp4_gemm.*' | grep -F 'MXFP4, linear' | cut -f1 | head -n 2 > ids
+    "$moects" list --tier smoke 'fp4_gemm.nvfp4/*' | cut -f1 | head -n 1 >> ids
+    # shellcheck disable=SC2046
+    MOECTS_PLANTED=last_tile_elem "$moects" run --out o --junit j.xml --kernel-lib "$planted" \
+        --kernel planted.fp4_gemm --kernel cpu.fp4_gemm.blockwise --kernel cpu.mutant.fp4_gemm.nibble_swap \
+        $(cat ids) > o.tap 2> /dev/null
+    cmp -s j.xml o/junit.xml || fail "--junit FILE and OUT/junit.xml differ"
+    xmllint --noout --schema "$root/tests/data/junit/junit.xsd" j.xml 2> xsd.err || { cat xsd.err; fail "schema"; }
+    n=$(xmllint --xpath 'count(//testcase)' j.xml)
+    [ "$n" = 9 ] || fail "testcases: $n, want 9 (3 kernels x 3 cases)"
+    # the planted kernel: 2 failures with (m, n) diagnostics, the NVFP4 case refused: skipped
+    n=$(xmllint --xpath 'count(//testsuite[@name="planted.fp4_gemm"]/testcase/failure[@type="FAIL_MISMATCH"])' j.xml)
+    [ "$n" = 2 ] || fail "planted failures: $n, want 2"
+    xmllint --xpath 'string(//testsuite[@name="planted.fp4_gemm"]/testcase/skipped/@message)' j.xml |
+        grep -qxF "UNSUPPORTED: MXFP4 with linear scales only" || fail "UNSUPPORTED as <skipped> with the reason"
+    xmllint --xpath 'string(//testsuite[@name="planted.fp4_gemm"]/testcase/failure)' j.xml | grep -q 'at: "(m ' ||
+        fail "failure text lacks the coordinates"
+    # the mutant's caught cases pass; the honest kernel passes
+    n=$(xmllint --xpath 'count(//failure) + count(//error)' j.xml)
+    [ "$n" = 2 ] || fail "failures+errors: $n, want the planted kernel's 2"
+    [ "$(xmllint --xpath 'string(/testsuites/@tests)' j.xml)" = 9 ] || fail "testsuites tests count"
+    ;;
+provenance)
+    # the commit comes from git, with -dirty when a tracked file changed; a plugin's path and SHA-256
+    mkdir r && cp -r "$root/cases" r/ && git -C r init -q && git -C r add -A &&
+        git -C r -c user.name=t -c user.email=t@t commit -qm x || fail "git repo"
+    id=ep_gather/regression/block-divides-h/h3584/t64
+    env -u MOECTS_COMMIT -u MOECTS_ROOT "$moects" run --root r --out a --kernel cpu.ep_gather "$id" > /dev/null ||
+        fail "clean run"
+    want=$(git -C r rev-parse HEAD)
+    python3 -c 'import json,sys; c=json.load(open("a/results.json"))["commit"]; assert c==sys.argv[1], c' "$want" ||
+        fail "commit is not git's HEAD"
+    echo >> r/cases/known-findings.txt
+    env -u MOECTS_COMMIT -u MOECTS_ROOT "$moects" run --root r --out b --kernel cpu.ep_gather "$id" > /dev/null
+    python3 -c 'import json,sys; c=json.load(open("b/results.json"))["commit"]; assert c==sys.argv[1]+"-dirty", c' \
+        "$want" || fail "a changed tracked file is not -dirty"
+    "$moects" run --out p --shard 0/1 --kernel-lib "$plugin" --kernel plugin.ep_gather "$id" > /dev/null ||
+        fail "plugin run"
+    sum=$(sha256sum "$plugin" | cut -c1-64)
+    python3 - "$(readlink -f "$plugin")" "$sum" <<'PY' || fail "kernel_libs"
+import json, sys
+libs = json.load(open("p/results.json"))["kernel_libs"]
+assert libs == [{"path": sys.argv[1], "sha256": sys.argv[2]}], libs
+PY
+    "$moects" merge m p/results.json > /dev/null 2>&1
+    python3 -c 'import json; assert json.load(open("m/results.json"))["kernel_libs"]' || fail "merge drops kernel_libs"
+    ;;
+run_config)
+    # a model no registry file holds, from a raw config.json (Qwen3-MoE field names), run at TP 8
+    cat > new-moe.json <<'JSON'
+{"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 2048,
+ "intermediate_size": 6144, "moe_intermediate_size": 768, "num_experts": 128, "num_experts_per_tok": 8,
+ "num_hidden_layers": 48}
+JSON
+    "$moects" run --config new-moe.json --tp 8 --tier smoke --out o --kernel cpu.ep_gather \
+        --kernel cpu.fp4_gemm.blockwise > o.tap 2> o.err || { cat o.err o.tap; fail "run --config"; }
+    n=$(grep -c '^    ok' o.tap)
+    [ "$n" -gt 0 ] || fail "no case ran"
+    grep -E '^    (not )?ok' o.tap | grep -v '/tp8/' && fail "a case of another layout ran"
+    grep -q "fp4_gemm.mxfp4/.*/tp8/gemm1/" o.tap || fail "no gemm1 case"
+    # the derivation's numbers, by hand: gemm1 N = 2 * 768 / 8 = 192, K = 2048; gemm2 N = 2048, K = 96
+    "$moects" list -v --config new-moe.json --tp 8 'fp4_gemm.mxfp4/*/gemm1/*' | grep -qF ", N 192] bf16 = A [M, K 2048]" ||
+        fail "gemm1 shape"
+    "$moects" list -v --config new-moe.json --tp 8 'fp4_gemm.mxfp4/*/gemm2/*' | grep -qF ", N 2048] bf16 = A [M, K 96]" ||
+        fail "gemm2 shape"
+    "$moects" run --config new-moe.json --tp 3 2> e.txt; [ $? = 2 ] || fail "--tp 3 accepted"
+    grep -q "^moects run: new-moe.json: --tp 3: " e.txt || { cat e.txt; fail "--tp 3 message"; }
+    "$moects" run --tp 8 2> e.txt; [ $? = 2 ] || fail "--tp without --config accepted"
+    # the pre-launch check takes the same kernel options: the planted kernel refuses NVFP4
+    "$moects" coverage --config new-moe.json --tp 8 --kernel-lib "$planted" --kernel 'planted.*' > pre.md 2> pre.err
+    [ $? = 1 ] || { cat pre.err; fail "coverage --config exit"; }
+    grep -q "planted.fp4_gemm" pre.md && grep -q "MXFP4 with linear scales only" pre.md ||
+        { cat pre.md; fail "the plugin kernel's refusals are not listed"; }
+    grep -q "cpu.fp4_gemm.blockwise" pre.md && fail "--kernel 'planted.*' did not narrow the kernels"
+    ;;
+help)
+    # every command's --help: exit 0, options with their defaults on stdout, nothing on stderr
+    for c in list run gate coverage merge; do
+        "$moects" $c --help > h.txt 2> e.txt || fail "$c --help: exit $?"
+        [ -s e.txt ] && { cat e.txt; fail "$c --help wrote to stderr"; }
+        grep -q "^usage: moects $c" h.txt || fail "$c --help: no usage line"
+        grep -q "default" h.txt || { cat h.txt; fail "$c --help names no default"; }
+    done
+    for o in --tier --seed --timeout --jobs --out --junit --max-failures --max-kernel-failures --stop-dead-after \
+             --config --tap-version --known-findings; do
+        "$moects" run --help | grep -q -- "^ *$o" || fail "run --help lacks $o"
+    done
     ;;
 *)
     fail "unknown test"

@@ -22,7 +22,8 @@
  *     - the shapes no registered case covers, by op and the dims that matter: ep_gather
  *       (H, topk, E, EP size, expert map), fp4_gemm.<format> (N, K); a dim value no registered case of the op has is
  *       named "new";
- *     - the shapes a built-in honest kernel refuses (supports() false), with its reason.
+ *     - the shapes an honest kernel refuses (supports() false), with its reason: the built-in kernels
+ *       and those of each --kernel-lib LIB.so, kept when a --kernel GLOB matches (all when none).
  *   The registry is the built-in one (cases/models and cases/regressions under --root) or --registry
  *   DIR (a source tree holding cases/models, or a directory of model files), without the model
  *   itself (same registry name, or same hf_id). Markdown on stdout (and DIR/prelaunch.md with
@@ -37,6 +38,7 @@
  * before the report is made, and nothing is printed or written after an error. */
 #include <ctype.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +50,7 @@
 #include "moects_commands.h"
 #include "moects_inputs.h"
 #include "moects_registry.h"
+#include "moects_runner.h"
 #include "reports_internal.h"
 
 /* ---- registry ---- */
@@ -220,18 +223,6 @@ static moects__cell_state state_of(table *t, int k, int m, int l)
     /* green only when every case of the cell passed (a skipped case leaves it NOT_RUN) */
     if (pass && pass == all) return MOECTS__CELL_PASS;
     return MOECTS__CELL_NOT_RUN;
-}
-
-/* A model x layout cell of the Markdown grid: its state and, once run, "k/n" (k of its n cases
- * pass). */
-static void cell_text(moects__buf *b, table *t, int k, int m, int l)
-{
-    const cell *c = at(t, k, m, l);
-    size_t pass = c->n[MOECTS_PASS_EXACT] + c->n[MOECTS_PASS_TOLERANCE], all = 0;
-    for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) all += c->n[v];
-    moects__buf_printf(b, " %s", cell_md[state_of(t, k, m, l)]);
-    if (all) moects__buf_printf(b, " %zu/%zu", pass, all);
-    moects__buf_add(b, " |");
 }
 
 static int find_str(const char **v, int n, const char *s)
@@ -446,6 +437,193 @@ static void count_states(table *t, int k, size_t cnt[MOECTS__CELL_COUNT])
         for (int l = 0; l < t->nl; l++) cnt[state_of(t, k, m, l)]++;
 }
 
+/* The anchor of a failing or refused cell: "cell-" and kernel, model, layout with every character but
+ * [A-Za-z0-9] as '-'. */
+static void cell_anchor(moects__buf *b, table *t, int k, int m, int l)
+{
+    const char *parts[3] = {t->k[k].name, t->models[m], t->layouts[l]};
+    moects__buf_add(b, "cell");
+    for (int i = 0; i < 3; i++) {
+        moects__buf_add(b, "-");
+        for (const char *c = parts[i]; *c; c++) moects__buf_addn(b, isalnum((unsigned char)*c) ? c : "-", 1);
+    }
+}
+
+/* A table cell: its glyph, linked to its details when it fails or refuses (run mode). */
+static void md_cell(moects__buf *b, table *t, int k, int m, int l)
+{
+    moects__cell_state s = state_of(t, k, m, l);
+    const cell *c = at(t, k, m, l);
+    size_t pass = c->n[MOECTS_PASS_EXACT] + c->n[MOECTS_PASS_BOUNDED] + c->n[MOECTS_PASS_TOLERANCE], all = 0;
+    for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) all += c->n[v];
+    if (t->run && (s == MOECTS__CELL_FAIL || s == MOECTS__CELL_UNSUPPORTED)) {
+        moects__buf_printf(b, " [%s](#", cell_md[s]);
+        cell_anchor(b, t, k, m, l);
+        moects__buf_add(b, ")");
+    } else {
+        moects__buf_printf(b, " %s", cell_md[s]);
+    }
+    if (all) moects__buf_printf(b, " %zu/%zu", pass, all); /* k of the cell's n cases pass */
+    moects__buf_add(b, " |");
+}
+
+/* The state of the results of kernel k on model m, layout l whose case id starts with prefix (an FP4
+ * format) and holds gemm ("/gemm1/"): "-" when there is none. */
+static const char *sub_state(table *t, int k, int m, int l, const char *prefix, const char *gemm)
+{
+    size_t n[MOECTS_VERDICT_COUNT] = {0}, any = 0;
+    for (size_t i = 0; i < t->run->n; i++) {
+        const moects_result *r = &t->run->v[i];
+        if (strcmp(r->kernel, t->k[k].name) || strcmp(r->model, t->models[m]) || strcmp(r->layout, t->layouts[l]) ||
+            strncmp(r->case_id, prefix, strlen(prefix)) || !strstr(r->case_id, gemm))
+            continue;
+        n[r->verdict]++;
+        any++;
+    }
+    if (!any) return "-";
+    if (n[MOECTS_FAIL_MISMATCH] + n[MOECTS_FAIL_CRASH] + n[MOECTS_FAIL_TIMEOUT]) return cell_md[MOECTS__CELL_FAIL];
+    if (n[MOECTS_UNSUPPORTED]) return cell_md[MOECTS__CELL_UNSUPPORTED];
+    if (n[MOECTS_PASS_EXACT] + n[MOECTS_PASS_TOLERANCE]) return cell_md[MOECTS__CELL_PASS];
+    return cell_md[MOECTS__CELL_NOT_RUN];
+}
+
+/* fp4_gemm kernel k: MXFP4 / NVFP4 and gemm1 / gemm2 apart, one row per (model, layout) with results. */
+static void md_fp4_split(moects__buf *b, table *t, int k)
+{
+    static const char *const fmt[2] = {"fp4_gemm.mxfp4/", "fp4_gemm.nvfp4/"}, *const gemm[2] = {"/gemm1/", "/gemm2/"};
+    int header = 0;
+    for (int m = 0; m < t->nm; m++)
+        for (int l = 0; l < t->nl; l++) {
+            const char *st[4];
+            int any = 0;
+            for (int i = 0; i < 4; i++) any |= strcmp(st[i] = sub_state(t, k, m, l, fmt[i / 2], gemm[i % 2]), "-") != 0;
+            if (!any) continue;
+            if (!header++)
+                moects__buf_add(b, "\nBy format and GEMM:\n\n| model | layout | MXFP4 gemm1 | MXFP4 gemm2 | NVFP4 gemm1 "
+                                   "| NVFP4 gemm2 |\n|---|---|:-:|:-:|:-:|:-:|\n");
+            moects__buf_add(b, "| ");
+            moects__buf_md(b, t->models[m]);
+            moects__buf_add(b, " | ");
+            moects__buf_md(b, t->layouts[l]);
+            moects__buf_add(b, " |");
+            for (int i = 0; i < 4; i++) moects__buf_printf(b, " %s |", st[i]);
+            moects__buf_add(b, "\n");
+        }
+}
+
+/* Kernel k: each layout column whose registered cells all have no verdict because their cases were
+ * skipped, with the first skip reason ("no CUDA device"). */
+static void md_skip_columns(moects__buf *b, table *t, int k)
+{
+    for (int l = 0; l < t->nl; l++) {
+        int registered = 0, other = 0;
+        const char *why = NULL;
+        for (int m = 0; m < t->nm; m++) {
+            moects__cell_state s = state_of(t, k, m, l);
+            if (s == MOECTS__CELL_NOT_REGISTERED) continue;
+            registered++;
+            if (s != MOECTS__CELL_NOT_RUN || !at(t, k, m, l)->n[MOECTS_SKIP]) other = 1;
+        }
+        if (!registered || other) continue;
+        for (size_t i = 0; i < t->run->n && !why; i++) {
+            const moects_result *r = &t->run->v[i];
+            if (r->verdict == MOECTS_SKIP && !strcmp(r->kernel, t->k[k].name) && !strcmp(r->layout, t->layouts[l]))
+                why = r->reason;
+        }
+        moects__buf_add(b, "\nColumn ");
+        moects__buf_md(b, t->layouts[l]);
+        moects__buf_add(b, " is all SKIP: ");
+        moects__buf_md(b, why && why[0] ? why : "skipped");
+        moects__buf_add(b, "\n");
+    }
+}
+
+/* Every failing or refused cell: its cases (up to 10), each with its verdict, pattern or reason, where
+ * it first differs, and its repro line. */
+static void md_bad_cells(moects__buf *b, table *t)
+{
+    int header = 0;
+    for (int k = 0; k < t->nk; k++)
+        for (int m = 0; m < t->nm; m++)
+            for (int l = 0; l < t->nl; l++) {
+                moects__cell_state s = state_of(t, k, m, l);
+                if (s != MOECTS__CELL_FAIL && s != MOECTS__CELL_UNSUPPORTED) continue;
+                if (!header++) moects__buf_add(b, "\n## Failing and refused cells\n");
+                moects__buf_add(b, "\n<a id=\"");
+                cell_anchor(b, t, k, m, l);
+                moects__buf_add(b, "\"></a>\n### `");
+                moects__buf_md_code(b, t->k[k].name);
+                moects__buf_add(b, "` on ");
+                moects__buf_md(b, t->models[m]);
+                moects__buf_add(b, " ");
+                moects__buf_md(b, t->layouts[l]);
+                moects__buf_printf(b, ": %s\n\n", moects__cell_name(s));
+                size_t shown = 0, more = 0;
+                for (size_t i = 0; i < t->run->n; i++) {
+                    const moects_result *r = &t->run->v[i];
+                    if (strcmp(r->kernel, t->k[k].name) || strcmp(r->model, t->models[m]) ||
+                        strcmp(r->layout, t->layouts[l]) ||
+                        !(moects_verdict_is_fail(r->verdict) || r->verdict == MOECTS_UNSUPPORTED))
+                        continue;
+                    if (shown == 10) {
+                        more++;
+                        continue;
+                    }
+                    shown++;
+                    moects__buf_add(b, "- `");
+                    moects__buf_md_code(b, r->case_id);
+                    moects__buf_printf(b, "` %s: ", moects_verdict_name(r->verdict));
+                    moects__buf_md(b, r->diag.ndims ? r->diag.pattern : r->reason[0] ? r->reason : "-");
+                    if (r->diag.nfirst) {
+                        char at[96], got[64], want[64];
+                        moects_diag_at(&r->diag, &r->diag.first[0], at, sizeof at);
+                        moects_diag_value(&r->diag, r->diag.first[0].got, got, sizeof got);
+                        moects_diag_value(&r->diag, r->diag.first[0].want, want, sizeof want);
+                        moects__buf_printf(b, "; %" PRId64 " mismatches, first at ", r->mismatches);
+                        moects__buf_md(b, at);
+                        moects__buf_add(b, ": got ");
+                        moects__buf_md(b, got);
+                        moects__buf_add(b, ", want ");
+                        moects__buf_md(b, want);
+                    }
+                    moects__buf cmd = {0};
+                    moects__repro_filter(&cmd, r, t->run->filter);
+                    moects__buf_add(b, "\n  `");
+                    moects__buf_md_code(b, cmd.s ? cmd.s : "");
+                    moects__buf_add(b, "`\n");
+                    moects__buf_free(&cmd);
+                }
+                if (more) moects__buf_printf(b, "- ... and %zu more\n", more);
+            }
+}
+
+/* One section per model: kernels (rows) x layouts (columns). */
+static void md_per_model(moects__buf *b, table *t)
+{
+    if (!t->nk) return;
+    moects__buf_add(b, "\n## Per model\n");
+    for (int m = 0; m < t->nm; m++) {
+        moects__buf_add(b, "\n### ");
+        moects__buf_md(b, t->models[m]);
+        moects__buf_add(b, "\n\n| kernel |");
+        for (int l = 0; l < t->nl; l++) {
+            moects__buf_add(b, " ");
+            moects__buf_md(b, t->layouts[l]);
+            moects__buf_add(b, " |");
+        }
+        moects__buf_add(b, "\n|---|");
+        for (int l = 0; l < t->nl; l++) moects__buf_add(b, ":-:|");
+        moects__buf_add(b, "\n");
+        for (int k = 0; k < t->nk; k++) {
+            moects__buf_add(b, "| `");
+            moects__buf_md_code(b, t->k[k].name);
+            moects__buf_add(b, "` |");
+            for (int l = 0; l < t->nl; l++) md_cell(b, t, k, m, l);
+            moects__buf_add(b, "\n");
+        }
+    }
+}
+
 static void render_md(moects__buf *b, table *t, const char *run_path)
 {
     moects__buf_add(b, "# moects shape coverage\n\n");
@@ -486,10 +664,14 @@ static void render_md(moects__buf *b, table *t, const char *run_path)
             moects__buf_add(b, "| ");
             moects__buf_md(b, t->models[m]);
             moects__buf_add(b, " |");
-            for (int l = 0; l < t->nl; l++) cell_text(b, t, k, m, l);
+            for (int l = 0; l < t->nl; l++) md_cell(b, t, k, m, l);
             moects__buf_add(b, "\n");
         }
+        if (t->run && t->k[k].op == MOECTS_OP_FP4_GEMM) md_fp4_split(b, t, k);
+        if (t->run) md_skip_columns(b, t, k);
     }
+    if (t->run) md_bad_cells(b, t);
+    md_per_model(b, t);
 }
 
 /* SVG heat map of kernel k: models rows x layouts columns. */
@@ -542,6 +724,12 @@ static void render_svg(moects__buf *b, table *t, int k)
             int x = col_x(t, l, lw), y = TOP + m * (CH + GAP);
             detail.n = 0;
             cell_detail(&detail, t, k, m, l);
+            int link = t->run && (s == MOECTS__CELL_FAIL || s == MOECTS__CELL_UNSUPPORTED);
+            if (link) { /* to its row in the table of cells failing or refused */
+                moects__buf_add(b, "<a href=\"#");
+                cell_anchor(b, t, k, m, l);
+                moects__buf_add(b, "\">");
+            }
             moects__buf_printf(b, "<g class=\"cell s%d\"><title>", (int)s);
             moects__buf_html(b, detail.s ? detail.s : "");
             moects__buf_printf(b, "</title><rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"3\" fill=\"%s\"%s/>",
@@ -550,7 +738,7 @@ static void render_svg(moects__buf *b, table *t, int k)
             if (cell_glyph[s][0])
                 moects__buf_printf(b, "<text x=\"%d\" y=\"%d\" fill=\"%s\">%s</text>", x + CW / 2, y + CH - 5, cell_ink[s],
                                    cell_glyph[s]);
-            moects__buf_add(b, "</g>\n");
+            moects__buf_add(b, link ? "</g></a>\n" : "</g>\n");
         }
     moects__buf_free(&detail);
     moects__buf_add(b, "</svg>\n");
@@ -629,7 +817,9 @@ static void render_html(moects__buf *b, table *t, const char *run_path)
                 detail.n = 0;
                 cell_detail(&detail, t, k, m, l);
                 const char *nl = strchr(detail.s, '\n');
-                moects__buf_add(&rows, "<tr><td><code>");
+                moects__buf_add(&rows, "<tr id=\"");
+                cell_anchor(&rows, t, k, m, l);
+                moects__buf_add(&rows, "\"><td><code>");
                 moects__buf_html(&rows, t->k[k].name);
                 moects__buf_add(&rows, "</code></td><td>");
                 moects__buf_html(&rows, t->models[m]);
@@ -644,6 +834,15 @@ static void render_html(moects__buf *b, table *t, const char *run_path)
                     if (!e) break;
                     moects__buf_add(&rows, "<br>");
                     p = e + 1;
+                }
+                const cell *c = at(t, k, m, l);
+                if (t->run && c->first_bad >= 0) { /* the first bad case's repro line */
+                    moects__buf cmd = {0};
+                    moects__repro_filter(&cmd, &t->run->v[c->first_bad], t->run->filter);
+                    moects__buf_add(&rows, "<br><code>");
+                    moects__buf_html(&rows, cmd.s ? cmd.s : "");
+                    moects__buf_add(&rows, "</code>");
+                    moects__buf_free(&cmd);
                 }
                 moects__buf_add(&rows, "</td></tr>\n");
             }
@@ -853,238 +1052,309 @@ static void finding_note(finding *x, const moects_case *c)
     }
 }
 
-static int cmd_prelaunch(const char *config, const int *tps, int ntp, const int *eps, int nep, const char *registry_dir,
-                         const char *root, const char *out_dir)
+/* The state of one pre-launch check (`moects coverage --config`), carried through its stages. */
+typedef struct {
+    const char *config;
+    const moects_kernel *const *bk;
+    size_t nb;
+    moects_model m;
+    char want[40][16]; /* the layouts asked for, each once */
+    int nwant, layout_cases[40];
+    registry reg;
+    moects_case_list mine;
+    char **excluded; /* the registry's names of the model itself */
+    int nexcl;
+    size_t nreg, nmine, missing;
+    strset keys, dims; /* the registry's shape keys and dims, by op */
+    findings unc, ref;
+} prelaunch;
+
+/* Stage 1: the model and the layouts asked for (one the derivation lacks for the model is a usage
+ * error naming the file, the option and why). 0, or 2 with one line. */
+static int pre_model(prelaunch *x, const int *tps, int ntp, const int *eps, int nep)
 {
     char err[1024];
-    moects_model m;
-    registry reg = {0};
-    moects_case_list mine = {0};
-    strset keys = {0}, dims = {0};
-    findings unc = {0}, ref = {0};
-    moects__buf b = {0};
-    char **excluded = NULL;
-    int nexcl = 0, rc = 2;
-    if (moects_model_load(config, &m, err, sizeof err)) {
+    if (moects_model_load(x->config, &x->m, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return 2;
     }
-    /* the layouts asked for, each once; one the derivation lacks for this model is a usage error */
-    char want[40][16];
-    int nwant = 0;
     for (int i = 0; i < ntp + nep; i++) {
         int tp = i < ntp ? tps[i] : 0, ep = i < ntp ? 0 : eps[i - ntp];
         char name[16], why[200];
         snprintf(name, sizeof name, "%s%d", tp ? "tp" : "ep", tp ? tp : ep);
-        if (!moects_layout_exists(&m, tp, ep, why, sizeof why)) {
-            fprintf(stderr, "%s: --%.2s %d: %s\n", config, name, tp ? tp : ep, why);
+        if (!moects_layout_exists(&x->m, tp, ep, why, sizeof why)) {
+            fprintf(stderr, "%s: --%.2s %d: %s\n", x->config, name, tp ? tp : ep, why);
             return 2;
         }
         int dup = 0;
-        for (int j = 0; j < nwant; j++) dup |= !strcmp(want[j], name);
-        if (!dup) snprintf(want[nwant++], 16, "%s", name);
+        for (int j = 0; j < x->nwant; j++) dup |= !strcmp(x->want[j], name);
+        if (!dup) snprintf(x->want[x->nwant++], 16, "%s", name);
     }
-    if (registry_load(&reg, registry_dir, root, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
-        goto out;
-    }
-    if (registry_has_models(&reg, registry_dir)) goto out;
-    if (out_dir && dir_writable("--out", out_dir)) goto out;
-    if (moects_derive_cases(&m, &mine)) {
-        fprintf(stderr, "%s: case derivation failed\n", config);
-        goto out;
-    }
+    return 0;
+}
 
-    /* the registry without the model itself */
-    char mn[64], rn[64];
-    norm_name(m.name, mn, sizeof mn);
-    excluded = calloc((size_t)reg.nmodels + 1, sizeof *excluded);
-    if (!excluded) goto oom;
-    for (int i = 0; i < reg.nmodels; i++) {
-        norm_name(reg.models[i].name, rn, sizeof rn);
-        if (!strcmp(rn, mn) || (m.hf_id[0] && !strcasecmp(m.hf_id, reg.models[i].hf_id)))
-            excluded[nexcl++] = reg.models[i].name;
+/* Stage 2: the registry (with model files), --out writable, the model's cases derived. 0 or 2. */
+static int pre_load(prelaunch *x, const char *registry_dir, const char *root, const char *out_dir)
+{
+    char err[1024];
+    if (registry_load(&x->reg, registry_dir, root, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 2;
     }
-    size_t nreg = 0;
-    for (size_t i = 0; i < reg.cases.n; i++) {
-        const moects_case *c = &reg.cases.v[i];
+    if (registry_has_models(&x->reg, registry_dir) || (out_dir && dir_writable("--out", out_dir))) return 2;
+    if (moects_derive_cases(&x->m, &x->mine)) {
+        fprintf(stderr, "%s: case derivation failed\n", x->config);
+        return 2;
+    }
+    return 0;
+}
+
+/* Stage 3: the registry's shape keys and dims, without the model itself (same registry name, or same
+ * hf_id). 0, or -1 out of memory. */
+static int pre_registry_shapes(prelaunch *x)
+{
+    char mn[64], rn[64];
+    norm_name(x->m.name, mn, sizeof mn);
+    x->excluded = calloc((size_t)x->reg.nmodels + 1, sizeof *x->excluded);
+    if (!x->excluded) return -1;
+    for (int i = 0; i < x->reg.nmodels; i++) {
+        norm_name(x->reg.models[i].name, rn, sizeof rn);
+        if (!strcmp(rn, mn) || (x->m.hf_id[0] && !strcasecmp(x->m.hf_id, x->reg.models[i].hf_id)))
+            x->excluded[x->nexcl++] = x->reg.models[i].name;
+    }
+    for (size_t i = 0; i < x->reg.cases.n; i++) {
+        const moects_case *c = &x->reg.cases.v[i];
         int skip = 0;
-        for (int e = 0; e < nexcl; e++) skip |= !strcmp(c->model, excluded[e]);
+        for (int e = 0; e < x->nexcl; e++) skip |= !strcmp(c->model, x->excluded[e]);
         if (skip) continue;
-        nreg++;
+        x->nreg++;
         char op[64], key[96], d[3][96], k2[200];
         op_of(c, op, sizeof op);
         shape_key(c, key, sizeof key);
         snprintf(k2, sizeof k2, "%s|%s", op, key);
-        if (set_add(&keys, k2)) goto oom;
+        if (set_add(&x->keys, k2)) return -1;
         int nd = dims_of(c, d);
         for (int j = 0; j < nd; j++)
-            if (set_add(&dims, d[j])) goto oom;
+            if (set_add(&x->dims, d[j])) return -1;
     }
+    return 0;
+}
 
-    size_t nb;
-    const moects_kernel *const *bk = moects_builtin_kernels(&nb);
-    int layout_cases[40] = {0};
-    size_t nmine = 0;
-    for (size_t i = 0; i < mine.n; i++) {
-        const moects_case *c = &mine.v[i];
+/* Stage 4: each of the model's cases under the layouts asked for: uncovered by the registry, refused by
+ * an honest kernel. 0, or -1 out of memory. */
+static int pre_findings(prelaunch *x)
+{
+    for (size_t i = 0; i < x->mine.n; i++) {
+        const moects_case *c = &x->mine.v[i];
         int w = -1;
-        for (int j = 0; j < nwant; j++)
-            if (!strcmp(c->layout, want[j])) w = j;
-        if (nwant && w < 0) continue;
-        if (w >= 0) layout_cases[w]++;
-        nmine++;
+        for (int j = 0; j < x->nwant; j++)
+            if (!strcmp(c->layout, x->want[j])) w = j;
+        if (x->nwant && w < 0) continue;
+        if (w >= 0) x->layout_cases[w]++;
+        x->nmine++;
         char op[64], key[96], k2[200];
         op_of(c, op, sizeof op);
         shape_key(c, key, sizeof key);
         snprintf(k2, sizeof k2, "%s|%s", op, key);
-        if (!set_has(&keys, k2)) {
-            finding *x = finding_get(&unc, op, key, NULL, NULL);
-            if (!x) goto oom;
-            finding_note(x, c);
+        if (!set_has(&x->keys, k2)) {
+            finding *f = finding_get(&x->unc, op, key, NULL, NULL);
+            if (!f) return -1;
+            finding_note(f, c);
         }
-        for (size_t j = 0; j < nb; j++) {
-            if (bk[j]->bug || bk[j]->op != c->op) continue;
+        for (size_t j = 0; j < x->nb; j++) {
+            if (x->bk[j]->bug || x->bk[j]->op != c->op) continue;
             char why[200];
-            if (kernel_takes(bk[j], c, why, sizeof why)) continue;
-            finding *x = finding_get(&ref, op, key, bk[j]->name, why);
-            if (!x) goto oom;
-            finding_note(x, c);
+            if (kernel_takes(x->bk[j], c, why, sizeof why)) continue;
+            finding *f = finding_get(&x->ref, op, key, x->bk[j]->name, why);
+            if (!f) return -1;
+            finding_note(f, c);
         }
     }
+    for (int j = 0; j < x->nwant; j++) x->missing += !x->layout_cases[j];
+    return 0;
+}
 
-    /* the report */
-    moects__buf_add(&b, "# moects pre-launch check: ");
-    moects__buf_md(&b, m.name);
-    moects__buf_add(&b, "\n\nConfig `");
-    moects__buf_md_code(&b, config);
-    moects__buf_add(&b, "`");
-    if (m.hf_id[0]) {
-        moects__buf_add(&b, " (");
-        moects__buf_md(&b, m.hf_id);
-        moects__buf_add(&b, ")");
+/* The report's head: the model's dims, the layouts, the registry, the kernels; layouts without cases. */
+static void pre_head(const prelaunch *x, moects__buf *b)
+{
+    const moects_model *m = &x->m;
+    moects__buf_add(b, "# moects pre-launch check: ");
+    moects__buf_md(b, m->name);
+    moects__buf_add(b, "\n\nConfig `");
+    moects__buf_md_code(b, x->config);
+    moects__buf_add(b, "`");
+    if (m->hf_id[0]) {
+        moects__buf_add(b, " (");
+        moects__buf_md(b, m->hf_id);
+        moects__buf_add(b, ")");
     }
-    moects__buf_printf(&b, ": hidden %" PRId64, m.hidden_size);
-    if (m.latent_size) moects__buf_printf(&b, ", latent %" PRId64, m.latent_size);
-    moects__buf_printf(&b, ", I %" PRId64 ", E %" PRId64 ", topk %" PRId64 ", %s experts.\n\nLayouts: ",
-                       m.moe_intermediate_size, m.routed_experts, m.experts_per_token, m.gated ? "gated" : "non-gated");
-    if (!nwant) moects__buf_add(&b, "all derived");
-    for (int j = 0; j < nwant; j++) moects__buf_printf(&b, "%s%s (%d cases)", j ? ", " : "", want[j], layout_cases[j]);
-    moects__buf_printf(&b, "; %zu cases of the model checked. Registry `", nmine);
-    moects__buf_md_code(&b, reg.where);
-    moects__buf_printf(&b, "`: %zu cases", nreg);
-    if (nexcl) {
-        moects__buf_add(&b, " (without ");
-        for (int e = 0; e < nexcl; e++) {
-            moects__buf_add(&b, e ? ", " : "");
-            moects__buf_md(&b, excluded[e]);
+    moects__buf_printf(b, ": hidden %" PRId64, m->hidden_size);
+    if (m->latent_size) moects__buf_printf(b, ", latent %" PRId64, m->latent_size);
+    moects__buf_printf(b, ", I %" PRId64 ", E %" PRId64 ", topk %" PRId64 ", %s experts.\n\nLayouts: ",
+                       m->moe_intermediate_size, m->routed_experts, m->experts_per_token, m->gated ? "gated" : "non-gated");
+    if (!x->nwant) moects__buf_add(b, "all derived");
+    for (int j = 0; j < x->nwant; j++)
+        moects__buf_printf(b, "%s%s (%d cases)", j ? ", " : "", x->want[j], x->layout_cases[j]);
+    moects__buf_printf(b, "; %zu cases of the model checked. Registry `", x->nmine);
+    moects__buf_md_code(b, x->reg.where);
+    moects__buf_printf(b, "`: %zu cases", x->nreg);
+    if (x->nexcl) {
+        moects__buf_add(b, " (without ");
+        for (int e = 0; e < x->nexcl; e++) {
+            moects__buf_add(b, e ? ", " : "");
+            moects__buf_md(b, x->excluded[e]);
         }
-        moects__buf_add(&b, ", the model itself)");
+        moects__buf_add(b, ", the model itself)");
     }
-    moects__buf_add(&b, ". Kernels:");
+    moects__buf_add(b, ". Kernels:");
     int nk = 0;
-    for (size_t j = 0; j < nb; j++)
-        if (!bk[j]->bug) {
-            moects__buf_add(&b, nk++ ? ", `" : " `");
-            moects__buf_md_code(&b, bk[j]->name);
-            moects__buf_add(&b, "`");
+    for (size_t j = 0; j < x->nb; j++)
+        if (!x->bk[j]->bug) {
+            moects__buf_add(b, nk++ ? ", `" : " `");
+            moects__buf_md_code(b, x->bk[j]->name);
+            moects__buf_add(b, "`");
         }
-    moects__buf_add(&b, nk ? ".\n" : " none built in.\n");
-
-    size_t missing = 0;
-    for (int j = 0; j < nwant; j++)
-        if (!layout_cases[j]) {
-            if (!missing++) moects__buf_add(&b, "\n## Layouts that derive no case\n\n");
-            moects__buf_printf(&b, "- %s: the derivation gives no case for this model under it\n", want[j]);
+    moects__buf_add(b, nk ? ".\n" : " none built in.\n");
+    size_t shown = 0;
+    for (int j = 0; j < x->nwant; j++)
+        if (!x->layout_cases[j]) {
+            if (!shown++) moects__buf_add(b, "\n## Layouts that derive no case\n\n");
+            moects__buf_printf(b, "- %s: the derivation gives no case for this model under it\n", x->want[j]);
         }
+}
 
-    moects__buf_printf(&b, "\n## Shapes no registered case covers (%zu)\n\n", unc.n);
-    if (!unc.n) moects__buf_add(&b, "none\n");
-    else moects__buf_add(&b, "| op | shape | new dims | cases | layouts | example |\n|---|---|---|---:|---|---|\n");
-    for (size_t i = 0; i < unc.n; i++) {
-        const finding *x = &unc.v[i];
-        moects__buf_printf(&b, "| %s | %s | ", x->op, x->key);
-        /* each dim of the key that no registered case of the op has */
+/* The two tables: shapes no registered case covers (with the dims no case of the op has), shapes a
+ * kernel refuses (with its reason). */
+static void pre_tables(prelaunch *x, moects__buf *b)
+{
+    moects__buf_printf(b, "\n## Shapes no registered case covers (%zu)\n\n", x->unc.n);
+    if (!x->unc.n) moects__buf_add(b, "none\n");
+    else moects__buf_add(b, "| op | shape | new dims | cases | layouts | example |\n|---|---|---|---:|---|---|\n");
+    for (size_t i = 0; i < x->unc.n; i++) {
+        const finding *f = &x->unc.v[i];
+        moects__buf_printf(b, "| %s | %s | ", f->op, f->key);
         char key[96];
-        snprintf(key, sizeof key, "%s", x->key);
+        snprintf(key, sizeof key, "%s", f->key);
         int nnew = 0;
         char *save = NULL;
         for (char *d = strtok_r(key, " ", &save); d; d = strtok_r(NULL, " ", &save)) {
             char k2[200];
-            snprintf(k2, sizeof k2, "%s|%s", x->op, d);
-            if (!set_has(&dims, k2)) moects__buf_printf(&b, "%s%s", nnew++ ? ", " : "", d);
+            snprintf(k2, sizeof k2, "%s|%s", f->op, d);
+            if (!set_has(&x->dims, k2)) moects__buf_printf(b, "%s%s", nnew++ ? ", " : "", d);
         }
-        if (!nnew) moects__buf_add(&b, "(combination)");
-        moects__buf_printf(&b, " | %zu | %s | `", x->ncases, x->layouts);
-        moects__buf_md_code(&b, x->example);
-        moects__buf_add(&b, "` |\n");
+        if (!nnew) moects__buf_add(b, "(combination)");
+        moects__buf_printf(b, " | %zu | %s | `", f->ncases, f->layouts);
+        moects__buf_md_code(b, f->example);
+        moects__buf_add(b, "` |\n");
     }
-    moects__buf_printf(&b, "\n## Shapes a built-in kernel refuses (%zu)\n\n", ref.n);
-    if (!ref.n) moects__buf_add(&b, "none\n");
-    else moects__buf_add(&b, "| kernel | op | shape | reason | cases | layouts | example |\n|---|---|---|---|---:|---|---|\n");
-    for (size_t i = 0; i < ref.n; i++) {
-        const finding *x = &ref.v[i];
-        moects__buf_add(&b, "| `");
-        moects__buf_md_code(&b, x->kernel);
-        moects__buf_printf(&b, "` | %s | %s | ", x->op, x->key);
-        moects__buf_md(&b, x->why);
-        moects__buf_printf(&b, " | %zu | %s | `", x->ncases, x->layouts);
-        moects__buf_md_code(&b, x->example);
-        moects__buf_add(&b, "` |\n");
+    moects__buf_printf(b, "\n## Shapes a built-in kernel refuses (%zu)\n\n", x->ref.n);
+    if (!x->ref.n) moects__buf_add(b, "none\n");
+    else moects__buf_add(b, "| kernel | op | shape | reason | cases | layouts | example |\n|---|---|---|---|---:|---|---|\n");
+    for (size_t i = 0; i < x->ref.n; i++) {
+        const finding *f = &x->ref.v[i];
+        moects__buf_add(b, "| `");
+        moects__buf_md_code(b, f->kernel);
+        moects__buf_printf(b, "` | %s | %s | ", f->op, f->key);
+        moects__buf_md(b, f->why);
+        moects__buf_printf(b, " | %zu | %s | `", f->ncases, f->layouts);
+        moects__buf_md_code(b, f->example);
+        moects__buf_add(b, "` |\n");
     }
-    int bad = unc.n || ref.n || missing;
-    if (bad) {
-        /* the nonzero counts, "A.", "A and B.", "A, B and C." */
-        char part[3][96];
-        int np = 0;
-        if (unc.n) snprintf(part[np++], sizeof part[0], "%zu shape%s uncovered", unc.n, unc.n == 1 ? "" : "s");
-        if (ref.n)
-            snprintf(part[np++], sizeof part[0], "%zu shape%s refused by a built-in kernel", ref.n,
-                     ref.n == 1 ? "" : "s");
-        if (missing)
-            snprintf(part[np++], sizeof part[0], "%zu layout%s without cases", missing, missing == 1 ? "" : "s");
-        moects__buf_add(&b, "\n**FAIL**: ");
-        for (int j = 0; j < np; j++)
-            moects__buf_printf(&b, "%s%s", j == 0 ? "" : (j == np - 1 ? " and " : ", "), part[j]);
-        moects__buf_add(&b, ".\n");
-    } else
-        moects__buf_add(&b, "\n**PASS**: every shape is covered by a registered case and taken by every built-in kernel.\n");
-    if (b.oom) goto oom;
-    if (out_dir) { /* the file first: a failed write prints nothing */
-        char path[4200];
-        snprintf(path, sizeof path, "%s/prelaunch.md", out_dir);
-        if (moects__buf_write(&b, path, err, sizeof err)) {
+}
+
+/* The verdict line: "**FAIL**: A, B and C." (the nonzero counts) or "**PASS**: ...". 1 for FAIL. */
+static int pre_verdict(const prelaunch *x, moects__buf *b)
+{
+    if (!x->unc.n && !x->ref.n && !x->missing) {
+        moects__buf_add(b, "\n**PASS**: every shape is covered by a registered case and taken by every built-in kernel.\n");
+        return 0;
+    }
+    char part[3][96];
+    int np = 0;
+    if (x->unc.n) snprintf(part[np++], sizeof part[0], "%zu shape%s uncovered", x->unc.n, x->unc.n == 1 ? "" : "s");
+    if (x->ref.n)
+        snprintf(part[np++], sizeof part[0], "%zu shape%s refused by a built-in kernel", x->ref.n,
+                 x->ref.n == 1 ? "" : "s");
+    if (x->missing)
+        snprintf(part[np++], sizeof part[0], "%zu layout%s without cases", x->missing, x->missing == 1 ? "" : "s");
+    moects__buf_add(b, "\n**FAIL**: ");
+    for (int j = 0; j < np; j++) moects__buf_printf(b, "%s%s", j == 0 ? "" : (j == np - 1 ? " and " : ", "), part[j]);
+    moects__buf_add(b, ".\n");
+    return 1;
+}
+
+static void pre_free(prelaunch *x)
+{
+    free(x->excluded);
+    free(x->unc.v);
+    free(x->ref.v);
+    set_free(&x->keys);
+    set_free(&x->dims);
+    moects_case_list_free(&x->mine);
+    registry_free(&x->reg);
+}
+
+/* The pre-launch check: stages, then the report (to --out DIR/prelaunch.md first: a failed write
+ * prints nothing; then stdout). 0 pass, 1 fail, 2 bad input or out of memory. */
+static int cmd_prelaunch(const char *config, const moects_kernel *const *bk, size_t nb, const int *tps, int ntp,
+                         const int *eps, int nep, const char *registry_dir, const char *root, const char *out_dir)
+{
+    static prelaunch x; /* large (sets, findings, the model): not on the stack */
+    memset(&x, 0, sizeof x);
+    x.config = config, x.bk = bk, x.nb = nb;
+    moects__buf b = {0};
+    int rc = pre_model(&x, tps, ntp, eps, nep);
+    if (!rc) rc = pre_load(&x, registry_dir, root, out_dir);
+    if (!rc && (pre_registry_shapes(&x) || pre_findings(&x))) {
+        fprintf(stderr, "moects coverage: out of memory\n");
+        rc = 2;
+    }
+    if (!rc) {
+        pre_head(&x, &b);
+        pre_tables(&x, &b);
+        int bad = pre_verdict(&x, &b);
+        char err[1024], path[4200];
+        if (out_dir) snprintf(path, sizeof path, "%s/prelaunch.md", out_dir);
+        if (b.oom) {
+            fprintf(stderr, "moects coverage: out of memory\n");
+            rc = 2;
+        } else if (out_dir && moects__buf_write(&b, path, err, sizeof err)) {
             fprintf(stderr, "moects coverage: --out: %s\n", err);
-            goto out;
+            rc = 2;
+        } else {
+            fputs(b.s, stdout);
+            fflush(stdout);
+            rc = bad;
         }
     }
-    fputs(b.s, stdout);
-    fflush(stdout);
-    rc = bad ? 1 : 0;
-    goto out;
-oom:
-    fprintf(stderr, "moects coverage: out of memory\n");
-    rc = 2;
-out:
     moects__buf_free(&b);
-    free(excluded);
-    free(unc.v);
-    free(ref.v);
-    set_free(&keys);
-    set_free(&dims);
-    moects_case_list_free(&mine);
-    registry_free(&reg);
+    pre_free(&x);
     return rc;
 }
 
 /* ---- arguments ---- */
 
-static int usage(void)
+static int usage_to(FILE *f)
 {
-    fprintf(stderr, "usage: moects coverage [RUN_RESULTS] [--out DIR] [--root DIR] [--registry DIR]\n"
-                    "       moects coverage --config CONFIG.json [--tp N]... [--ep N]... [--registry DIR] [--out DIR]\n");
+    fprintf(f, "usage: moects coverage [RUN_RESULTS] [--out DIR] [--root DIR] [--registry DIR]\n"
+               "       moects coverage --config CONFIG.json [--tp N]... [--ep N]... [--registry DIR] [--out DIR]\n"
+               "                       [--kernel-lib LIB.so]... [--kernel GLOB]...\n"
+               "The models x layouts x kernels table of a run (coverage.md, coverage.html), or without a run each\n"
+               "built-in kernel's supports() on the registered cases; with --config, the pre-launch check of a\n"
+               "model not registered yet (the kernel shapes it needs that no case covers or a kernel refuses).\n"
+               "  RUN_RESULTS         a run's results.json (default: none, supports() only)\n"
+               "  --out DIR           write the reports there (default: RUN_RESULTS's directory, else \".\";\n"
+               "                      --config: stdout only)\n"
+               "  --root DIR          where cases/ is (default: $MOECTS_ROOT, else the source tree)\n"
+               "  --registry DIR      another registry (a source tree or a directory of model files)\n"
+               "  --config FILE       a registry file or a raw Hugging Face config.json\n"
+               "  --tp N, --ep N      the layouts to check (default: every layout the derivation has)\n"
+               "  --kernel-lib LIB.so kernels of a library too (default: the built-in kernels only)\n"
+               "  --kernel GLOB       only the kernels it matches (default: all; mutants never count)\n"
+               "Exit 0; 1 when --config finds a shape uncovered or refused; 2 bad input.\n");
     return 2;
 }
+static int usage(void) { return usage_to(stderr); }
 
 static int parse_size(const char *opt, const char *s, int *out)
 {
@@ -1099,10 +1369,39 @@ static int parse_size(const char *opt, const char *s, int *out)
     return 0;
 }
 
+/* The kernels a pre-launch check asks: the built-in ones and those of each --kernel-lib, kept when a
+ * --kernel glob matches (all when none). 0, or 2 with one line (a library that does not load). */
+static int prelaunch_kernels(char **libs, int nlibs, char **globs, int nglobs, const moects_kernel ***out, size_t *n)
+{
+    size_t nb;
+    const moects_kernel *const *bk = moects_builtin_kernels(&nb);
+    const moects_kernel **v = malloc((nb + 1) * sizeof *v);
+    if (!v) return 2;
+    memcpy(v, bk, nb * sizeof *v);
+    *n = nb;
+    char err[1024];
+    for (int i = 0; i < nlibs; i++)
+        if (moects_plugin_load(libs[i], &v, n, err, sizeof err) != 0) {
+            fprintf(stderr, "moects coverage: --kernel-lib %s\n", err);
+            free(v);
+            return 2;
+        }
+    size_t m = 0;
+    for (size_t i = 0; i < *n; i++) {
+        int keep = !nglobs;
+        for (int g = 0; g < nglobs && !keep; g++) keep = fnmatch(globs[g], v[i]->name, 0) == 0;
+        if (keep) v[m++] = v[i];
+    }
+    *n = m;
+    *out = v;
+    return 0;
+}
+
 int moects_cmd_coverage(int argc, char **argv)
 {
     const char *run_path = NULL, *out_dir = NULL, *root = NULL, *registry_dir = NULL, *config = NULL;
-    int tps[20], eps[20], ntp = 0, nep = 0;
+    int tps[20], eps[20], ntp = 0, nep = 0, nlibs = 0, nglobs = 0;
+    char *libs[16], *globs[16];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
@@ -1110,6 +1409,14 @@ int moects_cmd_coverage(int argc, char **argv)
         else if (!strcmp(a, "--root") && more) root = argv[++i];
         else if (!strcmp(a, "--registry") && more) registry_dir = argv[++i];
         else if (!strcmp(a, "--config") && more) config = argv[++i];
+        else if ((!strcmp(a, "--kernel-lib") || !strcmp(a, "--kernel")) && more) {
+            int lib = !strcmp(a, "--kernel-lib"), *n = lib ? &nlibs : &nglobs;
+            if (*n == 16) {
+                fprintf(stderr, "moects coverage: %s: more than 16\n", a);
+                return 2;
+            }
+            (lib ? libs : globs)[(*n)++] = argv[++i];
+        }
         else if ((!strcmp(a, "--tp") || !strcmp(a, "--ep")) && more) {
             int tp = a[2] == 't', *n = tp ? &ntp : &nep;
             if (*n == 20) {
@@ -1119,10 +1426,11 @@ int moects_cmd_coverage(int argc, char **argv)
             if (parse_size(a, argv[++i], tp ? &tps[*n] : &eps[*n])) return 2;
             ++*n;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage();
+            usage_to(stdout);
             return 0;
         } else if (a[0] == '-' || run_path) {
-            static const char *const valued[] = {"--out", "--root", "--registry", "--config", "--tp", "--ep", NULL};
+            static const char *const valued[] = {"--out", "--root", "--registry", "--config", "--tp", "--ep",
+                                                 "--kernel-lib", "--kernel", NULL};
             moects_bad_arg("coverage", a, valued);
             return usage();
         } else {
@@ -1135,7 +1443,16 @@ int moects_cmd_coverage(int argc, char **argv)
             fprintf(stderr, "moects coverage: --config checks a model, not a run: drop \"%s\"\n", run_path);
             return usage();
         }
-        return cmd_prelaunch(config, tps, ntp, eps, nep, registry_dir, root, out_dir);
+        const moects_kernel **ks = NULL;
+        size_t nks = 0;
+        if (prelaunch_kernels(libs, nlibs, globs, nglobs, &ks, &nks)) return 2;
+        int rc = cmd_prelaunch(config, ks, nks, tps, ntp, eps, nep, registry_dir, root, out_dir);
+        free(ks);
+        return rc;
+    }
+    if (nlibs || nglobs) {
+        fprintf(stderr, "moects coverage: --kernel-lib/--kernel choose the kernels of --config\n");
+        return usage();
     }
     if (ntp || nep) {
         fprintf(stderr, "moects coverage: --tp/--ep need --config\n");

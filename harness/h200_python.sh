@@ -7,8 +7,8 @@
 # in shards merged by moects merge: results.json, run.tap, pytest-*.log), compare.md (the check
 # below) and status.txt (each step's exit status and seconds).
 # Needs python3 with numpy, pytest, torch and triton; no network: the package is installed from
-# the checkout into a venv that sees the system's packages (pip --no-deps --no-build-isolation),
-# or, if pip cannot, used from the checkout through PYTHONPATH.
+# the checkout into that Python's environment (pip --no-deps --no-build-isolation), or, if pip
+# cannot, used from the checkout through PYTHONPATH.
 # The cases: every smoke ep_gather case and the full-tier kimi-k3, deepseek-v3 and gpt-oss ones.
 # Kernels: examples/triton_ep_gather.py, BLOCK_D = gcd(H, 1024) (triton.ep_gather) and min(H, 1024)
 # (triton.mutant.ep_gather.block_min1024). The check (exit 1 if any part fails): gcd passes every
@@ -38,12 +38,12 @@ step() { # step NAME LIMIT_S CMD...; stdout to $D/NAME.log, stderr to $D/NAME.er
   return $rc
 }
 
-# 1. the package: pip install into a venv over the system's site-packages, else PYTHONPATH
-V=/tmp/moects-venv
-rm -rf "$V" /tmp/moects-pkg && cp -r python /tmp/moects-pkg && rm -rf /tmp/moects-pkg/build /tmp/moects-pkg/*.egg-info
-if "$PY" -m venv --system-site-packages "$V" > "$D/install.log" 2>&1 &&
-   "$V/bin/python" -m pip install --no-deps --no-build-isolation /tmp/moects-pkg >> "$D/install.log" 2>&1; then
-  PY=$V/bin/python; PLUGIN=(); echo "install: pip into $V" >> "$D/status.txt"
+# 1. the package: pip install into the Python that holds torch and triton (on the GPU host that
+# python3 is itself a venv, and a venv made from it with --system-site-packages would not see them),
+# else PYTHONPATH
+rm -rf /tmp/moects-pkg && cp -r python /tmp/moects-pkg && rm -rf /tmp/moects-pkg/build /tmp/moects-pkg/*.egg-info
+if "$PY" -m pip install --no-deps --no-build-isolation --force-reinstall /tmp/moects-pkg > "$D/install.log" 2>&1; then
+  PLUGIN=(); echo "install: pip into $("$PY" -c 'import sys; print(sys.prefix)')" >> "$D/status.txt"
 else # not installed: no pytest11 entry point, name the plugin
   export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}; PLUGIN=(-p moects.pytest_plugin)
   echo "install: PYTHONPATH (pip failed, see install.log)" >> "$D/status.txt"

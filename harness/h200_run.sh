@@ -20,7 +20,8 @@
 # moefull0..moefull<NM-1> run only when named): moeself: moects_gpu_selftest (beside BIN) on the CUDA
 # moe_gemm kernels and mutants against moects_ref_moe_gemm (small shapes, no harness cases needed);
 # moesan: the same for the honest kernels under compute-sanitizer memcheck and initcheck; moecheck:
-# memcheck and initcheck of the CUDA moe_gemm kernels on the moe_gemm smoke cases of the harness;
+# memcheck and initcheck (racecheck on every 4th case) of the CUDA moe_gemm kernels on the moe_gemm
+# smoke cases of the harness;
 # moeperf: the selftest's grouped --perf (DeepSeek-V3 / Kimi K3 prefill routing, TP8 and EP8, beside
 # cuBLAS BF16 grouped GEMM); moefullI: shard I of MOECTS_MOE_SHARDS (default 2) of the full tier's
 # moe_gemm cases with the CUDA kernels (merged into moefull/ when all are there; the fullI steps run
@@ -87,7 +88,16 @@ for tool in initcheck racecheck; do
     --cases "$D/$tool-cases.txt" --kernel 'cuda.[ef]*' --jobs "$JOBS" --out "$D/$tool"
   grep -E "ERROR SUMMARY|========= [A-Z]" "$D/$tool.log" "$D/$tool.err" | sort | uniq -c > "$D/$tool.txt"
 done
-has large && step large 540 "$B" run --tier large --jobs "$JOBS" --kernel 'cuda.*' --out "$D/large"
+# large: every large ep_gather case and, per moe_gemm (format, row layout, gemm), the one with the
+# fewest tokens (the whole large tier's references take hours of CPU: the experts' weights alone pass
+# 2^31 elements); MOECTS_LARGE_JOBS workers (default 8: up to ~10 GB of host memory each).
+if has large; then
+  "$B" list --tier large | awk -F'\t' '{print $1}' | awk -F/ '/^ep_gather/ {print; next}
+    { key = $1 "/" $4 "/" $5; t = substr($NF, 2) + 0; if (!(key in best) || t < bt[key]) { best[key] = $0; bt[key] = t } }
+    END { for (k in best) print best[k] }' | sort > "$D/large-cases.txt"
+  step large 540 "$B" run --cases "$D/large-cases.txt" --jobs "${MOECTS_LARGE_JOBS:-8}" --kernel 'cuda.*' \
+    --out "$D/large"
+fi
 if has faults; then
   step faults 300 bash tests/resource_faults_cuda.sh "$B" \
     "${MOECTS_FAULTS_LIB:-$(dirname "$B")/../lib/libmoects_plugin_faults_cuda.so}" "$D/faults"
@@ -119,9 +129,11 @@ if has moesan; then
 fi
 if has moecheck; then
   "$B" list --tier smoke 'moe_gemm*' | awk -F'\t' '$2 !~ /large/ {print $1}' > "$D/moecheck-cases.txt"
-  for tool in memcheck initcheck; do
+  awk 'NR % 4 == 1' "$D/moecheck-cases.txt" > "$D/moecheck-racecheck-cases.txt" # racecheck: every 4th
+  for tool in memcheck initcheck racecheck; do
+    list="$D/moecheck-cases.txt"; [ $tool = racecheck ] && list="$D/moecheck-racecheck-cases.txt"
     step moecheck-$tool 300 compute-sanitizer --tool $tool --target-processes all --error-exitcode 9 \
-      "$B" run --cases "$D/moecheck-cases.txt" --kernel 'cuda.moe_gemm.*' --jobs "$JOBS" --out "$D/moecheck-$tool"
+      "$B" run --cases "$list" --kernel 'cuda.moe_gemm.*' --jobs "$JOBS" --out "$D/moecheck-$tool"
   done
   grep -hE "ERROR SUMMARY|Invalid|Uninitialized|========= [A-Z]" "$D"/moecheck-*.log "$D"/moecheck-*.err | sort | \
     uniq -c > "$D/moecheck.txt"

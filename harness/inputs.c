@@ -61,6 +61,7 @@ void moects_inputs_free(moects_inputs *in)
 {
     for (int i = 0; i < in->nt; i++) moects_guard_free(&in->t[i].g);
     free(in->row_valid);
+    free(in->row_expert);
     memset(in, 0, sizeof *in);
 }
 
@@ -830,7 +831,8 @@ static int moe_rows(const moects_case *c, const int64_t *cnt, moects_inputs *in,
                            c->rows == MOECTS_ROWS_OFFSETS ? (size_t)(E + 1) * 8 : 0, c->id, err, errlen)))
         return rc;
     in->row_valid = calloc((size_t)in->rows + 1, 1);
-    if (!in->row_valid) {
+    in->row_expert = malloc(((size_t)in->rows + 1) * sizeof *in->row_expert);
+    if (!in->row_valid || !in->row_expert) {
         snprintf(err, errlen, "case %s: " MOECTS_HOST_OOM " (row mask)", c->id);
         return -2;
     }
@@ -852,6 +854,11 @@ static int moe_rows(const moects_case *c, const int64_t *cnt, moects_inputs *in,
         if (off) off[e + 1] = r;
     }
     for (int64_t i = 0; i < in->rows; i++) in->valid_rows += in->row_valid[i];
+    for (int64_t e = 0, i = 0; e < E; e++) { /* masked: E blocks of M rows; else each expert's rows in turn */
+        int64_t g = c->rows == MOECTS_ROWS_MASKED ? M
+                    : c->rows == MOECTS_ROWS_CONTIGUOUS ? (cnt[e] + c->align - 1) / c->align * c->align : cnt[e];
+        for (int64_t j = 0; j < g; j++, i++) in->row_expert[i] = in->row_valid[i] ? (int32_t)e : -1;
+    }
     return 0;
 }
 

@@ -1,6 +1,6 @@
 /* merge.c: `moects merge OUT_DIR SHARD_RESULTS... [--cases FILE] [--root DIR]`: the results.json
  * files of the shards of one run (`moects run --shard i/n`, or TEST_SHARD_INDEX/TEST_TOTAL_SHARDS)
- * into OUT_DIR/results.json, OUT_DIR/run.tap and OUT_DIR/summary.md, equal to what the run would
+ * into OUT_DIR/results.json, OUT_DIR/run.tap, OUT_DIR/summary.md and OUT_DIR/junit.xml, equal to what the run would
  * have written unsharded (DESIGN.md "Harness", Scale-out).
  *
  * Order (case-major, as a run writes it): cases in the order of --cases FILE (one id per line) or
@@ -131,82 +131,99 @@ static int shard_cmp(const void *a, const void *b)
     return (x->idx > y->idx) - (x->idx < y->idx);
 }
 
-static int usage(void)
+static int usage_to(FILE *f)
 {
-    fprintf(stderr, "usage: moects merge OUT_DIR SHARD_RESULTS... [--cases FILE] [--root DIR]\n");
+    fprintf(f, "usage: moects merge OUT_DIR SHARD_RESULTS... [--cases FILE] [--root DIR]\n"
+               "Merges the results.json of the shards of one run (moects run --shard i/n) into OUT_DIR:\n"
+               "results.json, run.tap, summary.md and junit.xml, as the unsharded run would have written.\n"
+               "  --cases FILE  case order of the merged report (default: the built-in registry's order)\n"
+               "  --root DIR    where cases/ is (default: $MOECTS_ROOT, else the source tree)\n"
+               "Exit 0; 1 when a mutant escapes, or a kernel refuses every case of, the merged run; 2 bad input.\n");
     return 2;
 }
+static int usage(void) { return usage_to(stderr); }
 
-int moects_cmd_merge(int argc, char **argv)
+/* The state of one `moects merge`, carried through its stages (moects_cmd_merge). */
+typedef struct {
+    const char *out_dir, *cases_file, *root;
+    shard *sh;
+    int ns;
+    char **order_ids;
+    int n_order_ids;
+    moects_case_list reg;
+    strmap cases, kernels;
+    size_t known_cases, known_kernels;
+    entry *e;
+    size_t n;
+    moects_run merged;
+    const moects_kernel **kdesc;
+    moects_kernel *synth;
+    size_t nk;
+} merge_ctx;
+
+/* Stage 1: the arguments. -1 to go on, else the exit status (0 after --help). */
+static int merge_args(merge_ctx *m, int argc, char **argv)
 {
-    const char *out_dir = NULL, *cases_file = NULL, *root = NULL;
-    char err[1024];
-    int rc = 2, ns = 0;
-    shard *sh = calloc((size_t)argc, sizeof *sh);
-    if (!sh) return 2;
+    m->sh = calloc((size_t)argc, sizeof *m->sh);
+    if (!m->sh) return 2;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--cases") && i + 1 < argc) cases_file = argv[++i];
-        else if (!strcmp(argv[i], "--root") && i + 1 < argc) root = argv[++i];
+        if (!strcmp(argv[i], "--cases") && i + 1 < argc) m->cases_file = argv[++i];
+        else if (!strcmp(argv[i], "--root") && i + 1 < argc) m->root = argv[++i];
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage();
-            free(sh);
+            usage_to(stdout);
             return 0;
         } else if (argv[i][0] == '-') {
             static const char *const valued[] = {"--cases", "--root", NULL};
             moects_bad_arg("merge", argv[i], valued);
-            free(sh);
             return usage();
-        } else if (!out_dir) out_dir = argv[i];
-        else sh[ns++].path = argv[i];
+        } else if (!m->out_dir) m->out_dir = argv[i];
+        else m->sh[m->ns++].path = argv[i];
     }
-    if (!out_dir || !ns) {
-        free(sh);
-        return usage();
-    }
-    /* merging into a shard's own directory would overwrite that shard's results.json */
+    return !m->out_dir || !m->ns ? usage() : -1;
+}
+
+/* Stage 2: merging into a shard's own directory would overwrite that shard's results.json (real paths
+ * compared, before anything is read). 0, or 2 with one line. */
+static int merge_out_not_input(const merge_ctx *m)
+{
     char out_json[4096], out_real[PATH_MAX], in_real[PATH_MAX];
-    size_t out_len = strlen(out_dir);
-    while (out_len > 1 && out_dir[out_len - 1] == '/') out_len--; /* "s0/" names s0/results.json */
+    size_t out_len = strlen(m->out_dir);
+    while (out_len > 1 && m->out_dir[out_len - 1] == '/') out_len--; /* "s0/" names s0/results.json */
     if (out_len >= sizeof out_json - 16 ||
-        (size_t)snprintf(out_json, sizeof out_json, "%.*s/results.json", (int)out_len, out_dir) >= sizeof out_json) {
-        fprintf(stderr, "moects merge: %.200s...: path too long\n", out_dir);
-        free(sh);
+        (size_t)snprintf(out_json, sizeof out_json, "%.*s/results.json", (int)out_len, m->out_dir) >= sizeof out_json) {
+        fprintf(stderr, "moects merge: %.200s...: path too long\n", m->out_dir);
         return 2;
     }
     if (realpath(out_json, out_real))
-        for (int s = 0; s < ns; s++)
-            if (realpath(sh[s].path, in_real) && !strcmp(in_real, out_real)) {
+        for (int s = 0; s < m->ns; s++)
+            if (realpath(m->sh[s].path, in_real) && !strcmp(in_real, out_real)) {
                 fprintf(stderr, "moects merge: %s is the input %s: merging would overwrite it; choose another "
                                 "OUT_DIR\n",
-                        out_json, sh[s].path);
-                free(sh);
+                        out_json, m->sh[s].path);
                 return 2;
             }
+    return 0;
+}
 
-    char **order_ids = NULL;
-    int n_order_ids = 0;
-    moects_case_list reg = {0};
-    strmap cases = {0}, kernels = {0};
-    entry *e = NULL;
-    moects_run merged = {0};
-    const moects_kernel **kdesc = NULL;
-    moects_kernel *synth = NULL;
-    int oom = 0;
-
-    /* read and check the shards */
-    for (int s = 0; s < ns; s++) {
+/* Stage 3: each shard read, a shard (i/n), agreeing with the first on version, commit, seed, filter and
+ * count; then the set: no index twice, none missing. 0, or 2 with one line. */
+static int merge_read_shards(merge_ctx *m)
+{
+    char err[1024];
+    shard *sh = m->sh;
+    for (int s = 0; s < m->ns; s++) {
         if (moects_results_read(sh[s].path, &sh[s].run, err, sizeof err)) {
             fprintf(stderr, "%s\n", err);
-            goto out;
+            return 2;
         }
         const moects_run *r = &sh[s].run, *r0 = &sh[0].run;
         if (!r->shard[0]) {
             fprintf(stderr, "%s: shard: empty: not the results of a shard (moects run --shard i/n)\n", sh[s].path);
-            goto out;
+            return 2;
         }
         if (parse_shard(r->shard, &sh[s].idx, &sh[s].count)) {
             fprintf(stderr, "%s: shard: \"%s\" is not i/n\n", sh[s].path, r->shard);
-            goto out;
+            return 2;
         }
         const char *field = NULL;
         if (strcmp(r->moects_version, r0->moects_version)) field = "moects_version";
@@ -215,181 +232,210 @@ int moects_cmd_merge(int argc, char **argv)
         else if (strcmp(r->filter, r0->filter)) field = "filter";
         else if (sh[s].count != sh[0].count) field = "shard";
         if (field) {
-            fprintf(stderr, "%s: %s: differs from %s: shards of one run must agree\n", sh[s].path, field,
-                    sh[0].path);
-            goto out;
+            fprintf(stderr, "%s: %s: differs from %s: shards of one run must agree\n", sh[s].path, field, sh[0].path);
+            return 2;
         }
     }
-    qsort(sh, (size_t)ns, sizeof *sh, shard_cmp);
+    qsort(sh, (size_t)m->ns, sizeof *sh, shard_cmp);
     long total = sh[0].count, base = sh[0].idx == 0 ? 0 : 1;
-    for (int s = 1; s < ns; s++)
+    for (int s = 1; s < m->ns; s++)
         if (sh[s].idx == sh[s - 1].idx) {
             fprintf(stderr, "%s: shard: %s also given by %s\n", sh[s].path, sh[s].run.shard, sh[s - 1].path);
-            goto out;
+            return 2;
         }
-    if (sh[ns - 1].idx - base >= total || ns != total) {
-        moects__buf miss = {0};
-        for (long i = base, s = 0; i < base + total; i++) {
-            while (s < ns && sh[s].idx < i) s++;
-            if (s >= ns || sh[s].idx != i) moects__buf_printf(&miss, "%s%ld/%ld", miss.n ? ", " : "", i, total);
-        }
-        fprintf(stderr, "%s: shard: the run has %ld shards; missing: %s\n", sh[0].path, total,
-                miss.n ? miss.s : (base ? "0-based and 1-based indices mixed" : "?"));
-        moects__buf_free(&miss);
-        goto out;
+    if (sh[m->ns - 1].idx - base < total && m->ns == total) return 0;
+    moects__buf miss = {0};
+    for (long i = base, s = 0; i < base + total; i++) {
+        while (s < m->ns && sh[s].idx < i) s++;
+        if (s >= m->ns || sh[s].idx != i) moects__buf_printf(&miss, "%s%ld/%ld", miss.n ? ", " : "", i, total);
     }
+    fprintf(stderr, "%s: shard: the run has %ld shards; missing: %s\n", sh[0].path, total,
+            miss.n ? miss.s : (base ? "0-based and 1-based indices mixed" : "?"));
+    moects__buf_free(&miss);
+    return 2;
+}
 
-    /* the order: cases, then kernels */
-    if (cases_file) {
-        n_order_ids = moects_idlist_load(cases_file, &order_ids, err, sizeof err);
-        if (n_order_ids < 0) {
+/* Stage 4: the order (cases of --cases FILE or the registry, kernels built in, others after in shard
+ * order, noted) and every result's place in it; a (kernel, case) pair in two shards is refused. */
+static int merge_order(merge_ctx *m)
+{
+    char err[1024];
+    int oom = 0;
+    if (m->cases_file) {
+        m->n_order_ids = moects_idlist_load(m->cases_file, &m->order_ids, err, sizeof err);
+        if (m->n_order_ids < 0) {
             fprintf(stderr, "%s\n", err);
-            goto out;
+            return 2;
         }
-        for (int i = 0; i < n_order_ids && !oom; i++) map_rank(&cases, order_ids[i], 1, &oom);
+        for (int i = 0; i < m->n_order_ids && !oom; i++) map_rank(&m->cases, m->order_ids[i], 1, &oom);
     } else {
-        if (moects_cases_builtin(root ? root : moects__source_root(), &reg, err, sizeof err)) {
+        if (moects_cases_builtin(m->root ? m->root : moects__source_root(), &m->reg, err, sizeof err)) {
             fprintf(stderr, "%s\n", err);
-            goto out;
+            return 2;
         }
-        for (size_t i = 0; i < reg.n && !oom; i++) map_rank(&cases, reg.v[i].id, 1, &oom);
+        for (size_t i = 0; i < m->reg.n && !oom; i++) map_rank(&m->cases, m->reg.v[i].id, 1, &oom);
     }
     size_t nbk;
     const moects_kernel *const *bk = moects_builtin_kernels(&nbk);
-    for (size_t i = 0; i < nbk && !oom; i++) map_rank(&kernels, bk[i]->name, 1, &oom);
-    size_t known_cases = cases.n, known_kernels = kernels.n;
-
-    size_t n = 0;
-    for (int s = 0; s < ns; s++) n += sh[s].run.n;
-    e = malloc((n ? n : 1) * sizeof *e);
-    if (!e) oom = 1;
+    for (size_t i = 0; i < nbk && !oom; i++) map_rank(&m->kernels, bk[i]->name, 1, &oom);
+    m->known_cases = m->cases.n, m->known_kernels = m->kernels.n;
+    for (int s = 0; s < m->ns; s++) m->n += m->sh[s].run.n;
+    m->e = malloc((m->n ? m->n : 1) * sizeof *m->e);
+    if (!m->e) oom = 1;
     size_t k = 0;
-    for (int s = 0; s < ns && !oom; s++)
-        for (size_t i = 0; i < sh[s].run.n && !oom; i++) {
-            const moects_result *r = &sh[s].run.v[i];
-            e[k].case_rank = map_rank(&cases, r->case_id, 1, &oom);
-            e[k].kernel_rank = map_rank(&kernels, r->kernel, 1, &oom);
-            e[k].shard = s;
-            e[k].pos = i;
-            k++;
+    for (int s = 0; s < m->ns && !oom; s++)
+        for (size_t i = 0; i < m->sh[s].run.n && !oom; i++, k++) {
+            const moects_result *r = &m->sh[s].run.v[i];
+            m->e[k] = (entry){map_rank(&m->cases, r->case_id, 1, &oom), map_rank(&m->kernels, r->kernel, 1, &oom), s, i};
         }
     if (oom) {
         fprintf(stderr, "moects merge: out of memory\n");
-        goto out;
+        return 2;
     }
-    if (cases.n > known_cases)
+    if (m->cases.n > m->known_cases)
         fprintf(stderr, "moects merge: note: %zu cases not in the %s order follow the others in shard order\n",
-                cases.n - known_cases, cases_file ? cases_file : "registry's");
-    if (kernels.n > known_kernels)
+                m->cases.n - m->known_cases, m->cases_file ? m->cases_file : "registry's");
+    if (m->kernels.n > m->known_kernels)
         fprintf(stderr, "moects merge: note: %zu kernels not built in follow the built-in ones\n",
-                kernels.n - known_kernels);
-    qsort(e, n, sizeof *e, entry_cmp);
-    for (size_t i = 1; i < n; i++)
-        if (e[i].case_rank == e[i - 1].case_rank && e[i].kernel_rank == e[i - 1].kernel_rank) {
-            const moects_result *r = &sh[e[i].shard].run.v[e[i].pos];
-            fprintf(stderr, "%s: results[%zu]: kernel %s, case %s: also in %s\n", sh[e[i].shard].path, e[i].pos,
-                    r->kernel, r->case_id, sh[e[i - 1].shard].path);
-            goto out;
+                m->kernels.n - m->known_kernels);
+    qsort(m->e, m->n, sizeof *m->e, entry_cmp);
+    for (size_t i = 1; i < m->n; i++)
+        if (m->e[i].case_rank == m->e[i - 1].case_rank && m->e[i].kernel_rank == m->e[i - 1].kernel_rank) {
+            const entry *x = &m->e[i];
+            const moects_result *r = &m->sh[x->shard].run.v[x->pos];
+            fprintf(stderr, "%s: results[%zu]: kernel %s, case %s: also in %s\n", m->sh[x->shard].path, x->pos,
+                    r->kernel, r->case_id, m->sh[m->e[i - 1].shard].path);
+            return 2;
         }
+    return 0;
+}
 
-    /* the merged run */
-    merged = sh[0].run;
-    merged.v = NULL;
-    merged.n = merged.cap = 0;
-    merged.shard[0] = '\0';
-    merged.machine[0] = '\0';
-    for (int s = 0; s < ns; s++) {
-        const moects_run *r = &sh[s].run;
-        if (strcmp(r->date, merged.date) > 0) snprintf(merged.date, sizeof merged.date, "%s", r->date);
+/* Stage 5: the merged run (shard "", the latest date, the distinct machines joined by " + ") and the
+ * kernels for its TAP and summary: built-in ones with results, then stand-in descriptors. */
+static int merge_build(merge_ctx *m)
+{
+    moects_run *merged = &m->merged;
+    *merged = m->sh[0].run;
+    merged->v = NULL;
+    merged->n = merged->cap = 0;
+    merged->shard[0] = merged->machine[0] = '\0';
+    for (int s = 0; s < m->ns; s++) {
+        const moects_run *r = &m->sh[s].run;
+        if (strcmp(r->date, merged->date) > 0) snprintf(merged->date, sizeof merged->date, "%s", r->date);
         int seen = 0;
-        for (int t = 0; t < s; t++) seen |= !strcmp(sh[t].run.machine, r->machine);
+        for (int t = 0; t < s; t++) seen |= !strcmp(m->sh[t].run.machine, r->machine);
         if (seen || !r->machine[0]) continue;
-        size_t L = strlen(merged.machine);
-        if (L + strlen(r->machine) + 4 < sizeof merged.machine)
-            snprintf(merged.machine + L, sizeof merged.machine - L, "%s%s", L ? " + " : "", r->machine);
+        size_t L = strlen(merged->machine);
+        if (L + strlen(r->machine) + 4 < sizeof merged->machine)
+            snprintf(merged->machine + L, sizeof merged->machine - L, "%s%s", L ? " + " : "", r->machine);
     }
-    for (size_t i = 0; i < n; i++)
-        if (moects_run_push(&merged, &sh[e[i].shard].run.v[e[i].pos])) {
-            fprintf(stderr, "moects merge: out of memory\n");
-            goto out;
-        }
-
-    /* kernels for the TAP and the summary: built-in ones with results, then stand-in descriptors */
-    kdesc = calloc(kernels.n ? kernels.n : 1, sizeof *kdesc);
-    synth = calloc(kernels.n ? kernels.n : 1, sizeof *synth);
-    if (!kdesc || !synth) {
+    int oom = 0;
+    for (size_t i = 0; i < m->n && !oom; i++) oom = moects_run_push(merged, &m->sh[m->e[i].shard].run.v[m->e[i].pos]) != 0;
+    m->kdesc = calloc(m->kernels.n ? m->kernels.n : 1, sizeof *m->kdesc);
+    m->synth = calloc(m->kernels.n ? m->kernels.n : 1, sizeof *m->synth);
+    if (oom || !m->kdesc || !m->synth) {
         fprintf(stderr, "moects merge: out of memory\n");
-        goto out;
+        return 2;
     }
-    for (size_t i = 0; i < merged.n; i++) {
-        const moects_result *r = &merged.v[i];
-        long kr = map_rank(&kernels, r->kernel, 0, &oom); /* every merged kernel was added above */
-        if (kr < 0 || kdesc[kr]) continue;
-        if ((size_t)kr < known_kernels) {
-            kdesc[kr] = bk[kr];
-        } else {
-            synth[kr].abi_version = MOECTS_KERNEL_ABI_VERSION;
-            synth[kr].name = r->kernel; /* merged.v outlives kdesc */
-            synth[kr].op = r->op;
-            synth[kr].recipe = r->recipe[0] ? r->recipe : NULL;
-            synth[kr].bug = r->is_mutant ? "declared by the kernel library" : NULL;
-            kdesc[kr] = &synth[kr];
+    size_t nbk;
+    const moects_kernel *const *bk = moects_builtin_kernels(&nbk);
+    for (size_t i = 0; i < merged->n; i++) {
+        const moects_result *r = &merged->v[i];
+        long kr = map_rank(&m->kernels, r->kernel, 0, &oom); /* every merged kernel was added above */
+        if (kr < 0 || m->kdesc[kr]) continue;
+        if ((size_t)kr < m->known_kernels) {
+            m->kdesc[kr] = bk[kr];
+            continue;
         }
+        moects_kernel *k = &m->synth[kr];
+        k->abi_version = MOECTS_KERNEL_ABI_VERSION;
+        k->name = r->kernel; /* merged.v outlives kdesc */
+        k->op = r->op;
+        k->recipe = r->recipe[0] ? r->recipe : NULL;
+        k->bug = r->is_mutant ? "declared by the kernel library" : NULL;
+        m->kdesc[kr] = k;
     }
-    size_t nk = 0;
-    for (size_t i = 0; i < kernels.n; i++)
-        if (kdesc[i]) kdesc[nk++] = kdesc[i];
+    for (size_t i = 0; i < m->kernels.n; i++)
+        if (m->kdesc[i]) m->kdesc[m->nk++] = m->kdesc[i];
+    return 0;
+}
 
-    if (moects_mkdirs(out_dir, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
-        goto out;
-    }
-    char path[4096];
-    snprintf(path, sizeof path, "%s/results.json", out_dir);
-    if (moects_results_write(path, &merged, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
-        goto out;
-    }
-    moects_tap_opts o = {.version = 13};
-    size_t len;
-    char *text = moects_tap_render(&merged, kdesc, nk, &o, &len);
-    snprintf(path, sizeof path, "%s/run.tap", out_dir);
-    if (!text || moects_write_file_atomic(path, text, len, err, sizeof err)) {
-        fprintf(stderr, "%s\n", text ? err : "moects merge: out of memory");
-        free(text);
-        goto out;
-    }
+/* Write text (NULL: out of memory) to OUT_DIR/name atomically; frees it. 0, or 2 with one line. */
+static int merge_write_one(const merge_ctx *m, const char *name, char *text, size_t len)
+{
+    char path[4096], err[1024];
+    snprintf(path, sizeof path, "%s/%s", m->out_dir, name);
+    int bad = !text || moects_write_file_atomic(path, text, len, err, sizeof err);
+    if (bad) fprintf(stderr, "%s\n", text ? err : "moects merge: out of memory");
     free(text);
-    text = moects_summary_render(&merged, kdesc, nk, &o, &len);
-    snprintf(path, sizeof path, "%s/summary.md", out_dir);
-    if (!text || moects_write_file_atomic(path, text, len, err, sizeof err)) {
-        fprintf(stderr, "%s\n", text ? err : "moects merge: out of memory");
-        free(text);
-        goto out;
+    return bad ? 2 : 0;
+}
+
+/* Stage 6: results.json, run.tap, summary.md, junit.xml under OUT_DIR. 0, or 2 with one line. */
+static int merge_write(merge_ctx *m)
+{
+    char err[1024], path[4096];
+    if (moects_mkdirs(m->out_dir, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 2;
     }
-    free(text);
-    fprintf(stderr, "moects merge: %d shards, %zu results -> %s/results.json, run.tap, summary.md\n", ns,
-            merged.n, out_dir);
-    rc = 0;
-    /* the shards leave escaped mutants and refusing kernels to the merge (a TODO point there): judged here */
-    for (size_t k = 0; k < nk; k++) {
-        moects_kernel_status st = moects_kernel_status_of(&merged, kdesc[k]->name, kdesc[k]->bug != NULL, NULL);
-        if (moects_kernel_status_deferred(st)) {
-            if (st == MOECTS_KS_ESCAPED) fprintf(stderr, "moects merge: mutant %s escaped the merged run\n", kdesc[k]->name);
-            else fprintf(stderr, "moects merge: kernel %s refused every case of the merged run\n", kdesc[k]->name);
-            rc = 1;
-        }
+    snprintf(path, sizeof path, "%s/results.json", m->out_dir);
+    if (moects_results_write(path, &m->merged, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 2;
     }
-out:
-    free(kdesc);
-    free(synth);
-    moects_run_free(&merged);
-    free(e);
-    map_free(&cases);
-    map_free(&kernels);
-    moects_case_list_free(&reg);
-    moects_idlist_free(order_ids, n_order_ids > 0 ? (size_t)n_order_ids : 0);
-    for (int s = 0; s < ns; s++) moects_run_free(&sh[s].run);
-    free(sh);
+    moects_tap_opts o = {.version = 13, .program = moects_self_program()};
+    size_t len = 0;
+    char *text = moects_tap_render(&m->merged, m->kdesc, m->nk, &o, &len);
+    if (merge_write_one(m, "run.tap", text, len)) return 2;
+    text = moects_summary_render(&m->merged, m->kdesc, m->nk, &o, &len);
+    if (merge_write_one(m, "summary.md", text, len)) return 2;
+    text = moects_junit_render(&m->merged, m->kdesc, m->nk, &o, &len);
+    if (merge_write_one(m, "junit.xml", text, len)) return 2;
+    fprintf(stderr, "moects merge: %d shards, %zu results -> %s/results.json, run.tap, summary.md, junit.xml\n", m->ns,
+            m->merged.n, m->out_dir);
+    return 0;
+}
+
+/* Stage 7: the shards leave escaped mutants and refusing kernels to the merge (a TODO point there):
+ * judged here. 1 when one escaped or refused every case, else 0. */
+static int merge_judge(const merge_ctx *m)
+{
+    int rc = 0;
+    for (size_t k = 0; k < m->nk; k++) {
+        const moects_kernel *d = m->kdesc[k];
+        moects_kernel_status st = moects_kernel_status_of(&m->merged, d->name, d->bug != NULL, NULL);
+        if (!moects_kernel_status_deferred(st)) continue;
+        if (st == MOECTS_KS_ESCAPED) fprintf(stderr, "moects merge: mutant %s escaped the merged run\n", d->name);
+        else fprintf(stderr, "moects merge: kernel %s refused every case of the merged run\n", d->name);
+        rc = 1;
+    }
+    return rc;
+}
+
+static void merge_free(merge_ctx *m)
+{
+    free(m->kdesc);
+    free(m->synth);
+    moects_run_free(&m->merged);
+    free(m->e);
+    map_free(&m->cases);
+    map_free(&m->kernels);
+    moects_case_list_free(&m->reg);
+    moects_idlist_free(m->order_ids, m->n_order_ids > 0 ? (size_t)m->n_order_ids : 0);
+    for (int s = 0; s < m->ns; s++) moects_run_free(&m->sh[s].run);
+    free(m->sh);
+}
+
+/* `moects merge`: a sequence of stages, each of which may end the command with its exit status. */
+int moects_cmd_merge(int argc, char **argv)
+{
+    merge_ctx m;
+    memset(&m, 0, sizeof m);
+    int rc = merge_args(&m, argc, argv);
+    if (rc < 0 && !(rc = merge_out_not_input(&m)) && !(rc = merge_read_shards(&m)) && !(rc = merge_order(&m)) &&
+        !(rc = merge_build(&m)) && !(rc = merge_write(&m)))
+        rc = merge_judge(&m);
+    merge_free(&m);
     return rc;
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "moects_cases.h"
+#include "moects_diag.h"
 #include "moects_kernel.h"
 
 /* Verdict words are the report's vocabulary (DESIGN.md "Verdicts"). */
@@ -62,6 +63,7 @@ typedef struct {
     double calc_diff;       /* sum (x-y)^2 / sum (x^2+y^2), double; 0 when both all zero */
     int64_t first_index;    /* -1 when none */
     char got[64], want[64]; /* "0x3f80 (1)" */
+    moects_diag diag;       /* where the output differs, in the op's coordinates (ndims 0: none) */
     char reason[1024];      /* crash/skip/unsupported reason, error text (a crash: with the tail of the kernel output) */
     char known[256];        /* reason of the known finding (moects_known.h) matching this honest
                                FAIL_* / PASS_* result, "" when none: a known FAIL_* does not fail the run */
@@ -89,14 +91,22 @@ typedef struct {
     uint64_t ref_xxh64;
 } moects_result;
 
+#define MOECTS_RUN_LIBS 8 /* kernel libraries recorded in results.json */
 typedef struct {
     char moects_version[16];
-    char commit[48];   /* git commit the run was made at ("unknown" outside a checkout) */
+    char commit[48];   /* git commit the run was made at, "-dirty" appended when tracked files differ
+                          from it ("unknown" outside a checkout) */
     char date[32];     /* ISO 8601 UTC */
     char machine[128]; /* host name and device name */
     char filter[2048];  /* the selection as options; --kernel-lib paths included */
     char shard[32];    /* "i/n" or "" */
     uint64_t seed;
+    /* the --kernel-lib libraries the run loaded: absolute path, SHA-256 of the file ("" unknown) */
+    struct {
+        char path[1024];
+        char sha256[65];
+    } libs[MOECTS_RUN_LIBS];
+    size_t nlibs;
     moects_result *v;
     size_t n, cap;
 } moects_run;
@@ -131,6 +141,14 @@ void moects_report_abort(moects_report_set *s);
  * NULL: written now). */
 int moects_results_stage(moects_report_set *set, const char *path, const moects_run *run, char *err,
                          size_t errlen);
+/* The program a repro line calls: "moects" when the first `moects` on PATH is this very binary
+ * (/proc/self/exe), else this binary's absolute path (shell-quoted when it needs it); "moects" when
+ * /proc/self/exe cannot be read. Computed once. */
+const char *moects_self_program(void);
+/* The folder a repro line writes to, relative to where it is pasted: "reports/repro/" and the case id
+ * with each character outside [A-Za-z0-9._-] (the '/' included) as '_'. Never reports/latest. */
+void moects_repro_dir(const char *case_id, char *buf, size_t len);
+
 /* mkdir -p. Returns 0 or -1 with err. */
 int moects_mkdirs(const char *path, char *err, size_t errlen);
 /* mkdir -p dir, then create and remove a file in it: a report directory proved writable before any

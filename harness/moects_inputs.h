@@ -74,6 +74,7 @@ typedef struct {
     /* moe_gemm facts: out_elems = rows * N, rows = mg.M (contiguous, offsets) or mg.E * mg.M (masked) */
     int64_t rows;
     unsigned char *row_valid;     /* [rows]: 1 when the row is compared (invalid rows are the kernel's) */
+    int32_t *row_expert;          /* [rows]: the local expert of a compared row, -1 for the others */
     int64_t valid_rows;
 } moects_inputs;
 

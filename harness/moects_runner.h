@@ -31,6 +31,12 @@ typedef struct {
      * when the run starts, appended to by every worker), each task whose worker dies or is killed
      * followed by a line "moects: KERNEL on CASE: REASON". NULL: the caller's stderr. */
     const char *kernel_log;
+    /* Fail fast (honest kernels only: a mutant's failures are the point). A task left unrun is SKIP
+     * with "not run: " and the one reason, in its place in the results. 0: no limit. */
+    int max_failures;        /* after this many FAIL_* of honest kernels, run nothing more */
+    int max_kernel_failures; /* after this many FAIL_* of one honest kernel, run it no more */
+    int dead_after;          /* a kernel whose first dead_after tasks all crashed or timed out is
+                                stopped for the rest of the run */
     /* --kernel-py MODULE:NAME specs: when any, every worker is started by fork and exec of
      * $MOECTS_PYTHON (python3) -m moects._worker (before any CUDA initialisation), which loads
      * libmoects (libmoects: its path, passed as MOECTS_LIB) and serves tasks through
@@ -45,6 +51,9 @@ typedef struct {
      * reference compared against) and <case>.out.safetensors (the kernel's output). NULL: none. */
     const char *dump_dir;
 } moects_runner_opts;
+
+/* The prefix of the reason of a task that fail-fast left unrun (its verdict is SKIP). */
+#define MOECTS_NOT_RUN "not run: "
 
 /* About a second of one core's FP4 reference (blockwise_v1 runs at ~75 GFLOP/s on one Haswell
  * core, bench/bench_fp4_gemm.c). `moects run` takes MOECTS_BIG_CASE_FLOPS from the environment. */

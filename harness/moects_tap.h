@@ -12,6 +12,7 @@
 typedef struct {
     int version;             /* 13 (default) or 14: only the header line differs */
     int verbose;             /* YAML blocks on passing points too */
+    const char *program;     /* the program repro commands call (moects_self_program()); NULL: "moects" */
     const char *repro_extra; /* appended to every repro command, e.g. " --kernel-lib 'x.so'" */
     char **missing;          /* must-pass ids that match no registered case: failing points */
     size_t nmissing;
@@ -63,9 +64,23 @@ char *moects_tap_render(const moects_run *run, const moects_kernel *const *kerne
 char *moects_summary_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
                             const moects_tap_opts *o, size_t *len);
 
-/* The YAML diagnostics block of one result as the TAP prints it ("---" to "...", each line prefixed
- * by indent): what libmoects' moects_judgement_text gives a Python test. */
-void moects_tap_yaml(FILE *f, const char *indent, const moects_result *r, const moects_tap_opts *o);
+/* The YAML diagnostics block of one result ("---" .. "..."), each line prefixed by ind: verdict, kernel,
+ * recipe, mismatch count, max ULP, first mismatch, pattern and the first and worst mismatches in the op's
+ * coordinates, calc_diff, seed, reason, known finding, --perf numbers, the repro command. The TAP's
+ * block of a point; JUnit's text of a failure; what libmoects' moects_judgement_text gives a Python test. */
+void moects_tap_yaml(FILE *f, const char *ind, const moects_result *r, const moects_tap_opts *o);
+
+/* JUnit XML of run (harness/junit.c): one <testsuite> per kernel with results, in the given order; one
+ * <testcase> per (kernel, case), name the case id, classname the kernel, time its wall seconds. An
+ * honest kernel's FAIL_MISMATCH is a <failure>, FAIL_CRASH / FAIL_TIMEOUT an <error>, each with the
+ * verdict as type, the reason or pattern as message and the YAML diagnostics as text; SKIP,
+ * UNSUPPORTED and known findings are <skipped> with the reason. A mutant's case is a passed testcase
+ * (a caught case carries its diagnostics in <system-out>); a mutant that escaped the whole run (not
+ * a shard), or an honest kernel that refused every case, adds one failing testcase named
+ * "<kernel>: kernel verdict". Must-pass ids not registered or not judged: failing testcases of a
+ * suite "must-pass". Schema: tests/data/junit/junit.xsd (Jenkins/Ant JUnit). NULL out of memory. */
+char *moects_junit_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
+                          const moects_tap_opts *o, size_t *len);
 
 /* Append s to f single-quoted for a POSIX shell. */
 void moects_shell_quote(FILE *f, const char *s);

@@ -40,8 +40,12 @@ const char *moects__op_name(moects_op op);
 void moects__buf_result(moects__buf *b, const moects_result *r);
 int moects__op_parse(const char *s, moects_op *out);
 
-/* The command line that reproduces one (kernel, case) alone (DESIGN.md "Verdicts"). */
+/* The command line that reproduces one (kernel, case) alone (DESIGN.md "Verdicts"): moects_self_program()
+ * run --kernel K --seed S --out moects_repro_dir(CASE) CASE (its own folder, never reports/latest). */
 void moects__repro(moects__buf *b, const moects_result *r);
+/* The same for a result read back from a run whose filter is given: each `--kernel-lib PATH` and
+ * `--config PATH` of the filter (paths without spaces: the filter is space-separated) is carried over. */
+void moects__repro_filter(moects__buf *b, const moects_result *r, const char *filter);
 
 /* Markdown counts of a run: one row per verdict, one column per honest/mutant split. */
 void moects__md_counts(moects__buf *b, const moects_run *run);

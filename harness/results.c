@@ -5,12 +5,15 @@
  *
  *   {                                    every field below is required unless marked optional
  *     "moects_version": "0.1",
- *     "commit":  "858abae...",            git commit of the run, "unknown" outside a checkout
+ *     "commit":  "858abae...",            git commit of the run ("-dirty" appended when tracked files
+ *                                           differ from it), "unknown" outside a checkout
  *     "date":    "2026-11-30T16:34:04Z",  ISO 8601 UTC
  *     "machine": "host / NVIDIA H200",
  *     "filter":  "ep_gather/kimi-k3/tp8/t1", the run's case filter (a glob), "" for all
  *     "shard":   "0/4",                   "i/n" of a shard run, "" for a whole run
  *     "seed":    1,                       u64
+ *     "kernel_libs": [{"path": "/abs/lib.so", "sha256": "64 hex digits"}],   optional: the --kernel-lib
+ *                                         libraries the run loaded ("" sha256: the file was unreadable)
  *     "results": [                        case-major: all kernels of case 1, then case 2...
  *       {"kernel": "cpu.ep_gather",       not empty
  *        "case": "ep_gather/kimi-k3/tp8/t128",   not empty, unique with kernel
@@ -25,6 +28,11 @@
  *        "max_ulp": 0,                    u64
  *        "calc_diff": 0,                  double
  *        "first_mismatch": null,          or {"index": i64 >= 0, "got": "0x3f80 (1)", "want": "..."}
+ *        "diag": {"axes": ["m", "n"],     optional, on a compared output that differs (moects_diag.h):
+ *                 "pattern": "every row, column 3584 onwards (3584..4095 of 4096)",
+ *                 "first": [{"at": [5, 3584], "index": i64, "got": "0x3f81 (1.0078125)",
+ *                            "want": "0x3f80 (1)", "ulp": u64}, ...],   up to 5, element order
+ *                 "worst": [...]}          up to 10, largest ULP distance first; axes: 2 or 3 names
  *        "reason": "",
  *        "known": "dequantized ...",      optional: only on an honest FAIL_* / PASS_* result that a
  *                                           known-findings entry matches (harness/moects_known.h):
@@ -64,6 +72,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cases_internal.h"
 #include "reports_internal.h"
@@ -282,6 +291,43 @@ static void put_key(moects__buf *b, const char *k)
     moects__buf_add(b, ": ");
 }
 
+static void put_elems(moects__buf *b, const moects_diag *d, const moects_diag_elem *e, int n)
+{
+    moects__buf_add(b, "[");
+    for (int i = 0; i < n; i++) {
+        char v[64];
+        moects__buf_add(b, i ? ", {\"at\": [" : "{\"at\": [");
+        for (int k = 0; k < d->ndims; k++) moects__buf_printf(b, "%s%" PRId64, k ? ", " : "", e[i].at[k]);
+        moects__buf_printf(b, "], \"index\": %" PRId64 ", \"got\": ", e[i].index);
+        moects_diag_value(d, e[i].got, v, sizeof v);
+        moects__buf_json_str(b, v);
+        moects__buf_add(b, ", \"want\": ");
+        moects_diag_value(d, e[i].want, v, sizeof v);
+        moects__buf_json_str(b, v);
+        moects__buf_add(b, ", \"ulp\": ");
+        put_u64(b, e[i].ulp);
+        moects__buf_add(b, "}");
+    }
+    moects__buf_add(b, "]");
+}
+
+/* "diag": {"axes": ["m", "n"], "pattern": "...", "first": [...], "worst": [...]} (moects_diag.h) */
+static void put_diag(moects__buf *b, const moects_diag *d)
+{
+    moects__buf_add(b, "{\"axes\": [");
+    for (int k = 0; k < d->ndims; k++) {
+        if (k) moects__buf_add(b, ", ");
+        moects__buf_json_str(b, d->axes[k]);
+    }
+    moects__buf_add(b, "], \"pattern\": ");
+    moects__buf_json_str(b, d->pattern);
+    moects__buf_add(b, ", \"first\": ");
+    put_elems(b, d, d->first, d->nfirst);
+    moects__buf_add(b, ", \"worst\": ");
+    put_elems(b, d, d->worst, d->nworst);
+    moects__buf_add(b, "}");
+}
+
 void moects__buf_result(moects__buf *b, const moects_result *r)
 {
     const char *op = moects__op_name(r->op);
@@ -306,6 +352,9 @@ void moects__buf_result(moects__buf *b, const moects_result *r)
         moects__buf_add(b, ", \"want\": ");
         moects__buf_json_str(b, r->want);
         moects__buf_add(b, "}");
+    }
+    if (r->diag.ndims) {
+        moects__buf_add(b, ", "); put_key(b, "diag"); put_diag(b, &r->diag);
     }
     moects__buf_add(b, ", "); put_key(b, "reason"); moects__buf_json_str(b, r->reason);
     if (r->known[0]) {
@@ -359,6 +408,15 @@ static int render_results(moects__buf *b, const char *path, const moects_run *ru
     moects__buf_add(b, ",\n"); put_key(b, "filter"); moects__buf_json_str(b, run->filter);
     moects__buf_add(b, ",\n"); put_key(b, "shard"); moects__buf_json_str(b, run->shard);
     moects__buf_add(b, ",\n"); put_key(b, "seed"); put_u64(b, run->seed);
+    if (run->nlibs) {
+        moects__buf_add(b, ",\n"); put_key(b, "kernel_libs"); moects__buf_add(b, "[");
+        for (size_t i = 0; i < run->nlibs && i < MOECTS_RUN_LIBS; i++) {
+            moects__buf_add(b, i ? ", {" : "{"); put_key(b, "path"); moects__buf_json_str(b, run->libs[i].path);
+            moects__buf_add(b, ", "); put_key(b, "sha256"); moects__buf_json_str(b, run->libs[i].sha256);
+            moects__buf_add(b, "}");
+        }
+        moects__buf_add(b, "]");
+    }
     moects__buf_add(b, ",\n"); put_key(b, "results"); moects__buf_add(b, "[");
     for (size_t i = 0; i < run->n; i++) {
         moects__buf_add(b, i ? ",\n  " : "\n  ");
@@ -543,10 +601,94 @@ static int read_hashes(rd *c, const json_t *o, moects_result *r)
 
 static const char *const result_keys[] = {
     "kernel", "case", "model", "layout", "op", "mutant", "verdict", "recipe", "mismatches", "max_ulp",
-    "calc_diff", "first_mismatch", "reason", "known", "seed", "kernel_ms", "perf_value", "perf_fraction",
+    "calc_diff", "first_mismatch", "diag", "reason", "known", "seed", "kernel_ms", "perf_value", "perf_fraction",
     "timing", "input_xxh64", "reference_xxh64", NULL};
 static const char *const top_keys[] = {
-    "moects_version", "commit", "date", "machine", "filter", "shard", "seed", "results", NULL};
+    "moects_version", "commit", "date", "machine", "filter", "shard", "seed", "kernel_libs", "results", NULL};
+
+/* Bits of a "0x3f80 (1)" value; its hex digits tell the dtype (4: BF16, 8: FP32). */
+static int read_bits(rd *c, const char *field, const json_t *v, uint32_t *bits, moects_dtype *dt)
+{
+    char s[64];
+    if (get_str(c, field, v, s, sizeof s, 1)) return -1;
+    char *end;
+    unsigned long u = strtoul(s, &end, 16);
+    size_t nd = (size_t)(end - s);
+    if (strncmp(s, "0x", 2) != 0 || (nd != 6 && nd != 10))
+        return fail(c, field, "expected \"0x\" and 4 or 8 hex digits, got \"%s\"", s);
+    *bits = (uint32_t)u;
+    *dt = nd == 6 ? MOECTS_BF16 : MOECTS_F32;
+    return 0;
+}
+
+static int read_elems(rd *c, const char *key, const json_t *a, moects_diag *d, moects_diag_elem *e, int max, int *n)
+{
+    if (!json_is_array(a)) return fail(c, key, "expected an array, got %s", type_name(a));
+    if (json_array_size(a) > (size_t)max) return fail(c, key, "more than %d elements", max);
+    static const char *const keys[] = {"at", "index", "got", "want", "ulp", NULL};
+    size_t wl = strlen(c->where);
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        const json_t *o = json_array_get(a, i);
+        snprintf(c->where + wl, sizeof c->where - wl, "%s[%zu].", key, i);
+        if (!json_is_object(o)) return fail(c, "", "expected an object, got %s", type_name(o));
+        if (check_keys(c, o, keys)) return -1;
+        const json_t *at = json_object_get(o, "at");
+        if (!json_is_array(at) || json_array_size(at) != (size_t)d->ndims)
+            return fail(c, "at", "expected an array of %d integers", d->ndims);
+        for (int k = 0; k < d->ndims; k++)
+            if (get_i64(c, "at", json_array_get(at, (size_t)k), &e[i].at[k])) return -1;
+        if (get_i64(c, "index", json_object_get(o, "index"), &e[i].index) ||
+            read_bits(c, "got", json_object_get(o, "got"), &e[i].got, &d->dtype) ||
+            read_bits(c, "want", json_object_get(o, "want"), &e[i].want, &d->dtype) ||
+            get_u64(c, "ulp", json_object_get(o, "ulp"), &e[i].ulp))
+            return -1;
+    }
+    c->where[wl] = '\0';
+    *n = (int)json_array_size(a);
+    return 0;
+}
+
+static int read_diag(rd *c, const json_t *dg, moects_diag *d)
+{
+    if (!json_is_object(dg)) return fail(c, "diag", "expected an object, got %s", type_name(dg));
+    static const char *const keys[] = {"axes", "pattern", "first", "worst", NULL};
+    size_t wl = strlen(c->where);
+    snprintf(c->where + wl, sizeof c->where - wl, "diag.");
+    if (check_keys(c, dg, keys)) return -1;
+    const json_t *axes = json_object_get(dg, "axes");
+    if (!json_is_array(axes) || json_array_size(axes) < 2 || json_array_size(axes) > 3)
+        return fail(c, "axes", "expected an array of 2 or 3 names");
+    d->ndims = (int)json_array_size(axes);
+    for (int k = 0; k < d->ndims; k++)
+        if (get_str(c, "axes", json_array_get(axes, (size_t)k), d->axes[k], sizeof d->axes[k], 1)) return -1;
+    if (get_str(c, "pattern", json_object_get(dg, "pattern"), d->pattern, sizeof d->pattern, 1) ||
+        read_elems(c, "first", json_object_get(dg, "first"), d, d->first, MOECTS_DIAG_FIRST, &d->nfirst) ||
+        read_elems(c, "worst", json_object_get(dg, "worst"), d, d->worst, MOECTS_DIAG_WORST, &d->nworst))
+        return -1;
+    c->where[wl] = '\0';
+    return 0;
+}
+
+/* "kernel_libs" (optional): [{"path": "...", "sha256": "..."}, ...], at most MOECTS_RUN_LIBS. */
+static int read_libs(rd *c, const json_t *a, moects_run *run)
+{
+    if (!a) return 0;
+    if (!json_is_array(a)) return fail(c, "kernel_libs", "expected an array, got %s", type_name(a));
+    if (json_array_size(a) > MOECTS_RUN_LIBS) return fail(c, "kernel_libs", "more than %d libraries", MOECTS_RUN_LIBS);
+    static const char *const keys[] = {"path", "sha256", NULL};
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        const json_t *o = json_array_get(a, i);
+        snprintf(c->where, sizeof c->where, "kernel_libs[%zu].", i);
+        if (!json_is_object(o)) return fail(c, "", "expected an object, got %s", type_name(o));
+        if (check_keys(c, o, keys) ||
+            get_str(c, "path", json_object_get(o, "path"), run->libs[i].path, sizeof run->libs[i].path, 1) ||
+            get_str(c, "sha256", json_object_get(o, "sha256"), run->libs[i].sha256, sizeof run->libs[i].sha256, 1))
+            return -1;
+    }
+    c->where[0] = '\0';
+    run->nlibs = json_array_size(a);
+    return 0;
+}
 
 static int read_result(rd *c, const json_t *o, moects_result *r)
 {
@@ -607,6 +749,8 @@ static int read_result(rd *c, const json_t *o, moects_result *r)
         r->ref_threads = (int)th;
         c->where[wl] = '\0';
     }
+    const json_t *dg = json_object_get(o, "diag");
+    if (dg && read_diag(c, dg, &r->diag)) return -1;
     if (read_hashes(c, o, r)) return -1;
     const json_t *fm = json_object_get(o, "first_mismatch");
     if (!fm) return fail(c, "first_mismatch", "missing");
@@ -668,7 +812,8 @@ int moects_results_read(const char *path, moects_run *run, char *err, size_t err
         get_str(&c, "machine", json_object_get(root, "machine"), run->machine, sizeof run->machine, 1) ||
         get_str(&c, "filter", json_object_get(root, "filter"), run->filter, sizeof run->filter, 1) ||
         get_str(&c, "shard", json_object_get(root, "shard"), run->shard, sizeof run->shard, 1) ||
-        get_u64(&c, "seed", json_object_get(root, "seed"), &run->seed))
+        get_u64(&c, "seed", json_object_get(root, "seed"), &run->seed) ||
+        read_libs(&c, json_object_get(root, "kernel_libs"), run))
         goto out;
     const json_t *arr = json_object_get(root, "results");
     if (!arr) {
@@ -737,12 +882,71 @@ void moects__shell_quote(moects__buf *b, const char *s)
 
 /* One case alone under one kernel, same seed: `moects run --kernel K --seed S CASE` (the form
  * harness/tap.c prints). */
+const char *moects_self_program(void)
+{
+    static char prog[4200];
+    if (prog[0]) return prog;
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    snprintf(prog, sizeof prog, "moects");
+    if (n <= 0) return prog;
+    self[n] = '\0';
+    const char *path = getenv("PATH");
+    for (const char *p = path ? path : ""; *p;) { /* the first moects on PATH: is it this binary? */
+        size_t l = strcspn(p, ":");
+        char cand[4200];
+        snprintf(cand, sizeof cand, "%.*s/moects", (int)(l < 4096 ? l : 4096), p);
+        char *real = l ? realpath(cand, NULL) : NULL;
+        if (real) {
+            int same = strcmp(real, self) == 0;
+            free(real);
+            if (same) return prog;
+            break;
+        }
+        p += l + (p[l] == ':');
+    }
+    moects__buf b = {0};
+    moects__shell_quote(&b, self);
+    if (b.s) snprintf(prog, sizeof prog, "%s", b.s);
+    moects__buf_free(&b);
+    return prog;
+}
+
+void moects_repro_dir(const char *case_id, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "reports/repro/");
+    for (const char *c = case_id; *c && n >= 0 && (size_t)n + 1 < len; c++, n++)
+        buf[n] = isalnum((unsigned char)*c) || strchr("._-", *c) ? *c : '_';
+    if (n >= 0 && (size_t)n < len) buf[n] = '\0';
+}
+
 void moects__repro(moects__buf *b, const moects_result *r)
 {
-    moects__buf_add(b, "moects run --kernel ");
+    char dir[256];
+    moects_repro_dir(r->case_id, dir, sizeof dir);
+    moects__buf_add(b, moects_self_program());
+    moects__buf_add(b, " run --kernel ");
     moects__shell_quote(b, r->kernel);
-    moects__buf_printf(b, " --seed %" PRIu64 " ", r->seed);
+    moects__buf_printf(b, " --seed %" PRIu64 " --out ", r->seed);
+    moects__shell_quote(b, dir);
+    moects__buf_add(b, " ");
     moects__shell_quote(b, r->case_id);
+}
+
+void moects__repro_filter(moects__buf *b, const moects_result *r, const char *filter)
+{
+    moects__repro(b, r);
+    static const char *const carried[] = {"--kernel-lib ", "--config "};
+    for (int o = 0; o < 2; o++)
+        for (const char *p = filter; (p = strstr(p, carried[o])) != NULL;) {
+            p += strlen(carried[o]);
+            size_t n = strcspn(p, " ");
+            char path[4096];
+            snprintf(path, sizeof path, "%.*s", (int)(n < sizeof path ? n : sizeof path - 1), p);
+            moects__buf_printf(b, " %s", carried[o]);
+            moects__shell_quote(b, path);
+            p += n;
+        }
 }
 
 void moects__md_counts(moects__buf *b, const moects_run *run)

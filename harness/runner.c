@@ -452,7 +452,12 @@ static void judge_one(worker_state *ws, const moects_case *c, const moects_kerne
         r->verdict = moects_within_tolerance(&cr, k->tol.max_calc_diff, k->tol.max_ulp, r->reason, sizeof r->reason)
                          ? MOECTS_PASS_TOLERANCE : MOECTS_FAIL_MISMATCH;
     }
-    if (r->verdict == MOECTS_FAIL_MISMATCH && ws->dump_dir) dump(ws, c, k, seed, recipe, got, r);
+    if (r->verdict == MOECTS_FAIL_MISMATCH) {
+        moects_out_geom geom;
+        moects_out_geom_of(in, &geom);
+        moects_diag_compute(&geom, in->out_dtype, got, ws->ref[recipe], &r->diag);
+        if (ws->dump_dir) dump(ws, c, k, seed, recipe, got, r);
+    }
     r->compare_s += now_s() - tc0;
 }
 
@@ -1111,6 +1116,12 @@ typedef struct {
     int nw, base_threads;
     int log_fd; /* the kernel log, -1 none */
     moects__sched sched;
+    /* fail fast: per kernel, FAIL_* so far, tasks over, whether all of them crashed or timed out,
+     * and the reason it was stopped ("" while it runs); the run's honest FAIL_* and its stop reason */
+    size_t *kfails, *kover;
+    char *kalive_dead, (*kstop)[200];
+    size_t fails;
+    char stop[200];
 } parent;
 
 /* Task ti's worker died or was killed (p->res[ti] filled): say so in the kernel log, after what
@@ -1123,9 +1134,47 @@ static void log_lost(const parent *p, uint32_t ti)
             r->reason);
 }
 
+/* Fail-fast bookkeeping of finished task ti (moects_runner_opts.max_failures ...): counts its failure,
+ * and stops its kernel or the run when a limit is reached. Mutants are never counted or stopped. */
+static void fail_fast_note(parent *p, uint32_t ti)
+{
+    const moects_runner_opts *o = p->o;
+    uint32_t k = p->tasks[ti].kernel_idx;
+    const moects_result *r = &p->res[ti];
+    if (o->kernels[k]->bug || !strncmp(r->reason, MOECTS_NOT_RUN, strlen(MOECTS_NOT_RUN))) return;
+    int fail = moects_verdict_is_fail(r->verdict), dead = r->verdict == MOECTS_FAIL_CRASH || r->verdict == MOECTS_FAIL_TIMEOUT;
+    if (!dead) p->kalive_dead[k] = 0;
+    p->kover[k]++;
+    p->kfails[k] += fail;
+    p->fails += fail;
+    if (!p->kstop[k][0] && o->dead_after > 0 && p->kalive_dead[k] && p->kover[k] >= (size_t)o->dead_after)
+        snprintf(p->kstop[k], sizeof p->kstop[k], "its first %zu cases crashed or timed out (the last: %.60s: %.60s)",
+                 p->kover[k], r->case_id, r->reason);
+    if (!p->kstop[k][0] && o->max_kernel_failures > 0 && p->kfails[k] >= (size_t)o->max_kernel_failures)
+        snprintf(p->kstop[k], sizeof p->kstop[k], "--max-kernel-failures %d reached", o->max_kernel_failures);
+    if (!p->stop[0] && o->max_failures > 0 && p->fails >= (size_t)o->max_failures)
+        snprintf(p->stop, sizeof p->stop, "--max-failures %d reached (failures of honest kernels)", o->max_failures);
+}
+
+/* Whether task ti is left unrun by fail-fast: then p->res[ti] is its SKIP with the reason. */
+static int fail_fast_skip(parent *p, uint32_t ti)
+{
+    const moects_runner_opts *o = p->o;
+    uint32_t k = p->tasks[ti].kernel_idx;
+    if (o->kernels[k]->bug && !p->stop[0]) return 0;
+    if (!p->stop[0] && !p->kstop[k][0]) return 0;
+    moects_result *r = &p->res[ti];
+    moects__result_identity(r, &o->cases[p->tasks[ti].case_idx], o->kernels[k], o->seed);
+    r->verdict = MOECTS_SKIP;
+    if (p->stop[0]) snprintf(r->reason, sizeof r->reason, MOECTS_NOT_RUN "the run stopped: %s", p->stop);
+    else snprintf(r->reason, sizeof r->reason, MOECTS_NOT_RUN "%s stopped: %s", o->kernels[k]->name, p->kstop[k]);
+    return 1;
+}
+
 /* Task ti of worker W is over (result in p->res[ti]); the group ends with its last task. */
 static void task_over(parent *p, worker *W, uint32_t ti)
 {
+    fail_fast_note(p, ti);
     p->done[ti] = 1;
     p->ndone++;
     W->busy = 0;
@@ -1153,6 +1202,13 @@ static int hand_out(parent *p, char *err, size_t errlen)
             W->group = g;
             W->g_next = p->gstart[g];
             W->g_end = p->gstart[g + 1];
+        }
+        if (fail_fast_skip(p, (uint32_t)W->g_next)) { /* left unrun: its SKIP is already in p->res */
+            uint32_t ti = (uint32_t)W->g_next++;
+            W->busy = 1;
+            task_over(p, W, ti);
+            w--;
+            continue;
         }
         if (!W->pid && spawn(o, p->ws, p->nw, w, p->base_threads, err, errlen) != 0) return -1;
         uint32_t ti = (uint32_t)W->g_next++;
@@ -1240,6 +1296,7 @@ static void parent_free(parent *p)
     if (p->log_fd >= 0) close(p->log_fd);
     free(p->tasks), free(p->gstart), free(p->gord), free(p->want), free(p->recipes);
     free(p->res), free(p->done), free(p->ws);
+    free(p->kfails), free(p->kover), free(p->kalive_dead), free(p->kstop);
     moects__sched_free(&p->sched);
 }
 
@@ -1262,7 +1319,14 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
     p->res = calloc(cap ? cap : 1, sizeof *p->res);
     p->done = calloc(cap ? cap : 1, 1);
     p->ws = calloc((size_t)slots, sizeof *p->ws);
-    if (!p->tasks || !p->gstart || !p->gord || !p->want || !p->recipes || !p->res || !p->done || !p->ws) {
+    size_t nk1 = o->nkernels + 1;
+    p->kfails = calloc(nk1, sizeof *p->kfails);
+    p->kover = calloc(nk1, sizeof *p->kover);
+    p->kalive_dead = malloc(nk1);
+    p->kstop = calloc(nk1, sizeof *p->kstop);
+    if (p->kalive_dead) memset(p->kalive_dead, 1, nk1);
+    if (!p->tasks || !p->gstart || !p->gord || !p->want || !p->recipes || !p->res || !p->done || !p->ws ||
+        !p->kfails || !p->kover || !p->kalive_dead || !p->kstop) {
         snprintf(err, errlen, "out of memory for %zu tasks", cap);
         parent_free(p);
         return -1;

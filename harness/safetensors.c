@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cases_internal.h"
 #include "moects_harness.h"
 
 size_t moects__st_dtype_size(const char *d)
@@ -159,7 +160,7 @@ static int parse_header(const char *path, moects__st_file *f, uint64_t hlen, cha
     return rc;
 }
 
-int moects__st_read(const char *path, moects__st_file *f, char *err, size_t errlen)
+static int st_read(const char *path, moects__st_file *f, char *err, size_t errlen)
 {
     memset(f, 0, sizeof *f);
     if (load_file(path, f, err, errlen)) return moects__st_free(f), -1;
@@ -176,6 +177,13 @@ int moects__st_read(const char *path, moects__st_file *f, char *err, size_t errl
     }
     if (parse_header(path, f, hlen, err, errlen)) return moects__st_free(f), -1;
     return 0;
+}
+
+int moects__st_read(const char *path, moects__st_file *f, char *err, size_t errlen)
+{
+    if (st_read(path, f, err, errlen) == 0) return 0;
+    moects__oneline(err); /* a JSON parser's "near '...'" and tensor names quote the file's bytes */
+    return -1;
 }
 
 const moects__st_tensor *moects__st_find(const moects__st_file *f, const char *name)

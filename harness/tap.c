@@ -162,17 +162,60 @@ static void line_text(FILE *f, const char *s, int escape_hash)
     }
 }
 
+/* PROGRAM run --kernel K --seed S --out reports/repro/ID [extra] CASE: the case alone, into a folder
+ * of its own (moects_repro_dir), never over reports/latest. */
 static void repro(FILE *f, const moects_result *r, const moects_tap_opts *o)
 {
-    fputs("moects run --kernel ", f);
+    char dir[256];
+    moects_repro_dir(r->case_id, dir, sizeof dir);
+    fputs(o->program ? o->program : "moects", f);
+    fputs(" run --kernel ", f);
     moects_shell_quote(f, r->kernel);
-    fprintf(f, " --seed %" PRIu64, r->seed);
+    fprintf(f, " --seed %" PRIu64 " --out %s", r->seed, dir);
     if (o->repro_extra) fputs(o->repro_extra, f);
     fputc(' ', f);
     moects_shell_quote(f, r->case_id);
 }
 
-static void yaml_block(FILE *f, const char *ind, const moects_result *r, const moects_tap_opts *o)
+/* An ULP distance and its line end; UINT64_MAX (a NaN against a number, moects_ulp_distance_*) in words. */
+static void yaml_ulp(FILE *f, uint64_t ulp)
+{
+    if (ulp == UINT64_MAX) fputs("\"NaN against a number\"\n", f);
+    else fprintf(f, "%" PRIu64 "\n", ulp);
+}
+
+/* A YAML list of mismatching elements: at (the op's coordinates), index, got, want, ulp. */
+static void yaml_elems(FILE *f, const char *ind, const char *key, const moects_diag *d, const moects_diag_elem *e,
+                       int n)
+{
+    fprintf(f, "%s%s:\n", ind, key);
+    for (int i = 0; i < n; i++) {
+        char at[96], v[64];
+        moects_diag_at(d, &e[i], at, sizeof at);
+        fprintf(f, "%s  - at: ", ind);
+        yaml_str(f, at);
+        fprintf(f, "\n%s    index: %" PRId64 "\n%s    got: ", ind, e[i].index, ind);
+        moects_diag_value(d, e[i].got, v, sizeof v);
+        yaml_str(f, v);
+        fprintf(f, "\n%s    want: ", ind);
+        moects_diag_value(d, e[i].want, v, sizeof v);
+        yaml_str(f, v);
+        fprintf(f, "\n%s    ulp: ", ind);
+        yaml_ulp(f, e[i].ulp);
+    }
+}
+
+/* Where the output differs (moects_diag.h): the pattern line, the first and the worst mismatches. */
+static void yaml_diag(FILE *f, const char *ind, const moects_diag *d)
+{
+    fprintf(f, "%spattern: ", ind);
+    yaml_str(f, d->pattern);
+    fputc('\n', f);
+    yaml_elems(f, ind, "first_mismatches", d, d->first, d->nfirst);
+    yaml_elems(f, ind, "worst_mismatches", d, d->worst, d->nworst);
+}
+
+void moects_tap_yaml(FILE *f, const char *ind, const moects_result *r, const moects_tap_opts *o)
 {
     fprintf(f, "%s---\n", ind);
     fprintf(f, "%sverdict: %s\n", ind, moects_verdict_name(r->verdict));
@@ -181,7 +224,8 @@ static void yaml_block(FILE *f, const char *ind, const moects_result *r, const m
     fprintf(f, "\n%srecipe: ", ind);
     yaml_str(f, r->recipe);
     fprintf(f, "\n%smismatches: %" PRId64 "\n", ind, r->mismatches);
-    fprintf(f, "%smax_ulp: %" PRIu64 "\n", ind, r->max_ulp);
+    fprintf(f, "%smax_ulp: ", ind);
+    yaml_ulp(f, r->max_ulp);
     if (r->first_index >= 0) {
         fprintf(f, "%sfirst_mismatch:\n%s  index: %" PRId64 "\n%s  got: ", ind, ind, r->first_index, ind);
         yaml_str(f, r->got);
@@ -191,11 +235,14 @@ static void yaml_block(FILE *f, const char *ind, const moects_result *r, const m
     } else {
         fprintf(f, "%sfirst_mismatch: ~\n", ind);
     }
+    if (r->diag.ndims) yaml_diag(f, ind, &r->diag);
     fprintf(f, "%scalc_diff: %.6g\n", ind, r->calc_diff);
     fprintf(f, "%sseed: %" PRIu64 "\n", ind, r->seed);
-    fprintf(f, "%sreason: ", ind);
-    yaml_str(f, r->reason);
-    fputc('\n', f);
+    if (r->reason[0]) {
+        fprintf(f, "%sreason: ", ind);
+        yaml_str(f, r->reason);
+        fputc('\n', f);
+    }
     if (r->known[0]) {
         fprintf(f, "%sknown: ", ind);
         yaml_str(f, r->known);
@@ -221,11 +268,6 @@ static void yaml_block(FILE *f, const char *ind, const moects_result *r, const m
     fprintf(f, "%s...\n", ind);
 }
 
-void moects_tap_yaml(FILE *f, const char *indent, const moects_result *r, const moects_tap_opts *o)
-{
-    yaml_block(f, indent, r, o);
-}
-
 static void case_point(FILE *f, size_t num, const moects_result *r, const moects_kernel *k,
                        const moects_tap_opts *o)
 {
@@ -249,7 +291,7 @@ static void case_point(FILE *f, size_t num, const moects_result *r, const moects
     fputc('\n', f);
     if (!ok || (o->verbose && r->verdict != MOECTS_SKIP && r->verdict != MOECTS_UNSUPPORTED) ||
         (o->verbose && r->reason[0]))
-        yaml_block(f, "      ", r, o);
+        moects_tap_yaml(f, "      ", r, o);
 }
 
 char *moects_tap_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
@@ -556,17 +598,25 @@ char *moects_summary_render(const moects_run *run, const moects_kernel *const *k
         }
     }
     /* failures, first 50 (known findings apart, below) */
-    size_t shown = 0;
+    size_t shown = 0, nfail = 0;
+    for (size_t j = 0; j < run->n; j++)
+        nfail += moects_verdict_is_fail(run->v[j].verdict) && !run->v[j].is_mutant && !is_known_fail(&run->v[j], NULL);
     for (size_t j = 0; j < run->n; j++) {
         const moects_result *r = &run->v[j];
         if (!moects_verdict_is_fail(r->verdict) || r->is_mutant || is_known_fail(r, NULL)) continue;
         if (!shown) fputs("\n## Failures (honest kernels)\n\n| kernel | case | verdict | detail |\n|---|---|---|---|\n", f);
         if (++shown > 50) {
-            fputs("| ... | | | |\n", f);
+            fprintf(f, "| ... %zu more | | | each in run.tap (diagnostics, repro line) and results.json |\n", nfail - 50);
             break;
         }
         fprintf(f, "| `%s` | `%s` | %s | ", r->kernel, r->case_id, moects_verdict_name(r->verdict));
-        if (r->verdict == MOECTS_FAIL_MISMATCH)
+        if (r->verdict == MOECTS_FAIL_MISMATCH && r->diag.ndims) {
+            char at[96];
+            moects_diag_at(&r->diag, &r->diag.first[0], at, sizeof at);
+            fprintf(f, "%" PRId64 " mismatches: ", r->mismatches);
+            for (const char *c = r->diag.pattern; *c; c++) fputc(*c == '|' ? '/' : *c, f);
+            fprintf(f, "; first %s: got %s want %s", at, r->got, r->want);
+        } else if (r->verdict == MOECTS_FAIL_MISMATCH)
             fprintf(f, "%" PRId64 " mismatches, first at %" PRId64 ": got %s want %s", r->mismatches,
                     r->first_index, r->got, r->want);
         else

@@ -305,6 +305,38 @@ Test(derive, ids_stable_and_unique)
     moects_case_list_free(&b);
 }
 
+Test(shape, one_line_in_the_ops_terms)
+{
+    /* hand-built cases; the expected lines follow the field values set here */
+    moects_case c;
+    memset(&c, 0, sizeof c);
+    c.op = MOECTS_OP_EP_GATHER;
+    c.T = 128, c.H = 3584, c.k = 8, c.E_global = 384, c.ep_size = 8, c.ep_rank = 7;
+    c.id_dtype = MOECTS_I64, c.out_dtype = MOECTS_BF16, c.routing = MOECTS_ROUTE_SKEWED;
+    char buf[256];
+    moects_case_shape(&c, buf, sizeof buf);
+    cr_assert_str_eq(buf, "out [T 128, H 3584] bf16; topk 8 of E 384; EP rank 7 of 8; ids int64; routing skewed; "
+                          "data exact");
+    memset(&c, 0, sizeof c);
+    c.op = MOECTS_OP_FP4_GEMM;
+    c.M = 16, c.N = 4096, c.K = 7168, c.format = MOECTS_FP4_NVFP4, c.scale_layout = MOECTS_SCALES_SWIZZLED_128X4;
+    c.out_dtype = MOECTS_F32, c.data = MOECTS_DATA_NAN;
+    strcpy(c.gemm, "gemm2");
+    moects_case_shape(&c, buf, sizeof buf);
+    cr_assert_str_eq(buf, "D [M 16, N 4096] f32 = A [M, K 7168] x B [N, K]^T; NVFP4, 128x4 swizzled scales; gemm2; "
+                          "data nan");
+    memset(&c, 0, sizeof c);
+    c.op = MOECTS_OP_MOE_GEMM;
+    c.N = 720, c.K = 2880, c.E = 16, c.moe_format = MOECTS_MOE_W4A8, c.b_format = MOECTS_FP4_MXFP4;
+    c.a_scale_block = 32, c.a_scale_f32 = 1, c.rows = MOECTS_ROWS_CONTIGUOUS, c.align = 128;
+    c.T = 4096, c.k = 4, c.E_global = 128, c.out_dtype = MOECTS_BF16, c.data = MOECTS_DATA_EXACT;
+    strcpy(c.gemm, "gemm1");
+    moects_case_shape(&c, buf, sizeof buf);
+    cr_assert_str_eq(buf, "D [rows, N 720] bf16 = A [rows, K 2880] x B [E 16, N, K]^T; w4a8 (B MXFP4), linear scales; "
+                          "A scales per 1x32 FP32; contiguous rows, padded; rows from T 4096, topk 4 of E 128; gemm1; "
+                          "data exact");
+}
+
 /* moe_gemm (derive_moe.c): every model has all four formats in all three row layouts, gemm1 and
  * gemm2, the tile windows on its grid layouts, and the token counts 1, 16, 128 and 4096. */
 Test(derive, moe_gemm_covers_formats_row_layouts_and_windows)

@@ -464,15 +464,20 @@ Test(model, expert_width_field_follows_the_family, .init = mk_tmp, .fini = rm_tm
 {
     static const char *const why = "moe_intermediate_size: missing field (the routed experts' width; with ";
     char want[512];
-    snprintf(want, sizeof want, ": %sn_routed_experts, intermediate_size is the dense MLP's)", why);
+    /* each refusal ends with the family, the config's model_type (read by hand from each file) */
+    snprintf(want, sizeof want, ": %sn_routed_experts, intermediate_size is the dense MLP's) (model_type deepseek_v3)",
+             why);
     expect_err(without_moe_i(SRC "/hf-configs/deepseek-ai--DeepSeek-V3.config.json", "dsv3.json", NULL), want);
+    snprintf(want, sizeof want, ": %sn_routed_experts, intermediate_size is the dense MLP's) (model_type kimi_k2)", why);
     expect_err(without_moe_i(SRC "/hf-configs/moonshotai--Kimi-K2-Instruct.config.json", "k2.json", NULL), want);
-    snprintf(want, sizeof want, ": %snum_experts, intermediate_size is the dense MLP's)", why);
+    snprintf(want, sizeof want, ": %snum_experts, intermediate_size is the dense MLP's) (model_type qwen3_moe)", why);
     expect_err(without_moe_i(SRC "/hf-configs/Qwen--Qwen3-30B-A3B.config.json", "q3.json", NULL), want);
-    snprintf(want, sizeof want, ": text_config.%stext_config.num_experts, intermediate_size is the dense MLP's)", why);
+    snprintf(want, sizeof want,
+             ": text_config.%stext_config.num_experts, intermediate_size is the dense MLP's) (model_type kimi_k3)", why);
     expect_err(without_moe_i(SRC "/hf-configs/moonshotai--Kimi-K3.config.json", "k3.json", "text_config"), want);
     /* Ernie 4.5 300B (numbers: models-extra.json): without, then with moe_intermediate_size */
-    snprintf(want, sizeof want, ": %smoe_num_experts, intermediate_size is the dense MLP's)", why);
+    snprintf(want, sizeof want, ": %smoe_num_experts, intermediate_size is the dense MLP's) (model_type ernie4_5_moe)",
+             why);
     expect_err(put("ernie.json", "{\"model_type\": \"ernie4_5_moe\", \"hidden_size\": 8192, \"intermediate_size\": "
                                  "28672, \"moe_num_experts\": 64, \"moe_k\": 8}"),
                want);
@@ -506,4 +511,41 @@ Test(model, expert_width_field_follows_the_family, .init = mk_tmp, .fini = rm_tm
                ": moe_intermediate_size: missing field (nor intermediate_size)");
     expect_err(put("dbrx.json", "{\"d_model\": 6144, \"ffn_config\": {\"moe_num_experts\": 16, \"moe_top_k\": 4}}"),
                ": ffn_config.ffn_hidden_size: missing field");
+}
+
+/* Per-layer list fields: dense layers hold 0 (or null), the MoE layers one value each. The values
+ * below are planted by hand: layer 0 dense, layers 1..3 MoE with 1408-wide experts. */
+Test(model, per_layer_list_fields, .init = mk_tmp, .fini = rm_tmp)
+{
+    const char *p = put("layers.json", "{\"model_type\": \"toy_moe\", \"hidden_size\": 2048,"
+                                       " \"moe_intermediate_size\": [0, 1408, 1408, 1408],"
+                                       " \"num_experts\": [null, 64, 64, 64], \"num_experts_per_tok\": 6}");
+    moects_model m;
+    char err[512] = "";
+    cr_assert_eq(moects_model_load(p, &m, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(m.moe_intermediate_size, 1408);
+    cr_expect_eq(m.routed_experts, 64);
+    cr_expect_eq(m.experts_per_token, 6);
+    /* MoE layers that differ: refused, naming the field, two layers and the family */
+    p = put("differ.json", "{\"model_type\": \"toy_moe\", \"hidden_size\": 2048,"
+                           " \"moe_intermediate_size\": [0, 1408, 2816], \"num_experts\": 64,"
+                           " \"num_experts_per_tok\": 6}");
+    cr_assert_eq(moects_model_load(p, &m, err, sizeof err), -1);
+    char want[700];
+    snprintf(want, sizeof want, "%s: moe_intermediate_size: per-layer values differ among the MoE layers (1408 at "
+                                "layer 1, 2816 at layer 2) (model_type toy_moe)", p);
+    cr_expect_str_eq(err, want);
+    /* a list element of the wrong type */
+    p = put("type.json", "{\"hidden_size\": 2048, \"moe_intermediate_size\": [0, \"x\"], \"num_experts\": 64,"
+                         " \"num_experts_per_tok\": 6}");
+    cr_assert_eq(moects_model_load(p, &m, err, sizeof err), -1);
+    snprintf(want, sizeof want, "%s: moe_intermediate_size[1]: wrong type (string, expected integer)", p);
+    cr_expect_str_eq(err, want);
+    /* Hunyuan's names (moe_topk, num_shared_expert) as per-layer lists */
+    p = put("hunyuan.json", "{\"model_type\": \"hunyuan_v1_moe\", \"hidden_size\": 4096, \"num_experts\": 64,"
+                            " \"moe_topk\": [8, 8], \"moe_intermediate_size\": [3072, 3072], \"num_shared_expert\": [1, 1]}");
+    cr_assert_eq(moects_model_load(p, &m, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(m.experts_per_token, 8);
+    cr_expect_eq(m.moe_intermediate_size, 3072);
+    cr_expect_eq(m.shared_experts, 1);
 }

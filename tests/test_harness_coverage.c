@@ -13,6 +13,7 @@
 
 #include "moects_cases.h"
 #include "moects_commands.h"
+#include "moects_harness.h"
 
 #define DATA MOECTS_SOURCE_DIR "/tests/data/coverage/"
 #define KIMI_K3 MOECTS_SOURCE_DIR "/../shared/data/hf-configs/moonshotai--Kimi-K3.config.json"
@@ -67,12 +68,13 @@ static size_t count(const char *hay, const char *needle)
     return n;
 }
 
-/* text with @RUN@ and @REG@ replaced */
+/* text with @RUN@, @REG@ and @PROG@ (the program repro lines call: this binary) replaced */
 static char *expand(const char *t)
 {
-    char *o = calloc(1, strlen(t) + 1024);
+    char *o = calloc(1, strlen(t) + 16384);
     for (const char *p = t; *p;) {
         if (!strncmp(p, "@RUN@", 5)) strcat(o, DATA "run.json"), p += 5;
+        else if (!strncmp(p, "@PROG@", 6)) strcat(o, moects_self_program()), p += 6;
         else if (!strncmp(p, "@REG@", 5)) strcat(o, reg), p += 5;
         else strncat(o, p++, 1);
     }
@@ -112,14 +114,22 @@ Test(coverage, html_page_is_self_contained_with_one_svg_per_kernel, .init = setu
     cr_assert_eq(count(h, "<g class=\"cell s2\">"), 1);
     cr_assert_eq(count(h, "<g class=\"cell s3\">"), 7);
     cr_assert_eq(count(h, "<g class=\"cell s4\">"), 1);
+    /* the failing and the refused cell link to their rows (ids by hand: kernel, model, layout with
+     * '.' as '-'), and a row carries its first bad case's repro line */
+    cr_assert_not_null(strstr(h, "<a href=\"#cell-k-eg-alpha-ep8\"><g class=\"cell s1\">"));
+    cr_assert_not_null(strstr(h, "<a href=\"#cell-k-eg-alpha-tp8\"><g class=\"cell s2\">"));
+    cr_assert_eq(count(h, "<a href=\"#cell-"), 2);
+    cr_assert_not_null(strstr(h, "<tr id=\"cell-k-eg-alpha-ep8\">"));
+    cr_assert_not_null(strstr(h, " run --kernel k.eg --seed 0 --out reports/repro/ep_gather_alpha_ep8_t1 "
+                                 "ep_gather/alpha/ep8/t1</code>"));
     /* the hover title of alpha x ep8 on k.eg names the failing case first */
     cr_assert_not_null(strstr(h, "<title>alpha x ep8 on k.eg: FAIL\nnot in the registry; run: 1 FAIL_MISMATCH, "
                                  "1 UNSUPPORTED\nfirst: ep_gather/alpha/ep8/t1: FAIL_MISMATCH (2 mismatches)</title>"),
                       "%s", h);
-    /* self-contained: no script, no fetched resource */
+    /* self-contained: no script, no fetched resource (links go to rows of the page itself) */
     cr_assert_null(strstr(h, "<script"));
     cr_assert_null(strstr(h, "src="));
-    cr_assert_null(strstr(h, "href="));
+    cr_assert_eq(count(h, "href="), count(h, "href=\"#")); /* in-page links only */
     cr_assert_null(strstr(h, "@import"));
     cr_assert_null(strstr(h, "url("));
     cr_assert_eq(count(h, "http"), 2); /* the SVG namespace, twice */
@@ -343,7 +353,7 @@ Test(coverage, prelaunch_config_without_the_expert_width_is_refused, .init = set
     char *e = slurp(errfile), want[512];
     snprintf(want, sizeof want,
              "%s: moe_intermediate_size: missing field (the routed experts' width; with n_routed_experts, "
-             "intermediate_size is the dense MLP's)\n",
+             "intermediate_size is the dense MLP's) (model_type deepseek_v3)\n",
              cfg);
     cr_assert_str_eq(e, want);
     free(e);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "moects_commands.h"
+#include "moects_harness.h"
 #include "test_slurp.h"
 
 #define DATA MOECTS_SOURCE_DIR "/tests/data/gate/"
@@ -45,15 +46,16 @@ static int gate(int argc, const char **argv)
     return moects_cmd_gate(argc, (char **)argv);
 }
 
-/* file contents with @MUSTPASS@ replaced by the must-pass file's path */
+/* file contents with @MUSTPASS@ replaced by the must-pass file's path, @PROG@ by the program repro lines call */
 static char *expected(const char *name)
 {
     char *t = slurp(name), *out = calloc(1, 1 << 16);
     const char *p = t, *q;
-    while ((q = strstr(p, "@MUSTPASS@"))) {
+    while ((q = strstr(p, "@"))) {
         strncat(out, p, (size_t)(q - p));
-        strcat(out, DATA "mustpass.txt");
-        p = q + strlen("@MUSTPASS@");
+        if (!strncmp(q, "@MUSTPASS@", 10)) strcat(out, DATA "mustpass.txt"), p = q + 10;
+        else if (!strncmp(q, "@PROG@", 6)) strcat(out, moects_self_program()), p = q + 6;
+        else strcat(out, "@"), p = q + 1;
     }
     strcat(out, p);
     free(t);

@@ -408,3 +408,47 @@ Test(results, missing_file_is_an_error)
     cr_assert_eq(moects_results_read("/nonexistent/results.json", &run, err, sizeof err), -1);
     cr_assert_eq(strncmp(err, "/nonexistent/results.json: cannot read: ", 40), 0, "%s", err);
 }
+
+Test(results, diag_round_trip, .init = mk_tmp, .fini = rm_tmp)
+{
+    /* a grouped (expert, row, col) diag with one first and one worst element, BF16: written as the
+     * schema says (by hand: 0x3f81 is 1 + 2^-7 = 1.0078125) and read back bit for bit */
+    moects_run run;
+    memset(&run, 0, sizeof run);
+    strcpy(run.moects_version, "0.1");
+    moects_result r = mk("cpu.ep_gather", "ep_gather/kimi-k3/tp8/t1", MOECTS_FAIL_MISMATCH);
+    r.mismatches = 1;
+    r.diag.ndims = 3;
+    strcpy(r.diag.axes[0], "expert");
+    strcpy(r.diag.axes[1], "row");
+    strcpy(r.diag.axes[2], "col");
+    r.diag.dtype = MOECTS_BF16;
+    strcpy(r.diag.pattern, "every row of expert 3, column 7");
+    moects_diag_elem e = {.index = 99, .at = {3, 1, 7}, .got = 0x3f81, .want = 0x3f80, .ulp = 1};
+    r.diag.first[0] = r.diag.worst[0] = e;
+    r.diag.nfirst = r.diag.nworst = 1;
+    cr_assert_eq(moects_run_push(&run, &r), 0);
+    char path[128], err[512] = "";
+    snprintf(path, sizeof path, "%s/results.json", tmpdir);
+    cr_assert_eq(moects_results_write(path, &run, err, sizeof err), 0, "%s", err);
+    const char *text = slurp(path);
+    cr_assert_not_null(strstr(text, "\"diag\": {\"axes\": [\"expert\", \"row\", \"col\"], \"pattern\": \"every row of "
+                                    "expert 3, column 7\", \"first\": [{\"at\": [3, 1, 7], \"index\": 99, \"got\": "
+                                    "\"0x3f81 (1.0078125)\", \"want\": \"0x3f80 (1)\", \"ulp\": 1}]"));
+    moects_run back;
+    cr_assert_eq(moects_results_read(path, &back, err, sizeof err), 0, "%s", err);
+    const moects_diag *d = &back.v[0].diag;
+    cr_assert_eq(d->ndims, 3);
+    cr_assert_str_eq(d->axes[2], "col");
+    cr_assert_eq(d->dtype, MOECTS_BF16);
+    cr_assert_str_eq(d->pattern, "every row of expert 3, column 7");
+    cr_assert_eq(d->nfirst, 1);
+    cr_assert_eq(d->nworst, 1);
+    cr_assert_eq(d->worst[0].at[0], 3);
+    cr_assert_eq(d->worst[0].at[2], 7);
+    cr_assert_eq(d->worst[0].index, 99);
+    cr_assert_eq(d->worst[0].got, 0x3f81);
+    cr_assert_eq(d->worst[0].ulp, 1);
+    moects_run_free(&back);
+    moects_run_free(&run);
+}

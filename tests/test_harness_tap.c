@@ -83,8 +83,7 @@ static const char *expected13 =
     "        want: \"0x3f81 (1.0078125)\"\n"
     "      calc_diff: 0.25\n"
     "      seed: 42\n"
-    "      reason: \"\"\n"
-    "      repro: \"moects run --kernel 'cpu.ep_gather' --seed 42 'ep_gather/b#1/tp8/t2'\"\n"
+    "      repro: \"moects run --kernel 'cpu.ep_gather' --seed 42 --out reports/repro/ep_gather_b_1_tp8_t2 'ep_gather/b#1/tp8/t2'\"\n"
     "      ...\n"
     "not ok 1 - cpu.ep_gather: 1 of 2 cases fail\n"
     "  ---\n"
@@ -109,7 +108,7 @@ static const char *expected13 =
     "      calc_diff: 0\n"
     "      seed: 42\n"
     "      reason: \"worker killed by signal 11 (\\\"SEGV\\\")\\x0aback\\\\slash\"\n"
-    "      repro: \"moects run --kernel 'cpu.mutant.ep_gather.block' --seed 42 'ep_gather/b#1/tp8/t2'\"\n"
+    "      repro: \"moects run --kernel 'cpu.mutant.ep_gather.block' --seed 42 --out reports/repro/ep_gather_b_1_tp8_t2 'ep_gather/b#1/tp8/t2'\"\n"
     "      ...\n"
     "ok 2 - cpu.mutant.ep_gather.block: mutant caught by 1 of 2 cases\n"
     "# Subtest: cpu.mutant.escapes\n"
@@ -152,7 +151,7 @@ Test(tap, version14_header_and_verbose_yaml_on_pass)
     char *t = moects_tap_render(&run, kernels, 1, &o, NULL);
     cr_assert(strncmp(t, "TAP version 14\n1..1\n", 20) == 0, "%s", t);
     cr_assert_not_null(strstr(t, "    ok 1 - ep_gather/a/tp1/t1\n      ---\n      verdict: PASS_EXACT\n"));
-    cr_assert_not_null(strstr(t, "--seed 42 --kernel-lib 'x.so' 'ep_gather/a/tp1/t1'"));
+    cr_assert_not_null(strstr(t, "--seed 42 --out reports/repro/ep_gather_a_tp1_t1 --kernel-lib 'x.so' 'ep_gather/a/tp1/t1'"));
     free(t);
     moects_run_free(&run);
 }

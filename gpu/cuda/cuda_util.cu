@@ -59,6 +59,7 @@ static int load_lib_locked(void)
     *(void **)&c.set_stream = dlsym(c.lib, "cublasSetStream_v2");
     *(void **)&c.gemm_ex = dlsym(c.lib, "cublasGemmEx");
     *(void **)&c.grouped = dlsym(c.lib, "cublasGemmGroupedBatchedEx"); /* optional */
+    *(void **)&c.set_workspace = dlsym(c.lib, "cublasSetWorkspace_v2"); /* optional */
     if (!c.create || !c.destroy || !c.set_stream || !c.gemm_ex) {
         snprintf(g_cublas_why, sizeof g_cublas_why,
                  "cuBLAS not available: libcublas.so.13 lacks cublasCreate_v2/cublasSetStream_v2/cublasGemmEx");
@@ -90,6 +91,14 @@ const moects__cublas *moects__cublas_get(char *why, size_t why_len)
                 g_cublas_state = -1;
             } else {
                 g_cublas_state = 1;
+                /* cuBLASLt's split-K reduction reads workspace bytes its GEMM kernel did not write in
+                 * that call (compute-sanitizer initcheck on the H200, results correct): a workspace
+                 * zeroed once keeps initcheck's reports to the kernels under test. */
+                if (g_cublas.set_workspace && cudaMalloc(&g_cublas.ws, MOECTS__CUBLAS_WS_BYTES) == cudaSuccess &&
+                    cudaMemset(g_cublas.ws, 0, MOECTS__CUBLAS_WS_BYTES) != cudaSuccess) {
+                    cudaFree(g_cublas.ws);
+                    g_cublas.ws = NULL;
+                }
             }
         }
     }
@@ -101,6 +110,14 @@ const moects__cublas *moects__cublas_get(char *why, size_t why_len)
     }
     return &g_cublas;
 }
+/* cublasSetStream, then the zeroed workspace again (cublasSetStream resets it to cuBLAS's pool). */
+static int bind_stream(const moects__cublas *cb, cudaStream_t s)
+{
+    int st = cb->set_stream(cb->handle, s);
+    if (st == 0 && cb->ws) st = cb->set_workspace(cb->handle, cb->ws, MOECTS__CUBLAS_WS_BYTES);
+    return st;
+}
+
 int moects__cublas_gemm_nt_bf16(const moects__cublas *cb, cudaStream_t s, long M, long N, long K,
                                 float alpha, const void *A, const void *B, void *D, int d_type,
                                 char *why, size_t why_len)
@@ -112,7 +129,7 @@ int moects__cublas_gemm_nt_bf16(const moects__cublas *cb, cudaStream_t s, long M
     }
     /* Row-major D[M][N] is column-major D^T [N x M] = B (col-major [K x N], transposed) * A. */
     float beta = 0.0f;
-    int st = cb->set_stream(cb->handle, s);
+    int st = bind_stream(cb, s);
     if (st == 0)
         st = cb->gemm_ex(cb->handle, MOECTS__CUBLAS_OP_T, MOECTS__CUBLAS_OP_N, (int)N, (int)M, (int)K,
                          &alpha, B, MOECTS__CUDA_R_16BF, (int)K, A, MOECTS__CUDA_R_16BF, (int)K, &beta,
@@ -133,7 +150,7 @@ int moects__cublas_moe_gemm(const moects__cublas *cb, cudaStream_t s, const moec
         snprintf(why, why_len, "cuBLAS: N and K must fit in int (N=%ld K=%ld)", N, K);
         return -1;
     }
-    int st = cb->set_stream(cb->handle, s);
+    int st = bind_stream(cb, s);
     if (st == 0 && cb->grouped && nseg > 0) {
         /* one group per segment (m, n differ): column-major D^T [N x rows] = B_e^T-view * A rows */
         int *iv = (int *)malloc((size_t)nseg * 9 * sizeof(int));

@@ -34,8 +34,12 @@ typedef struct moects__cublas {
                    const void *alpha, const void *const *A, int Atype, const int *lda, const void *const *B,
                    int Btype, const int *ldb, const void *beta, void *const *C, int Ctype, const int *ldc,
                    int group_count, const int *group_size, int computeType);
+    /* cublasSetWorkspace_v2 (optional): the handle's workspace, zeroed once (see bind_stream). */
+    int (*set_workspace)(void *handle, void *ws, size_t bytes);
     void *handle; /* created on first use, one per process (the worker) */
+    void *ws;     /* MOECTS__CUBLAS_WS_BYTES of zeroed device memory, or NULL (cuBLAS's own pool) */
 } moects__cublas;
+#define MOECTS__CUBLAS_WS_BYTES ((size_t)32 << 20) /* the size cuBLAS recommends on Hopper */
 
 /* 1 if libcublas.so.13 loads and has the entry points (dlopen/dlsym only: no CUDA call, so a
  * parent that forks workers may ask), else 0 with the reason in why. */

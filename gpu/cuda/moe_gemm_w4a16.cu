@@ -232,6 +232,14 @@ __global__ void dequant_a_f32(const uint8_t *a, const uint8_t *sa, int64_t rows,
 
 unsigned grid_for(int64_t n) { return (unsigned)(n / 256 + 1 < 1048576 ? n / 256 + 1 : 1048576); }
 
+/* FP32 rows [row0, row0 + rows) of an [*][N] product to BF16 (RNE), as cuBLAS rounds its FP32
+ * accumulator for a BF16 output: cublasGemmEx has no FP32-input BF16-output case (status 15). */
+__global__ void rows_to_bf16(const float *in, __nv_bfloat16 *out, int64_t row0, int64_t rows, int64_t N)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rows * N; i += (int64_t)gridDim.x * blockDim.x)
+        out[row0 * N + i] = __float2bfloat16_rn(in[row0 * N + i]);
+}
+
 /* Dequantize into a workspace and run the grouped cuBLAS GEMM over the n segments. */
 int dequant_and_gemm(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, const moects__cublas *cb,
                      const moects__moe_seg *seg, int n, cudaStream_t st)
@@ -241,14 +249,17 @@ int dequant_and_gemm(const moects_moe_gemm_shape *s, const moects_moe_gemm_args 
     const int64_t nkb = (s->K + g - 1) / g, rows = s->rows == MOECTS_ROWS_MASKED ? s->E * s->M : s->M;
     const int64_t ebytes = swz ? (s->N + 127) / 128 * 128 * ((nkb + 3) / 4) * 4 : s->N * nkb;
     const size_t wb = (size_t)(s->E * s->N * s->K) * (w4a8 ? 4 : 2), wa = w4a8 ? (size_t)(rows * s->K) * 4 : 0;
-    const size_t pb = (size_t)n * 3 * sizeof(void *), total = wb + wa + pb + 32;
+    const int f32_then_bf16 = w4a8 && s->out_dtype == MOECTS_BF16; /* FP32 product, then RNE to BF16 */
+    const size_t wd = f32_then_bf16 ? (size_t)(rows * s->N) * 4 : 0;
+    const size_t pb = (size_t)n * 3 * sizeof(void *), total = wb + wa + wd + pb + 48;
     uint8_t *ws = NULL;
     if (MOECTS_CU(cudaMallocAsync(reinterpret_cast<void **>(&ws), total, st))) {
         snprintf(g_err, sizeof g_err, "cudaMallocAsync of %zu bytes failed", total);
         return -1;
     }
     void *bq = ws, *aq = ws + ((wb + 15) & ~(size_t)15);
-    void **ptrs = reinterpret_cast<void **>(ws + ((((wb + 15) & ~(size_t)15) + wa + 15) & ~(size_t)15));
+    void *dq = ws + ((((wb + 15) & ~(size_t)15) + wa + 15) & ~(size_t)15);
+    void **ptrs = reinterpret_cast<void **>(static_cast<uint8_t *>(dq) + ((wd + 15) & ~(size_t)15));
     if (w4a8) {
         dequant_b_f32<<<grid_for(s->E * s->N * s->K), 256, 0, st>>>(a->b, a->sb, s->E, s->N, s->K, swz, ebytes,
                                                                    static_cast<float *>(bq));
@@ -267,10 +278,21 @@ int dequant_and_gemm(const moects_moe_gemm_shape *s, const moects_moe_gemm_args 
         snprintf(g_err, sizeof g_err, "dequant launch failed (see stderr)");
         rc = -1;
     } else if (moects__cublas_moe_gemm(cb, st, seg, n, (long)s->N, (long)s->K,
-                                       w4a8 ? MOECTS__CUDA_R_32F : MOECTS__CUDA_R_16BF, w4a8 ? aq : a->a, bq, a->d,
-                                       s->out_dtype == MOECTS_BF16 ? MOECTS__CUDA_R_16BF : MOECTS__CUDA_R_32F, ptrs,
-                                       g_err, sizeof g_err)) {
+                                       w4a8 ? MOECTS__CUDA_R_32F : MOECTS__CUDA_R_16BF, w4a8 ? aq : a->a, bq,
+                                       f32_then_bf16 ? dq : a->d,
+                                       s->out_dtype == MOECTS_BF16 && !f32_then_bf16 ? MOECTS__CUDA_R_16BF
+                                                                                     : MOECTS__CUDA_R_32F,
+                                       ptrs, g_err, sizeof g_err)) {
         rc = -1;
+    } else if (f32_then_bf16) {
+        for (int i = 0; i < n; i++)
+            if (seg[i].rows > 0)
+                rows_to_bf16<<<grid_for(seg[i].rows * s->N), 256, 0, st>>>(
+                    static_cast<const float *>(dq), static_cast<__nv_bfloat16 *>(a->d), seg[i].row0, seg[i].rows, s->N);
+        if (n > 0 && MOECTS_CU_LAUNCH("moe_gemm FP32 to BF16")) {
+            snprintf(g_err, sizeof g_err, "FP32 to BF16 launch failed (see stderr)");
+            rc = -1;
+        }
     }
     if (MOECTS_CU(cudaFreeAsync(ws, st))) rc = -1;
     return rc;

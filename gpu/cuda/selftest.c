@@ -562,6 +562,12 @@ static int perf(void)
 {
     char err[256] = "", name[128];
     double copy = 0;
+    /* as the runner's workers: device 0, its memory pool keeping what cudaMallocAsync took (a release
+     * threshold of 0 maps each call's workspace again: the W4A16 kernel's BF16 weights are GBs) */
+    if (moects_cuda_set_device(0, err, sizeof err)) {
+        printf("PERF device set-up failed: %s\n", err);
+        return 1;
+    }
     moects_cuda_device_name(name, sizeof name);
     if (moects_cuda_copy_gbps((size_t)4 << 30, &copy, err, sizeof err)) {
         printf("PERF copy ceiling failed: %s\n", err);
