@@ -26,6 +26,9 @@
 # cuBLAS BF16 grouped GEMM); moefullI: shard I of MOECTS_MOE_SHARDS (default 2) of the full tier's
 # moe_gemm cases with the CUDA kernels (merged into moefull/ when all are there; the fullI steps run
 # them too, among every other case).
+# Narrower steps for a short device budget: MOECTS_SMOKE_KERNELS (a --kernel glob for the smoke step,
+# e.g. 'cuda.*'; default every kernel), MOECTS_INITCHECK_EVERY (initcheck on every Nth smoke case,
+# default 1), MOECTS_MOECHECK_TOOLS (default "memcheck initcheck racecheck").
 # A step left for a later call (device calls are limited to 10 minutes) reuses OUTDIR.
 set -u
 B=${1:?usage: harness/h200_run.sh BIN [OUTDIR] [STEPS]}
@@ -54,7 +57,8 @@ step() { # step NAME LIMIT_S CMD... ; stdout to $D/NAME.log
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   echo "cpus: $(nproc)"; compute-sanitizer --version | tail -1; } > "$D/machine.txt" 2>&1
 if has smoke; then
-  step smoke 420 "$B" run --tier smoke --jobs "$JOBS" --out "$D/smoke"
+  sk=(); [ -n "${MOECTS_SMOKE_KERNELS:-}" ] && sk=(--kernel "$MOECTS_SMOKE_KERNELS") # e.g. 'cuda.*'
+  step smoke 420 "$B" run --tier smoke --jobs "$JOBS" "${sk[@]}" --out "$D/smoke"
   prove --exec cat "$D/smoke/run.tap" > "$D/smoke.prove" 2>&1; echo "smoke prove rc=$?" >> "$D/status.txt"
 fi
 # The full tier in NF shards (MOECTS_FULL_SHARDS, default 4; each a step fullI that fits one
@@ -82,7 +86,8 @@ if has memcheck; then
 fi
 for tool in initcheck racecheck; do
   has $tool || continue
-  smoke_cases | awk -v every=$([ $tool = racecheck ] && echo 4 || echo 1) 'NR % every == 1 || every == 1' \
+  smoke_cases | awk -v every=$([ $tool = racecheck ] && echo 4 || echo "${MOECTS_INITCHECK_EVERY:-1}") \
+    'NR % every == 1 || every == 1' \
     > "$D/$tool-cases.txt"
   step $tool 540 compute-sanitizer --tool $tool --target-processes all --error-exitcode 9 "$B" run \
     --cases "$D/$tool-cases.txt" --kernel 'cuda.[ef]*' --jobs "$JOBS" --out "$D/$tool"
@@ -130,7 +135,7 @@ fi
 if has moecheck; then
   "$B" list --tier smoke 'moe_gemm*' | awk -F'\t' '$2 !~ /large/ {print $1}' > "$D/moecheck-cases.txt"
   awk 'NR % 4 == 1' "$D/moecheck-cases.txt" > "$D/moecheck-racecheck-cases.txt" # racecheck: every 4th
-  for tool in memcheck initcheck racecheck; do
+  for tool in ${MOECTS_MOECHECK_TOOLS:-memcheck initcheck racecheck}; do
     list="$D/moecheck-cases.txt"; [ $tool = racecheck ] && list="$D/moecheck-racecheck-cases.txt"
     step moecheck-$tool 300 compute-sanitizer --tool $tool --target-processes all --error-exitcode 9 \
       "$B" run --cases "$list" --kernel 'cuda.moe_gemm.*' --jobs "$JOBS" --out "$D/moecheck-$tool"
