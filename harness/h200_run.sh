@@ -28,7 +28,8 @@
 # them too, among every other case).
 # Narrower steps for a short device budget: MOECTS_SMOKE_KERNELS (a --kernel glob for the smoke step,
 # e.g. 'cuda.*'; default every kernel), MOECTS_INITCHECK_EVERY (initcheck on every Nth smoke case,
-# default 1), MOECTS_MOECHECK_TOOLS (default "memcheck initcheck racecheck").
+# default 1; MOECTS_RACECHECK_EVERY likewise, default 4), MOECTS_MOECHECK_TOOLS (default "memcheck
+# initcheck racecheck"), MOECTS_LARGE_JOBS (workers of the large step, default 8).
 # A step left for a later call (device calls are limited to 10 minutes) reuses OUTDIR.
 set -u
 B=${1:?usage: harness/h200_run.sh BIN [OUTDIR] [STEPS]}
@@ -86,7 +87,7 @@ if has memcheck; then
 fi
 for tool in initcheck racecheck; do
   has $tool || continue
-  smoke_cases | awk -v every=$([ $tool = racecheck ] && echo 4 || echo "${MOECTS_INITCHECK_EVERY:-1}") \
+  smoke_cases | awk -v every=$([ $tool = racecheck ] && echo "${MOECTS_RACECHECK_EVERY:-4}" || echo "${MOECTS_INITCHECK_EVERY:-1}") \
     'NR % every == 1 || every == 1' \
     > "$D/$tool-cases.txt"
   step $tool 540 compute-sanitizer --tool $tool --target-processes all --error-exitcode 9 "$B" run \
