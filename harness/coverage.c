@@ -597,6 +597,20 @@ static void md_bad_cells(moects__buf *b, table *t)
             }
 }
 
+/* "\n| FIRST | layout... |" and its separator row: the head of a table with one column per layout. */
+static void md_layout_head(moects__buf *b, const table *t, const char *first)
+{
+    moects__buf_printf(b, "\n| %s |", first);
+    for (int l = 0; l < t->nl; l++) {
+        moects__buf_add(b, " ");
+        moects__buf_md(b, t->layouts[l]);
+        moects__buf_add(b, " |");
+    }
+    moects__buf_add(b, "\n|---|");
+    for (int l = 0; l < t->nl; l++) moects__buf_add(b, ":-:|");
+    moects__buf_add(b, "\n");
+}
+
 /* One section per model: kernels (rows) x layouts (columns). */
 static void md_per_model(moects__buf *b, table *t)
 {
@@ -605,15 +619,8 @@ static void md_per_model(moects__buf *b, table *t)
     for (int m = 0; m < t->nm; m++) {
         moects__buf_add(b, "\n### ");
         moects__buf_md(b, t->models[m]);
-        moects__buf_add(b, "\n\n| kernel |");
-        for (int l = 0; l < t->nl; l++) {
-            moects__buf_add(b, " ");
-            moects__buf_md(b, t->layouts[l]);
-            moects__buf_add(b, " |");
-        }
-        moects__buf_add(b, "\n|---|");
-        for (int l = 0; l < t->nl; l++) moects__buf_add(b, ":-:|");
         moects__buf_add(b, "\n");
+        md_layout_head(b, t, "kernel");
         for (int k = 0; k < t->nk; k++) {
             moects__buf_add(b, "| `");
             moects__buf_md_code(b, t->k[k].name);
@@ -651,15 +658,8 @@ static void render_md(moects__buf *b, table *t, const char *run_path)
     for (int k = 0; k < t->nk; k++) {
         moects__buf_add(b, "\n## `");
         moects__buf_md_code(b, t->k[k].name);
-        moects__buf_printf(b, "` (%s)\n\n| model |", moects__op_name(t->k[k].op));
-        for (int l = 0; l < t->nl; l++) {
-            moects__buf_add(b, " ");
-            moects__buf_md(b, t->layouts[l]);
-            moects__buf_add(b, " |");
-        }
-        moects__buf_add(b, "\n|---|");
-        for (int l = 0; l < t->nl; l++) moects__buf_add(b, ":-:|");
-        moects__buf_add(b, "\n");
+        moects__buf_printf(b, "` (%s)\n", moects__op_name(t->k[k].op));
+        md_layout_head(b, t, "model");
         for (int m = 0; m < t->nm; m++) {
             moects__buf_add(b, "| ");
             moects__buf_md(b, t->models[m]);

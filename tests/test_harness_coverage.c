@@ -171,7 +171,7 @@ Test(coverage, prelaunch_flags_kimi_k3_latent_width, .init = setup, .fini = tear
     char path[192];
     snprintf(path, sizeof path, "%s/prelaunch.md", out);
     char *md = slurp(path);
-    const char *row = strstr(md, "\n| ep_gather | H=3584 topk=16 E=896 | H=3584");
+    const char *row = strstr(md, "\n| ep_gather | H=3584 topk=16 E=896 ep=1 | H=3584");
     cr_assert_not_null(row, "%s", md);
     cr_assert_not_null(strstr(row, " | tp8 | `ep_gather/kimi-k3/tp8/"), "%s", md);
     cr_assert_not_null(strstr(md, "\n| fp4_gemm.mxfp4 | N=768 K=3584 | "), "%s", md);
