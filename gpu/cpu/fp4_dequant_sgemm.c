@@ -69,12 +69,7 @@ static int run(const void *shape, const void *args, void *stream)
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mm, (int)nn, (int)K, 1.0f, fa,
                             (int)K, fb, (int)K, 0.0f, c, (int)nn);
             for (int64_t i = 0; i < mm; i++)
-                for (int64_t j = 0; j < nn; j++) {
-                    float v = (K > 0 ? c[i * nn + j] : 0.0f) * a->alpha;
-                    int64_t o = (m0 + i) * N + n0 + j;
-                    if (s->out_dtype == MOECTS_BF16) ((uint16_t *)a->d)[o] = moects_bf16_from_f32(v);
-                    else ((float *)a->d)[o] = v;
-                }
+                moects__store_scaled(s->out_dtype, a->d, (m0 + i) * N + n0, K > 0 ? c + i * nn : NULL, nn, a->alpha);
         }
     }
     rc = 0;
@@ -83,6 +78,15 @@ out:
     free(fb);
     free(c);
     return rc;
+}
+
+void moects__store_scaled(moects_dtype dt, void *out, int64_t o, const float *c, int64_t n, float alpha)
+{
+    for (int64_t j = 0; j < n; j++) {
+        float v = (c ? c[j] : 0.0f) * alpha;
+        if (dt == MOECTS_BF16) ((uint16_t *)out)[o + j] = moects_bf16_from_f32(v);
+        else ((float *)out)[o + j] = v;
+    }
 }
 
 const moects_kernel moects_cpu_fp4_gemm_dequant_sgemm = {

@@ -15,4 +15,8 @@ int moects__fp4_shape_ok(const moects_fp4_gemm_shape *s, char *why, size_t why_l
  * (mutation.h; NULL or MOECTS__MUT_NONE: honest). Host pointers. Returns 0, or -1 for a bad shape
  * or out of memory. */
 int moects__fp4_blockwise_run(const moects__mut *m, const void *shape, const void *args);
+
+/* n outputs of a dequantize-then-sgemm kernel: c[j] * alpha (c NULL when K = 0: the empty sum, +0)
+ * stored at elements o .. o + n - 1 of out, as FP32 or as BF16 by RNE (gpu/cpu/fp4_dequant_sgemm.c). */
+void moects__store_scaled(moects_dtype dt, void *out, int64_t o, const float *c, int64_t n, float alpha);
 #endif

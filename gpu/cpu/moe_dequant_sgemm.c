@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fp4_internal.h"
 #include "moe_internal.h"
 #include "moects_quant.h"
 #include "moects_ref.h"
@@ -99,12 +100,7 @@ static int run(const void *shape, const void *args, void *stream)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)N, (int)K, 1.0f, fa, (int)K, fb, (int)K,
                         0.0f, c, (int)N);
         for (int64_t i = 0; i < m; i++)
-            for (int64_t n = 0; n < N; n++) {
-                float v = (K > 0 ? c[i * N + n] : 0.0f) * a->alpha[e];
-                int64_t o = mine[i] * N + n;
-                if (s->out_dtype == MOECTS_BF16) ((uint16_t *)a->d)[o] = moects_bf16_from_f32(v);
-                else ((float *)a->d)[o] = v;
-            }
+            moects__store_scaled(s->out_dtype, a->d, mine[i] * N, K > 0 ? c + i * N : NULL, N, a->alpha[e]);
     }
     rc = 0;
 out:
