@@ -13,8 +13,9 @@
 # each step has a time limit. Steps run only when named (issue 15): large (the large tier, > 2^31
 # elements in one buffer, CUDA kernels: the built-ins pass, the int32 mutants fail), racecheck
 # (compute-sanitizer over the smoke cases memcheck takes; racecheck on every 4th of them),
-# faults (tests/resource_faults_cuda.sh with MOECTS_FAULTS_LIB, default the plugin beside BIN's
-# build: ../lib/libmoects_plugin_faults_cuda.so). The smoke run's results.json carries the input
+# initcheck0..initcheck<NI-1> (initcheck over the whole smoke tier, grouped kernels included, in
+# MOECTS_INITCHECK_PARTS parts, default 2), faults (tests/resource_faults_cuda.sh with
+# MOECTS_FAULTS_LIB, default the plugin beside BIN's build: ../lib/libmoects_plugin_faults_cuda.so). The smoke run's results.json carries the input
 # and reference hashes: `moects hashes` compares them with a CPU run of the same cases elsewhere.
 # The grouped MoE GEMM (moe_gemm) steps (moeself,moesan,moecheck,moeperf are in the default list,
 # moefull0..moefull<NM-1> run only when named): moeself: moects_gpu_selftest (beside BIN) on the CUDA
@@ -24,8 +25,8 @@
 # smoke cases of the harness;
 # moeperf: the selftest's grouped --perf (DeepSeek-V3 / Kimi K3 prefill routing, TP8 and EP8, beside
 # cuBLAS BF16 grouped GEMM); moefullI: shard I of MOECTS_MOE_SHARDS (default 2) of the full tier's
-# moe_gemm cases with the CUDA kernels (merged into moefull/ when all are there; the fullI steps run
-# them too, among every other case).
+# moe_gemm cases with the honest CUDA grouped kernels (the mutants are judged on the smoke tier; merged
+# into moefull/ when all are there; the fullI steps run them too, among every other case).
 # Narrower steps for a short device budget: MOECTS_SMOKE_KERNELS (a --kernel glob for the smoke step,
 # e.g. 'cuda.*'; default every kernel), MOECTS_INITCHECK_EVERY (initcheck on every Nth smoke case,
 # default 1; MOECTS_RACECHECK_EVERY likewise, default 4), MOECTS_MOECHECK_TOOLS (default "memcheck
@@ -85,13 +86,17 @@ if has memcheck; then
   grep -E "ERROR SUMMARY|Invalid|========= [A-Z]" "$D/memcheck.log" "$D/memcheck.err" | sort | uniq -c \
     > "$D/memcheck.txt"
 fi
-for tool in initcheck racecheck; do
+# initcheck0..initcheck<NI-1> (MOECTS_INITCHECK_PARTS, default 2): the whole smoke tier under initcheck
+# in parts that each fit a device call, part I every case with (line - 1) % NI == I, grouped kernels too.
+NI=${MOECTS_INITCHECK_PARTS:-2}
+for tool in initcheck racecheck $(for ((i = 0; i < NI; i++)); do echo initcheck$i; done); do
   has $tool || continue
-  smoke_cases | awk -v every=$([ $tool = racecheck ] && echo "${MOECTS_RACECHECK_EVERY:-4}" || echo "${MOECTS_INITCHECK_EVERY:-1}") \
-    'NR % every == 1 || every == 1' \
-    > "$D/$tool-cases.txt"
-  step $tool 540 compute-sanitizer --tool $tool --target-processes all --error-exitcode 9 "$B" run \
-    --cases "$D/$tool-cases.txt" --kernel 'cuda.[ef]*' --jobs "$JOBS" --out "$D/$tool"
+  every=${MOECTS_INITCHECK_EVERY:-1} from=1 kern='cuda.[ef]*'
+  [ $tool = racecheck ] && every=${MOECTS_RACECHECK_EVERY:-4}
+  case $tool in initcheck?*) every=$NI from=$((${tool#initcheck} + 1)) kern='cuda.[ef]*,cuda.moe_gemm.*' ;; esac
+  smoke_cases | awk -v every="$every" -v from="$from" 'NR % every == from % every' > "$D/$tool-cases.txt"
+  step $tool 540 compute-sanitizer --tool ${tool%%[0-9]*} --target-processes all --error-exitcode 9 "$B" run \
+    --cases "$D/$tool-cases.txt" --kernel "$kern" --jobs "$JOBS" --out "$D/$tool"
   grep -E "ERROR SUMMARY|========= [A-Z]" "$D/$tool.log" "$D/$tool.err" | sort | uniq -c > "$D/$tool.txt"
 done
 # large: every large ep_gather case and, per moe_gemm (format, row layout, gemm), the one with the
@@ -150,7 +155,7 @@ fi
 NM=${MOECTS_MOE_SHARDS:-2}
 mparts=()
 for ((i = 0; i < NM; i++)); do
-  has moefull$i && step moefull$i 540 "$B" run --tier full --jobs "$JOBS" --kernel 'cuda.*moe_gemm*' \
+  has moefull$i && step moefull$i 540 "$B" run --tier full --jobs "$JOBS" --kernel 'cuda.moe_gemm.*' \
     --shard $i/$NM --out "$D/moefull$i" 'moe_gemm*'
   mparts+=("$D/moefull$i/results.json")
 done
