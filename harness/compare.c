@@ -63,6 +63,9 @@ int moects_compare(moects_dtype dt, const void *got, const void *want, int64_t n
     memset(r, 0, sizeof *r);
     r->first_index = -1;
     if ((dt != MOECTS_BF16 && dt != MOECTS_F32) || n < 0) return -1;
+    /* Bit-identical (the usual pass): the loop below would give 0 mismatches, max_ulp 0 and
+     * calc_diff 0; memcmp is ~50x faster on the large tier's 2^31-element outputs. */
+    if (n == 0 || !memcmp(got, want, (size_t)n * (dt == MOECTS_BF16 ? 2 : 4))) return 0;
     double num = 0.0, den = 0.0;
     for (int64_t i = 0; i < n; i++) {
         uint32_t gb, wb;

@@ -16,7 +16,7 @@ typedef struct {
     const moects_kernel *const *kernels; /* the selected kernels; a task per (case, kernel of its op) */
     size_t nkernels;
     uint64_t seed;
-    double timeout_s; /* per task, kernel phase; inputs + reference get 10x; <= 0: no limit */
+    double timeout_s; /* per task, kernel phase; inputs + reference and compare 10x; each + 30 s/GiB; <= 0: none */
     int jobs;         /* worker processes, >= 1 */
     int perf;         /* time CUDA kernels (moects_perf_measure) */
     int progress;     /* stderr: 1 one updating line (a terminal), 2 a line a minute (a log) */
@@ -116,6 +116,8 @@ typedef struct {
 /* Slots case c wants: see moects_runner_opts.big_case_flops; ep_gather (single-threaded
  * reference) always 1. */
 int moects__case_weight(const moects_case *c, double big_case_flops, int max_weight);
+/* Bytes of case c's inputs and output (an upper bound, for time limits that scale with size). */
+double moects__case_bytes(const moects_case *c);
 /* ng groups, order[] their indices costliest first, want[g] the slots each wants (clamped to
  * 1..slots; NULL: all 1). 0, or -1 out of memory. */
 int moects__sched_init(moects__sched *s, size_t ng, const size_t *order, const int *want, int slots);

@@ -79,7 +79,7 @@ typedef struct {
 } worker_state;
 
 /* Phases a worker announces to the parent (timeouts, timing of a task that dies). */
-enum { PH_OTHER = 0, PH_INPUTS = 1, PH_REFERENCE = 2, PH_KERNEL = 3 };
+enum { PH_OTHER = 0, PH_INPUTS = 1, PH_REFERENCE = 2, PH_KERNEL = 3, PH_COMPARE = 4 };
 
 /* How a task runs: the reference's threads, the recipes the case's kernels want, and the phase
  * notices (notify(ctx, phase, r): r holds the task's timing so far). */
@@ -591,6 +591,7 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
     int bad = moects__kernel_twice(k, in, ws->dev, perf, &env, &tw, r, &exit_after);
     r->kernel_s += now_s() - tk;
     if (env.retire) ws->retire = 1;
+    announce(tc, PH_COMPARE, r); /* the harness's own work: not under the kernel's limit */
     if (!bad) judge_twice(ws, c, k, seed, recipe, tc, &tw, r);
     moects__twice_free(&tw);
     return exit_after;
@@ -1045,6 +1046,16 @@ typedef struct {
     uint32_t case_idx, kernel_idx;
 } task;
 
+/* When a task of case c that entered `phase` at t0 is killed (0: never): the kernel gets
+ * --timeout, inputs + reference (PH_OTHER: from the task's start) and the comparison 10x that;
+ * each also 30 s per GiB of the case's buffers (moects__case_bytes): the copies, poison and guard
+ * checks of a multi-GB case under 8 workers took over 2 minutes on the H200 (large tier). */
+static double phase_deadline(const moects_runner_opts *o, const moects_case *c, int phase, double t0)
+{
+    if (!(o->timeout_s > 0)) return 0;
+    return t0 + (phase == PH_KERNEL ? 1 : 10) * o->timeout_s + 30.0 * moects__case_bytes(c) / 1073741824.0;
+}
+
 /* The identity of task t and the timing of a task the parent ends (crash, timeout): what the
  * worker announced, plus the phase in flight up to now, and the wall time since it was sent. */
 static void fill_lost(const moects_runner_opts *o, const task *t, const worker *W, moects_result *r)
@@ -1057,6 +1068,7 @@ static void fill_lost(const moects_runner_opts *o, const task *t, const worker *
     r->inputs_s = W->part.inputs_s + (W->phase == PH_INPUTS ? in_phase : 0);
     r->reference_s = W->part.reference_s + (W->phase == PH_REFERENCE ? in_phase : 0);
     r->kernel_s = W->part.kernel_s + (W->phase == PH_KERNEL ? in_phase : 0);
+    r->compare_s = W->part.compare_s + (W->phase == PH_COMPARE ? in_phase : 0);
     r->ref_threads = W->part.ref_threads;
     r->n_hashes = W->part.n_hashes;
     memcpy(r->hashes, W->part.hashes, sizeof r->hashes);
@@ -1223,7 +1235,7 @@ static int hand_out(parent *p, char *err, size_t errlen)
         W->phase = PH_OTHER;
         W->t_task = W->t_phase = now_s();
         memset(&W->part, 0, sizeof W->part);
-        W->deadline = o->timeout_s > 0 ? W->t_task + 10 * o->timeout_s : 0;
+        W->deadline = phase_deadline(o, &o->cases[p->tasks[ti].case_idx], PH_OTHER, W->t_task);
         if (write_full(W->to, &m, sizeof m) != 0) {
             /* died while idle: count the task as crashed rather than loop */
             int st;
@@ -1247,13 +1259,13 @@ static void on_message(parent *p, worker *W, double *t_log, double t0)
     result_msg m;
     int r = read_full(W->from, &m, sizeof m);
     uint32_t ti = W->task;
-    if (r == 1 && m.magic == MAGIC && m.task == ti && m.type == MSG_PHASE && m.arg <= PH_KERNEL) {
+    if (r == 1 && m.magic == MAGIC && m.task == ti && m.type == MSG_PHASE && m.arg <= PH_COMPARE) {
         if (W->phase == PH_REFERENCE && W->group >= 0) /* its reference is done: keep one slot */
             moects__sched_shrink(&p->sched, (size_t)W->group);
         W->phase = (int)m.arg;
         W->t_phase = now_s();
         W->part = m.r;
-        if (m.arg == PH_KERNEL) W->deadline = o->timeout_s > 0 ? W->t_phase + o->timeout_s : 0;
+        if (m.arg >= PH_KERNEL) W->deadline = phase_deadline(o, &o->cases[p->tasks[ti].case_idx], (int)m.arg, W->t_phase);
         return;
     }
     if (r == 1 && m.magic == MAGIC && m.task == ti && m.type == MSG_RESULT && m.arg == 2) {
@@ -1417,13 +1429,15 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
             worker *W = &p->ws[w];
             if (!W->busy || W->deadline <= 0 || t < W->deadline) continue;
             uint32_t ti = W->task;
-            int kphase = W->phase == PH_KERNEL;
+            const moects_case *c = &o->cases[p->tasks[ti].case_idx];
+            static const char *const where[] = {"building inputs/reference", "in the kernel", "comparing"};
+            int ph = W->phase == PH_KERNEL ? 1 : W->phase == PH_COMPARE ? 2 : 0;
+            double lim = phase_deadline(o, c, W->phase, 0);
             kill(W->pid, SIGKILL);
             reap(W, NULL, p->log_fd);
             fill_lost(o, &p->tasks[ti], W, &p->res[ti]);
             p->res[ti].verdict = MOECTS_FAIL_TIMEOUT;
-            snprintf(p->res[ti].reason, sizeof p->res[ti].reason, "killed after %g s %s",
-                     kphase ? o->timeout_s : 10 * o->timeout_s, kphase ? "in the kernel" : "building inputs/reference");
+            snprintf(p->res[ti].reason, sizeof p->res[ti].reason, "killed after %.0f s %s", lim, where[ph]);
             log_lost(p, ti); /* the output is in the log already */
             add_output(&p->res[ti], W);
             task_over(p, W, ti);

@@ -36,6 +36,19 @@ int moects__case_weight(const moects_case *c, double big_case_flops, int max_wei
     return (double)iw < w ? iw + 1 : iw;
 }
 
+/* Bytes of case c's main buffers, an upper bound: ep_gather x [T*k, H] BF16 and out [T, H];
+ * fp4_gemm A and B codes (K/2 bytes a row) and out [M, N]; moe_gemm A [rows, K] (BF16 at most), B
+ * [E, N, K] codes and out [rows, N], rows its expected valid rows (moects_moe_expected_rows). Metadata
+ * and scales (under 1/16 of the codes) are left out. */
+double moects__case_bytes(const moects_case *c)
+{
+    const double out = c->out_dtype == MOECTS_F32 ? 4 : 2, n = (double)c->N, k = (double)c->K;
+    if (c->op == MOECTS_OP_EP_GATHER) return (double)c->T * (double)c->H * ((double)c->k * 2 + out);
+    if (c->op == MOECTS_OP_FP4_GEMM) return ((double)c->M + n) * k / 2 + (double)c->M * n * out;
+    const double rows = moects_moe_expected_rows(c);
+    return rows * k * 2 + (double)c->E * n * k / 2 + rows * n * out;
+}
+
 int moects__sched_init(moects__sched *s, size_t ng, const size_t *order, const int *want, int slots)
 {
     memset(s, 0, sizeof *s);

@@ -139,3 +139,25 @@ Test(compare, tolerance_reason_names_the_exceeded_bounds)
     cr_assert_str_eq(buf, "outside the declared tolerance: NaN where the other side is a number (first mismatch at "
                           "element 3)");
 }
+
+/* Bit-identical outputs holding NaN, -0, +-Inf and a subnormal: nothing differs (by definition of
+ * the verdicts); one ULP in the last of 4099 elements is still found, at index 4098. */
+Test(compare, identical_specials_and_a_difference_in_the_last_element_f32)
+{
+    enum { n = 4099 };
+    static uint32_t a[n], b[n];
+    const uint32_t specials[] = {0x7fc00000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x00000001u, 0x3f800000u};
+    for (int i = 0; i < n; i++) a[i] = b[i] = specials[i % 6];
+    moects_compare_result r;
+    cr_assert_eq(moects_compare(MOECTS_F32, a, b, n, &r), 0);
+    cr_assert_eq(r.mismatches, 0);
+    cr_assert_eq(r.max_ulp, 0);
+    cr_assert_eq(r.calc_diff, 0.0);
+    cr_assert_eq(r.first_index, -1);
+    a[n - 1] = 0x3f800000u; /* 1.0 against the next float up: one ULP */
+    b[n - 1] = 0x3f800001u;
+    cr_assert_eq(moects_compare(MOECTS_F32, a, b, n, &r), 0);
+    cr_assert_eq(r.mismatches, 1);
+    cr_assert_eq(r.first_index, n - 1);
+    cr_assert_eq(r.max_ulp, 1);
+}

@@ -401,3 +401,13 @@ Test(sched, timing_is_present_and_adds_up, .init = setup, .fini = rm_tmp, .timeo
     }
     moects_run_free(&w);
 }
+
+/* By hand: ep_gather x [T*k, H] BF16 + out [T, H] BF16 = 1024 * 4096 * (8*2 + 2) bytes = 72 MiB;
+ * fp4_gemm codes (128 + 256) * 64 / 2 = 12288 bytes + FP32 out 128 * 256 * 4 = 131072. */
+Test(sched, case_bytes_of_ep_gather_and_fp4_gemm)
+{
+    moects_case c = {.op = MOECTS_OP_EP_GATHER, .T = 1024, .k = 8, .H = 4096, .out_dtype = MOECTS_BF16};
+    cr_assert_eq(moects__case_bytes(&c), 72.0 * 1048576);
+    moects_case g = {.op = MOECTS_OP_FP4_GEMM, .M = 128, .N = 256, .K = 64, .out_dtype = MOECTS_F32};
+    cr_assert_eq(moects__case_bytes(&g), 12288.0 + 131072.0);
+}
