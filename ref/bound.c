@@ -18,27 +18,47 @@
 /* gamma(n) = n u / (1 - n u); +Inf when n u >= 1. */
 static double gamma_n(double n, double u) { return n * u < 1.0 ? n * u / (1.0 - n * u) : INFINITY; }
 
-/* |dec(x_k)| of row r of the A operand, k < K, as double (exact). */
-static double dec_abs(moects__a_kind kind, const void *x, int64_t K, int64_t r, int64_t k)
+/* |dec(code)| as double (exact), one table per operand kind: E2M1 (16 codes) or E4M3 (256). */
+typedef struct {
+    double v[256];
+} abs_lut;
+
+static void abs_lut_init(abs_lut *t, moects__a_kind kind)
 {
-    if (kind == MOECTS__A_E4M3) return fabs((double)moects_e4m3_decode(((const uint8_t *)x)[r * K + k]));
-    if (kind == MOECTS__A_BF16) return fabs((double)moects_bf16_to_f32(((const uint16_t *)x)[r * K + k]));
+    for (int i = 0; i < 256; i++)
+        t->v[i] = kind == MOECTS__A_E4M3 ? fabs((double)moects_e4m3_decode((uint8_t)i))
+                                         : fabs((double)moects_e2m1_decode((uint8_t)(i & 0xF)));
+}
+
+/* |dec(x_k)| of row r of an operand, k < K (BF16 by its bits; E4M3 and E2M1 from the table). */
+static inline double dec_abs(moects__a_kind kind, const abs_lut *t, const void *x, int64_t K, int64_t r, int64_t k)
+{
+    if (kind == MOECTS__A_E4M3) return t->v[((const uint8_t *)x)[r * K + k]];
+    if (kind == MOECTS__A_BF16) {
+        uint32_t u = (uint32_t)(((const uint16_t *)x)[r * K + k] & 0x7FFF) << 16;
+        float f;
+        memcpy(&f, &u, sizeof f);
+        return f;
+    }
     const uint8_t *row = (const uint8_t *)x + r * moects__cdiv(K, 2);
-    return fabs((double)moects_e2m1_decode((uint8_t)((row[k / 2] >> (4 * (k & 1))) & 0xF)));
+    return t->v[(row[k / 2] >> (4 * (k & 1))) & 0xF];
 }
 
 /* Row r of an operand, dequantized in absolute value: out[k] = |dec| * |scale of k's block| (scale
- * sc[b * cs] for block b), and the row's sums: sum |A'|, sum |dec|, max |dec|. */
-static void abs_row(moects__a_kind kind, const void *x, int64_t K, int64_t g, int64_t r, const float *sc, int64_t cs,
-                    double *out, double st[3])
+ * sc[b * cs] for block b), and the row's sums in ascending k: sum |A'|, sum |dec|, max |dec|. */
+static void abs_row(moects__a_kind kind, const abs_lut *t, const void *x, int64_t K, int64_t g, int64_t r,
+                    const float *sc, int64_t cs, double *out, double st[3])
 {
     st[0] = st[1] = st[2] = 0.0;
-    for (int64_t k = 0; k < K; k++) {
-        double d = dec_abs(kind, x, K, r, k), v = d * fabs((double)sc[(k / g) * cs]);
-        out[k] = v;
-        st[0] += v;
-        st[1] += d;
-        st[2] = d > st[2] ? d : st[2];
+    for (int64_t b = 0, k = 0; k < K; b++) {
+        const double s = fabs((double)sc[b * cs]);
+        for (const int64_t k1 = K - k < g ? K : k + g; k < k1; k++) {
+            double d = dec_abs(kind, t, x, K, r, k), v = d * s;
+            out[k] = v;
+            st[0] += v;
+            st[1] += d;
+            st[2] = d > st[2] ? d : st[2];
+        }
     }
 }
 
@@ -65,11 +85,14 @@ int moects__bound_job(const moects__gemm_job *j, const void *a, moects__a_kind k
     double *stb = malloc((size_t)(nc * 3 + 1) * sizeof(double));
     int rc = -1;
     if (!ad || !bd || !sm || !sta || !stb) goto out;
-    for (int64_t m = 0; m < M; m++) abs_row(kind, a, K, g, m, j->sa + m * nkb, 1, ad + m * K, sta + m * 3);
+    abs_lut la, lb;
+    abs_lut_init(&la, kind);
+    abs_lut_init(&lb, MOECTS__A_FP4);
+    for (int64_t m = 0; m < M; m++) abs_row(kind, &la, a, K, g, m, j->sa + m * nkb, 1, ad + m * K, sta + m * 3);
     for (int64_t n0 = 0; n0 < N; n0 += nc) {
         const int64_t nn = N - n0 < nc ? N - n0 : nc;
         for (int64_t jn = 0; jn < nn; jn++)
-            abs_row(MOECTS__A_FP4, b, K, g, n0 + jn, j->sbt + n0 + jn, N, bd + jn * K, stb + jn * 3);
+            abs_row(MOECTS__A_FP4, &lb, b, K, g, n0 + jn, j->sbt + n0 + jn, N, bd + jn * K, stb + jn * 3);
         if (K > 0)
             cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)nn, (int)K, 1.0, ad, (int)K, bd, (int)K,
                         0.0, sm, (int)nn);
