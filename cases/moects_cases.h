@@ -26,7 +26,7 @@ typedef enum {
     MOECTS_TIER_LARGE = 4u  /* > 2^31 elements in one buffer */
 } moects_tier;
 
-/* How topk_ids are drawn for an ep_gather case (harness/inputs.c builds the tensors). */
+/* How topk_ids are drawn for an ep_gather case (harness/run/inputs.c builds the tensors). */
 typedef enum {
     MOECTS_ROUTE_UNIFORM = 0,     /* distinct experts per token, uniform */
     MOECTS_ROUTE_SKEWED = 1,      /* Zipf-like: few hot experts */
@@ -37,7 +37,7 @@ typedef enum {
     MOECTS_ROUTE_NO_LOCAL = 6     /* T > 0 but every slot on another rank: M_sum = 0, out all +0 */
 } moects_routing;
 
-/* What the element/scale data of a case favours (harness/inputs.c). */
+/* What the element/scale data of a case favours (harness/run/inputs.c). */
 typedef enum {
     MOECTS_DATA_EXACT = 0,       /* exactness-preserving values (default) */
     MOECTS_DATA_ADVERSARIAL = 1, /* extreme exponents, subnormal scales, cancellation */
@@ -45,7 +45,7 @@ typedef enum {
     MOECTS_DATA_NEGZERO = 3      /* fp4_gemm (MXFP4 only): exact data, plus rows whose later K-blocks'
                                     products are all -0 after a block-0 partial that underflows acc
                                     to -0 (the signed zero of a block partial); ep_gather: -0 and
-                                    subnormal x columns, tiny and subnormal weights (harness/inputs.c) */
+                                    subnormal x columns, tiny and subnormal weights (harness/run/inputs.c) */
 } moects_data;
 
 /* Tile windows (DESIGN.md "Grouped MoE GEMM"): rows per expert where tile-size and M-bucket bugs
@@ -74,7 +74,7 @@ typedef struct {
     char gemm[8];           /* "gemm1", "gemm2", "" */
     /* moe_gemm (also N, K, scale_layout, gemm, out_dtype, data; and, when n_counts == 0, T, k,
      * E_global, ep_size, ep_rank, routing: the rows per local expert are the slots that the
-     * ep_gather routing rule puts on this rank's experts, harness/inputs.c) */
+     * ep_gather routing rule puts on this rank's experts, harness/run/inputs.c) */
     moects_moe_format moe_format;
     moects_fp4_format b_format;  /* MXFP4, or NVFP4 for moe nvfp4 and W4A16-NVFP4 */
     moects_row_layout rows;
@@ -127,7 +127,7 @@ int64_t moects_ep_local_experts(int64_t E, int ep_size, int ep_rank, int64_t *fi
 int64_t moects_expert_map(int64_t E, int ep_size, int ep_rank, int32_t *map);
 
 /* Expected valid rows of a moe_gemm case (all its local experts): the sum of its counts, or
- * T * k * E / E_global for routed ones (scheduling weights, harness/sched.c). */
+ * T * k * E / E_global for routed ones (scheduling weights, harness/run/sched.c). */
 double moects_moe_expected_rows(const moects_case *c);
 
 /* moe_gemm names used in ids and files: "mxfp4", "nvfp4", "w4a8", "w4a16"; "contiguous", "masked",

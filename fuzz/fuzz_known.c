@@ -1,4 +1,4 @@
-/* fuzz_known.c: libFuzzer target of moects_known_load (harness/known.c): the known-findings file
+/* fuzz_known.c: libFuzzer target of moects_known_load (harness/report/known.c): the known-findings file
  * (cases/known-findings.txt). Seeds: cases/known-findings.txt, fuzz/corpus/known. Parsed entries
  * have both globs and a reason of at most 255 bytes, and matching works on them. */
 #include "fuzz_util.h"

@@ -1,22 +1,22 @@
-/* moects_commands.h: the subcommands of the moects CLI; harness/main.c dispatches argv to them.
+/* moects_commands.h: the subcommands of the moects CLI; harness/cli/main.c dispatches argv to them.
  * Each returns the process exit status (0 ok, 1 failures found, 2 bad usage or bad input) and
  * prints one-line errors on stderr. */
 #ifndef MOECTS_COMMANDS_H
 #define MOECTS_COMMANDS_H
 
-int moects_cmd_list(int argc, char **argv);     /* harness/cli_run.c */
-int moects_cmd_run(int argc, char **argv);      /* harness/cli_run.c */
-int moects_cmd_gate(int argc, char **argv);     /* harness/gate.c */
-int moects_cmd_coverage(int argc, char **argv); /* harness/coverage.c */
-int moects_cmd_merge(int argc, char **argv);    /* harness/merge.c */
-int moects_cmd_killmatrix(int argc, char **argv); /* harness/killmatrix.c */
-int moects_cmd_export(int argc, char **argv);   /* harness/cli_export.c */
-int moects_cmd_verify(int argc, char **argv);   /* harness/cli_export.c */
-int moects_cmd_hashes(int argc, char **argv);   /* harness/hashes.c */
+int moects_cmd_list(int argc, char **argv);     /* harness/cli/cli_run.c */
+int moects_cmd_run(int argc, char **argv);      /* harness/cli/cli_run.c */
+int moects_cmd_gate(int argc, char **argv);     /* harness/report/gate.c */
+int moects_cmd_coverage(int argc, char **argv); /* harness/report/coverage.c */
+int moects_cmd_merge(int argc, char **argv);    /* harness/report/merge.c */
+int moects_cmd_killmatrix(int argc, char **argv); /* harness/report/killmatrix.c */
+int moects_cmd_export(int argc, char **argv);   /* harness/cli/cli_export.c */
+int moects_cmd_verify(int argc, char **argv);   /* harness/cli/cli_export.c */
+int moects_cmd_hashes(int argc, char **argv);   /* harness/report/hashes.c */
 
 /* The one-line error for an argument command cmd does not take: "moects CMD: ARG: missing value"
  * when arg is one of the NULL-terminated value-taking options (given last), else "moects CMD:
- * unexpected argument "ARG"". harness/cli_run.c. */
+ * unexpected argument "ARG"". harness/cli/cli_run.c. */
 void moects_bad_arg(const char *cmd, const char *arg, const char *const *valued);
 
 #endif

@@ -34,7 +34,7 @@ typedef struct {
 } moects_diag;
 
 /* How an op's output maps onto coordinates: a rows x cols row-major matrix, its rows optionally
- * grouped (experts). An op supplies one (moects_out_geom_of in harness/runner.c builds it from a
+ * grouped (experts). An op supplies one (moects_out_geom_of in harness/run/runner.c builds it from a
  * case's inputs); a new op adds its mapping there and nothing else changes. */
 typedef struct {
     const char *axis[3];       /* coordinate names; ungrouped: axis[0] rows, axis[1] cols */

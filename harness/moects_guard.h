@@ -1,6 +1,6 @@
 /* moects_guard.h: memory is part of the contract (DESIGN.md "Harness", issue 13). Every buffer a
  * kernel sees sits between guard regions; outputs get fresh poison before each run; CPU kernels run
- * in a child process per call, so heap damage dies with the call. harness/guard.c. */
+ * in a child process per call, so heap damage dies with the call. harness/run/guard.c. */
 #ifndef MOECTS_GUARD_H
 #define MOECTS_GUARD_H
 #include <stddef.h>

@@ -17,7 +17,7 @@ typedef enum {
     MOECTS_FAIL_MISMATCH,
     MOECTS_FAIL_CRASH,
     MOECTS_FAIL_TIMEOUT,
-    MOECTS_FAIL_OOB_WRITE,        /* a write outside an output, or into an input (harness/guard.c) */
+    MOECTS_FAIL_OOB_WRITE,        /* a write outside an output, or into an input (harness/run/guard.c) */
     MOECTS_FAIL_NONDETERMINISTIC, /* two runs of a kernel that declares a recipe differ */
     MOECTS_UNSUPPORTED,
     MOECTS_SKIP,
@@ -45,7 +45,7 @@ typedef struct {
 
 /* XXH64 with seed 0 of len bytes at p (p may be NULL when len is 0): xxHash 0.8 (Yann Collet,
  * BSD-2; Debian libxxhash-dev, compiled in from xxhash.h), about 10 GB/s on one core, so a 4 GiB
- * tensor costs under half a second. harness/hashes.c. */
+ * tensor costs under half a second. harness/report/hashes.c. */
 uint64_t moects_xxh64(const void *p, size_t len);
 
 /* One (kernel, case) outcome. */
@@ -74,7 +74,7 @@ typedef struct {
     /* Where the task's time went, seconds (CLOCK_MONOTONIC), all 0 when unknown (older files).
      * A case's inputs and reference are counted in the task that built them (the first of the
      * case's tasks to need them); wall >= inputs + reference + kernel + compare, the rest being
-     * supports(), allocation and messaging. harness/runner.c. */
+     * supports(), allocation and messaging. harness/run/runner.c. */
     double wall_s;          /* the task, as its worker saw it (crash/timeout: as the parent saw it) */
     double inputs_s;        /* generating the case's inputs (moects_inputs_build) */
     double reference_s;     /* the CPU reference(s) */
@@ -83,7 +83,7 @@ typedef struct {
     int ref_threads;        /* threads given to the reference this task computed; 0: none */
     /* Determinism evidence (DESIGN.md "Determinism"): XXH64 (seed 0; xxHash 0.8 by Y. Collet, its
      * spec xxhash_spec.md) of each input tensor's bytes, and of the reference output under `recipe`,
-     * computed by the worker that holds them (harness/hashes.c). n_hashes 0 / has_ref_hash 0: not
+     * computed by the worker that holds them (harness/report/hashes.c). n_hashes 0 / has_ref_hash 0: not
      * computed (inputs not built, reference not run, older results.json). */
     int n_hashes;
     moects_tensor_hash hashes[MOECTS_RESULT_HASHES_MAX];

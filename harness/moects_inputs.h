@@ -45,7 +45,7 @@ typedef struct {
                          "gs_b", "m_indices", "masked_m", "expert_offsets" */
     void *host;       /* NULL when bytes == 0 (and for expert_map without a map) */
     size_t bytes;
-    moects_guarded g; /* host is g.data: the tensor sits between guard pages (harness/guard.c) */
+    moects_guarded g; /* host is g.data: the tensor sits between guard pages (harness/run/guard.c) */
 } moects_tensor;
 
 typedef union {

@@ -1,5 +1,5 @@
-/* moects_runner.h: running kernels under test in worker processes (harness/runner.c), device
- * probing, out-of-tree kernel libraries (harness/plugin.c) and --perf (harness/perf.c).
+/* moects_runner.h: running kernels under test in worker processes (harness/run/runner.c), device
+ * probing, out-of-tree kernel libraries (harness/run/plugin.c) and --perf (harness/run/perf.c).
  * DESIGN.md "Harness": isolation, determinism, scale-out. */
 #ifndef MOECTS_RUNNER_H
 #define MOECTS_RUNNER_H
@@ -22,7 +22,7 @@ typedef struct {
     int progress;     /* stderr: 1 one updating line (a terminal), 2 a line a minute (a log) */
     char **devices;   /* CUDA_VISIBLE_DEVICES of worker w: devices[w % ndevices]; NULL: inherit */
     size_t ndevices;
-    /* Weighted scheduling (harness/sched.c): an FP4 GEMM case of F = 2MNK flops takes
+    /* Weighted scheduling (harness/run/sched.c): an FP4 GEMM case of F = 2MNK flops takes
      * w = ceil(F / big_case_flops) of the jobs slots (1..jobs) until its reference is done, and
      * its reference runs on w * (ncpu / jobs) OpenBLAS threads. <= 0: MOECTS_BIG_CASE_FLOPS_DEFAULT. */
     double big_case_flops;
@@ -76,7 +76,7 @@ void moects_runner_task(const moects_case *c, const moects_kernel *k, uint64_t s
                         moects_result *r);
 
 /* Clears r and fills who ran what (kernel, case, model, layout, op, mutant, seed, recipe); internal,
- * shared with libmoects' judge (harness/capi.c). */
+ * shared with libmoects' judge (harness/run/capi.c). */
 void moects__result_identity(moects_result *r, const moects_case *c, const moects_kernel *k, uint64_t seed);
 
 /* Visible CUDA devices, asked of a throwaway child process so that the caller never initialises
@@ -103,7 +103,7 @@ void moects_perf_measure(const moects_kernel *k, const moects_inputs *in, const 
 /* perf.md of a run: one row per timed (kernel, case). NULL when out of memory. */
 char *moects_perf_render(const moects_run *run, size_t *len);
 
-/* ---- weighted scheduling (harness/sched.c); internal, declared here for the tests ---- */
+/* ---- weighted scheduling (harness/run/sched.c); internal, declared here for the tests ---- */
 typedef struct {
     size_t ng;
     int slots, free_slots, pending; /* pending: slots running groups hold beyond one each */

@@ -1,5 +1,5 @@
-/* moects_runner_internal.h: the runner's kernel phase under the memory contract (harness/guarded.c),
- * shared with harness/runner.c. Internal. */
+/* moects_runner_internal.h: the runner's kernel phase under the memory contract (harness/run/guarded.c),
+ * shared with harness/run/runner.c. Internal. */
 #ifndef MOECTS_RUNNER_INTERNAL_H
 #define MOECTS_RUNNER_INTERNAL_H
 #include "moects_guard.h"
@@ -49,6 +49,6 @@ void moects__twice_free(moects__twice *t);
 /* Guarded device copies of the case's inputs. 0, or -1 with err (*fatal: 1 a copy failed). */
 int moects__dev_inputs(const moects_inputs *in, moects_guarded dev[MOECTS_INPUTS_MAX], char *err, size_t len,
                        int *fatal);
-/* harness/runner.c: the pointers a kernel's run() gets for the task in flight (moects_task_tensor). */
+/* harness/run/runner.c: the pointers a kernel's run() gets for the task in flight (moects_task_tensor). */
 void moects__task_ptrs(void *const *ptr, void *out, void *stream);
 #endif

@@ -70,7 +70,7 @@ char *moects_summary_render(const moects_run *run, const moects_kernel *const *k
  * block of a point; JUnit's text of a failure; what libmoects' moects_judgement_text gives a Python test. */
 void moects_tap_yaml(FILE *f, const char *ind, const moects_result *r, const moects_tap_opts *o);
 
-/* JUnit XML of run (harness/junit.c): one <testsuite> per kernel with results, in the given order; one
+/* JUnit XML of run (harness/report/junit.c): one <testsuite> per kernel with results, in the given order; one
  * <testcase> per (kernel, case), name the case id, classname the kernel, time its wall seconds. An
  * honest kernel's FAIL_MISMATCH is a <failure>, FAIL_CRASH / FAIL_TIMEOUT an <error>, each with the
  * verdict as type, the reason or pattern as message and the YAML diagnostics as text; SKIP,

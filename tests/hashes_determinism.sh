@@ -1,6 +1,6 @@
 #!/bin/sh
 # hashes_determinism.sh MOECTS ROOT WORKDIR FULL_RESULTS: the input and reference hashes of
-# results.json (harness/hashes.c) are the same for a case run alone, inside the full smoke run
+# results.json (harness/report/hashes.c) are the same for a case run alone, inside the full smoke run
 # (FULL_RESULTS: suite_smoke's, the default run), in a shard, with 1 and with several OpenBLAS
 # threads per reference, and under every OpenBLAS core type this CPU runs (OPENBLAS_CORETYPE; the
 # core OpenBLAS picked is read from its OPENBLAS_VERBOSE=2 line). Each comparison is

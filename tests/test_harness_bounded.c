@@ -1,4 +1,4 @@
-/* test_harness_bounded.c: moe_gemm through the runner (harness/runner.c, one task in this process):
+/* test_harness_bounded.c: moe_gemm through the runner (harness/run/runner.c, one task in this process):
  * the reference per recipe, only valid rows compared, and the bounded verdict (DESIGN.md "Bounded
  * verdicts"): a kernel with recipe NULL and acc.bits > 0 is PASS_BOUNDED when every element is
  * within its own bound of exact_v1, and a failure names the worst element's bound. */

@@ -1,4 +1,4 @@
-/* test_harness_coverage.c: `moects coverage` (harness/coverage.c): the models x layouts x kernels
+/* test_harness_coverage.c: `moects coverage` (harness/report/coverage.c): the models x layouts x kernels
  * table of a hand-built run (tests/data/coverage/run.json, against an empty registry so that every
  * cell comes from the fixture; expected.md worked out by hand from it), the HTML page's structure,
  * and the pre-launch check of Kimi K3 at TP8 against a registry copy without kimi-k3. Bad input

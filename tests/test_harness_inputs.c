@@ -1,4 +1,4 @@
-/* Tests of harness/inputs.c: determinism and the structural promises of the generated inputs
+/* Tests of harness/run/inputs.c: determinism and the structural promises of the generated inputs
  * (DESIGN.md "Cases", "Determinism"; bug-reports.md). Expected values are worked out by hand
  * from the derivation rules, or are published test vectors (SplitMix64). */
 #include <criterion/criterion.h>

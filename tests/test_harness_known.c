@@ -1,4 +1,4 @@
-/* test_harness_known.c: the known-findings file (harness/known.c) and what a known finding does to
+/* test_harness_known.c: the known-findings file (harness/report/known.c) and what a known finding does to
  * a run's status, TAP, summary.md and results.json (tap.c, results.c). The lines are written by
  * hand; every expectation is worked out from the format in moects_known.h. */
 #include <criterion/criterion.h>
@@ -9,7 +9,7 @@
 
 #include "moects_known.h"
 
-/* results.json requires every field the writer writes (harness/results.c): the top level up to
+/* results.json requires every field the writer writes (harness/report/results.c): the top level up to
  * "results": [, and the fields of a result after op, mutant, verdict, mismatches (and known). */
 #define RUN_TOP "{\"moects_version\": \"0.1\", \"commit\": \"c\", \"date\": \"d\", \"machine\": \"h\", " \
                 "\"filter\": \"\", \"shard\": \"\", \"seed\": 1, \"results\": ["

@@ -1,5 +1,5 @@
-/* test_harness_sched.c: weighted scheduling (harness/sched.c) and the weighted runner
- * (harness/runner.c). Expected weights are worked out by hand from 2MNK; the scheduler's starts
+/* test_harness_sched.c: weighted scheduling (harness/run/sched.c) and the weighted runner
+ * (harness/run/runner.c). Expected weights are worked out by hand from 2MNK; the scheduler's starts
  * are traced by hand through its four rules (sched.c's comment); a simulated run checks its
  * promises on random groups. The runner with weights is checked against the same run on one job
  * through results.json: same verdicts and comparisons, bit for bit. No timing assertions. */

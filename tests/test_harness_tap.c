@@ -1,4 +1,4 @@
-/* Tests of harness/tap.c: the TAP text of a hand-built run, line by line as DESIGN.md "Harness"
+/* Tests of harness/report/tap.c: the TAP text of a hand-built run, line by line as DESIGN.md "Harness"
  * prescribes, and (when perl is installed) Perl TAP::Parser reading it without parse errors. */
 #include <criterion/criterion.h>
 #include <stdio.h>

@@ -115,7 +115,7 @@ static int alloc_tensor(moects_inputs *in, int i, const char *name, size_t bytes
     in->t[i].host = NULL;
     if (i >= in->nt) in->nt = i + 1;
     if (bytes == 0) return 0;
-    /* between guard pages (harness/guard.c): a kernel's stray access faults at the access. Shared:
+    /* between guard pages (harness/run/guard.c): a kernel's stray access faults at the access. Shared:
      * a fork for a kernel's call copies none of its page table (the child maps it read-only). */
     if (moects_guard_alloc(&in->t[i].g, name, bytes, moects_guard_row_bytes(in, i), MOECTS_GUARD_SHARED) == 0)
         in->t[i].host = in->t[i].g.data;

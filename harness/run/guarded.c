@@ -1,6 +1,6 @@
 /* guarded.c: a task's kernel phase under the memory contract (DESIGN.md "Harness", issue 13): every
- * buffer the kernel sees between guards (harness/guard.c), the output poisoned afresh before each
- * of two runs, CPU kernels in a child process per call. The runner (harness/runner.c) calls
+ * buffer the kernel sees between guards (harness/run/guard.c), the output poisoned afresh before each
+ * of two runs, CPU kernels in a child process per call. The runner (harness/run/runner.c) calls
  * moects__kernel_twice and judges the outputs. */
 #include <signal.h>
 #include <stdarg.h>

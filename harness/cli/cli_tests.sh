@@ -172,7 +172,7 @@ host_oom)
         { cat "$work/out2/run.tap"; fail "the unjudged must-pass case is not a failing point"; }
     ;;
 isolation)
-    # SIGSEGV (in the kernel's own process, harness/guard.c) and a hang in workers cost one task
+    # SIGSEGV (in the kernel's own process, harness/run/guard.c) and a hang in workers cost one task
     # each; the run goes on, case-major.
     t1=$(pick 'ep_gather/regression/block-divides-h/kimi-k3-tp8/t1' 1)
     t16=$(pick 'ep_gather/regression/block-divides-h/kimi-k3-tp8/t16' 1)

@@ -1,9 +1,9 @@
 /* cli_run.c: `moects list` and `moects run` (DESIGN.md "Harness"). Selection of cases (globs,
  * tiers, must-pass files, shards) and kernels (globs, --kernel-lib), the run itself
- * (harness/runner.c), known findings (harness/known.c: ROOT/cases/known-findings.txt or
+ * (harness/run/runner.c), known findings (harness/report/known.c: ROOT/cases/known-findings.txt or
  * --known-findings FILE) marked on the results, then TAP on stdout and the reports under --out
  * (created and checked writable before the run, written at the end). What the kernels print goes
- * to --out/kernels.log (harness/runner.c), not to stderr, which keeps the run's own lines. */
+ * to --out/kernels.log (harness/run/runner.c), not to stderr, which keeps the run's own lines. */
 #include <errno.h>
 #include <fnmatch.h>
 #include <getopt.h>

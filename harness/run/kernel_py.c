@@ -2,7 +2,7 @@
  * imports Python (nor initialises CUDA): it asks `$MOECTS_PYTHON -m moects._worker --describe` for the
  * kernels' descriptions (one JSON line: name, op, device, recipe, tol, acc, bug) and makes descriptor
  * copies without callbacks, used to pair kernels with cases and to report; the tasks run in exec'd
- * workers (harness/runner.c). DESIGN.md "Kernels from Python, and from any language". */
+ * workers (harness/run/runner.c). DESIGN.md "Kernels from Python, and from any language". */
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>

@@ -3,7 +3,7 @@
  * the recipes the case's kernels want), case-major, one at a time; a worker keeps one case's
  * inputs, references and device copies across that case's kernels (a group). Worker -> parent:
  * fixed-size messages, phase notices (inputs, reference, kernel, with the timing so far) and the
- * moects_result. Groups start costliest first on weighted slots (harness/sched.c): a huge FP4
+ * moects_result. Groups start costliest first on weighted slots (harness/run/sched.c): a huge FP4
  * case holds several of the --jobs slots, and its reference runs on as many times the threads,
  * until its worker announces the reference done. A worker that dies costs only its task
  * (FAIL_CRASH); a fresh worker resumes with the next one. The parent never touches CUDA. */
@@ -67,7 +67,7 @@ typedef struct {
     int retire;    /* a kernel kept memory: this worker exits after the task (resource faults) */
     int cuda_checked, ndev;
     char nodev[256];
-    moects_guarded dev[MOECTS_INPUTS_MAX]; /* guarded device copies of the inputs (harness/guard.c) */
+    moects_guarded dev[MOECTS_INPUTS_MAX]; /* guarded device copies of the inputs (harness/run/guard.c) */
     int dev_state; /* 0 not copied, 1 copied, -1 failed (reason in dev_err) */
     char dev_err[256];
     int dev_err_fatal;
@@ -403,7 +403,7 @@ static void put_hashes(const worker_state *ws, int recipe, moects_result *r)
     r->ref_xxh64 = r->has_ref_hash ? ws->ref_hash[recipe] : 0;
 }
 
-/* ---- resource faults: a kernel that leaks or exhausts memory costs only its own case (harness/guarded.c) ---- */
+/* ---- resource faults: a kernel that leaks or exhausts memory costs only its own case (harness/run/guarded.c) ---- */
 
 /* A task that found no memory (host or device) in a worker that ran tasks before: what an earlier
  * kernel kept may be the cause, so a fresh worker runs it again (there the SKIP stands). */
@@ -1356,7 +1356,7 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
     p->gstart[p->ng] = p->nt;
     /* Groups start costliest first, so that the few huge cases start at once instead of forming
      * the run's tail; a huge FP4 case takes several slots and as many times the threads for its
-     * reference (harness/sched.c). Results keep case order. */
+     * reference (harness/run/sched.c). Results keep case order. */
     long ncpu = o->ncpu > 0 ? o->ncpu : sysconf(_SC_NPROCESSORS_ONLN);
     p->base_threads = (int)(ncpu > 0 ? ncpu : 1) / slots;
     if (p->base_threads < 1) p->base_threads = 1;

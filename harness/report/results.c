@@ -49,7 +49,7 @@
  *        "input_xxh64": {"x": "0f1e2d3c4b5a6978", ...},   optional: XXH64 (seed 0) of each input
  *                                           tensor's bytes, 16 lower-case hex digits, in the
  *                                           case's tensor order (at most 12); written whenever
- *                                           the worker built the inputs (harness/hashes.c)
+ *                                           the worker built the inputs (harness/report/hashes.c)
  *        "reference_xxh64": "8899aabbccddeeff"}   optional: XXH64 of the reference output under
  *                                           "recipe", written whenever it was computed; both
  *                                           absent from files written before they existed
@@ -881,7 +881,7 @@ void moects__shell_quote(moects__buf *b, const char *s)
 }
 
 /* One case alone under one kernel, same seed: `moects run --kernel K --seed S CASE` (the form
- * harness/tap.c prints). */
+ * harness/report/tap.c prints). */
 const char *moects_self_program(void)
 {
     static char prog[4200];
