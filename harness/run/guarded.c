@@ -154,7 +154,8 @@ static int call_verdict(const moects_cpu_call *c, const moects_inputs *in, const
 
 /* A CPU kernel of this tree (gpu/cpu/: the honest built-ins, their mutants and the pool, all tested
  * by this suite, their bugs declared) runs in the worker itself, between the same guards and poison,
- * its inputs read-only during the call: an overrun or a write into an input faults and costs its
+ * its inputs read-only (moects__inputs_readonly, from the case's build on: an mprotect per call cost
+ * milliseconds per task on cases with 200 MB inputs): an overrun or a write into an input faults and costs its
  * worker, and that task alone (FAIL_CRASH). Every other CPU kernel (--kernel-lib plugins, Python
  * kernels) gets a child process per call: a fork costs about 0.3 us per resident page of the
  * worker, which at every task more than doubled the smoke tier's time. */
@@ -169,14 +170,9 @@ static int trusted(const moects_kernel *k)
     return 0;
 }
 
-/* Inputs read-only (ro 1) or writable again (0) in this process. */
-static void inputs_readonly(const moects_guarded *g, size_t n, int ro)
+void moects__inputs_readonly(const moects_inputs *in)
 {
-    for (size_t i = 0; i < n; i++)
-        if (g[i].data && !g[i].device) {
-            if (ro) moects_guard_readonly(&g[i]);
-            else mprotect(g[i].base + g[i].guard, g[i].map_len - 2 * g[i].guard, PROT_READ | PROT_WRITE);
-        }
+    for (int i = 0; i < in->nt; i++) moects_guard_readonly(&in->t[i].g);
 }
 
 /* k->run in this process, as moects_guard_cpu_call reports a child's call. */
@@ -218,9 +214,7 @@ static int cpu_twice(const moects_kernel *k, const moects_inputs *in, moects__ke
         moects__task_ptrs(ptr, o->data, NULL);
         moects_cpu_call c;
         if (trust) {
-            inputs_readonly(ro, (size_t)in->nt, 1);
-            call_here(k, moects_inputs_shape(in), &a, &c);
-            inputs_readonly(ro, (size_t)in->nt, 0);
+            call_here(k, moects_inputs_shape(in), &a, &c); /* inputs read-only since their build */
         }
         else if (moects_guard_cpu_call(k, moects_inputs_shape(in), &a, ro, (size_t)in->nt, &c)) {
             fail(r, MOECTS_SKIP, "the harness could not fork the kernel's process");
