@@ -37,6 +37,10 @@ typedef struct {
  * such a task in the kernel log as it logs a lost worker's. */
 #define MOECTS_KERNEL_KILLED "kernel process killed by signal"
 
+/* The host inputs read-only in this process (PROT_READ), for the rest of the case: a kernel's write
+ * into one faults at the write. Called once the inputs are built and hashed. */
+void moects__inputs_readonly(const moects_inputs *in);
+
 /* Run kernel k twice (moects__runs_of) on the case's inputs, each time with fresh poison in the output and fresh
  * canaries; CPU kernels in a child process each. dev: the case's guarded device inputs (CUDA;
  * moects__dev_inputs). 0 when both runs completed (t->got set), else 1 with r->verdict and reason

@@ -12,7 +12,10 @@
  * under the same name, so that `moects gate` can be shown catching it against a baseline;
  * MOECTS_PLUGIN_EXAMPLE_BUG=refuse_all makes every kernel refuse every shape (supports() = 0);
  * MOECTS_PLUGIN_EXAMPLE_BUG=oob_tile makes plugin.ep_gather write its last token's tail tile whole:
- * when H % 64 != 0, 64 - H % 64 elements past the end of out (a heap overrun without guards). */
+ * when H % 64 != 0, 64 - H % 64 elements past the end of out (a heap overrun without guards);
+ * MOECTS_PLUGIN_EXAMPLE_BUG=second_run makes plugin.ep_gather leave the last output element unwritten
+ * when out[0] does not hold the first run's poison (all ones) on entry: a bug that only the second
+ * run, with its different poison, shows. */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -57,6 +60,9 @@ static int run(const void *shape, const void *args, void *stream)
     (void)stream;
     const char *bug = getenv("MOECTS_PLUGIN_EXAMPLE_BUG");
     if (bug && strcmp(bug, "block_min1024") == 0 && s->H % (s->H < 1024 ? s->H : 1024) != 0) abort();
+    int64_t skip = -1; /* second_run: the element left unwritten */
+    if (bug && strcmp(bug, "second_run") == 0 && s->T > 0 && s->H > 0 && ((const uint8_t *)a->out)[0] != 0xFF)
+        skip = s->T * s->H - 1;
     for (int64_t t = 0; t < s->T; t++)
         for (int64_t d = 0; d < s->H; d++) {
             float acc = 0.0f;
@@ -70,6 +76,7 @@ static int run(const void *shape, const void *args, void *stream)
                 if (row < 0 || row >= s->M_sum) return -1;
                 acc = fmaf(bf16_to_f32(a->x[row * s->H + d]), a->topk_weights[i], acc);
             }
+            if (t * s->H + d == skip) continue;
             if (s->out_dtype == MOECTS_F32) ((float *)a->out)[t * s->H + d] = acc;
             else ((uint16_t *)a->out)[t * s->H + d] = f32_to_bf16(acc);
         }

@@ -13,6 +13,17 @@
 #include "ep_gather_internal.h"
 #include "moects_kernel.h"
 
+/* acc[d] = fmaf(x[d], w, acc[d]) for d < H. On x86-64 also built for AVX2 + FMA and picked at load
+ * time (target_clones): fmaf is correctly rounded, so both give the same bits; the default build
+ * calls libm's fmaf per element. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("arch=x86-64-v3", "default")))
+#endif
+static void fma_row(float *acc, const uint16_t *x, float w, int64_t H)
+{
+    for (int64_t d = 0; d < H; d++) acc[d] = fmaf(moects__epg_bf16_f32(x[d]), w, acc[d]);
+}
+
 /* Returns 0, or -1 for a bad shape, a valid slot whose input_index is outside [0, M_sum), or
  * out of memory. */
 static int run(const void *shape, const void *args, void *stream)
@@ -43,8 +54,7 @@ static int run(const void *shape, const void *args, void *stream)
         }
         if (rc) break;
         for (int64_t d = 0; d < H; d++) acc[d] = 0.0f;
-        for (int64_t i = 0; i < nvalid; i++)
-            for (int64_t d = 0; d < H; d++) acc[d] = fmaf(moects__epg_bf16_f32(src[i][d]), wt[i], acc[d]);
+        for (int64_t i = 0; i < nvalid; i++) fma_row(acc, src[i], wt[i], H);
         moects__epg_store_row(s, a, t, acc);
     }
     free(src);

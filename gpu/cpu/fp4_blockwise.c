@@ -28,9 +28,12 @@ int moects__fp4_shape_ok(const moects_fp4_gemm_shape *s, char *why, size_t why_l
 }
 
 /* 2 * E2M1 value of a code: magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6; bit 3 the sign. */
+/* Inlined where mu is a constant (blockwise()): the mutation tests fold away. */
+#define SPECIALISE __attribute__((always_inline)) inline
+
 static const int8_t e2m1_x2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
-static int64_t scale_off(const moects__mut *mu, const moects_fp4_gemm_shape *s, int64_t r, int64_t kb, int64_t nkb)
+SPECIALISE static int64_t scale_off(const moects__mut *mu, const moects_fp4_gemm_shape *s, int64_t r, int64_t kb, int64_t nkb)
 {
     if (s->scale_layout == MOECTS_SCALES_LINEAR) return r * nkb + kb;
     int64_t ktiles = mu->op == MOECTS__FP4_SWZ_KTILES ? nkb / 4 : (nkb + 3) / 4; /* rows padded to 128, K-blocks to 4 */
@@ -81,7 +84,7 @@ static int32_t dot32(const int8_t *a, const int8_t *b)
 }
 
 /* The end of a loop over n items under the boundary mutants: n - 1 (off), min(n, cap). */
-static int64_t loop_end(const moects__mut *mu, moects__mut_op off, moects__mut_op cap, int64_t n)
+SPECIALISE static int64_t loop_end(const moects__mut *mu, moects__mut_op off, moects__mut_op cap, int64_t n)
 {
     if (mu->op == off) return n > 0 ? n - 1 : 0;
     if (mu->op == cap && n > mu->p) return mu->p;
@@ -89,7 +92,7 @@ static int64_t loop_end(const moects__mut *mu, moects__mut_op off, moects__mut_o
 }
 
 /* sum over K-blocks of p * sA * sB in block order (fp4_gemm.blockwise_v1), mutated. */
-static float accumulate(const moects__mut *mu, const int8_t *arow, const int8_t *br, const float *sa,
+SPECIALISE static float accumulate(const moects__mut *mu, const int8_t *arow, const int8_t *br, const float *sa,
                         const float *sb, int64_t nkb, int64_t g, float alpha, float init)
 {
     int64_t kb0 = mu->op == MOECTS__FP4_OFF_KB0 ? 1 : 0, kb1 = loop_end(mu, MOECTS__FP4_OFF_KB, MOECTS__FP4_CAP_K, nkb);
@@ -116,7 +119,7 @@ static float accumulate(const moects__mut *mu, const int8_t *arow, const int8_t 
     return mu->op == MOECTS__FP4_ACC_DOUBLE ? (float)dacc : acc;
 }
 
-static void store(const moects__mut *mu, const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a, int64_t m,
+SPECIALISE static void store(const moects__mut *mu, const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a, int64_t m,
                   int64_t n, float v)
 {
     int64_t off = m * s->N + n;
@@ -127,12 +130,13 @@ static void store(const moects__mut *mu, const moects_fp4_gemm_shape *s, const m
         ((float *)a->d)[off] = mu->op == MOECTS__FP4_F32_VIA_BF16 ? moects_bf16_to_f32(moects_bf16_from_f32(v)) : v;
 }
 
-int moects__fp4_blockwise_run(const moects__mut *mu, const void *shape, const void *args)
+/* The kernel, mutated by mu. Inlined into the honest run(), where mu is a constant: every mutation
+ * test folds away there (the shared loop tested mu->op per K-block; the honest kernel, run twice per
+ * case, took about twice as long). */
+SPECIALISE static int blockwise(const moects__mut *mu, const void *shape, const void *args)
 {
-    static const moects__mut honest = {MOECTS__MUT_NONE, 0};
     const moects_fp4_gemm_shape *s = shape;
     const moects_fp4_gemm_args *a = args;
-    if (!mu) mu = &honest;
     if (!moects__fp4_shape_ok(s, NULL, 0)) return -1;
     const int64_t M = s->M, N = s->N, K = s->K, g = moects_fp4_block(s->format);
     const int64_t nkb = (K + g - 1) / g, Kp = nkb * g, rb = (K + 1) / 2;
@@ -172,6 +176,12 @@ out:
     return rc;
 }
 
+int moects__fp4_blockwise_run(const moects__mut *mu, const void *shape, const void *args)
+{
+    static const moects__mut honest = {MOECTS__MUT_NONE, 0};
+    return blockwise(mu ? mu : &honest, shape, args);
+}
+
 static int supports(const void *shape, char *why, size_t why_len)
 {
     return moects__fp4_shape_ok(shape, why, why_len);
@@ -180,7 +190,8 @@ static int supports(const void *shape, char *why, size_t why_len)
 static int run(const void *shape, const void *args, void *stream)
 {
     (void)stream;
-    return moects__fp4_blockwise_run(NULL, shape, args);
+    const moects__mut honest = {MOECTS__MUT_NONE, 0};
+    return blockwise(&honest, shape, args);
 }
 
 const moects_kernel moects_cpu_fp4_gemm_blockwise = {

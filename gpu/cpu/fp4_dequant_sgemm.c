@@ -34,12 +34,35 @@ static int supports(const void *shape, char *why, size_t why_len)
     return 1;
 }
 
-/* rows [r0, r0+nr) dequantized: out[r][k] = dec(code) * dec(scale), FP32. */
-static void dequant(const moects_fp4_gemm_shape *s, const uint8_t *codes, const uint8_t *sc, int64_t r0,
-                    int64_t nr, float *out)
+void moects__fp4_luts_init(moects_fp4_format f, moects__fp4_luts *l)
 {
-    for (int64_t r = 0; r < nr; r++)
-        moects_fp4_dequant_row(codes, sc, r0 + r, s->K, s->format, s->scale_layout, out + r * s->K);
+    static const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    for (int c = 0; c < 16; c++) l->e2m1[c] = c & 8 ? -mag[c & 7] : mag[c & 7];
+    for (int x = 0; x < 256; x++) {
+        int e = (x >> 3) & 15, m = x & 7;
+        float v = e == 0 ? ldexpf((float)m, -9) : ldexpf((float)(8 + m), e - 10);
+        if (f == MOECTS_FP4_MXFP4) l->scale[x] = x == 0xFF ? NAN : ldexpf(1.0f, x - 127);
+        else l->scale[x] = e == 15 && m == 7 ? NAN : x & 0x80 ? -v : v;
+    }
+}
+
+void moects__fp4_dequant_rows(const moects__fp4_luts *l, const uint8_t *codes, const uint8_t *sc,
+                              moects_scale_layout layout, int64_t g, int64_t r0, int64_t nr, int64_t K, float *out)
+{
+    const int64_t nkb = (K + g - 1) / g, rb = (K + 1) / 2;
+    for (int64_t r = r0; r < r0 + nr; r++, out += K) {
+        const uint8_t *row = codes + r * rb;
+        for (int64_t b = 0; b < nkb; b++) {
+            const float x = l->scale[sc[moects_scale_offset(r, b, nkb, layout)]];
+            const int64_t k1 = (b + 1) * g < K ? (b + 1) * g : K;
+            int64_t k = b * g; /* even: g is 16 or 32 */
+            for (; k + 1 < k1; k += 2) {
+                out[k] = l->e2m1[row[k / 2] & 0xF] * x;
+                out[k + 1] = l->e2m1[row[k / 2] >> 4] * x;
+            }
+            if (k < k1) out[k] = l->e2m1[row[k / 2] & 0xF] * x;
+        }
+    }
 }
 
 static int run(const void *shape, const void *args, void *stream)
@@ -57,14 +80,17 @@ static int run(const void *shape, const void *args, void *stream)
     if (nc > N) nc = N;
     float *fa = malloc((size_t)(mc * K + 1) * sizeof(float)), *fb = malloc((size_t)(nc * K + 1) * sizeof(float));
     float *c = malloc((size_t)(mc * nc) * sizeof(float));
+    moects__fp4_luts l;
+    moects__fp4_luts_init(s->format, &l);
+    const int64_t g = moects_fp4_block(s->format);
     int rc = -1;
     if (!fa || !fb || !c) goto out;
     for (int64_t n0 = 0; n0 < N; n0 += nc) {
         int64_t nn = N - n0 < nc ? N - n0 : nc;
-        dequant(s, a->b, a->sb, n0, nn, fb);
+        moects__fp4_dequant_rows(&l, a->b, a->sb, s->scale_layout, g, n0, nn, K, fb);
         for (int64_t m0 = 0; m0 < M; m0 += mc) {
             int64_t mm = M - m0 < mc ? M - m0 : mc;
-            dequant(s, a->a, a->sa, m0, mm, fa);
+            moects__fp4_dequant_rows(&l, a->a, a->sa, s->scale_layout, g, m0, mm, K, fa);
             if (K > 0)
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mm, (int)nn, (int)K, 1.0f, fa,
                             (int)K, fb, (int)K, 0.0f, c, (int)nn);

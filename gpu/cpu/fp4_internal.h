@@ -19,4 +19,16 @@ int moects__fp4_blockwise_run(const moects__mut *m, const void *shape, const voi
 /* n outputs of a dequantize-then-sgemm kernel: c[j] * alpha (c NULL when K = 0: the empty sum, +0)
  * stored at elements o .. o + n - 1 of out, as FP32 or as BF16 by RNE (gpu/cpu/fp4_dequant_sgemm.c). */
 void moects__store_scaled(moects_dtype dt, void *out, int64_t o, const float *c, int64_t n, float alpha);
+
+/* Decoding tables of one FP4 format, this directory's own (OCP MX v1.0 sec. 5.3.3 E2M1, 5.4.1 UE8M0
+ * with 0xFF NaN; E4M3 as cuda_fp8.h, 0x7F/0xFF NaN): E2M1 code -> value, scale code -> value. */
+typedef struct {
+    float e2m1[16], scale[256];
+} moects__fp4_luts;
+void moects__fp4_luts_init(moects_fp4_format f, moects__fp4_luts *l);
+
+/* Rows [r0, r0 + nr) of packed E2M1 codes [rows][ceil(K/2)] with block scales sc (layout, the
+ * format's block g) dequantized to FP32 [nr][K]: value * scale, one FP32 multiply each. */
+void moects__fp4_dequant_rows(const moects__fp4_luts *l, const uint8_t *codes, const uint8_t *sc,
+                              moects_scale_layout layout, int64_t g, int64_t r0, int64_t nr, int64_t K, float *out);
 #endif

@@ -43,8 +43,10 @@ static int64_t a_scale_off(const moects_moe_gemm_shape *s, int64_t r, int64_t kb
     return moects_scale_offset(r, kb, nkb, s->scale_layout);
 }
 
-/* Row r of A dequantized to FP32 [K]. */
-static void dequant_a(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, int64_t r, float *out)
+/* Row r of A dequantized to FP32 [K]; t: the decoding tables of MXFP4 (t[0].scale: UE8M0) and
+ * NVFP4 (t[1].scale: E4M3, also W4A8's activations). */
+static void dequant_a(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, const moects__fp4_luts t[2],
+                      int64_t r, float *out)
 {
     const int64_t K = s->K;
     if (s->format == MOECTS_MOE_W4A16) {
@@ -53,15 +55,14 @@ static void dequant_a(const moects_moe_gemm_shape *s, const moects_moe_gemm_args
     } else if (s->format == MOECTS_MOE_W4A8) {
         const uint8_t *row = (const uint8_t *)a->a + r * K, *sa = a->sa;
         int64_t nsa = (K + s->a_scale_block - 1) / s->a_scale_block;
-        for (int64_t k = 0; k < K; k++) out[k] = moects_e4m3_decode(row[k]) * moects_ue8m0_decode(sa[r * nsa + k / s->a_scale_block]);
+        for (int64_t k = 0; k < K; k++) out[k] = t[1].scale[row[k]] * t[0].scale[sa[r * nsa + k / s->a_scale_block]];
     } else {
-        const moects_fp4_format f = s->b_format;
-        const int64_t g = moects_fp4_block(f), nkb = (K + g - 1) / g;
-        const uint8_t *row = (const uint8_t *)a->a + r * ((K + 1) / 2), *sa = a->sa;
-        for (int64_t k = 0; k < K; k++) {
-            uint8_t x = sa[a_scale_off(s, r, k / g, nkb)];
-            float sc = f == MOECTS_FP4_NVFP4 ? moects_e4m3_decode(x) : moects_ue8m0_decode(x);
-            out[k] = moects_e2m1_decode((row[k / 2] >> (k % 2 * 4)) & 0xF) * sc;
+        const moects__fp4_luts *l = &t[s->b_format == MOECTS_FP4_NVFP4];
+        const int64_t g = moects_fp4_block(s->b_format), nkb = (K + g - 1) / g;
+        const uint8_t *row = (const uint8_t *)a->a + r * ((K + 1) / 2);
+        for (int64_t b = 0; b < nkb; b++) {
+            const float sc = l->scale[((const uint8_t *)a->sa)[a_scale_off(s, r, b, nkb)]];
+            for (int64_t k = b * g; k < K && k < (b + 1) * g; k++) out[k] = l->e2m1[(row[k / 2] >> (k % 2 * 4)) & 0xF] * sc;
         }
     }
 }
@@ -87,15 +88,17 @@ static int run(const void *shape, const void *args, void *stream)
     fa = malloc((size_t)(most * K) * sizeof(float) + 1);
     c = malloc((size_t)(most * N) * sizeof(float) + 1);
     if (!fb || !fa || !c) goto out;
+    moects__fp4_luts t[2];
+    moects__fp4_luts_init(MOECTS_FP4_MXFP4, &t[0]);
+    moects__fp4_luts_init(MOECTS_FP4_NVFP4, &t[1]);
     for (int64_t e = 0; e < s->E; e++) {
         int64_t m = 0;
         for (int64_t r = 0; r < rows; r++)
             if (ex[r] == e) mine[m++] = r;
         if (!m) continue;
-        for (int64_t n = 0; n < N; n++)
-            moects_fp4_dequant_row(a->b + e * N * ((K + 1) / 2), a->sb + (size_t)e * ebytes, n, K, s->b_format,
-                                   s->scale_layout, fb + n * K);
-        for (int64_t i = 0; i < m; i++) dequant_a(s, a, mine[i], fa + i * K);
+        moects__fp4_dequant_rows(&t[s->b_format == MOECTS_FP4_NVFP4], a->b + e * N * ((K + 1) / 2),
+                                 a->sb + (size_t)e * ebytes, s->scale_layout, g, 0, N, K, fb);
+        for (int64_t i = 0; i < m; i++) dequant_a(s, a, t, mine[i], fa + i * K);
         if (K > 0)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)N, (int)K, 1.0f, fa, (int)K, fb, (int)K,
                         0.0f, c, (int)N);

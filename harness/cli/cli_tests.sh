@@ -97,6 +97,20 @@ tap14)
     [ "$(head -n1 run13.tap)" = "TAP version 13" ] || fail "default header is not TAP version 13"
     [ "$(tail -n +2 run.tap)" = "$(tail -n +2 run13.tap)" ] || fail "bodies of 13 and 14 differ"
     ;;
+second_run)
+    # issue 13: a kernel correct in run 1 that leaves its last element unwritten in run 2 (it sees the
+    # second poison) fails with run 2's mismatch: 1 element, run 2 named. The runner compares run 2's
+    # bits with run 1's before judging it (a memcmp); that must not hide the difference.
+    id=ep_gather/regression/block-divides-h/h1024/t64
+    MOECTS_PLUGIN_EXAMPLE_BUG=second_run "$moects" run --jobs 1 --out sr --kernel-lib "$plugin" \
+        --kernel plugin.ep_gather --kernel cpu.ep_gather $id > sr.tap 2> sr.err && fail "second_run: the run exited 0"
+    q() { jq -r --arg k "$1" ".results[] | select(.kernel == \$k) | $2" sr/results.json; }
+    [ "$(q plugin.ep_gather .verdict)" = FAIL_MISMATCH ] || { cat sr.tap; fail "second_run: not FAIL_MISMATCH"; }
+    [ "$(q plugin.ep_gather .mismatches)" = 1 ] || fail "second_run: not 1 mismatch"
+    q plugin.ep_gather .reason | grep -q 'run 2 (fresh poison) failed where run 1 passed' ||
+        fail "second_run: the reason does not name run 2"
+    [ "$(q cpu.ep_gather .verdict)" = PASS_EXACT ] || fail "second_run: cpu.ep_gather does not pass"
+    ;;
 oob_write)
     # issue 13: a CPU kernel that writes one tile past its output (H 136: 56 elements past the end
     # of the last token's row) gets FAIL_OOB_WRITE naming buffer, side and offset on those cases

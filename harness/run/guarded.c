@@ -154,12 +154,21 @@ static int call_verdict(const moects_cpu_call *c, const moects_inputs *in, const
 
 /* A CPU kernel of this tree (gpu/cpu/: the honest built-ins, their mutants and the pool, all tested
  * by this suite, their bugs declared) runs in the worker itself, between the same guards and poison,
- * its inputs read-only during the call: an overrun or a write into an input faults and costs its
- * worker, and that task alone (FAIL_CRASH). Every other CPU kernel (--kernel-lib plugins, Python
- * kernels) gets a child process per call: a fork costs about 0.3 us per resident page of the
- * worker, which at every task more than doubled the smoke tier's time. */
-static int trusted(const moects_kernel *k)
+ * its inputs read-only (moects__inputs_readonly, from the case's build on: an mprotect per call cost
+ * milliseconds per task on cases with 200 MB inputs): an overrun or a write into an input faults and
+ * costs its worker, and that task alone (FAIL_CRASH). Every other CPU kernel (--kernel-lib plugins,
+ * Python kernels) gets a child process per call: a fork costs about 0.3 us per resident 4 KiB page
+ * of the worker, which at every task more than doubled the smoke tier's time. So does a mutant on a
+ * case with MUTANT_CHILD_BYTES of inputs or more: a crash then costs its call, not the worker that
+ * holds the case's inputs and references (a fresh worker built them again for the next mutant:
+ * 25 to 37 s on ep_gather/regression/addr64-combine/h3584/k16/t37500, 5.5 GB). */
+#define MUTANT_CHILD_BYTES ((size_t)1 << 30)
+
+static int trusted(const moects_kernel *k, const moects_inputs *in)
 {
+    size_t bytes = 0;
+    for (int i = 0; i < in->nt; i++) bytes += in->t[i].bytes;
+    if (k->bug && bytes >= MUTANT_CHILD_BYTES) return 0;
     size_t n, np;
     const moects_kernel *const *b = moects_builtin_kernels(&n), *const *pool = moects_pool_kernels(&np);
     for (size_t i = 0; i < n; i++)
@@ -169,14 +178,9 @@ static int trusted(const moects_kernel *k)
     return 0;
 }
 
-/* Inputs read-only (ro 1) or writable again (0) in this process. */
-static void inputs_readonly(const moects_guarded *g, size_t n, int ro)
+void moects__inputs_readonly(const moects_inputs *in)
 {
-    for (size_t i = 0; i < n; i++)
-        if (g[i].data && !g[i].device) {
-            if (ro) moects_guard_readonly(&g[i]);
-            else mprotect(g[i].base + g[i].guard, g[i].map_len - 2 * g[i].guard, PROT_READ | PROT_WRITE);
-        }
+    for (int i = 0; i < in->nt; i++) moects_guard_readonly(&in->t[i].g);
 }
 
 /* k->run in this process, as moects_guard_cpu_call reports a child's call. */
@@ -198,7 +202,7 @@ static void call_here(const moects_kernel *k, const void *shape, const void *arg
 static int cpu_twice(const moects_kernel *k, const moects_inputs *in, moects__kernel_env *env, moects__twice *t,
                      moects_result *r)
 {
-    const int runs = moects__runs_of(k), trust = trusted(k);
+    const int runs = moects__runs_of(k), trust = trusted(k, in);
     void *ptr[MOECTS_INPUTS_MAX] = {0};
     moects_guarded ro[MOECTS_INPUTS_MAX];
     for (int i = 0; i < MOECTS_INPUTS_MAX; i++) {
@@ -218,9 +222,7 @@ static int cpu_twice(const moects_kernel *k, const moects_inputs *in, moects__ke
         moects__task_ptrs(ptr, o->data, NULL);
         moects_cpu_call c;
         if (trust) {
-            inputs_readonly(ro, (size_t)in->nt, 1);
-            call_here(k, moects_inputs_shape(in), &a, &c);
-            inputs_readonly(ro, (size_t)in->nt, 0);
+            call_here(k, moects_inputs_shape(in), &a, &c); /* inputs read-only since their build */
         }
         else if (moects_guard_cpu_call(k, moects_inputs_shape(in), &a, ro, (size_t)in->nt, &c)) {
             fail(r, MOECTS_SKIP, "the harness could not fork the kernel's process");

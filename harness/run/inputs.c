@@ -116,7 +116,9 @@ static int alloc_tensor(moects_inputs *in, int i, const char *name, size_t bytes
     if (i >= in->nt) in->nt = i + 1;
     if (bytes == 0) return 0;
     /* between guard pages (harness/run/guard.c): a kernel's stray access faults at the access. Shared:
-     * a fork for a kernel's call copies none of its page table (the child maps it read-only). */
+     * a fork for a kernel's call copies none of its page table (the child maps it read-only).
+     * Measured against private mappings: 4 KiB pages built ~15% faster (48 ep_gather cases), with
+     * MADV_HUGEPAGE the 5.5 GB addr64 case's inputs took 20-28 s instead of ~5 (page allocation). */
     if (moects_guard_alloc(&in->t[i].g, name, bytes, moects_guard_row_bytes(in, i), MOECTS_GUARD_SHARED) == 0)
         in->t[i].host = in->t[i].g.data;
     if (!in->t[i].host) {
