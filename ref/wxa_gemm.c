@@ -25,6 +25,7 @@
  * (TwoSum error 0 and TwoProduct error 0: t finite, hi += t exact, nothing for the xsum); else the
  * group is redone by group_scalar from the same state. So hi, xs and acc hold the same bits as
  * the scalar code's, whatever the ISA (MOECTS_FP4_REF_ISA=c forces the scalar code). */
+#include <cblas.h>
 #include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
@@ -250,79 +251,99 @@ static void block_c(const wctx *c, wwork *w, int64_t b, int64_t m0, int64_t mr, 
         }
 }
 
-/* Block b of the tile, AVX2: a register block's 4 x 8 partials by FMA (exact in any order), then
- * both recipes' steps lane-wise (see the top). Rows / columns past mr, nt are zero in A / B and
- * get scale 0: their lanes are clean (t = 0) and land in scratch. */
-__attribute__((target("avx2,fma"))) static void block_avx2(const wctx *c, wwork *w, int64_t b, int64_t m0,
-                                                          int64_t mr, int64_t nt)
+/* Rows [i0, i0+RR) of block b, AVX2: each 8-column register block's partials by FMA, in S
+ * interleaved K-splits so that RR x 2 x S = 8 independent chains (exact in any order and grouping,
+ * see the top), then both recipes' steps lane-wise (see the top). Columns past nt are zero in B and
+ * get scale 0: their lanes are clean (t = 0) and land in scratch. RR is a constant (inlined). */
+static inline __attribute__((always_inline, target("avx2,fma"))) void
+group_avx2(const wctx *c, wwork *w, int64_t b, int64_t m0, int64_t mr, int64_t nt, int64_t i0, const int RR)
 {
     const moects__gemm_job *j = c->j;
     const int64_t g = j->g, mtp = c->mtp, ntp = c->ntp, nkb = c->nkb;
+    const int S = RR == 1 ? 4 : RR == 2 ? 2 : 1; /* g is 16 or 32: a multiple of S */
     const __m256d zero = _mm256_setzero_pd();
-    for (int64_t i0 = 0; i0 < mr; i0 += RB) {
-        const double *ab = w->abuf + (b * mtp + i0) * g;
-        int slow = 0;
-        float saf[RB];
-        for (int r = 0; r < RB; r++) {
-            saf[r] = i0 + r < mr ? j->sa[(m0 + i0 + r) * nkb + b] : 0.0f;
-            slow |= w->slow[(i0 + r) * nkb + b];
+    const double *ab = w->abuf + (b * mtp + i0) * g;
+    int slow = 0;
+    float saf[RB];
+    for (int r = 0; r < RR; r++) {
+        saf[r] = j->sa[(m0 + i0 + r) * nkb + b];
+        slow |= w->slow[(i0 + r) * nkb + b];
+    }
+    for (int64_t j0 = 0; j0 < nt; j0 += CB) {
+        __m256d p[4][RB][2];
+        for (int q = 0; q < S; q++)
+            for (int r = 0; r < RR; r++) p[q][r][0] = p[q][r][1] = zero;
+        const double *bb = w->bblk + j0;
+        for (int64_t kk = 0; kk < g; kk += S)
+            for (int q = 0; q < S; q++) {
+                const __m256d b0 = _mm256_loadu_pd(bb + (kk + q) * ntp), b1 = _mm256_loadu_pd(bb + (kk + q) * ntp + 4);
+                for (int r = 0; r < RR; r++) {
+                    const __m256d av = _mm256_broadcast_sd(ab + r * g + kk + q);
+                    p[q][r][0] = _mm256_fmadd_pd(av, b0, p[q][r][0]);
+                    p[q][r][1] = _mm256_fmadd_pd(av, b1, p[q][r][1]);
+                }
+            }
+        for (int q = 1; q < S; q++)
+            for (int r = 0; r < RR; r++)
+                for (int h = 0; h < 2; h++) p[0][r][h] = _mm256_add_pd(p[0][r][h], p[q][r][h]);
+        if (slow) {
+            double P[RB * CB];
+            for (int r = 0; r < RR; r++) {
+                _mm256_storeu_pd(P + r * CB, p[0][r][0]);
+                _mm256_storeu_pd(P + r * CB + 4, p[0][r][1]);
+            }
+            group_scalar(c, w, b, m0, mr, nt, i0, j0, P, 1, 1);
+            continue;
         }
-        for (int64_t j0 = 0; j0 < nt; j0 += CB) {
-            __m256d p[RB][2];
-            for (int r = 0; r < RB; r++) p[r][0] = p[r][1] = zero;
-            const double *bb = w->bblk + j0;
-            for (int64_t kk = 0; kk < g; kk++) {
-                const __m256d b0 = _mm256_loadu_pd(bb + kk * ntp), b1 = _mm256_loadu_pd(bb + kk * ntp + 4);
-                for (int r = 0; r < RB; r++) {
-                    const __m256d a = _mm256_broadcast_sd(ab + r * g + kk);
-                    p[r][0] = _mm256_fmadd_pd(a, b0, p[r][0]);
-                    p[r][1] = _mm256_fmadd_pd(a, b1, p[r][1]);
-                }
-            }
-            if (slow) {
-                double P[RB * CB];
-                for (int r = 0; r < RB; r++) {
-                    _mm256_storeu_pd(P + r * CB, p[r][0]);
-                    _mm256_storeu_pd(P + r * CB + 4, p[r][1]);
-                }
-                group_scalar(c, w, b, m0, mr, nt, i0, j0, P, 1, 1);
-                continue;
-            }
-            if (j->out_bw)
-                for (int r = 0; r < RB; r++)
-                    for (int h = 0; h < 2; h++) {
-                        float *acc = w->acc + (i0 + r) * ntp + j0 + 4 * h;
-                        const __m128 pf = _mm256_cvtpd_ps(p[r][h]);
-                        const __m128 sab = _mm_mul_ps(_mm_set1_ps(saf[r]), _mm_loadu_ps(w->sb + j0 + 4 * h));
-                        _mm_storeu_ps(acc, _mm_fmadd_ps(pf, sab, _mm_loadu_ps(acc)));
-                    }
-            if (!j->out_ex) continue;
-            __m256d x[RB][2], ok = _mm256_castsi256_pd(_mm256_set1_epi64x(-1));
-            for (int r = 0; r < RB; r++) {
-                const __m256d sa = _mm256_set1_pd((double)saf[r]);
+        if (j->out_bw)
+            for (int r = 0; r < RR; r++)
                 for (int h = 0; h < 2; h++) {
-                    const __m256d s = _mm256_mul_pd(sa, _mm256_cvtps_pd(_mm_loadu_ps(w->sb + j0 + 4 * h)));
-                    const __m256d t = _mm256_mul_pd(p[r][h], s), lo = _mm256_fmsub_pd(p[r][h], s, t);
-                    const __m256d hv = _mm256_loadu_pd(w->hi + (i0 + r) * ntp + j0 + 4 * h);
-                    const __m256d xv = _mm256_add_pd(hv, t), bv = _mm256_sub_pd(xv, hv), av = _mm256_sub_pd(xv, bv);
-                    const __m256d e = _mm256_add_pd(_mm256_sub_pd(hv, av), _mm256_sub_pd(t, bv));
-                    ok = _mm256_and_pd(ok, _mm256_and_pd(_mm256_cmp_pd(e, zero, _CMP_EQ_OQ),
-                                                         _mm256_cmp_pd(lo, zero, _CMP_EQ_OQ)));
-                    x[r][h] = xv;
+                    float *acc = w->acc + (i0 + r) * ntp + j0 + 4 * h;
+                    const __m128 pf = _mm256_cvtpd_ps(p[0][r][h]);
+                    const __m128 sab = _mm_mul_ps(_mm_set1_ps(saf[r]), _mm_loadu_ps(w->sb + j0 + 4 * h));
+                    _mm_storeu_ps(acc, _mm_fmadd_ps(pf, sab, _mm_loadu_ps(acc)));
                 }
-            }
-            if (_mm256_movemask_pd(ok) == 0xF) {
-                for (int r = 0; r < RB; r++)
-                    for (int h = 0; h < 2; h++) _mm256_storeu_pd(w->hi + (i0 + r) * ntp + j0 + 4 * h, x[r][h]);
-            } else { /* some lane has an error term or a non-finite t: redo the exact step */
-                double P[RB * CB];
-                for (int r = 0; r < RB; r++) {
-                    _mm256_storeu_pd(P + r * CB, p[r][0]);
-                    _mm256_storeu_pd(P + r * CB + 4, p[r][1]);
-                }
-                group_scalar(c, w, b, m0, mr, nt, i0, j0, P, 0, 1);
+        if (!j->out_ex) continue;
+        __m256d x[RB][2], ok = _mm256_castsi256_pd(_mm256_set1_epi64x(-1));
+        for (int r = 0; r < RR; r++) {
+            const __m256d sa = _mm256_set1_pd((double)saf[r]);
+            for (int h = 0; h < 2; h++) {
+                const __m256d pv = p[0][r][h];
+                const __m256d s = _mm256_mul_pd(sa, _mm256_cvtps_pd(_mm_loadu_ps(w->sb + j0 + 4 * h)));
+                const __m256d t = _mm256_mul_pd(pv, s), lo = _mm256_fmsub_pd(pv, s, t);
+                const __m256d hv = _mm256_loadu_pd(w->hi + (i0 + r) * ntp + j0 + 4 * h);
+                const __m256d xv = _mm256_add_pd(hv, t), bv = _mm256_sub_pd(xv, hv), av = _mm256_sub_pd(xv, bv);
+                const __m256d e = _mm256_add_pd(_mm256_sub_pd(hv, av), _mm256_sub_pd(t, bv));
+                ok = _mm256_and_pd(ok, _mm256_and_pd(_mm256_cmp_pd(e, zero, _CMP_EQ_OQ),
+                                                     _mm256_cmp_pd(lo, zero, _CMP_EQ_OQ)));
+                x[r][h] = xv;
             }
         }
+        if (_mm256_movemask_pd(ok) == 0xF) {
+            for (int r = 0; r < RR; r++)
+                for (int h = 0; h < 2; h++) _mm256_storeu_pd(w->hi + (i0 + r) * ntp + j0 + 4 * h, x[r][h]);
+        } else { /* some lane has an error term or a non-finite t: redo the exact step */
+            double P[RB * CB];
+            for (int r = 0; r < RR; r++) {
+                _mm256_storeu_pd(P + r * CB, p[0][r][0]);
+                _mm256_storeu_pd(P + r * CB + 4, p[0][r][1]);
+            }
+            group_scalar(c, w, b, m0, mr, nt, i0, j0, P, 0, 1);
+        }
+    }
+}
+
+/* Block b of the tile, AVX2: rows in fours, the last 1-3 rows by a narrower register block. */
+__attribute__((target("avx2,fma"))) static void block_avx2(const wctx *c, wwork *w, int64_t b, int64_t m0,
+                                                          int64_t mr, int64_t nt)
+{
+    int64_t i0 = 0;
+    for (; i0 + RB <= mr; i0 += RB) group_avx2(c, w, b, m0, mr, nt, i0, 4);
+    switch (mr - i0) {
+    case 3: group_avx2(c, w, b, m0, mr, nt, i0, 3); break;
+    case 2: group_avx2(c, w, b, m0, mr, nt, i0, 2); break;
+    case 1: group_avx2(c, w, b, m0, mr, nt, i0, 1); break;
+    default: break;
     }
 }
 
@@ -412,10 +433,16 @@ int moects__wxa_gemm_job(const moects__gemm_job *j, const void *a, moects__a_kin
     const int64_t tile = j->out_ex ? TILE_EX : TILE_BW;
     c.mt = j->M < tile ? j->M : tile;
     c.nt = j->N < tile ? j->N : tile;
-    c.mtp = moects__cdiv(c.mt, RB) * RB;
-    c.ntp = moects__cdiv(c.nt, CB) * CB;
     c.tiles_m = moects__cdiv(j->M, c.mt);
     c.tiles_n = moects__cdiv(j->N, c.nt);
+    const int64_t th = openblas_get_num_threads(); /* moects__parallel's threads */
+    if (c.tiles_m * c.tiles_n < th && c.nt > CB) { /* few rows: narrower n-tiles, one per thread */
+        const int64_t parts = moects__cdiv(th, c.tiles_m), nt = moects__cdiv(moects__cdiv(j->N, parts), CB) * CB;
+        c.nt = nt < c.nt ? nt : c.nt;
+        c.tiles_n = moects__cdiv(j->N, c.nt);
+    }
+    c.mtp = moects__cdiv(c.mt, RB) * RB;
+    c.ntp = moects__cdiv(c.nt, CB) * CB;
     c.avx2 = pick_avx2();
     for (int i = 0; i < 256; i++) c.lut_a[i] = moects_e4m3_decode((uint8_t)i);
     for (int i = 0; i < 16; i++) {
