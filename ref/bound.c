@@ -5,6 +5,7 @@
  * B'_k = dec(B_k) * sB (exact in double) comes from one cblas_dgemm on the absolute values, chunked
  * over B's rows; as every term is >= 0 its own rounding is at most gamma_K(2^-53) * S relative. */
 #include <cblas.h>
+#include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,11 +63,126 @@ static void abs_row(moects__a_kind kind, const abs_lut *t, const void *x, int64_
     }
 }
 
+/* abs_row for an E2M1 row (kind FP4), AVX2, same results: |dec| by byte shuffles of the codes'
+ * magnitudes into the top 16 bits of doubles (E2M1 values have at most 2 significant bits), times
+ * the block's scale (exact); sum |dec| and max |dec| from integers 2|dec| (exact in any order);
+ * sum |B'| as the sum of the blocks' exact products (sum 2|dec|) / 2 * s, which equals abs_row's
+ * ascending sum when every term is a multiple of 2^q and the total is below 2^(52+q): then every
+ * partial sum of either order is exact. Returns 0 where that does not hold (or a scale is not
+ * finite, or g is not 16 or 32): the caller runs abs_row. */
+__attribute__((target("avx2,fma"))) static int abs_row_fp4_avx2(const abs_lut *t, const uint8_t *x, int64_t K,
+                                                               int64_t g, int64_t r, const float *sc, int64_t cs,
+                                                               double *out, double st[3])
+{
+    if (g != 16 && g != 32) return 0;
+    static const int8_t two[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, 1, 2, 3, 4, 6, 8, 12}; /* 2|dec| */
+    uint8_t top[2][16];
+    for (int i = 0; i < 16; i++) {
+        uint64_t u;
+        memcpy(&u, &t->v[i], sizeof u);
+        if (u << 16) return 0; /* not 16 bits (impossible) */
+        top[0][i] = (uint8_t)(u >> 48);
+        top[1][i] = (uint8_t)(u >> 56);
+    }
+    const __m128i tlo = _mm_loadu_si128((const __m128i *)top[0]), thi = _mm_loadu_si128((const __m128i *)top[1]);
+    const __m128i ttwo = _mm_loadu_si128((const __m128i *)two), m4 = _mm_set1_epi8(0x0F);
+    const uint8_t *row = x + r * moects__cdiv(K, 2);
+    int64_t isum = 0;
+    int dmax = 0, q = INT32_MAX;
+    double tot = 0.0;
+    __m128i vmax = _mm_setzero_si128();
+    for (int64_t b = 0, k0 = 0; k0 < K; b++, k0 += g) {
+        const float sf = fabsf(sc[b * cs]);
+        if (!isfinite(sf)) return 0;
+        const double s = sf;
+        int64_t bs = 0;
+        if (k0 + g <= K) {
+            const uint8_t *src = row + k0 / 2;
+            const __m128i xv = g == 32 ? _mm_loadu_si128((const __m128i *)src) : _mm_loadl_epi64((const __m128i *)src);
+            const __m128i lo = _mm_and_si128(xv, m4), hi = _mm_and_si128(_mm_srli_epi16(xv, 4), m4);
+            const __m256d sv = _mm256_set1_pd(s);
+            for (int h = 0; h < g / 16; h++) {
+                const __m128i cd = h ? _mm_unpackhi_epi8(lo, hi) : _mm_unpacklo_epi8(lo, hi); /* k order */
+                const __m128i tw = _mm_shuffle_epi8(ttwo, cd);
+                vmax = _mm_max_epu8(vmax, tw);
+                const __m128i sad = _mm_sad_epu8(tw, _mm_setzero_si128());
+                bs += _mm_cvtsi128_si64(sad) + _mm_extract_epi64(sad, 1);
+                const __m128i bl = _mm_shuffle_epi8(tlo, cd), bh = _mm_shuffle_epi8(thi, cd);
+                const __m128i w[2] = {_mm_unpacklo_epi8(bl, bh), _mm_unpackhi_epi8(bl, bh)};
+                for (int o = 0; o < 2; o++)
+                    for (int e = 0; e < 2; e++) {
+                        const __m128i w4 = e ? _mm_unpackhi_epi64(w[o], w[o]) : w[o];
+                        const __m256d d = _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_cvtepu16_epi64(w4), 48));
+                        _mm256_storeu_pd(out + k0 + h * 16 + o * 8 + e * 4, _mm256_mul_pd(d, sv));
+                    }
+            }
+        } else {
+            for (int64_t k = k0; k < K; k++) {
+                const int c = (row[k / 2] >> (4 * (k & 1))) & 0xF;
+                out[k] = t->v[c] * s;
+                bs += two[c];
+                dmax = two[c] > dmax ? two[c] : dmax;
+            }
+        }
+        if (bs > 0 && sf > 0.0f) { /* terms of this block: multiples of 2^(lowest bit of s) / 2 */
+            uint32_t u;
+            memcpy(&u, &sf, sizeof u);
+            const uint32_t e = u >> 23, m = e ? (u & 0x7FFFFFu) | 0x800000u : u & 0x7FFFFFu;
+            const int lb = (e ? (int)e - 150 : -149) + __builtin_ctz(m) - 1;
+            q = lb < q ? lb : q;
+            tot += (double)bs * 0.5 * s; /* exact: <= 384 / 2 times a float */
+        }
+        isum += bs;
+    }
+    uint8_t mx[16];
+    _mm_storeu_si128((__m128i *)mx, vmax);
+    for (int i = 0; i < 16; i++) dmax = mx[i] > dmax ? mx[i] : dmax;
+    if (tot != 0.0 && !(tot < ldexp(1.0, 52 + q))) return 0;
+    st[0] = tot;
+    st[1] = (double)isum * 0.5;
+    st[2] = dmax * 0.5;
+    return 1;
+}
+
+/* Rows [r0, r0 + units) of an operand through abs_row (or abs_row_fp4_avx2), split over
+ * moects__parallel's threads: row r's scales at sc + (r - r0) * rs, element b at * cs; its results
+ * at out + (r - r0) * K and st + (r - r0) * 3. Each row's results do not depend on the split. */
+typedef struct {
+    moects__a_kind kind;
+    const abs_lut *t;
+    const void *x;
+    int64_t K, g;
+    const float *sc;
+    int64_t rs, cs;
+    double *out, *st;
+    int64_t r0, n; /* first row, rows */
+    int avx2;
+} rows_ctx;
+
 /* Unit in the last place of the output type at magnitude v >= 0 (binary32 exponent range). */
 static double ulp_out(double v, int bf16)
 {
     int e = v > 0.0 ? ilogb(v) : -126;
     return ldexp(1.0, (e > -126 ? e : -126) - (bf16 ? 7 : 23));
+}
+
+static void rows_worker(void *arg, int64_t id, int64_t nth)
+{
+    const rows_ctx *c = arg;
+    for (int64_t i = id * c->n / nth; i < (id + 1) * c->n / nth; i++) {
+        const float *sc = c->sc + i * c->rs;
+        double *out = c->out + i * c->K, *st = c->st + i * 3;
+        if (!c->avx2 || !abs_row_fp4_avx2(c->t, c->x, c->K, c->g, c->r0 + i, sc, c->cs, out, st))
+            abs_row(c->kind, c->t, c->x, c->K, c->g, c->r0 + i, sc, c->cs, out, st);
+    }
+}
+
+/* Threads worth starting for n rows of K elements: one per 2^18 elements (~0.2 ms of work, well
+ * above a thread start), at most n. */
+static int64_t par_units(int64_t n, int64_t K)
+{
+    const int64_t u = n * K >> 18;
+    return u < 1 ? 1 : u < n ? u : n;
 }
 
 int moects__bound_job(const moects__gemm_job *j, const void *a, moects__a_kind kind, const uint8_t *b, uint32_t bits,
@@ -86,13 +202,17 @@ int moects__bound_job(const moects__gemm_job *j, const void *a, moects__a_kind k
     int rc = -1;
     if (!ad || !bd || !sm || !sta || !stb) goto out;
     abs_lut la, lb;
+    const char *cap = getenv("MOECTS_FP4_REF_ISA"); /* "c": abs_row only (tests) */
+    __builtin_cpu_init();
+    const int avx2 = !(cap && !strcmp(cap, "c")) && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     abs_lut_init(&la, kind);
     abs_lut_init(&lb, MOECTS__A_FP4);
-    for (int64_t m = 0; m < M; m++) abs_row(kind, &la, a, K, g, m, j->sa + m * nkb, 1, ad + m * K, sta + m * 3);
+    rows_ctx rc_a = {kind, &la, a, K, g, j->sa, nkb, 1, ad, sta, 0, M, avx2 && kind == MOECTS__A_FP4};
+    moects__parallel(par_units(M, K), rows_worker, &rc_a);
     for (int64_t n0 = 0; n0 < N; n0 += nc) {
         const int64_t nn = N - n0 < nc ? N - n0 : nc;
-        for (int64_t jn = 0; jn < nn; jn++)
-            abs_row(MOECTS__A_FP4, &lb, b, K, g, n0 + jn, j->sbt + n0 + jn, N, bd + jn * K, stb + jn * 3);
+        rows_ctx rc_b = {MOECTS__A_FP4, &lb, b, K, g, j->sbt + n0, 1, N, bd, stb, n0, nn, avx2};
+        moects__parallel(par_units(nn, K), rows_worker, &rc_b);
         if (K > 0)
             cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)nn, (int)K, 1.0, ad, (int)K, bd, (int)K,
                         0.0, sm, (int)nn);

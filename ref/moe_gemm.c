@@ -150,9 +150,10 @@ static int run_one(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a
             if (!isfinite(v)) nan_a[i] = 1;
         }
     const uint8_t *sb = at(a->sb, r->e * moects_scale_bytes(N, nkb, s->scale_layout));
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t b = 0; b < nkb; b++) {
-            float v = lut_b[sb[moects_scale_offset(n, b, nkb, s->scale_layout)]];
+    for (int64_t b = 0; b < nkb; b++) /* n inner: sbt written in order */
+        for (int64_t n = 0; n < N; n++) {
+            const int64_t o = s->scale_layout == MOECTS_SCALES_LINEAR ? n * nkb + b : moects_scale_offset(n, b, nkb, s->scale_layout);
+            float v = lut_b[sb[o]];
             sbt[b * N + n] = v;
             if (isnan(v)) nan_b[n] = 1;
         }

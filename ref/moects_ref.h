@@ -56,7 +56,7 @@ int moects_ref_fp4_gemm_recipes(const moects_fp4_gemm_shape *s, const moects_fp4
 
 /* ---- grouped MoE GEMM (ref/moe_gemm.c; DESIGN.md "Grouped MoE GEMM") ----
  * Host pointers. recipe: FP4_BLOCKWISE_V1 (MXFP4, NVFP4, W4A8: block partials from OpenBLAS sgemm,
- * or dgemm for E4M3 x E2M1, rounded once to FP32) or EXACT_V1 (every format). Writes only valid
+ * or exact in double for E4M3 x E2M1 (ref/wxa_gemm.c), rounded once to FP32) or EXACT_V1 (every format). Writes only valid
  * rows of a->d (rows of id -1, rows >= masked_m[e] untouched). Each valid row is computed as in
  * moects_ref_fp4_gemm (zero-padded K tail, its scale read; a->alpha NULL means 1): a NaN scale
  * (UE8M0 0xFF, E4M3 0x7F/0xFF, a non-finite FP32 A scale) makes exact_v1 NaN on its row (A) or on
