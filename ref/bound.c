@@ -144,45 +144,11 @@ __attribute__((target("avx2,fma"))) static int abs_row_fp4_avx2(const abs_lut *t
     return 1;
 }
 
-/* Rows [r0, r0 + units) of an operand through abs_row (or abs_row_fp4_avx2), split over
- * moects__parallel's threads: row r's scales at sc + (r - r0) * rs, element b at * cs; its results
- * at out + (r - r0) * K and st + (r - r0) * 3. Each row's results do not depend on the split. */
-typedef struct {
-    moects__a_kind kind;
-    const abs_lut *t;
-    const void *x;
-    int64_t K, g;
-    const float *sc;
-    int64_t rs, cs;
-    double *out, *st;
-    int64_t r0, n; /* first row, rows */
-    int avx2;
-} rows_ctx;
-
 /* Unit in the last place of the output type at magnitude v >= 0 (binary32 exponent range). */
 static double ulp_out(double v, int bf16)
 {
     int e = v > 0.0 ? ilogb(v) : -126;
     return ldexp(1.0, (e > -126 ? e : -126) - (bf16 ? 7 : 23));
-}
-
-static void rows_worker(void *arg, int64_t id, int64_t nth)
-{
-    const rows_ctx *c = arg;
-    for (int64_t i = id * c->n / nth; i < (id + 1) * c->n / nth; i++) {
-        const float *sc = c->sc + i * c->rs;
-        double *out = c->out + i * c->K, *st = c->st + i * 3;
-        if (!c->avx2 || !abs_row_fp4_avx2(c->t, c->x, c->K, c->g, c->r0 + i, sc, c->cs, out, st))
-            abs_row(c->kind, c->t, c->x, c->K, c->g, c->r0 + i, sc, c->cs, out, st);
-    }
-}
-
-/* Threads worth starting for n rows of K elements: one per 2^18 elements (~0.2 ms of work, well
- * above a thread start), at most n. */
-static int64_t par_units(int64_t n, int64_t K)
-{
-    const int64_t u = n * K >> 18;
-    return u < 1 ? 1 : u < n ? u : n;
 }
 
 int moects__bound_job(const moects__gemm_job *j, const void *a, moects__a_kind kind, const uint8_t *b, uint32_t bits,
@@ -207,12 +173,12 @@ int moects__bound_job(const moects__gemm_job *j, const void *a, moects__a_kind k
     const int avx2 = !(cap && !strcmp(cap, "c")) && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     abs_lut_init(&la, kind);
     abs_lut_init(&lb, MOECTS__A_FP4);
-    rows_ctx rc_a = {kind, &la, a, K, g, j->sa, nkb, 1, ad, sta, 0, M, avx2 && kind == MOECTS__A_FP4};
-    moects__parallel(par_units(M, K), rows_worker, &rc_a);
+    for (int64_t m = 0; m < M; m++) abs_row(kind, &la, a, K, g, m, j->sa + m * nkb, 1, ad + m * K, sta + m * 3);
     for (int64_t n0 = 0; n0 < N; n0 += nc) {
         const int64_t nn = N - n0 < nc ? N - n0 : nc;
-        rows_ctx rc_b = {MOECTS__A_FP4, &lb, b, K, g, j->sbt + n0, 1, N, bd, stb, n0, nn, avx2};
-        moects__parallel(par_units(nn, K), rows_worker, &rc_b);
+        for (int64_t jn = 0; jn < nn; jn++)
+            if (!avx2 || !abs_row_fp4_avx2(&lb, b, K, g, n0 + jn, j->sbt + n0 + jn, N, bd + jn * K, stb + jn * 3))
+                abs_row(MOECTS__A_FP4, &lb, b, K, g, n0 + jn, j->sbt + n0 + jn, N, bd + jn * K, stb + jn * 3);
         if (K > 0)
             cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)nn, (int)K, 1.0, ad, (int)K, bd, (int)K,
                         0.0, sm, (int)nn);
