@@ -322,3 +322,32 @@ Test(moe_gemm, thread_count_invariance)
     }
     openblas_set_num_threads(saved);
 }
+
+/* The scalar code of ref/wxa_gemm.c and ref/bound.c (MOECTS_FP4_REF_ISA=c; the default on an AVX2
+ * CPU is the vector code): against the oracle too, and its bounds bit-equal to the vector code's
+ * (the same IEEE operations in the same order per element). Groups of 9 rows and N = 11: full and
+ * partial 4 x 8 register blocks. */
+Test(moe_gemm_oracle, scalar_path)
+{
+    const int64_t counts[4] = {9, 0, 6, 1};
+    setenv("MOECTS_FP4_REF_ISA", "c", 1);
+    sweep(4, counts, 11, 77, 0, 11);
+    sweep(4, counts, 11, 160, 1, 12);
+    unsetenv("MOECTS_FP4_REF_ISA");
+    for (int f = 0; f < 2; f++) {
+        prob p;
+        rng_state = 90 + (uint64_t)f;
+        gen(&p, f ? MOECTS_MOE_W4A8 : MOECTS_MOE_W4A16, MOECTS_FP4_MXFP4, MOECTS_ROWS_CONTIGUOUS, 4, counts, 11, 160,
+            MOECTS_SCALES_LINEAR, MOECTS_BF16, 128, 0, 1);
+        size_t n = (size_t)(p.rows * 11);
+        double *vec = malloc(n * sizeof(double)), *sc = malloc(n * sizeof(double));
+        cr_assert_eq(moects_ref_moe_gemm_bound(&p.s, &p.a, 24, 1, vec), 0);
+        setenv("MOECTS_FP4_REF_ISA", "c", 1);
+        cr_assert_eq(moects_ref_moe_gemm_bound(&p.s, &p.a, 24, 1, sc), 0);
+        unsetenv("MOECTS_FP4_REF_ISA");
+        cr_assert_eq(memcmp(vec, sc, n * sizeof(double)), 0, "format %d: scalar and vector bounds differ", f);
+        free(vec);
+        free(sc);
+        drop(&p);
+    }
+}
