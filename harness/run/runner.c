@@ -467,7 +467,7 @@ static int same_as_run1(const moects_inputs *in, void *got, const void *got1, co
 {
     double t0 = now_s();
     mask_invalid_rows(in, got, want);
-    int same = memcmp(got, got1, in->out_bytes) == 0;
+    int same = in->out_bytes == 0 || memcmp(got, got1, in->out_bytes) == 0; /* an empty output: NULL */
     r->compare_s += now_s() - t0;
     return same;
 }
