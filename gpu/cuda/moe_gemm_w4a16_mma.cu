@@ -117,6 +117,37 @@ template <int G> __device__ __forceinline__ uint4 dequant8(uint32_t w, uint32_t 
     return make_uint4(v[0], v[1], v[2], v[3]);
 }
 
+/* One stage (BK = 64) of the warp's MMAs on its first MT 16-row blocks (rows 64 wm + 16 mt ..) and its
+ * 32 columns (32 wn ..): ldmatrix fragments from the swizzled A and B tiles (as fp4_gemm_blockwise.cuh). */
+template <int MT>
+__device__ __forceinline__ void mma_stage(float (&acc)[4][4][4], uint32_t a_base, uint32_t b_base, int wm, int wn,
+                                          int lane)
+{
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; kk++) {
+        uint32_t bfr[4][2], af[2][4]; /* A fragments double-buffered: block mt + 1 loads during mt's MMAs */
+        auto load_a = [&](int mt, uint32_t *f) {
+            const int r = wm * 64 + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+            const int ch = kk * 2 + (lane >> 4);
+            ldsm_x4(a_base + r * ROWB + ((ch ^ (r & 7)) * 16), f[0], f[1], f[2], f[3]);
+        };
+#pragma unroll
+        for (int np = 0; np < 2; np++) {
+            const int r = wn * 32 + np * 16 + (lane & 7) + (lane >> 4) * 8;
+            const int ch = kk * 2 + ((lane >> 3) & 1);
+            ldsm_x4(b_base + r * ROWB + ((ch ^ (r & 7)) * 16), bfr[2 * np][0], bfr[2 * np][1], bfr[2 * np + 1][0],
+                    bfr[2 * np + 1][1]);
+        }
+        load_a(0, af[0]);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            if (mt + 1 < MT) load_a(mt + 1, af[(mt + 1) & 1]);
+#pragma unroll
+            for (int nt = 0; nt < 4; nt++) mma16816_bf16(af[mt & 1], bfr[nt], acc[mt][nt]);
+        }
+    }
+}
+
 /* AL: K % 32 == 0 and A, B 16-byte aligned: every A chunk of 8 and B item of 32 codes is wholly inside
  * or wholly past K, copied by cp.async; else synchronous element loads into the same slots. */
 template <int G, bool AL> __global__ void __launch_bounds__(NTHR, 2) gemm(Params P)
@@ -247,32 +278,19 @@ template <int G, bool AL> __global__ void __launch_bounds__(NTHR, 2) gemm(Params
     __syncthreads();
 
     const int wm = warp >> 2, wn = warp & 3; /* warp tile: rows 64 wm .., columns 32 wn .. */
-    const bool active = wm * 64 < vm;
+    /* 16-row blocks of the warp tile with a row before the tile's end (0..4): the others are skipped */
+    const int nmt = vm <= wm * 64 ? 0 : vm - wm * 64 >= 64 ? 4 : (vm - wm * 64 + 15) / 16;
     for (int64_t st = 0; st < nstage; st++) {
         const int buf = (int)(st & 1);
         issue_stage(st + STAGES - 1);
-        if (active) {
+        if (nmt > 0) {
             const uint32_t a_base = smem_u32(S.a[st % STAGES]), b_base = smem_u32(S.b[buf]);
-#pragma unroll
-            for (int kk = 0; kk < BK / 16; kk++) {
-                uint32_t bfr[4][2];
-#pragma unroll
-                for (int np = 0; np < 2; np++) {
-                    const int r = wn * 32 + np * 16 + (lane & 7) + (lane >> 4) * 8;
-                    const int ch = kk * 2 + ((lane >> 3) & 1);
-                    ldsm_x4(b_base + r * ROWB + ((ch ^ (r & 7)) * 16), bfr[2 * np][0], bfr[2 * np][1],
-                            bfr[2 * np + 1][0], bfr[2 * np + 1][1]);
-                }
-#pragma unroll
-                for (int mt = 0; mt < 4; mt++) {
-                    if (wm * 64 + mt * 16 >= vm) continue; /* warp-uniform: 16 rows past the tile's end */
-                    const int r = wm * 64 + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-                    const int ch = kk * 2 + (lane >> 4);
-                    uint32_t af[4];
-                    ldsm_x4(a_base + r * ROWB + ((ch ^ (r & 7)) * 16), af[0], af[1], af[2], af[3]);
-#pragma unroll
-                    for (int nt = 0; nt < 4; nt++) mma16816_bf16(af, bfr[nt], acc[mt][nt]);
-                }
+            /* branch-free bodies per count of 16-row blocks, so that ptxas can overlap ldmatrix and MMAs */
+            switch (nmt) {
+            case 4: mma_stage<4>(acc, a_base, b_base, wm, wn, lane); break;
+            case 3: mma_stage<3>(acc, a_base, b_base, wm, wn, lane); break;
+            case 2: mma_stage<2>(acc, a_base, b_base, wm, wn, lane); break;
+            default: mma_stage<1>(acc, a_base, b_base, wm, wn, lane); break;
             }
         }
         if (st + 1 < nstage) {
