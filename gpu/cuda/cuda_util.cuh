@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "moects_types.h"
+
 /* Report a failed CUDA runtime call on stderr as "file:line: what: cudaError text"; returns
  * non-zero when e != cudaSuccess. */
 int moects__cuda_check(cudaError_t e, const char *what, const char *file, int line);
@@ -80,5 +82,11 @@ typedef struct {
 int moects__cublas_moe_gemm(const moects__cublas *cb, cudaStream_t s, const moects__moe_seg *seg, int nseg, long N,
                             long K, int in_type, const void *A, const void *B, void *D, int d_type, void **ptrs,
                             char *why, size_t why_len);
+
+/* Shape checks of the grouped MoE GEMM kernels (moe_gemm_w4a16.cu), 1 or 0 with the reason in why:
+ * E >= 1, M, N, K >= 0, N and K below 2^31, a known row layout, scale layout and output type (BF16 or
+ * FP32); _w4a16_shape adds format W4A16 with MXFP4 or NVFP4 weights. */
+int moects__moe_gemm_shape_common(const moects_moe_gemm_shape *s, char *why, size_t why_len);
+int moects__moe_gemm_w4a16_shape(const moects_moe_gemm_shape *s, char *why, size_t why_len);
 
 #endif

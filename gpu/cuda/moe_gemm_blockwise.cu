@@ -4,11 +4,11 @@
  * fp4_gemm_fp8ws.cuh (sm_90a).
  *
  * Stages on the caller's stream:
- * 1. tiles: the list of 128-row tiles, each of one expert (Tile: rows [row0, row_end), expert):
- *    contiguous: tile t is rows 128t .. 128t+127 (groups padded to a multiple of 128, so a tile never
- *    straddles two experts), its expert the id of its first valid row, -1 when it has none; groups
- *    padded otherwise (align 64, say): one thread walks m_indices, tiles of each run of one id;
- *    masked: ceil(max_m/128) tiles per expert, rows e*max_m + 128j .. up to masked_m[e];
+ * 1. tiles: the list of 128-row tiles, each of one expert (Tile: rows [row0, row_end), expert), built
+ *    by moe_tiles.cuh: contiguous: tile t is rows 128t .. 128t+127 (groups padded to a multiple of 128,
+ *    so a tile never straddles two experts), its expert the id of its first valid row, -1 when it has
+ *    none; groups padded otherwise (align 64, say): one thread walks m_indices, tiles of each run of
+ *    one id; masked: ceil(max_m/128) tiles per expert, rows e*max_m + 128j .. up to masked_m[e];
  *    offsets: ceil(rows/128) tiles per expert from expert_offsets (any row start; A's scales linear).
  * 2. prep: A's and every expert's B codes to E4M3 (fp8ws::prep_codes; masked rows past masked_m[e] are
  *    never converted nor read), A's scales to FP32 [rows][nkbp] and each expert's B scales to
@@ -21,6 +21,7 @@
  * Workspace from cudaMallocAsync (the pool keeps it), freed stream-ordered. */
 #define MOECTS_FP4_NS moects_moe_fp4
 #include "fp4_gemm_blockwise.cuh"
+#include "moe_tiles.cuh"
 
 namespace moects_moe_fp4 {
 
@@ -36,84 +37,11 @@ static int64_t scale_bytes(int64_t rows, int64_t nkb, int swizzled)
     return swizzled ? (rows + 127) / 128 * 128 * ((nkb + 3) / 4) * 4 : rows * nkb;
 }
 
-/* Contiguous groups padded to a multiple of 128 rows: tile t is rows 128t .. 128t+127, one expert's. */
-static bool aligned128(const moects_moe_gemm_shape *s) { return s->align > 0 && s->align % 128 == 0; }
-
-/* Tile slots of the layout (an upper bound; unused slots get expert -1). */
+/* Tile slots of the layout for variant bug: the honest list of 128-aligned contiguous groups has one
+ * slot per 128 rows; the mutants' tilings the upper bound of moe_tiles.cuh. */
 static int64_t tile_slots(const moects_moe_gemm_shape *s, int bug)
 {
-    if (s->rows == MOECTS_ROWS_MASKED) return s->E * ((s->M + 127) / 128);
-    if (s->rows == MOECTS_ROWS_CONTIGUOUS && bug == MB_NONE && aligned128(s)) return (s->M + 127) / 128;
-    return (s->M + 127) / 128 + s->E + 1; /* offsets, runs of rows, and the contiguous mutants' tilings */
-}
-
-/* First id in [0, E) among m_idx[r0 .. r1), or -1. */
-__device__ int32_t first_valid(const int32_t *m_idx, int64_t r0, int64_t r1, int64_t E)
-{
-    for (int64_t r = r0; r < r1; r++)
-        if (m_idx[r] >= 0 && m_idx[r] < E) return m_idx[r];
-    return -1;
-}
-
-/* Contiguous (honest, and the straddling mutant with tiles shifted by 64 rows): one thread per slot. */
-__global__ void tiles_contiguous(fp8ws::Tile *t, int64_t slots, const int32_t *m_idx, int64_t M, int64_t E, int shift)
-{
-    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= slots) return;
-    const int64_t r0 = i * 128 - shift < 0 ? 0 : i * 128 - shift;
-    const int64_t r1 = i * 128 + 128 - shift < M ? i * 128 + 128 - shift : M;
-    fp8ws::Tile x = {r0, r1, r0 < r1 ? first_valid(m_idx, r0, r1, E) : -1, 0};
-    t[i] = x;
-}
-
-/* Masked: slot i = expert i / tpe, its tile i % tpe. masked_first: every expert's count read as
- * masked_m[0] (a mutant). */
-__global__ void tiles_masked(fp8ws::Tile *t, int64_t slots, const int32_t *masked_m, int64_t max_m, int64_t tpe,
-                             int masked_first)
-{
-    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= slots) return;
-    const int64_t e = i / tpe, j = i % tpe;
-    int64_t cnt = masked_m[masked_first ? 0 : e];
-    cnt = cnt < 0 ? 0 : cnt > max_m ? max_m : cnt;
-    const int64_t hi = cnt < 128 * j + 128 ? cnt : 128 * j + 128;
-    fp8ws::Tile x = {e * max_m + 128 * j, e * max_m + hi, 128 * j < cnt ? (int32_t)e : -1, 0};
-    t[i] = x;
-}
-
-/* One thread: the tiles of a list of segments (row0, rows, expert), in order, then -1 slots.
- * offsets (off): expert e's rows [off[e], off[e+1]) (clamped to [0, M]). Contiguous (m_idx): each run
- * of rows of one valid id (groups padded to anything but a multiple of 128); packed (the padding-rows
- * mutant): the same runs placed at the sum of the earlier runs' lengths, as if the padding rows of
- * id -1 were not there. */
-__global__ void tiles_serial(fp8ws::Tile *t, int64_t slots, const int64_t *off, const int32_t *m_idx, int64_t M,
-                             int64_t E, int packed_rows)
-{
-    int64_t n = 0, packed = 0;
-    auto emit = [&](int64_t r0, int64_t rows, int32_t e) {
-        for (int64_t j = 0; j < rows && n < slots; j += 128) {
-            fp8ws::Tile x = {r0 + j, r0 + (j + 128 < rows ? j + 128 : rows), e, 0};
-            t[n++] = x;
-        }
-    };
-    if (off) {
-        for (int64_t e = 0; e < E; e++) {
-            int64_t a = off[e] < 0 ? 0 : off[e] > M ? M : off[e], b = off[e + 1] < 0 ? 0 : off[e + 1] > M ? M : off[e + 1];
-            if (b > a) emit(a, b - a, (int32_t)e);
-        }
-    } else {
-        for (int64_t r = 0; r < M;) {
-            const int32_t id = m_idx[r];
-            int64_t r1 = r + 1;
-            while (r1 < M && m_idx[r1] == id) r1++;
-            if (id >= 0 && id < E) emit(packed_rows ? packed : r, r1 - r, id), packed += r1 - r;
-            r = r1;
-        }
-    }
-    for (; n < slots; n++) {
-        fp8ws::Tile x = {0, 0, -1, 0};
-        t[n] = x;
-    }
+    return moects_moe_tiles::tile_slots(s, bug == MB_NONE);
 }
 
 /* Scales of `groups` groups of grows rows each (group g's bytes at g * gbytes) -> FP32: dst[g][r][kb]
@@ -182,20 +110,12 @@ static bool on_sm90()
 
 static unsigned blocks(int64_t n) { return (unsigned)((n + 255) / 256); }
 
-/* Stage 1: the tile list into t (slots entries). */
+/* Stage 1: the tile list into t (slots entries); the mutants' tilings by their Mode. */
 static void make_tiles(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, int bug, fp8ws::Tile *t,
                        int64_t slots, cudaStream_t st)
 {
-    if (s->rows == MOECTS_ROWS_MASKED)
-        tiles_masked<<<blocks(slots), 256, 0, st>>>(t, slots, a->masked_m, s->M, (s->M + 127) / 128,
-                                                   bug == MB_MASKED_M);
-    else if (s->rows == MOECTS_ROWS_OFFSETS)
-        tiles_serial<<<1, 1, 0, st>>>(t, slots, a->expert_offsets, NULL, s->M, s->E, 0);
-    else if (bug == MB_PAD_ROWS || (bug != MB_STRADDLE && !aligned128(s)))
-        tiles_serial<<<1, 1, 0, st>>>(t, slots, NULL, a->m_indices, s->M, s->E, bug == MB_PAD_ROWS);
-    else
-        tiles_contiguous<<<blocks(slots), 256, 0, st>>>(t, slots, a->m_indices, s->M, s->E,
-                                                       bug == MB_STRADDLE ? 64 : 0);
+    const moects_moe_tiles::Mode m = {bug == MB_STRADDLE ? 64 : 0, bug == MB_PAD_ROWS, bug == MB_MASKED_M, 0};
+    moects_moe_tiles::make_tiles<fp8ws::Tile>(s, a, m, t, slots, st);
 }
 
 /* Stages 2 and 3 for scale block G. */

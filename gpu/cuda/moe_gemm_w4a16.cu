@@ -30,6 +30,43 @@
 #include "cuda_util.cuh"
 #include "moects_kernel.h"
 
+/* Dimensions, row layout, scale layout and output type of a grouped GEMM (the format is the caller's). */
+int moects__moe_gemm_shape_common(const moects_moe_gemm_shape *s, char *why, size_t why_len)
+{
+    if (s->E < 1 || s->M < 0 || s->N < 0 || s->K < 0 || s->N > 2147483647LL || s->K > 2147483647LL) {
+        snprintf(why, why_len, "E=%lld M=%lld N=%lld K=%lld: need E >= 1, M, N, K >= 0, N and K below 2^31",
+                 (long long)s->E, (long long)s->M, (long long)s->N, (long long)s->K);
+        return 0;
+    }
+    if (s->rows != MOECTS_ROWS_CONTIGUOUS && s->rows != MOECTS_ROWS_MASKED && s->rows != MOECTS_ROWS_OFFSETS) {
+        snprintf(why, why_len, "unknown row layout %d", (int)s->rows);
+        return 0;
+    }
+    if (s->scale_layout != MOECTS_SCALES_LINEAR && s->scale_layout != MOECTS_SCALES_SWIZZLED_128X4) {
+        snprintf(why, why_len, "unknown scale layout %d", (int)s->scale_layout);
+        return 0;
+    }
+    if (s->out_dtype != MOECTS_BF16 && s->out_dtype != MOECTS_F32) {
+        snprintf(why, why_len, "out_dtype must be bf16 or fp32");
+        return 0;
+    }
+    return 1;
+}
+
+/* W4A16 (BF16 x MXFP4 or NVFP4) and the common checks: what every W4A16 kernel here takes. */
+int moects__moe_gemm_w4a16_shape(const moects_moe_gemm_shape *s, char *why, size_t why_len)
+{
+    if (s->format != MOECTS_MOE_W4A16) {
+        snprintf(why, why_len, "takes W4A16 only (BF16 activations x FP4 weights)");
+        return 0;
+    }
+    if (s->b_format != MOECTS_FP4_MXFP4 && s->b_format != MOECTS_FP4_NVFP4) {
+        snprintf(why, why_len, "b_format must be MXFP4 or NVFP4");
+        return 0;
+    }
+    return moects__moe_gemm_shape_common(s, why, why_len);
+}
+
 namespace {
 
 char g_err[256];
@@ -93,21 +130,20 @@ __global__ void dequant_b(const uint8_t *b, const uint8_t *sb, int64_t E, int64_
     }
 }
 
-/* Checks shared by both kernels; the format checks are the callers'. */
-int supports_common(const moects_moe_gemm_shape *s, char *why, size_t why_len);
+/* The limits of the cuBLAS route, shared by both kernels. */
+int cublas_limits(const moects_moe_gemm_shape *s, char *why, size_t why_len)
+{
+    if (s->M > 2147483647LL) {
+        snprintf(why, why_len, "rows per expert must fit in int (cuBLAS)");
+        return 0;
+    }
+    return moects__cublas_probe(why, why_len);
+}
 
 int supports(const void *shape, char *why, size_t why_len)
 {
     const moects_moe_gemm_shape *s = static_cast<const moects_moe_gemm_shape *>(shape);
-    if (s->format != MOECTS_MOE_W4A16) {
-        snprintf(why, why_len, "takes W4A16 only (BF16 activations x FP4 weights)");
-        return 0;
-    }
-    if (s->b_format != MOECTS_FP4_MXFP4 && s->b_format != MOECTS_FP4_NVFP4) {
-        snprintf(why, why_len, "b_format must be MXFP4 or NVFP4");
-        return 0;
-    }
-    return supports_common(s, why, why_len);
+    return moects__moe_gemm_w4a16_shape(s, why, why_len) && cublas_limits(s, why, why_len);
 }
 
 int supports_w4a8(const void *shape, char *why, size_t why_len)
@@ -125,33 +161,7 @@ int supports_w4a8(const void *shape, char *why, size_t why_len)
         snprintf(why, why_len, "FP32 activation scales: E4M3 x an FP32 scale is not exact in FP32 (UE8M0 only)");
         return 0;
     }
-    return supports_common(s, why, why_len);
-}
-
-int supports_common(const moects_moe_gemm_shape *s, char *why, size_t why_len)
-{
-    if (s->E < 1 || s->M < 0 || s->N < 0 || s->K < 0 || s->N > 2147483647LL || s->K > 2147483647LL) {
-        snprintf(why, why_len, "E=%lld M=%lld N=%lld K=%lld: need E >= 1, M, N, K >= 0, N and K below 2^31",
-                 (long long)s->E, (long long)s->M, (long long)s->N, (long long)s->K);
-        return 0;
-    }
-    if (s->rows != MOECTS_ROWS_CONTIGUOUS && s->rows != MOECTS_ROWS_MASKED && s->rows != MOECTS_ROWS_OFFSETS) {
-        snprintf(why, why_len, "unknown row layout %d", (int)s->rows);
-        return 0;
-    }
-    if (s->scale_layout != MOECTS_SCALES_LINEAR && s->scale_layout != MOECTS_SCALES_SWIZZLED_128X4) {
-        snprintf(why, why_len, "unknown scale layout %d", (int)s->scale_layout);
-        return 0;
-    }
-    if (s->out_dtype != MOECTS_BF16 && s->out_dtype != MOECTS_F32) {
-        snprintf(why, why_len, "out_dtype must be bf16 or fp32");
-        return 0;
-    }
-    if (s->M > 2147483647LL) {
-        snprintf(why, why_len, "rows per expert must fit in int (cuBLAS)");
-        return 0;
-    }
-    return moects__cublas_probe(why, why_len);
+    return moects__moe_gemm_shape_common(s, why, why_len) && cublas_limits(s, why, why_len);
 }
 
 /* The segments (row0, rows, expert, alpha) from the row metadata, on the host (seg: room for

@@ -53,6 +53,12 @@ static const moe_case cases[] = {
     {"w4a16_mx_contig_lin_bf16_e4", MOECTS_MOE_W4A16, MXF, CONT, LINL, MOECTS_BF16, 4, 96, 200, 0, {128, 64, 0, 130}, 0, 0},
     {"w4a16_nv_masked_swz_f32_e3", MOECTS_MOE_W4A16, NVF, MASK, SWZL, MOECTS_F32, 3, 130, 256, 200, {5, 0, 200}, 0, 0},
     {"w4a16_mx_offsets_swz_bf16_e3", MOECTS_MOE_W4A16, MXF, OFFS, SWZL, MOECTS_BF16, 3, 256, 2880, 0, {33, 0, 70}, 0, 0},
+    /* W4A16 tails: N not a multiple of 128; K % 64 == 32; K % 32 != 0 (element loads), odd K (a padding
+     * nibble), K % 8 != 0; groups padded to 64; more than 256 rows in one expert */
+    {"w4a16_nv_contig_lin_bf16_e3_n200", MOECTS_MOE_W4A16, NVF, CONT, LINL, MOECTS_BF16, 3, 200, 7168, 0, {129, 0, 64}, 0, 0},
+    {"w4a16_mx_masked_lin_bf16_e3_k96", MOECTS_MOE_W4A16, MXF, MASK, LINL, MOECTS_BF16, 3, 264, 96, 300, {257, 0, 300}, 0, 0},
+    {"w4a16_mx_contig_align64_swz_bf16_e3_k4111", MOECTS_MOE_W4A16, MXF, CONT, SWZL, MOECTS_BF16, 3, 136, 4111, 0, {70, 64, 3}, 64, 0},
+    {"w4a16_nv_offsets_lin_f32_e5_k100", MOECTS_MOE_W4A16, NVF, OFFS, LINL, MOECTS_F32, 5, 72, 100, 0, {3, 0, 300, 17, 128}, 0, 0},
     {"w4a8_contig_lin_bf16_e4_blk128", MOECTS_MOE_W4A8, MXF, CONT, LINL, MOECTS_BF16, 4, 96, 200, 0, {128, 64, 0, 130}, 0, 128},
     {"w4a8_masked_swz_f32_e3_blk32", MOECTS_MOE_W4A8, MXF, MASK, SWZL, MOECTS_F32, 3, 130, 272, 200, {5, 0, 200}, 0, 32},
     {"w4a8_offsets_lin_bf16_e3_blk128", MOECTS_MOE_W4A8, MXF, OFFS, LINL, MOECTS_BF16, 3, 64, 2880, 0, {33, 0, 70}, 0, 128},
@@ -417,7 +423,9 @@ static void perf_layer(const moects_kernel *const *ks, size_t nk, const char *mo
         moects_fp4_format bf;
     } ks_[] = {{"cuda.moe_gemm.blockwise", MOECTS_MOE_MXFP4, MXF},
                {"cuda.moe_gemm.blockwise", MOECTS_MOE_NVFP4, NVF},
-               {"cuda.moe_gemm.w4a16_cublas", MOECTS_MOE_W4A16, MXF}};
+               {"cuda.moe_gemm.w4a16_cublas", MOECTS_MOE_W4A16, MXF},
+               {"cuda.moe_gemm.w4a16_mma", MOECTS_MOE_W4A16, MXF},
+               {"cuda.moe_gemm.w4a16_mma", MOECTS_MOE_W4A16, NVF}};
     static const char *const fname[] = {"", "mxfp4", "nvfp4", "w4a8", "w4a16-mxfp4"};
     for (int gi = 0; gi < 2; gi++) {
         const int64_t N = gi ? hidden : 2 * I_rank, K = gi ? I_rank : hidden;
@@ -432,7 +440,9 @@ static void perf_layer(const moects_kernel *const *ks, size_t nk, const char *mo
             const double ms = k ? time_kernel(k, ks_[i].f, ks_[i].bf, E, cnt, N, K) : -1;
             const double tf = ms > 0 ? 2.0 * (double)valid * (double)N * (double)K / (ms * 1e-3) / 1e12 : 0;
             printf("PERF moe %-6s %s T=%-5lld gemm%d %-28s %-12s %8.4f ms %7.1f TFLOP/s = %5.1f%% of cuBLAS BF16 grouped\n",
-                   model, par, (long long)T, gi + 1, ks_[i].name, fname[ks_[i].f], ms, tf, cub > 0 ? 100 * tf / cub : 0.0);
+                   model, par, (long long)T, gi + 1, ks_[i].name,
+                   ks_[i].f == MOECTS_MOE_W4A16 && ks_[i].bf == NVF ? "w4a16-nvfp4" : fname[ks_[i].f], ms, tf,
+                   cub > 0 ? 100 * tf / cub : 0.0);
             fflush(stdout);
         }
     }
