@@ -173,7 +173,7 @@ template <int G, bool AL> __global__ void __launch_bounds__(NTHR, 2) gemm(Params
     /* A: this thread copies chunk ac (8 elements) of rows ar + 32 i, i = 0..3 */
     const int ac = tid & 7, ar = tid >> 3;
     const int a_soff = ar * ROWB + ((ac ^ (ar & 7)) * 16); /* + 32 i * ROWB for row ar + 32 i */
-    const __nv_bfloat16 *a_row = P.a + (m0 + ar) * K + ac * 8;
+    const __nv_bfloat16 *a_row = P.a + (m0 + ar) * K; /* + k below holds the chunk's ac * 8 */
     /* B: this thread's item is row bn of the column tile, codes 32 bh .. 32 bh + 31 of each stage */
     const int bn = tid >> 1, bh = tid & 1;
     const bool b_in = n0 + bn < N;
