@@ -2,7 +2,7 @@
  * MXFP4 or NVFP4 weights (W4A16, DESIGN.md "Grouped MoE GEMM") in one fused kernel that dequantizes the
  * weights inside its main loop, so they are read once, as 4-bit codes (cuda.moe_gemm.w4a16_cublas writes
  * every expert's BF16 weights to global memory and reads them back). Contiguous, masked and offsets row
- * layouts; linear or 128x4-swizzled scales; BF16 or FP32 output. Not yet run on a GPU.
+ * layouts; linear or 128x4-swizzled scales; BF16 or FP32 output. gpu/cuda/PERF.md has its H200 numbers.
  *
  * Numerics, as w4a16_cublas: each weight is dec(E2M1) * block scale rounded to BF16, exact while in
  * range (at most 6 significant bits; Inf where UE8M0 254 or 253 meets a large code, as the FP32 product
