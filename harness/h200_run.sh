@@ -31,7 +31,11 @@
 # e.g. 'cuda.*'; default every kernel), MOECTS_INITCHECK_EVERY (initcheck on every Nth smoke case,
 # default 1; MOECTS_RACECHECK_EVERY likewise, default 4), MOECTS_MOECHECK_TOOLS (default "memcheck
 # initcheck racecheck"), MOECTS_LARGE_JOBS (workers of the large step, default 8).
-# A step left for a later call (device calls are limited to 10 minutes) reuses OUTDIR.
+# A step left for a later call (device calls are limited to 10 minutes) reuses OUTDIR; a fullI or
+# moefullI step cut by its time limit leaves its results in OUTDIR/<step>/results.journal, and the same
+# step in a later call continues it (moects run --resume). MOECTS_PACK=FILE: after every step all of
+# OUTDIR is packed into FILE (.tar.gz, written to FILE.tmp and renamed; the host returns at most 8 files
+# a call), so a cut call returns what finished: unpack it into the tree before the next call.
 set -u
 B=${1:?usage: harness/h200_run.sh BIN [OUTDIR] [STEPS]}
 D=${2:-reports/h200}
@@ -54,7 +58,15 @@ step() { # step NAME LIMIT_S CMD... ; stdout to $D/NAME.log
   if [ "$lim" -lt 30 ]; then echo "$name skipped: ${left}s left" | tee -a "$D/status.txt"; return; fi
   timeout "$lim" "$@" > "$D/$name.log" 2> "$D/$name.err"
   echo "$name rc=$? seconds=$((SECONDS - t0))" | tee -a "$D/status.txt"
+  pack
 }
+pack() { # MOECTS_PACK=FILE: OUTDIR into FILE (FILE itself left out when it is inside OUTDIR)
+  [ -n "${MOECTS_PACK:-}" ] || return 0
+  tar -czf "$MOECTS_PACK.tmp" --exclude="$(basename "$MOECTS_PACK")*" -C "$(dirname "$D")" "$(basename "$D")" &&
+    mv -f "$MOECTS_PACK.tmp" "$MOECTS_PACK"
+}
+# od: --out DIR, or --resume DIR when DIR holds the journal of a run that was cut
+outdir() { od=(--out "$1"); if [ -e "$1/results.journal" ]; then od=(--resume "$1"); fi; }
 { echo "date: $(date -u +%FT%TZ)"; echo "commit: ${MOECTS_COMMIT:-unknown}"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   echo "cpus: $(nproc)"; compute-sanitizer --version | tail -1; } > "$D/machine.txt" 2>&1
@@ -68,7 +80,8 @@ fi
 NF=${MOECTS_FULL_SHARDS:-4}
 parts=()
 for ((i = 0; i < NF; i++)); do
-  has full$i && step full$i 540 "$B" run --tier full --jobs "$JOBS" --kernel 'cuda.*' --shard $i/$NF --out "$D/full$i"
+  outdir "$D/full$i"
+  has full$i && step full$i 540 "$B" run --tier full --jobs "$JOBS" --kernel 'cuda.*' --shard $i/$NF "${od[@]}"
   parts+=("$D/full$i/results.json")
 done
 if ls "${parts[@]}" > /dev/null 2>&1; then
@@ -155,11 +168,13 @@ fi
 NM=${MOECTS_MOE_SHARDS:-2}
 mparts=()
 for ((i = 0; i < NM; i++)); do
+  outdir "$D/moefull$i"
   has moefull$i && step moefull$i 540 "$B" run --tier full --jobs "$JOBS" --kernel 'cuda.moe_gemm.*' \
-    --shard $i/$NM --out "$D/moefull$i" 'moe_gemm*'
+    --shard $i/$NM "${od[@]}" 'moe_gemm*'
   mparts+=("$D/moefull$i/results.json")
 done
 if ls "${mparts[@]}" > /dev/null 2>&1; then
   "$B" merge "$D/moefull" "${mparts[@]}" > "$D/moefull-merge.log" 2>&1; echo "moefull merge rc=$?" >> "$D/status.txt"
   prove --exec cat "$D/moefull/run.tap" > "$D/moefull.prove" 2>&1; echo "moefull prove rc=$?" >> "$D/status.txt"
 fi
+pack

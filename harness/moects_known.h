@@ -48,6 +48,8 @@ const moects_known_entry *moects_known_match(const moects_known *kf, const char 
  * whose verdict is FAIL_* or PASS_*; clear it elsewhere. Returns the number of FAIL_* results
  * marked. */
 size_t moects_known_apply(const moects_known *kf, moects_run *run);
+/* The same for one result: 1 when it is a FAIL_* now marked, else 0. */
+int moects_known_mark(const moects_known *kf, moects_result *r);
 
 void moects_known_free(moects_known *kf);
 

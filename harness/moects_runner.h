@@ -50,6 +50,14 @@ typedef struct {
     /* --dump DIR: a FAIL_MISMATCH task writes DIR/<kernel>/<case>.safetensors (export format, the
      * reference compared against) and <case>.out.safetensors (the kernel's output). NULL: none. */
     const char *dump_dir;
+    /* --resume: prior[c * nkernels + k], when not NULL, is the result of case c under kernel k from
+     * an earlier run (harness/report/journal.c): that task is not run, its result takes its place
+     * in the run, and it counts for fail fast as if it had just finished. NULL: run every task. */
+    const moects_result *const *prior;
+    /* Called in the parent with each task's result as it finishes (not prior ones, not those fail
+     * fast leaves unrun), before the next task is handed out (the journal). NULL: none. */
+    void (*on_result)(void *ctx, const moects_result *r);
+    void *on_result_ctx;
 } moects_runner_opts;
 
 /* The prefix of the reason of a task that fail-fast left unrun (its verdict is SKIP). */
@@ -59,8 +67,9 @@ typedef struct {
  * core, bench/bench_fp4_gemm.c). `moects run` takes MOECTS_BIG_CASE_FLOPS from the environment. */
 #define MOECTS_BIG_CASE_FLOPS_DEFAULT 64e9
 
-/* Run every (case, kernel) pair whose ops agree, case-major, in o->jobs forked workers; append
- * one moects_result per pair to run in that order whatever the number of jobs (and the results'
+/* Run every (case, kernel) pair whose ops agree, case-major, in o->jobs forked workers (but those
+ * o->prior holds); append one moects_result per pair to run in that order whatever the number of
+ * jobs, prior results in their places (and the results'
  * verdicts and comparisons do not depend on it: the references are thread-count invariant).
  * A case's tasks (a group) run in one worker; groups start costliest first, weighted (above).
  * Each result carries its timing (moects_result.wall_s ...). A worker that

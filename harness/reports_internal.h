@@ -39,6 +39,10 @@ const char *moects__op_name(moects_op op);
 /* One result as the JSON object results.json holds for it (harness/report/results.c). */
 void moects__buf_result(moects__buf *b, const moects_result *r);
 int moects__op_parse(const char *s, moects_op *out);
+/* One result from the JSON text of one object as moects__buf_result writes it (len bytes at text):
+ * 0, or -1 with "path: WHERE field: problem" in err (where: a prefix such as "line 3 "). */
+int moects__result_parse(const char *text, size_t len, const char *path, const char *where, moects_result *r,
+                         char *err, size_t errlen);
 
 /* The command line that reproduces one (kernel, case) alone (DESIGN.md "Verdicts"): moects_self_program()
  * run --kernel K --seed S --out moects_repro_dir(CASE) CASE (its own folder, never reports/latest). */

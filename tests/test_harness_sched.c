@@ -402,6 +402,56 @@ Test(sched, timing_is_present_and_adds_up, .init = setup, .fini = rm_tmp, .timeo
     moects_run_free(&w);
 }
 
+static int n_on_result;
+static void count_result(void *ctx, const moects_result *r)
+{
+    (void)ctx, (void)r;
+    n_on_result++;
+}
+
+/* --resume (moects_runner_opts.prior): the first case's results given as prior ones (marked by their
+ * reason, cpu.ep_gather's a crash) are not run and stand in their places, case-major in kernel order;
+ * only the second case's tasks report (on_result); the prior crash counts for fail fast, so that with
+ * dead_after 1 cpu.ep_gather is not run on the second case. */
+Test(sched, prior_results_take_their_places_and_are_not_run, .init = setup, .fini = rm_tmp, .timeout = 600)
+{
+    moects_case eg[2] = {cases[1], cases[5]}; /* the two ep_gather cases */
+    static moects_result old[32];
+    const moects_result *prior[2 * 32] = {0};
+    size_t neg = 0, honest = 0;
+    long ke = -1;
+    for (size_t k = 0; k < nkernels; k++) {
+        if (kernels[k]->op != MOECTS_OP_EP_GATHER) continue;
+        moects__result_identity(&old[k], &eg[0], kernels[k], 7);
+        old[k].verdict = strcmp(kernels[k]->name, "cpu.ep_gather") ? MOECTS_SKIP : MOECTS_FAIL_CRASH;
+        snprintf(old[k].reason, sizeof old[k].reason, "from the journal");
+        prior[k] = &old[k]; /* case 0, kernel k */
+        if (!strcmp(kernels[k]->name, "cpu.ep_gather")) ke = (long)neg;
+        neg++, honest += !kernels[k]->bug;
+    }
+    cr_assert_geq(ke, 0);
+    cr_assert_gt(honest, 1);
+    moects_runner_opts o = {.cases = eg, .ncases = 2, .kernels = kernels, .nkernels = nkernels, .seed = 7, .jobs = 2,
+                            .dead_after = 1, .prior = prior, .on_result = count_result};
+    moects_run run;
+    memset(&run, 0, sizeof run);
+    char err[512] = "";
+    n_on_result = 0;
+    cr_assert_eq(moects_runner_run(&o, &run, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(run.n, 2 * neg);
+    cr_assert_eq(n_on_result, (int)neg - 1, "tasks reported: %d, want %zu", n_on_result, neg - 1);
+    for (size_t i = 0; i < run.n; i++) {
+        const moects_result *r = &run.v[i];
+        cr_assert_str_eq(r->case_id, eg[i / neg].id, "results[%zu]", i);
+        cr_assert_str_eq(r->kernel, run.v[i % neg].kernel, "results[%zu]: kernel order", i);
+        if (i < neg) cr_assert_str_eq(r->reason, "from the journal", "results[%zu]", i);
+        else if (i == neg + (size_t)ke)
+            cr_assert(r->verdict == MOECTS_SKIP && strstr(r->reason, "not run: cpu.ep_gather stopped"), "%s", r->reason);
+        else cr_assert(r->verdict != MOECTS_SKIP && strcmp(r->reason, "from the journal"), "%s: %s", r->kernel, r->reason);
+    }
+    moects_run_free(&run);
+}
+
 /* By hand: ep_gather x [T*k, H] BF16 + out [T, H] BF16 = 1024 * 4096 * (8*2 + 2) bytes = 72 MiB;
  * fp4_gemm codes (128 + 256) * 64 / 2 = 12288 bytes + FP32 out 128 * 256 * 4 = 131072. */
 Test(sched, case_bytes_of_ep_gather_and_fp4_gemm)

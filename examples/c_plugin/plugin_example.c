@@ -15,12 +15,16 @@
  * when H % 64 != 0, 64 - H % 64 elements past the end of out (a heap overrun without guards);
  * MOECTS_PLUGIN_EXAMPLE_BUG=second_run makes plugin.ep_gather leave the last output element unwritten
  * when out[0] does not hold the first run's poison (all ones) on entry: a bug that only the second
- * run, with its different poison, shows. */
+ * run, with its different poison, shows. For the tests: MOECTS_PLUGIN_EXAMPLE_CALLS=FILE appends one
+ * byte to FILE at each call of any kernel here, and with MOECTS_PLUGIN_EXAMPLE_KILL_AT=N the call that
+ * makes it N bytes kills its process group with SIGKILL (a run killed after its first results). */
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "moects_kernel.h"
@@ -52,8 +56,19 @@ static int supports(const void *shape, char *why, size_t why_len)
     return 1;
 }
 
+/* MOECTS_PLUGIN_EXAMPLE_CALLS / _KILL_AT (above): one byte more in the file, and the kill at the Nth. */
+static void count_call(void)
+{
+    const char *file = getenv("MOECTS_PLUGIN_EXAMPLE_CALLS"), *at = getenv("MOECTS_PLUGIN_EXAMPLE_KILL_AT");
+    int fd = file && *file ? open(file, O_WRONLY | O_CREAT | O_APPEND, 0666) : -1;
+    struct stat st;
+    if (fd < 0) return;
+    if (write(fd, "c", 1) == 1 && at && fstat(fd, &st) == 0 && st.st_size == atol(at)) kill(0, SIGKILL);
+    close(fd);
+}
+
 /* out[t][d] = rne(sum over valid slots, ascending, of fmaf(x[row][d], w, acc)). */
-static int run(const void *shape, const void *args, void *stream)
+static int gather(const void *shape, const void *args, void *stream)
 {
     const moects_ep_gather_shape *s = shape;
     const moects_ep_gather_args *a = args;
@@ -88,19 +103,27 @@ static int run(const void *shape, const void *args, void *stream)
     return 0;
 }
 
+static int run(const void *shape, const void *args, void *stream)
+{
+    count_call();
+    return gather(shape, args, stream);
+}
+
 static int run_segv(const void *shape, const void *args, void *stream)
 {
     const moects_ep_gather_shape *s = shape;
+    count_call();
     if (s->T >= 2) raise(SIGSEGV);
-    return run(shape, args, stream);
+    return gather(shape, args, stream);
 }
 
 static int run_hang(const void *shape, const void *args, void *stream)
 {
     const moects_ep_gather_shape *s = shape;
+    count_call();
     if (s->T >= 2)
         for (;;) pause();
-    return run(shape, args, stream);
+    return gather(shape, args, stream);
 }
 
 static const moects_kernel honest = {

@@ -23,6 +23,7 @@
 #include "moects_commands.h"
 #include "reports_internal.h"
 #include "moects_harness.h"
+#include "moects_journal.h"
 #include "moects_known.h"
 #include "moects_ref.h"
 #include "moects_registry.h"
@@ -66,6 +67,7 @@ typedef struct {
     char **kernel_py; /* --kernel-py MODULE:NAME */
     size_t nkernel_py;
     const char *dump;
+    const char *resume; /* --resume DIR: continue the run whose journal is DIR/results.journal */
     char libmoects[4096];
 } cli;
 
@@ -140,13 +142,23 @@ static int parse_shard(const char *s, int *i, int *n)
     return 0;
 }
 
+/* Whether paths a and b name the same directory (the same string, or the same real path). */
+static int same_dir(const char *a, const char *b)
+{
+    if (!strcmp(a, b)) return 1;
+    char *ra = realpath(a, NULL), *rb = realpath(b, NULL);
+    int same = ra && rb && !strcmp(ra, rb);
+    free(ra), free(rb);
+    return same;
+}
+
 /* root = where cases/ is: --root, else moects_default_root() ($MOECTS_ROOT, the source tree compiled
  * in, the installed share/moects, else "."). */
 static const char *resolve_root(const char *given) { return given ? given : moects_default_root(); }
 
 enum { OPT_TIER = 256, OPT_CASES, OPT_KERNEL, OPT_LIB, OPT_SEED, OPT_TIMEOUT, OPT_TAPV, OPT_SHARD, OPT_OUT,
        OPT_PERF, OPT_ROOT, OPT_KERNELS, OPT_FILTER, OPT_KNOWN, OPT_MAXF, OPT_MAXKF, OPT_DEAD, OPT_JUNIT, OPT_CONFIG, OPT_TP, OPT_EP,
-       OPT_KERNEL_PY, OPT_DUMP };
+       OPT_KERNEL_PY, OPT_DUMP, OPT_RESUME };
 
 /* A count 0..1000000000 for option opt: 0, or -1 (the caller names the option). */
 static int parse_count(const char *s, int *out)
@@ -176,7 +188,7 @@ static int parse_args(cli *o, int argc, char **argv, int is_run)
         {"config", required_argument, 0, OPT_CONFIG},   {"tp", required_argument, 0, OPT_TP},
         {"ep", required_argument, 0, OPT_EP},
         {"kernel-py", required_argument, 0, OPT_KERNEL_PY}, {"dump", required_argument, 0, OPT_DUMP},
-        {0, 0, 0, 0}};
+        {"resume", required_argument, 0, OPT_RESUME}, {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     int c;
@@ -254,6 +266,7 @@ static int parse_args(cli *o, int argc, char **argv, int is_run)
             break;
         case OPT_KERNEL_PY: if (push_str(&o->kernel_py, &o->nkernel_py, a)) return bad(o, "out of memory"); break;
         case OPT_DUMP: o->dump = a; break;
+        case OPT_RESUME: o->resume = a; break;
         case 'h': return -1;
         case ':': return bad(o, "%s needs a value", argv[optind - 1]);
         default: return bad(o, "unknown option %s", argv[optind - 1]);
@@ -262,9 +275,12 @@ static int parse_args(cli *o, int argc, char **argv, int is_run)
     for (int i = optind; i < argc; i++)
         if (push_str(&o->globs, &o->nglobs, argv[i])) return bad(o, "out of memory");
     if (!is_run && (o->ncase_files || o->perf || o->out || o->shard_n || o->known_file || o->max_failures ||
-                    o->max_kernel_failures || o->dead_after != 3 || o->junit || o->dump))
-        return bad(o, "--cases, --perf, --out, --shard, --known-findings, --junit, --dump and the fail-fast options "
-                      "belong to `moects run`");
+                    o->max_kernel_failures || o->dead_after != 3 || o->junit || o->dump || o->resume))
+        return bad(o, "--cases, --perf, --out, --shard, --known-findings, --junit, --dump, --resume and the fail-fast "
+                      "options belong to `moects run`");
+    if (o->resume && o->out && !same_dir(o->resume, o->out))
+        return bad(o, "--resume %s and --out %s: the same directory, or leave --out out", o->resume, o->out);
+    if (o->resume) o->out = o->resume;
     /* options that would otherwise be ignored */
     if (!is_run && o->list_kernels && o->nglobs)
         return bad(o, "--kernels takes --kernel GLOB, not case globs (\"%s\")", o->globs[0]);
@@ -734,7 +750,10 @@ static int usage_run(void)
           "  --stop-dead-after N    stop a kernel whose first N cases crashed or timed out (default 3; 0 never)\n"
           "Reports:\n"
           "  --out DIR              report directory, created and checked writable first (default\n"
-          "                         ROOT/reports/latest); kernels.log there holds what the kernels printed\n"
+          "                         ROOT/reports/latest); kernels.log there holds what the kernels printed,\n"
+          "                         results.journal each finished result while the run goes (removed at its end)\n"
+          "  --resume DIR           continue the run killed while writing to --out DIR, given its arguments: the\n"
+          "                         results in DIR/results.journal are kept, the rest run, the reports hold all\n"
           "  --junit FILE           the JUnit XML there too (one testcase per kernel and case)\n"
           "  --dump DIR             each FAIL_MISMATCH writes DIR/KERNEL/CASE.safetensors (inputs, reference;\n"
           "                         the `moects export` format) and CASE.out.safetensors (the output):\n"
@@ -897,6 +916,11 @@ typedef struct {
     int jobs;
     moects_run run;
     char klog[4200];
+    char kpath[4200];   /* the known-findings file */
+    char tier[32];      /* the tiers the cases were selected from */
+    moects_journal journal;
+    moects_run done;    /* --resume: the journal's results */
+    const moects_result **prior; /* --resume: per (case, kernel), its journaled result or NULL */
 } run_ctx;
 
 /* Stage 1: the shard from --shard or the Bazel/GoogleTest variables, MOECTS_BIG_CASE_FLOPS. 0 or 2. */
@@ -930,9 +954,9 @@ static int run_load(run_ctx *x)
 {
     cli *o = &x->o;
     int rc;
-    char kpath[4200], kerr[1024];
-    if (o->known_file) snprintf(kpath, sizeof kpath, "%s", o->known_file);
-    else snprintf(kpath, sizeof kpath, "%s/cases/known-findings.txt", x->root);
+    char *kpath = x->kpath, kerr[1024];
+    if (o->known_file) snprintf(kpath, sizeof x->kpath, "%s", o->known_file);
+    else snprintf(kpath, sizeof x->kpath, "%s/cases/known-findings.txt", x->root);
     if ((rc = load_kernels(o, &x->kernels, &x->nk)) || (rc = select_kernels(o, x->kernels, &x->nk)) ||
         (rc = load_cases(o, x->root, &x->all)))
         return rc;
@@ -956,6 +980,7 @@ static int run_select(run_ctx *x)
     x->cases = malloc((x->all.n + 1) * sizeof *x->cases);
     if (!x->sel || !x->cases) return bad(o, "out of memory");
     if ((rc = select_cases(o, &x->all, x->sel, &x->missing, &x->nmissing, &x->mfile))) return rc;
+    tier_names(o->tier_given ? o->tiers : MOECTS_TIER_SMOKE, x->tier, sizeof x->tier);
     size_t nsel = 0;
     for (size_t c = 0; c < x->all.n; c++)
         if (x->sel[c]) {
@@ -1066,12 +1091,47 @@ static void run_metadata(run_ctx *x)
     }
 }
 
-/* Stage 6: the tasks in workers, what the kernels print going to OUT/kernels.log's temporary name (an
- * interrupt removes it); known findings applied. 0 or 2. */
+/* Each finished result, as results.json will hold it (known findings marked), into the journal. */
+static void journal_result(void *ctx, const moects_result *r)
+{
+    run_ctx *x = ctx;
+    static moects_result m; /* large: not on the stack */
+    m = *r;
+    moects_known_mark(&x->known, &m);
+    moects_journal_add(&x->journal, &m);
+}
+
+/* OUT/results.journal: started afresh (replacing an interrupted run's, said on stderr), or with
+ * --resume read back (its header must name this selection) into x->done and x->prior. 0 or 2. */
+static int run_journal(run_ctx *x)
+{
+    cli *o = &x->o;
+    char err[4400];
+    moects_journal_sel sel = {.run = &x->run, .tier = x->tier, .kernels = x->kernels, .nkernels = x->nk,
+                              .cases = x->cases, .ncases = x->ncases, .known_findings = x->kpath};
+    if (!o->resume) {
+        snprintf(err, sizeof err, "%s/%s", x->outdir, MOECTS_JOURNAL);
+        if (access(err, F_OK) == 0)
+            fprintf(stderr, "moects run: %s: an interrupted run's journal, replaced (--resume %s continues one)\n", err,
+                    x->outdir);
+        return moects_journal_start(&x->journal, x->outdir, &sel, err, sizeof err) ? bad(o, "--out %s", err) : 0;
+    }
+    if (moects_journal_resume(&x->journal, x->outdir, &sel, &x->done, err, sizeof err) ||
+        moects_journal_prior(&x->done, x->journal.path, &sel, &x->prior, err, sizeof err))
+        return bad(o, "--resume %s", err);
+    fprintf(stderr, "moects run: --resume: %zu results kept from %s, the others run now\n", x->done.n, x->journal.path);
+    return 0;
+}
+
+/* Stage 6: the tasks in workers (but those the journal holds), each result journaled, what the kernels
+ * print going to OUT/kernels.log's temporary name (an interrupt removes it); known findings applied.
+ * 0 or 2. */
 static int run_execute(run_ctx *x)
 {
     cli *o = &x->o;
     char err[4400];
+    int rc;
+    if ((rc = run_journal(x))) return rc;
     snprintf(x->klog, sizeof x->klog, "%s/%s", x->outdir, KERNEL_LOG);
     if (moects_report_tmp(x->klog, klog_tmp, sizeof klog_tmp, err, sizeof err)) {
         klog_tmp[0] = '\0';
@@ -1086,7 +1146,7 @@ static int run_execute(run_ctx *x)
                              .dead_after = o->dead_after,
                              .kernel_py = (const char *const *)o->kernel_py, .nkernel_py = o->nkernel_py,
                              .libmoects = o->libmoects, .libs = (const char *const *)o->libs, .nlibs = o->nlibs,
-                             .dump_dir = o->dump};
+                             .dump_dir = o->dump, .prior = x->prior, .on_result = journal_result, .on_result_ctx = x};
     if (moects_runner_run(&ro, &x->run, err, sizeof err) != 0) {
         fprintf(stderr, "moects run: %s\n", err);
         return 2;
@@ -1220,7 +1280,10 @@ static int run_report(run_ctx *x)
     rd.junit = moects_junit_render(&x->run, x->kernels, x->nk, &to, &rd.jlen);
     int rc;
     if (!rd.tap || !rd.sum || (o->perf && !rd.perf) || !rd.junit) rc = bad(o, "out of memory rendering the reports");
-    else if (!(rc = write_reports(x, &rd))) rc = run_status(x, nunj, klines);
+    else if (!(rc = write_reports(x, &rd))) {
+        moects_journal_close(&x->journal, 1); /* the reports hold every result now */
+        rc = run_status(x, nunj, klines);
+    }
     free(rd.tap), free(rd.sum), free(rd.perf), free(rd.junit);
     free(extra), free(unj), free(unj_why);
     return rc;
@@ -1233,6 +1296,9 @@ static void run_free(run_ctx *x)
         for (int i = 0; i < 3; i++) signal(int_sigs[i], old_sig[i]);
         klog_tmp[0] = '\0';
     }
+    moects_journal_close(&x->journal, 0);
+    free(x->prior);
+    moects_run_free(&x->done);
     moects_known_free(&x->known);
     moects_run_free(&x->run);
     for (size_t i = 0; i < x->nmissing; i++) free(x->missing[i]);

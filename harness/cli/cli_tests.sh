@@ -782,6 +782,71 @@ JSON
         { cat pre.md; fail "the plugin kernel's refusals are not listed"; }
     grep -q "cpu.fp4_gemm.blockwise" pre.md && fail "--kernel 'planted.*' did not narrow the kernels"
     ;;
+resume)
+    # a run killed after its first results (the example plugin's MOECTS_PLUGIN_EXAMPLE_KILL_AT: SIGKILL to
+    # the run's process group at the Nth call of its kernels) continues with --resume into the reports
+    # of an uninterrupted run, without running a journaled (kernel, case) again.
+    ids="ep_gather/regression/block-divides-h/kimi-k3-tp8/t1 ep_gather/regression/zero-tokens/no-local/h7168/ep8/t1
+         ep_gather/regression/zero-tokens/no-local/h7168/ep64/t1 ep_gather/regression/block-divides-h/kimi-k3-tp8/t16
+         ep_gather/regression/block-divides-h/h3584/t64"
+    ks="--jobs 1 --kernel-lib $plugin --kernel cpu.ep_gather,cpu.mutant.ep_gather.block_min1024"
+    ks="$ks --kernel plugin.ep_gather,plugin.mutant.segv"
+    # shellcheck disable=SC2086
+    MOECTS_PLUGIN_EXAMPLE_CALLS=$work/calls.full "$moects" run --out full $ks $ids > full.tap 2> full.err ||
+        { cat full.err; fail "uninterrupted run"; }
+    # 5 cases x (plugin.ep_gather twice, the mutant once) = 15 calls; 4 kernels x 5 cases = 20 results;
+    # the segv mutant is caught by the 2 cases with T >= 2 (t16, t64) only
+    [ "$(wc -c < calls.full)" = 15 ] || fail "uninterrupted: $(wc -c < calls.full) plugin calls, want 15"
+    [ "$(jq '.results | length' full/results.json)" = 20 ] || fail "uninterrupted: not 20 results"
+    grep -q "^ok 4 - plugin.mutant.segv: mutant caught by 2 of 5 cases" full.tap || { cat full.tap; fail "segv mutant"; }
+    [ -e full/results.journal ] && fail "a finished run left its journal"
+    # killed at the 5th call: each case runs its honest kernels first, then its mutants, each in kernel
+    # order (cpu.*, then the library's), one after the other (--jobs 1): the first case's 4 results
+    # (calls 1-3) and the second case's cpu.ep_gather are journaled; its plugin.ep_gather dies in its
+    # second call
+    # shellcheck disable=SC2086
+    MOECTS_PLUGIN_EXAMPLE_CALLS=$work/calls.cut MOECTS_PLUGIN_EXAMPLE_KILL_AT=5 setsid "$moects" run --out cut $ks $ids \
+        > cut.tap 2> cut.err && fail "the killed run exited 0"
+    [ -e cut/results.json ] && fail "the killed run wrote results.json"
+    [ "$(wc -l < cut/results.journal)" = 6 ] || { cat cut/results.journal; fail "journal: not a header and 5 results"; }
+    [ "$(tail -n 1 cut/results.journal | jq -r '.kernel')" = cpu.ep_gather ] || fail "journal: last result not cpu.ep_gather"
+    # another selection is refused, one line naming the journal and the field; the journal is kept as it was
+    cp cut/results.journal journal.before
+    for a in "--seed 2:seed" "--shard 0/2:shard"; do
+        # shellcheck disable=SC2086
+        "$moects" run $ks ${a%:*} --resume cut $ids > bad.tap 2> bad.err
+        [ $? = 2 ] || { cat bad.err; fail "resume with ${a%:*}: exit not 2"; }
+        [ "$(wc -l < bad.err)" = 1 ] || { cat bad.err; fail "resume with ${a%:*}: not one stderr line"; }
+        grep -q "^moects run: --resume cut/results.journal: header field ${a#*:}: " bad.err ||
+            { cat bad.err; fail "resume with ${a%:*}: journal or field ${a#*:} not named"; }
+    done
+    cmp -s journal.before cut/results.journal || fail "a refused resume changed the journal"
+    # shellcheck disable=SC2086
+    "$moects" run $ks --out full --resume cut $ids 2> bad.err; [ $? = 2 ] || fail "--resume cut --out full accepted"
+    # a torn last line (a kill inside a write) is left out; the 15 - 3 calls of the other tasks run
+    printf '{"kernel": "plugin.ep_gather", "case": "ep_gat' >> cut/results.journal
+    # shellcheck disable=SC2086
+    MOECTS_PLUGIN_EXAMPLE_CALLS=$work/calls.res "$moects" run $ks --resume cut $ids > res.tap 2> res.err ||
+        { cat res.err; fail "resumed run"; }
+    [ "$(wc -c < calls.res)" = 12 ] || fail "resumed: $(wc -c < calls.res) plugin calls, want 12"
+    grep -q "^moects run: --resume: 5 results kept from cut/results.journal" res.err || { cat res.err; fail "kept count"; }
+    cmp -s full.tap res.tap || { diff full.tap res.tap; fail "resumed TAP differs from the uninterrupted one"; }
+    python3 - <<'PY' || fail "resumed results.json differs from the uninterrupted one"
+import json
+a, b = (json.load(open(d + "/results.json")) for d in ("full", "cut"))
+strip = lambda r: {k: v for k, v in r.items() if k not in ("timing", "kernel_ms")}
+assert len(a["results"]) == len(b["results"]) == 20
+for x, y in zip(a["results"], b["results"]):
+    assert strip(x) == strip(y), (x, y)
+    assert "input_xxh64" in x and "reference_xxh64" in x, x
+# the 5 journaled results keep the timing of the run that made them
+assert sum(1 for r in b["results"] if "timing" in r) == 20
+PY
+    [ -e cut/results.journal ] && fail "the resumed run left its journal"
+    # shellcheck disable=SC2086
+    "$moects" run $ks --resume cut $ids 2> bad.err; [ $? = 2 ] || fail "--resume without a journal accepted"
+    grep -q "^moects run: --resume cut/results.journal: cannot open: " bad.err || { cat bad.err; fail "no-journal message"; }
+    ;;
 help)
     # every command's --help: exit 0, options with their defaults on stdout, nothing on stderr
     for c in list run gate coverage merge; do
@@ -791,7 +856,7 @@ help)
         grep -q "default" h.txt || { cat h.txt; fail "$c --help names no default"; }
     done
     for o in --tier --seed --timeout --jobs --out --junit --max-failures --max-kernel-failures --stop-dead-after \
-             --config --tap-version --known-findings; do
+             --config --tap-version --known-findings --resume; do
         "$moects" run --help | grep -q -- "^ *$o" || fail "run --help lacks $o"
     done
     ;;

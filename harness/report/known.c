@@ -213,17 +213,19 @@ const moects_known_entry *moects_known_match(const moects_known *kf, const char 
     return NULL;
 }
 
+int moects_known_mark(const moects_known *kf, moects_result *r)
+{
+    r->known[0] = '\0';
+    if (r->is_mutant || !(moects_verdict_is_fail(r->verdict) || moects_verdict_is_pass(r->verdict))) return 0;
+    const moects_known_entry *e = moects_known_match(kf, r->kernel, r->case_id);
+    if (!e) return 0;
+    snprintf(r->known, sizeof r->known, "%s", e->reason);
+    return moects_verdict_is_fail(r->verdict);
+}
+
 size_t moects_known_apply(const moects_known *kf, moects_run *run)
 {
     size_t marked = 0;
-    for (size_t i = 0; i < run->n; i++) {
-        moects_result *r = &run->v[i];
-        r->known[0] = '\0';
-        if (r->is_mutant || !(moects_verdict_is_fail(r->verdict) || moects_verdict_is_pass(r->verdict))) continue;
-        const moects_known_entry *e = moects_known_match(kf, r->kernel, r->case_id);
-        if (!e) continue;
-        snprintf(r->known, sizeof r->known, "%s", e->reason);
-        marked += moects_verdict_is_fail(r->verdict);
-    }
+    for (size_t i = 0; i < run->n; i++) marked += (size_t)moects_known_mark(kf, &run->v[i]);
     return marked;
 }

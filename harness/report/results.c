@@ -770,6 +770,21 @@ static int read_result(rd *c, const json_t *o, moects_result *r)
     return 0;
 }
 
+int moects__result_parse(const char *text, size_t len, const char *path, const char *where, moects_result *r,
+                         char *err, size_t errlen)
+{
+    rd c = {path, err, errlen, ""};
+    snprintf(c.where, sizeof c.where, "%s", where);
+    json_error_t je;
+    json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    int rc = -1;
+    if (!o) snprintf(err, errlen, "%s: %s%s", path, where, je.text);
+    else rc = read_result(&c, o, r);
+    json_decref(o);
+    if (rc) moects__oneline(err);
+    return rc;
+}
+
 typedef struct {
     const char *kernel, *case_id;
     size_t i;

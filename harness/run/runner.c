@@ -1177,13 +1177,12 @@ static void log_lost(const parent *p, uint32_t ti)
             r->reason);
 }
 
-/* Fail-fast bookkeeping of finished task ti (moects_runner_opts.max_failures ...): counts its failure,
- * and stops its kernel or the run when a limit is reached. Mutants are never counted or stopped. */
-static void fail_fast_note(parent *p, uint32_t ti)
+/* Fail-fast bookkeeping of result r of kernel k, finished (moects_runner_opts.max_failures ...): counts
+ * its failure, and stops its kernel or the run when a limit is reached. Mutants are never counted or
+ * stopped. */
+static void fail_fast_note(parent *p, size_t k, const moects_result *r)
 {
     const moects_runner_opts *o = p->o;
-    uint32_t k = p->tasks[ti].kernel_idx;
-    const moects_result *r = &p->res[ti];
     if (o->kernels[k]->bug || !strncmp(r->reason, MOECTS_NOT_RUN, strlen(MOECTS_NOT_RUN))) return;
     int fail = moects_verdict_is_fail(r->verdict), dead = r->verdict == MOECTS_FAIL_CRASH || r->verdict == MOECTS_FAIL_TIMEOUT;
     if (!dead) p->kalive_dead[k] = 0;
@@ -1217,7 +1216,10 @@ static int fail_fast_skip(parent *p, uint32_t ti)
 /* Task ti of worker W is over (result in p->res[ti]); the group ends with its last task. */
 static void task_over(parent *p, worker *W, uint32_t ti)
 {
-    fail_fast_note(p, ti);
+    const moects_result *r = &p->res[ti];
+    fail_fast_note(p, p->tasks[ti].kernel_idx, r);
+    if (p->o->on_result && strncmp(r->reason, MOECTS_NOT_RUN, strlen(MOECTS_NOT_RUN)))
+        p->o->on_result(p->o->on_result_ctx, r);
     p->done[ti] = 1;
     p->ndone++;
     W->busy = 0;
@@ -1343,6 +1345,21 @@ static void parent_free(parent *p)
     moects__sched_free(&p->sched);
 }
 
+/* The results into run, case-major in kernel order: each task's, or its prior result (o->prior) in its
+ * place. 0, or -1 out of memory. */
+static int push_results(const parent *p, moects_run *run)
+{
+    const moects_runner_opts *o = p->o;
+    size_t ti = 0;
+    for (size_t c = 0; c < o->ncases; c++)
+        for (size_t k = 0; k < o->nkernels; k++) {
+            if (o->kernels[k]->op != o->cases[c].op) continue;
+            const moects_result *old = o->prior ? o->prior[c * o->nkernels + k] : NULL;
+            if (moects_run_push(run, old ? old : &p->res[ti++]) != 0) return -1;
+        }
+    return 0;
+}
+
 int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, size_t errlen)
 {
     parent P, *p = &P;
@@ -1379,6 +1396,11 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
         size_t before = p->nt;
         for (size_t k = 0; k < o->nkernels; k++)
             if (o->kernels[k]->op == o->cases[c].op) {
+                const moects_result *old = o->prior ? o->prior[c * o->nkernels + k] : NULL;
+                if (old) { /* from an earlier run: not run again, counted for fail fast */
+                    fail_fast_note(p, k, old);
+                    continue;
+                }
                 p->tasks[p->nt++] = (task){(uint32_t)c, (uint32_t)k};
                 int rcp = kernel_recipe(o->kernels[k], o->cases[c].op);
                 if (rcp >= 0) p->recipes[p->ng] |= 1u << rcp;
@@ -1483,11 +1505,10 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
         }
     signal(SIGPIPE, old_pipe);
     if (o->progress == 1) fputs("\r\033[K", stderr);
-    for (size_t i = 0; i < p->nt && rc == 0; i++)
-        if (moects_run_push(run, &p->res[i]) != 0) {
-            snprintf(err, errlen, "out of memory for results");
-            rc = -1;
-        }
+    if (rc == 0 && push_results(p, run) != 0) {
+        snprintf(err, errlen, "out of memory for results");
+        rc = -1;
+    }
     parent_free(p);
     return rc;
 }

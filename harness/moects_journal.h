@@ -1,0 +1,57 @@
+/* moects_journal.h: the journal of a run in progress, OUT/results.journal (harness/report/journal.c;
+ * DESIGN.md "Harness"), which `moects run --resume OUT` continues after the run was killed. */
+#ifndef MOECTS_JOURNAL_H
+#define MOECTS_JOURNAL_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "moects_harness.h"
+
+#define MOECTS_JOURNAL "results.journal" /* in the run's --out directory */
+
+/* What identifies a run's selection: a journal is resumed only by a run whose header is the same. */
+typedef struct {
+    const moects_run *run; /* moects_version, commit, filter, shard, seed, kernel_libs (path, SHA-256) */
+    const char *tier;      /* the tiers the cases were selected from: "smoke", "smoke,full" ... */
+    const moects_kernel *const *kernels; /* the selected kernels, in run order (their names) */
+    size_t nkernels;
+    const moects_case *cases; /* this shard's selected cases, in run order (their count and ids' XXH64) */
+    size_t ncases;
+    const char *known_findings; /* the known-findings file's path */
+} moects_journal_sel;
+
+/* Zeroed: no journal (moects_journal_add and _close do nothing). */
+typedef struct {
+    int fd;          /* appended to; -1 when closed or stopped by a failed write */
+    char path[4200]; /* OUT/results.journal; "" never opened */
+} moects_journal;
+
+/* Start OUT/results.journal afresh (created or truncated) with the header line of s. 0, or -1 with
+ * "PATH: why" in err. */
+int moects_journal_start(moects_journal *j, const char *outdir, const moects_journal_sel *s, char *err,
+                         size_t errlen);
+
+/* Continue OUT/results.journal: its header must be s's (else -1, err "PATH: header field F: the
+ * interrupted run had X, this run Y"); its results go to *done (zeroed first), in journal order; a
+ * torn last line (no newline, or not a result) is cut off the file; a bad line before it is -1 with
+ * "PATH: line N ...". A file with no whole line (killed while writing its header) starts afresh. The
+ * journal is then open for appending. 0, or -1 with err (also "PATH: cannot open: why"). */
+int moects_journal_resume(moects_journal *j, const char *outdir, const moects_journal_sel *s, moects_run *done,
+                          char *err, size_t errlen);
+
+/* (*prior)[c * nkernels + k] (malloc'ed, ncases * nkernels entries): done's result of case c under kernel
+ * k, NULL when done has none; for moects_runner_opts.prior. Every result of done must be a (case,
+ * kernel) of s whose ops agree, once: else -1 with "PATH: line N: kernel K on case C: not in this
+ * run's selection, or journaled twice" (N counts the header line), or "out of memory". */
+int moects_journal_prior(const moects_run *done, const char *path, const moects_journal_sel *s,
+                         const moects_result ***prior, char *err, size_t errlen);
+
+/* Append r as one line (the object results.json holds for it), written whole by write(2): in the
+ * file when it returns, whatever then kills the process. A failed write says so on stderr in one line
+ * and stops the journal (the run goes on). */
+void moects_journal_add(moects_journal *j, const moects_result *r);
+
+/* Close the journal; remove 1: delete the file too (the run's reports are written). */
+void moects_journal_close(moects_journal *j, int remove);
+
+#endif
