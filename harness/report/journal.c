@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cases_internal.h"
 #include "moects_journal.h"
 #include "reports_internal.h"
 
@@ -200,6 +201,7 @@ int moects_journal_resume(moects_journal *j, const char *outdir, const moects_jo
     json_decref(want);
     free(text);
     if (rc) {
+        moects__oneline(err); /* jansson's "near '...'" quotes the file's bytes */
         moects_run_free(done);
         moects_journal_close(j, 0);
     }
@@ -230,6 +232,7 @@ int moects_journal_prior(const moects_run *done, const char *path, const moects_
     if (i == done->n) return 0;
     snprintf(err, errlen, "%s: line %zu: kernel %s on case %s: not in this run's selection, or journaled twice", path,
              i + 2, done->v[i].kernel, done->v[i].case_id);
+    moects__oneline(err);
     free(*prior), *prior = NULL;
     return -1;
 }
