@@ -33,9 +33,10 @@
 # initcheck racecheck"), MOECTS_LARGE_JOBS (workers of the large step, default 8).
 # A step left for a later call (device calls are limited to 10 minutes) reuses OUTDIR; a fullI or
 # moefullI step cut by its time limit leaves its results in OUTDIR/<step>/results.journal, and the same
-# step in a later call continues it (moects run --resume). MOECTS_PACK=FILE: after every step all of
-# OUTDIR is packed into FILE (.tar.gz, written to FILE.tmp and renamed; the host returns at most 8 files
-# a call), so a cut call returns what finished: unpack it into the tree before the next call.
+# step in a later call continues it (moects run --resume); one finished there is skipped.
+# MOECTS_PACK=FILE: after every step all of OUTDIR is packed into FILE (.tar.gz, written to FILE.tmp
+# and renamed; the host returns at most 8 files a call), so a cut call returns what finished: unpack
+# it into the tree before the next call.
 set -u
 B=${1:?usage: harness/h200_run.sh BIN [OUTDIR] [STEPS]}
 D=${2:-reports/h200}
@@ -65,8 +66,10 @@ pack() { # MOECTS_PACK=FILE: OUTDIR into FILE (FILE itself left out when it is i
   tar -czf "$MOECTS_PACK.tmp" --exclude="$(basename "$MOECTS_PACK")*" -C "$(dirname "$D")" "$(basename "$D")" &&
     mv -f "$MOECTS_PACK.tmp" "$MOECTS_PACK"
 }
-# od: --out DIR, or --resume DIR when DIR holds the journal of a run that was cut
+# od: --out DIR, or --resume DIR when DIR holds the journal of a run that was cut; finished DIR: its
+# reports are there and no journal (a step done in an earlier call is not run again)
 outdir() { od=(--out "$1"); if [ -e "$1/results.journal" ]; then od=(--resume "$1"); fi; }
+finished() { [ -e "$1/results.json" ] && [ ! -e "$1/results.journal" ] && echo "$2 done earlier" >> "$D/status.txt"; }
 { echo "date: $(date -u +%FT%TZ)"; echo "commit: ${MOECTS_COMMIT:-unknown}"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   echo "cpus: $(nproc)"; compute-sanitizer --version | tail -1; } > "$D/machine.txt" 2>&1
@@ -81,7 +84,7 @@ NF=${MOECTS_FULL_SHARDS:-4}
 parts=()
 for ((i = 0; i < NF; i++)); do
   outdir "$D/full$i"
-  has full$i && step full$i 540 "$B" run --tier full --jobs "$JOBS" --kernel 'cuda.*' --shard $i/$NF "${od[@]}"
+  has full$i && ! finished "$D/full$i" full$i && step full$i 540 "$B" run --tier full --jobs "$JOBS" --kernel 'cuda.*' --shard $i/$NF "${od[@]}"
   parts+=("$D/full$i/results.json")
 done
 if ls "${parts[@]}" > /dev/null 2>&1; then
@@ -169,7 +172,7 @@ NM=${MOECTS_MOE_SHARDS:-2}
 mparts=()
 for ((i = 0; i < NM; i++)); do
   outdir "$D/moefull$i"
-  has moefull$i && step moefull$i 540 "$B" run --tier full --jobs "$JOBS" --kernel 'cuda.moe_gemm.*' \
+  has moefull$i && ! finished "$D/moefull$i" moefull$i && step moefull$i 540 "$B" run --tier full --jobs "$JOBS" --kernel 'cuda.moe_gemm.*' \
     --shard $i/$NM "${od[@]}" 'moe_gemm*'
   mparts+=("$D/moefull$i/results.json")
 done
