@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# h200_run_steps.sh SRC WORK: harness/h200_run.sh's shard steps over several device calls, with a stub
+# moects that logs its arguments: call 1 is cut (its run leaves a journal, exit 124), call 2 resumes
+# that shard with --resume and runs the other with --out, call 3 runs neither (both finished) and
+# merges again. The expected command lines are written out here by hand.
+set -u
+src=${1:?usage: h200_run_steps.sh SRC WORK} work=${2:?}
+rm -rf "$work" && mkdir -p "$work/bin"
+cat > "$work/bin/moects" <<'STUB'
+#!/usr/bin/env bash
+echo "$*" >> "$STUB_LOG"
+cmd=$1; shift
+if [ "$cmd" = merge ]; then mkdir -p "$1"; echo "ok 1" > "$1/run.tap"; exit 0; fi
+d=; while [ $# -gt 0 ]; do case $1 in --out | --resume) d=$2; shift ;; esac; shift; done
+mkdir -p "$d"
+if [ -n "${STUB_CUT:-}" ]; then echo header > "$d/results.journal"; exit 124; fi
+rm -f "$d/results.journal"; echo '{}' > "$d/results.json"
+STUB
+chmod +x "$work/bin/moects"
+export STUB_LOG=$work/calls.txt MOECTS_MOE_SHARDS=2 MOECTS_JOBS=4 MOECTS_PACK=$work/pack.tar.gz
+out=$work/out
+cd "$src" || exit 1
+STUB_CUT=1 bash harness/h200_run.sh "$work/bin/moects" "$out" moefull0 > /dev/null 2>&1
+bash harness/h200_run.sh "$work/bin/moects" "$out" moefull0,moefull1 > /dev/null 2>&1
+bash harness/h200_run.sh "$work/bin/moects" "$out" moefull0,moefull1 > /dev/null 2>&1
+k="--tier full --jobs 4 --kernel cuda.moe_gemm.*"
+cat > "$work/want.txt" <<WANT
+run $k --shard 0/2 --out $out/moefull0 moe_gemm*
+run $k --shard 0/2 --resume $out/moefull0 moe_gemm*
+run $k --shard 1/2 --out $out/moefull1 moe_gemm*
+merge $out/moefull $out/moefull0/results.json $out/moefull1/results.json
+merge $out/moefull $out/moefull0/results.json $out/moefull1/results.json
+WANT
+if ! diff -u "$work/want.txt" "$work/calls.txt"; then echo "h200_run_steps: the calls differ (above)"; exit 1; fi
+for f in moefull0/results.json moefull1/results.json moefull/run.tap status.txt; do
+  tar -tzf "$work/pack.tar.gz" | grep -qx "out/$f" || { echo "h200_run_steps: $f not in the pack"; exit 1; }
+done
+grep -qx "moefull1 done earlier" "$out/status.txt" || { echo "h200_run_steps: no 'moefull1 done earlier'"; exit 1; }
+echo "h200_run_steps: ok"
