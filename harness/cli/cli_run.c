@@ -4,6 +4,7 @@
  * --known-findings FILE) marked on the results, then TAP on stdout and the reports under --out
  * (created and checked writable before the run, written at the end). What the kernels print goes
  * to --out/kernels.log (harness/run/runner.c), not to stderr, which keeps the run's own lines. */
+#include <dirent.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <getopt.h>
@@ -831,6 +832,23 @@ static int check_outdir(const cli *o, const char *dir)
     return bad(o, "--out %s: %s", dir, err); /* a parent directory it could not make */
 }
 
+/* --resume DIR holds a journal (before --out's check makes DIR): 0, or 2 with one line saying why not,
+ * a finished run's reports apart. */
+static int check_resume(const cli *o, const char *dir)
+{
+    char p[4200];
+    struct stat st;
+    if (!o->resume) return 0;
+    snprintf(p, sizeof p, "%s/%s", dir, MOECTS_JOURNAL);
+    if (stat(p, &st) == 0) return 0;
+    int e = errno;
+    snprintf(p, sizeof p, "%s/results.json", dir);
+    if (stat(p, &st) == 0)
+        return bad(o, "--resume %s: no %s there: that run finished (its results.json is written), nothing to resume",
+                   dir, MOECTS_JOURNAL);
+    return bad(o, "--resume %s: no %s there: %s", dir, MOECTS_JOURNAL, strerror(e));
+}
+
 void moects_bad_arg(const char *cmd, const char *arg, const char *const *valued)
 {
     for (; *valued; valued++)
@@ -1003,7 +1021,7 @@ static int run_prepare(run_ctx *x)
     int rc;
     if (o->out) snprintf(x->outdir, sizeof x->outdir, "%s", o->out);
     else snprintf(x->outdir, sizeof x->outdir, "%s/reports/latest", x->root);
-    if ((rc = check_outdir(o, x->outdir))) return rc;
+    if ((rc = check_resume(o, x->outdir)) || (rc = check_outdir(o, x->outdir))) return rc;
     int need_cuda = 0;
     for (size_t k = 0; k < x->nk && !need_cuda; k++)
         if (x->kernels[k]->device == MOECTS_DEVICE_CUDA)
@@ -1101,6 +1119,23 @@ static void journal_result(void *ctx, const moects_result *r)
     moects_journal_add(&x->journal, &m);
 }
 
+/* Remove dir's report temporaries (NAME.tmp.PID) of processes that are gone: a killed run's kernel log
+ * (its SIGKILL left no handler to remove it), found when its journal is resumed or replaced. */
+static void remove_dead_tmps(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        const char *t = strstr(de->d_name, ".tmp.");
+        char *end, p[4400];
+        long pid = t ? strtol(t + 5, &end, 10) : 0;
+        if (pid <= 0 || *end || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        unlink(p);
+    }
+    if (d) closedir(d);
+}
+
 /* OUT/results.journal: started afresh (replacing an interrupted run's, said on stderr), or with
  * --resume read back (its header must name this selection) into x->done and x->prior. 0 or 2. */
 static int run_journal(run_ctx *x)
@@ -1111,11 +1146,14 @@ static int run_journal(run_ctx *x)
                               .cases = x->cases, .ncases = x->ncases, .known_findings = x->kpath};
     if (!o->resume) {
         snprintf(err, sizeof err, "%s/%s", x->outdir, MOECTS_JOURNAL);
-        if (access(err, F_OK) == 0)
+        if (access(err, F_OK) == 0) {
             fprintf(stderr, "moects run: %s: an interrupted run's journal, replaced (--resume %s continues one)\n", err,
                     x->outdir);
+            remove_dead_tmps(x->outdir);
+        }
         return moects_journal_start(&x->journal, x->outdir, &sel, err, sizeof err) ? bad(o, "--out %s", err) : 0;
     }
+    remove_dead_tmps(x->outdir);
     if (moects_journal_resume(&x->journal, x->outdir, &sel, &x->done, err, sizeof err) ||
         moects_journal_prior(&x->done, x->journal.path, &sel, &x->prior, err, sizeof err))
         return bad(o, "--resume %s", err);

@@ -843,9 +843,17 @@ for x, y in zip(a["results"], b["results"]):
 assert sum(1 for r in b["results"] if "timing" in r) == 20
 PY
     [ -e cut/results.journal ] && fail "the resumed run left its journal"
+    # the killed run's kernel-log temporary (no handler runs on SIGKILL) is gone with its process
+    ls cut | grep -q '\.tmp\.' && { ls cut; fail "a killed run's temporary file is left in cut/"; }
     # shellcheck disable=SC2086
-    "$moects" run $ks --resume cut $ids 2> bad.err; [ $? = 2 ] || fail "--resume without a journal accepted"
-    grep -q "^moects run: --resume cut/results.journal: cannot open: " bad.err || { cat bad.err; fail "no-journal message"; }
+    "$moects" run $ks --resume cut $ids 2> bad.err; [ $? = 2 ] || fail "--resume of a finished run accepted"
+    grep -q "^moects run: --resume cut: no results.journal there: that run finished" bad.err ||
+        { cat bad.err; fail "finished-run message"; }
+    # shellcheck disable=SC2086
+    "$moects" run $ks --resume none $ids 2> bad.err; [ $? = 2 ] || fail "--resume of a missing directory accepted"
+    grep -q "^moects run: --resume none: no results.journal there: No such file or directory" bad.err ||
+        { cat bad.err; fail "missing-directory message"; }
+    [ -e none ] && fail "--resume of a missing directory created it"
     ;;
 help)
     # every command's --help: exit 0, options with their defaults on stdout, nothing on stderr
