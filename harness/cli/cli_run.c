@@ -906,12 +906,18 @@ static void verdict_line(const moects_run *run, const moects_kernel *const *kern
         if (kernels[k]->bug) mutants++, escaped += st == MOECTS_KS_ESCAPED;
         else honest++, hfail += moects_kernel_status_fails(st);
     }
-    for (size_t i = 0; i < run->n; i++)
-        res[moects_verdict_is_pass(run->v[i].verdict) ? 0 : moects_verdict_is_fail(run->v[i].verdict) ? 1 : 2]++;
+    size_t known = 0; /* failures of honest kernels that are known findings (they do not fail the run) */
+    for (size_t i = 0; i < run->n; i++) {
+        int fail = moects_verdict_is_fail(run->v[i].verdict);
+        res[moects_verdict_is_pass(run->v[i].verdict) ? 0 : fail ? 1 : 2]++;
+        known += fail && run->v[i].known[0];
+    }
+    char kn[64] = "";
+    if (known) snprintf(kn, sizeof kn, " (%zu known finding%s)", known, known == 1 ? "" : "s");
     fprintf(stderr, "moects run: %s: %zu of %zu honest kernel%s fail, %zu of %zu mutant%s escaped; %zu results: %zu "
-            "passed, %zu failed, %zu skipped or unsupported; summary: %s/summary.md\n",
+            "passed, %zu failed%s, %zu skipped or unsupported; summary: %s/summary.md\n",
             rc == 0 ? "PASS" : "FAIL", hfail, honest, honest == 1 ? "" : "s", escaped, mutants, mutants == 1 ? "" : "s",
-            run->n, res[0], res[1], res[2], outdir);
+            run->n, res[0], res[1], kn, res[2], outdir);
 }
 
 /* The state of one `moects run`, carried through its stages (moects_cmd_run). */
