@@ -132,6 +132,9 @@ typedef struct {
     char path[MOECTS_REPORT_MAX][4096];
 } moects_report_set;
 int moects_report_tmp(const char *path, char *tmp, size_t tmplen, char *err, size_t errlen);
+/* Remove dir's temporaries (NAME.tmp.PID, moects_report_tmp's names) of processes that are gone: what a
+ * run killed by SIGKILL left (no handler ran). Best effort, no errors. */
+void moects_report_remove_dead_tmps(const char *dir);
 int moects_report_stage(moects_report_set *s, const char *path, const void *data, size_t len, char *err,
                         size_t errlen);
 int moects_report_adopt(moects_report_set *s, const char *path, char *err, size_t errlen);

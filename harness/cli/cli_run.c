@@ -4,7 +4,6 @@
  * --known-findings FILE) marked on the results, then TAP on stdout and the reports under --out
  * (created and checked writable before the run, written at the end). What the kernels print goes
  * to --out/kernels.log (harness/run/runner.c), not to stderr, which keeps the run's own lines. */
-#include <dirent.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <getopt.h>
@@ -1125,23 +1124,6 @@ static void journal_result(void *ctx, const moects_result *r)
     moects_journal_add(&x->journal, &m);
 }
 
-/* Remove dir's report temporaries (NAME.tmp.PID) of processes that are gone: a killed run's kernel log
- * (its SIGKILL left no handler to remove it), found when its journal is resumed or replaced. */
-static void remove_dead_tmps(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *de;
-    while (d && (de = readdir(d))) {
-        const char *t = strstr(de->d_name, ".tmp.");
-        char *end, p[4400];
-        long pid = t ? strtol(t + 5, &end, 10) : 0;
-        if (pid <= 0 || *end || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
-        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-        unlink(p);
-    }
-    if (d) closedir(d);
-}
-
 /* OUT/results.journal: started afresh (replacing an interrupted run's, said on stderr), or with
  * --resume read back (its header must name this selection) into x->done and x->prior. 0 or 2. */
 static int run_journal(run_ctx *x)
@@ -1155,11 +1137,11 @@ static int run_journal(run_ctx *x)
         if (access(err, F_OK) == 0) {
             fprintf(stderr, "moects run: %s: an interrupted run's journal, replaced (--resume %s continues one)\n", err,
                     x->outdir);
-            remove_dead_tmps(x->outdir);
+            moects_report_remove_dead_tmps(x->outdir); /* the killed run's kernel log */
         }
         return moects_journal_start(&x->journal, x->outdir, &sel, err, sizeof err) ? bad(o, "--out %s", err) : 0;
     }
-    remove_dead_tmps(x->outdir);
+    moects_report_remove_dead_tmps(x->outdir); /* the killed run's kernel log */
     if (moects_journal_resume(&x->journal, x->outdir, &sel, &x->done, err, sizeof err) ||
         moects_journal_prior(&x->done, x->journal.path, &sel, &x->prior, err, sizeof err))
         return bad(o, "--resume %s", err);

@@ -1,5 +1,8 @@
-/* fileio.c: atomic report writes, report sets, mkdir -p and the writable-directory probe. */
+/* fileio.c: atomic report writes, report sets, mkdir -p, the writable-directory probe and the clean-up
+ * of a killed run's temporaries. */
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +44,21 @@ int moects_report_tmp(const char *path, char *tmp, size_t tmplen, char *err, siz
         return -1;
     }
     return 0;
+}
+
+void moects_report_remove_dead_tmps(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        const char *t = strstr(de->d_name, ".tmp.");
+        char *end, p[4400];
+        long pid = t ? strtol(t + 5, &end, 10) : 0;
+        if (pid <= 0 || *end || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        unlink(p);
+    }
+    if (d) closedir(d);
 }
 
 int moects_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen)
