@@ -895,9 +895,10 @@ static void report_not_run(const moects_run *run, const moects_kernel *const *ke
     }
 }
 
-/* The run's last stderr line: its verdict, the counts, where summary.md is. */
-static void verdict_line(const moects_run *run, const moects_kernel *const *kernels, size_t nk, int rc,
-                         const char *outdir)
+/* The run's last stderr line: its verdict, the counts (known: honest failures that are known findings), where
+ * summary.md is. */
+static void verdict_line(const moects_run *run, const moects_kernel *const *kernels, size_t nk, size_t known,
+                         int rc, const char *outdir)
 {
     size_t honest = 0, hfail = 0, mutants = 0, escaped = 0, res[3] = {0};
     for (size_t k = 0; k < nk; k++) {
@@ -905,12 +906,8 @@ static void verdict_line(const moects_run *run, const moects_kernel *const *kern
         if (kernels[k]->bug) mutants++, escaped += st == MOECTS_KS_ESCAPED;
         else honest++, hfail += moects_kernel_status_fails(st);
     }
-    size_t known = 0; /* failures of honest kernels that are known findings (they do not fail the run) */
-    for (size_t i = 0; i < run->n; i++) {
-        int fail = moects_verdict_is_fail(run->v[i].verdict);
-        res[moects_verdict_is_pass(run->v[i].verdict) ? 0 : fail ? 1 : 2]++;
-        known += fail && run->v[i].known[0];
-    }
+    for (size_t i = 0; i < run->n; i++)
+        res[moects_verdict_is_pass(run->v[i].verdict) ? 0 : moects_verdict_is_fail(run->v[i].verdict) ? 1 : 2]++;
     char kn[64] = "";
     if (known) snprintf(kn, sizeof kn, " (%zu known finding%s)", known, known == 1 ? "" : "s");
     fprintf(stderr, "moects run: %s: %zu of %zu honest kernel%s fail, %zu of %zu mutant%s escaped; %zu results: %zu "
@@ -932,6 +929,7 @@ typedef struct {
     moects_case *cases;
     size_t ncases;
     moects_known known;
+    size_t nknown; /* honest failures that are known findings (moects_known_apply) */
     char outdir[4096];
     moects_device_info dev;
     char **devs, *devbuf;
@@ -1177,7 +1175,7 @@ static int run_execute(run_ctx *x)
         fprintf(stderr, "moects run: %s\n", err);
         return 2;
     }
-    moects_known_apply(&x->known, &x->run);
+    x->nknown = moects_known_apply(&x->known, &x->run);
     return 0;
 }
 
@@ -1268,7 +1266,7 @@ static int run_status(run_ctx *x, size_t nunj, long klines)
         fprintf(stderr, "moects run: %s: %ld line%s in %s\n", KERNEL_LOG_WHAT, klines, klines == 1 ? "" : "s",
                 x->klog);
     report_not_run(run, x->kernels, x->nk);
-    verdict_line(run, x->kernels, x->nk, rc, x->outdir);
+    verdict_line(run, x->kernels, x->nk, x->nknown, rc, x->outdir);
     return rc;
 }
 
