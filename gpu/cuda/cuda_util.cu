@@ -1,4 +1,4 @@
-/* cuda_util.cu: error reporting and the dlopen'ed cuBLAS (see cuda_util.cuh). */
+/* cuda_util.cu: error reporting, the dlopen'ed cuBLAS and shared shape checks (see cuda_util.cuh). */
 #include "cuda_util.cuh"
 
 #include <dlfcn.h>
@@ -6,6 +6,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+int moects__scales_out_check(moects_scale_layout scale_layout, moects_dtype out_dtype, char *why, size_t why_len)
+{
+    if (scale_layout != MOECTS_SCALES_LINEAR && scale_layout != MOECTS_SCALES_SWIZZLED_128X4) {
+        snprintf(why, why_len, "unknown scale layout %d", (int)scale_layout);
+        return 0;
+    }
+    if (out_dtype != MOECTS_BF16 && out_dtype != MOECTS_F32) {
+        snprintf(why, why_len, "out_dtype must be bf16 or fp32");
+        return 0;
+    }
+    return 1;
+}
 
 int moects__cuda_check(cudaError_t e, const char *what, const char *file, int line)
 {

@@ -83,6 +83,10 @@ int moects__cublas_moe_gemm(const moects__cublas *cb, cudaStream_t s, const moec
                             long K, int in_type, const void *A, const void *B, void *D, int d_type, void **ptrs,
                             char *why, size_t why_len);
 
+/* Scale layout (linear or 128x4-swizzled) and output type (BF16 or FP32) of a block-scaled GEMM, dense
+ * or grouped: 1, or 0 with the reason in why. */
+int moects__scales_out_check(moects_scale_layout scale_layout, moects_dtype out_dtype, char *why, size_t why_len);
+
 /* Shape checks of the grouped MoE GEMM kernels (moe_gemm_w4a16.cu), 1 or 0 with the reason in why:
  * E >= 1, M, N, K >= 0, N and K below 2^31, a known row layout, scale layout and output type (BF16 or
  * FP32); _w4a16_shape adds format W4A16 with MXFP4 or NVFP4 weights. */

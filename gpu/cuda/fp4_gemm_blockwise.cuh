@@ -326,14 +326,7 @@ static int supports(const void *shape, char *why, size_t why_len)
         snprintf(why, why_len, "format must be MXFP4 or NVFP4");
         return 0;
     }
-    if (s->scale_layout != MOECTS_SCALES_LINEAR && s->scale_layout != MOECTS_SCALES_SWIZZLED_128X4) {
-        snprintf(why, why_len, "unknown scale layout %d", (int)s->scale_layout);
-        return 0;
-    }
-    if (s->out_dtype != MOECTS_BF16 && s->out_dtype != MOECTS_F32) {
-        snprintf(why, why_len, "out_dtype must be bf16 or fp32");
-        return 0;
-    }
+    if (!moects__scales_out_check(s->scale_layout, s->out_dtype, why, why_len)) return 0;
     if ((s->M + 63) / 64 > 65535) {
         snprintf(why, why_len, "M=%lld exceeds the grid's y limit (65535 tiles of 64 rows)", (long long)s->M);
         return 0;

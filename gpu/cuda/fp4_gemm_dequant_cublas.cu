@@ -88,14 +88,7 @@ int supports(const void *shape, char *why, size_t why_len)
         snprintf(why, why_len, "format must be MXFP4 or NVFP4");
         return 0;
     }
-    if (s->scale_layout != MOECTS_SCALES_LINEAR && s->scale_layout != MOECTS_SCALES_SWIZZLED_128X4) {
-        snprintf(why, why_len, "unknown scale layout");
-        return 0;
-    }
-    if (s->out_dtype != MOECTS_BF16 && s->out_dtype != MOECTS_F32) {
-        snprintf(why, why_len, "out_dtype must be bf16 or fp32");
-        return 0;
-    }
+    if (!moects__scales_out_check(s->scale_layout, s->out_dtype, why, why_len)) return 0;
     if (s->M > 2147483647 || s->N > 2147483647 || s->K > 2147483647) {
         snprintf(why, why_len, "cuBLAS takes M, N, K as int");
         return 0;

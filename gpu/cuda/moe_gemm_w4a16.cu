@@ -42,14 +42,7 @@ int moects__moe_gemm_shape_common(const moects_moe_gemm_shape *s, char *why, siz
         snprintf(why, why_len, "unknown row layout %d", (int)s->rows);
         return 0;
     }
-    if (s->scale_layout != MOECTS_SCALES_LINEAR && s->scale_layout != MOECTS_SCALES_SWIZZLED_128X4) {
-        snprintf(why, why_len, "unknown scale layout %d", (int)s->scale_layout);
-        return 0;
-    }
-    if (s->out_dtype != MOECTS_BF16 && s->out_dtype != MOECTS_F32) {
-        snprintf(why, why_len, "out_dtype must be bf16 or fp32");
-        return 0;
-    }
+    if (!moects__scales_out_check(s->scale_layout, s->out_dtype, why, why_len)) return 0;
     return 1;
 }
 
