@@ -35,8 +35,8 @@
 # moefullI step cut by its time limit leaves its results in OUTDIR/<step>/results.journal, and the same
 # step in a later call continues it (moects run --resume); one finished there is skipped.
 # MOECTS_PACK=FILE: after every step all of OUTDIR is packed into FILE (.tar.gz, written to FILE.tmp
-# and renamed; the host returns at most 8 files a call), so a cut call returns what finished: unpack
-# it into the tree before the next call.
+# and renamed; the host returns at most 8 files a call), so a cut call returns what finished: put it
+# back with harness/h200_unpack.sh FILE OUTDIR before the next call (not tar over OUTDIR).
 set -u
 B=${1:?usage: harness/h200_run.sh BIN [OUTDIR] [STEPS]}
 D=${2:-reports/h200}
@@ -48,6 +48,8 @@ export MOECTS_ROOT=$PWD
 # quarter in 380 s).
 JOBS=${MOECTS_JOBS:-$(nproc)}
 mkdir -p "$D"
+# A report kept as NAME.gz in the tree (harness/h200_unpack.sh) is restored to NAME for this call.
+for z in "$D"/*.gz "$D"/*/*.gz; do [ -e "$z" ] && [ ! -e "${z%.gz}" ] && gunzip -k "$z"; done
 has() { case ",$STEPS," in *",$1,"*) return 0 ;; esac; return 1; }
 # MOECTS_BUDGET_S: seconds this call may take in all (a device call's limit); a step's limit is cut
 # to what is left (less 20 s to pack the results), and a step with under 30 s left is skipped.

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# h200_unpack.sh PACK OUTDIR: a device call's MOECTS_PACK (harness/h200_run.sh) back into the tree,
+# ready to commit and to carry into the next call.
+#  - OUTDIR is replaced by the pack's copy (the pack holds all of it): unpacking over the old one would
+#    keep a journal the device removed when its step finished, and the next call would resume it.
+#  - Reports over 256 KiB are kept as NAME.gz (committed so; h200_run.sh restores NAME from NAME.gz at
+#    its start); a NAME.gz whose NAME the device removed (a finished step's journal) is removed too.
+#  - Prints each step's state: done (results.json, no journal), cut (journal: results kept), or absent.
+# Exit: 0; 2 with one line when PACK is not a pack of OUTDIR.
+set -u
+pack=${1:?usage: harness/h200_unpack.sh PACK OUTDIR} out=${2:?usage: harness/h200_unpack.sh PACK OUTDIR}
+out=${out%/}
+name=$(basename "$out") parent=$(dirname "$out")
+if ! tar -tzf "$pack" 2>/dev/null | grep -q "^$name/"; then
+  echo "h200_unpack: $pack: not a pack of $name/ (harness/h200_run.sh with MOECTS_PACK and OUTDIR $out)" >&2
+  exit 2
+fi
+tmp=$(mktemp -d "$parent/.unpack.XXXXXX") || exit 2
+trap 'rm -rf "$tmp"' EXIT
+tar -xzf "$pack" -C "$tmp" "$name" || { echo "h200_unpack: $pack: tar failed" >&2; exit 2; }
+find "$tmp/$name" -name '*.gz' | while read -r z; do [ -e "${z%.gz}" ] || rm -f "$z"; done
+find "$tmp/$name" -type f ! -name '*.gz' -size +256k -exec gzip -f {} +
+rm -rf "$out" && mv "$tmp/$name" "$out"
+for d in "$out"/*/; do
+  d=${d%/} s=$(basename "$d")
+  if [ -e "$d/results.journal.gz" ]; then echo "$s: cut, $(zcat "$d/results.journal.gz" | wc -l) journal lines"
+  elif [ -e "$d/results.json.gz" ] || [ -e "$d/results.json" ]; then echo "$s: done"
+  fi
+done
