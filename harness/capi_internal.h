@@ -24,8 +24,9 @@ int moects__kernel_py_load(char *const *specs, size_t n, const char *lib, const 
 void moects__set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Case i of l, or NULL with the error set. */
 const moects_case *moects__caselist_case(const moects_caselist *l, size_t i);
-/* The JSON object of case c (moects_case_json), M_sum -1 when unknown; malloc'ed, NULL out of memory. */
-char *moects__case_json(const moects_case *c, int64_t M_sum);
+/* The JSON object of case c (moects_case_json); in: its built inputs, which fix the rows (ep_gather
+ * M_sum, moe_gemm M), or NULL (-1 there). malloc'ed, NULL out of memory. */
+char *moects__case_json(const moects_case *c, const moects_inputs *in);
 /* Case data of case c for seed (moects_casedata_build). */
 moects_casedata *moects__casedata_of(const moects_case *c, uint64_t seed);
 const moects_case *moects__casedata_case(const moects_casedata *d);

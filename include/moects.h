@@ -78,7 +78,10 @@ MOECTS_API const char *moects_case_op(const moects_caselist *l, size_t i);
  * op's shape struct by its C field names (moects_types.h) with enums as names: ep_gather {"T", "k",
  * "M_sum", "H", "E_global", "id_dtype", "out_dtype", "has_expert_map", "ep_size", "ep_rank",
  * "routing"}; fp4_gemm {"M", "N", "K", "format": "mxfp4"|"nvfp4", "scale_layout": "linear"|
- * "swizzled_128x4", "out_dtype", "gemm"}; M_sum is known only once the inputs are built (-1 here).
+ * "swizzled_128x4", "out_dtype", "gemm"}; moe_gemm {"E", "M", "N", "K", "format": "mxfp4"|"nvfp4"|
+ * "w4a8"|"w4a16", "b_format", "rows": "contiguous"|"masked"|"offsets", "align", "a_scale_block",
+ * "a_scale_f32", "scale_layout", "out_dtype", "gemm"}; M_sum and moe_gemm's M (rows of A; masked:
+ * max_m) are known only once the inputs are built (-1 here).
  * Integers are JSON integers (int64). NULL when i is out of range. */
 MOECTS_API const char *moects_case_json(const moects_caselist *l, size_t i);
 
@@ -90,9 +93,11 @@ typedef struct moects_casedata moects_casedata;
 /* A tensor's description; data points into the owning handle (NULL when bytes == 0). */
 typedef struct {
     const char *name;  /* "x", "topk_ids", "topk_weights", "input_index", "expert_map";
-                          "a", "b", "sa", "sb"; "out" for the output */
+                          "a", "b", "sa", "sb"; moe_gemm also "alpha", "gs_a", "gs_b", "m_indices",
+                          "masked_m", "expert_offsets" (moects_moe_gemm_args); "out" for the output */
     const char *dtype; /* "BF16", "F32", "I32", "I64", "U8" */
-    int ndim;          /* 1 or 2 */
+    int ndim;          /* 1 to 3; 0: a moe_gemm tensor the case's format and row layout do not have
+                          (its pointer in moects_moe_gemm_args is NULL) */
     int64_t dims[4];   /* elements per dim, outermost first (unused dims 0) */
     const void *data;  /* host memory, C order; NULL for an output description or when bytes == 0 */
     size_t bytes;      /* product of dims times the element size */
@@ -104,18 +109,21 @@ typedef struct {
 #define MOECTS_DEFAULT_SEED 1u
 MOECTS_API moects_casedata *moects_casedata_build(const moects_caselist *l, size_t i, uint64_t seed);
 MOECTS_API void moects_casedata_free(moects_casedata *d);
-/* The case's id and its shape JSON (as moects_case_json, with M_sum filled in). */
+/* The case's id and its shape JSON (as moects_case_json, with M_sum / M filled in). */
 MOECTS_API const char *moects_casedata_id(const moects_casedata *d);
 MOECTS_API const char *moects_casedata_json(const moects_casedata *d);
 MOECTS_API uint64_t moects_casedata_seed(const moects_casedata *d);
 /* Number of input tensors, in the kernel ABI's argument order (ep_gather: x [M_sum, H] BF16,
  * topk_ids [T, k] I32|I64, topk_weights [T, k] F32, input_index [T, k] I32, expert_map [E_global] I32
  * (bytes 0 without a map); fp4_gemm: a [M, ceil(K/2)] U8, b [N, ceil(K/2)] U8, sa and sb: U8 scales,
- * [rows, nkb] when linear, [bytes] when swizzled_128x4). */
+ * [rows, nkb] when linear, [bytes] when swizzled_128x4; moe_gemm: moects_moe_gemm_args's ten, one
+ * absent when the format or row layout has none: ndim 0). */
 MOECTS_API int moects_casedata_ninputs(const moects_casedata *d);
 /* Input j (0 .. ninputs-1) into *t. -1 when j is out of range. */
 MOECTS_API int moects_casedata_input(const moects_casedata *d, int j, moects_tensor_info *t);
-/* The output's name "out", dtype and dims (ep_gather [T, H], fp4_gemm [M, N]; BF16 or F32); data NULL. */
+/* The output's name "out", dtype and dims (ep_gather [T, H], fp4_gemm [M, N], moe_gemm [M, N] or masked
+ * [E, max_m, N]; BF16 or F32); data NULL. moe_gemm inputs: A [M, .] or masked [E, max_m, .], B [E, N, K/2],
+ * linear scales [.., nkb] (swizzled: bytes, sb [E, bytes per expert]). */
 MOECTS_API int moects_casedata_output(const moects_casedata *d, moects_tensor_info *t);
 /* Scalars a kernel takes besides tensors, by name: "alpha" (fp4_gemm: 1 for MXFP4, 1/(gs_a*gs_b) in
  * FP32 for NVFP4), "gs_a", "gs_b" (NVFP4 global scales). -1 when the case has no such scalar. */
@@ -194,7 +202,7 @@ MOECTS_API long moects_verify(const char *dir, const moects_kernel *k, moects_re
 /* ---------------------------------------------------------------- worker ---- */
 
 /* Inside a kernel's run() or supports() called by moects_worker_serve (the calling thread only): the
- * task's case as moects_case_json (M_sum filled in; "" outside a task), and its tensors described as
+ * task's case as moects_case_json (M_sum / moe_gemm M filled in; "" outside a task), and its tensors described as
  * moects_casedata_input does, j = 0 .. ninputs-1, or j = -1 for the output "out". data is what run()
  * gets: host pointers for a kernel of device MOECTS_DEVICE_CPU, device pointers for
  * MOECTS_DEVICE_CUDA (the output is writable memory, filled with a NaN pattern before run()).

@@ -181,3 +181,37 @@ Test(capi, reference_and_inputs_deterministic)
     moects_casedata_free(b);
     moects_caselist_free(l);
 }
+
+/* moe_gemm through the API: Kimi K2 (config.json: 384 routed experts, hidden 7168, moe_intermediate
+ * 2048) at EP64 has 6 local experts; its W4A8 masked gemm2 case: A [E, max_m, K] E4M3 bytes, UE8M0 A
+ * scales per 128 along K, B [E, N, K/2], linear B scales [E, N, K/32], masked_m [E]; W4A16's A scale,
+ * the NVFP4 global scales and the other layouts' row tensors are absent (ndim 0, no data). */
+Test(capi, moe_gemm_tensors)
+{
+    moects_caselist *l = smoke("moe_gemm.w4a8/kimi-k2/ep64/masked/gemm2/t16");
+    cr_assert_eq(moects_caselist_count(l), 1);
+    moects_casedata *d = moects_casedata_build(l, 0, 1);
+    cr_assert(d, "%s", moects_errmsg());
+    cr_assert_eq(moects_casedata_ninputs(d), 10);
+    const char *js = moects_casedata_json(d);
+    cr_assert(strstr(js, "\"E\":6") && strstr(js, "\"format\":\"w4a8\"") && strstr(js, "\"rows\":\"masked\""), "%s", js);
+    moects_tensor_info t[10], o;
+    for (int j = 0; j < 10; j++) cr_assert_eq(moects_casedata_input(d, j, &t[j]), 0);
+    cr_assert_eq(moects_casedata_output(d, &o), 0);
+    int64_t maxm = t[0].dims[1];
+    cr_assert(maxm > 0 && maxm % 128 == 0, "max_m %lld", (long long)maxm);
+    cr_assert_str_eq(t[0].name, "a");
+    cr_assert(t[0].ndim == 3 && t[0].dims[0] == 6 && t[0].dims[2] == 2048 && !strcmp(t[0].dtype, "U8"));
+    cr_assert(t[1].ndim == 3 && t[1].dims[0] == 6 && t[1].dims[1] == maxm && t[1].dims[2] == 2048 / 128);
+    cr_assert(t[2].ndim == 3 && t[2].dims[0] == 6 && t[2].dims[1] == 7168 && t[2].dims[2] == 1024);
+    cr_assert(t[3].ndim == 3 && t[3].dims[2] == 2048 / 32 && t[3].bytes == 6 * 7168 * 64);
+    cr_assert(t[4].ndim == 1 && t[4].dims[0] == 6 && !strcmp(t[4].dtype, "F32"));
+    const int absent[] = {5, 6, 7, 9}; /* gs_a, gs_b, m_indices, expert_offsets */
+    for (int i = 0; i < 4; i++)
+        cr_assert(t[absent[i]].ndim == 0 && !t[absent[i]].data && t[absent[i]].bytes == 0 && t[absent[i]].name,
+                  "input %d", absent[i]);
+    cr_assert(!strcmp(t[8].name, "masked_m") && !strcmp(t[8].dtype, "I32") && t[8].dims[0] == 6);
+    cr_assert(o.ndim == 3 && o.dims[0] == 6 && o.dims[1] == maxm && o.dims[2] == 7168 && !strcmp(o.dtype, "BF16"));
+    moects_casedata_free(d);
+    moects_caselist_free(l);
+}

@@ -72,7 +72,7 @@ static size_t export_meta(const moects_case *c, uint64_t seed, const moects_inpu
                           const char **kv, char **own)
 {
     size_t n = 0, no = 0;
-    char *cj = moects__case_json(c, c->op == MOECTS_OP_EP_GATHER ? in->eg.M_sum : -1);
+    char *cj = moects__case_json(c, in);
     json_t *cjo = cj ? json_loads(cj, 0, NULL) : NULL;
     own[no++] = cj;
     own[no++] = json_str_of(json_incref(json_object_get(cjo, "shape")));

@@ -348,7 +348,7 @@ const char *moects_task_json(void)
 {
     if (!cur.active) return "";
     if (!cur.json) {
-        cur.json = moects__case_json(cur.c, cur.c->op == MOECTS_OP_EP_GATHER ? cur.in->eg.M_sum : -1);
+        cur.json = moects__case_json(cur.c, cur.in);
         copy_str(cur.json_id, sizeof cur.json_id, cur.c->id);
     }
     return cur.json ? cur.json : "";

@@ -12,6 +12,12 @@ DTYPES = {"BF16": ("uint16", "<i2", 2), "F32": ("float32", "<f4", 4), "I32": ("i
           "I64": ("int64", "<i8", 8), "U8": ("uint8", "|u1", 1)}
 
 
+def absent(info):
+    """Whether the case has no such tensor (run() gets None): ep_gather without an expert_map, or a
+    moe_gemm tensor of another format or row layout (described with ndim 0)."""
+    return info.ndim == 0 or (info.name == b"expert_map" and info.bytes == 0)
+
+
 def dims(info):
     return tuple(int(info.dims[i]) for i in range(info.ndim))
 

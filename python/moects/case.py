@@ -110,8 +110,8 @@ class Case:
 
     @property
     def shape(self):
-        """The op's shape as a dict (C field names; M_sum is filled in once inputs are built)."""
-        if self.info["shape"].get("M_sum", 0) == -1:
+        """The op's shape as a dict (C field names; M_sum, moe_gemm's M, filled in once inputs are built)."""
+        if -1 in (self.info["shape"].get("M_sum"), self.info["shape"].get("M") if self.op == "moe_gemm" else None):
             self._built()
         return self.info["shape"]
 
@@ -133,12 +133,13 @@ class Case:
         """The input tensors by name in the kernel ABI's order: numpy arrays over the library's
         buffers (device "cpu", zero copy, read them only) or torch tensors (a "cuda" device gets a
         copy on the GPU; "torch" gives zero-copy CPU tensors). BF16 is uint16 bits in numpy and
-        torch.bfloat16 in torch. An absent expert_map is None. fp4_gemm adds "alpha" (and NVFP4 its
-        "gs_a", "gs_b") as floats."""
+        torch.bfloat16 in torch. An absent expert_map is None, and so is a moe_gemm tensor the case's
+        format or row layout has none of (its pointer in moects_moe_gemm_args is NULL). fp4_gemm adds
+        "alpha" (and NVFP4 its "gs_a", "gs_b") as floats."""
         out = {}
         for t in self._infos():
             name = t.name.decode()
-            if name == "expert_map" and t.bytes == 0:
+            if _tensors.absent(t):
                 out[name] = None
                 continue
             arr = _tensors.host_array(t, self._data)

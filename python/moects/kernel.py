@@ -14,7 +14,9 @@ Python"):
     supports   optional supports(shape) -> True to take the shape; False, a reason string or
                (False, reason) to refuse it (UNSUPPORTED, a coverage gap)
     run        run(shape, args): shape is the case's shape dict (moects_case_json "shape"), args the
-               tensors by name (inputs and "out", plus "alpha" for fp4_gemm); writes args["out"].
+               tensors by name (inputs and "out", plus "alpha" for fp4_gemm; moe_gemm: those of
+               moects_moe_gemm_args, None for one the format or row layout has none of); writes
+               args["out"].
 """
 import ctypes
 import json
@@ -137,7 +139,7 @@ def task_args(k, args_ptr):
         if L.moects_task_tensor(j, ctypes.byref(info)) != 0:
             break
         name = info.name.decode()
-        out[name] = None if name == "expert_map" and info.bytes == 0 else _tensor(k, info)
+        out[name] = None if _tensors.absent(info) else _tensor(k, info)
         j += 1
     info = _lib.TensorInfo()
     _lib.check(L.moects_task_tensor(-1, ctypes.byref(info)))

@@ -23,8 +23,9 @@ add_test(NAME py_unit COMMAND ${_pytest} ${_py_dir}/test_fma.py ${_py_dir}/test_
          ${_py_dir}/test_kernel_py.py ${_py_dir}/test_plugin.py ${_py_dir}/test_torch_examples.py
          ${_py_dir}/test_gpu_examples.py)
 add_test(NAME py_equivalence COMMAND ${_pytest} ${_py_dir}/test_equivalence.py)
+add_test(NAME py_moe_gemm COMMAND ${_pytest} ${_py_dir}/test_moe_examples.py)
 add_test(NAME py_install COMMAND sh ${_py_dir}/install_test.sh ${MOECTS_PYTHON} ${PROJECT_SOURCE_DIR}
          ${CMAKE_BINARY_DIR} ${CMAKE_BINARY_DIR}/py_install)
-set_tests_properties(py_unit py_equivalence py_install PROPERTIES ENVIRONMENT "${_py_env}")
+set_tests_properties(py_unit py_equivalence py_moe_gemm py_install PROPERTIES ENVIRONMENT "${_py_env}")
 set_tests_properties(py_equivalence PROPERTIES TIMEOUT 3600)
-set_tests_properties(py_unit PROPERTIES TIMEOUT 1200)
+set_tests_properties(py_unit py_moe_gemm PROPERTIES TIMEOUT 1200)
