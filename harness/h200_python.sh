@@ -16,6 +16,8 @@
 # divides 1024 nor is a multiple of it (Kimi K3's 3584, gpt-oss's 2880, the non-power-of-two
 # regression widths) and passes the others (DeepSeek-V3's 7168); both routes give the same verdict
 # for every (kernel, case). Fits one 10-minute device call (MOECTS_BUDGET_S, default 560).
+# Step moe (MOECTS_PY_STEPS=moe for it alone): the grouped MoE GEMM examples, examples/torch_moe_gemm.py
+# and examples/triton_moe_w4a16.py, under --kernel-py and the pytest plugin (moe/, moe-pytest/).
 set -u
 B=${1:?usage: harness/h200_python.sh BUILD [OUTDIR]}
 B=$(cd "$B" && pwd)
@@ -57,6 +59,25 @@ print("torch:", torch.__version__, "cuda:", torch.version.cuda, "triton:", trito
 print("moects package:", moects.__file__, "libmoects:", moects.library_version())'
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   echo "cpus: $(nproc)"; } > "$D/machine.txt" 2>&1
+
+# MOECTS_PY_STEPS: ep_gather (steps 2-5, the Triton ep_gather check), moe (step 6); default both
+has() { case ",${MOECTS_PY_STEPS:-ep_gather,moe}," in *",$1,"*) return 0 ;; esac; return 1; }
+
+# 6. the grouped MoE GEMM examples (torch every format, Triton fused W4A16) under moects run
+# --kernel-py on the smoke moe_gemm cases and the full-tier W4A16 ones of DeepSeek-V3, Kimi K3 and
+# gpt-oss, and the GPU tests of tests/python/test_gpu_moe_examples.py through the pytest plugin
+if has moe; then
+  { "$B/bin/moects" list 'moe_gemm*' --tier smoke
+    "$B/bin/moects" list 'moe_gemm.w4a16/deepseek-v3/*' 'moe_gemm.w4a16/kimi-k3/*' 'moe_gemm.w4a16/gpt-oss-*' --tier full; } |
+    awk -F'\t' '!seen[$1]++ {print $1}' > "$D/moe-cases.txt"
+  echo "moe cases: $(wc -l < "$D/moe-cases.txt")" >> "$D/status.txt"
+  step moe 300 "$B/bin/moects" run --kernel-py examples/torch_moe_gemm.py:kernel \
+    --kernel-py examples/triton_moe_w4a16.py:kernel --kernel 'torch.*,triton.*' --cases "$D/moe-cases.txt" \
+    --jobs "$JOBS" --out "$D/moe"
+  PYTHONPATH=$PWD/examples:$PWD/tests/python${PYTHONPATH:+:$PYTHONPATH} step moe_pytest 200 "$PY" -m pytest -q \
+    -p no:cacheprovider "${PLUGIN[@]}" tests/python/test_gpu_moe_examples.py --moects-results "$D/moe-pytest/results.json"
+fi
+has ep_gather || exit 0
 
 # 2. the cases
 { "$B/bin/moects" list 'ep_gather/*' --tier smoke
