@@ -21,6 +21,7 @@ Python"):
 import ctypes
 import json
 import os
+import sys
 import traceback
 
 from . import _lib, _tensors
@@ -155,6 +156,15 @@ def _tensor(k, info):
     return _tensors.host_array(info, None)
 
 
+def _release_torch_cache():
+    """Hand the blocks torch's caching allocator keeps after a kernel freed them back to CUDA: the
+    runner counts device memory still held after run() as kept (its worker is replaced), and a torch
+    kernel's freed temporaries would otherwise look kept on every case."""
+    import torch
+    if torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
 class Callbacks:
     """The C callbacks of one Python kernel under `moects run --kernel-py` (kept alive with it)."""
 
@@ -191,6 +201,8 @@ class Callbacks:
                     self.k.run(shape, args)
             else:
                 self.k.run(shape, args)
+            if self.k.device == "cuda" and "torch" in sys.modules:
+                _release_torch_cache()
             return 0
         except BaseException as e:  # SystemExit, KeyboardInterrupt too: the case's verdict
             self.err = ctypes.create_string_buffer(error_text(e).encode("utf-8", "replace"))
