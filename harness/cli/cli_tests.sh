@@ -825,6 +825,16 @@ resume)
     cmp -s journal.before cut/results.journal || fail "a refused resume changed the journal"
     # shellcheck disable=SC2086
     "$moects" run $ks --out full --resume cut $ids 2> bad.err; [ $? = 2 ] || fail "--resume cut --out full accepted"
+    # a whole last line (its newline written) that is not a result is not torn: refused like one in the
+    # middle, one line naming the journal and the line (the header and 5 results are lines 1-6)
+    echo '{"kernel": "plugin.ep_gather"}' >> cut/results.journal
+    cp cut/results.journal journal.before
+    # shellcheck disable=SC2086
+    "$moects" run $ks --resume cut $ids > bad.tap 2> bad.err; [ $? = 2 ] || { cat bad.err; fail "a bad last line accepted"; }
+    [ "$(cat bad.err)" = "moects run: --resume cut/results.journal: line 7 case: missing" ] ||
+        { cat bad.err; fail "bad last line: not the one line naming the journal and line 7"; }
+    cmp -s journal.before cut/results.journal || fail "a refused resume changed the journal"
+    head -n 6 journal.before > cut/results.journal
     # a torn last line (a kill inside a write) is left out; the 15 - 3 calls of the other tasks run
     printf '{"kernel": "plugin.ep_gather", "case": "ep_gat' >> cut/results.journal
     # shellcheck disable=SC2086

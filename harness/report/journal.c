@@ -151,7 +151,9 @@ static int slurp_fd(int fd, char **text, size_t *n)
 }
 
 /* The result lines of text (after the header, at from) into done; *keep: the bytes up to the last
- * whole result. 0, or -1 with err for a bad line that is not the last. */
+ * whole result. A line is written whole with its newline last, so only a last line without a newline
+ * is torn (left out of *keep); a line ending in a newline that is not a result is -1 with err, the
+ * last one too. */
 static int read_results(const char *path, const char *text, size_t n, size_t from, moects_run *done, size_t *keep,
                         char *err, size_t errlen)
 {
@@ -163,8 +165,7 @@ static int read_results(const char *path, const char *text, size_t n, size_t fro
         size_t end = (size_t)(nl - text) + 1;
         char where[40];
         snprintf(where, sizeof where, "line %zu ", line);
-        if (moects__result_parse(text + at, end - 1 - at, path, where, &r, err, errlen) != 0)
-            return end == n ? 0 : -1; /* the last line: torn too */
+        if (moects__result_parse(text + at, end - 1 - at, path, where, &r, err, errlen) != 0) return -1;
         if (moects_run_push(done, &r) != 0) {
             snprintf(err, errlen, "%s: out of memory", path);
             return -1;
