@@ -752,8 +752,10 @@ static int usage_run(void)
           "  --out DIR              report directory, created and checked writable first (default\n"
           "                         ROOT/reports/latest); kernels.log there holds what the kernels printed,\n"
           "                         results.journal each finished result while the run goes (removed at its end)\n"
-          "  --resume DIR           continue the run killed while writing to --out DIR, given its arguments: the\n"
-          "                         results in DIR/results.journal are kept, the rest run, the reports hold all\n"
+          "  --resume DIR           continue the run killed while writing to --out DIR: the results in\n"
+          "                         DIR/results.journal are kept, the rest run, the reports hold all. Give the\n"
+          "                         same seed, shard and selection: the same cases and kernels (globs and --tier\n"
+          "                         may be spelled otherwise); another is refused, naming what differs\n"
           "  --junit FILE           the JUnit XML there too (one testcase per kernel and case)\n"
           "  --dump DIR             each FAIL_MISMATCH writes DIR/KERNEL/CASE.safetensors (inputs, reference;\n"
           "                         the `moects export` format) and CASE.out.safetensors (the output):\n"
@@ -1122,14 +1124,33 @@ static void journal_result(void *ctx, const moects_result *r)
     moects_journal_add(&x->journal, &m);
 }
 
+/* The XXH64 of the file at path's bytes in 16 hex digits into out (at least 17 bytes). 0, or -1 (errno). */
+static int file_xxh64(const char *path, char *out, size_t len)
+{
+    FILE *f = fopen(path, "rb");
+    struct stat st;
+    if (!f) return -1;
+    errno = 0;
+    char *data = fstat(fileno(f), &st) == 0 ? malloc((size_t)st.st_size + 1) : NULL;
+    size_t n = data ? fread(data, 1, (size_t)st.st_size, f) : 0;
+    int rc = data && n == (size_t)st.st_size && !ferror(f) ? 0 : -1, e = errno ? errno : EIO;
+    if (!rc) snprintf(out, len, "%016" PRIx64, moects_xxh64(data, n));
+    free(data);
+    fclose(f);
+    errno = e;
+    return rc;
+}
+
 /* OUT/results.journal: started afresh (replacing an interrupted run's, said on stderr), or with
  * --resume read back (its header must name this selection) into x->done and x->prior. 0 or 2. */
 static int run_journal(run_ctx *x)
 {
     cli *o = &x->o;
-    char err[4400];
+    char err[4400], cfg[24] = "";
+    if (o->config && file_xxh64(o->config, cfg, sizeof cfg)) return bad(o, "--config %s: %s", o->config, strerror(errno));
     moects_journal_sel sel = {.run = &x->run, .tier = x->tier, .kernels = x->kernels, .nkernels = x->nk,
-                              .cases = x->cases, .ncases = x->ncases, .known_findings = x->kpath};
+                              .cases = x->cases, .ncases = x->ncases, .known_findings = x->kpath,
+                              .config_xxh64 = cfg};
     if (!o->resume) {
         snprintf(err, sizeof err, "%s/%s", x->outdir, MOECTS_JOURNAL);
         if (access(err, F_OK) == 0) {

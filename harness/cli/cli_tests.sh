@@ -783,6 +783,21 @@ JSON
     grep -q "planted.fp4_gemm" pre.md && grep -q "MXFP4 with linear scales only" pre.md ||
         { cat pre.md; fail "the plugin kernel's refusals are not listed"; }
     grep -q "cpu.fp4_gemm.blockwise" pre.md && fail "--kernel 'planted.*' did not narrow the kernels"
+    # --resume of a --config run: the case ids name the model after the file (new-moe), its bytes must be
+    # the same (config_xxh64), its path need not. Killed at the 3rd call: plugin.ep_gather runs twice a
+    # case, so the first case's result is journaled
+    mkdir -p same edited && cp new-moe.json same/ && sed 's/"num_hidden_layers": 48/"num_hidden_layers": 47/' \
+        new-moe.json > edited/new-moe.json
+    kc="--tp 8 --jobs 1 --kernel-lib $plugin --kernel plugin.ep_gather ep_gather/*"
+    # shellcheck disable=SC2086
+    MOECTS_PLUGIN_EXAMPLE_CALLS=$work/calls MOECTS_PLUGIN_EXAMPLE_KILL_AT=3 setsid "$moects" run --config new-moe.json \
+        $kc --out cut > /dev/null 2>&1 && fail "the killed --config run exited 0"
+    # shellcheck disable=SC2086
+    "$moects" run --config edited/new-moe.json $kc --resume cut > /dev/null 2> e.txt; [ $? = 2 ] || fail "edited config resumed"
+    grep -q "^moects run: --resume cut/results.journal: header field config_xxh64: " e.txt || { cat e.txt; fail "config_xxh64"; }
+    # shellcheck disable=SC2086
+    "$moects" run --config same/new-moe.json $kc --resume cut > /dev/null 2> e.txt || { cat e.txt; fail "--config resume"; }
+    grep -q "^moects run: --resume: 1 results kept from cut/results.journal" e.txt || { cat e.txt; fail "kept count"; }
     ;;
 resume)
     # a run killed after its first results (the example plugin's MOECTS_PLUGIN_EXAMPLE_KILL_AT: SIGKILL to
@@ -813,16 +828,52 @@ resume)
     [ "$(wc -l < cut/results.journal)" = 6 ] || { cat cut/results.journal; fail "journal: not a header and 5 results"; }
     [ "$(tail -n 1 cut/results.journal | jq -r '.kernel')" = cpu.ep_gather ] || fail "journal: last result not cpu.ep_gather"
     # another selection is refused, one line naming the journal and the field; the journal is kept as it was
+    cp -r cut cut1 # (for format 1 below)
     cp cut/results.journal journal.before
-    for a in "--seed 2:seed" "--shard 0/2:shard"; do
-        # shellcheck disable=SC2086
-        "$moects" run $ks ${a%:*} --resume cut $ids > bad.tap 2> bad.err
-        [ $? = 2 ] || { cat bad.err; fail "resume with ${a%:*}: exit not 2"; }
-        [ "$(wc -l < bad.err)" = 1 ] || { cat bad.err; fail "resume with ${a%:*}: not one stderr line"; }
-        grep -q "^moects run: --resume cut/results.journal: header field ${a#*:}: " bad.err ||
-            { cat bad.err; fail "resume with ${a%:*}: journal or field ${a#*:} not named"; }
-    done
+    refused() { # refused DIR FIELD ARG...: `moects run ARG... --resume DIR` exits 2, one line naming DIR's journal and FIELD
+        d=$1 f=$2; shift 2
+        "$moects" run "$@" --resume "$d" > bad.tap 2> bad.err
+        [ $? = 2 ] || { cat bad.err; fail "resume refused on $f: exit not 2"; }
+        [ "$(wc -l < bad.err)" = 1 ] || { cat bad.err; fail "resume refused on $f: not one stderr line"; }
+        grep -q "^moects run: --resume $d/results.journal: header field $f: " bad.err ||
+            { cat bad.err; fail "resume refused on $f: journal or field $f not named"; }
+    }
+    # shellcheck disable=SC2086,SC2116
+    idline=$(echo $ids) # the ids on one line, one space apart
+    four=$(echo "$idline" | cut -d' ' -f1-4)
+    # shellcheck disable=SC2086
+    {
+        refused cut seed $ks --seed 2 $ids
+        refused cut shard $ks --shard 0/2 $ids
+        # the selection is the cases and kernels selected: a case fewer, another case for the fifth, a kernel fewer
+        refused cut cases $ks $four
+        refused cut cases_xxh64 $ks $four ep_gather/regression/block-divides-h/h7168/t64
+        refused cut kernels --jobs 1 --kernel-lib "$plugin" --kernel cpu.ep_gather,cpu.mutant.ep_gather.block_min1024 \
+            --kernel plugin.ep_gather $ids
+    }
+    # the line says what the interrupted run was given (its filter: case globs, --kernel globs, --kernel-lib)
+    k3='"cpu.ep_gather","cpu.mutant.ep_gather.block_min1024","plugin.ep_gather"'
+    given="$idline --kernel cpu.ep_gather --kernel cpu.mutant.ep_gather.block_min1024 --kernel plugin.ep_gather"
+    given="$given --kernel plugin.mutant.segv --kernel-lib $(realpath "$plugin")"
+    grep -qxF "moects run: --resume cut/results.journal: header field kernels: the interrupted run had [$k3,\"plugin.mutant.segv\"], this run [$k3] (resume with its arguments; its selection: \"$given\")" bad.err ||
+        { cat bad.err; fail "the kernels line"; }
     cmp -s journal.before cut/results.journal || fail "a refused resume changed the journal"
+    # a journal of format 1 (before config_xxh64) is read by its rule: every field equal, the spelling too
+    { head -n 1 cut1/results.journal | jq -c '.moects_journal = 1 | del(.config_xxh64)'; tail -n +2 cut1/results.journal; } \
+        > j1 && mv j1 cut1/results.journal
+    # shellcheck disable=SC2086
+    refused cut1 filter $ks --tier all $ids
+    # shellcheck disable=SC2086
+    MOECTS_PLUGIN_EXAMPLE_CALLS=$work/calls.res1 "$moects" run $ks --resume cut1 $ids > res1.tap 2> res1.err ||
+        { cat res1.err; fail "format 1: resumed run"; }
+    [ "$(wc -c < calls.res1)" = 12 ] || fail "format 1 resumed: $(wc -c < calls.res1) plugin calls, want 12"
+    cmp -s full.tap res1.tap || { diff full.tap res1.tap; fail "format 1: resumed TAP differs from the uninterrupted one"; }
+    # ... and one of a later format is refused naming it
+    sed '1s/"moects_journal": 2,/"moects_journal": 3,/' journal.before > cut1/results.journal
+    # shellcheck disable=SC2086
+    refused cut1 moects_journal $ks $ids
+    grep -q "header field moects_journal: the interrupted run had 3, this moects reads formats 1 and 2 (resume with the moects that wrote it)$" bad.err ||
+        { cat bad.err; fail "format 3 line"; }
     # shellcheck disable=SC2086
     "$moects" run $ks --out full --resume cut $ids 2> bad.err; [ $? = 2 ] || fail "--resume cut --out full accepted"
     # a whole last line (its newline written) that is not a result is not torn: refused like one in the
@@ -835,11 +886,14 @@ resume)
         { cat bad.err; fail "bad last line: not the one line naming the journal and line 7"; }
     cmp -s journal.before cut/results.journal || fail "a refused resume changed the journal"
     head -n 6 journal.before > cut/results.journal
-    # a torn last line (a kill inside a write) is left out; the 15 - 3 calls of the other tasks run
+    # a torn last line (a kill inside a write) is left out; the 15 - 3 calls of the other tasks run. The
+    # selection spelled otherwise (kernel globs in another order and form, the ids reversed, --tier all:
+    # exact ids run whatever their tier) is the same selection: resumed
     printf '{"kernel": "plugin.ep_gather", "case": "ep_gat' >> cut/results.journal
-    # shellcheck disable=SC2086
-    MOECTS_PLUGIN_EXAMPLE_CALLS=$work/calls.res "$moects" run $ks --resume cut $ids > res.tap 2> res.err ||
-        { cat res.err; fail "resumed run"; }
+    ks2="--jobs 1 --kernel-lib $plugin --kernel plugin.ep_gather,plugin.mutant.segv --kernel cpu.mutant.ep_gather.block_min*"
+    # shellcheck disable=SC2086,SC2046
+    MOECTS_PLUGIN_EXAMPLE_CALLS=$work/calls.res "$moects" run $ks2 --kernel cpu.ep_gather --tier all --resume cut \
+        $(printf '%s\n' $ids | tac) > res.tap 2> res.err || { cat res.err; fail "resumed run"; }
     [ "$(wc -c < calls.res)" = 12 ] || fail "resumed: $(wc -c < calls.res) plugin calls, want 12"
     grep -q "^moects run: --resume: 5 results kept from cut/results.journal" res.err || { cat res.err; fail "kept count"; }
     cmp -s full.tap res.tap || { diff full.tap res.tap; fail "resumed TAP differs from the uninterrupted one"; }
