@@ -898,13 +898,17 @@ static void report_not_run(const moects_run *run, const moects_kernel *const *ke
 }
 
 /* The run's last stderr line: its verdict, the counts (known: honest failures that are known findings), where
- * summary.md is. */
+ * summary.md is. Kernels count when they have a result: one that took no selected case is not in it, as
+ * it is not in the TAP and summary.md. */
 static void verdict_line(const moects_run *run, const moects_kernel *const *kernels, size_t nk, size_t known,
                          int rc, const char *outdir)
 {
     size_t honest = 0, hfail = 0, mutants = 0, escaped = 0, res[3] = {0};
     for (size_t k = 0; k < nk; k++) {
-        moects_kernel_status st = moects_kernel_status_of(run, kernels[k]->name, kernels[k]->bug != NULL, NULL);
+        size_t c[MOECTS_VERDICT_COUNT], n = 0;
+        moects_kernel_status st = moects_kernel_status_of(run, kernels[k]->name, kernels[k]->bug != NULL, c);
+        for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) n += c[v];
+        if (!n) continue;
         if (kernels[k]->bug) mutants++, escaped += st == MOECTS_KS_ESCAPED;
         else honest++, hfail += moects_kernel_status_fails(st);
     }
