@@ -462,7 +462,7 @@ static int select_cases(cli *o, const moects_case_list *all, char *sel, char ***
     for (size_t g = 0; g < o->nglobs; g++) {
         int hit = 0;
         for (size_t c = 0; c < n && !hit; c++) hit = fnmatch(o->globs[g], all->v[c].id, 0) == 0;
-        if (!hit) return bad(o, "no case matches \"%s\" (see moects list)", o->globs[g]);
+        if (!hit) return bad(o, "no case matches \"%s\"%s", o->globs[g], strcmp(o->cmd, "list") ? " (see moects list)" : "");
     }
     size_t matched = 0, chosen = 0;
     for (size_t c = 0; c < n; c++) {
@@ -640,9 +640,12 @@ static int usage_list(void)
     fputs("usage: moects list [GLOB...] [--tier smoke|full|large|all] [--root DIR] [-v]\n"
           "                   [--config CONFIG.json [--tp N]... [--ep N]...]\n"
           "       moects list --kernels [--kernel GLOB] [--kernel-lib LIB.so]\n"
-          "Case ids and their tiers, one a line, or kernels (name, op, device, recipe or tolerance, bug).\n"
-          "  GLOB               fnmatch on case ids (default: every case)\n"
-          "  --tier T           smoke, full, large or all (default: all)\n"
+          "Case ids and their tiers, one a line: the cases `moects run` selects with the same GLOBs, --tier and\n"
+          "--config; or kernels (name, op, device, recipe or tolerance, bug).\n"
+          "  GLOB               fnmatch on case ids (default: every case of the tier); an exact id is listed\n"
+          "                     whatever its tier unless --tier is given\n"
+          "  --tier T           smoke, full, large or all (default: smoke, as moects run; with --config:\n"
+          "                     smoke,full); globs that match only cases of other tiers are an error\n"
           "  -v                 each case's shape too\n"
           "  --root DIR         where cases/ is (default: $MOECTS_ROOT, else the source tree)\n"
           "  --config FILE      the cases derived from that model instead of the registry (--tp/--ep:\n"
@@ -655,7 +658,7 @@ static int usage_list(void)
 
 int moects_cmd_list(int argc, char **argv)
 {
-    cli o = {.cmd = "list", .tiers = ALL_TIERS, .tap_version = 13, .dead_after = 3};
+    cli o = {.cmd = "list", .tiers = MOECTS_TIER_SMOKE, .tap_version = 13, .dead_after = 3};
     int rc = parse_args(&o, argc, argv, 0);
     if (rc) {
         cli_free(&o);
@@ -684,16 +687,12 @@ int moects_cmd_list(int argc, char **argv)
         cli_free(&o);
         return rc;
     }
-    for (size_t g = 0; g < o.nglobs && !rc; g++) {
-        int hit = 0;
-        for (size_t c = 0; c < all.n && !hit; c++) hit = fnmatch(o.globs[g], all.v[c].id, 0) == 0;
-        if (!hit) rc = bad(&o, "no case matches \"%s\"", o.globs[g]);
-    }
+    char *sel = calloc(all.n + 1, 1), **missing = NULL, *first = NULL;
+    size_t nmissing = 0; /* --cases (a must-pass list) is run's alone: none here */
+    rc = sel ? select_cases(&o, &all, sel, &missing, &nmissing, &first) : bad(&o, "out of memory");
     for (size_t c = 0; c < all.n && !rc; c++) {
         const moects_case *k = &all.v[c];
-        int m = !o.nglobs;
-        for (size_t g = 0; g < o.nglobs && !m; g++) m = fnmatch(o.globs[g], k->id, 0) == 0;
-        if (!m || !(k->tiers & o.tiers)) continue;
+        if (!sel[c]) continue;
         char t[32], shape[256];
         tier_names(k->tiers, t, sizeof t);
         if (o.verbose) {
@@ -703,6 +702,7 @@ int moects_cmd_list(int argc, char **argv)
             printf("%s\t%s\n", k->id, t);
         }
     }
+    free(sel);
     moects_case_list_free(&all);
     cli_free(&o);
     return rc;

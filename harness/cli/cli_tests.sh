@@ -328,6 +328,15 @@ exit_status)
     # list
     "$moects" list --kernels | grep -q "^cpu.ep_gather	" || fail "list --kernels"
     "$moects" list 'ep_gather/*' | head -n1 | grep -q "	" || fail "list: id TAB tiers"
+    # list selects as run does: the smoke tier by default (each line's tiers hold smoke, and there are
+    # ep_gather cases outside it), an exact id whatever its tier unless --tier is given
+    "$moects" list 'ep_gather/*' | cut -f2 | grep -qv smoke && fail "list: a case outside the smoke tier by default"
+    "$moects" list --tier all 'ep_gather/*' | cut -f2 | grep -qv smoke || fail "list --tier all: no case outside smoke"
+    [ "$("$moects" list ep_gather/kimi-k3/tp8/t128)" = "ep_gather/kimi-k3/tp8/t128	full" ] || fail "list: exact full-tier id"
+    "$moects" list --tier smoke ep_gather/kimi-k3/tp8/t128 > out.txt 2> err.txt; [ $? = 2 ] || fail "list --tier smoke: exit"
+    [ "$(cat err.txt)" = "moects list: 1 case match but none is in tier smoke (use --tier full|large|all)" ] ||
+        { cat err.txt; fail "list --tier smoke of a full-tier id: message"; }
+    "$moects" list --help | grep -q -- "--tier T .*(default: smoke, as moects run" || fail "list --help: default tier"
     ;;
 known_findings)
     # cases/known-findings.txt: dequant_sgemm's FP32 overflow on MXFP4 adversarial data is a TODO point
