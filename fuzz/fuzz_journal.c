@@ -30,7 +30,7 @@ static void selection(moects_journal_sel *s, moects_run *run, moects_case *cases
         cases[c].op = c == 1 ? MOECTS_OP_FP4_GEMM : MOECTS_OP_EP_GATHER;
     }
     *s = (moects_journal_sel){.run = run, .tier = "smoke", .kernels = KERNELS, .nkernels = NK, .cases = cases,
-                              .ncases = NC, .known_findings = "cases/known-findings.txt"};
+                              .ncases = NC, .known_findings = "cases/known-findings.txt", .config_xxh64 = ""};
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -9,15 +9,18 @@
 
 #define MOECTS_JOURNAL "results.journal" /* in the run's --out directory */
 
-/* What identifies a run's selection: a journal is resumed only by a run whose header is the same. */
+/* What identifies a run's selection: a journal is resumed only by a run whose header agrees, every
+ * field but the selection's spelling (filter and tier): the same cases and kernels, however the case
+ * globs, --kernel globs and --tier that selected them were written (harness/report/journal.c). */
 typedef struct {
-    const moects_run *run; /* moects_version, commit, filter, shard, seed, kernel_libs (path, SHA-256) */
-    const char *tier;      /* the tiers the cases were selected from: "smoke", "smoke,full" ... */
+    const moects_run *run; /* moects_version, commit, shard, seed, kernel_libs (path, SHA-256); filter */
+    const char *tier;      /* the tiers the cases were selected from: "smoke", "smoke,full" ... (not compared) */
     const moects_kernel *const *kernels; /* the selected kernels, in run order (their names) */
     size_t nkernels;
     const moects_case *cases; /* this shard's selected cases, in run order (their count and ids' XXH64) */
     size_t ncases;
     const char *known_findings; /* the known-findings file's path */
+    const char *config_xxh64;   /* the XXH64 of --config FILE's bytes, 16 hex digits; "" or NULL: none */
 } moects_journal_sel;
 
 /* Zeroed: no journal (moects_journal_add and _close do nothing). */
@@ -31,10 +34,11 @@ typedef struct {
 int moects_journal_start(moects_journal *j, const char *outdir, const moects_journal_sel *s, char *err,
                          size_t errlen);
 
-/* Continue OUT/results.journal: its header must be s's (else -1, err "PATH: header field F: the
- * interrupted run had X, this run Y"); its results go to *done (zeroed first), in journal order; a
- * torn last line (no newline, or not a result) is cut off the file; a bad line before it is -1 with
- * "PATH: line N ...". A file with no whole line (killed while writing its header) starts afresh. The
+/* Continue OUT/results.journal: its header must agree with s (else -1, err "PATH: header field F: the
+ * interrupted run had X, this run Y (resume with its arguments; its selection: \"...\")"; a format
+ * other than 1 and 2 is field moects_journal); its results go to *done (zeroed first), in journal order; a
+ * torn last line (one without a newline at its end) is cut off the file; a line that ends in a newline
+ * but is not a result, the last one too, is -1 with "PATH: line N ..." (the file untouched). A file with no whole line (killed while writing its header) starts afresh. The
  * journal is then open for appending. 0, or -1 with err (also "PATH: cannot open: why"). */
 int moects_journal_resume(moects_journal *j, const char *outdir, const moects_journal_sel *s, moects_run *done,
                           char *err, size_t errlen);

@@ -462,7 +462,7 @@ static int select_cases(cli *o, const moects_case_list *all, char *sel, char ***
     for (size_t g = 0; g < o->nglobs; g++) {
         int hit = 0;
         for (size_t c = 0; c < n && !hit; c++) hit = fnmatch(o->globs[g], all->v[c].id, 0) == 0;
-        if (!hit) return bad(o, "no case matches \"%s\" (see moects list)", o->globs[g]);
+        if (!hit) return bad(o, "no case matches \"%s\"%s", o->globs[g], strcmp(o->cmd, "list") ? " (see moects list)" : "");
     }
     size_t matched = 0, chosen = 0;
     for (size_t c = 0; c < n; c++) {
@@ -640,9 +640,12 @@ static int usage_list(void)
     fputs("usage: moects list [GLOB...] [--tier smoke|full|large|all] [--root DIR] [-v]\n"
           "                   [--config CONFIG.json [--tp N]... [--ep N]...]\n"
           "       moects list --kernels [--kernel GLOB] [--kernel-lib LIB.so]\n"
-          "Case ids and their tiers, one a line, or kernels (name, op, device, recipe or tolerance, bug).\n"
-          "  GLOB               fnmatch on case ids (default: every case)\n"
-          "  --tier T           smoke, full, large or all (default: all)\n"
+          "Case ids and their tiers, one a line: the cases `moects run` selects with the same GLOBs, --tier and\n"
+          "--config; or kernels (name, op, device, recipe or tolerance, bug).\n"
+          "  GLOB               fnmatch on case ids (default: every case of the tier); an exact id is listed\n"
+          "                     whatever its tier unless --tier is given\n"
+          "  --tier T           smoke, full, large or all (default: smoke, as moects run; with --config:\n"
+          "                     smoke,full); globs that match only cases of other tiers are an error\n"
           "  -v                 each case's shape too\n"
           "  --root DIR         where cases/ is (default: $MOECTS_ROOT, else the source tree)\n"
           "  --config FILE      the cases derived from that model instead of the registry (--tp/--ep:\n"
@@ -655,7 +658,7 @@ static int usage_list(void)
 
 int moects_cmd_list(int argc, char **argv)
 {
-    cli o = {.cmd = "list", .tiers = ALL_TIERS, .tap_version = 13, .dead_after = 3};
+    cli o = {.cmd = "list", .tiers = MOECTS_TIER_SMOKE, .tap_version = 13, .dead_after = 3};
     int rc = parse_args(&o, argc, argv, 0);
     if (rc) {
         cli_free(&o);
@@ -684,16 +687,12 @@ int moects_cmd_list(int argc, char **argv)
         cli_free(&o);
         return rc;
     }
-    for (size_t g = 0; g < o.nglobs && !rc; g++) {
-        int hit = 0;
-        for (size_t c = 0; c < all.n && !hit; c++) hit = fnmatch(o.globs[g], all.v[c].id, 0) == 0;
-        if (!hit) rc = bad(&o, "no case matches \"%s\"", o.globs[g]);
-    }
+    char *sel = calloc(all.n + 1, 1), **missing = NULL, *first = NULL;
+    size_t nmissing = 0; /* --cases (a must-pass list) is run's alone: none here */
+    rc = sel ? select_cases(&o, &all, sel, &missing, &nmissing, &first) : bad(&o, "out of memory");
     for (size_t c = 0; c < all.n && !rc; c++) {
         const moects_case *k = &all.v[c];
-        int m = !o.nglobs;
-        for (size_t g = 0; g < o.nglobs && !m; g++) m = fnmatch(o.globs[g], k->id, 0) == 0;
-        if (!m || !(k->tiers & o.tiers)) continue;
+        if (!sel[c]) continue;
         char t[32], shape[256];
         tier_names(k->tiers, t, sizeof t);
         if (o.verbose) {
@@ -703,6 +702,7 @@ int moects_cmd_list(int argc, char **argv)
             printf("%s\t%s\n", k->id, t);
         }
     }
+    free(sel);
     moects_case_list_free(&all);
     cli_free(&o);
     return rc;
@@ -752,8 +752,10 @@ static int usage_run(void)
           "  --out DIR              report directory, created and checked writable first (default\n"
           "                         ROOT/reports/latest); kernels.log there holds what the kernels printed,\n"
           "                         results.journal each finished result while the run goes (removed at its end)\n"
-          "  --resume DIR           continue the run killed while writing to --out DIR, given its arguments: the\n"
-          "                         results in DIR/results.journal are kept, the rest run, the reports hold all\n"
+          "  --resume DIR           continue the run killed while writing to --out DIR: the results in\n"
+          "                         DIR/results.journal are kept, the rest run, the reports hold all. Give the\n"
+          "                         same seed, shard and selection: the same cases and kernels (globs and --tier\n"
+          "                         may be spelled otherwise); another is refused, naming what differs\n"
           "  --junit FILE           the JUnit XML there too (one testcase per kernel and case)\n"
           "  --dump DIR             each FAIL_MISMATCH writes DIR/KERNEL/CASE.safetensors (inputs, reference;\n"
           "                         the `moects export` format) and CASE.out.safetensors (the output):\n"
@@ -896,13 +898,17 @@ static void report_not_run(const moects_run *run, const moects_kernel *const *ke
 }
 
 /* The run's last stderr line: its verdict, the counts (known: honest failures that are known findings), where
- * summary.md is. */
+ * summary.md is. Kernels count when they have a result: one that took no selected case is not in it, as
+ * it is not in the TAP and summary.md. */
 static void verdict_line(const moects_run *run, const moects_kernel *const *kernels, size_t nk, size_t known,
                          int rc, const char *outdir)
 {
     size_t honest = 0, hfail = 0, mutants = 0, escaped = 0, res[3] = {0};
     for (size_t k = 0; k < nk; k++) {
-        moects_kernel_status st = moects_kernel_status_of(run, kernels[k]->name, kernels[k]->bug != NULL, NULL);
+        size_t c[MOECTS_VERDICT_COUNT], n = 0;
+        moects_kernel_status st = moects_kernel_status_of(run, kernels[k]->name, kernels[k]->bug != NULL, c);
+        for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) n += c[v];
+        if (!n) continue;
         if (kernels[k]->bug) mutants++, escaped += st == MOECTS_KS_ESCAPED;
         else honest++, hfail += moects_kernel_status_fails(st);
     }
@@ -1122,14 +1128,33 @@ static void journal_result(void *ctx, const moects_result *r)
     moects_journal_add(&x->journal, &m);
 }
 
+/* The XXH64 of the file at path's bytes in 16 hex digits into out (at least 17 bytes). 0, or -1 (errno). */
+static int file_xxh64(const char *path, char *out, size_t len)
+{
+    FILE *f = fopen(path, "rb");
+    struct stat st;
+    if (!f) return -1;
+    errno = 0;
+    char *data = fstat(fileno(f), &st) == 0 ? malloc((size_t)st.st_size + 1) : NULL;
+    size_t n = data ? fread(data, 1, (size_t)st.st_size, f) : 0;
+    int rc = data && n == (size_t)st.st_size && !ferror(f) ? 0 : -1, e = errno ? errno : EIO;
+    if (!rc) snprintf(out, len, "%016" PRIx64, moects_xxh64(data, n));
+    free(data);
+    fclose(f);
+    errno = e;
+    return rc;
+}
+
 /* OUT/results.journal: started afresh (replacing an interrupted run's, said on stderr), or with
  * --resume read back (its header must name this selection) into x->done and x->prior. 0 or 2. */
 static int run_journal(run_ctx *x)
 {
     cli *o = &x->o;
-    char err[4400];
+    char err[4400], cfg[24] = "";
+    if (o->config && file_xxh64(o->config, cfg, sizeof cfg)) return bad(o, "--config %s: %s", o->config, strerror(errno));
     moects_journal_sel sel = {.run = &x->run, .tier = x->tier, .kernels = x->kernels, .nkernels = x->nk,
-                              .cases = x->cases, .ncases = x->ncases, .known_findings = x->kpath};
+                              .cases = x->cases, .ncases = x->ncases, .known_findings = x->kpath,
+                              .config_xxh64 = cfg};
     if (!o->resume) {
         snprintf(err, sizeof err, "%s/%s", x->outdir, MOECTS_JOURNAL);
         if (access(err, F_OK) == 0) {

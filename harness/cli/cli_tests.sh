@@ -328,6 +328,15 @@ exit_status)
     # list
     "$moects" list --kernels | grep -q "^cpu.ep_gather	" || fail "list --kernels"
     "$moects" list 'ep_gather/*' | head -n1 | grep -q "	" || fail "list: id TAB tiers"
+    # list selects as run does: the smoke tier by default (each line's tiers hold smoke, and there are
+    # ep_gather cases outside it), an exact id whatever its tier unless --tier is given
+    "$moects" list 'ep_gather/*' | cut -f2 | grep -qv smoke && fail "list: a case outside the smoke tier by default"
+    "$moects" list --tier all 'ep_gather/*' | cut -f2 | grep -qv smoke || fail "list --tier all: no case outside smoke"
+    [ "$("$moects" list ep_gather/kimi-k3/tp8/t128)" = "ep_gather/kimi-k3/tp8/t128	full" ] || fail "list: exact full-tier id"
+    "$moects" list --tier smoke ep_gather/kimi-k3/tp8/t128 > out.txt 2> err.txt; [ $? = 2 ] || fail "list --tier smoke: exit"
+    [ "$(cat err.txt)" = "moects list: 1 case match but none is in tier smoke (use --tier full|large|all)" ] ||
+        { cat err.txt; fail "list --tier smoke of a full-tier id: message"; }
+    "$moects" list --help | grep -q -- "--tier T .*(default: smoke, as moects run" || fail "list --help: default tier"
     ;;
 known_findings)
     # cases/known-findings.txt: dequant_sgemm's FP32 overflow on MXFP4 adversarial data is a TODO point
@@ -337,6 +346,12 @@ known_findings)
     [ $rc -eq 0 ] || { cat run.tap; fail "a known finding made the run exit $rc (want 0)"; }
     tail -n 1 run.err | grep -q "; 1 results: 0 passed, 1 failed (1 known finding), 0 skipped or unsupported;" ||
         { tail -n 1 run.err; fail "the verdict line does not count the known finding"; }
+    # the verdict line counts the kernels that had a case: an ep_gather kernel and mutant more, which take
+    # no fp4_gemm case, change nothing
+    "$moects" run --out out2 --kernel cpu.fp4_gemm.dequant_sgemm,cpu.ep_gather,cpu.mutant.ep_gather.int32_offset "$adv" \
+        > /dev/null 2> run2.err || { cat run2.err; fail "kernels without a case: exit $?"; }
+    [ "$(tail -n 1 run2.err)" = "moects run: PASS: 0 of 1 honest kernel fail, 0 of 0 mutants escaped; 1 results: 0 passed, 1 failed (1 known finding), 0 skipped or unsupported; summary: out2/summary.md" ] ||
+        { tail -n 1 run2.err; fail "the verdict line counts kernels that had no case"; }
     grep -q "^    not ok 1 - $adv # TODO known finding: dequantized operand overflows FP32" run.tap ||
         { cat run.tap; fail "no TODO known finding point"; }
     grep -q "^      known: \"dequantized operand overflows FP32" run.tap || fail "no known: in the YAML block"
@@ -783,6 +798,21 @@ JSON
     grep -q "planted.fp4_gemm" pre.md && grep -q "MXFP4 with linear scales only" pre.md ||
         { cat pre.md; fail "the plugin kernel's refusals are not listed"; }
     grep -q "cpu.fp4_gemm.blockwise" pre.md && fail "--kernel 'planted.*' did not narrow the kernels"
+    # --resume of a --config run: the case ids name the model after the file (new-moe), its bytes must be
+    # the same (config_xxh64), its path need not. Killed at the 3rd call: plugin.ep_gather runs twice a
+    # case, so the first case's result is journaled
+    mkdir -p same edited && cp new-moe.json same/ && sed 's/"num_hidden_layers": 48/"num_hidden_layers": 47/' \
+        new-moe.json > edited/new-moe.json
+    kc="--tp 8 --jobs 1 --kernel-lib $plugin --kernel plugin.ep_gather ep_gather/*"
+    # shellcheck disable=SC2086
+    MOECTS_PLUGIN_EXAMPLE_CALLS=$work/calls MOECTS_PLUGIN_EXAMPLE_KILL_AT=3 setsid "$moects" run --config new-moe.json \
+        $kc --out cut > /dev/null 2>&1 && fail "the killed --config run exited 0"
+    # shellcheck disable=SC2086
+    "$moects" run --config edited/new-moe.json $kc --resume cut > /dev/null 2> e.txt; [ $? = 2 ] || fail "edited config resumed"
+    grep -q "^moects run: --resume cut/results.journal: header field config_xxh64: " e.txt || { cat e.txt; fail "config_xxh64"; }
+    # shellcheck disable=SC2086
+    "$moects" run --config same/new-moe.json $kc --resume cut > /dev/null 2> e.txt || { cat e.txt; fail "--config resume"; }
+    grep -q "^moects run: --resume: 1 results kept from cut/results.journal" e.txt || { cat e.txt; fail "kept count"; }
     ;;
 resume)
     # a run killed after its first results (the example plugin's MOECTS_PLUGIN_EXAMPLE_KILL_AT: SIGKILL to
@@ -813,23 +843,72 @@ resume)
     [ "$(wc -l < cut/results.journal)" = 6 ] || { cat cut/results.journal; fail "journal: not a header and 5 results"; }
     [ "$(tail -n 1 cut/results.journal | jq -r '.kernel')" = cpu.ep_gather ] || fail "journal: last result not cpu.ep_gather"
     # another selection is refused, one line naming the journal and the field; the journal is kept as it was
+    cp -r cut cut1 # (for format 1 below)
     cp cut/results.journal journal.before
-    for a in "--seed 2:seed" "--shard 0/2:shard"; do
-        # shellcheck disable=SC2086
-        "$moects" run $ks ${a%:*} --resume cut $ids > bad.tap 2> bad.err
-        [ $? = 2 ] || { cat bad.err; fail "resume with ${a%:*}: exit not 2"; }
-        [ "$(wc -l < bad.err)" = 1 ] || { cat bad.err; fail "resume with ${a%:*}: not one stderr line"; }
-        grep -q "^moects run: --resume cut/results.journal: header field ${a#*:}: " bad.err ||
-            { cat bad.err; fail "resume with ${a%:*}: journal or field ${a#*:} not named"; }
-    done
+    refused() { # refused DIR FIELD ARG...: `moects run ARG... --resume DIR` exits 2, one line naming DIR's journal and FIELD
+        d=$1 f=$2; shift 2
+        "$moects" run "$@" --resume "$d" > bad.tap 2> bad.err
+        [ $? = 2 ] || { cat bad.err; fail "resume refused on $f: exit not 2"; }
+        [ "$(wc -l < bad.err)" = 1 ] || { cat bad.err; fail "resume refused on $f: not one stderr line"; }
+        grep -q "^moects run: --resume $d/results.journal: header field $f: " bad.err ||
+            { cat bad.err; fail "resume refused on $f: journal or field $f not named"; }
+    }
+    # shellcheck disable=SC2086,SC2116
+    idline=$(echo $ids) # the ids on one line, one space apart
+    four=$(echo "$idline" | cut -d' ' -f1-4)
+    # shellcheck disable=SC2086
+    {
+        refused cut seed $ks --seed 2 $ids
+        refused cut shard $ks --shard 0/2 $ids
+        # the selection is the cases and kernels selected: a case fewer, another case for the fifth, a kernel fewer
+        refused cut cases $ks $four
+        refused cut cases_xxh64 $ks $four ep_gather/regression/block-divides-h/h7168/t64
+        refused cut kernels --jobs 1 --kernel-lib "$plugin" --kernel cpu.ep_gather,cpu.mutant.ep_gather.block_min1024 \
+            --kernel plugin.ep_gather $ids
+    }
+    # the line says what the interrupted run was given (its filter: case globs, --kernel globs, --kernel-lib)
+    k3='"cpu.ep_gather","cpu.mutant.ep_gather.block_min1024","plugin.ep_gather"'
+    given="$idline --kernel cpu.ep_gather --kernel cpu.mutant.ep_gather.block_min1024 --kernel plugin.ep_gather"
+    given="$given --kernel plugin.mutant.segv --kernel-lib $(realpath "$plugin")"
+    grep -qxF "moects run: --resume cut/results.journal: header field kernels: the interrupted run had [$k3,\"plugin.mutant.segv\"], this run [$k3] (resume with its arguments; its selection: \"$given\")" bad.err ||
+        { cat bad.err; fail "the kernels line"; }
     cmp -s journal.before cut/results.journal || fail "a refused resume changed the journal"
+    # a journal of format 1 (before config_xxh64) is read by its rule: every field equal, the spelling too
+    { head -n 1 cut1/results.journal | jq -c '.moects_journal = 1 | del(.config_xxh64)'; tail -n +2 cut1/results.journal; } \
+        > j1 && mv j1 cut1/results.journal
+    # shellcheck disable=SC2086
+    refused cut1 filter $ks --tier all $ids
+    # shellcheck disable=SC2086
+    MOECTS_PLUGIN_EXAMPLE_CALLS=$work/calls.res1 "$moects" run $ks --resume cut1 $ids > res1.tap 2> res1.err ||
+        { cat res1.err; fail "format 1: resumed run"; }
+    [ "$(wc -c < calls.res1)" = 12 ] || fail "format 1 resumed: $(wc -c < calls.res1) plugin calls, want 12"
+    cmp -s full.tap res1.tap || { diff full.tap res1.tap; fail "format 1: resumed TAP differs from the uninterrupted one"; }
+    # ... and one of a later format is refused naming it
+    sed '1s/"moects_journal": 2,/"moects_journal": 3,/' journal.before > cut1/results.journal
+    # shellcheck disable=SC2086
+    refused cut1 moects_journal $ks $ids
+    grep -q "header field moects_journal: the interrupted run had 3, this moects reads formats 1 and 2 (resume with the moects that wrote it)$" bad.err ||
+        { cat bad.err; fail "format 3 line"; }
     # shellcheck disable=SC2086
     "$moects" run $ks --out full --resume cut $ids 2> bad.err; [ $? = 2 ] || fail "--resume cut --out full accepted"
-    # a torn last line (a kill inside a write) is left out; the 15 - 3 calls of the other tasks run
-    printf '{"kernel": "plugin.ep_gather", "case": "ep_gat' >> cut/results.journal
+    # a whole last line (its newline written) that is not a result is not torn: refused like one in the
+    # middle, one line naming the journal and the line (the header and 5 results are lines 1-6)
+    echo '{"kernel": "plugin.ep_gather"}' >> cut/results.journal
+    cp cut/results.journal journal.before
     # shellcheck disable=SC2086
-    MOECTS_PLUGIN_EXAMPLE_CALLS=$work/calls.res "$moects" run $ks --resume cut $ids > res.tap 2> res.err ||
-        { cat res.err; fail "resumed run"; }
+    "$moects" run $ks --resume cut $ids > bad.tap 2> bad.err; [ $? = 2 ] || { cat bad.err; fail "a bad last line accepted"; }
+    [ "$(cat bad.err)" = "moects run: --resume cut/results.journal: line 7 case: missing" ] ||
+        { cat bad.err; fail "bad last line: not the one line naming the journal and line 7"; }
+    cmp -s journal.before cut/results.journal || fail "a refused resume changed the journal"
+    head -n 6 journal.before > cut/results.journal
+    # a torn last line (a kill inside a write) is left out; the 15 - 3 calls of the other tasks run. The
+    # selection spelled otherwise (kernel globs in another order and form, the ids reversed, --tier all:
+    # exact ids run whatever their tier) is the same selection: resumed
+    printf '{"kernel": "plugin.ep_gather", "case": "ep_gat' >> cut/results.journal
+    ks2="--jobs 1 --kernel-lib $plugin --kernel plugin.ep_gather,plugin.mutant.segv --kernel cpu.mutant.ep_gather.block_min*"
+    # shellcheck disable=SC2086,SC2046
+    MOECTS_PLUGIN_EXAMPLE_CALLS=$work/calls.res "$moects" run $ks2 --kernel cpu.ep_gather --tier all --resume cut \
+        $(printf '%s\n' $ids | tac) > res.tap 2> res.err || { cat res.err; fail "resumed run"; }
     [ "$(wc -c < calls.res)" = 12 ] || fail "resumed: $(wc -c < calls.res) plugin calls, want 12"
     grep -q "^moects run: --resume: 5 results kept from cut/results.journal" res.err || { cat res.err; fail "kept count"; }
     cmp -s full.tap res.tap || { diff full.tap res.tap; fail "resumed TAP differs from the uninterrupted one"; }

@@ -5,13 +5,18 @@
  * finished result and at most a torn last line; `moects run --resume OUT` reads them back, runs the
  * rest and writes the reports of the whole run; a run whose reports are written removes its journal.
  *
- *   {"moects_journal": 1, "moects_version": "0.1", "commit": "858abae...", "seed": "1",
+ *   {"moects_journal": 2, "moects_version": "0.1", "commit": "858abae...", "seed": "1",
  *    "filter": "--kernel cpu.* --tier smoke", "tier": "smoke", "shard": "",
  *    "kernels": ["cpu.ep_gather", ...], "kernel_libs": [{"path": "/abs/lib.so", "sha256": "..."}],
- *    "known_findings": "cases/known-findings.txt", "cases": 918, "cases_xxh64": "0f1e2d3c4b5a6978"}
+ *    "known_findings": "cases/known-findings.txt", "cases": 918, "cases_xxh64": "0f1e2d3c4b5a6978",
+ *    "config_xxh64": ""}
  *
  * seed is its decimal digits (a u64); cases_xxh64 is the XXH64 of the selected case ids, each followed
- * by '\n', in run order. Every field must be equal for a run to resume the journal. */
+ * by '\n', in run order (the registry's, whatever the globs' order); config_xxh64 the XXH64 of the
+ * --config file's bytes, "" without --config. A run resumes the journal when every field is equal but
+ * filter and tier, the selection as it was spelled (kept for the error line): the same cases and
+ * kernels however they were selected. Format 1 (without config_xxh64) is still read, by its own rule:
+ * every field equal, filter and tier too (its filter held --config's path, its only record of it). */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -25,8 +30,10 @@
 #include "moects_journal.h"
 #include "reports_internal.h"
 
-/* The header object of selection s; NULL out of memory. */
-static json_t *header_json(const moects_journal_sel *s)
+#define FORMAT 2 /* the header this moects writes; it reads 1 too (moects_journal's value) */
+
+/* The header object of selection s in format fmt (1 or FORMAT); NULL out of memory. */
+static json_t *header_json(const moects_journal_sel *s, int fmt)
 {
     const moects_run *run = s->run;
     char seed[24], xx[24];
@@ -41,10 +48,12 @@ static json_t *header_json(const moects_journal_sel *s)
     for (size_t i = 0; i < run->nlibs && i < MOECTS_RUN_LIBS; i++)
         oom |= json_array_append_new(libs, json_pack("{s:s, s:s}", "path", run->libs[i].path, "sha256",
                                                      run->libs[i].sha256));
-    json_t *h = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:s, s:I, s:s}", "moects_journal", 1,
+    json_t *h = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:s, s:I, s:s}", "moects_journal", fmt,
                           "moects_version", run->moects_version, "commit", run->commit, "seed", seed, "filter",
                           run->filter, "tier", s->tier, "shard", run->shard, "kernels", kernels, "kernel_libs", libs,
                           "known_findings", s->known_findings, "cases", (json_int_t)s->ncases, "cases_xxh64", xx);
+    if (h && fmt >= 2)
+        oom |= json_object_set_new(h, "config_xxh64", json_string(s->config_xxh64 ? s->config_xxh64 : ""));
     if (oom && h) json_decref(h);
     return oom ? NULL : h;
 }
@@ -64,7 +73,7 @@ static int write_all(int fd, const char *data, size_t n)
 /* Truncate j's file to keep bytes and write the header line of s there. 0, or -1 with err. */
 static int write_header(moects_journal *j, const moects_journal_sel *s, off_t keep, char *err, size_t errlen)
 {
-    json_t *h = header_json(s);
+    json_t *h = header_json(s, FORMAT);
     char *text = h ? json_dumps(h, JSON_PRESERVE_ORDER) : NULL;
     json_decref(h);
     int rc = -1;
@@ -100,29 +109,64 @@ static void short_json(const json_t *v, char *buf, size_t len)
     free(t);
 }
 
-/* The header line (len bytes at line) against want, field by field. 0, or -1 with err naming the field. */
-static int check_header(const char *path, const json_t *want, const char *line, size_t len, char *err, size_t errlen)
+/* Whether headers of format fmt must agree on key: from format 2 on, filter and tier (the selection as
+ * it was spelled) need not, the cases and kernels they selected must. */
+static int compared(const char *key, int fmt)
+{
+    return fmt < 2 || (strcmp(key, "filter") && strcmp(key, "tier"));
+}
+
+/* err for the header field key where got (the journal's) and want (this run's) differ; its selection as
+ * the interrupted run spelled it, when it has one, says what to pass. */
+static void field_error(const char *path, const json_t *got, const json_t *want, const char *key, char *err,
+                        size_t errlen)
+{
+    char a[160], b[160], given[1000], sel[1024] = "";
+    short_json(json_object_get(got, key), a, sizeof a);
+    short_json(json_object_get(want, key), b, sizeof b);
+    const json_t *f = json_object_get(got, "filter");
+    if (json_is_string(f) && json_string_length(f)) {
+        short_json(f, given, sizeof given);
+        snprintf(sel, sizeof sel, "; its selection: %s", given);
+    }
+    snprintf(err, errlen, "%s: header field %s: the interrupted run had %s, this run %s (resume with its arguments%s)",
+             path, key, a, b, sel);
+}
+
+/* The header line (len bytes at line) against selection s, by the rule of the line's format. 0, or -1
+ * with err naming the field. */
+static int check_header(const char *path, const moects_journal_sel *s, const char *line, size_t len, char *err,
+                        size_t errlen)
 {
     json_error_t je;
-    json_t *got = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je), *v;
-    const char *key, *bad = NULL;
+    json_t *got = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je), *want = NULL, *v;
     if (!json_is_object(got)) {
         snprintf(err, errlen, "%s: line 1: not a journal header (%s)", path, got ? "not an object" : je.text);
         json_decref(got);
         return -1;
     }
-    json_object_foreach((json_t *)want, key, v) if (!bad && !json_equal(v, json_object_get(got, key))) bad = key;
-    if (bad) {
-        char a[160], b[160];
-        short_json(json_object_get(got, bad), a, sizeof a);
-        short_json(json_object_get(want, bad), b, sizeof b);
-        snprintf(err, errlen, "%s: header field %s: the interrupted run had %s, this run %s (resume with its arguments)",
-                 path, bad, a, b);
+    const json_t *f = json_object_get(got, "moects_journal");
+    json_int_t fmt = json_is_integer(f) ? json_integer_value(f) : 0;
+    const char *key, *bad = NULL;
+    if (fmt != 1 && fmt != FORMAT) {
+        char a[160];
+        short_json(f, a, sizeof a);
+        snprintf(err, errlen, "%s: header field moects_journal: the interrupted run had %s, this moects reads formats "
+                 "1 and %d (resume with the moects that wrote it)", path, a, FORMAT);
+        bad = "moects_journal";
+    } else if (!(want = header_json(s, (int)fmt))) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        bad = "";
+    }
+    json_object_foreach(want, key, v) if (!bad && compared(key, (int)fmt) && !json_equal(v, json_object_get(got, key))) {
+        bad = key;
+        field_error(path, got, want, key, err, errlen);
     }
     json_object_foreach(got, key, v) if (!bad && !json_object_get(want, key)) {
         bad = key;
         snprintf(err, errlen, "%s: header field %s: unknown field", path, key);
     }
+    json_decref(want);
     json_decref(got);
     return bad ? -1 : 0;
 }
@@ -151,7 +195,9 @@ static int slurp_fd(int fd, char **text, size_t *n)
 }
 
 /* The result lines of text (after the header, at from) into done; *keep: the bytes up to the last
- * whole result. 0, or -1 with err for a bad line that is not the last. */
+ * whole result. A line is written whole with its newline last, so only a last line without a newline
+ * is torn (left out of *keep); a line ending in a newline that is not a result is -1 with err, the
+ * last one too. */
 static int read_results(const char *path, const char *text, size_t n, size_t from, moects_run *done, size_t *keep,
                         char *err, size_t errlen)
 {
@@ -163,8 +209,7 @@ static int read_results(const char *path, const char *text, size_t n, size_t fro
         size_t end = (size_t)(nl - text) + 1;
         char where[40];
         snprintf(where, sizeof where, "line %zu ", line);
-        if (moects__result_parse(text + at, end - 1 - at, path, where, &r, err, errlen) != 0)
-            return end == n ? 0 : -1; /* the last line: torn too */
+        if (moects__result_parse(text + at, end - 1 - at, path, where, &r, err, errlen) != 0) return -1;
         if (moects_run_push(done, &r) != 0) {
             snprintf(err, errlen, "%s: out of memory", path);
             return -1;
@@ -188,17 +233,14 @@ int moects_journal_resume(moects_journal *j, const char *outdir, const moects_jo
         return -1;
     }
     const char *nl = memchr(text, '\n', n);
-    json_t *want = header_json(s);
     int rc;
-    if (!want) rc = -1, snprintf(err, errlen, "%s: out of memory", j->path);
-    else if (!nl) rc = write_header(j, s, 0, err, errlen); /* killed while writing the header: afresh */
-    else if (!(rc = check_header(j->path, want, text, (size_t)(nl - text), err, errlen)) &&
+    if (!nl) rc = write_header(j, s, 0, err, errlen); /* killed while writing the header: afresh */
+    else if (!(rc = check_header(j->path, s, text, (size_t)(nl - text), err, errlen)) &&
              !(rc = read_results(j->path, text, n, (size_t)(nl - text) + 1, done, &keep, err, errlen)) &&
              keep < n && ftruncate(j->fd, (off_t)keep) != 0) {
         snprintf(err, errlen, "%s: cannot cut its torn last line: %s", j->path, strerror(errno));
         rc = -1;
     }
-    json_decref(want);
     free(text);
     if (rc) {
         moects__oneline(err); /* jansson's "near '...'" quotes the file's bytes */
