@@ -1204,8 +1204,9 @@ static int run_execute(run_ctx *x)
     return 0;
 }
 
-/* What every repro line appends: the libraries, --root, --config (its cases are not in the
- * registry: the repro derives them again). malloc'ed; NULL out of memory. */
+/* What every repro line appends, with absolute paths so that it runs from any folder: the libraries,
+ * --root, --config (its cases are not in the registry: the repro derives them again). malloc'ed;
+ * NULL out of memory. */
 static char *repro_extra(const cli *o)
 {
     char *extra = NULL;
@@ -1218,9 +1219,16 @@ static char *repro_extra(const cli *o)
         moects_shell_quote(ef, abs ? abs : o->libs[i]);
         free(abs);
     }
-    for (size_t i = 0; i < o->nkernel_py; i++) {
+    for (size_t i = 0; i < o->nkernel_py; i++) { /* a FILE.py:NAME with its file's absolute path */
+        const char *spec = o->kernel_py[i], *colon = strrchr(spec, ':');
+        char file[4096], *abs = NULL, *full = NULL;
+        if (colon && (size_t)(colon - spec) < sizeof file && (strchr(spec, '/') || strstr(spec, ".py:"))) {
+            snprintf(file, sizeof file, "%.*s", (int)(colon - spec), spec);
+            if ((abs = realpath(file, NULL)) && asprintf(&full, "%s%s", abs, colon) < 0) full = NULL;
+        }
         fputs(" --kernel-py ", ef);
-        moects_shell_quote(ef, o->kernel_py[i]);
+        moects_shell_quote(ef, full ? full : spec);
+        free(abs), free(full);
     }
     if (o->root) {
         fputs(" --root ", ef);

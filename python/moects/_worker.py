@@ -48,7 +48,11 @@ def load(spec):
             raise AttributeError("%s has no attribute %s" % (module, name))
         obj = getattr(obj, part)
     items = obj if isinstance(obj, (list, tuple)) else [obj]
-    return [describe(x) for x in items]
+    kernels = [describe(x) for x in items]
+    for k in kernels:
+        if k.run is None:
+            raise ValueError("kernel %r: run: a callable run(shape, args) is required to run it" % (k.name,))
+    return kernels
 
 
 def load_all(specs):

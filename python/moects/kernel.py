@@ -20,6 +20,7 @@ Python"):
 """
 import ctypes
 import json
+import numbers
 import os
 import sys
 import traceback
@@ -48,8 +49,20 @@ class Kernel:
             raise ValueError("%s: op: %r, expected one of %s" % (where, self.op, ", ".join(OPS)))
         if self.device not in DEVICES:
             raise ValueError("%s: device: %r, expected cpu or cuda" % (where, self.device))
-        if not (self.recipe or self.bound or self.tolerance is not None):
+        if not (self.recipe or self.bound is not None or self.tolerance is not None):
             raise ValueError("%s: declare a recipe, a bound (accumulation bits) or a tolerance" % where)
+        if self.recipe is not None and (not isinstance(self.recipe, str) or not self.recipe.startswith(self.op + ".")):
+            raise ValueError("%s: recipe: %r, expected a %s.* recipe name" % (where, self.recipe, self.op))
+        if self.recipe and (self.bound is not None or self.tolerance is not None):
+            raise ValueError("%s: recipe with a bound or tolerance: declare one judgement (a recipe, or a bound "
+                             "with an optional fallback tolerance)" % where)
+        for f in ("run", "supports"):
+            if getattr(self, f) is not None and not callable(getattr(self, f)):
+                raise ValueError("%s: %s: %r is not callable" % (where, f, getattr(self, f)))
+        try:
+            _bound(self.bound), _tolerance(self.tolerance)
+        except ValueError as e:
+            raise ValueError("%s: %s" % (where, e)) from None
 
     def __repr__(self):
         return "Kernel(%r, op=%r, device=%r)" % (self.name, self.op, self.device)
@@ -59,6 +72,9 @@ def describe(obj):
     """A Kernel from a Kernel, a dict or an object with the description's attributes."""
     if isinstance(obj, Kernel):
         return obj
+    if not isinstance(obj, dict) and not (hasattr(obj, "name") and hasattr(obj, "op")):
+        raise ValueError("kernel description: a moects.Kernel, a dict or an object with name, op and run "
+                         "attributes, not %s" % type(obj).__name__)
     if isinstance(obj, dict):
         unknown = sorted(set(obj) - set(_FIELDS))
         if unknown:
@@ -68,22 +84,54 @@ def describe(obj):
     return Kernel(**{f: getattr(obj, f) for f in _FIELDS if getattr(obj, f, None) is not None})
 
 
+def _np_bool(x):
+    return type(x).__module__ == "numpy" and type(x).__name__ in ("bool", "bool_")
+
+
+def _integer(x):
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool) and not _np_bool(x)
+
+
 def _bound(b):
+    """(bits, truncation) of a bound: bits, (bits, truncation) or {"bits": .., "truncation": ..}, with
+    bits the accumulator's significand bits (24 for FP32) and truncation a bool. ValueError otherwise."""
     if b is None:
         return 0, 0
-    if isinstance(b, int):
-        return b, 0
     if isinstance(b, dict):
-        return int(b["bits"]), int(bool(b.get("truncation", False)))
-    return int(b[0]), int(bool(b[1]))
+        if set(b) - {"bits", "truncation"} or "bits" not in b:
+            raise ValueError("bound: %r: the keys are \"bits\" and \"truncation\"" % (b,))
+        bits, trunc = b["bits"], b.get("truncation", False)
+    elif isinstance(b, (tuple, list)) and len(b) == 2:
+        bits, trunc = b
+    else:
+        bits, trunc = b, False
+    if not _integer(bits) or not 1 <= bits <= 53:
+        raise ValueError("bound: bits %r: an integer 1..53, the accumulator's significand bits (24 for FP32), "
+                         "given as bits, (bits, truncation) or {\"bits\": .., \"truncation\": ..}" % (bits,))
+    if not isinstance(trunc, bool) and not _np_bool(trunc):
+        raise ValueError("bound: truncation %r: True (truncating sums, as tensor cores) or False (round to "
+                         "nearest)" % (trunc,))
+    return int(bits), int(bool(trunc))
 
 
 def _tolerance(t):
+    """(max_calc_diff, max_ulp) of a tolerance: (calc_diff, ulp) or {"max_calc_diff": .., "max_ulp": ..}
+    (max_ulp optional there: any). ValueError otherwise."""
     if t is None:
         return 0.0, 0
     if isinstance(t, dict):
-        return float(t["max_calc_diff"]), int(t.get("max_ulp", 0xFFFFFFFF))
-    return float(t[0]), int(t[1])
+        if set(t) - {"max_calc_diff", "max_ulp"} or "max_calc_diff" not in t:
+            raise ValueError("tolerance: %r: the keys are \"max_calc_diff\" and \"max_ulp\"" % (t,))
+        calc, ulp = t["max_calc_diff"], t.get("max_ulp", 0xFFFFFFFF)
+    elif isinstance(t, (tuple, list)) and len(t) == 2:
+        calc, ulp = t
+    else:
+        raise ValueError("tolerance: %r: (max_calc_diff, max_ulp) or {\"max_calc_diff\": .., \"max_ulp\": ..}" % (t,))
+    if not isinstance(calc, numbers.Real) or isinstance(calc, bool) or not 0 <= calc < float("inf"):
+        raise ValueError("tolerance: max_calc_diff %r: a finite number >= 0" % (calc,))
+    if not _integer(ulp) or not 0 <= ulp <= 0xFFFFFFFF:
+        raise ValueError("tolerance: max_ulp %r: an integer 0..4294967295" % (ulp,))
+    return float(calc), int(ulp)
 
 
 def descriptor(k, callbacks=None):
@@ -165,6 +213,23 @@ def _release_torch_cache():
         torch.cuda.empty_cache()
 
 
+def _truth(x):
+    return x if isinstance(x, bool) else bool(x) if _np_bool(x) else None
+
+
+def _refusal(r):
+    """None when supports() returned True (or (True, ...)); else the reason it refused: its text, or
+    what was wrong with what it returned."""
+    first = r[0] if isinstance(r, tuple) and r else r
+    if _truth(first) is True:
+        return None
+    if isinstance(r, str):
+        return r
+    if _truth(first) is False:
+        return r[1] if isinstance(r, tuple) and len(r) > 1 and isinstance(r[1], str) else "refused by supports()"
+    return "supports() returned %.80r (expected True, False, a reason string or (False, reason))" % (r,)
+
+
 class Callbacks:
     """The C callbacks of one Python kernel under `moects run --kernel-py` (kept alive with it)."""
 
@@ -182,10 +247,9 @@ class Callbacks:
             r = self.k.supports(task_shape())
         except Exception as e:  # a broken supports() refuses with its error (never a pass)
             r = "supports() raised " + error_text(e)
-        if r is True or (isinstance(r, tuple) and r and r[0] is True):
+        reason = _refusal(r)
+        if reason is None:
             return 1
-        reason = r[1] if isinstance(r, tuple) and len(r) > 1 else r if isinstance(r, str) else \
-            "refused by supports()"
         if why and why_len:
             b = str(reason).encode("utf-8", "replace")[:why_len - 1]
             ctypes.memmove(why, b + b"\0", len(b) + 1)

@@ -1,0 +1,76 @@
+"""Kernel descriptions a user gets wrong are refused when loaded, with one line naming the field (a
+bound given as a string once became 2 bits, truncating, and passed a broken kernel); supports()
+returning something that is not an answer refuses with what it returned; a recipe the case's format
+does not have is the kernel's claim, said so; repro lines name a kernel file by its absolute path."""
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+from moects.kernel import _refusal, describe
+
+GOOD = {"name": "py.k", "op": "moe_gemm", "run": lambda shape, args: None}
+
+
+@pytest.mark.parametrize("extra, words", [
+    ({"bound": "24"}, "bound: bits '24': an integer 1..53"),
+    ({"bound": ("24", "rne")}, "bound: bits '24'"),
+    ({"bound": 24.0}, "bound: bits 24.0"),
+    ({"bound": True}, "bound: bits True"),
+    ({"bound": 200}, "bound: bits 200"),
+    ({"bound": -3}, "bound: bits -3"),
+    ({"bound": (24, "yes")}, "bound: truncation 'yes'"),
+    ({"bound": {"bits": 24, "trunc": True}}, "the keys are \"bits\" and \"truncation\""),
+    ({"tolerance": "14"}, "tolerance: '14'"),
+    ({"tolerance": "1e-5,4"}, "tolerance: '1e-5,4'"),
+    ({"tolerance": (float("inf"), 4)}, "max_calc_diff inf"),
+    ({"tolerance": (1e-5, 4.5)}, "max_ulp 4.5"),
+    ({"recipe": "moe_gemm.blockwise_v1", "bound": 24}, "recipe with a bound or tolerance"),
+    ({"recipe": "ep_gather.fma_v1"}, "expected a moe_gemm.* recipe name"),
+    ({"bound": 24, "run": 5}, "run: 5 is not callable"),
+    ({"bound": 24, "supports": "no"}, "supports: 'no' is not callable"),
+])
+def test_bad_description_names_the_field(extra, words):
+    with pytest.raises(ValueError) as e:
+        describe(dict(GOOD, **extra))
+    assert str(e.value).startswith("kernel 'py.k': ") and words in str(e.value), str(e.value)
+
+
+def test_good_descriptions():
+    for extra in ({"bound": 24}, {"bound": (24, True)}, {"bound": {"bits": 24}}, {"bound": (np.int64(24), np.True_)},
+                  {"bound": 24, "tolerance": (1e-5, 0xFFFFFFFF)}, {"tolerance": {"max_calc_diff": 1e-3}},
+                  {"recipe": "moe_gemm.exact_v1"}):
+        describe(dict(GOOD, **extra))
+    with pytest.raises(ValueError, match="not int"):
+        describe(17)
+
+
+def test_supports_answers():
+    for r in (True, np.True_, (True, "ignored")):
+        assert _refusal(r) is None, r
+    assert _refusal(False) == _refusal(np.False_) == _refusal((False,)) == "refused by supports()"
+    assert _refusal("too big") == _refusal((False, "too big")) == "too big"
+    for r in (None, 42, [1, 2]):
+        assert _refusal(r) == "supports() returned %r (expected True, False, a reason string or (False, reason))" % (r,)
+
+
+CLAIM = '''
+import sys
+sys.path.insert(0, %r)
+import numpy_moe_gemm as nm
+kernel = {"name": "py.claims_blockwise", "op": "moe_gemm", "recipe": "moe_gemm.blockwise_v1", "run": nm.moe_gemm}
+'''
+
+
+def test_w4a16_blockwise_claim_and_absolute_repro(build_dir, tmp_path):
+    from conftest import ROOT
+    (tmp_path / "claim.py").write_text(CLAIM % os.path.join(ROOT, "examples"))
+    case = "moe_gemm.w4a16/deepseek-v3/ep64/contiguous/gemm2/t16"
+    r = subprocess.run([os.path.join(build_dir, "bin", "moects"), "run", "--kernel-py", "claim.py:kernel", "--kernel",
+                        "py.*", "--out", str(tmp_path / "out"), case], capture_output=True, text=True, cwd=tmp_path,
+                       timeout=600)
+    assert r.returncode == 1, r.stderr
+    assert ("reason: \"the kernel claims moe_gemm.blockwise_v1, which W4A16 does not have (BF16 x E2M1 block "
+            "partials are not exact): declare a bound, or refuse W4A16 in supports()\"") in r.stdout, r.stdout
+    assert "--kernel-py '%s:kernel'" % os.path.realpath(tmp_path / "claim.py") in r.stdout, r.stdout
