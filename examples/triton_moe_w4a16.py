@@ -11,7 +11,9 @@ for 0xFF are exact too). It declares its accumulation class (24 bits, truncating
 FP32 sums) and moects judges each element against its bound (PASS_BOUNDED). Other formats, NVFP4
 weights (alpha != 1) and an FP32 output are refused (UNSUPPORTED: a coverage gap, reported).
 
-    moects run --kernel-py examples/triton_moe_w4a16.py:kernel 'moe_gemm.w4a16*'
+    moects run --kernel-py examples/triton_moe_w4a16.py:kernels --kernel 'triton.*' 'moe_gemm.w4a16*'
+
+`kernels` adds a mutant, a tile straddling two experts (offsets rows), which moects must catch.
 """
 import torch
 import triton
@@ -73,10 +75,17 @@ def expert_ranges(shape, args):
     return out
 
 
-def tiles(shape, args):
-    """int32 [T, 3]: (expert, first row, end) of each tile of at most BLOCK_M rows of one expert."""
-    t = [(e, s, min(s + BLOCK_M, r1)) for e, (r0, r1) in enumerate(expert_ranges(shape, args))
-         for s in range(r0, r1, BLOCK_M)]
+def tiles(shape, args, straddle=False):
+    """int32 [T, 3]: (expert, first row, end) of each tile of at most BLOCK_M rows of one expert.
+    straddle (the mutant's bug): unpadded (offsets) rows cut every BLOCK_M rows whatever the expert,
+    each tile computed with its first row's expert."""
+    ranges = expert_ranges(shape, args)
+    if straddle and shape["rows"] == "offsets":
+        end = ranges[-1][1]
+        t = [(next(e for e, (r0, r1) in enumerate(ranges) if r0 <= s < r1), s, min(s + BLOCK_M, end))
+             for s in range(0, end, BLOCK_M)]
+    else:
+        t = [(e, s, min(s + BLOCK_M, r1)) for e, (r0, r1) in enumerate(ranges) for s in range(r0, r1, BLOCK_M)]
     return torch.tensor(t, dtype=torch.int32, device=args["a"].device).reshape(-1, 3)
 
 
@@ -88,10 +97,10 @@ def supports(shape):
     return True
 
 
-def moe_w4a16(shape, args):
+def moe_w4a16(shape, args, straddle=False):
     """args["out"] [rows, N] BF16 (masked [E, max_m, N]) = A @ deq(B[e])^T per expert (alpha = 1)."""
     E, N, K = shape["E"], shape["N"], shape["K"]
-    tl_tiles = tiles(shape, args)
+    tl_tiles = tiles(shape, args, straddle)
     if tl_tiles.shape[0] == 0 or N == 0:
         return
     nkb = (K + 31) // 32
@@ -103,3 +112,8 @@ def moe_w4a16(shape, args):
 
 kernel = {"name": "triton.moe_gemm.w4a16", "op": "moe_gemm", "device": "cuda",
           "bound": {"bits": 24, "truncation": True}, "supports": supports, "run": moe_w4a16}
+# The bug engines' tile mapping has had: a tile straddling two experts (offsets rows, unpadded).
+mutant_straddle = dict(kernel, name="triton.mutant.moe_gemm.w4a16.straddle",
+                       bug="BLOCK_M tiles over unpadded rows whatever the expert, each with its first row's expert",
+                       run=lambda shape, args: moe_w4a16(shape, args, straddle=True))
+kernels = [kernel, mutant_straddle]

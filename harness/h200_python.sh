@@ -63,7 +63,8 @@ print("moects package:", moects.__file__, "libmoects:", moects.library_version()
 # MOECTS_PY_STEPS: ep_gather (steps 2-5, the Triton ep_gather check), moe (step 6); default both
 has() { case ",${MOECTS_PY_STEPS:-ep_gather,moe}," in *",$1,"*) return 0 ;; esac; return 1; }
 
-# 6. the grouped MoE GEMM examples (torch every format, Triton fused W4A16) under moects run
+# 6. the grouped MoE GEMM examples (torch every format, Triton fused W4A16 and its straddling-tile
+# mutant, which the offsets cases must catch) under moects run
 # --kernel-py on the smoke moe_gemm cases and the full-tier W4A16 ones of DeepSeek-V3, Kimi K3 and
 # gpt-oss, and the GPU tests of tests/python/test_gpu_moe_examples.py through the pytest plugin
 if has moe; then
@@ -72,7 +73,7 @@ if has moe; then
     awk -F'\t' '!seen[$1]++ {print $1}' > "$D/moe-cases.txt"
   echo "moe cases: $(wc -l < "$D/moe-cases.txt")" >> "$D/status.txt"
   step moe 300 "$B/bin/moects" run --kernel-py examples/torch_moe_gemm.py:kernel \
-    --kernel-py examples/triton_moe_w4a16.py:kernel --kernel 'torch.*,triton.*' --cases "$D/moe-cases.txt" \
+    --kernel-py examples/triton_moe_w4a16.py:kernels --kernel 'torch.*,triton.*' --cases "$D/moe-cases.txt" \
     --jobs "$JOBS" --out "$D/moe"
   PYTHONPATH=$PWD/examples:$PWD/tests/python${PYTHONPATH:+:$PYTHONPATH} step moe_pytest 200 "$PY" -m pytest -q \
     -p no:cacheprovider "${PLUGIN[@]}" tests/python/test_gpu_moe_examples.py --moects-results "$D/moe-pytest/results.json"

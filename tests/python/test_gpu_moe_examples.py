@@ -34,3 +34,13 @@ def test_triton_w4a16_within_its_bound(moects_case):
     a = moects_case.args(device="cuda")
     tw.moe_w4a16(moects_case.shape, a)
     assert moects_case.check(a["out"], kernel=tw.kernel).verdict == "PASS_BOUNDED"
+
+
+@pytest.mark.moects("moe_gemm.w4a16/deepseek-v3/tp8/offsets/gemm2/t128", tier="full")
+def test_triton_straddling_tile_is_caught(moects_case):
+    # DeepSeek-V3 TP8: all 256 experts local; 128 tokens x topk 8 rows spread over them, unpadded, so
+    # every 64-row tile spans several experts
+    import triton_moe_w4a16 as tw
+    a = moects_case.args(device="cuda")
+    tw.moe_w4a16(moects_case.shape, a, straddle=True)
+    assert moects_case.judge(a["out"], kernel=tw.mutant_straddle).verdict == "FAIL_MISMATCH"
