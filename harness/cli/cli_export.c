@@ -82,14 +82,18 @@ int moects_cmd_export(int argc, char **argv)
 
 static int usage_verify(FILE *f)
 {
-    fputs("usage: moects verify DIR [--kernel NAME] [--recipe RECIPE | --tol CALC_DIFF,MAX_ULP] [--out OUT]\n"
+    fputs("usage: moects verify DIR [--kernel NAME] [--recipe RECIPE | --bound BITS[,trunc] | --tol CALC_DIFF,MAX_ULP]\n"
+          "                     [--out OUT]\n"
           "                     [-v] [--tap-version 13|14]\n"
           "  Judges DIR/<case>.out.safetensors (tensor \"out\") against each case `moects export` wrote in DIR,\n"
           "  as `moects run` judges a kernel: TAP on stdout; results.json, run.tap, summary.md in OUT\n"
           "  (default DIR). A missing or malformed output file is that case's FAIL_CRASH.\n"
           "  --kernel: the name the results carry (default \"external\"). Judgement: --recipe (identical\n"
-          "  bits under that recipe), --tol (calc_diff and max ULP bounds against exact_v1), default each\n"
-          "  file's moects.recipe (ep_gather.fma_v1, fp4_gemm.blockwise_v1).\n"
+          "  bits under that recipe), --bound (the kernel's accumulation class: BITS of significand, 24 for\n"
+          "  FP32, \",trunc\" for truncating sums as tensor cores: each element within its proven bound of\n"
+          "  exact_v1), --tol (calc_diff and max ULP bounds against exact_v1), default each file's\n"
+          "  moects.recipe (ep_gather.fma_v1, fp4_gemm.blockwise_v1, moe_gemm.blockwise_v1; W4A16:\n"
+          "  moe_gemm.exact_v1).\n"
           "  Exit status: 0 all judged cases pass, 1 a failure, 2 bad input.\n",
           f);
     return f == stdout ? 0 : 2;
@@ -105,6 +109,7 @@ static int parse_verify(verify_opts *o, int argc, char **argv)
 {
     static const struct option lo[] = {{"kernel", required_argument, 0, 'k'}, {"recipe", required_argument, 0, 'r'},
                                        {"tol", required_argument, 0, 't'},    {"out", required_argument, 0, 'o'},
+                                       {"bound", required_argument, 0, 'b'},
                                        {"verbose", no_argument, 0, 'v'},      {"tap-version", required_argument, 0, 'V'},
                                        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     int c;
@@ -129,14 +134,24 @@ static int parse_verify(verify_opts *o, int argc, char **argv)
             o->k.tol.max_ulp = (uint32_t)u;
             break;
         }
+        case 'b': {
+            unsigned long bits = strtoul(optarg, &e, 10);
+            int trunc = !strcmp(e, ",trunc");
+            if (e == optarg || (*e && !trunc && strcmp(e, ",rne")) || bits < 2 || bits > 64)
+                return fail("verify", "--bound: BITS[,trunc|,rne], BITS 2..64 (24: FP32 accumulation)");
+            o->k.acc.bits = (uint32_t)bits, o->k.acc.truncation = trunc;
+            break;
+        }
         case 'h': return usage_verify(stdout) - 1;
         default:
-            moects_bad_arg("verify", argv[optind - 1], (const char *const[]){"--kernel", "--recipe", "--tol", "--out", "--tap-version", NULL});
+            moects_bad_arg("verify", argv[optind - 1],
+                           (const char *const[]){"--kernel", "--recipe", "--bound", "--tol", "--out", "--tap-version", NULL});
             return 2;
         }
     }
     if (optind != argc - 1) return fail("verify", "one DIR (the directory `moects export` wrote)");
-    if (o->k.recipe && (o->k.tol.max_calc_diff > 0 || o->k.tol.max_ulp)) return fail("verify", "--recipe or --tol, not both");
+    if (!!o->k.recipe + !!o->k.acc.bits + (o->k.tol.max_calc_diff > 0 || o->k.tol.max_ulp) > 1)
+        return fail("verify", "one of --recipe, --bound and --tol");
     o->dir = argv[optind];
     if (!o->out) o->out = o->dir;
     return 0;

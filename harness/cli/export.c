@@ -24,8 +24,14 @@
 #include "safetensors.h"
 
 /* The recipes of an op, the first the one verify uses unless told (the built-in kernels' recipe). */
-static int op_recipes(moects_op op, const char **names)
+static int op_recipes(const moects_case *c, const char **names)
 {
+    const moects_op op = c->op;
+    if (op == MOECTS_OP_MOE_GEMM) { /* W4A16 has no blockwise recipe (DESIGN.md "Grouped MoE GEMM") */
+        if (c->moe_format == MOECTS_MOE_W4A16) return names[0] = "moe_gemm.exact_v1", 1;
+        names[0] = "moe_gemm.blockwise_v1", names[1] = "moe_gemm.exact_v1";
+        return 2;
+    }
     if (op == MOECTS_OP_EP_GATHER) {
         names[0] = "ep_gather.fma_v1", names[1] = "ep_gather.muladd_v1", names[2] = "ep_gather.exact_v1";
         return 3;
@@ -113,7 +119,7 @@ int moects__export_case(const char *dir, const moects_case *c, uint64_t seed, co
     for (int j = 0; j < in->nt; j++) {
         moects_tensor_info t;
         moects__tensor_describe(in, j, &t);
-        st_of(&st[nst++], &t, NULL);
+        if (t.ndim) st_of(&st[nst++], &t, NULL); /* ndim 0: a moe_gemm tensor the case has none of */
     }
     for (int r = 0; r < nrec && nst < sizeof st / sizeof *st; r++) {
         moects_tensor_info t;
@@ -152,7 +158,7 @@ long moects_export(const moects_caselist *l, uint64_t seed, const char *dir)
     for (size_t i = 0; i < moects_caselist_count(l); i++) {
         const moects_case *c = moects__caselist_case(l, i);
         const char *rn[4];
-        int nr = op_recipes(c->op, rn);
+        int nr = op_recipes(c, rn);
         if (!nr) return moects__set_error("%s: op %s: export not supported yet", c->id, moects__op_name(c->op)), -1;
         moects_casedata *d = moects__casedata_of(c, seed);
         if (!d) return -1;
@@ -238,6 +244,20 @@ static void str_of(json_t *o, const char *k, char *dst, size_t n)
     snprintf(dst, n, "%s", s ? s : "");
 }
 
+/* moe_gemm: the case of that id in the built-in registry (its rows come from the model's routing,
+ * which the file's shape does not hold); same_inputs then checks the file against it. */
+static int registry_case(const char *path, const char *id, moects_case *c, char *err, size_t errlen)
+{
+    const char *g[] = {id};
+    moects_caselist *l = id[0] ? moects_cases_select(NULL, NULL, 0, 0, "all", g, 1) : NULL;
+    const moects_case *x = l && moects_caselist_count(l) == 1 ? moects__caselist_case(l, 0) : NULL;
+    if (x) *c = *x;
+    else snprintf(err, errlen, "%s: moects.case: id %s: not a moe_gemm case of the built-in registry (moe_gemm "
+                  "cases are derived from it again: a --config case cannot be verified)", path, id);
+    moects_caselist_free(l);
+    return x ? 0 : -1;
+}
+
 /* The case an exported file was made from (its moects.case metadata). */
 int moects__case_from_json(const char *path, const char *json, moects_case *c, char *err, size_t errlen)
 {
@@ -254,9 +274,10 @@ int moects__case_from_json(const char *path, const char *json, moects_case *c, c
     str_of(o, "source", c->source, sizeof c->source);
     int rc = 0;
     moects_data dd;
-    if (moects__op_parse(json_string_value(json_object_get(o, "op")) ? json_string_value(json_object_get(o, "op")) : "", &c->op) ||
-        (c->op != MOECTS_OP_EP_GATHER && c->op != MOECTS_OP_FP4_GEMM))
-        rc = (snprintf(err, errlen, "%s: moects.case: op: not ep_gather or fp4_gemm", path), -1);
+    if (moects__op_parse(json_string_value(json_object_get(o, "op")) ? json_string_value(json_object_get(o, "op")) : "", &c->op))
+        rc = (snprintf(err, errlen, "%s: moects.case: op: not ep_gather, fp4_gemm or moe_gemm", path), -1);
+    else if (c->op == MOECTS_OP_MOE_GEMM)
+        rc = registry_case(path, c->id, c, err, errlen);
     else if (moects_data_parse(json_string_value(json_object_get(o, "data")) ? json_string_value(json_object_get(o, "data")) : "", &dd))
         rc = (snprintf(err, errlen, "%s: moects.case: data: unknown", path), -1);
     else if (!c->id[0])
@@ -286,6 +307,7 @@ static int same_inputs(const char *path, const moects__st_file *f, const moects_
     for (int j = 0; j < in->nt; j++) {
         moects_tensor_info t;
         moects__tensor_describe(in, j, &t);
+        if (!t.ndim) continue; /* absent (moe_gemm): not exported */
         const moects__st_tensor *s = moects__st_find(f, t.name);
         if (!s) return snprintf(err, errlen, "%s: %s: no such tensor", path, t.name), -1;
         if (s->bytes != t.bytes || strcmp(s->dtype, t.dtype) || (t.bytes && memcmp(s->data, t.data, t.bytes)))

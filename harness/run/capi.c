@@ -464,6 +464,7 @@ const void *moects__casedata_ref(moects_casedata *d, moects_recipe r)
     int rc = -1;
     if (in->op == MOECTS_OP_EP_GATHER) rc = moects_ref_ep_gather(&in->eg, &a.eg, r);
     else if (in->op == MOECTS_OP_FP4_GEMM) rc = moects_ref_fp4_gemm(&in->fg, &a.fg, r);
+    else rc = moects_ref_moe_gemm(&in->mg, &a.mg, r); /* rows not valid: left 0xFF */
     if (rc != 0) {
         free(out);
         return moects__set_error("%s: the reference refused the case", d->c.id), NULL;

@@ -105,8 +105,8 @@ def _bound(b):
         bits, trunc = b
     else:
         bits, trunc = b, False
-    if not _integer(bits) or not 1 <= bits <= 53:
-        raise ValueError("bound: bits %r: an integer 1..53, the accumulator's significand bits (24 for FP32), "
+    if not _integer(bits) or not 2 <= bits <= 64:
+        raise ValueError("bound: bits %r: an integer 2..64, the accumulator's significand bits (24 for FP32), "
                          "given as bits, (bits, truncation) or {\"bits\": .., \"truncation\": ..}" % (bits,))
     if not isinstance(trunc, bool) and not _np_bool(trunc):
         raise ValueError("bound: truncation %r: True (truncating sums, as tensor cores) or False (round to "

@@ -14,11 +14,12 @@ GOOD = {"name": "py.k", "op": "moe_gemm", "run": lambda shape, args: None}
 
 
 @pytest.mark.parametrize("extra, words", [
-    ({"bound": "24"}, "bound: bits '24': an integer 1..53"),
+    ({"bound": "24"}, "bound: bits '24': an integer 2..64"),
+    ({"bound": 1}, "bound: bits 1"),
     ({"bound": ("24", "rne")}, "bound: bits '24'"),
     ({"bound": 24.0}, "bound: bits 24.0"),
     ({"bound": True}, "bound: bits True"),
-    ({"bound": 200}, "bound: bits 200"),
+    ({"bound": 65}, "bound: bits 65"),
     ({"bound": -3}, "bound: bits -3"),
     ({"bound": (24, "yes")}, "bound: truncation 'yes'"),
     ({"bound": {"bits": 24, "trunc": True}}, "the keys are \"bits\" and \"truncation\""),

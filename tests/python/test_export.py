@@ -46,3 +46,49 @@ def test_round_trip(tmp_path):
     os.remove(tmp_path / kimi.replace(".safetensors", ".out.safetensors"))
     failing, res = moects.verify(str(tmp_path), kernel)
     assert failing == 1
+
+
+MOE = ["moe_gemm.w4a16/deepseek-v3/ep64/contiguous/gemm2/t16", "moe_gemm.w4a8/kimi-k2/ep64/masked/gemm2/t16",
+       "moe_gemm.nvfp4/regression/moe-experts-not-4/e40/n256/k512/offsets"]
+
+
+def test_moe_gemm_round_trip(tmp_path, build_dir):
+    """Grouped cases: the tensors a kernel gets (absent ones left out), the W4A16 case computed from
+    the file alone by examples/numpy_moe_gemm.py and judged by its bound, the others' blockwise_v1
+    reference written back as the output, then one element of a valid row broken."""
+    import subprocess
+    import numpy_moe_gemm as nm
+    assert moects.export(str(tmp_path), *MOE, tier="all") == 3
+    names = {}
+    for cid in MOE:
+        f = cid.replace("/", "__") + ".safetensors"
+        t, m = st.load(str(tmp_path / f))
+        names[cid] = sorted(t)
+        shape, out = json.loads(m["moects.shape"]), json.loads(m["moects.out"])
+        if shape["format"] == "w4a16":
+            assert m["moects.recipe"] == "moe_gemm.exact_v1" and "ref.moe_gemm.blockwise_v1" not in t
+            args = dict(t, out=np.full(out["shape"], 0xFFFF, dtype=np.uint16))
+            nm.moe_gemm(shape, args)
+            got = args["out"]
+        else:
+            got = t["ref.moe_gemm.blockwise_v1"]
+        st.save(str(tmp_path / f.replace(".safetensors", ".out.safetensors")), {"out": got}, {"out": out["dtype"]})
+    assert names[MOE[0]] == ["a", "alpha", "b", "m_indices", "ref.moe_gemm.exact_v1", "sb"]
+    assert names[MOE[1]] == ["a", "alpha", "b", "masked_m", "ref.moe_gemm.blockwise_v1", "ref.moe_gemm.exact_v1",
+                             "sa", "sb"]
+    assert "expert_offsets" in names[MOE[2]] and "gs_a" in names[MOE[2]] and "gs_b" in names[MOE[2]]
+    moects_bin = os.path.join(build_dir, "bin", "moects")
+    r = subprocess.run([moects_bin, "verify", str(tmp_path), "--bound", "24"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.count("\n    ok ") == 3, r.stdout + r.stderr
+    r = subprocess.run([moects_bin, "verify", str(tmp_path)], capture_output=True, text=True)  # each file's recipe
+    with open(tmp_path / "results.json") as fh:
+        recipes = {x["case"]: x["recipe"] for x in json.load(fh)["results"]}
+    assert recipes == {MOE[0]: "moe_gemm.exact_v1", MOE[1]: "moe_gemm.blockwise_v1", MOE[2]: "moe_gemm.blockwise_v1"}
+    f = MOE[1].replace("/", "__")
+    t, m = st.load(str(tmp_path / (f + ".safetensors")))
+    bad = t["ref.moe_gemm.blockwise_v1"].copy()
+    e = int(np.argmax(t["masked_m"] > 0))  # an expert with rows: its first row is valid
+    bad[e, 0, 7] ^= 0x4000  # the top exponent bit: far outside any bound
+    st.save(str(tmp_path / (f + ".out.safetensors")), {"out": bad}, {"out": "BF16"})
+    r = subprocess.run([moects_bin, "verify", str(tmp_path), "--bound", "24"], capture_output=True, text=True)
+    assert r.returncode == 1 and "not ok 3 - " + MOE[1] in r.stdout, r.stdout
