@@ -1154,7 +1154,7 @@ typedef struct {
     /* fail fast: per kernel, FAIL_* so far, tasks over, whether all of them crashed or timed out,
      * and the reason it was stopped ("" while it runs); the run's honest FAIL_* and its stop reason */
     size_t *kfails, *kover;
-    char *kalive_dead, (*kstop)[200];
+    char *kalive_dead, (*kstop)[512];
     size_t fails;
     char stop[200];
 } parent;
@@ -1196,7 +1196,7 @@ static void fail_fast_note(parent *p, size_t k, const moects_result *r)
     p->kfails[k] += fail;
     p->fails += fail;
     if (!p->kstop[k][0] && o->dead_after > 0 && p->kalive_dead[k] && p->kover[k] >= (size_t)o->dead_after)
-        snprintf(p->kstop[k], sizeof p->kstop[k], "its first %zu cases crashed or timed out (the last: %.60s: %.60s)",
+        snprintf(p->kstop[k], sizeof p->kstop[k], "its first %zu cases crashed or timed out (the last: %.120s: %.300s)",
                  p->kover[k], r->case_id, r->reason);
     if (!p->kstop[k][0] && o->max_kernel_failures > 0 && p->kfails[k] >= (size_t)o->max_kernel_failures)
         snprintf(p->kstop[k], sizeof p->kstop[k], "--max-kernel-failures %d reached", o->max_kernel_failures);
