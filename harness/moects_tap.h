@@ -14,6 +14,7 @@ typedef struct {
     int verbose;             /* YAML blocks on passing points too */
     const char *program;     /* the program repro commands call (moects_self_program()); NULL: "moects" */
     const char *repro_extra; /* appended to every repro command, e.g. " --kernel-lib 'x.so'" */
+    const char *repro_fixed; /* the repro command of every result instead (verify: its own command) */
     char **missing;          /* must-pass ids that match no registered case: failing points */
     size_t nmissing;
     const char *missing_file;

@@ -83,17 +83,17 @@ int moects_cmd_export(int argc, char **argv)
 static int usage_verify(FILE *f)
 {
     fputs("usage: moects verify DIR [--kernel NAME] [--recipe RECIPE | --bound BITS[,trunc] | --tol CALC_DIFF,MAX_ULP]\n"
-          "                     [--out OUT]\n"
-          "                     [-v] [--tap-version 13|14]\n"
+          "                     [--out OUT] [-v] [--tap-version 13|14]\n"
           "  Judges DIR/<case>.out.safetensors (tensor \"out\") against each case `moects export` wrote in DIR,\n"
           "  as `moects run` judges a kernel: TAP on stdout; results.json, run.tap, summary.md in OUT\n"
           "  (default DIR). A missing or malformed output file is that case's FAIL_CRASH.\n"
           "  --kernel: the name the results carry (default \"external\"). Judgement: --recipe (identical\n"
-          "  bits under that recipe), --bound (the kernel's accumulation class: BITS of significand, 24 for\n"
-          "  FP32, \",trunc\" for truncating sums as tensor cores: each element within its proven bound of\n"
-          "  exact_v1), --tol (calc_diff and max ULP bounds against exact_v1), default each file's\n"
-          "  moects.recipe (ep_gather.fma_v1, fp4_gemm.blockwise_v1, moe_gemm.blockwise_v1; W4A16:\n"
-          "  moe_gemm.exact_v1).\n"
+          "  bits under that recipe), --bound (the kernel's accumulation class: BITS of significand 2..64,\n"
+          "  24 for FP32, \",trunc\" for truncating sums as tensor cores, \",rne\" the default: each element\n"
+          "  within its proven bound of exact_v1), --tol (calc_diff and max ULP bounds against exact_v1),\n"
+          "  default each file's moects.recipe (ep_gather.fma_v1, fp4_gemm.blockwise_v1,\n"
+          "  moe_gemm.blockwise_v1; W4A16: moe_gemm.exact_v1): a kernel summing in another order declares\n"
+          "  --bound. Each file must keep the name export gave it.\n"
           "  Exit status: 0 all judged cases pass, 1 a failure, 2 bad input.\n",
           f);
     return f == stdout ? 0 : 2;
@@ -175,6 +175,26 @@ bad:
     return fail("verify", err);
 }
 
+/* The repro line of every verified case: this verify again (DIR absolute), as `run`'s repro cannot
+ * run an external kernel. malloc'ed; NULL out of memory (then run's form). */
+static char *verify_again(int argc, char **argv, const char *dir)
+{
+    char *cmd = NULL, *abs = realpath(dir, NULL);
+    size_t len = 0;
+    FILE *m = open_memstream(&cmd, &len);
+    if (m) {
+        fputs(moects_self_program(), m);
+        fputs(" verify", m);
+        for (int i = 1; i < argc; i++) {
+            fputc(' ', m);
+            moects_shell_quote(m, argv[i] == dir && abs ? abs : argv[i]);
+        }
+        fclose(m);
+    }
+    free(abs);
+    return cmd;
+}
+
 int moects_cmd_verify(int argc, char **argv)
 {
     verify_opts o = {.k = {.abi_version = MOECTS_KERNEL_ABI_VERSION, .name = "external", .op = MOECTS_OP_EP_GATHER},
@@ -194,7 +214,9 @@ int moects_cmd_verify(int argc, char **argv)
     moects__run_metadata(run);
     if (run->n) run->seed = run->v[0].seed;
     const moects_kernel *kp = &o.k;
-    moects_tap_opts to = {.version = o.tapv, .verbose = o.verbose, .empty_reason = "no exported case"};
+    char *again = verify_again(argc, argv, o.dir);
+    moects_tap_opts to = {.version = o.tapv, .verbose = o.verbose, .empty_reason = "no exported case",
+                          .repro_fixed = again};
     size_t tlen = 0, slen = 0;
     char *tap = moects_tap_render(run, &kp, 1, &to, &tlen), *sum = moects_summary_render(run, &kp, 1, &to, &slen);
     if (!tap || !sum) {
@@ -207,6 +229,7 @@ int moects_cmd_verify(int argc, char **argv)
     }
     free(tap);
     free(sum);
+    free(again);
     moects_resultset_free(s);
     return rc;
 }

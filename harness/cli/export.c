@@ -317,6 +317,15 @@ static int same_inputs(const char *path, const moects__st_file *f, const moects_
     return 0;
 }
 
+/* "BF16 [2, 128, 2048]" into buf. */
+static void dims_text(const char *dtype, int ndim, const int64_t *dims, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "%s [", dtype);
+    for (int i = 0; i < ndim && n > 0 && (size_t)n < len; i++)
+        n += snprintf(buf + n, len - (size_t)n, "%s%" PRId64, i ? ", " : "", dims[i]);
+    if (n > 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, "]");
+}
+
 /* The output a program wrote (BASE.out.safetensors, tensor "out") judged; its absence or a malformed
  * file is the kernel's FAIL_CRASH. */
 static int judge_out(const char *outp, moects_casedata *d, const moects_kernel *k, moects_result *r)
@@ -335,8 +344,11 @@ static int judge_out(const char *outp, moects_casedata *d, const moects_kernel *
     for (int i = 0; same && i < want.ndim; i++) same = s->dims[i] == want.dims[i];
     int rc;
     if (!same) {
-        snprintf(why, sizeof why, "%s: out: %s, the case's output is %s [%" PRId64 ", %" PRId64 "]", outp,
-                 s ? "wrong dtype or shape" : "no such tensor", want.dtype, want.dims[0], want.dims[1]);
+        char w[160], g[160];
+        dims_text(want.dtype, want.ndim, want.dims, w, sizeof w);
+        if (s) dims_text(s->dtype, s->ndim, s->dims, g, sizeof g);
+        snprintf(why, sizeof why, "%s: out: %s%s, the case's output is %s", outp, s ? "" : "no such tensor",
+                 s ? g : "", w);
         rc = crash_of(d, k, why, r);
     } else {
         moects_judgement *j = moects_judge(d, k, s->data, s->bytes);
@@ -363,6 +375,11 @@ static int verify_one(const char *dir, const char *name, const moects_kernel *k,
     int rc = moects__case_from_json(path, moects__st_meta(&f, "moects.case"), &c, err, errlen);
     if (!rc && (!sd || sscanf(sd, "%" SCNu64, &seed) != 1))
         rc = (snprintf(err, errlen, "%s: moects.seed: missing or not an integer", path), -1);
+    char own[4400];
+    if (!rc) moects__case_file(own, sizeof own, dir, c.id, ".safetensors");
+    if (!rc && strcmp(own, path)) /* renamed or copied: two files could claim one case, one judged */
+        rc = (snprintf(err, errlen, "%.2000s: moects.case_id %.190s: that case's file is %.1000s (renamed or copied?)",
+                       path, c.id, strrchr(own, '/') ? strrchr(own, '/') + 1 : own), -1);
     moects_casedata *d = rc ? NULL : moects__casedata_of(&c, seed);
     if (!rc && !d) rc = (snprintf(err, errlen, "%s: %s", path, moects_errmsg()), -1);
     if (!rc) rc = same_inputs(path, &f, d, err, errlen);

@@ -167,6 +167,10 @@ static void line_text(FILE *f, const char *s, int escape_hash)
 static void repro(FILE *f, const moects_result *r, const moects_tap_opts *o)
 {
     char dir[256];
+    if (o->repro_fixed) {
+        fputs(o->repro_fixed, f);
+        return;
+    }
     moects_repro_dir(r->case_id, dir, sizeof dir);
     fputs(o->program ? o->program : "moects", f);
     fputs(" run --kernel ", f);

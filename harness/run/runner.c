@@ -561,7 +561,7 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
     if (c->op == MOECTS_OP_MOE_GEMM && in->mg.format == MOECTS_MOE_W4A16 && recipe == MOECTS_RECIPE_FP4_BLOCKWISE_V1) {
         r->verdict = MOECTS_FAIL_CRASH; /* the kernel's claim, not the case: no reference to compare with */
         set_reason(r, "the kernel claims %s, which W4A16 does not have (BF16 x E2M1 block partials are not exact): "
-                      "declare a bound, or refuse W4A16 in supports()%s", k->recipe, "");
+                      "declare a bound (or refuse W4A16 cases)%s", k->recipe, "");
         return 0;
     }
     if (k->device == MOECTS_DEVICE_CUDA) {

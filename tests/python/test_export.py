@@ -92,3 +92,30 @@ def test_moe_gemm_round_trip(tmp_path, build_dir):
     st.save(str(tmp_path / (f + ".out.safetensors")), {"out": bad}, {"out": "BF16"})
     r = subprocess.run([moects_bin, "verify", str(tmp_path), "--bound", "24"], capture_output=True, text=True)
     assert r.returncode == 1 and "not ok 3 - " + MOE[1] in r.stdout, r.stdout
+
+
+def test_verify_refuses_copies_and_names_shapes(tmp_path, build_dir):
+    """A copy of an exported file under another name is refused (two files could claim one case, one
+    judged); a masked case's output written 2-D is FAIL_CRASH naming both shapes in full; the repro
+    line of a verified case is that verify again."""
+    import shutil
+    import subprocess
+    cid = MOE[1]  # Kimi K2 EP64 masked: out [6 experts, max_m, N 7168]
+    assert moects.export(str(tmp_path), cid, tier="all") == 1
+    f = tmp_path / (cid.replace("/", "__") + ".safetensors")
+    m = st.load(str(f))[1]
+    E, maxm, N = json.loads(m["moects.out"])["shape"]
+    assert (E, N) == (6, 7168)
+    st.save(str(tmp_path / (cid.replace("/", "__") + ".out.safetensors")), {"out": np.zeros((E * maxm, N), np.uint16)},
+            {"out": "BF16"})
+    moects_bin = os.path.join(build_dir, "bin", "moects")
+    r = subprocess.run([moects_bin, "verify", str(tmp_path), "--bound", "24"], capture_output=True, text=True)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "out: BF16 [%d, %d], the case's output is BF16 [%d, %d, %d]" % (E * maxm, N, E, maxm, N) in r.stdout
+    assert "repro: \"%s verify '--bound' '24' '%s'\"" % (os.path.realpath(moects_bin), os.path.realpath(tmp_path)) \
+        in r.stdout, r.stdout
+    shutil.copy(f, tmp_path / "renamed.safetensors")
+    r = subprocess.run([moects_bin, "verify", str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.strip() == (
+        "moects verify: %s/renamed.safetensors: moects.case_id %s: that case's file is %s (renamed or copied?)"
+        % (tmp_path, cid, f.name)), r.stderr
