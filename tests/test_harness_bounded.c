@@ -93,8 +93,8 @@ Test(bounded, invalid_rows_are_not_compared)
     cr_expect_eq(r.verdict, MOECTS_PASS_BOUNDED, "%s %s", moects_verdict_name(r.verdict), r.reason);
 }
 
-/* One valid element 2^-8 relative (plus 1) off: outside its bound; the reason names element 0 and
- * its bound. */
+/* One valid element 2^-8 relative (plus 1) off: outside its bound; the reason names element 0 (row 0:
+ * expert 0's first row, column 0) and its bound. */
 Test(bounded, a_failure_names_the_worst_element_and_its_bound)
 {
     moects_result r;
@@ -102,7 +102,8 @@ Test(bounded, a_failure_names_the_worst_element_and_its_bound)
     mode = 1;
     moects_runner_task(&c, &bounded_k, 1, 0, &r);
     cr_expect_eq(r.verdict, MOECTS_FAIL_MISMATCH, "%s %s", moects_verdict_name(r.verdict), r.reason);
-    cr_expect_not_null(strstr(r.reason, "1 elements outside their bounds; worst: element 0, |got - exact| "), "%s",
+    cr_expect_not_null(strstr(r.reason, "1 elements outside their bounds; worst: (expert 0, row 0, col 0), element 0, "
+                                                 "|got - exact| "), "%s",
                        r.reason);
     cr_expect_not_null(strstr(r.reason, " > bound "), "%s", r.reason);
 }
