@@ -1280,6 +1280,23 @@ static int write_reports(run_ctx *x, const rendered *rd)
 
 /* The exit status of a written run (0 pass, 1 fail, 2 a case too big for this host's memory, which
  * was not judged: never 0), and its closing stderr lines, the verdict last. */
+/* Without --kernel every honest kernel is judged, and one made for other formats refuses every case
+ * of a narrow selection (W4A16 cases: the blockwise kernels): say which, and how to leave them out. */
+static void refused_hint(const moects_run *run, const moects_kernel *const *ks, size_t nk)
+{
+    size_t n = 0;
+    char names[512] = "";
+    for (size_t k = 0; k < nk; k++) {
+        if (ks[k]->bug || moects_kernel_status_of(run, ks[k]->name, 0, NULL) != MOECTS_KS_REFUSED) continue;
+        size_t l = strlen(names);
+        if (l + 64 < sizeof names) snprintf(names + l, sizeof names - l, "%s%s", n ? ", " : "", ks[k]->name);
+        n++;
+    }
+    if (n)
+        fprintf(stderr, "moects run: %zu kernel%s refused every selected case (%s): --kernel GLOB names the kernels "
+                "to judge\n", n, n == 1 ? "" : "s", names);
+}
+
 static int run_status(run_ctx *x, size_t nunj, long klines)
 {
     const moects_run *run = &x->run;
@@ -1299,6 +1316,7 @@ static int run_status(run_ctx *x, size_t nunj, long klines)
         fprintf(stderr, "moects run: %s: %ld line%s in %s\n", KERNEL_LOG_WHAT, klines, klines == 1 ? "" : "s",
                 x->klog);
     report_not_run(run, x->kernels, x->nk);
+    if (!x->o.nkernel_globs) refused_hint(run, x->kernels, x->nk);
     verdict_line(run, x->kernels, x->nk, x->nknown, rc, x->outdir);
     return rc;
 }

@@ -337,6 +337,14 @@ exit_status)
     [ "$(cat err.txt)" = "moects list: 1 case match but none is in tier smoke (use --tier full|large|all)" ] ||
         { cat err.txt; fail "list --tier smoke of a full-tier id: message"; }
     "$moects" list --help | grep -q -- "--tier T .*(default: smoke, as moects run" || fail "list --help: default tier"
+    # without --kernel a narrow selection (one W4A16 case) fails the kernels made for other formats; the
+    # line before the verdict names them (CUDA builds add their own) and says how to leave them out
+    w16=moe_gemm.w4a16/regression/moe-k-tail-scales/e8/n256/k208/linear
+    "$moects" run --out out "$w16" > /dev/null 2> hint.err; [ $? = 1 ] || fail "W4A16 alone with every kernel: exit"
+    grep -q "^moects run: [0-9]* kernels refused every selected case (cpu.moe_gemm.blockwise[,)].*: --kernel GLOB names the kernels to judge$" hint.err ||
+        { cat hint.err; fail "no hint naming cpu.moe_gemm.blockwise"; }
+    "$moects" run --out out --kernel cpu.moe_gemm.dequant_sgemm "$w16" > /dev/null 2> hint.err || fail "dequant_sgemm on W4A16"
+    grep -q "refused every selected case" hint.err && fail "a hint though --kernel was given"
     ;;
 known_findings)
     # cases/known-findings.txt: dequant_sgemm's FP32 overflow on MXFP4 adversarial data is a TODO point
