@@ -78,6 +78,8 @@ void moects_mismatch_pattern(const moects_out_geom *g, const int64_t *row_hits, 
 
 /* "(m 5, n 4095)": coordinates of e with d's axis names. */
 void moects_diag_at(const moects_diag *d, const moects_diag_elem *e, char *buf, size_t len);
+/* The same for flat element i of an output of geometry g (moects_out_coords): "(expert 3, row 2, col 17)". */
+void moects_out_at(const moects_out_geom *g, int64_t i, char *buf, size_t len);
 
 /* "0x3f81 (1.0078125)": bits of d->dtype in hex, then the value (moects_format_value). */
 void moects_diag_value(const moects_diag *d, uint32_t bits, char *buf, size_t len);

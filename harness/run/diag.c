@@ -65,12 +65,26 @@ int moects_out_coords(const moects_out_geom *g, int64_t i, int64_t at[3])
     return 3;
 }
 
-void moects_diag_at(const moects_diag *d, const moects_diag_elem *e, char *buf, size_t len)
+/* "(a0 v0, a1 v1[, a2 v2])" into buf. */
+static void coords_text(const char *const *axes, int nd, const int64_t *at, char *buf, size_t len)
 {
     buf[0] = '\0';
     cat(buf, len, "(");
-    for (int k = 0; k < d->ndims && k < 3; k++) cat(buf, len, "%s%s %" PRId64, k ? ", " : "", d->axes[k], e->at[k]);
+    for (int k = 0; k < nd && k < 3; k++) cat(buf, len, "%s%s %" PRId64, k ? ", " : "", axes[k], at[k]);
     cat(buf, len, ")");
+}
+
+void moects_diag_at(const moects_diag *d, const moects_diag_elem *e, char *buf, size_t len)
+{
+    const char *axes[3] = {d->axes[0], d->axes[1], d->axes[2]};
+    coords_text(axes, d->ndims, e->at, buf, len);
+}
+
+void moects_out_at(const moects_out_geom *g, int64_t i, char *buf, size_t len)
+{
+    int64_t at[3];
+    int nd = moects_out_coords(g, i, at);
+    coords_text(g->axis, nd, at, buf, len);
 }
 
 void moects_diag_value(const moects_diag *d, uint32_t bits, char *buf, size_t len)

@@ -286,19 +286,6 @@ static double out_value(moects_dtype dt, const void *p, int64_t i)
     return moects_bf16_to_f32(((const uint16_t *)p)[i]);
 }
 
-/* "(expert 3, row 2, col 17), element 164095": flat element i of the output in the op's coordinates
- * (moects_out_geom_of, as the diagnostics' at: lines), then its index. */
-static void elem_at(const moects_inputs *in, int64_t i, char *buf, size_t len)
-{
-    moects_out_geom geo;
-    int64_t at[3];
-    moects_out_geom_of(in, &geo);
-    int nd = moects_out_coords(&geo, i, at), n = snprintf(buf, len, "(");
-    for (int k = 0; k < nd && n > 0 && (size_t)n < len; k++)
-        n += snprintf(buf + n, len - (size_t)n, "%s%s %lld", k ? ", " : "", geo.axis[k], (long long)at[k]);
-    if (n > 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, "), element %lld", (long long)i);
-}
-
 /* PASS_BOUNDED or FAIL_MISMATCH: every compared element within its own bound of exact_v1 (NaN
  * only against NaN, an infinity only against the same one). A failure's reason names the worst
  * element (largest |got - exact| / bound) and its bound. */
@@ -324,17 +311,20 @@ static moects_verdict judge_bounded(const moects_inputs *in, const void *got, co
     char g[64], w[64], at[128];
     moects_format_value(in->out_dtype, got, worst, g, sizeof g);
     moects_format_value(in->out_dtype, want, worst, w, sizeof w);
-    elem_at(in, worst, at, sizeof at);
+    moects_out_geom geo;
+    moects_out_geom_of(in, &geo);
+    moects_out_at(&geo, worst, at, sizeof at); /* as the diagnostics' at: lines */
     char buf[512];
     if (isinf(worst_err))
         snprintf(buf, sizeof buf,
-                 "%lld elements outside their bounds; worst: %s, got %s where exact_v1 is %s (a NaN or an "
-                 "infinity only matches its own kind)",
-                 (long long)outside, at, g, w);
+                 "%lld elements outside their bounds; worst: %s, element %lld, got %s where exact_v1 is %s (a NaN "
+                 "or an infinity only matches its own kind)",
+                 (long long)outside, at, (long long)worst, g, w);
     else
         snprintf(buf, sizeof buf,
-                 "%lld elements outside their bounds; worst: %s, |got - exact| %.3g > bound %.3g (got %s, exact %s)",
-                 (long long)outside, at, worst_err, bound[worst], g, w);
+                 "%lld elements outside their bounds; worst: %s, element %lld, |got - exact| %.3g > bound %.3g (got "
+                 "%s, exact %s)",
+                 (long long)outside, at, (long long)worst, worst_err, bound[worst], g, w);
     copy_str(r->reason, sizeof r->reason, buf);
     return MOECTS_FAIL_MISMATCH;
 }
