@@ -36,10 +36,11 @@ int moects_journal_start(moects_journal *j, const char *outdir, const moects_jou
 
 /* Continue OUT/results.journal: its header must agree with s (else -1, err "PATH: header field F: the
  * interrupted run had X, this run Y (resume with its arguments; its selection: \"...\")"; a format
- * other than 1 and 2 is field moects_journal); its results go to *done (zeroed first), in journal order; a
- * torn last line (one without a newline at its end) is cut off the file; a line that ends in a newline
- * but is not a result, the last one too, is -1 with "PATH: line N ..." (the file untouched). A file with no whole line (killed while writing its header) starts afresh. The
- * journal is then open for appending. 0, or -1 with err (also "PATH: cannot open: why"). */
+ * other than 1 and 2 is field moects_journal); its results go to *done (zeroed first), in journal
+ * order; a torn last line (one without a newline at its end) is cut off the file; a line that ends in
+ * a newline but is not a result, the last one too, is -1 with "PATH: line N ..." (the file untouched).
+ * A file with no whole line (killed while writing its header) starts afresh. The journal is then open
+ * for appending. 0, or -1 with err (also "PATH: cannot open: why"). */
 int moects_journal_resume(moects_journal *j, const char *outdir, const moects_journal_sel *s, moects_run *done,
                           char *err, size_t errlen);
 

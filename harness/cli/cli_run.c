@@ -1278,8 +1278,6 @@ static int write_reports(run_ctx *x, const rendered *rd)
     return 0;
 }
 
-/* The exit status of a written run (0 pass, 1 fail, 2 a case too big for this host's memory, which
- * was not judged: never 0), and its closing stderr lines, the verdict last. */
 /* Without --kernel every honest kernel is judged, and one made for other formats refuses every case
  * of a narrow selection (W4A16 cases: the blockwise kernels): say which, and how to leave them out. */
 static void refused_hint(const moects_run *run, const moects_kernel *const *ks, size_t nk)
@@ -1297,6 +1295,8 @@ static void refused_hint(const moects_run *run, const moects_kernel *const *ks, 
                 "to judge\n", n, n == 1 ? "" : "s", names);
 }
 
+/* The exit status of a written run (0 pass, 1 fail, 2 a case too big for this host's memory, which
+ * was not judged: never 0), and its closing stderr lines, the verdict last. */
 static int run_status(run_ctx *x, size_t nunj, long klines)
 {
     const moects_run *run = &x->run;
