@@ -17,6 +17,8 @@ typedef struct {
     moects_guarded out[MOECTS_RUNS];
     void *host_out[MOECTS_RUNS]; /* CUDA: the outputs copied back */
     const void *got[MOECTS_RUNS];
+    size_t kept_host, kept_vm, kept_dev; /* what the last run() called kept (bytes; see MOECTS_LEAK_BYTES) */
+    int measured;                        /* set once a run() returned and was measured */
 } moects__twice;
 
 /* What the runner tells the kernel phase (dev_alone) and learns from it (retire). */
@@ -25,11 +27,12 @@ typedef struct {
     int retire;    /* set: a kernel kept memory (named in the reason and the kernel log): the worker exits */
 } moects__kernel_env;
 
-/* A kernel's run() that leaves this much more host heap (malloc) or device memory in use than
- * before, or maps MOECTS_LEAK_VM_BYTES more address space (mmap behind malloc's back; a library a
- * kernel loads on its first call, cuBLAS included, maps less), is named in its result's reason and
- * in the kernel log, and its worker is replaced (a CPU kernel's call ran in a child that is gone,
- * but the fault is reported the same). */
+/* A kernel whose last run() of a case leaves this much more host heap (malloc) or device memory in
+ * use than before, or maps MOECTS_LEAK_VM_BYTES more address space (mmap behind malloc's back), is
+ * named in its result's reason and in the kernel log, and its worker is replaced (a CPU kernel's
+ * call ran in a child that is gone, but the fault is reported the same). The last run, not the
+ * first: a first call may initialize for good (cuBLAS loading its kernels kept 112 MiB of host heap
+ * on the H200, torch 290-380 MiB, a Triton JIT compile 65 MiB), a leak keeps memory every call. */
 #define MOECTS_LEAK_BYTES ((size_t)64 << 20)
 #define MOECTS_LEAK_VM_BYTES ((size_t)2 << 30)
 

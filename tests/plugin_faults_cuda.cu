@@ -6,11 +6,16 @@
  *   cuda.fault.exhaust  cudaMalloc's until the device is full (halving the block), keeps it all and
  *                       returns -1 (a mutant: FAIL_CRASH);
  *   cuda.fault.sticky   writes through an invalid device address first: cudaErrorIllegalAddress, a
- *                       sticky error that poisons the context (a mutant: FAIL_CRASH).
+ *                       sticky error that poisons the context (a mutant: FAIL_CRASH);
+ *   cuda.fault.warmup   not a fault: on its first call in a process it takes a 512 MiB device and a
+ *                       256 MiB host workspace and keeps them for later calls (as cuBLAS, torch and
+ *                       Triton do on a first call). It passes with no note: only a run() that keeps
+ *                       memory on the case's last call is named.
  * Built with the CUDA build as build/lib/libmoects_plugin_faults_cuda.so (cudart linked statically). */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "moects_kernel.h"
 
@@ -70,6 +75,18 @@ int run_sticky(const void *shape, const void *args, void *stream)
     return gather(shape, args, stream);
 }
 
+int run_warmup(const void *shape, const void *args, void *stream)
+{
+    static void *dev, *host;
+    if (!dev && cudaMalloc(&dev, (size_t)512 << 20) != cudaSuccess) return -1;
+    if (!host) {
+        const size_t bytes = (size_t)256 << 20;
+        if (!(host = malloc(bytes))) return -1;
+        for (size_t i = 0; i < bytes; i += 4096) ((volatile char *)host)[i] = 1; /* resident, as a workspace */
+    }
+    return gather(shape, args, stream);
+}
+
 int supports(const void *, char *, size_t) { return 1; }
 
 #define FAULT(var, nm, fn, bg)                                                                                   \
@@ -78,7 +95,8 @@ int supports(const void *, char *, size_t) { return 1; }
 FAULT(leak, "cuda.fault.leak", run_leak, NULL);
 FAULT(exhaust, "cuda.fault.exhaust", run_exhaust, "takes all device memory it can get and returns -1 (T >= 2)");
 FAULT(sticky, "cuda.fault.sticky", run_sticky, "writes through an invalid address: a sticky CUDA error (T >= 2)");
-const moects_kernel *const kernels[] = {&exhaust, &leak, &sticky};
+FAULT(warmup, "cuda.fault.warmup", run_warmup, NULL);
+const moects_kernel *const kernels[] = {&exhaust, &leak, &sticky, &warmup};
 
 } // namespace
 

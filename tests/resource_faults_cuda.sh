@@ -5,7 +5,8 @@
 # (--jobs 1: it has the GPU alone, so the device-memory check applies); on each T >= 2 case the
 # faulty kernels run next to cuda.ep_gather. Checks: cuda.ep_gather passes every case, the faults are
 # named (FAIL_CRASH for the mutants; the leak's result says "of device memory allocated; its worker
-# was replaced"), exit 0. Reports in OUTDIR (results.json, run.tap, kernels.log).
+# was replaced"), cuda.fault.warmup (workspaces taken on a process's first call, kept) passes every
+# case with an empty reason, exit 0. Reports in OUTDIR (results.json, run.tap, kernels.log).
 set -eu
 moects=$1 plugin=$2 out=$3
 fail() { echo "resource_faults_cuda: $*" >&2; exit 1; }
@@ -22,13 +23,15 @@ path, a, b, c = sys.argv[1:]
 res = {(r["kernel"], r["case"]): r for r in json.load(open(path))["results"]}
 for (k, case), r in sorted(res.items()):
     print(f"{k:22} {case:55} {r['verdict']:12} {r['reason']}")
-assert len(res) == 12, len(res)
+assert len(res) == 15, len(res)
 for case in (a, b):
     assert res[("cuda.fault.exhaust", case)]["verdict"] == "FAIL_CRASH"
     assert res[("cuda.fault.sticky", case)]["verdict"] == "FAIL_CRASH"
     assert "of device memory allocated; its worker was replaced" in res[("cuda.fault.leak", case)]["reason"]
 for (k, case), r in res.items():
-    if k in ("cuda.ep_gather", "cuda.fault.leak") or case == c:
+    if k in ("cuda.ep_gather", "cuda.fault.leak", "cuda.fault.warmup") or case == c:
         assert r["verdict"] == "PASS_EXACT", (k, case, r)
+    if k == "cuda.fault.warmup":
+        assert r["reason"] == "", (k, case, r["reason"])
 PY
 echo "resource_faults_cuda: ok"

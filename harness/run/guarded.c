@@ -39,15 +39,15 @@ static const char *last_error(const moects_kernel *k)
     return k->abi_version >= 2 && k->last_error ? k->last_error() : NULL;
 }
 
-/* After k->run() returned having kept host heap, address space or device memory (bytes): name what
- * it kept (once per task, in r->reason and the kernel log) and retire the worker. */
+/* After the case's last k->run() returned having kept host heap, address space or device memory
+ * (bytes): name what it kept (in r->reason and the kernel log) and retire the worker. */
 static void kept_memory(const moects_kernel *k, size_t host, size_t vm, size_t dev, moects__kernel_env *env,
                         moects_result *r)
 {
     const char *what = host >= MOECTS_LEAK_BYTES ? "of host memory allocated"
                        : vm >= MOECTS_LEAK_VM_BYTES ? "of host address space mapped"
                        : dev >= MOECTS_LEAK_BYTES   ? "of device memory allocated" : NULL;
-    if (!what || strstr(r->reason, "run() kept ")) return;
+    if (!what) return;
     char note[160];
     snprintf(note, sizeof note, "run() kept %zu MiB %s; its worker was replaced",
              (host >= MOECTS_LEAK_BYTES ? host : vm >= MOECTS_LEAK_VM_BYTES ? vm : dev) >> 20, what);
@@ -55,6 +55,15 @@ static void kept_memory(const moects_kernel *k, size_t host, size_t vm, size_t d
     snprintf(r->reason + l, sizeof r->reason - l, "%s%s", l ? "; " : "", note);
     fprintf(stderr, "moects: %s on %s: %s\n", k->name, r->case_id, note);
     env->retire = 1;
+}
+
+/* What a run() kept (bytes): the last run's figures are judged once the case's runs end. */
+static void measured(moects__twice *t, size_t host, size_t vm, size_t dev)
+{
+    t->kept_host = host;
+    t->kept_vm = vm;
+    t->kept_dev = dev;
+    t->measured = 1;
 }
 
 /* The worker's CPU output buffers, one per run, kept across tasks while the size fits: a fresh
@@ -199,8 +208,7 @@ static void call_here(const moects_kernel *k, const void *shape, const void *arg
 
 /* CPU kernel: the inputs (guarded since they were built, read-only in the child), two guarded
  * shared outputs, one child per run. */
-static int cpu_twice(const moects_kernel *k, const moects_inputs *in, moects__kernel_env *env, moects__twice *t,
-                     moects_result *r)
+static int cpu_twice(const moects_kernel *k, const moects_inputs *in, moects__twice *t, moects_result *r)
 {
     const int runs = moects__runs_of(k), trust = trusted(k, in);
     void *ptr[MOECTS_INPUTS_MAX] = {0};
@@ -230,7 +238,7 @@ static int cpu_twice(const moects_kernel *k, const moects_inputs *in, moects__ke
         }
         /* the parent names a crash or an overrun in the kernel log, after what the kernel printed */
         int bad = call_verdict(&c, in, o, r) || damaged(o, 1, in, r);
-        if (c.returned) kept_memory(k, c.kept_heap, c.kept_vm, 0, env, r);
+        if (c.returned) measured(t, c.kept_heap, c.kept_vm, 0);
         if (bad) return 1;
         t->got[run] = o->data;
     }
@@ -287,17 +295,14 @@ static int cuda_twice(const moects_kernel *k, const moects_inputs *in, moects_gu
             rc = k->run(moects_inputs_shape(in), &a, moects_cuda_stream());
             if (rc != 0) kernel_error(rc, last_error(k), cerr, sizeof cerr);
             moects_mem_probe m1 = moects_mem_now(m0.has_dev);
-            kept_memory(k, m1.heap > m0.heap ? m1.heap - m0.heap : 0, m1.vm > m0.vm ? m1.vm - m0.vm : 0,
-                        m0.has_dev && m1.has_dev && m0.dev_free > m1.dev_free ? m0.dev_free - m1.dev_free : 0, env,
-                        r);
+            measured(t, m1.heap > m0.heap ? m1.heap - m0.heap : 0, m1.vm > m0.vm ? m1.vm - m0.vm : 0,
+                     m0.has_dev && m1.has_dev && m0.dev_free > m1.dev_free ? m0.dev_free - m1.dev_free : 0);
         }
         int src = moects_cuda_sync(moects_cuda_stream(), serr, sizeof serr);
         if (rc == 0 && src == 0 && o->data) src = moects_cuda_d2h(t->host_out[run], o->data, in->out_bytes);
         if (rc != 0 || src != 0) {
-            char kept[sizeof r->reason];
-            memcpy(kept, r->reason, sizeof kept);
-            fail(r, MOECTS_FAIL_CRASH, "%s%s%s%s%s", cerr, cerr[0] && serr[0] ? "; " : "",
-                 serr[0] ? serr : (cerr[0] ? "" : "device error"), kept[0] ? "; " : "", kept);
+            fail(r, MOECTS_FAIL_CRASH, "%s%s%s", cerr, cerr[0] && serr[0] ? "; " : "",
+                 serr[0] ? serr : (cerr[0] ? "" : "device error"));
             *exit_after = src != 0; /* CUDA errors can be sticky: a fresh worker takes the next task */
             return 1;
         }
@@ -316,6 +321,7 @@ int moects__kernel_twice(const moects_kernel *k, const moects_inputs *in, moects
 {
     memset(t, 0, sizeof *t);
     *exit_after = 0;
-    if (k->device == MOECTS_DEVICE_CPU) return cpu_twice(k, in, env, t, r);
-    return cuda_twice(k, in, dev, perf, env, t, r, exit_after);
+    int rc = k->device == MOECTS_DEVICE_CPU ? cpu_twice(k, in, t, r) : cuda_twice(k, in, dev, perf, env, t, r, exit_after);
+    if (t->measured) kept_memory(k, t->kept_host, t->kept_vm, t->kept_dev, env, r);
+    return rc;
 }
