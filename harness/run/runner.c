@@ -397,10 +397,11 @@ static void dump(const worker_state *ws, const moects_case *c, const moects_kern
 static void put_hashes(const worker_state *ws, int recipe, moects_result *r)
 {
     _Static_assert(MOECTS_INPUTS_MAX <= MOECTS_RESULT_HASHES_MAX, "moects_result.hashes too small");
-    r->n_hashes = ws->in.nt;
+    r->n_hashes = 0;
     for (int i = 0; i < ws->in.nt; i++) {
-        snprintf(r->hashes[i].name, sizeof r->hashes[i].name, "%s", ws->in.t[i].name);
-        r->hashes[i].xxh64 = ws->in_hash[i];
+        if (!ws->in.t[i].name) continue; /* a slot the case's format has no tensor for (W4A16's A scales) */
+        snprintf(r->hashes[r->n_hashes].name, sizeof r->hashes[0].name, "%s", ws->in.t[i].name);
+        r->hashes[r->n_hashes++].xxh64 = ws->in_hash[i];
     }
     r->has_ref_hash = recipe >= 0 && ws->ref_state[recipe] == 1;
     r->ref_xxh64 = r->has_ref_hash ? ws->ref_hash[recipe] : 0;

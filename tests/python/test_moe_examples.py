@@ -56,12 +56,17 @@ def test_numpy_moe_gemm_and_its_mutants(build_dir, tmp_path):
                        capture_output=True, text=True, timeout=1200)
     assert r.returncode == 0, r.stderr[-3000:]  # the honest kernel passes, every mutant is caught
     with open(tmp_path / "results.json") as f:
-        res = {(x["kernel"], x["case"]): x["verdict"] for x in json.load(f)["results"]}
+        results = json.load(f)["results"]
+    res = {(x["kernel"], x["case"]): x["verdict"] for x in results}
+    hashed = {x["case"]: set(x.get("input_xxh64", {})) for x in results}
     cases = list(moects.cases("moe_gemm*"))
     assert len(cases) == 48
     caught = {m: 0 for m in ("one_alpha", "expert0_scales", "swizzle_as_linear", "offsets_shifted")}
     for c in cases:
         assert res[("numpy.moe_gemm.dequant_matmul", c.id)] == "PASS_BOUNDED", c.id
+        # input hashes name the case's tensors: W4A16 has no A scales (once hashed as "(null)")
+        assert "a" in hashed[c.id] and hashed[c.id] <= set(c.args()) - {"out"}, (c.id, hashed[c.id])
+        assert ("sa" in hashed[c.id]) == (c.shape["format"] != "w4a16"), (c.id, hashed[c.id])
         for m, changes in triggers(c).items():
             v = res[("numpy.mutant.moe_gemm." + m, c.id)]
             assert (v == "FAIL_MISMATCH") if changes else (v == "PASS_BOUNDED"), (m, c.id, v)
