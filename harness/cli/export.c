@@ -317,6 +317,36 @@ static int same_inputs(const char *path, const moects__st_file *f, const moects_
     return 0;
 }
 
+/* Each ref.<recipe> tensor of the exported file equals the reference this moects computes for the
+ * case under that recipe (a file edited after export would mislead whoever compares against it). */
+static int same_refs(const char *path, const moects__st_file *f, moects_casedata *d, char *err, size_t errlen)
+{
+    moects_tensor_info want;
+    moects__output_describe(moects__casedata_inputs(d), &want);
+    const size_t elt = moects__st_dtype_size(want.dtype);
+    for (size_t i = 0; i < f->n; i++) {
+        const moects__st_tensor *s = &f->t[i];
+        moects_recipe rec;
+        if (strncmp(s->name, "ref.", 4)) continue;
+        if (moects_recipe_parse(s->name + 4, moects__casedata_case(d)->op, &rec))
+            return snprintf(err, errlen, "%.2000s: %.127s: not a recipe of the case's op", path, s->name), -1;
+        const uint8_t *ref = moects__casedata_ref(d, rec);
+        if (!ref) return snprintf(err, errlen, "%.2000s: %.127s: %s", path, s->name, moects_errmsg()), -1;
+        if (s->bytes != want.bytes || strcmp(s->dtype, want.dtype))
+            return snprintf(err, errlen, "%.2000s: %.127s: %s of %zu bytes, the case's output is %s of %zu", path, s->name,
+                            s->dtype, s->bytes, want.dtype, want.bytes), -1;
+        size_t differ = 0, first = 0;
+        for (size_t o = 0; elt && o < want.bytes; o += elt)
+            if (memcmp((const uint8_t *)s->data + o, ref + o, elt) && !differ++) first = o / elt;
+        if (differ)
+            return snprintf(err, errlen, "%.2000s: %.127s: not the reference this moects %s computes for the case (%zu of %zu "
+                            "elements differ, the first at index %zu; exported by moects %s)", path, s->name,
+                            MOECTS_VERSION, differ, elt ? want.bytes / elt : 0, first,
+                            moects__st_meta(f, "moects.version") ? moects__st_meta(f, "moects.version") : "?"), -1;
+    }
+    return 0;
+}
+
 /* "BF16 [2, 128, 2048]" into buf. */
 static void dims_text(const char *dtype, int ndim, const int64_t *dims, char *buf, size_t len)
 {
@@ -383,6 +413,7 @@ static int verify_one(const char *dir, const char *name, const moects_kernel *k,
     moects_casedata *d = rc ? NULL : moects__casedata_of(&c, seed);
     if (!rc && !d) rc = (snprintf(err, errlen, "%s: %s", path, moects_errmsg()), -1);
     if (!rc) rc = same_inputs(path, &f, d, err, errlen);
+    if (!rc) rc = same_refs(path, &f, d, err, errlen);
     moects_kernel kk = *k;
     kk.op = c.op;
     int told = k->recipe || k->tol.max_calc_diff > 0 || k->tol.max_ulp > 0 || (k->abi_version >= 2 && k->acc.bits);

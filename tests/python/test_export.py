@@ -119,3 +119,35 @@ def test_verify_refuses_copies_and_names_shapes(tmp_path, build_dir):
     assert r.returncode == 2 and r.stderr.strip() == (
         "moects verify: %s/renamed.safetensors: moects.case_id %s: that case's file is %s (renamed or copied?)"
         % (tmp_path, cid, f.name)), r.stderr
+
+
+def test_verify_refuses_an_edited_reference(tmp_path, build_dir):
+    """A file whose ref.<recipe> was edited after export is refused, naming the tensor, how many
+    elements differ and the first; so is a ref.* tensor of a recipe the op does not have."""
+    import subprocess
+    cid = MOE[0]  # DeepSeek-V3 W4A16 EP64 contiguous: out [M, 7168], exact_v1 only
+    assert moects.export(str(tmp_path), cid, tier="all") == 1
+    f = tmp_path / (cid.replace("/", "__") + ".safetensors")
+    t, m = st.load(str(f))
+    t = {k: np.array(v) for k, v in t.items()}  # copies: the file is written over below
+    dtypes = json.loads(m["moects.dtypes"])
+    ref = t["ref.moe_gemm.exact_v1"]
+    bad = dict(t)
+    bad["ref.moe_gemm.exact_v1"] = ref.copy()
+    bad["ref.moe_gemm.exact_v1"][2, 5] ^= 1  # one bit of element 2 * 7168 + 5
+    bad["ref.moe_gemm.exact_v1"][3, 0] ^= 1
+    st.save(str(f), bad, dtypes, m)
+    moects_bin = os.path.join(build_dir, "bin", "moects")
+    r = subprocess.run([moects_bin, "verify", str(tmp_path), "--bound", "24"], capture_output=True, text=True)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.strip() == (
+        "moects verify: %s: ref.moe_gemm.exact_v1: not the reference this moects %s computes for the case "
+        "(2 of %d elements differ, the first at index %d; exported by moects %s)"
+        % (f, m["moects.version"], ref.size, 2 * 7168 + 5, m["moects.version"])), r.stderr
+    other = dict(t)
+    other["ref.moe_gemm.fast_v9"] = other.pop("ref.moe_gemm.exact_v1")
+    dtypes["ref.moe_gemm.fast_v9"] = dtypes.pop("ref.moe_gemm.exact_v1")
+    st.save(str(f), other, dtypes, m)
+    r = subprocess.run([moects_bin, "verify", str(tmp_path), "--bound", "24"], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.strip() == (
+        "moects verify: %s: ref.moe_gemm.fast_v9: not a recipe of the case's op" % f), r.stderr
