@@ -135,6 +135,15 @@ Test(diag, scattered_is_not_called_a_block)
     moects_diag_compute(&g, MOECTS_BF16, p.got, p.want, &d);
     cr_assert_str_eq(d.pattern, "scattered: 2 elements, 50% of rows 0..1 only x columns 0..1 only");
     drop(&p);
+    /* all of a 100 x 100 output but (7, 9): 99.99%, which %.3g would print as 100% */
+    p = mk(100, 100);
+    for (int r = 0; r < 100; r++)
+        for (int c = 0; c < 100; c++)
+            if (r != 7 || c != 9) plant(&p, 100, r, c, 0x3f81);
+    g = gemm_geom(100, 100);
+    moects_diag_compute(&g, MOECTS_BF16, p.got, p.want, &d);
+    cr_assert_str_eq(d.pattern, "scattered: 9999 elements, all but 1 of every row x every column");
+    drop(&p);
 }
 
 Test(diag, worst_ten_by_ulp_and_nan)

@@ -244,9 +244,14 @@ void moects_mismatch_pattern(const moects_out_geom *g, const int64_t *row_hits, 
     describe_set(col_hits, g->cols, g->col_word, g->col_extent, g->col_tile, cols, sizeof cols);
     if (total == 1) cat(buf, len, "one element: %s, %s", rows, cols);
     else if (total == hit_rows * hit_cols) cat(buf, len, "%s, %s", rows, cols);
-    else
-        cat(buf, len, "scattered: %" PRId64 " elements, %.3g%% of %s x %s", total,
-            100.0 * (double)total / ((double)hit_rows * (double)hit_cols), rows, cols);
+    else {
+        const int64_t cells = hit_rows * hit_cols;
+        char share[48];
+        snprintf(share, sizeof share, "%.3g%% of", 100.0 * (double)total / (double)cells);
+        if (!strcmp(share, "100% of")) /* not all of them: never rounded up to 100% */
+            snprintf(share, sizeof share, "all but %" PRId64 " of", cells - total);
+        cat(buf, len, "scattered: %" PRId64 " elements, %s %s x %s", total, share, rows, cols);
+    }
 }
 
 void moects_out_geom_of(const moects_inputs *in, moects_out_geom *g)
