@@ -226,20 +226,29 @@ uint16_t moects_xsum_round_bf16(const moects_xsum *s)
 }
 
 /* RNE of a finite double p (0 or |p| >= 2^-1000) to BF16: 8 significant bits, subnormals below
- * 2^-126, overflow to Inf; an exact zero is +0. Exact steps: p / q and m * q scale by powers of
- * two, nearbyint rounds to even under the default rounding mode. Same result as
- * moects_xsum_round_bf16 of the value p. */
+ * 2^-126, overflow to Inf; an exact zero is +0. Same result as moects_xsum_round_bf16 of the value
+ * p. In BF16's normal range on the bits: the low 45 of the 52 fraction bits dropped with RNE (adding
+ * 2^44 - 1 plus the lowest kept bit; a carry moves into the exponent, as it should). Below 2^-126:
+ * p / q and m * q scale by powers of two, nearbyint rounds to even (default rounding mode). */
 static uint16_t bf16_from_double(double p)
 {
     if (p == 0.0) return 0x0000u;
-    int e = ilogb(p);
-    double q = ldexp(1.0, (e > -126 ? e : -126) - 7);
-    double r = nearbyint(p / q) * q;
+    uint64_t u;
+    memcpy(&u, &p, sizeof u);
+    double r;
+    if ((int)((u >> 52) & 0x7FF) - 1023 >= -126) {
+        u += ((uint64_t)1 << 44) - 1 + ((u >> 45) & 1);
+        u &= ~(((uint64_t)1 << 45) - 1);
+        memcpy(&r, &u, sizeof r);
+    } else {
+        const double q = 0x1p-133;
+        r = nearbyint(p / q) * q;
+    }
     if (fabs(r) >= 0x1p128) return r < 0 ? 0xFF80u : 0x7F80u;
     float f = (float)r; /* exact: at most 8 significant bits, >= 2^-133 */
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return (uint16_t)(u >> 16);
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    return (uint16_t)(b >> 16);
 }
 
 void moects__exact_store(double h, moects_xsum *x, float alpha, int nan, int bf16, void *out, int64_t o)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "moects_exact.h"
+#include "moects_gemm_internal.h"
 #include "test_mpfr_round.h"
 #include "test_rng.h"
 
@@ -322,6 +323,35 @@ Test(exact, expansion_length_bounded)
             cr_assert(s.n < MOECTS_XSUM_CAP, "n = %d", s.n);
         }
         check(&s, acc, "length", it);
+    }
+    mpfr_clear(acc);
+}
+
+/* moects__exact_store's fast path (the sum is the double h, h * alpha exact): one rounding of
+ * h * alpha to BF16 by its bits and to FP32 by the cast, against MPFR; random significands of 1 to
+ * 53 bits (ties to 8 bits are frequent), binary exponents from BF16's subnormals to past its
+ * overflow, alpha 1 or 2^-3. */
+Test(exact, store_fast_path)
+{
+    rng_state = 9;
+    mpfr_t acc;
+    mpfr_init2(acc, ACC_PREC);
+    for (int it = 0; it < 200000; it++) {
+        const double h = rnd_double(-140, 130);
+        const float alpha = (it & 1) ? 1.0f : 0.125f;
+        moects_xsum x;
+        moects_xsum_init(&x);
+        uint16_t gb;
+        float gf;
+        moects__exact_store(h, &x, alpha, 0, 1, &gb, 0);
+        moects_xsum_init(&x);
+        moects__exact_store(h, &x, alpha, 0, 0, &gf, 0);
+        mpfr_set_d(acc, h * (double)alpha, MPFR_RNDN); /* exact: a power-of-two scale */
+        const uint16_t wb = mpfr_bf16(acc);
+        const float wf = mpfr_f32(acc);
+        cr_assert_eq(gb, wb, "#%d %a * %g bf16: got 0x%04x want 0x%04x", it, h, (double)alpha, gb, wb);
+        cr_assert_eq(f32_bits(gf), f32_bits(wf), "#%d %a * %g f32: got 0x%08x want 0x%08x", it, h, (double)alpha,
+                     f32_bits(gf), f32_bits(wf));
     }
     mpfr_clear(acc);
 }
