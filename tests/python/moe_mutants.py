@@ -34,10 +34,47 @@ def offsets_shifted(shape, args):
     nm.moe_gemm(shape, args, groups if shape["rows"] == "offsets" else nm.row_groups)
 
 
+def masked_cumsum(shape, args):
+    """Masked rows placed at the running count (expert e at sum(masked_m[:e])), not at e * max_m."""
+    def groups(s, a):
+        n = np.asarray(a["masked_m"]).astype(int)
+        return [int(n[:e].sum()) + np.arange(n[e]) for e in range(s["E"])]
+    nm.moe_gemm(shape, args, groups if shape["rows"] == "masked" else nm.row_groups)
+
+
+def offsets_left(shape, args):
+    """A row's expert by searchsorted(expert_offsets, row, side="left") - 1: each expert's first row
+    goes to the expert before it (row 0 to index -1, the last expert)."""
+    def groups(s, a):
+        off = np.asarray(a["expert_offsets"]).astype(int)
+        rows = np.arange(off[-1])
+        e = np.searchsorted(off, rows, side="left") - 1
+        return [rows[(e % s["E"]) == x] for x in range(s["E"])]
+    nm.moe_gemm(shape, args, groups if shape["rows"] == "offsets" else nm.row_groups)
+
+
+def fp16_acc(shape, args):
+    """Accumulation in float16: each 16-wide K slice's FP32 product added to an FP16 accumulator."""
+    E, N, K = shape["E"], shape["N"], shape["K"]
+    out = args["out"].reshape(-1, N)
+    sb = np.asarray(args["sb"]).reshape(E, -1)
+    for e, rows in enumerate(nm.row_groups(shape, args)):
+        if len(rows) == 0:
+            continue
+        w = nm.dequant_fp4(args["b"][e], sb[e], N, K, shape["b_format"], shape["scale_layout"] == "swizzled_128x4")
+        a = nm.dequant_a(shape, args, rows)
+        acc = np.zeros((len(rows), N), dtype=np.float16)
+        with np.errstate(over="ignore", invalid="ignore"):
+            for k0 in range(0, K, 16):
+                acc = (acc.astype(np.float32) + a[:, k0:k0 + 16] @ w[:, k0:k0 + 16].T).astype(np.float16)
+            d = acc.astype(np.float32) * np.asarray(args["alpha"], dtype=np.float32)[e]
+        out[rows] = nm.f32_to_bf16(d) if shape["out_dtype"] == "BF16" else d
+
+
 def _mutant(f):
     return {"name": "numpy.mutant.moe_gemm." + f.__name__, "op": "moe_gemm", "bound": 24,
             "supports": nm.supports, "run": f, "bug": " ".join(f.__doc__.split())}
 
 
-MUTANTS = [one_alpha, expert0_scales, swizzle_as_linear, offsets_shifted]
+MUTANTS = [one_alpha, expert0_scales, swizzle_as_linear, offsets_shifted, masked_cumsum, offsets_left, fp16_acc]
 all_kernels = [nm.kernel] + [_mutant(f) for f in MUTANTS]
