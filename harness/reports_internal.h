@@ -47,9 +47,11 @@ int moects__result_parse(const char *text, size_t len, const char *path, const c
 /* The command line that reproduces one (kernel, case) alone (DESIGN.md "Verdicts"): moects_self_program()
  * run --kernel K --seed S --out moects_repro_dir(CASE) CASE (its own folder, never reports/latest). */
 void moects__repro(moects__buf *b, const moects_result *r);
-/* The same for a result read back from a run whose filter is given: each `--kernel-lib PATH` and
- * `--config PATH` of the filter (paths without spaces: the filter is space-separated) is carried over. */
+/* The same for a result read back from a run whose filter is given: each `--kernel-lib PATH`,
+ * `--kernel-py FILE:NAME` and `--config PATH` of the filter (paths without spaces: the filter is
+ * space-separated) is carried over (moects__filter_carried appends just those). */
 void moects__repro_filter(moects__buf *b, const moects_result *r, const char *filter);
+void moects__filter_carried(moects__buf *b, const char *filter);
 
 /* Markdown counts of a run: one row per verdict, one column per honest/mutant split. */
 void moects__md_counts(moects__buf *b, const moects_run *run);

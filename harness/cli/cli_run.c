@@ -1060,8 +1060,22 @@ static int run_prepare(run_ctx *x)
     return 0;
 }
 
-/* run.filter: the selection as options (--kernel-lib and --config as absolute paths: the gate's and
- * the coverage's repro lines need them). */
+/* A --kernel-py FILE.py:NAME with its file's absolute path (malloc'ed), or NULL (a module name, or
+ * out of memory): the spec as given then. */
+static char *py_spec_abs(const char *spec)
+{
+    const char *colon = strrchr(spec, ':');
+    char file[4096], *abs = NULL, *full = NULL;
+    if (colon && (size_t)(colon - spec) < sizeof file && (strchr(spec, '/') || strstr(spec, ".py:"))) {
+        snprintf(file, sizeof file, "%.*s", (int)(colon - spec), spec);
+        if ((abs = realpath(file, NULL)) && asprintf(&full, "%s%s", abs, colon) < 0) full = NULL;
+    }
+    free(abs);
+    return full;
+}
+
+/* run.filter: the selection as options (--kernel-lib, --kernel-py files and --config as absolute
+ * paths: the gate's and the coverage's repro lines need them). */
 static void run_filter(const cli *o, moects_run *run)
 {
     size_t l = 0, cap = sizeof run->filter;
@@ -1075,6 +1089,11 @@ static void run_filter(const cli *o, moects_run *run)
         char *abs = realpath(o->libs[i], NULL);
         l += (size_t)snprintf(run->filter + l, cap - l, "%s--kernel-lib %s", l ? " " : "", abs ? abs : o->libs[i]);
         free(abs);
+    }
+    for (size_t i = 0; i < o->nkernel_py && l < cap; i++) {
+        char *full = py_spec_abs(o->kernel_py[i]);
+        l += (size_t)snprintf(run->filter + l, cap - l, "%s--kernel-py %s", l ? " " : "", full ? full : o->kernel_py[i]);
+        free(full);
     }
     if (o->config && l < cap) {
         char *abs = realpath(o->config, NULL);
@@ -1219,16 +1238,11 @@ static char *repro_extra(const cli *o)
         moects_shell_quote(ef, abs ? abs : o->libs[i]);
         free(abs);
     }
-    for (size_t i = 0; i < o->nkernel_py; i++) { /* a FILE.py:NAME with its file's absolute path */
-        const char *spec = o->kernel_py[i], *colon = strrchr(spec, ':');
-        char file[4096], *abs = NULL, *full = NULL;
-        if (colon && (size_t)(colon - spec) < sizeof file && (strchr(spec, '/') || strstr(spec, ".py:"))) {
-            snprintf(file, sizeof file, "%.*s", (int)(colon - spec), spec);
-            if ((abs = realpath(file, NULL)) && asprintf(&full, "%s%s", abs, colon) < 0) full = NULL;
-        }
+    for (size_t i = 0; i < o->nkernel_py; i++) {
+        char *full = py_spec_abs(o->kernel_py[i]);
         fputs(" --kernel-py ", ef);
-        moects_shell_quote(ef, full ? full : spec);
-        free(abs), free(full);
+        moects_shell_quote(ef, full ? full : o->kernel_py[i]);
+        free(full);
     }
     if (o->root) {
         fputs(" --root ", ef);

@@ -491,13 +491,17 @@ static void check_lost_cells(gate_ctx *g)
         }
         moects__buf_add(it, "\n");
         char glob[sizeof bc->model + sizeof bc->layout + 8];
-        snprintf(glob, sizeof glob, "*/%s/%s/*", bc->model, bc->layout);
+        if (!strcmp(bc->layout, "-")) /* no layout (regressions): the model's cases */
+            snprintf(glob, sizeof glob, "*/%s/*", bc->model);
+        else
+            snprintf(glob, sizeof glob, "*/%s/%s/*", bc->model, bc->layout);
         g->cmd.n = 0;
         moects__buf_add(&g->cmd, moects_self_program());
         moects__buf_add(&g->cmd, " run --kernel ");
         moects__shell_quote(&g->cmd, bc->kernel);
         moects__buf_add(&g->cmd, " --out ");
         out_dir(&g->cmd, bc->kernel, glob);
+        moects__filter_carried(&g->cmd, g->run.filter);
         moects__buf_add(&g->cmd, " ");
         moects__shell_quote(&g->cmd, glob);
         code_line(it, &g->cmd);

@@ -948,11 +948,10 @@ void moects__repro(moects__buf *b, const moects_result *r)
     moects__shell_quote(b, r->case_id);
 }
 
-void moects__repro_filter(moects__buf *b, const moects_result *r, const char *filter)
+void moects__filter_carried(moects__buf *b, const char *filter)
 {
-    moects__repro(b, r);
-    static const char *const carried[] = {"--kernel-lib ", "--config "};
-    for (int o = 0; o < 2; o++)
+    static const char *const carried[] = {"--kernel-lib ", "--kernel-py ", "--config "};
+    for (int o = 0; o < 3; o++)
         for (const char *p = filter; (p = strstr(p, carried[o])) != NULL;) {
             p += strlen(carried[o]);
             size_t n = strcspn(p, " ");
@@ -962,6 +961,12 @@ void moects__repro_filter(moects__buf *b, const moects_result *r, const char *fi
             moects__shell_quote(b, path);
             p += n;
         }
+}
+
+void moects__repro_filter(moects__buf *b, const moects_result *r, const char *filter)
+{
+    moects__repro(b, r);
+    moects__filter_carried(b, filter);
 }
 
 void moects__md_counts(moects__buf *b, const moects_run *run)

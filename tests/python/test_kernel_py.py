@@ -75,3 +75,31 @@ def test_plugin_records_the_exception(tmp_path):
         got = {x["case"]: x for x in json.load(f)["results"]}
     assert got[T1]["verdict"] == "PASS_EXACT"
     assert got[T16]["verdict"] == "FAIL_CRASH" and "ValueError: boom" in got[T16]["reason"]
+
+
+def test_gate_repro_lines_carry_kernel_py(build_dir, tmp_path):
+    """`moects gate` on two --kernel-py runs: the regression's repro line names the --kernel-py file by
+    its absolute path and, pasted, fails that case again; a lost regression cell's line selects the
+    regression cases (once '*/regression/-/*', which matched none)."""
+    import shlex
+    moects_bin = os.path.join(build_dir, "bin", "moects")
+    sel = "moe_gemm.w4a16/regression/moe-layouts/*"
+    honest = os.path.join(ROOT, "examples", "numpy_moe_gemm.py") + ":kernel"
+    buggy = tmp_path / "buggy.py"  # the same kernel name, expert 0's alpha for every expert
+    buggy.write_text("import sys\nsys.path.insert(0, %r)\nimport numpy as np\nimport numpy_moe_gemm as nm\n\n\n"
+                     "def run(shape, args):\n"
+                     "    nm.moe_gemm(shape, dict(args, alpha=np.full(shape['E'], args['alpha'][0], np.float32)))\n\n\n"
+                     "kernel = dict(nm.kernel, run=run)\n" % os.path.join(ROOT, "examples"))
+    for out, spec in (("base", honest), ("now", "buggy.py:kernel")):
+        subprocess.run([moects_bin, "run", "--kernel-py", spec, "--out", out, sel], capture_output=True, cwd=tmp_path)
+    g = subprocess.run([moects_bin, "gate", "now/results.json", "--baseline", "base/results.json"],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert g.returncode == 1, g.stdout + g.stderr
+    # NVFP4 weights: alpha differs per expert; the 6 b-nvfp4 cases regress, the MXFP4 ones (alpha 1) do not
+    lines = [l.strip().strip("`") for l in g.stdout.splitlines() if l.strip().startswith("`" + moects_bin)]
+    runs = [l for l in lines if "/b-nvfp4/" in l]
+    assert len(runs) == 6, g.stdout
+    assert all("--kernel-py %s:kernel" % shlex.quote(str(buggy)) in l for l in runs), runs
+    assert any("'*/regression/*'" in l for l in lines) and not any("/-/" in l for l in lines), lines
+    again = subprocess.run(shlex.split(runs[0]), capture_output=True, text=True, cwd="/")
+    assert again.returncode == 1 and "not ok" in again.stdout, again.stdout + again.stderr
