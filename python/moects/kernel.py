@@ -56,6 +56,8 @@ class Kernel:
         if self.recipe and (self.bound is not None or self.tolerance is not None):
             raise ValueError("%s: recipe with a bound or tolerance: declare one judgement (a recipe, or a bound "
                              "with an optional fallback tolerance)" % where)
+        if self.bug is not None and not isinstance(self.bug, str):  # else a crash in each worker
+            raise ValueError("%s: bug: %r: a string, the mutant's one known bug in one line" % (where, self.bug))
         for f in ("run", "supports"):
             if getattr(self, f) is not None and not callable(getattr(self, f)):
                 raise ValueError("%s: %s: %r is not callable" % (where, f, getattr(self, f)))
