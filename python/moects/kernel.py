@@ -82,8 +82,14 @@ def describe(obj):
         if unknown:
             raise ValueError("kernel %r: unknown field %s (known: %s)" % (obj.get("name"), unknown[0],
                                                                           ", ".join(_FIELDS)))
-        return Kernel(**obj)
-    return Kernel(**{f: getattr(obj, f) for f in _FIELDS if getattr(obj, f, None) is not None})
+        fields = dict(obj)
+    else:
+        fields = {f: getattr(obj, f) for f in _FIELDS if getattr(obj, f, None) is not None}
+    if fields.get("name") is None:  # a field error, not Kernel()'s TypeError
+        raise ValueError("kernel description: name: missing (a non-empty string is required)")
+    if fields.get("op") is None:
+        raise ValueError("kernel %r: op: missing, expected one of %s" % (fields["name"], ", ".join(OPS)))
+    return Kernel(**fields)
 
 
 def _np_bool(x):

@@ -6,6 +6,7 @@ Under `moects run --kernel-py`, the one line a user sees for each."""
 import os
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -68,6 +69,30 @@ def test_bug_not_a_string_refused_when_loaded(build_dir, tmp_path):
     spec, r = run_kernel_py(build_dir, tmp_path, KERNEL % '"bug": 5, ')
     assert r.returncode == 2 and r.stderr == describe_failed(
         spec, "kernel 'py.k': bug: 5: a string, the mutant's one known bug in one line"), r.stderr
+
+
+@pytest.mark.parametrize("desc, message", [
+    ({"op": "moe_gemm", "bound": 24}, "kernel description: name: missing (a non-empty string is required)"),
+    ({"name": None, "op": "moe_gemm", "bound": 24},
+     "kernel description: name: missing (a non-empty string is required)"),
+    ({"name": "py.k", "bound": 24}, "kernel 'py.k': op: missing, expected one of ep_gather, fp4_gemm, moe_gemm"),
+    (types.SimpleNamespace(name="py.k", op=None, bound=24),
+     "kernel 'py.k': op: missing, expected one of ep_gather, fp4_gemm, moe_gemm"),
+])
+def test_missing_field_is_named(desc, message):
+    with pytest.raises(ValueError) as e:
+        describe(desc)
+    assert str(e.value) == message
+
+
+def test_missing_name_and_run_refused_when_loaded(build_dir, tmp_path):
+    spec, r = run_kernel_py(build_dir, tmp_path, 'kernel = {"op": "ep_gather", "recipe": "ep_gather.fma_v1"}\n')
+    assert r.returncode == 2 and r.stderr == describe_failed(
+        spec, "kernel description: name: missing (a non-empty string is required)"), r.stderr
+    spec, r = run_kernel_py(build_dir, tmp_path, 'kernel = {"name": "py.k", "op": "ep_gather", '
+                                                 '"recipe": "ep_gather.fma_v1"}\n')
+    assert r.returncode == 2 and r.stderr == describe_failed(
+        spec, "kernel 'py.k': run: a callable run(shape, args) is required to run it"), r.stderr
 
 
 def test_good_descriptions():
