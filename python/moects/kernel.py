@@ -16,7 +16,7 @@ Python"):
     run        run(shape, args): shape is the case's shape dict (moects_case_json "shape"), args the
                tensors by name (inputs and "out", plus "alpha" for fp4_gemm; moe_gemm: those of
                moects_moe_gemm_args, None for one the format or row layout has none of); writes
-               args["out"].
+               args["out"] (an output returned instead, anything but None or an int, is FAIL_CRASH).
 """
 import ctypes
 import json
@@ -238,6 +238,19 @@ def _refusal(r):
     return "supports() returned %.80r (expected True, False, a reason string or (False, reason))" % (r,)
 
 
+def _returned(r):
+    """None when run() returned None or an int status; else why what it returned is wrong (an output
+    returned instead of written into args["out"] would leave "out" as poisoned)."""
+    if r is None or isinstance(r, numbers.Integral):
+        return None
+    t = type(r)
+    what = t.__qualname__ if t.__module__ == "builtins" else "%s.%s" % (t.__module__, t.__qualname__)
+    shape = getattr(r, "shape", None)
+    what += " of shape %s" % (tuple(shape),) if isinstance(shape, tuple) else " (%.60r)" % (r,)
+    return "run(shape, args) returned a %s: the output must be written into args[\"out\"] (e.g. args[\"out\"][...] = " \
+           "result), not returned" % what
+
+
 class Callbacks:
     """The C callbacks of one Python kernel under `moects run --kernel-py` (kept alive with it)."""
 
@@ -270,11 +283,15 @@ class Callbacks:
             if self.k.device == "cuda" and stream:
                 import torch
                 with torch.cuda.stream(torch.cuda.ExternalStream(stream)):
-                    self.k.run(shape, args)
+                    r = self.k.run(shape, args)
             else:
-                self.k.run(shape, args)
+                r = self.k.run(shape, args)
             if self.k.device == "cuda" and "torch" in sys.modules:
                 _release_torch_cache()
+            wrong = _returned(r)
+            if wrong:
+                self.err = ctypes.create_string_buffer(wrong.encode("utf-8", "replace"))
+                return 1
             return 0
         except BaseException as e:  # SystemExit, KeyboardInterrupt too: the case's verdict
             self.err = ctypes.create_string_buffer(error_text(e).encode("utf-8", "replace"))
