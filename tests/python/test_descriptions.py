@@ -19,14 +19,14 @@ KERNEL = ('kernel = {%s"name": "py.k", "op": "ep_gather", "recipe": "ep_gather.f
           '"run": lambda shape, args: None}\n')
 
 
-def run_kernel_py(build_dir, tmp_path, source):
+def run_kernel_py(build_dir, tmp_path, source, args=()):
     """`moects run --kernel-py FILE:kernel` on one ep_gather case, FILE written from source; (spec,
     completed process). The worker's Python is this one, with the checkout's package."""
     f = tmp_path / "k.py"
     f.write_text(source)
     spec = "%s:kernel" % f
     env = dict(os.environ, MOECTS_PYTHON=sys.executable, PYTHONPATH=os.path.join(ROOT, "python"))
-    r = subprocess.run([os.path.join(build_dir, "bin", "moects"), "run", "--kernel-py", spec, "--kernel", "py.*",
+    r = subprocess.run([os.path.join(build_dir, "bin", "moects"), "run", *args, "--kernel-py", spec, "--kernel", "py.*",
                         "--out", str(tmp_path / "out"), "ep_gather/kimi-k3/ep64/t1"], capture_output=True, text=True,
                        env=env, cwd=str(tmp_path), timeout=600)
     return spec, r
@@ -93,6 +93,21 @@ def test_missing_name_and_run_refused_when_loaded(build_dir, tmp_path):
                                                  '"recipe": "ep_gather.fma_v1"}\n')
     assert r.returncode == 2 and r.stderr == describe_failed(
         spec, "kernel 'py.k': run: a callable run(shape, args) is required to run it"), r.stderr
+
+
+def test_duplicate_names_say_where_from(build_dir, tmp_path):
+    spec, r = run_kernel_py(build_dir, tmp_path, KERNEL % "" + "kernel = [kernel, dict(kernel)]\n")
+    assert r.returncode == 2 and r.stderr == (
+        "moects run: kernel py.k: registered twice, both by --kernel-py %s\n" % spec), r.stderr
+    spec, r = run_kernel_py(build_dir, tmp_path, (KERNEL % "").replace('"py.k"', '"cpu.ep_gather"'))
+    assert r.returncode == 2 and r.stderr == (
+        "moects run: kernel cpu.ep_gather: registered twice: built in and by --kernel-py %s\n" % spec), r.stderr
+    lib = os.path.join(build_dir, "lib", "libmoects_plugin_example.so")
+    spec, r = run_kernel_py(build_dir, tmp_path, (KERNEL % "").replace('"py.k"', '"plugin.ep_gather"'),
+                            args=("--kernel-lib", lib))
+    assert r.returncode == 2 and r.stderr == (
+        "moects run: kernel plugin.ep_gather: registered twice: by --kernel-lib %s and by --kernel-py %s\n"
+        % (lib, spec)), r.stderr
 
 
 def test_good_descriptions():
