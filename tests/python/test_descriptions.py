@@ -19,13 +19,13 @@ KERNEL = ('kernel = {%s"name": "py.k", "op": "ep_gather", "recipe": "ep_gather.f
           '"run": lambda shape, args: None}\n')
 
 
-def run_kernel_py(build_dir, tmp_path, source, args=()):
+def run_kernel_py(build_dir, tmp_path, source, env=None, args=()):
     """`moects run --kernel-py FILE:kernel` on one ep_gather case, FILE written from source; (spec,
     completed process). The worker's Python is this one, with the checkout's package."""
     f = tmp_path / "k.py"
     f.write_text(source)
     spec = "%s:kernel" % f
-    env = dict(os.environ, MOECTS_PYTHON=sys.executable, PYTHONPATH=os.path.join(ROOT, "python"))
+    env = env or dict(os.environ, MOECTS_PYTHON=sys.executable, PYTHONPATH=os.path.join(ROOT, "python"))
     r = subprocess.run([os.path.join(build_dir, "bin", "moects"), "run", *args, "--kernel-py", spec, "--kernel", "py.*",
                         "--out", str(tmp_path / "out"), "ep_gather/kimi-k3/ep64/t1"], capture_output=True, text=True,
                        env=env, cwd=str(tmp_path), timeout=600)
@@ -108,6 +108,20 @@ def test_duplicate_names_say_where_from(build_dir, tmp_path):
     assert r.returncode == 2 and r.stderr == (
         "moects run: kernel plugin.ep_gather: registered twice: by --kernel-lib %s and by --kernel-py %s\n"
         % (lib, spec)), r.stderr
+
+
+def test_no_package_names_the_ways_to_get_it(build_dir, tmp_path):
+    env = dict(os.environ, MOECTS_PYTHON=sys.executable, PYTHONPATH="", PYTHONNOUSERSITE="1")
+    if subprocess.run([sys.executable, "-c", "import moects"], env=env, cwd=str(tmp_path),
+                      capture_output=True).returncode == 0:
+        pytest.skip("%s imports moects without PYTHONPATH (installed)" % sys.executable)
+    spec, r = run_kernel_py(build_dir, tmp_path, KERNEL % "", env=env)
+    py, src = sys.executable, ROOT
+    assert r.returncode == 2 and r.stderr == (
+        "moects run: --kernel-py: %s -m moects._worker --describe failed (exit 1): %s: Error while finding module "
+        "specification for 'moects._worker' (ModuleNotFoundError: No module named 'moects'); %s cannot import the "
+        "moects package: set PYTHONPATH=%s/python, or MOECTS_PYTHON to a Python that has it (pip install %s/python "
+        "in a venv, then MOECTS_PYTHON=VENV/bin/python)\n" % (py, py, py, src, src)), r.stderr
 
 
 def test_good_descriptions():
