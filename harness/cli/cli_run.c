@@ -293,46 +293,62 @@ static int parse_args(cli *o, int argc, char **argv, int is_run)
 
 /* ----------------------------------------------------------------- kernels ---- */
 
+/* Where kernel i of load_kernels' list came from: the first nbuilt are built in, then each
+ * --kernel-lib's up to lib_end[l], then --kernel-py's (its spec named when there is one). */
+static const char *kernel_origin(const cli *o, size_t i, size_t nbuilt, const size_t *lib_end, char *buf, size_t len)
+{
+    if (i < nbuilt) return "built in";
+    for (size_t l = 0; l < o->nlibs; l++)
+        if (i < lib_end[l]) return snprintf(buf, len, "by --kernel-lib %s", o->libs[l]), buf;
+    if (o->nkernel_py == 1) return snprintf(buf, len, "by --kernel-py %s", o->kernel_py[0]), buf;
+    return "by --kernel-py";
+}
+
 static int load_kernels(cli *o, const moects_kernel ***out, size_t *n)
 {
     size_t nb, np;
     const moects_kernel *const *b = moects_builtin_kernels(&nb);
     const moects_kernel *const *pool = moects_pool_kernels(&np);
     const moects_kernel **v = malloc((nb + np + 1) * sizeof *v);
-    if (!v) return bad(o, "out of memory");
+    size_t *lib_end = malloc((o->nlibs + 1) * sizeof *lib_end);
+    if (!v || !lib_end) return free(v), free(lib_end), bad(o, "out of memory");
     for (size_t i = 0; i < nb; i++) v[i] = b[i];
     for (size_t i = 0; i < np; i++) v[nb + i] = pool[i];
     *n = nb + np;
     char err[1400];
-    for (size_t i = 0; i < o->nlibs; i++)
+    for (size_t i = 0; i < o->nlibs; i++) {
         if (moects_plugin_load(o->libs[i], &v, n, err, sizeof err) != 0) {
-            free(v);
+            free(v), free(lib_end);
             return bad(o, "--kernel-lib %s", err);
         }
+        lib_end[i] = *n;
+    }
     if (o->nkernel_py) { /* described by Python in a child: this process imports nothing */
         if (moects__libmoects_path(o->libmoects, sizeof o->libmoects) != 0) {
-            free(v);
+            free(v), free(lib_end);
             return bad(o, "--kernel-py: libmoects.so.0 not found beside this moects (../lib): set MOECTS_LIB");
         }
         if (moects__kernel_py_load(o->kernel_py, o->nkernel_py, o->libmoects, &v, n, err, sizeof err) != 0) {
-            free(v);
+            free(v), free(lib_end);
             return bad(o, "--kernel-py: %s", err);
         }
     }
-    for (size_t i = 0; i < *n; i++) {
+    int rc = 0;
+    for (size_t i = 0; i < *n && !rc; i++) {
         moects_recipe r;
-        if (v[i]->recipe && moects_recipe_parse(v[i]->recipe, v[i]->op, &r) != 0) {
-            int rc = bad(o, "kernel %s: recipe: unknown \"%s\"", v[i]->name, v[i]->recipe);
-            free(v);
-            return rc;
-        }
-        for (size_t j = 0; j < i; j++)
+        if (v[i]->recipe && moects_recipe_parse(v[i]->recipe, v[i]->op, &r) != 0)
+            rc = bad(o, "kernel %s: recipe: unknown \"%s\"", v[i]->name, v[i]->recipe);
+        for (size_t j = 0; j < i && !rc; j++)
             if (!strcmp(v[i]->name, v[j]->name)) {
-                int rc = bad(o, "kernel %s: registered twice (built in or --kernel-lib)", v[i]->name);
-                free(v);
-                return rc;
+                char bi[1200], bj[1200];
+                const char *wi = kernel_origin(o, i, nb + np, lib_end, bi, sizeof bi);
+                const char *wj = kernel_origin(o, j, nb + np, lib_end, bj, sizeof bj);
+                rc = strcmp(wi, wj) ? bad(o, "kernel %s: registered twice: %s and %s", v[i]->name, wj, wi)
+                                    : bad(o, "kernel %s: registered twice, both %s", v[i]->name, wi);
             }
     }
+    free(lib_end);
+    if (rc) return free(v), rc;
     *out = v;
     return 0;
 }

@@ -405,6 +405,11 @@ static int verify_one(const char *dir, const char *name, const moects_kernel *k,
     int rc = moects__case_from_json(path, moects__st_meta(&f, "moects.case"), &c, err, errlen);
     if (!rc && (!sd || sscanf(sd, "%" SCNu64, &seed) != 1))
         rc = (snprintf(err, errlen, "%s: moects.seed: missing or not an integer", path), -1);
+    const char *cid = moects__st_meta(&f, "moects.case_id");
+    if (!rc && !cid) rc = (snprintf(err, errlen, "%.2000s: moects.case_id: missing", path), -1);
+    if (!rc && strcmp(cid, c.id)) /* edited: judged as moects.case's case, not the one it names */
+        rc = (snprintf(err, errlen, "%.2000s: moects.case_id %.190s: not the case of moects.case (%.190s)", path,
+                       cid, c.id), -1);
     char own[4400];
     if (!rc) moects__case_file(own, sizeof own, dir, c.id, ".safetensors");
     if (!rc && strcmp(own, path)) /* renamed or copied: two files could claim one case, one judged */

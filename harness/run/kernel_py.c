@@ -34,6 +34,18 @@ int moects__libmoects_path(char *buf, size_t len)
     return 0;
 }
 
+/* What to do when py cannot import the moects package (README.md "Test your kernel"), naming this
+ * build's checkout when it has the package. */
+static void no_package_hint(const char *py, char *buf, size_t len)
+{
+    const char *src = "CHECKOUT";
+#ifdef MOECTS_SOURCE_DIR
+    if (access(MOECTS_SOURCE_DIR "/python/moects/_worker.py", R_OK) == 0) src = MOECTS_SOURCE_DIR;
+#endif
+    snprintf(buf, len, "; %s cannot import the moects package: set PYTHONPATH=%s/python, or MOECTS_PYTHON to a "
+             "Python that has it (pip install %s/python in a venv, then MOECTS_PYTHON=VENV/bin/python)", py, src, src);
+}
+
 /* Run the describe command, its stdout and stderr in one pipe (no deadlock on a noisy import): the
  * last line that starts with '[' (the JSON) in *out (malloc'ed); on failure the last other line in err. */
 static int describe(char *const *specs, size_t n, const char *lib, char **out, char *err, size_t errlen)
@@ -73,9 +85,12 @@ static int describe(char *const *specs, size_t n, const char *lib, char **out, c
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !json) {
         free(json);
-        return snprintf(err, errlen, "%s -m moects._worker --describe failed (%s%d)%s%s", py,
-                        WIFEXITED(st) ? "exit " : "signal ", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st),
-                        last[0] ? ": " : "", last), -1;
+        int m = snprintf(err, errlen, "%s -m moects._worker --describe failed (%s%d)%s%s", py,
+                         WIFEXITED(st) ? "exit " : "signal ", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st),
+                         last[0] ? ": " : "", last);
+        if (m >= 0 && (size_t)m < errlen && strstr(last, "No module named 'moects'"))
+            no_package_hint(py, err + m, errlen - (size_t)m);
+        return -1;
     }
     *out = json;
     return 0;

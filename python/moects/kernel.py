@@ -16,7 +16,7 @@ Python"):
     run        run(shape, args): shape is the case's shape dict (moects_case_json "shape"), args the
                tensors by name (inputs and "out", plus "alpha" for fp4_gemm; moe_gemm: those of
                moects_moe_gemm_args, None for one the format or row layout has none of); writes
-               args["out"].
+               args["out"] (an output returned instead, anything but None or an int, is FAIL_CRASH).
 """
 import ctypes
 import json
@@ -56,6 +56,8 @@ class Kernel:
         if self.recipe and (self.bound is not None or self.tolerance is not None):
             raise ValueError("%s: recipe with a bound or tolerance: declare one judgement (a recipe, or a bound "
                              "with an optional fallback tolerance)" % where)
+        if self.bug is not None and not isinstance(self.bug, str):  # else a crash in each worker
+            raise ValueError("%s: bug: %r: a string, the mutant's one known bug in one line" % (where, self.bug))
         for f in ("run", "supports"):
             if getattr(self, f) is not None and not callable(getattr(self, f)):
                 raise ValueError("%s: %s: %r is not callable" % (where, f, getattr(self, f)))
@@ -80,8 +82,14 @@ def describe(obj):
         if unknown:
             raise ValueError("kernel %r: unknown field %s (known: %s)" % (obj.get("name"), unknown[0],
                                                                           ", ".join(_FIELDS)))
-        return Kernel(**obj)
-    return Kernel(**{f: getattr(obj, f) for f in _FIELDS if getattr(obj, f, None) is not None})
+        fields = dict(obj)
+    else:
+        fields = {f: getattr(obj, f) for f in _FIELDS if getattr(obj, f, None) is not None}
+    if fields.get("name") is None:  # a field error, not Kernel()'s TypeError
+        raise ValueError("kernel description: name: missing (a non-empty string is required)")
+    if fields.get("op") is None:
+        raise ValueError("kernel %r: op: missing, expected one of %s" % (fields["name"], ", ".join(OPS)))
+    return Kernel(**fields)
 
 
 def _np_bool(x):
@@ -230,6 +238,19 @@ def _refusal(r):
     return "supports() returned %.80r (expected True, False, a reason string or (False, reason))" % (r,)
 
 
+def _returned(r):
+    """None when run() returned None or an int status; else why what it returned is wrong (an output
+    returned instead of written into args["out"] would leave "out" as poisoned)."""
+    if r is None or isinstance(r, numbers.Integral):
+        return None
+    t = type(r)
+    what = t.__qualname__ if t.__module__ == "builtins" else "%s.%s" % (t.__module__, t.__qualname__)
+    shape = getattr(r, "shape", None)
+    what += " of shape %s" % (tuple(shape),) if isinstance(shape, tuple) else " (%.60r)" % (r,)
+    return "run(shape, args) returned a %s: the output must be written into args[\"out\"] (e.g. args[\"out\"][...] = " \
+           "result), not returned" % what
+
+
 class Callbacks:
     """The C callbacks of one Python kernel under `moects run --kernel-py` (kept alive with it)."""
 
@@ -262,11 +283,15 @@ class Callbacks:
             if self.k.device == "cuda" and stream:
                 import torch
                 with torch.cuda.stream(torch.cuda.ExternalStream(stream)):
-                    self.k.run(shape, args)
+                    r = self.k.run(shape, args)
             else:
-                self.k.run(shape, args)
+                r = self.k.run(shape, args)
             if self.k.device == "cuda" and "torch" in sys.modules:
                 _release_torch_cache()
+            wrong = _returned(r)
+            if wrong:
+                self.err = ctypes.create_string_buffer(wrong.encode("utf-8", "replace"))
+                return 1
             return 0
         except BaseException as e:  # SystemExit, KeyboardInterrupt too: the case's verdict
             self.err = ctypes.create_string_buffer(error_text(e).encode("utf-8", "replace"))

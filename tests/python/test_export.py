@@ -121,6 +121,30 @@ def test_verify_refuses_copies_and_names_shapes(tmp_path, build_dir):
         % (tmp_path, cid, f.name)), r.stderr
 
 
+def test_verify_refuses_an_edited_case_id(tmp_path, build_dir):
+    """A file whose moects.case_id names another case than its moects.case (which verify judges) is
+    refused, naming both, and one without it; its output is its reference, so it passes before the edit."""
+    import subprocess
+    cid, other = "ep_gather/kimi-k3/tp8/t16", "ep_gather/kimi-k3/ep64/t16"
+    assert moects.export(str(tmp_path), cid, tier="all") == 1
+    f = tmp_path / "ep_gather__kimi-k3__tp8__t16.safetensors"
+    t, m = st.load(str(f))
+    t = {k: np.array(v) for k, v in t.items()}  # copies: the file is written over below
+    dtypes = json.loads(m["moects.dtypes"])
+    st.save(str(tmp_path / "ep_gather__kimi-k3__tp8__t16.out.safetensors"), {"out": t["ref.ep_gather.fma_v1"]},
+            {"out": "BF16"})
+    moects_bin = os.path.join(build_dir, "bin", "moects")
+    r = subprocess.run([moects_bin, "verify", str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    st.save(str(f), t, dtypes, dict(m, **{"moects.case_id": other}))
+    r = subprocess.run([moects_bin, "verify", str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr == (
+        "moects verify: %s: moects.case_id %s: not the case of moects.case (%s)\n" % (f, other, cid)), r.stderr
+    st.save(str(f), t, dtypes, {k: v for k, v in m.items() if k != "moects.case_id"})
+    r = subprocess.run([moects_bin, "verify", str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr == "moects verify: %s: moects.case_id: missing\n" % f, r.stderr
+
+
 def test_verify_refuses_an_edited_reference(tmp_path, build_dir):
     """A file whose ref.<recipe> was edited after export is refused, naming the tensor, how many
     elements differ and the first; so is a ref.* tensor of a recipe the op does not have."""

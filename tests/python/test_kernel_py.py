@@ -39,7 +39,8 @@ def test_kernel_py_isolates_each_failure(build_dir, tmp_path):
     want = {"py.mutant.raise": ("FAIL_CRASH", "ValueError: boom from the python kernel"),
             "py.mutant.kill": ("FAIL_CRASH", "signal 9"),
             "py.mutant.abort": ("FAIL_CRASH", "signal 6"),
-            "py.mutant.hang": ("FAIL_TIMEOUT", "killed after 5 s")}
+            "py.mutant.hang": ("FAIL_TIMEOUT", "killed after 5 s"),
+            "py.mutant.returns": ("FAIL_CRASH", "run(shape, args) returned a numpy.ndarray of shape (3, 5)")}
     for kernel, (verdict, text) in want.items():
         assert tap[kernel][T1][0], (kernel, tap[kernel][T1])
         ok, directive, diag = tap[kernel][T16]
@@ -48,6 +49,9 @@ def test_kernel_py_isolates_each_failure(build_dir, tmp_path):
     with open(tmp_path / "results.json") as f:
         res = {(x["kernel"], x["case"]): x for x in json.load(f)["results"]}
     assert "ValueError: boom" in res[("py.mutant.raise", T16)]["reason"]
+    assert res[("py.mutant.returns", T16)]["reason"] == (
+        'run() returned 1: run(shape, args) returned a numpy.ndarray of shape (3, 5): the output must be written into '
+        'args["out"] (e.g. args["out"][...] = result), not returned')
 
 
 PLUGIN_TEST = '''
