@@ -150,7 +150,8 @@ typedef struct moects_judgement moects_judgement;
 MOECTS_API moects_judgement *moects_judge(moects_casedata *d, const moects_kernel *k, const void *out,
                                           size_t bytes);
 /* A verdict without an output: UNSUPPORTED (the kernel's supports() refused: reason), FAIL_CRASH (the
- * kernel raised or returned an error: reason), SKIP (reason). verdict: one of those three names. */
+ * kernel raised or returned an error: reason), FAIL_TIMEOUT, FAIL_OOB_WRITE (a write found outside the
+ * output: reason names side and byte offset), SKIP (reason). verdict: one of those names. */
 MOECTS_API moects_judgement *moects_judge_outcome(const moects_casedata *d, const moects_kernel *k,
                                                   const char *verdict, const char *reason);
 MOECTS_API void moects_judgement_free(moects_judgement *j);

@@ -563,8 +563,10 @@ moects_judgement *moects_judge_outcome(const moects_casedata *d, const moects_ke
     if (!d || !k || !k->name || !verdict) return moects__set_error("judge: no case data, kernel or verdict"), NULL;
     moects_verdict v;
     if (moects_verdict_parse(verdict, &v) != 0 ||
-        (v != MOECTS_FAIL_CRASH && v != MOECTS_UNSUPPORTED && v != MOECTS_SKIP && v != MOECTS_FAIL_TIMEOUT))
-        return moects__set_error("verdict: \"%s\" is not FAIL_CRASH, FAIL_TIMEOUT, UNSUPPORTED or SKIP", verdict), NULL;
+        (v != MOECTS_FAIL_CRASH && v != MOECTS_UNSUPPORTED && v != MOECTS_SKIP && v != MOECTS_FAIL_TIMEOUT &&
+         v != MOECTS_FAIL_OOB_WRITE))
+        return moects__set_error("verdict: \"%s\" is not FAIL_CRASH, FAIL_TIMEOUT, FAIL_OOB_WRITE, UNSUPPORTED or SKIP",
+                                 verdict), NULL;
     moects_result r;
     moects__result_identity(&r, &d->c, k, d->seed);
     r.verdict = v;

@@ -69,6 +69,52 @@ def to_torch(arr, dtype_name, device):
     return t if device == "cpu" else t.to(device)
 
 
+CANARY = 0xC3  # the bytes around an output from guarded_output
+
+
+def guarded_output(shape, dtype_name, poison, device):
+    """An output of shape filled with poison, inside a larger buffer whose margins (4 KiB, and at
+    least 128 rows of the output's last dimension, each side) hold CANARY: (output, base, pad), base
+    the whole buffer (numpy uint8, or a torch uint8 tensor on device) and pad the margin in bytes."""
+    import numpy as np
+    dt = np.dtype(DTYPES[dtype_name][0])
+    n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    row = (shape[-1] if shape else 1) * dt.itemsize
+    pad = -(-max(4096, 128 * row) // 4096) * 4096
+    base = np.full(2 * pad + n, CANARY, dtype=np.uint8)
+    base[pad:pad + n].view("uint%d" % (8 * dt.itemsize))[:] = poison  # the bit pattern
+    if device == "cpu":
+        return base[pad:pad + n].view(dt).reshape(shape), base, pad
+    import torch
+    tb = torch.from_numpy(base)
+    tb = tb if device == "torch" else tb.to(device)
+    out = tb[pad:pad + n].view(torch_dtype(dtype_name)).view(shape)
+    return out, tb, pad
+
+
+def margin_write(out, base, pad):
+    """For an output from guarded_output: "write before the start (byte offset -i)" or "write after
+    the end (byte offset +i)" for the written margin byte nearest the output, or None when both
+    margins hold CANARY, or when out is not that output (another array or tensor)."""
+    import numpy as np
+    mod = type(base).__module__
+    addr = out.data_ptr() if mod.startswith("torch") else out.__array_interface__["data"][0]
+    start = base.data_ptr() if mod.startswith("torch") else base.__array_interface__["data"][0]
+    if addr != start + pad:
+        return None
+    n = base.shape[0] - 2 * pad
+    lo, hi = base[:pad], base[pad + n:]
+    if mod.startswith("torch"):
+        lo, hi = (lo != CANARY).nonzero().cpu().numpy().reshape(-1), (hi != CANARY).nonzero().cpu().numpy().reshape(-1)
+    else:
+        lo, hi = np.flatnonzero(lo != CANARY), np.flatnonzero(hi != CANARY)
+    if len(lo):
+        return "write before the start (byte offset -%d)" % (pad - int(lo[-1]))
+    if len(hi):
+        return "write after the end (byte offset +%d)" % int(hi[0])
+    return None
+
+
 def as_host_bytes(out):
     """An output (numpy array, torch tensor on any device, or a buffer) as a C-contiguous numpy
     array in host memory, with its address and size. Returns (array, address, nbytes)."""

@@ -96,6 +96,7 @@ class Case:
         self.kernel = None  # a default kernel description for check() (the pytest marker sets it)
         self.judgements = []
         self._data = None
+        self._margins = []  # (base, pad) of each empty_output(): judge() checks their canary margins
 
     def __repr__(self):
         return "Case(%r)" % self.id
@@ -118,6 +119,7 @@ class Case:
     def release(self):
         """Free the inputs and references (arrays over them must not be used after this)."""
         self._data = None
+        self._margins = []
 
     def _infos(self):
         L = _lib.lib()
@@ -143,8 +145,11 @@ class Case:
                 out[name] = None
                 continue
             arr = _tensors.host_array(t, self._data)
-            out[name] = arr if device == "cpu" else _tensors.to_torch(
-                arr, t.dtype.decode(), "cpu" if device == "torch" else device)
+            if device == "cpu":
+                arr.flags.writeable = False  # a kernel writing into an input raises at the write
+                out[name] = arr
+            else:
+                out[name] = _tensors.to_torch(arr, t.dtype.decode(), "cpu" if device == "torch" else device)
         for name in ("alpha", "gs_a", "gs_b"):
             v = ctypes.c_double()
             if _lib.lib().moects_casedata_scalar(self._built(), name.encode(), ctypes.byref(v)) == 0:
@@ -158,15 +163,15 @@ class Case:
 
     def empty_output(self, device="cpu"):
         """A fresh output of the case's dtype and dims, filled with a NaN pattern (poison) so that
-        an element the kernel does not write fails the comparison."""
-        import numpy as np
+        an element the kernel does not write fails the comparison, between margins of canary bytes
+        (at least 128 rows each side): judge() of this output finds a write into them
+        (FAIL_OOB_WRITE). A write farther out, or through a raw pointer into other memory, is not
+        seen here: `moects run --kernel-py` puts guard pages there and runs each call apart."""
         t = self.output_info()
-        name = t.dtype.decode()
-        dt = {"BF16": np.uint16, "F32": np.uint32}[name]
-        arr = np.full(_tensors.dims(t), _POISON[name], dtype=dt)
-        if name == "F32":
-            arr = arr.view(np.float32)
-        return arr if device == "cpu" else _tensors.to_torch(arr, name, "cpu" if device == "torch" else device)
+        out, base, pad = _tensors.guarded_output(_tensors.dims(t), t.dtype.decode(), _POISON[t.dtype.decode()],
+                                                 device)
+        self._margins.append((base, pad))
+        return out
 
     def args(self, device="cpu"):
         """inputs(device) plus "out": empty_output(device)."""
@@ -175,11 +180,13 @@ class Case:
         return a
 
     def reference(self, recipe=None):
-        """The bit-exact reference output under recipe (None: the op's exact_v1), a numpy view."""
+        """The bit-exact reference output under recipe (None: the op's exact_v1), a read-only numpy view."""
         t = _lib.TensorInfo()
         _lib.check(_lib.lib().moects_casedata_reference(self._built(), recipe.encode() if recipe else None,
                                                         ctypes.byref(t)))
-        return _tensors.host_array(t, self._data)
+        ref = _tensors.host_array(t, self._data)
+        ref.flags.writeable = False
+        return ref
 
     # ---- judging ----
     def _kernel(self, kernel, recipe, bound, tolerance, name):
@@ -196,6 +203,10 @@ class Case:
         """Judge out (numpy array, torch tensor on any device, or a buffer of the output's bytes)
         exactly as `moects run` does; returns the Judgement (recorded in self.judgements)."""
         k = self._kernel(kernel, recipe, bound, tolerance, name)
+        for base, pad in self._margins:
+            where = _tensors.margin_write(out, base, pad)
+            if where:
+                return self.outcome("FAIL_OOB_WRITE", "out: " + where, kernel=k)
         arr, addr, nbytes = _tensors.as_host_bytes(out)
         desc = descriptor(k)
         h = _lib.lib().moects_judge(self._built(), ctypes.byref(desc), addr, nbytes)

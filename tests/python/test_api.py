@@ -85,3 +85,28 @@ def test_raw_config_selection():
     cfg = os.path.join(ROOT, "cases", "sources", "hf-configs", "moonshotai--Kimi-K3.config.json")
     cs = moects.cases("ep_gather/*", config=cfg, tp=8, tier="all")
     assert cs and all("/tp8/" in c.id for c in cs) and all(c.info["shape"]["H"] == 3584 for c in cs)
+
+
+def test_inputs_are_read_only_and_output_margins_are_checked():
+    """In-process (the pytest route): an input written raises at the write; a write just past the
+    output's end or just before its start is FAIL_OOB_WRITE naming side and byte offset, as the
+    runner's guards do (the margins' canary bytes, not the output's poison, changed)."""
+    import ctypes
+    c = moects.case("ep_gather/kimi-k3/tp8/t16")
+    a = c.args()
+    with pytest.raises(ValueError, match="read-only"):
+        a["x"][0, 0] = 1
+    with pytest.raises(ValueError, match="read-only"):
+        c.reference("ep_gather.fma_v1")[0, 0] = 1
+    ref = c.reference("ep_gather.fma_v1")
+    out = c.empty_output()
+    out[...] = ref
+    assert c.judge(out, recipe="ep_gather.fma_v1").verdict == "PASS_EXACT"
+    ctypes.memmove(out.ctypes.data + out.nbytes + 6, b"\x01\x00", 2)  # one BF16 element, 3 past the end
+    j = c.judge(out, recipe="ep_gather.fma_v1")
+    assert (j.verdict, j.record["reason"]) == ("FAIL_OOB_WRITE", "out: write after the end (byte offset +6)"), j.text
+    out = c.empty_output()
+    out[...] = ref
+    ctypes.memmove(out.ctypes.data - 3, b"\x00", 1)
+    j = c.judge(out, recipe="ep_gather.fma_v1")
+    assert (j.verdict, j.record["reason"]) == ("FAIL_OOB_WRITE", "out: write before the start (byte offset -3)"), j.text
