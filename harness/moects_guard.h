@@ -36,8 +36,11 @@ int moects_guard_locate(const moects_guarded *g, size_t n, const void *addr, cha
 size_t moects_guard_row_bytes(const moects_inputs *in, int i);
 
 /* Poison pattern `run` (0, 1, ...) of an output of dtype dt over bytes: NaN bit patterns of the
- * type that differ from run to run (0xFFFF/0xFFFFFFFF, then 0x7FA5/0x7FA5A5A5, ...). Host memory. */
+ * type that differ from run to run (0xFFFF/0xFFFFFFFF, then 0x7FDE/0x7FE7809E, ...). Host memory. */
 void moects_poison_fill(void *p, size_t bytes, moects_dtype dt, int run);
+/* Whether bits (BF16 in the low 16) are a poison pattern of run 0 or 1, or the Python package's
+ * empty_output(): an element still holding one was most likely never written. */
+int moects_is_poison(moects_dtype dt, uint32_t bits);
 
 /* The result of one CPU kernel call in a child process (moects_guard_cpu_call). */
 typedef struct {

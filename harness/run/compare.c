@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "moects_guard.h"
 #include "moects_ref.h"
 
 /* Map a sign-magnitude pattern of `bits` bits to a signed integer that is monotonic in the
@@ -51,10 +52,11 @@ void moects_format_value(moects_dtype dt, const void *data, int64_t i, char *buf
 {
     uint32_t bits;
     double v = value_at(dt, data, i, &bits);
+    const char *note = moects_is_poison(dt, bits) ? ", the poison: never written" : "";
     if (dt == MOECTS_BF16)
-        snprintf(buf, len, "0x%04x (%.9g)", (unsigned)bits, v);
+        snprintf(buf, len, "0x%04x (%.9g%s)", (unsigned)bits, v, note);
     else
-        snprintf(buf, len, "0x%08x (%.9g)", (unsigned)bits, v);
+        snprintf(buf, len, "0x%08x (%.9g%s)", (unsigned)bits, v, note);
 }
 
 int moects_compare(moects_dtype dt, const void *got, const void *want, int64_t n,
