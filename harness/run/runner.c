@@ -456,6 +456,12 @@ static void judge_one(worker_state *ws, const moects_case *c, const moects_kerne
         r->verdict = moects_within_tolerance(&cr, k->tol.max_calc_diff, k->tol.max_ulp, r->reason, sizeof r->reason)
                          ? MOECTS_PASS_TOLERANCE : MOECTS_FAIL_MISMATCH;
     }
+    if (moects_verdict_is_pass(r->verdict) && in->op == MOECTS_OP_MOE_GEMM && in->valid_rows == 0 &&
+        !strstr(r->reason, "nothing compared")) {
+        size_t l = strlen(r->reason);
+        snprintf(r->reason + l, sizeof r->reason - l, "%snothing compared: no expert holds a row (the case checks "
+                 "that an empty problem neither crashes nor writes where it must not)", l ? "; " : "");
+    }
     if (r->verdict == MOECTS_FAIL_MISMATCH) {
         moects_out_geom geom;
         moects_out_geom_of(in, &geom);
