@@ -22,6 +22,9 @@ uint64_t moects_ulp_distance_f32(uint32_t a, uint32_t b);
 
 /* "0x3f80 (1)": the bits of element i of a BF16 or FP32 array in hex, then its value (%.9g). */
 void moects_format_value(moects_dtype dt, const void *data, int64_t i, char *buf, size_t len);
+/* For people (TAP, reasons): a value as moects_format_value wrote it, with ", the poison: never
+ * written" inside its parentheses when its bits are an output's poison (moects_is_poison). */
+void moects_value_noted(const char *text, char *buf, size_t len);
 
 /* Compare n elements of got with want, both of dtype dt (MOECTS_BF16 or MOECTS_F32), host
  * pointers. Returns 0, or -1 for another dtype or n < 0 (r zeroed, first_index -1). */

@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "moects_compare.h"
+
 moects_kernel_status moects_kernel_status_of(const moects_run *run, const char *name, int is_mutant,
                                              size_t counts[MOECTS_VERDICT_COUNT])
 {
@@ -194,13 +196,14 @@ static void yaml_elems(FILE *f, const char *ind, const char *key, const moects_d
 {
     fprintf(f, "%s%s:\n", ind, key);
     for (int i = 0; i < n; i++) {
-        char at[96], v[64];
+        char at[96], v[64], noted[96];
         moects_diag_at(d, &e[i], at, sizeof at);
         fprintf(f, "%s  - at: ", ind);
         yaml_str(f, at);
         fprintf(f, "\n%s    index: %" PRId64 "\n%s    got: ", ind, e[i].index, ind);
         moects_diag_value(d, e[i].got, v, sizeof v);
-        yaml_str(f, v);
+        moects_value_noted(v, noted, sizeof noted);
+        yaml_str(f, noted);
         fprintf(f, "\n%s    want: ", ind);
         moects_diag_value(d, e[i].want, v, sizeof v);
         yaml_str(f, v);
@@ -231,8 +234,10 @@ void moects_tap_yaml(FILE *f, const char *ind, const moects_result *r, const moe
     fprintf(f, "%smax_ulp: ", ind);
     yaml_ulp(f, r->max_ulp);
     if (r->first_index >= 0) {
+        char noted[sizeof r->got + 32];
+        moects_value_noted(r->got, noted, sizeof noted);
         fprintf(f, "%sfirst_mismatch:\n%s  index: %" PRId64 "\n%s  got: ", ind, ind, r->first_index, ind);
-        yaml_str(f, r->got);
+        yaml_str(f, noted);
         fprintf(f, "\n%s  want: ", ind);
         yaml_str(f, r->want);
         fputc('\n', f);

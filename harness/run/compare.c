@@ -52,11 +52,22 @@ void moects_format_value(moects_dtype dt, const void *data, int64_t i, char *buf
 {
     uint32_t bits;
     double v = value_at(dt, data, i, &bits);
-    const char *note = moects_is_poison(dt, bits) ? ", the poison: never written" : "";
     if (dt == MOECTS_BF16)
-        snprintf(buf, len, "0x%04x (%.9g%s)", (unsigned)bits, v, note);
+        snprintf(buf, len, "0x%04x (%.9g)", (unsigned)bits, v);
     else
-        snprintf(buf, len, "0x%08x (%.9g%s)", (unsigned)bits, v, note);
+        snprintf(buf, len, "0x%08x (%.9g)", (unsigned)bits, v);
+}
+
+void moects_value_noted(const char *text, char *buf, size_t len)
+{
+    unsigned bits;
+    int n = 0;
+    const size_t l = strlen(text);
+    if (sscanf(text, "0x%x%n", &bits, &n) == 1 && (n == 6 || n == 10) && l > 0 && text[l - 1] == ')' &&
+        moects_is_poison(n == 6 ? MOECTS_BF16 : MOECTS_F32, bits))
+        snprintf(buf, len, "%.*s, the poison: never written)", (int)(l - 1), text);
+    else
+        snprintf(buf, len, "%s", text);
 }
 
 int moects_compare(moects_dtype dt, const void *got, const void *want, int64_t n,

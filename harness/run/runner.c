@@ -308,8 +308,9 @@ static moects_verdict judge_bounded(const moects_inputs *in, const void *got, co
         if (ratio > worst_ratio || worst < 0) worst_ratio = ratio, worst = i, worst_err = err;
     }
     if (!outside) return MOECTS_PASS_BOUNDED;
-    char g[64], w[64], at[128];
-    moects_format_value(in->out_dtype, got, worst, g, sizeof g);
+    char g0[64], g[96], w[64], at[128];
+    moects_format_value(in->out_dtype, got, worst, g0, sizeof g0);
+    moects_value_noted(g0, g, sizeof g);
     moects_format_value(in->out_dtype, want, worst, w, sizeof w);
     moects_out_geom geo;
     moects_out_geom_of(in, &geo);
