@@ -75,10 +75,13 @@ finished() { [ -e "$1/results.json" ] && [ ! -e "$1/results.journal" ] && echo "
 { echo "date: $(date -u +%FT%TZ)"; echo "commit: ${MOECTS_COMMIT:-unknown}"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   echo "cpus: $(nproc)"; compute-sanitizer --version | tail -1; } > "$D/machine.txt" 2>&1
-if has smoke; then
+if has smoke; then # cut: continued with --resume; done in an earlier call: not run again
   sk=(); [ -n "${MOECTS_SMOKE_KERNELS:-}" ] && sk=(--kernel "$MOECTS_SMOKE_KERNELS") # e.g. 'cuda.*'
-  step smoke 420 "$B" run --tier smoke --jobs "$JOBS" "${sk[@]}" --out "$D/smoke"
-  prove --exec cat "$D/smoke/run.tap" > "$D/smoke.prove" 2>&1; echo "smoke prove rc=$?" >> "$D/status.txt"
+  outdir "$D/smoke"
+  if ! finished "$D/smoke" smoke; then
+    step smoke 420 "$B" run --tier smoke --jobs "$JOBS" "${sk[@]}" "${od[@]}"
+    prove --exec cat "$D/smoke/run.tap" > "$D/smoke.prove" 2>&1; echo "smoke prove rc=$?" >> "$D/status.txt"
+  fi
 fi
 # The full tier in NF shards (MOECTS_FULL_SHARDS, default 4; each a step fullI that fits one
 # 10-minute device call with room to spare), merged once every shard's results.json is there.

@@ -2,7 +2,7 @@
 # h200_run_steps.sh SRC WORK: harness/h200_run.sh's shard steps over several device calls, with a stub
 # moects that logs its arguments: call 1 is cut (its run leaves a 340 KB journal, exit 124), call 2
 # resumes that shard with --resume and runs the other with --out, call 3 runs neither (both finished)
-# and merges again. After each call the pack goes back into the tree with harness/h200_unpack.sh, as
+# and merges again; the smoke step likewise: cut, resumed, then not run again. After each call the pack goes back into the tree with harness/h200_unpack.sh, as
 # between device calls (the journal kept as .gz, restored by the next call; removed once its step is
 # done). The expected command lines are written out here by hand.
 set -u
@@ -31,11 +31,22 @@ bash harness/h200_run.sh "$work/bin/moects" "$out" moefull0,moefull1 > /dev/null
 unpack 2
 [ ! -e "$out/moefull0/results.journal.gz" ] || { echo "h200_run_steps: a finished step's journal.gz stayed"; exit 1; }
 bash harness/h200_run.sh "$work/bin/moects" "$out" moefull0,moefull1 > /dev/null 2>&1
+# the smoke step the same way: cut, continued, then done earlier (each call merges the shards again)
+STUB_CUT=1 bash harness/h200_run.sh "$work/bin/moects" "$out" smoke > /dev/null 2>&1
+unpack 3
+bash harness/h200_run.sh "$work/bin/moects" "$out" smoke > /dev/null 2>&1
+unpack 4
+bash harness/h200_run.sh "$work/bin/moects" "$out" smoke > /dev/null 2>&1
 k="--tier full --jobs 4 --kernel cuda.moe_gemm.*"
 cat > "$work/want.txt" <<WANT
 run $k --shard 0/2 --out $out/moefull0 moe_gemm*
 run $k --shard 0/2 --resume $out/moefull0 moe_gemm*
 run $k --shard 1/2 --out $out/moefull1 moe_gemm*
+merge $out/moefull $out/moefull0/results.json $out/moefull1/results.json
+merge $out/moefull $out/moefull0/results.json $out/moefull1/results.json
+run --tier smoke --jobs 4 --out $out/smoke
+merge $out/moefull $out/moefull0/results.json $out/moefull1/results.json
+run --tier smoke --jobs 4 --resume $out/smoke
 merge $out/moefull $out/moefull0/results.json $out/moefull1/results.json
 merge $out/moefull $out/moefull0/results.json $out/moefull1/results.json
 WANT
@@ -45,4 +56,7 @@ for f in moefull0/results.json moefull1/results.json moefull/run.tap status.txt;
 done
 printf 'moefull0: cut, 20000 journal lines\n' | diff - "$work/unpack1.txt" || { echo "h200_run_steps: unpack 1 says otherwise"; exit 1; }
 grep -qx "moefull1 done earlier" "$out/status.txt" || { echo "h200_run_steps: no 'moefull1 done earlier'"; exit 1; }
+printf 'moefull0: done\nmoefull1: done\nsmoke: cut, 20000 journal lines\n' | diff - "$work/unpack3.txt" ||
+  { echo "h200_run_steps: unpack 3 says otherwise"; exit 1; }
+grep -qx "smoke done earlier" "$out/status.txt" || { echo "h200_run_steps: no 'smoke done earlier'"; exit 1; }
 echo "h200_run_steps: ok"
