@@ -66,8 +66,9 @@ has() { case ",${MOECTS_PY_STEPS:-ep_gather,moe}," in *",$1,"*) return 0 ;; esac
 # 6. the grouped MoE GEMM examples (torch every format, Triton fused W4A16 and its straddling-tile
 # mutant, which the offsets cases must catch) under moects run
 # --kernel-py on the smoke moe_gemm cases and the full-tier W4A16 ones of DeepSeek-V3 and gpt-oss-120b
-# (297 cases at 744aae7; with Kimi K3 and gpt-oss-20b, 432 cases had 183 of 1296 results after 192 s on the H200:
-# a W4A16 exact reference is 6-7 s of one core), and the GPU tests of tests/python/test_gpu_moe_examples.py through the pytest plugin
+# (297 cases at 744aae7; with Kimi K3 and gpt-oss-20b, 432 cases had 183 of 1296 results after 192 s
+# on the H200: a W4A16 exact reference is 6-7 s of one core), and the GPU tests of
+# tests/python/test_gpu_moe_examples.py through the pytest plugin
 if has moe; then
   { "$B/bin/moects" list 'moe_gemm*' --tier smoke
     "$B/bin/moects" list 'moe_gemm.w4a16/deepseek-v3/*' 'moe_gemm.w4a16/gpt-oss-120b/*' --tier full; } |

@@ -97,17 +97,19 @@ def margin_write(out, base, pad):
     the end (byte offset +i)" for the written margin byte nearest the output, or None when both
     margins hold CANARY, or when out is not that output (another array or tensor)."""
     import numpy as np
-    mod = type(base).__module__
-    addr = out.data_ptr() if mod.startswith("torch") else out.__array_interface__["data"][0]
-    start = base.data_ptr() if mod.startswith("torch") else base.__array_interface__["data"][0]
-    if addr != start + pad:
+    is_torch = type(base).__module__.startswith("torch")
+
+    def address(x):
+        return x.data_ptr() if is_torch else x.__array_interface__["data"][0]
+
+    def written(margin):  # indices of margin bytes that are no longer CANARY
+        hits = margin != CANARY
+        return hits.nonzero().cpu().numpy().reshape(-1) if is_torch else np.flatnonzero(hits)
+
+    if address(out) != address(base) + pad:
         return None
     n = base.shape[0] - 2 * pad
-    lo, hi = base[:pad], base[pad + n:]
-    if mod.startswith("torch"):
-        lo, hi = (lo != CANARY).nonzero().cpu().numpy().reshape(-1), (hi != CANARY).nonzero().cpu().numpy().reshape(-1)
-    else:
-        lo, hi = np.flatnonzero(lo != CANARY), np.flatnonzero(hi != CANARY)
+    lo, hi = written(base[:pad]), written(base[pad + n:])
     if len(lo):
         return "write before the start (byte offset -%d)" % (pad - int(lo[-1]))
     if len(hi):
