@@ -59,7 +59,7 @@ typedef struct {
     moects_verdict verdict;
     char recipe[48];        /* recipe compared under, "exact_v1+tol" for tolerance kernels */
     int64_t mismatches;     /* elements whose bits differ (NaN == NaN) */
-    uint64_t max_ulp;       /* ordered-integer distance; UINT64_MAX when NaN vs number */
+    uint64_t max_ulp;       /* ordered-integer distance; UINT64_MAX: moects_compare_result.max_ulp */
     double calc_diff;       /* sum (x-y)^2 / sum (x^2+y^2), double; 0 when both all zero */
     int64_t first_index;    /* -1 when none */
     char got[64], want[64]; /* "0x3f80 (1)" */

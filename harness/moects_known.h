@@ -2,7 +2,9 @@
  * suite keeps reporting but that do not fail a run (DESIGN.md "Verdicts", "Gate"). A FAIL_* of an
  * honest kernel on a case an entry matches is a TAP TODO point ("# TODO known finding: reason"),
  * carries "known" in results.json, is counted apart in summary.md and the gate, and does not make
- * `moects run` exit 1. An entry matching a case that now passes is reported as "fixed?".
+ * `moects run` exit 1. An entry matching a case that now passes is reported as "fixed?", unless
+ * its reason begins "host-dependent:" (a finding that occurs on some hosts only, e.g. with the BLAS
+ * kernel one CPU gets): a pass is then unmarked.
  *
  * File format, one entry per line:  KERNEL_GLOB  CASE_GLOB  reason...
  *   fields separated by blanks (spaces, tabs); KERNEL_GLOB and CASE_GLOB are fnmatch(3) globs
@@ -45,8 +47,8 @@ int moects_known_check_cases(const moects_known *kf, const char *path, const moe
 const moects_known_entry *moects_known_match(const moects_known *kf, const char *kernel, const char *case_id);
 
 /* Set r->known to the matching entry's reason on every result of an honest kernel (is_mutant 0)
- * whose verdict is FAIL_* or PASS_*; clear it elsewhere. Returns the number of FAIL_* results
- * marked. */
+ * whose verdict is FAIL_* or PASS_* (PASS_* not for a "host-dependent:" reason); clear it
+ * elsewhere. Returns the number of FAIL_* results marked. */
 size_t moects_known_apply(const moects_known *kf, moects_run *run);
 /* The same for one result: 1 when it is a FAIL_* now marked, else 0. */
 int moects_known_mark(const moects_known *kf, moects_result *r);

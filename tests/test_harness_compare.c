@@ -1,6 +1,7 @@
 /* Tests of harness/run/compare.c. Expected values worked out by hand from the bit layouts
  * (BF16 = sign|8 exp|7 mantissa, FP32 = sign|8 exp|23 mantissa) and from the calc_diff formula. */
 #include <criterion/criterion.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -134,10 +135,39 @@ Test(compare, tolerance_reason_names_the_exceeded_bounds)
     r.calc_diff = 0.25;
     cr_assert_eq(moects_within_tolerance(&r, 0.01, 4, buf, sizeof buf), 0);
     cr_assert_str_eq(buf, "outside the declared tolerance: calc_diff 0.25 > 0.01; max_ulp 9 > 4");
-    r.calc_diff = 0.0, r.max_ulp = UINT64_MAX, r.first_index = 3; /* a kernel that wrote nothing: NaN fill */
+    r.calc_diff = 0.0, r.max_ulp = UINT64_MAX, r.first_index = 1, r.first_unbounded = 3; /* NaN fill */
     cr_assert_eq(moects_within_tolerance(&r, INFINITY, 4, buf, sizeof buf), 0);
-    cr_assert_str_eq(buf, "outside the declared tolerance: NaN where the other side is a number (first mismatch at "
-                          "element 3)");
+    cr_assert_str_eq(buf, "outside the declared tolerance: a NaN or Inf against another value (first at element 3)");
+}
+
+/* An overflow to Inf is no number of ULPs from a finite reference: a tolerance that gates only on
+ * calc_diff (max_ulp UINT32_MAX, as cpu.ep_gather.saxpy) must still fail it. By hand, BF16:
+ * 0xff80 is -Inf, 0xe4ad is -2.553e22 (the H200 host's saxpy case), 0x7f80 +Inf, 0x3f80 1.0. Before,
+ * -Inf vs -2.553e22 was 0xff80 - 0xe4ad = 6867 ordered steps and +Inf vs -Inf 65280, both under
+ * UINT32_MAX, and calc_diff skipped both pairs: the result passed. */
+Test(compare, inf_against_another_value_is_unbounded)
+{
+    const uint16_t want[4] = {0x3f80, 0xe4ad, 0xff80, 0xff80}, inf_for_number[4] = {0x3f80, 0xff80, 0xff80, 0xff80},
+                   opposite_inf[4] = {0x3f80, 0xe4ad, 0xff80, 0x7f80};
+    char buf[256] = "";
+    moects_compare_result r;
+    moects_compare(MOECTS_BF16, want, want, 4, &r); /* -Inf vs -Inf: identical bits */
+    cr_assert_eq(r.max_ulp, 0);
+    cr_assert_eq(r.first_unbounded, -1);
+    moects_compare(MOECTS_BF16, inf_for_number, want, 4, &r);
+    cr_assert_eq(r.mismatches, 1);
+    cr_assert_eq(r.max_ulp, UINT64_MAX);
+    cr_assert_eq(r.first_unbounded, 1);
+    cr_assert_eq(r.calc_diff, 0.0); /* the only finite pair is 1.0 vs 1.0 */
+    cr_assert_eq(moects_within_tolerance(&r, 1e-4, UINT32_MAX, buf, sizeof buf), 0);
+    cr_assert_str_eq(buf, "outside the declared tolerance: a NaN or Inf against another value (first at element 1)");
+    moects_compare(MOECTS_BF16, opposite_inf, want, 4, &r);
+    cr_assert_eq(r.max_ulp, UINT64_MAX);
+    cr_assert_eq(r.first_unbounded, 3);
+    const float wf[2] = {1e30f, -INFINITY}, gf[2] = {1e30f, -FLT_MAX}; /* FP32: a finite value for -Inf */
+    moects_compare(MOECTS_F32, gf, wf, 2, &r);
+    cr_assert_eq(r.max_ulp, UINT64_MAX);
+    cr_assert_eq(r.first_unbounded, 1);
 }
 
 /* Bit-identical outputs holding NaN, -0, +-Inf and a subnormal: nothing differs (by definition of

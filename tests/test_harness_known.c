@@ -216,6 +216,14 @@ Test(known, apply_marks_honest_fail_and_pass_only)
     cr_assert_eq(moects_kernel_known_of(&run, k_tol.name, 0, &fixed), 1);
     cr_assert_eq(fixed, 1);
     cr_assert_eq(moects_kernel_status_of(&run, k_tol.name, 0, NULL), MOECTS_KS_PASS);
+    /* a host-dependent entry: its failure is known, a pass (another host) is not "fixed?" */
+    moects_known kf3 = entries("cpu.fp4_gemm.dequant_sgemm fp4_gemm.mxfp4/m/tp8/* host-dependent: unfused BLAS\n");
+    cr_assert_eq(moects_known_apply(&kf3, &run), 1);
+    cr_assert_str_eq(run.v[0].known, "");
+    cr_assert_str_eq(run.v[2].known, "host-dependent: unfused BLAS");
+    cr_assert_eq(moects_kernel_known_of(&run, k_tol.name, 0, &fixed), 1);
+    cr_assert_eq(fixed, 0);
+    moects_known_free(&kf3);
     moects_known_free(&kf);
     moects_known_free(&kf2);
     moects_run_free(&run);

@@ -13,9 +13,10 @@
  * max_calc_diff = 1e-4 gives 3x room for the few cancelling columns, which the global
  * normalisation of calc_diff keeps small. In a column that cancels, the elementwise error in
  * ULPs has no finite bound (an exact 0 against an FP32 residue is thousands of ULPs), so the ULP
- * limit is not a usable gate here: max_ulp = UINT32_MAX, calc_diff carries the bound. NaN
- * against a number still fails (its distance is infinite): e.g. Inf - Inf in FP32 where the
- * exact sum is a finite or infinite number. */
+ * limit is not a usable gate here: max_ulp = UINT32_MAX, calc_diff carries the bound. The bound
+ * assumes no overflow: a NaN or an Inf against another value still fails (its distance is
+ * unbounded), as where a slot product beyond FLT_MAX makes the row +-Inf, or NaN after the
+ * opposite Inf, and exact_v1 is a number (cases/known-findings.txt: numeric-adversaries). */
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>

@@ -112,7 +112,7 @@ static void describe(moects__buf *b, const moects_result *r)
     moects__buf_add(b, moects_verdict_name(r->verdict));
     if (r->verdict == MOECTS_FAIL_MISMATCH || r->mismatches) {
         moects__buf_printf(b, ": %" PRId64 " mismatches", r->mismatches);
-        if (r->max_ulp == UINT64_MAX) moects__buf_add(b, ", NaN against a number");
+        if (r->max_ulp == UINT64_MAX) moects__buf_add(b, ", NaN or Inf against another value");
         else moects__buf_printf(b, ", max ULP %" PRIu64, r->max_ulp);
         if (r->first_index >= 0) {
             moects__buf_printf(b, ", first at %" PRId64 ": got ", r->first_index);

@@ -183,10 +183,10 @@ static void repro(FILE *f, const moects_result *r, const moects_tap_opts *o)
     moects_shell_quote(f, r->case_id);
 }
 
-/* An ULP distance and its line end; UINT64_MAX (a NaN against a number, moects_ulp_distance_*) in words. */
+/* An ULP distance and its line end; UINT64_MAX (unbounded: moects_compare_result.max_ulp) in words. */
 static void yaml_ulp(FILE *f, uint64_t ulp)
 {
-    if (ulp == UINT64_MAX) fputs("\"NaN against a number\"\n", f);
+    if (ulp == UINT64_MAX) fputs("\"NaN or Inf against another value\"\n", f);
     else fprintf(f, "%" PRIu64 "\n", ulp);
 }
 

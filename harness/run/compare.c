@@ -74,7 +74,7 @@ int moects_compare(moects_dtype dt, const void *got, const void *want, int64_t n
                    moects_compare_result *r)
 {
     memset(r, 0, sizeof *r);
-    r->first_index = -1;
+    r->first_index = r->first_unbounded = -1;
     if ((dt != MOECTS_BF16 && dt != MOECTS_F32) || n < 0) return -1;
     /* Bit-identical (the usual pass): the loop below would give 0 mismatches, max_ulp 0 and
      * calc_diff 0; memcmp is ~50x faster on the large tier's 2^31-element outputs. */
@@ -86,6 +86,8 @@ int moects_compare(moects_dtype dt, const void *got, const void *want, int64_t n
         uint64_t d = dt == MOECTS_BF16 ? moects_ulp_distance_bf16((uint16_t)gb, (uint16_t)wb)
                                        : moects_ulp_distance_f32(gb, wb);
         int both_nan = isnan(x) && isnan(y);
+        if (gb != wb && !both_nan && (isinf(x) || isinf(y))) d = UINT64_MAX; /* Inf vs a number or -Inf */
+        if (d == UINT64_MAX && r->first_unbounded < 0) r->first_unbounded = i;
         if (gb != wb && !both_nan) {
             if (r->mismatches++ == 0) {
                 r->first_index = i;
@@ -114,8 +116,8 @@ int moects_within_tolerance(const moects_compare_result *r, double max_calc_diff
                       ulp_ok ? "" : "; ");
     if (!ulp_ok && n >= 0 && (size_t)n < len) {
         if (r->max_ulp == UINT64_MAX)
-            snprintf(buf + n, len - (size_t)n, "NaN where the other side is a number (first mismatch at element %lld)",
-                     (long long)r->first_index);
+            snprintf(buf + n, len - (size_t)n, "a NaN or Inf against another value (first at element %lld)",
+                     (long long)r->first_unbounded);
         else
             snprintf(buf + n, len - (size_t)n, "max_ulp %llu > %u", (unsigned long long)r->max_ulp, max_ulp);
     }

@@ -22,7 +22,7 @@ set(_pytest ${MOECTS_PYTHON} -m pytest -q -p moects.pytest_plugin -p no:cachepro
 add_test(NAME py_unit COMMAND ${_pytest} ${_py_dir}/test_fma.py ${_py_dir}/test_api.py ${_py_dir}/test_export.py
          ${_py_dir}/test_kernel_py.py ${_py_dir}/test_plugin.py ${_py_dir}/test_torch_examples.py
          ${_py_dir}/test_gpu_examples.py ${_py_dir}/test_gpu_moe_examples.py
-         ${_py_dir}/test_descriptions.py)
+         ${_py_dir}/test_descriptions.py ${_py_dir}/test_saxpy_overflow.py)
 add_test(NAME py_equivalence COMMAND ${_pytest} ${_py_dir}/test_equivalence.py)
 add_test(NAME py_moe_gemm COMMAND ${_pytest} ${_py_dir}/test_moe_examples.py)
 add_test(NAME py_install COMMAND sh ${_py_dir}/install_test.sh ${MOECTS_PYTHON} ${PROJECT_SOURCE_DIR}
