@@ -50,7 +50,12 @@ static int wrapped(const void *shape, const void *args, void *stream)
     if (base->run(shape, args, stream)) return -1;
     float *d = ((const moects_moe_gemm_args *)args)->d;
     if (mode == 0) d[1 * s->N + 3] = 12345.0f;
-    else d[0] = d[0] * (1.0f + 0x1p-8f) + 1.0f;
+    else if (mode == 1) d[0] = d[0] * (1.0f + 0x1p-8f) + 1.0f;
+    else { /* 2: every nonzero element one ULP toward zero; 3: that, and one element of expert 2 far off */
+        for (int64_t i = 0; i < s->rows * s->N; i++)
+            if (isfinite(d[i]) && d[i] != 0) d[i] = nextafterf(d[i], 0.0f);
+        if (mode == 3) d[133 * s->N + 7] = d[133 * s->N + 7] * (1.0f + 0x1p-8f) + 1.0f; /* row 133: expert 2 */
+    }
     return 0;
 }
 static int takes(const void *shape, char *why, size_t len)
@@ -106,4 +111,35 @@ Test(bounded, a_failure_names_the_worst_element_and_its_bound)
                                                  "|got - exact| "), "%s",
                        r.reason);
     cr_expect_not_null(strstr(r.reason, " > bound "), "%s", r.reason);
+}
+
+/* A bounded kernel's in-bound differences are not mismatches. The honest output (exact_v1's bits on
+ * this case) moved one ULP toward zero everywhere stays within every bound: bound >= ulp_out(|alpha|
+ * S + B) >= the ULP of |exact| (ref/moects_ref.h), and the step toward zero is at most that. It
+ * passes with 0 mismatches (max_ulp 1, the bit distance). With one element of expert 2 pushed out
+ * of its bound besides (row 133 = expert 2's row 5, since expert 0 holds row 0 padded to 128 and
+ * expert 1 none; column 7: flat index 133 * 40 + 7 = 5327), that element alone is the mismatch,
+ * the first mismatch and what the pattern names. */
+Test(bounded, mismatches_are_the_elements_outside_their_bounds)
+{
+    moects_result r;
+    moects_case c = small_case(MOECTS_MOE_W4A16);
+    mode = 2;
+    moects_runner_task(&c, &bounded_k, 1, 0, &r);
+    cr_assert_eq(r.verdict, MOECTS_PASS_BOUNDED, "%s %s", moects_verdict_name(r.verdict), r.reason);
+    cr_expect_eq(r.max_ulp, 1);
+    cr_expect_eq(r.mismatches, 0);
+    cr_expect_eq(r.first_index, -1);
+    mode = 3;
+    moects_runner_task(&c, &bounded_k, 1, 0, &r);
+    cr_assert_eq(r.verdict, MOECTS_FAIL_MISMATCH, "%s %s", moects_verdict_name(r.verdict), r.reason);
+    cr_expect_eq(r.mismatches, 1);
+    cr_expect_eq(r.first_index, 5327);
+    cr_expect_eq(r.diag.nfirst, 1);
+    cr_expect_eq(r.diag.first[0].at[0], 2);
+    cr_expect_eq(r.diag.first[0].at[1], 5);
+    cr_expect_eq(r.diag.first[0].at[2], 7);
+    cr_expect_not_null(strstr(r.diag.pattern, "expert 2"), "%s", r.diag.pattern);
+    cr_expect_not_null(strstr(r.reason, "1 elements outside their bounds; worst: (expert 2, row 5, col 7)"), "%s",
+                       r.reason);
 }

@@ -24,7 +24,8 @@
  *                                           FAIL_CRASH FAIL_TIMEOUT FAIL_OOB_WRITE
  *                                           FAIL_NONDETERMINISTIC UNSUPPORTED SKIP
  *        "recipe": "ep_gather.fma_v1",    "" when none
- *        "mismatches": 0,                 i64 >= 0
+ *        "mismatches": 0,                 i64 >= 0: elements whose bits differ; bounded
+ *                                           verdicts: elements outside their bounds
  *        "max_ulp": 0,                    u64
  *        "calc_diff": 0,                  double
  *        "first_mismatch": null,          or {"index": i64 >= 0, "got": "0x3f80 (1)", "want": "..."}

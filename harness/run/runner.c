@@ -286,22 +286,48 @@ static double out_value(moects_dtype dt, const void *p, int64_t i)
     return moects_bf16_to_f32(((const uint16_t *)p)[i]);
 }
 
-/* PASS_BOUNDED or FAIL_MISMATCH: every compared element within its own bound of exact_v1 (NaN
- * only against NaN, an infinity only against the same one). A failure's reason names the worst
- * element (largest |got - exact| / bound) and its bound. */
+/* Whether compared element i of got is outside its bound of exact_v1 (NaN only against NaN, an
+ * infinity only against the same one); *err = |got - exact|, INFINITY for a kind mismatch. */
+static int outside_bound(const moects_inputs *in, const void *got, const void *want, const double *bound, int64_t i,
+                         double *err)
+{
+    if (in->op == MOECTS_OP_MOE_GEMM && !in->row_valid[i / in->mg.N]) return 0;
+    double g = out_value(in->out_dtype, got, i), w = out_value(in->out_dtype, want, i);
+    int bad;
+    if (isnan(g) || isnan(w)) bad = !(isnan(g) && isnan(w)), *err = bad ? INFINITY : 0;
+    else if (isinf(g) || isinf(w)) bad = g != w, *err = bad ? INFINITY : 0;
+    else *err = fabs(g - w), bad = !(*err <= bound[i]); /* a NaN bound holds nothing */
+    return bad;
+}
+
+/* The output as a bounded verdict sees it: got's elements outside their bounds, the reference's
+ * bits elsewhere (malloc'ed; NULL when memory runs out). Compared with the reference, its
+ * mismatches and diagnostics are the failing elements only, not the in-bound rounding differences
+ * a bounded kernel is allowed. */
+static void *outside_only(const moects_inputs *in, const void *got, const void *want, const double *bound)
+{
+    size_t esz = in->out_dtype == MOECTS_F32 ? 4 : 2;
+    char *judged = malloc((size_t)in->out_elems * esz);
+    if (!judged) return NULL;
+    memcpy(judged, want, (size_t)in->out_elems * esz);
+    double err;
+    for (int64_t i = 0; i < in->out_elems; i++)
+        if (outside_bound(in, got, want, bound, i, &err))
+            memcpy(judged + (size_t)i * esz, (const char *)got + (size_t)i * esz, esz);
+    return judged;
+}
+
+/* PASS_BOUNDED or FAIL_MISMATCH: every compared element within its own bound of exact_v1
+ * (outside_bound). A failure's reason names the worst element (largest |got - exact| / bound) and
+ * its bound. */
 static moects_verdict judge_bounded(const moects_inputs *in, const void *got, const void *want, const double *bound,
                                     moects_result *r)
 {
-    int64_t outside = 0, worst = -1, N = in->op == MOECTS_OP_MOE_GEMM ? in->mg.N : 1;
+    int64_t outside = 0, worst = -1;
     double worst_ratio = -1, worst_err = 0;
     for (int64_t i = 0; i < in->out_elems; i++) {
-        if (in->op == MOECTS_OP_MOE_GEMM && !in->row_valid[i / N]) continue;
-        double g = out_value(in->out_dtype, got, i), w = out_value(in->out_dtype, want, i), err;
-        int bad;
-        if (isnan(g) || isnan(w)) bad = !(isnan(g) && isnan(w)), err = bad ? INFINITY : 0;
-        else if (isinf(g) || isinf(w)) bad = g != w, err = bad ? INFINITY : 0;
-        else err = fabs(g - w), bad = !(err <= bound[i]); /* a NaN bound holds nothing */
-        if (!bad) continue;
+        double err;
+        if (!outside_bound(in, got, want, bound, i, &err)) continue;
         double ratio = bound[i] > 0 ? err / bound[i] : INFINITY;
         if (isnan(ratio)) ratio = INFINITY;
         outside++;
@@ -419,6 +445,42 @@ static int retry_fresh(const worker_state *ws, const moects_result *r)
             !strncmp(r->reason, "out of device memory", 20));
 }
 
+/* The bounded verdict of got (k->acc; bounds computed once per case and class, their time to
+ * reference_s, *tc0 restarted): PASS_BOUNDED or FAIL_MISMATCH, SKIP when the bounds do not fit in
+ * memory, FAIL_CRASH when the reference refuses them. Its mismatches and first mismatch are the
+ * elements outside their bounds (none on a pass); on a failure *only is the outside_only output
+ * (NULL when memory runs out: the diagnostics then read every differing element). */
+static void judge_with_bound(worker_state *ws, const moects_case *c, const moects_kernel *k, const task_ctl *tc,
+                             const void *got, const void *want, moects_result *r, double *tc0, void **only)
+{
+    moects_inputs *in = &ws->in;
+    int oom = 0;
+    r->compare_s += now_s() - *tc0;
+    int brc = compute_bound(ws, c, &k->acc, tc, r, &oom);
+    *tc0 = now_s();
+    if (oom) {
+        r->verdict = MOECTS_SKIP;
+        snprintf(r->reason, sizeof r->reason, MOECTS_HOST_OOM " (%zu bytes for the bounds)",
+                 (size_t)in->out_elems * sizeof(double));
+        return;
+    }
+    if (brc) {
+        r->verdict = MOECTS_FAIL_CRASH;
+        set_reason(r, "the reference refused the bound of the case (harness or case bug), %s%s", r->recipe, "");
+        return;
+    }
+    r->verdict = judge_bounded(in, got, want, ws->bound, r);
+    moects_compare_result cr = {.first_index = -1}; /* a pass: nothing outside */
+    if (r->verdict == MOECTS_FAIL_MISMATCH) {
+        if (!(*only = outside_only(in, got, want, ws->bound))) return; /* no memory: every differing element */
+        moects_compare(in->out_dtype, *only, want, in->out_elems, &cr);
+    }
+    r->mismatches = cr.mismatches;
+    r->first_index = cr.first_index;
+    snprintf(r->got, sizeof r->got, "%s", cr.got);
+    snprintf(r->want, sizeof r->want, "%s", cr.want);
+}
+
 /* One run's output against the reference: identical bits under the kernel's recipe, its per-element
  * bounds (acc), or its tolerance; moe_gemm: valid rows only (got's other rows take the reference's
  * bytes). --dump writes a FAIL_MISMATCH's output. */
@@ -428,6 +490,7 @@ static void judge_one(worker_state *ws, const moects_case *c, const moects_kerne
     moects_inputs *in = &ws->in;
     double tc0 = now_s();
     moects_compare_result cr;
+    void *only = NULL; /* a bounded failure's outside_only output, what the diagnostics read */
     mask_invalid_rows(in, got, ws->ref[recipe]);
     moects_compare(in->out_dtype, got, ws->ref[recipe], in->out_elems, &cr);
     r->mismatches = cr.mismatches;
@@ -439,20 +502,7 @@ static void judge_one(worker_state *ws, const moects_case *c, const moects_kerne
     if (k->recipe) {
         r->verdict = cr.mismatches == 0 ? MOECTS_PASS_EXACT : MOECTS_FAIL_MISMATCH;
     } else if (k->acc.bits) {
-        int oom = 0;
-        r->compare_s += now_s() - tc0;
-        int brc = compute_bound(ws, c, &k->acc, tc, r, &oom);
-        tc0 = now_s();
-        if (oom) {
-            r->verdict = MOECTS_SKIP;
-            snprintf(r->reason, sizeof r->reason, MOECTS_HOST_OOM " (%zu bytes for the bounds)",
-                     (size_t)in->out_elems * sizeof(double));
-        } else if (brc) {
-            r->verdict = MOECTS_FAIL_CRASH;
-            set_reason(r, "the reference refused the bound of the case (harness or case bug), %s%s", r->recipe, "");
-        } else {
-            r->verdict = judge_bounded(in, got, ws->ref[recipe], ws->bound, r);
-        }
+        judge_with_bound(ws, c, k, tc, got, ws->ref[recipe], r, &tc0, &only);
     } else {
         r->verdict = moects_within_tolerance(&cr, k->tol.max_calc_diff, k->tol.max_ulp, r->reason, sizeof r->reason)
                          ? MOECTS_PASS_TOLERANCE : MOECTS_FAIL_MISMATCH;
@@ -466,9 +516,10 @@ static void judge_one(worker_state *ws, const moects_case *c, const moects_kerne
     if (r->verdict == MOECTS_FAIL_MISMATCH) {
         moects_out_geom geom;
         moects_out_geom_of(in, &geom);
-        moects_diag_compute(&geom, in->out_dtype, got, ws->ref[recipe], &r->diag);
+        moects_diag_compute(&geom, in->out_dtype, only ? only : got, ws->ref[recipe], &r->diag);
         if (ws->dump_dir) dump(ws, c, k, seed, recipe, got, r);
     }
+    free(only);
     r->compare_s += now_s() - tc0;
 }
 
