@@ -35,8 +35,9 @@
 # moefullI step cut by its time limit leaves its results in OUTDIR/<step>/results.journal, and the same
 # step in a later call continues it (moects run --resume); one finished there is skipped.
 # MOECTS_PACK=FILE: after every step all of OUTDIR is packed into FILE (.tar.gz, written to FILE.tmp
-# and renamed; the host returns at most 8 files a call), so a cut call returns what finished: put it
-# back with harness/h200_unpack.sh FILE OUTDIR before the next call (not tar over OUTDIR).
+# and renamed; the host returns at most 8 files a call, 16 MiB each: a larger pack comes as FILE.00,
+# FILE.01, ...), so a cut call returns what finished: put it back with harness/h200_unpack.sh FILE
+# OUTDIR before the next call (not tar over OUTDIR).
 set -u
 B=${1:?usage: harness/h200_run.sh BIN [OUTDIR] [STEPS]}
 D=${2:-reports/h200}
@@ -63,10 +64,19 @@ step() { # step NAME LIMIT_S CMD... ; stdout to $D/NAME.log
   echo "$name rc=$? seconds=$((SECONDS - t0))" | tee -a "$D/status.txt"
   pack
 }
+# A pack over MOECTS_PACK_PART bytes (default 15 MiB: the host returns files of 16 MiB at most) is
+# split into FILE.00, FILE.01, ... instead; h200_unpack.sh FILE joins them.
+PART=${MOECTS_PACK_PART:-15728640}
 pack() { # MOECTS_PACK=FILE: OUTDIR into FILE (FILE itself left out when it is inside OUTDIR)
   [ -n "${MOECTS_PACK:-}" ] || return 0
-  tar -czf "$MOECTS_PACK.tmp" --exclude="$(basename "$MOECTS_PACK")*" -C "$(dirname "$D")" "$(basename "$D")" &&
+  tar -czf "$MOECTS_PACK.tmp" --exclude="$(basename "$MOECTS_PACK")*" -C "$(dirname "$D")" "$(basename "$D")" ||
+    return
+  rm -f "$MOECTS_PACK" "$MOECTS_PACK".[0-9][0-9]
+  if [ "$(stat -c %s "$MOECTS_PACK.tmp")" -gt "$PART" ]; then
+    split -d -a 2 -b "$PART" "$MOECTS_PACK.tmp" "$MOECTS_PACK." && rm -f "$MOECTS_PACK.tmp"
+  else
     mv -f "$MOECTS_PACK.tmp" "$MOECTS_PACK"
+  fi
 }
 # od: --out DIR, or --resume DIR when DIR holds the journal of a run that was cut; finished DIR: its
 # reports are there and no journal (a step done in an earlier call is not run again)

@@ -2,7 +2,7 @@
 # h200_run_steps.sh SRC WORK: harness/h200_run.sh's shard steps over several device calls, with a stub
 # moects that logs its arguments: call 1 is cut (its run leaves a 340 KB journal, exit 124), call 2
 # resumes that shard with --resume and runs the other with --out, call 3 runs neither (both finished)
-# and merges again; the smoke step likewise: cut, resumed, then not run again. After each call the pack goes back into the tree with harness/h200_unpack.sh, as
+# and merges again; the smoke step likewise: cut, resumed (its pack split in 1 KiB parts), then not run again. After each call the pack goes back into the tree with harness/h200_unpack.sh, as
 # between device calls (the journal kept as .gz, restored by the next call; removed once its step is
 # done). The expected command lines are written out here by hand.
 set -u
@@ -34,7 +34,10 @@ bash harness/h200_run.sh "$work/bin/moects" "$out" moefull0,moefull1 > /dev/null
 # the smoke step the same way: cut, continued, then done earlier (each call merges the shards again)
 STUB_CUT=1 bash harness/h200_run.sh "$work/bin/moects" "$out" smoke > /dev/null 2>&1
 unpack 3
-bash harness/h200_run.sh "$work/bin/moects" "$out" smoke > /dev/null 2>&1
+MOECTS_PACK_PART=1024 bash harness/h200_run.sh "$work/bin/moects" "$out" smoke > /dev/null 2>&1
+# a pack over MOECTS_PACK_PART bytes comes in parts, which h200_unpack.sh joins
+[ ! -e "$work/pack.tar.gz" ] && [ -e "$work/pack.tar.gz.00" ] && [ -e "$work/pack.tar.gz.01" ] ||
+  { echo "h200_run_steps: a pack over MOECTS_PACK_PART was not split into parts"; exit 1; }
 unpack 4
 bash harness/h200_run.sh "$work/bin/moects" "$out" smoke > /dev/null 2>&1
 k="--tier full --jobs 4 --kernel cuda.moe_gemm.*"
@@ -58,5 +61,8 @@ printf 'moefull0: cut, 20000 journal lines\n' | diff - "$work/unpack1.txt" || { 
 grep -qx "moefull1 done earlier" "$out/status.txt" || { echo "h200_run_steps: no 'moefull1 done earlier'"; exit 1; }
 printf 'moefull0: done\nmoefull1: done\nsmoke: cut, 20000 journal lines\n' | diff - "$work/unpack3.txt" ||
   { echo "h200_run_steps: unpack 3 says otherwise"; exit 1; }
+printf 'moefull0: done\nmoefull1: done\nsmoke: done\n' | diff - "$work/unpack4.txt" ||
+  { echo "h200_run_steps: unpack 4 (from parts) says otherwise"; exit 1; }
+[ ! -e "$work/pack.tar.gz.00" ] || { echo "h200_run_steps: a whole pack left the parts of the last one"; exit 1; }
 grep -qx "smoke done earlier" "$out/status.txt" || { echo "h200_run_steps: no 'smoke done earlier'"; exit 1; }
 echo "h200_run_steps: ok"
