@@ -1,7 +1,8 @@
 /* test_harness_bounded.c: moe_gemm through the runner (harness/run/runner.c, one task in this process):
- * the reference per recipe, only valid rows compared, and the bounded verdict (DESIGN.md "Bounded
- * verdicts"): a kernel with recipe NULL and acc.bits > 0 is PASS_BOUNDED when every element is
- * within its own bound of exact_v1, and a failure names the worst element's bound. */
+ * the reference per recipe, only valid rows compared, the tolerance verdict's unbounded distances,
+ * and the bounded verdict (DESIGN.md "Bounded verdicts"): a kernel with recipe NULL and acc.bits > 0
+ * is PASS_BOUNDED when every element is within its own bound of exact_v1, and a failure names the
+ * worst element's bound. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -55,6 +56,7 @@ static int wrapped(const void *shape, const void *args, void *stream)
         for (int64_t i = 0; i < s->rows * s->N; i++)
             if (isfinite(d[i]) && d[i] != 0) d[i] = nextafterf(d[i], 0.0f);
         if (mode == 3) d[133 * s->N + 7] = d[133 * s->N + 7] * (1.0f + 0x1p-8f) + 1.0f; /* row 133: expert 2 */
+        if (mode == 4) d[133 * s->N + 7] = INFINITY;
     }
     return 0;
 }
@@ -67,6 +69,9 @@ static int takes(const void *shape, char *why, size_t len)
 static const moects_kernel exact_k = {.abi_version = MOECTS_KERNEL_ABI_VERSION, .name = "test.exact",
                                       .op = MOECTS_OP_MOE_GEMM, .device = MOECTS_DEVICE_CPU,
                                       .recipe = "moe_gemm.blockwise_v1", .supports = takes, .run = wrapped};
+static const moects_kernel tol_k = {.abi_version = MOECTS_KERNEL_ABI_VERSION, .name = "test.tolerance",
+                                    .op = MOECTS_OP_MOE_GEMM, .device = MOECTS_DEVICE_CPU, .supports = takes,
+                                    .run = wrapped, .tol = {.max_calc_diff = 1e-4, .max_ulp = UINT32_MAX}};
 static const moects_kernel bounded_k = {.abi_version = MOECTS_KERNEL_ABI_VERSION, .name = "test.bounded",
                                         .op = MOECTS_OP_MOE_GEMM, .device = MOECTS_DEVICE_CPU, .supports = takes,
                                         .run = wrapped, .acc = {24, 0}};
@@ -142,4 +147,22 @@ Test(bounded, mismatches_are_the_elements_outside_their_bounds)
     cr_expect_not_null(strstr(r.diag.pattern, "expert 2"), "%s", r.diag.pattern);
     cr_expect_not_null(strstr(r.reason, "1 elements outside their bounds; worst: (expert 2, row 5, col 7)"), "%s",
                        r.reason);
+}
+
+/* A tolerance kernel (calc_diff only, no ULP gate) with one +Inf where exact_v1 is finite: calc_diff
+ * skips that pair, so only the unbounded distance fails it, and the reason says where: (expert 2,
+ * row 5, col 7), got 0x7f800000 (inf). The other elements are one ULP off (mode 4 includes mode 2). */
+Test(bounded, a_tolerance_failure_names_its_inf_and_where)
+{
+    moects_result r;
+    moects_case c = small_case(MOECTS_MOE_W4A16);
+    mode = 2;
+    moects_runner_task(&c, &tol_k, 1, 0, &r);
+    cr_assert_eq(r.verdict, MOECTS_PASS_TOLERANCE, "%s %s", moects_verdict_name(r.verdict), r.reason);
+    mode = 4;
+    moects_runner_task(&c, &tol_k, 1, 0, &r);
+    cr_assert_eq(r.verdict, MOECTS_FAIL_MISMATCH, "%s %s", moects_verdict_name(r.verdict), r.reason);
+    cr_expect_not_null(strstr(r.reason, "a NaN or Inf against another value (first at element 5327); there (expert "
+                                        "2, row 5, col 7): got 0x7f800000 (inf), want "),
+                       "%s", r.reason);
 }

@@ -445,6 +445,20 @@ static int retry_fresh(const worker_state *ws, const moects_result *r)
             !strncmp(r->reason, "out of device memory", 20));
 }
 
+/* A tolerance failure's reason gains where its first NaN or Inf against another value is, in the op's
+ * coordinates, with both values: "...; there (t 14, d 21): got 0x7f80 (inf), want 0xeb7a (...)". */
+static void unbounded_at(const moects_inputs *in, const void *got, const void *want, int64_t i, moects_result *r)
+{
+    moects_out_geom geo;
+    moects_out_geom_of(in, &geo);
+    char at[128], g[64], w[64];
+    moects_out_at(&geo, i, at, sizeof at);
+    moects_format_value(in->out_dtype, got, i, g, sizeof g);
+    moects_format_value(in->out_dtype, want, i, w, sizeof w);
+    size_t l = strlen(r->reason);
+    snprintf(r->reason + l, sizeof r->reason - l, "; there %s: got %s, want %s", at, g, w);
+}
+
 /* The bounded verdict of got (k->acc; bounds computed once per case and class, their time to
  * reference_s, *tc0 restarted): PASS_BOUNDED or FAIL_MISMATCH, SKIP when the bounds do not fit in
  * memory, FAIL_CRASH when the reference refuses them. Its mismatches and first mismatch are the
@@ -506,6 +520,8 @@ static void judge_one(worker_state *ws, const moects_case *c, const moects_kerne
     } else {
         r->verdict = moects_within_tolerance(&cr, k->tol.max_calc_diff, k->tol.max_ulp, r->reason, sizeof r->reason)
                          ? MOECTS_PASS_TOLERANCE : MOECTS_FAIL_MISMATCH;
+        if (r->verdict == MOECTS_FAIL_MISMATCH && cr.first_unbounded >= 0) unbounded_at(in, got, ws->ref[recipe],
+                                                                                         cr.first_unbounded, r);
     }
     if (moects_verdict_is_pass(r->verdict) && in->op == MOECTS_OP_MOE_GEMM && in->valid_rows == 0 &&
         !strstr(r->reason, "nothing compared")) {
