@@ -175,6 +175,26 @@ bad:
     return fail("verify", err);
 }
 
+/* The run's seed is its first result's. Files exported with several seeds: the summary's filter line
+ * lists them and stderr says so once (each result's YAML and repro line carry its own seed). */
+static void mixed_seeds(moects_run *run)
+{
+    if (!run->n) return;
+    run->seed = run->v[0].seed;
+    char seeds[256] = "";
+    size_t n = 0, l = 0;
+    for (size_t i = 0; i < run->n && l < sizeof seeds - 24; i++) {
+        int seen = 0;
+        for (size_t j = 0; j < i && !seen; j++) seen = run->v[j].seed == run->v[i].seed;
+        if (!seen) l += (size_t)snprintf(seeds + l, sizeof seeds - l, "%s%" PRIu64, n++ ? ", " : "", run->v[i].seed);
+    }
+    if (n < 2) return;
+    size_t fl = strlen(run->filter);
+    snprintf(run->filter + fl, sizeof run->filter - fl, "; files of seeds %s", seeds);
+    fprintf(stderr, "moects verify: the files hold seeds %s: the TAP header shows %" PRIu64 "; each result's "
+                    "YAML and repro line its own\n", seeds, run->seed);
+}
+
 /* The repro line of every verified case: this verify again (DIR absolute), as `run`'s repro cannot
  * run an external kernel. malloc'ed; NULL out of memory (then run's form). */
 static char *verify_again(int argc, char **argv, const char *dir)
@@ -212,7 +232,7 @@ int moects_cmd_verify(int argc, char **argv)
     }
     moects_run *run = moects__resultset_run(s);
     moects__run_metadata(run);
-    if (run->n) run->seed = run->v[0].seed;
+    mixed_seeds(run);
     const moects_kernel *kp = &o.k;
     char *again = verify_again(argc, argv, o.dir);
     moects_tap_opts to = {.version = o.tapv, .verbose = o.verbose, .empty_reason = "no exported case",

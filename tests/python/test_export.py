@@ -175,3 +175,24 @@ def test_verify_refuses_an_edited_reference(tmp_path, build_dir):
     r = subprocess.run([moects_bin, "verify", str(tmp_path), "--bound", "24"], capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.strip() == (
         "moects verify: %s: ref.moe_gemm.fast_v9: not a recipe of the case's op" % f), r.stderr
+
+
+def test_verify_names_the_seeds_of_a_mixed_directory(tmp_path, build_dir):
+    """Files exported with seeds 1 and 7 into one directory, each written back with its reference:
+    both pass, each result keeps its own seed, and the summary and stderr say the seeds differ."""
+    import subprocess
+    a, b = "ep_gather/kimi-k3/tp8/t16", "ep_gather/deepseek-v3/tp8/t16"
+    assert moects.export(str(tmp_path), a, tier="all", seed=1) == 1
+    assert moects.export(str(tmp_path), b, tier="all", seed=7) == 1
+    for cid in (a, b):
+        f = cid.replace("/", "__")
+        t, m = st.load(str(tmp_path / (f + ".safetensors")))
+        st.save(str(tmp_path / (f + ".out.safetensors")), {"out": t["ref.ep_gather.fma_v1"]}, {"out": "BF16"})
+    moects_bin = os.path.join(build_dir, "bin", "moects")
+    r = subprocess.run([moects_bin, "verify", str(tmp_path), "--out", str(tmp_path / "rep")], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "the files hold seeds 1, 7" in r.stderr or "the files hold seeds 7, 1" in r.stderr, r.stderr
+    with open(tmp_path / "rep" / "results.json") as fh:
+        assert {x["case"]: x["seed"] for x in json.load(fh)["results"]} == {a: 1, b: 7}
+    assert "files of seeds" in (tmp_path / "rep" / "summary.md").read_text()
