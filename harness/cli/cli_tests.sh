@@ -158,6 +158,25 @@ plugin)
     [ $? -eq 2 ] || fail "wrong ABI: exit status not 2"
     grep -q "abi_version" err.txt && grep -q "$(basename "$plugin")" err.txt || { cat err.txt; fail "wrong ABI message"; }
     [ "$(wc -l < err.txt)" -eq 1 ] || fail "more than one error line"
+    # a descriptor that declares no recipe, bound or tolerance, or a bound of 99 bits, is refused at load
+    for decl in '.recipe = 0' '.acc = {99, 0}'; do
+        cat > undeclared.c <<EOF
+#include "moects_kernel.h"
+static int ok(const void *s, char *w, size_t n) { (void)s, (void)w, (void)n; return 1; }
+static int run(const void *s, const void *a, void *st) { (void)s, (void)a, (void)st; return 0; }
+static const moects_kernel k = {.abi_version = MOECTS_KERNEL_ABI_VERSION, .name = "u.k", .op = MOECTS_OP_MOE_GEMM,
+    .device = MOECTS_DEVICE_CPU, .supports = ok, .run = run, $decl};
+static const moects_kernel *const v[] = {&k};
+const moects_kernel *const *moects_plugin_kernels(size_t *n) { *n = 1; return v; }
+EOF
+        ${CC:-cc} -shared -fPIC -I"$root/gpu" -I"$root/ref" -o undeclared.so undeclared.c || fail "cannot build undeclared.so"
+        "$moects" run --kernel-lib ./undeclared.so --out u > /dev/null 2> err.txt
+        [ $? -eq 2 ] && [ "$(wc -l < err.txt)" -eq 1 ] && [ ! -e u ] || { cat err.txt; fail "$decl: not refused at load"; }
+        case $decl in
+        .recipe*) grep -q "undeclared.so: kernel 0 (u.k): declare a recipe, a bound (acc.bits) or a tolerance" err.txt ;;
+        *) grep -q "undeclared.so: kernel 0 (u.k): acc: bits 99, truncation 0: bits 2..64" err.txt ;;
+        esac || { cat err.txt; fail "$decl: message"; }
+    done
     # a kernel that refuses every case it is given fails (UNSUPPORTED is a gap, never a pass)
     # shellcheck disable=SC2046
     MOECTS_PLUGIN_EXAMPLE_BUG=refuse_all "$moects" run --out out --kernel-lib "$plugin" --kernel plugin.ep_gather \

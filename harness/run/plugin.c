@@ -1,6 +1,7 @@
 /* plugin.c: out-of-tree kernels (`moects run --kernel-lib path.so`, DESIGN.md "GPU side"): a
  * shared library exporting MOECTS_PLUGIN_SYMBOL, which returns its kernel descriptors. */
 #include <dlfcn.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,8 +44,18 @@ static int check_kernel(const char *path, size_t i, const moects_kernel *k, char
         snprintf(err, errlen, "%s: kernel %zu (%s): recipe: unknown \"%s\"", path, i, name, k->recipe);
         return -1;
     }
-    if (!k->recipe && !(k->abi_version >= 2 && k->acc.bits > 0) && !(k->tol.max_calc_diff >= 0)) {
-        snprintf(err, errlen, "%s: kernel %zu (%s): tol: no recipe and no valid tolerance", path, i, name);
+    const int bound = k->abi_version >= 2 && (k->acc.bits || k->acc.truncation);
+    if (!k->recipe && bound &&
+        (k->acc.bits < 2 || k->acc.bits > 64 || (k->acc.truncation != 0 && k->acc.truncation != 1))) {
+        snprintf(err, errlen, "%s: kernel %zu (%s): acc: bits %u, truncation %d: bits 2..64 (the accumulator's "
+                 "significand, 24 for FP32), truncation 0 (round to nearest) or 1", path, i, name, k->acc.bits,
+                 k->acc.truncation);
+        return -1;
+    }
+    const int tol = k->tol.max_calc_diff > 0 || k->tol.max_ulp > 0;
+    if (!k->recipe && !bound && (!tol || !(k->tol.max_calc_diff >= 0) || isinf(k->tol.max_calc_diff))) {
+        snprintf(err, errlen, "%s: kernel %zu (%s): declare a recipe, a bound (acc.bits) or a tolerance "
+                 "(tol.max_calc_diff finite >= 0, tol.max_ulp; not both 0)", path, i, name);
         return -1;
     }
     return 0;
