@@ -880,11 +880,13 @@ void moects_bad_arg(const char *cmd, const char *arg, const char *const *valued)
  * name: remove it and die of the signal; the previous reports stay whole. Workers die with us
  * (PR_SET_PDEATHSIG). */
 static char klog_tmp[4200]; /* OUT/kernels.log while the run writes it; renamed with the other reports */
+static char int_note[9000]; /* the line said on stderr when interrupted (written ahead: a handler formats nothing) */
 static void (*old_sig[3])(int);
 static const int int_sigs[3] = {SIGINT, SIGTERM, SIGHUP};
 static void on_interrupt(int sig)
 {
     if (klog_tmp[0]) unlink(klog_tmp);
+    if (int_note[0] && write(2, int_note, strlen(int_note)) < 0) int_note[0] = '\0';
     signal(sig, SIG_DFL);
     raise(sig);
 }
@@ -1221,6 +1223,8 @@ static int run_execute(run_ctx *x)
         klog_tmp[0] = '\0';
         return bad(o, "--out %s", err);
     }
+    snprintf(int_note, sizeof int_note, "\nmoects run: interrupted: the results so far are in %s/%s (--resume %s "
+             "continues the run); any other report there is an earlier run's\n", x->outdir, MOECTS_JOURNAL, x->outdir);
     for (int i = 0; i < 3; i++) old_sig[i] = signal(int_sigs[i], on_interrupt); /* restored by run_free */
     moects_runner_opts ro = {.cases = x->cases, .ncases = x->ncases, .kernels = x->kernels, .nkernels = x->nk,
                              .seed = o->seed, .timeout_s = o->timeout, .jobs = x->jobs, .perf = o->perf,

@@ -623,8 +623,10 @@ EOF
     cp out/kernels.log before.log && cp out/summary.md before.md
     [ -s before.log ] || fail "no kernel log to keep"
     timeout -s INT 2 "$moects" run --out out --kernel-lib "$plugin" --kernel plugin.mutant.hang --timeout 60 \
-        ep_gather/regression/block-divides-h/h3584/t64 > /dev/null 2>&1
+        ep_gather/regression/block-divides-h/h3584/t64 > /dev/null 2> int.err
     [ $? -eq 124 ] || fail "the interrupted run did not run into timeout"
+    grep -qx "moects run: interrupted: the results so far are in out/results.journal (--resume out continues the run); \
+any other report there is an earlier run's" int.err || { cat int.err; fail "no line saying the run was interrupted"; }
     cmp -s before.log out/kernels.log || fail "an interrupted run changed kernels.log"
     cmp -s before.md out/summary.md || fail "an interrupted run changed summary.md"
     ls out | grep -q tmp && { ls out; fail "temp file left in --out"; }
