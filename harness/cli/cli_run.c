@@ -1351,6 +1351,13 @@ static int run_status(run_ctx *x, size_t nunj, long klines)
                 x->klog);
     report_not_run(run, x->kernels, x->nk);
     if (!x->o.nkernel_globs) refused_hint(run, x->kernels, x->nk);
+    if (x->nmissing)
+        fprintf(stderr, "moects run: --cases %s: %zu must-pass id%s not registered (first: %s): the run fails; "
+                "summary.md lists them\n", x->mfile ? x->mfile : "", x->nmissing, x->nmissing == 1 ? "" : "s",
+                x->missing[0]);
+    if (nunj)
+        fprintf(stderr, "moects run: %zu must-pass case%s not judged (no honest kernel passed or failed %s): the run "
+                "fails; summary.md lists them\n", nunj, nunj == 1 ? "" : "s", nunj == 1 ? "it" : "them");
     verdict_line(run, x->kernels, x->nk, x->nknown, rc, x->outdir);
     return rc;
 }

@@ -55,8 +55,10 @@ prove_mustpass)
     { cat a.txt; echo "ep_gather/no-such-model/tp1/t1"; } > c.txt
     prove --exec "$moects run --out $work/out --cases" c.txt > prove2.log 2>&1 &&
         fail "prove passed with an unregistered must-pass id"
-    "$moects" run --out out --cases c.txt > c.tap 2>/dev/null
+    "$moects" run --out out --cases c.txt > c.tap 2> c.err
     [ $? -eq 1 ] || fail "exit status not 1 for a missing must-pass id"
+    grep -qx "moects run: --cases c.txt: 1 must-pass id not registered (first: ep_gather/no-such-model/tp1/t1): the \
+run fails; summary.md lists them" c.err || { cat c.err; fail "stderr does not say why the run fails"; }
     grep -q "^not ok .* must-pass case ep_gather/no-such-model/tp1/t1 is not registered (c.txt)" c.tap ||
         fail "missing id not named"
     ;;
