@@ -88,7 +88,10 @@ static int describe(char *const *specs, size_t n, const char *lib, char **out, c
         int m = snprintf(err, errlen, "%s -m moects._worker --describe failed (%s%d)%s%s", py,
                          WIFEXITED(st) ? "exit " : "signal ", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st),
                          last[0] ? ": " : "", last);
-        if (m >= 0 && (size_t)m < errlen && strstr(last, "No module named 'moects'"))
+        /* "No module named 'moects'", or "No module named moects._worker" when a folder named moects
+         * in the working directory (a checkout) shadows the package */
+        if (m >= 0 && (size_t)m < errlen &&
+            (strstr(last, "No module named 'moects") || strstr(last, "No module named moects")))
             no_package_hint(py, err + m, errlen - (size_t)m);
         return -1;
     }

@@ -107,3 +107,22 @@ def test_gate_repro_lines_carry_kernel_py(build_dir, tmp_path):
     assert any("'*/regression/*'" in l for l in lines) and not any("/-/" in l for l in lines), lines
     again = subprocess.run(shlex.split(runs[0]), capture_output=True, text=True, cwd="/")
     assert again.returncode == 1 and "not ok" in again.stdout, again.stdout + again.stderr
+
+
+def test_no_package_says_how_to_fix(build_dir, tmp_path):
+    """--kernel-py where the Python cannot import the moects package: exit 2, one line saying to set
+    PYTHONPATH (or MOECTS_PYTHON); also when a folder named moects in the working directory (a checkout
+    of that name) shadows it, where Python says "No module named moects._worker"."""
+    moects_bin = os.path.join(build_dir, "bin", "moects")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.setdefault("MOECTS_PYTHON", sys.executable)
+    spec = os.path.join(ROOT, "examples", "numpy_moe_gemm.py") + ":kernel"
+    for shadow in (False, True):
+        if shadow:
+            (tmp_path / "moects").mkdir()
+        r = subprocess.run([moects_bin, "run", "--kernel-py", spec, "--out", str(tmp_path / "o"),
+                            "moe_gemm.w4a16/regression/moe-layouts/*"], capture_output=True, text=True, env=env,
+                           cwd=str(tmp_path))
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert "cannot import the moects package: set PYTHONPATH=%s/python" % ROOT in r.stderr, r.stderr
+        assert not (tmp_path / "o").exists()
