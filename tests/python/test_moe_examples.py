@@ -37,6 +37,12 @@ def test_moe_gemm_shape_and_tensors():
     assert a["masked_m"].shape == (6,) and a["out"].shape == (6, s["M"], s["N"])
 
 
+def same_row(case, r):
+    """Whether the reference's row r + 1 holds row r's bits (then copying r over it changes nothing)."""
+    ref = np.asarray(case.reference()).reshape(-1, case.shape["N"])
+    return np.array_equal(ref[r].view(np.uint8), ref[r + 1].view(np.uint8))
+
+
 def triggers(case):
     """{mutant: whether its bug changes this case's output}, from the inputs alone."""
     s, a = case.shape, case.args()
@@ -46,6 +52,7 @@ def triggers(case):
     sb = np.asarray(a["sb"]).reshape(s["E"], -1)
     n = np.asarray(a["masked_m"]).astype(int) if s["rows"] == "masked" else None
     off = np.asarray(a["expert_offsets"]).astype(int) if s["rows"] == "offsets" else None
+    valid = set(int(r) for g in rows for r in g)
     return {"one_alpha": any(a["alpha"][e] != a["alpha"][0] for e in used),
             "expert0_scales": any(e > 0 and not np.array_equal(sb[e], sb[0]) for e in used),
             "swizzle_as_linear": s["scale_layout"] == "swizzled_128x4" and bool(used),
@@ -55,7 +62,11 @@ def triggers(case):
             # an expert's first row goes to the expert before the first offset equal to its own
             "offsets_left": off is not None and any((int(np.argmax(off == off[e])) - 1) % s["E"] != e for e in used),
             # FP16 partial sums (11 bits) miss a 24-bit bound by far; BF16 outputs may round it away
-            "fp16_acc": bool(used) if s["out_dtype"] == "F32" else None}
+            "fp16_acc": bool(used) if s["out_dtype"] == "F32" else None,
+            # the row after an expert's last is another expert's compared row (no padding between), and
+            # not already equal to it (same bits: a copy changes nothing)
+            "row_past_end": any(len(rows[e]) and rows[e][-1] + 1 in valid and
+                                not same_row(case, rows[e][-1]) for e in used)}
 
 
 def test_numpy_moe_gemm_and_its_mutants(build_dir, tmp_path):
@@ -69,9 +80,10 @@ def test_numpy_moe_gemm_and_its_mutants(build_dir, tmp_path):
     hashed = {x["case"]: set(x.get("input_xxh64", {})) for x in results}
     reasons = {x["case"]: x["reason"] for x in results if x["kernel"] == "numpy.moe_gemm.dequant_matmul"}
     cases = list(moects.cases("moe_gemm*"))
-    assert len(cases) == 48 + 30  # 23 models, 25 regressions; moe-layouts: 4 formats x 3 rows x 2 outputs + 6 W4A16-NVFP4
+    # 23 models, 25 regressions; moe-layouts: 4 formats x 3 rows x 2 outputs + 6 W4A16-NVFP4 + 4 formats x 2 no-padding
+    assert len(cases) == 48 + 38
     caught = {m: 0 for m in ("one_alpha", "expert0_scales", "swizzle_as_linear", "offsets_shifted", "masked_cumsum",
-                             "offsets_left", "fp16_acc")}
+                             "offsets_left", "fp16_acc", "row_past_end")}
     for c in cases:
         assert res[("numpy.moe_gemm.dequant_matmul", c.id)] == "PASS_BOUNDED", c.id
         # input hashes name the case's tensors: W4A16 has no A scales (once hashed as "(null)")
