@@ -520,8 +520,8 @@ static void judge_one(worker_state *ws, const moects_case *c, const moects_kerne
     } else {
         r->verdict = moects_within_tolerance(&cr, k->tol.max_calc_diff, k->tol.max_ulp, r->reason, sizeof r->reason)
                          ? MOECTS_PASS_TOLERANCE : MOECTS_FAIL_MISMATCH;
-        if (r->verdict == MOECTS_FAIL_MISMATCH && cr.first_unbounded >= 0) unbounded_at(in, got, ws->ref[recipe],
-                                                                                         cr.first_unbounded, r);
+        if (r->verdict == MOECTS_FAIL_MISMATCH && cr.first_unbounded >= 0)
+            unbounded_at(in, got, ws->ref[recipe], cr.first_unbounded, r);
     }
     if (moects_verdict_is_pass(r->verdict) && in->op == MOECTS_OP_MOE_GEMM && in->valid_rows == 0 &&
         !strstr(r->reason, "nothing compared")) {
