@@ -91,27 +91,30 @@ Test(bounded, honest_kernels_pass_exact_or_bounded)
     }
 }
 
+/* Kernel k (wrapped ones in mode m) on case c: the result, whose verdict must be want. */
+static moects_result judged(const moects_case *c, const moects_kernel *k, int m, moects_verdict want)
+{
+    moects_result r;
+    mode = m;
+    moects_runner_task(c, k, 1, 0, &r);
+    cr_assert_eq(r.verdict, want, "%s %s", moects_verdict_name(r.verdict), r.reason);
+    return r;
+}
+
 /* Writes into padding rows are the kernel's business: not compared, under either verdict. */
 Test(bounded, invalid_rows_are_not_compared)
 {
-    moects_result r;
     moects_case c = small_case(MOECTS_MOE_MXFP4);
-    mode = 0;
-    moects_runner_task(&c, &exact_k, 1, 0, &r);
-    cr_expect_eq(r.verdict, MOECTS_PASS_EXACT, "%s %s", moects_verdict_name(r.verdict), r.reason);
-    moects_runner_task(&c, &bounded_k, 1, 0, &r);
-    cr_expect_eq(r.verdict, MOECTS_PASS_BOUNDED, "%s %s", moects_verdict_name(r.verdict), r.reason);
+    judged(&c, &exact_k, 0, MOECTS_PASS_EXACT);
+    judged(&c, &bounded_k, 0, MOECTS_PASS_BOUNDED);
 }
 
 /* One valid element 2^-8 relative (plus 1) off: outside its bound; the reason names element 0 (row 0:
  * expert 0's first row, column 0) and its bound. */
 Test(bounded, a_failure_names_the_worst_element_and_its_bound)
 {
-    moects_result r;
     moects_case c = small_case(MOECTS_MOE_W4A16);
-    mode = 1;
-    moects_runner_task(&c, &bounded_k, 1, 0, &r);
-    cr_expect_eq(r.verdict, MOECTS_FAIL_MISMATCH, "%s %s", moects_verdict_name(r.verdict), r.reason);
+    moects_result r = judged(&c, &bounded_k, 1, MOECTS_FAIL_MISMATCH);
     cr_expect_not_null(strstr(r.reason, "1 elements outside their bounds; worst: (expert 0, row 0, col 0), element 0, "
                                                  "|got - exact| "), "%s",
                        r.reason);
@@ -127,17 +130,12 @@ Test(bounded, a_failure_names_the_worst_element_and_its_bound)
  * the first mismatch and what the pattern names. */
 Test(bounded, mismatches_are_the_elements_outside_their_bounds)
 {
-    moects_result r;
     moects_case c = small_case(MOECTS_MOE_W4A16);
-    mode = 2;
-    moects_runner_task(&c, &bounded_k, 1, 0, &r);
-    cr_assert_eq(r.verdict, MOECTS_PASS_BOUNDED, "%s %s", moects_verdict_name(r.verdict), r.reason);
+    moects_result r = judged(&c, &bounded_k, 2, MOECTS_PASS_BOUNDED);
     cr_expect_eq(r.max_ulp, 1);
     cr_expect_eq(r.mismatches, 0);
     cr_expect_eq(r.first_index, -1);
-    mode = 3;
-    moects_runner_task(&c, &bounded_k, 1, 0, &r);
-    cr_assert_eq(r.verdict, MOECTS_FAIL_MISMATCH, "%s %s", moects_verdict_name(r.verdict), r.reason);
+    r = judged(&c, &bounded_k, 3, MOECTS_FAIL_MISMATCH);
     cr_expect_eq(r.mismatches, 1);
     cr_expect_eq(r.first_index, 5327);
     cr_expect_eq(r.diag.nfirst, 1);
@@ -154,14 +152,9 @@ Test(bounded, mismatches_are_the_elements_outside_their_bounds)
  * row 5, col 7), got 0x7f800000 (inf). The other elements are one ULP off (mode 4 includes mode 2). */
 Test(bounded, a_tolerance_failure_names_its_inf_and_where)
 {
-    moects_result r;
     moects_case c = small_case(MOECTS_MOE_W4A16);
-    mode = 2;
-    moects_runner_task(&c, &tol_k, 1, 0, &r);
-    cr_assert_eq(r.verdict, MOECTS_PASS_TOLERANCE, "%s %s", moects_verdict_name(r.verdict), r.reason);
-    mode = 4;
-    moects_runner_task(&c, &tol_k, 1, 0, &r);
-    cr_assert_eq(r.verdict, MOECTS_FAIL_MISMATCH, "%s %s", moects_verdict_name(r.verdict), r.reason);
+    judged(&c, &tol_k, 2, MOECTS_PASS_TOLERANCE);
+    moects_result r = judged(&c, &tol_k, 4, MOECTS_FAIL_MISMATCH);
     cr_expect_not_null(strstr(r.reason, "a NaN or Inf against another value (first at element 5327); there (expert "
                                         "2, row 5, col 7): got 0x7f800000 (inf), want "),
                        "%s", r.reason);
