@@ -270,7 +270,8 @@ int moects_layout_exists(const moects_model *m, int tp, int ep, char *why, size_
     }
     if (tp) {
         if (m->moe_intermediate_size < 1 || m->moe_intermediate_size % tp) {
-            snprintf(why, whylen, "moe_intermediate_size %lld is not divisible by %d",
+            snprintf(why, whylen, "the expert width %lld (moe_intermediate_size, or intermediate_size where a "
+                     "config has none) is not divisible by %d",
                      (long long)m->moe_intermediate_size, tp);
             return 0;
         }

@@ -248,7 +248,8 @@ Test(coverage, prelaunch_layout_the_model_cannot_have_is_usage_error, .init = se
     }
     char *e = slurp(errfile), want[2048];
     snprintf(want, sizeof want,
-             "%s: --tp 3: moe_intermediate_size 14336 is not divisible by 3\n"
+             "%s: --tp 3: the expert width 14336 (moe_intermediate_size, or intermediate_size where a config has "
+             "none) is not divisible by 3\n"
              "%s: --ep 16: more EP ranks than the 8 routed experts\n"
              "%s: --ep 3: the derivation's EP sizes are 2, 4, 8, 16, 32, 64\n"
              "%s: --tp 32: the derivation's TP sizes are 1, 2, 4, 8, 16\n"

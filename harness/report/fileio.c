@@ -160,7 +160,7 @@ int moects_dir_writable(const char *dir, char *err, size_t errlen)
     }
     int fd = mkstemp(p);
     if (fd < 0) {
-        snprintf(err, errlen, "%s: not writable: %s", dir, strerror(errno));
+        snprintf(err, errlen, "%s: not writable (cannot create a file there: %s)", dir, strerror(errno));
         return -1;
     }
     close(fd);
