@@ -58,9 +58,9 @@
  *   }
  *
  * Number conventions: a u64 (seed, max_ulp) is a JSON integer when below 2^53 (exact in every JSON
- * reader, JavaScript included), else its decimal digits as a string: UINT64_MAX (a NaN or
- * Inf against another value) is "18446744073709551615". A double is written with the fewest digits that read back
- * to the same bits, always with a '.' or an exponent (so -0.0 keeps its sign); NaN and the
+ * reader, JavaScript included), else its decimal digits as a string: UINT64_MAX (a NaN or Inf
+ * against another value) is "18446744073709551615". A double is written with the fewest digits that
+ * read back to the same bits, always with a '.' or an exponent (so -0.0 keeps its sign); NaN and the
  * infinities, which JSON lacks, are the strings "nan", "inf", "-inf". The reader accepts either
  * form of each. Unknown keys, wrong types, missing keys (all but the optional ones) and duplicate
  * (kernel, case) pairs are errors: "path: results[3].max_ulp: missing". One result per line in the

@@ -34,12 +34,13 @@ def unfused_saxpy(shape, t):
 
 def fails_tolerance(got, want, dtype, max_calc_diff=1e-4):
     """The tolerance verdict, from DESIGN.md "Verdicts": True when outside it."""
-    g = ne.bf16_to_f32(got) if dtype == "BF16" else np.asarray(got, dtype=np.float32)
-    w = ne.bf16_to_f32(want) if dtype == "BF16" else np.asarray(want, dtype=np.float32)
-    g, w = g.astype(np.float64).ravel(), w.astype(np.float64).ravel()
-    differ = (np.asarray(got).view(np.uint16 if dtype == "BF16" else np.uint32) !=
-              np.asarray(want).view(np.uint16 if dtype == "BF16" else np.uint32)).ravel()
-    differ &= ~(np.isnan(g) & np.isnan(w))
+    bits = np.uint16 if dtype == "BF16" else np.uint32
+
+    def value(x):  # float64, flat
+        return (ne.bf16_to_f32(x) if dtype == "BF16" else np.asarray(x, dtype=np.float32)).astype(np.float64).ravel()
+
+    g, w = value(got), value(want)
+    differ = (np.asarray(got).view(bits) != np.asarray(want).view(bits)).ravel() & ~(np.isnan(g) & np.isnan(w))
     if np.any(differ & ~(np.isfinite(g) & np.isfinite(w))):
         return True  # a NaN or an Inf against another value: no bounded distance
     fin = np.isfinite(g) & np.isfinite(w)
