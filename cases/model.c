@@ -314,8 +314,10 @@ static void describe_quant(const json_t *root, const json_t *sec, char *dst, siz
 static int load_hf(ctx *c, const json_t *root, moects_model *m)
 {
     const json_t *family = json_object_get(root, "model_type");
-    if (json_is_string(family))
+    if (json_is_string(family)) { /* the file's bytes: made one line, as every error is */
         snprintf(c->family, sizeof c->family, " (model_type %.60s)", json_string_value(family));
+        moects__oneline(c->family);
+    }
     /* Multimodal configs nest the language model (Kimi K3: text_config). */
     static const char *const nests[] = {"text_config", "language_config", "llm_config", "thinker_config", NULL};
     const json_t *sec = root;
