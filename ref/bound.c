@@ -151,62 +151,153 @@ static double ulp_out(double v, int bf16)
     return ldexp(1.0, (e > -126 ? e : -126) - (bf16 ? 7 : 23));
 }
 
-int moects__bound_job(const moects__gemm_job *j, const void *a, moects__a_kind kind, const uint8_t *b, uint32_t bits,
-                      int truncation, double *bound)
+/* The sign bit of element k of row r of an operand, in bit 63 (branch-free, per kind). */
+static inline uint64_t sign_of(moects__a_kind kind, const void *x, int64_t K, int64_t r, int64_t k)
+{
+    if (kind == MOECTS__A_E4M3) return (uint64_t)(((const uint8_t *)x)[r * K + k] >> 7) << 63;
+    if (kind == MOECTS__A_BF16) return (uint64_t)(((const uint16_t *)x)[r * K + k] >> 15) << 63;
+    return (uint64_t)((((const uint8_t *)x)[r * moects__cdiv(K, 2) + k / 2] >> (4 * (k & 1) + 3)) & 1) << 63;
+}
+
+/* Row r of an operand with its signs: out[k] = abs[k] (abs_row's) times the signs of k's code and
+ * of its block's scale; sq[k] = abs[k]^2. */
+static void signed_row(moects__a_kind kind, const void *x, int64_t K, int64_t g, int64_t r, const float *sc, int64_t cs,
+                       const double *abs, double *out, double *sq)
+{
+    for (int64_t b = 0, k = 0; k < K; b++) {
+        const uint64_t ssc = (uint64_t)(signbit(sc[b * cs]) != 0) << 63;
+        const int64_t k1 = K - k < g ? K : k + g;
+#define SIGNED_LOOP(KIND)                                                                          \
+    for (; k < k1; k++) {                                                                          \
+        uint64_t u;                                                                                \
+        memcpy(&u, &abs[k], sizeof u);                                                             \
+        u ^= ssc ^ sign_of(KIND, x, K, r, k);                                                      \
+        memcpy(&out[k], &u, sizeof u);                                                             \
+        sq[k] = abs[k] * abs[k];                                                                   \
+    }
+        if (kind == MOECTS__A_FP4) SIGNED_LOOP(MOECTS__A_FP4)
+        else if (kind == MOECTS__A_E4M3) SIGNED_LOOP(MOECTS__A_E4M3)
+        else SIGNED_LOOP(MOECTS__A_BF16)
+#undef SIGNED_LOOP
+    }
+}
+
+/* v rounded up to float. */
+static float up_f(double v)
+{
+    float f = (float)v;
+    return (double)f < v ? nextafterf(f, INFINITY) : f;
+}
+
+/* What every element of a job shares. */
+typedef struct {
+    double rel, s_up, alpha, max_out, sig_rel;
+    int bf16;
+} elem_consts;
+
+/* Element (m, n)'s bound (and with st, its check inputs) from its dgemm sums: sm = sum |A'||B'|,
+ * xm = sum A'B', qm = sum (A'B')^2 (unused without st); sa, sb: the rows' abs_row stats. */
+static void element(const moects__gemm_job *j, const elem_consts *c, double *bound, const moects_bound_stats *st,
+                    int64_t m, int64_t n, int64_t o, double sm, double xm, double qm, const double *sa, const double *sb)
+{
+    const int64_t K = j->K;
+    const int nan = j->nan_a[m] || j->nan_b[n] || isnan(j->alpha); /* exact_v1 is NaN */
+    if (nan) {
+        bound[o] = 0.0;
+        if (st->x) st->x[o] = 0.0, st->det[o] = INFINITY, st->sigma[o] = 0.0f;
+        return;
+    }
+    double S = sm * c->s_up;
+    /* absolute underflow allowances: dequantizing either operand, each product, the block-scale
+     * product (|p_b| <= max|dec A| * sum|dec B| over all blocks), alpha */
+    double under = ETA * 2.0 * (sa[0] + sb[0] + (double)K + sa[2] * sb[1] + 1.0);
+    double acc = c->alpha * (c->rel * S + under) + ETA; /* the accumulation term */
+    double e = acc + ulp_out(c->alpha * S + acc, c->bf16); /* half an output ULP on each side */
+    e *= 1.0 + 0x1p-40;                                    /* the rounding of this formula in double */
+    const int ok = isfinite(S) && S < 0x1p127 && c->alpha * S + e < c->max_out;
+    bound[o] = ok ? e : INFINITY;
+    if (!st->x) return;
+    if (!ok) {
+        st->x[o] = 0.0, st->det[o] = INFINITY, st->sigma[o] = 0.0f;
+        return;
+    }
+    /* x: the dgemm's error (terms of either sign: gamma_K(2^-53) S) and the alpha multiply's */
+    double x = (double)j->alpha * xm, xerr = c->alpha * gamma_n((double)K, 0x1p-53) * S * c->s_up + fabs(x) * 0x1p-52;
+    double sigma = c->alpha * c->sig_rel * sqrt(qm * c->s_up);
+    st->x[o] = x;
+    st->det[o] = up_f((c->alpha * under + ETA + xerr) * (1.0 + 0x1p-40));
+    st->sigma[o] = up_f(sigma * (1.0 + 0x1p-40));
+}
+
+/* One chunk's sums: pm[q] = A[q] B[q]^T for q < nmat (|.|, signed, squared), [mm][nn]. */
+static void chunk_dgemms(int nmat, int64_t mm, int64_t nn, int64_t K, int64_t mc, int64_t nc, const double *ad,
+                         const double *bd, double *pm)
+{
+    for (int q = 0; q < nmat; q++) {
+        if (K > 0)
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mm, (int)nn, (int)K, 1.0, ad + q * mc * K, (int)K,
+                        bd + q * nc * K, (int)K, 0.0, pm + q * mc * nc, (int)nn);
+        else
+            memset(pm + q * mc * nc, 0, (size_t)(mm * nn) * sizeof(double));
+    }
+}
+
+int moects__bound_job(const moects__gemm_job *j, const void *a, moects__a_kind kind, const uint8_t *b,
+                      const moects__bound_req *bq, int64_t row0)
 {
     const int64_t M = j->M, N = j->N, K = j->K, g = j->g, nkb = moects__cdiv(K, g);
     if (M == 0 || N == 0) return 0;
-    const int bf16 = j->out_dtype == MOECTS_BF16;
-    const double u = ldexp(1.0, truncation ? 1 - (int)bits : -(int)bits), us = 0x1p-24;
-    const double rel = (1.0 + gamma_n((double)K + 1.0, u)) * (1.0 + gamma_n(4.0, us)) - 1.0;
-    const double s_up = 1.0 + 2.0 * gamma_n((double)K, 0x1p-53), alpha = fabs((double)j->alpha);
-    const double max_out = bf16 ? 0x1.fep127 : 0x1.fffffep127;
-    const int64_t nc = N < NCHUNK ? N : NCHUNK;
-    double *ad = malloc((size_t)(M * K + 1) * sizeof(double)), *bd = malloc((size_t)(nc * K + 1) * sizeof(double));
-    double *sm = malloc((size_t)(M * nc + 1) * sizeof(double)), *sta = malloc((size_t)(M * 3 + 1) * sizeof(double));
+    const double u = ldexp(1.0, bq->truncation ? 1 - (int)bq->bits : -(int)bq->bits), us = 0x1p-24;
+    const elem_consts c = {(1.0 + gamma_n((double)K + 1.0, u)) * (1.0 + gamma_n(4.0, us)) - 1.0,
+                           1.0 + 2.0 * gamma_n((double)K, 0x1p-53), fabs((double)j->alpha),
+                           j->out_dtype == MOECTS_BF16 ? 0x1.fep127 : 0x1.fffffep127,
+                           gamma_n((double)K + 1.0, u) + gamma_n(5.0, us), j->out_dtype == MOECTS_BF16};
+    /* the request's arrays from this job's first row */
+    const moects_bound_stats *rs = bq->st;
+    const int64_t o0 = row0 * N;
+    moects_bound_stats out = {rs ? rs->x + o0 : NULL, rs ? rs->det + o0 : NULL, rs ? rs->sigma + o0 : NULL};
+    const int nmat = rs ? 3 : 1;
+    const int64_t mc = M < NCHUNK ? M : NCHUNK, nc = N < NCHUNK ? N : NCHUNK;
+    double *ad = malloc((size_t)(nmat * mc * K + 1) * sizeof(double)), *bd = malloc((size_t)(nmat * nc * K + 1) * sizeof(double));
+    double *pm = malloc((size_t)(nmat * mc * nc + 1) * sizeof(double)), *sta = malloc((size_t)(mc * 3 + 1) * sizeof(double));
     double *stb = malloc((size_t)(nc * 3 + 1) * sizeof(double));
     int rc = -1;
-    if (!ad || !bd || !sm || !sta || !stb) goto out;
+    if (!ad || !bd || !pm || !sta || !stb) goto out;
     abs_lut la, lb;
     const char *cap = getenv("MOECTS_FP4_REF_ISA"); /* "c": abs_row only (tests) */
     __builtin_cpu_init();
     const int avx2 = !(cap && !strcmp(cap, "c")) && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     abs_lut_init(&la, kind);
     abs_lut_init(&lb, MOECTS__A_FP4);
-    for (int64_t m = 0; m < M; m++) abs_row(kind, &la, a, K, g, m, j->sa + m * nkb, 1, ad + m * K, sta + m * 3);
-    for (int64_t n0 = 0; n0 < N; n0 += nc) {
-        const int64_t nn = N - n0 < nc ? N - n0 : nc;
-        for (int64_t jn = 0; jn < nn; jn++)
-            if (!avx2 || !abs_row_fp4_avx2(&lb, b, K, g, n0 + jn, j->sbt + n0 + jn, N, bd + jn * K, stb + jn * 3))
-                abs_row(MOECTS__A_FP4, &lb, b, K, g, n0 + jn, j->sbt + n0 + jn, N, bd + jn * K, stb + jn * 3);
-        if (K > 0)
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)nn, (int)K, 1.0, ad, (int)K, bd, (int)K,
-                        0.0, sm, (int)nn);
-        else
-            memset(sm, 0, (size_t)(M * nn) * sizeof(double));
-        for (int64_t m = 0; m < M; m++)
+    for (int64_t m0 = 0; m0 < M; m0 += mc) {
+        const int64_t mm = M - m0 < mc ? M - m0 : mc;
+        for (int64_t i = 0; i < mm; i++) {
+            const float *sc = j->sa + (m0 + i) * nkb;
+            abs_row(kind, &la, a, K, g, m0 + i, sc, 1, ad + i * K, sta + i * 3);
+            if (rs) signed_row(kind, a, K, g, m0 + i, sc, 1, ad + i * K, ad + (mc + i) * K, ad + (2 * mc + i) * K);
+        }
+        for (int64_t n0 = 0; n0 < N; n0 += nc) {
+            const int64_t nn = N - n0 < nc ? N - n0 : nc;
             for (int64_t jn = 0; jn < nn; jn++) {
-                double *o = &bound[m * N + n0 + jn];
-                if (j->nan_a[m] || j->nan_b[n0 + jn] || isnan(j->alpha)) { /* exact_v1 is NaN */
-                    *o = 0.0;
-                    continue;
-                }
-                const double *sa = sta + m * 3, *sb = stb + jn * 3;
-                double S = sm[m * nn + jn] * s_up;
-                /* absolute underflow allowances: dequantizing either operand, each product, the
-                 * block-scale product (|p_b| <= max|dec A| * sum|dec B| over all blocks), alpha */
-                double under = ETA * 2.0 * (sa[0] + sb[0] + (double)K + sa[2] * sb[1] + 1.0);
-                double e = alpha * (rel * S + under) + ETA;
-                e += ulp_out(alpha * S + e, bf16); /* half an output ULP on each side */
-                e *= 1.0 + 0x1p-40;                 /* the rounding of this formula in double */
-                *o = isfinite(S) && S < 0x1p127 && alpha * S + e < max_out ? e : INFINITY;
+                const float *sc = j->sbt + n0 + jn;
+                if (!avx2 || !abs_row_fp4_avx2(&lb, b, K, g, n0 + jn, sc, N, bd + jn * K, stb + jn * 3))
+                    abs_row(MOECTS__A_FP4, &lb, b, K, g, n0 + jn, sc, N, bd + jn * K, stb + jn * 3);
+                if (rs) signed_row(MOECTS__A_FP4, b, K, g, n0 + jn, sc, N, bd + jn * K, bd + (nc + jn) * K, bd + (2 * nc + jn) * K);
             }
+            chunk_dgemms(nmat, mm, nn, K, mc, nc, ad, bd, pm);
+            for (int64_t i = 0; i < mm; i++)
+                for (int64_t jn = 0; jn < nn; jn++) {
+                    const int64_t p = i * nn + jn;
+                    element(j, &c, bq->bound + o0, &out, m0 + i, n0 + jn, (m0 + i) * N + n0 + jn, pm[p],
+                            rs ? pm[mc * nc + p] : 0.0, rs ? pm[2 * mc * nc + p] : 0.0, sta + i * 3, stb + jn * 3);
+                }
+        }
     }
     rc = 0;
 out:
     free(ad);
     free(bd);
-    free(sm);
+    free(pm);
     free(sta);
     free(stb);
     return rc;

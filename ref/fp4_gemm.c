@@ -555,7 +555,7 @@ static int fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *
         }
     moects__gemm_job j = {M, N, K, g, s->out_dtype, sa, sbt, nan_a, nan_b, a->alpha,
                           want_bw ? out_bw : NULL, want_ex ? out_ex : NULL};
-    int rc = bq ? moects__bound_job(&j, a->a, MOECTS__A_FP4, a->b, bq->bits, bq->truncation, bq->bound)
+    int rc = bq ? moects__bound_job(&j, a->a, MOECTS__A_FP4, a->b, bq, 0)
                 : moects__fp4_gemm_job(&j, a->a, a->b);
     free(buf);
     return rc;
@@ -575,10 +575,17 @@ int moects_ref_fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_ar
     return fp4_gemm(s, a, bw, bw ? a->d : NULL, !bw, bw ? NULL : a->d, NULL);
 }
 
+int moects_ref_fp4_gemm_bound_stats(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a, uint32_t bits,
+                                    int truncation, double *bound, const moects_bound_stats *st)
+{
+    if (bits < 2 || bits > 64 || (truncation != 0 && truncation != 1)) return -1;
+    if (st && (!st->x || !st->det || !st->sigma)) return -1;
+    moects__bound_req bq = {bits, truncation, bound, st};
+    return fp4_gemm(s, a, 0, NULL, 0, NULL, &bq);
+}
+
 int moects_ref_fp4_gemm_bound(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a, uint32_t bits,
                               int truncation, double *bound)
 {
-    if (bits < 2 || bits > 64 || (truncation != 0 && truncation != 1)) return -1;
-    moects__bound_req bq = {bits, truncation, bound};
-    return fp4_gemm(s, a, 0, NULL, 0, NULL, &bq);
+    return moects_ref_fp4_gemm_bound_stats(s, a, bits, truncation, bound, NULL);
 }

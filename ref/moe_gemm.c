@@ -167,8 +167,7 @@ static int run_one(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a
                               : s->format == MOECTS_MOE_W4A16 ? MOECTS__A_BF16
                                                               : MOECTS__A_FP4;
         int64_t row_bytes = kind == MOECTS__A_FP4 ? rb : kind == MOECTS__A_E4M3 ? K : 2 * K;
-        rc = moects__bound_job(&j, at(a->a, r->r0 * row_bytes), kind, b, bq->bits, bq->truncation,
-                               bq->bound + r->r0 * N);
+        rc = moects__bound_job(&j, at(a->a, r->r0 * row_bytes), kind, b, bq, r->r0);
     } else switch (s->format) {
     case MOECTS_MOE_MXFP4:
     case MOECTS_MOE_NVFP4: rc = moects__fp4_gemm_job(&j, at(a->a, r->r0 * rb), b); break;
@@ -214,15 +213,23 @@ int moects_ref_moe_gemm_recipes(const moects_moe_gemm_shape *s, const moects_moe
     return moe_gemm(s, a, out_blockwise != NULL, out_blockwise, out_exact != NULL, out_exact, NULL);
 }
 
+int moects_ref_moe_gemm_bound_stats(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, uint32_t bits,
+                                    int truncation, double *bound, const moects_bound_stats *st)
+{
+    if (!s || !a || bad_shape(s) || bits < 2 || bits > 64 || (truncation != 0 && truncation != 1)) return -1;
+    if (st && (!st->x || !st->det || !st->sigma)) return -1;
+    const int64_t rows = s->rows == MOECTS_ROWS_MASKED ? s->E * s->M : s->M, n = rows * s->N;
+    moects__bound_req bq = {bits, truncation, bound, st};
+    if (rows > 0 && s->N > 0) {
+        if (!bound) return -1;
+        memset(bound, 0, (size_t)n * sizeof(double)); /* invalid rows: 0, not checked */
+        for (int64_t i = 0; st && i < n; i++) st->x[i] = 0.0, st->det[i] = INFINITY, st->sigma[i] = 0.0f;
+    }
+    return moe_gemm(s, a, 0, NULL, 0, NULL, &bq);
+}
+
 int moects_ref_moe_gemm_bound(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, uint32_t bits,
                               int truncation, double *bound)
 {
-    if (!s || !a || bad_shape(s) || bits < 2 || bits > 64 || (truncation != 0 && truncation != 1)) return -1;
-    const int64_t rows = s->rows == MOECTS_ROWS_MASKED ? s->E * s->M : s->M;
-    moects__bound_req bq = {bits, truncation, bound};
-    if (rows > 0 && s->N > 0) {
-        if (!bound) return -1;
-        memset(bound, 0, (size_t)(rows * s->N) * sizeof(double)); /* invalid rows: 0 */
-    }
-    return moe_gemm(s, a, 0, NULL, 0, NULL, &bq);
+    return moects_ref_moe_gemm_bound_stats(s, a, bits, truncation, bound, NULL);
 }

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "moects_exact.h"
+#include "moects_ref.h"
 #include "moects_types.h"
 
 typedef struct {
@@ -28,17 +29,19 @@ int moects__fp4_gemm_job(const moects__gemm_job *j, const uint8_t *a, const uint
  * blockwise_v1 (E4M3 only) rounds each exact partial once to FP32. Returns 0, or -1 out of memory. */
 int moects__wxa_gemm_job(const moects__gemm_job *j, const void *a, moects__a_kind kind, const uint8_t *b);
 
-/* A bound request: the kernel's accumulation class and where the bounds go. */
+/* A bound request: the kernel's accumulation class and where the bounds (and the accumulation
+ * check's arrays, st NULL: not wanted) go, all [rows][N]. */
 typedef struct {
     uint32_t bits;  /* accumulator precision p */
     int truncation; /* 1: truncation, 0: RNE */
-    double *bound;  /* [rows][N] */
+    double *bound;
+    const moects_bound_stats *st;
 } moects__bound_req;
 
-/* The per-element bound of moects_ref_moe_gemm_bound for one job (ref/bound.c) into bound [M][N]
- * at row stride N; j->out_bw, j->out_ex unused. Returns 0, or -1 out of memory. */
-int moects__bound_job(const moects__gemm_job *j, const void *a, moects__a_kind kind, const uint8_t *b, uint32_t bits,
-                      int truncation, double *bound);
+/* The per-element bound of moects_ref_moe_gemm_bound (and st) for one job (ref/bound.c) into rows
+ * row0.. of bq's arrays, row stride N; j->out_bw, j->out_ex unused. Returns 0, or -1 out of memory. */
+int moects__bound_job(const moects__gemm_job *j, const void *a, moects__a_kind kind, const uint8_t *b,
+                      const moects__bound_req *bq, int64_t row0);
 
 /* Run fn(ctx, id, nth) for id = 0..nth-1 on nth = min(units, OpenBLAS's thread count) threads of
  * our own (the caller's thread is id 0), OpenBLAS set to one thread meanwhile and restored after.

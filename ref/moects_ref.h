@@ -103,4 +103,27 @@ int moects_ref_moe_gemm_bound(const moects_moe_gemm_shape *s, const moects_moe_g
 int moects_ref_fp4_gemm_bound(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a, uint32_t bits,
                               int truncation, double *bound);
 
+/* Per-element inputs of the accumulation check (DESIGN.md "Bounded verdicts"), [rows, N] like the
+ * bound. A kernel of class (bits, truncation) outputs y = rnd(x + a + d), where
+ *   x      alpha * sum_k A'_k B'_k, here in double (from a dgemm, like S; two more dgemms in all);
+ *   d      the deterministic rest: |d| <= det (underflow allowances, x's own error);
+ *   a      the accumulation error: with B's signs independent fair coins (the generator's draw)
+ *          and a summation order that does not depend on them, E[a^2] <= sigma^2,
+ *          sigma = |alpha| (gamma(K+1, u) + gamma(5, 2^-24)) sqrt(sum_k (A'_k B'_k)^2)
+ *          (Cauchy-Schwarz over the at most K+1 roundings |delta| <= u, each of a partial sum whose
+ *          expected square is at most that sum of squares; the per-term roundings and alpha's, by
+ *          the same independence; cf. Higham and Mary, SIAM J. Sci. Comput. 41(5), 2019).
+ * So |a| >= |y - x| - half an output ULP at |y| - det for every element. det and sigma are rounded
+ * up to float; det = +Inf where the check does not apply (invalid rows, exact_v1 NaN, bound +Inf). */
+typedef struct {
+    double *x;
+    float *det, *sigma;
+} moects_bound_stats;
+/* moects_ref_moe_gemm_bound and, when st is not NULL, st's three arrays. Same errors; st's
+ * pointers must all be set. */
+int moects_ref_moe_gemm_bound_stats(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, uint32_t bits,
+                                    int truncation, double *bound, const moects_bound_stats *st);
+int moects_ref_fp4_gemm_bound_stats(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a, uint32_t bits,
+                                    int truncation, double *bound, const moects_bound_stats *st);
+
 #endif

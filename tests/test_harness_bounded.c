@@ -159,3 +159,24 @@ Test(bounded, a_tolerance_failure_names_its_inf_and_where)
                                         "2, row 5, col 7): got 0x7f800000 (inf), want "),
                        "%s", r.reason);
 }
+
+/* A kernel that declares FP32 accumulation (24 bits, truncation) but keeps 14 bits,
+ * cpu.mutant.moe_gemm.fast_accum, on a BF16 case of K 7168: its error, some 1% (about u n / sqrt(12)
+ * for n = 224 steps of 32, u = 2^-13), stays inside every element's bound, which holds half a BF16
+ * ULP at sum |terms| (tens of ULPs of the result), but the accumulation check fails it; the honest
+ * dequant_sgemm passes. The failure's mismatches are the elements over their share, and each
+ * expert's rows show them. */
+Test(bounded, the_accumulation_check_catches_a_lossy_accumulator, .timeout = 120)
+{
+    moects_case c = small_case(MOECTS_MOE_W4A16);
+    c.K = 7168, c.N = 64, c.out_dtype = MOECTS_BF16;
+    c.n_counts = 2, c.counts[0] = 8, c.counts[1] = 8, c.E = 2;
+    judged(&c, find("cpu.moe_gemm.dequant_sgemm"), 0, MOECTS_PASS_BOUNDED);
+    moects_result r = judged(&c, find("cpu.mutant.moe_gemm.fast_accum"), 0, MOECTS_FAIL_MISMATCH);
+    cr_expect_not_null(strstr(r.reason, "no element outside its bound, but the accumulation check fails: "), "%s",
+                       r.reason);
+    cr_expect_not_null(strstr(r.reason, " over 1024 elements, where a 24-bit (truncation) accumulator stays within 2 "
+                                        "sigma"),
+                       "%s", r.reason);
+    cr_expect_gt(r.mismatches, 0);
+}

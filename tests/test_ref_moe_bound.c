@@ -29,18 +29,17 @@ static void round_p(mpfr_t x, int p, mpfr_rnd_t mode)
     mpfr_clear(t);
 }
 
-/* The simulated kernel's element (r, n), as a double holding the out_dtype value. */
-static double kernel_element(const prob *p, int64_t r, int64_t n, int bits, int trunc)
+/* The K terms A'_k B'_k of element (r, n), exact (OR_PREC bits), in t[K] (initialised here); *alpha:
+ * its expert's alpha. */
+static void exact_terms(const prob *p, int64_t r, int64_t n, mpfr_t *t, double *alpha)
 {
     const moects_moe_gemm_shape *s = &p->s;
     const moects_moe_gemm_args *a = &p->a;
     int64_t lr, e = mo_expert(s, a, r, &lr), K = s->K, g = mo_g(s), nkb = (K + g - 1) / g;
     const uint8_t *sbe = a->sb + e * mo_bytes(s->N, nkb, s->scale_layout), *brow = a->b + (e * s->N + n) * ((K + 1) / 2);
-    mpfr_rnd_t mode = trunc ? MPFR_RNDZ : MPFR_RNDN;
-    mpfr_t *t = malloc((size_t)(K + 1) * sizeof *t);
-    mpfr_t sa, sb, acc;
-    mpfr_inits2(OR_PREC, sa, sb, acc, (mpfr_ptr)0);
-    for (int64_t k = 0; k < K; k++) { /* the terms, each rounded once (the product) */
+    mpfr_t sa, sb;
+    mpfr_inits2(OR_PREC, sa, sb, (mpfr_ptr)0);
+    for (int64_t k = 0; k < K; k++) {
         mpfr_init2(t[k], OR_PREC);
         mo_sa(sa, s, a, r, lr, e, k / g, nkb);
         or_scale(sb, s->b_format, sbe[mo_off(n, k / g, nkb, s->scale_layout)]);
@@ -49,8 +48,23 @@ static double kernel_element(const prob *p, int64_t r, int64_t n, int bits, int 
         mpfr_mul_si(t[k], t[k], or_e2m1_x2(or_code(brow, k)), MPFR_RNDN);
         mpfr_div_2ui(t[k], t[k], 1, MPFR_RNDN);
         mpfr_mul(t[k], t[k], sb, MPFR_RNDN);
-        round_p(t[k], bits, mode);
     }
+    *alpha = a->alpha ? a->alpha[e] : 1.0f;
+    mpfr_clears(sa, sb, (mpfr_ptr)0);
+}
+
+/* The simulated kernel's element (r, n), as a double holding the out_dtype value. */
+static double kernel_element(const prob *p, int64_t r, int64_t n, int bits, int trunc)
+{
+    const moects_moe_gemm_shape *s = &p->s;
+    const int64_t K = s->K;
+    mpfr_rnd_t mode = trunc ? MPFR_RNDZ : MPFR_RNDN;
+    mpfr_t *t = malloc((size_t)(K + 1) * sizeof *t);
+    mpfr_t acc;
+    mpfr_init2(acc, OR_PREC);
+    double alpha;
+    exact_terms(p, r, n, t, &alpha);
+    for (int64_t k = 0; k < K; k++) round_p(t[k], bits, mode); /* the terms, each rounded once (the product) */
     for (int64_t k = K - 1; k > 0; k--) { /* a random order */
         int64_t q = (int64_t)(rnd64() % (uint64_t)(k + 1));
         mpfr_swap(t[k], t[q]);
@@ -62,11 +76,11 @@ static double kernel_element(const prob *p, int64_t r, int64_t n, int bits, int 
         mpfr_clear(t[k]);
     }
     free(t);
-    mpfr_mul_d(acc, acc, (double)(a->alpha ? a->alpha[e] : 1.0f), MPFR_RNDN);
+    mpfr_mul_d(acc, acc, alpha, MPFR_RNDN);
     round_p(acc, 24, MPFR_RNDN);
     if (s->out_dtype == MOECTS_BF16) round_p(acc, 8, MPFR_RNDN);
     double v = mpfr_get_d(acc, MPFR_RNDN);
-    mpfr_clears(sa, sb, acc, (mpfr_ptr)0);
+    mpfr_clear(acc);
     return v;
 }
 
@@ -247,6 +261,78 @@ Test(moe_bound, dense_fp4_bound_is_one_expert)
         for (int i = 0; i < 42; i++) cr_assert_eq(bm[i], bd[i], "element %d", i);
         cr_assert_eq(moects_ref_fp4_gemm_bound(&ds, &da, 1, 0, bd), -1, "bits < 2");
         cr_assert_eq(moects_ref_fp4_gemm_bound(&ds, &da, 24, 2, bd), -1, "truncation not 0/1");
+        drop(&p);
+    }
+}
+
+/* The accumulation check's inputs (moects_ref_moe_gemm_bound_stats, ref/moects_ref.h) against the
+ * MPFR terms: x within det of alpha * sum t_k; sigma the formula |alpha| (gamma(K+1, u) +
+ * gamma(5, 2^-24)) sqrt(sum t_k^2), rounded up to float. Then the check as the harness runs it
+ * (RMS over the elements of max(0, |y - x| - half an output ULP at |y| - det) / sigma, at most 2):
+ * a simulated kernel of the declared class (24 bits, truncation, a random order) passes it with a
+ * wide margin, one of 14 bits fails it. K 2048: the 14-bit kernel errs by about u K / sqrt(12)
+ * relative (the truncation bias of a random walk, u = 2^-13: 5%, some 10 to 20 BF16 ULPs), while
+ * sigma is about 2^-23 K sqrt(sum t^2) (0.02%, 0.06 BF16 ULP); the 24-bit kernel's error is some
+ * 2^-24 K / sqrt(12) relative, a fifth of sigma or less, and none where BF16 rounding hides it. */
+static double gamma_k(double n, double u) { return n * u / (1 - n * u); }
+
+Test(moe_bound, accumulation_check_inputs_and_verdicts, .timeout = 300)
+{
+    const int64_t counts[2] = {4, 4}, N = 12, K = 2048;
+    rng_state = 140;
+    for (int f = 0; f < 3; f++) { /* MXFP4 and W4A16 to BF16, W4A16 to FP32 */
+        prob p;
+        const moects_dtype od = f == 2 ? MOECTS_F32 : MOECTS_BF16;
+        gen(&p, f ? MOECTS_MOE_W4A16 : MOECTS_MOE_MXFP4, MOECTS_FP4_MXFP4, MOECTS_ROWS_OFFSETS, 2, counts, N, K,
+            MOECTS_SCALES_LINEAR, od, 0, 0, 0);
+        const int64_t n_el = p.rows * N;
+        double *bound = malloc((size_t)n_el * sizeof(double)), *x = malloc((size_t)n_el * sizeof(double));
+        float *det = malloc((size_t)n_el * sizeof(float)), *sigma = malloc((size_t)n_el * sizeof(float));
+        moects_bound_stats st = {x, det, sigma};
+        cr_assert_eq(moects_ref_moe_gemm_bound_stats(&p.s, &p.a, 24, 1, bound, &st), 0);
+        double sum24 = 0, sum14 = 0;
+        int64_t lr, n_checked = 0;
+        mpfr_t *t = malloc((size_t)K * sizeof *t);
+        mpfr_t sum, sq;
+        mpfr_inits2(OR_PREC, sum, sq, (mpfr_ptr)0);
+        for (int64_t r = 0; r < p.rows; r++) {
+            if (mo_expert(&p.s, &p.a, r, &lr) < 0) continue;
+            for (int64_t n = 0; n < N; n++) {
+                const int64_t i = r * N + n;
+                double alpha;
+                exact_terms(&p, r, n, t, &alpha);
+                mpfr_set_zero(sum, 1);
+                mpfr_set_zero(sq, 1);
+                for (int64_t k = 0; k < K; k++) {
+                    mpfr_add(sum, sum, t[k], MPFR_RNDN);
+                    mpfr_fma(sq, t[k], t[k], sq, MPFR_RNDN);
+                    mpfr_clear(t[k]);
+                }
+                mpfr_mul_d(sum, sum, alpha, MPFR_RNDN);
+                double xo = mpfr_get_d(sum, MPFR_RNDN), qo = mpfr_get_d(sq, MPFR_RNDN);
+                cr_assert(isfinite(det[i]) && fabs(x[i] - xo) <= det[i], "element %lld: x %a, oracle %a, det %a",
+                          (long long)i, x[i], xo, (double)det[i]);
+                double so = fabs(alpha) * (gamma_k(K + 1, 0x1p-23) + gamma_k(5, 0x1p-24)) * sqrt(qo);
+                cr_assert(sigma[i] >= so && sigma[i] <= so * (1 + 0x1p-20), "element %lld: sigma %a, formula %a",
+                          (long long)i, (double)sigma[i], so);
+                for (int bits = 24; bits >= 14; bits -= 10) {
+                    double y = kernel_element(&p, r, n, bits, 1), half = ldexp(1.0, ilogb(fabs(y)) - (od == MOECTS_F32 ? 24 : 8));
+                    double a = fmax(0.0, fabs(y - xo) - half - det[i]) / sigma[i];
+                    *(bits == 24 ? &sum24 : &sum14) += a * a;
+                }
+                n_checked++;
+            }
+        }
+        double rms24 = sqrt(sum24 / (double)n_checked), rms14 = sqrt(sum14 / (double)n_checked);
+        cr_assert_eq(n_checked, 8 * N);
+        cr_assert_lt(rms24, 0.5, "format %d: the declared class's kernel: RMS %g sigma", f, rms24);
+        cr_assert_gt(rms14, 2.0, "format %d: the 14-bit kernel: RMS %g sigma", f, rms14);
+        mpfr_clears(sum, sq, (mpfr_ptr)0);
+        free(t);
+        free(bound);
+        free(x);
+        free(det);
+        free(sigma);
         drop(&p);
     }
 }

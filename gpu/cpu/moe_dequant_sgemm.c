@@ -67,11 +67,36 @@ static void dequant_a(const moects_moe_gemm_shape *s, const moects_moe_gemm_args
     }
 }
 
-static int run(const void *shape, const void *args, void *stream)
+/* c [m][N] = fa [m][K] fb [N][K]^T: one sgemm, or with fast_bits > 0 the mutant's accumulator: the
+ * K-steps of 32 by sgemm, each added to c with the sum truncated to fast_bits significant bits
+ * (cc [m][N] scratch). */
+static void expert_gemm(int64_t m, int64_t N, int64_t K, const float *fa, const float *fb, float *c, float *cc,
+                        int fast_bits)
 {
-    (void)stream;
-    const moects_moe_gemm_shape *s = shape;
-    const moects_moe_gemm_args *a = args;
+    if (!fast_bits) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)N, (int)K, 1.0f, fa, (int)K, fb, (int)K,
+                    0.0f, c, (int)N);
+        return;
+    }
+    memset(c, 0, (size_t)(m * N) * sizeof(float));
+    const uint32_t keep = ~((1u << (24 - fast_bits)) - 1u);
+    for (int64_t k0 = 0; k0 < K; k0 += 32) {
+        const int kc = (int)(K - k0 < 32 ? K - k0 : 32);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)N, kc, 1.0f, fa + k0, (int)K, fb + k0, (int)K,
+                    0.0f, cc, (int)N);
+        for (int64_t i = 0; i < m * N; i++) {
+            float v = c[i] + cc[i];
+            uint32_t u;
+            memcpy(&u, &v, sizeof u);
+            u &= keep;
+            memcpy(&c[i], &u, sizeof u);
+        }
+    }
+}
+
+/* The kernel (fast_bits 0) or the fast_accum mutant (fast_bits 14). */
+static int run_acc(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, int fast_bits)
+{
     if (!supports(s, NULL, 0)) return -1;
     const int64_t N = s->N, K = s->K, rows = s->rows == MOECTS_ROWS_MASKED ? s->E * s->M : s->M;
     if (rows == 0 || N == 0) return 0;
@@ -79,7 +104,7 @@ static int run(const void *shape, const void *args, void *stream)
     size_t ebytes = moects__moe_b_scale_bytes(s, &nkb, &g);
     int32_t *ex = NULL;
     int64_t *mine = malloc((size_t)rows * sizeof *mine + 1), *cnt = calloc((size_t)s->E, sizeof *cnt), most = 0;
-    float *fb = NULL, *fa = NULL, *c = NULL;
+    float *fb = NULL, *fa = NULL, *c = NULL, *cc = NULL;
     int rc = -1;
     if (!mine || !cnt || moects__moe_row_experts(MOECTS__MOE_BUG_NONE, s, a, rows, &ex)) goto out;
     for (int64_t r = 0; r < rows; r++)
@@ -87,7 +112,8 @@ static int run(const void *shape, const void *args, void *stream)
     fb = malloc((size_t)(N * K) * sizeof(float) + 1);
     fa = malloc((size_t)(most * K) * sizeof(float) + 1);
     c = malloc((size_t)(most * N) * sizeof(float) + 1);
-    if (!fb || !fa || !c) goto out;
+    cc = fast_bits ? malloc((size_t)(most * N) * sizeof(float) + 1) : NULL;
+    if (!fb || !fa || !c || (fast_bits && !cc)) goto out;
     moects__fp4_luts t[2];
     moects__fp4_luts_init(MOECTS_FP4_MXFP4, &t[0]);
     moects__fp4_luts_init(MOECTS_FP4_NVFP4, &t[1]);
@@ -99,9 +125,7 @@ static int run(const void *shape, const void *args, void *stream)
         moects__fp4_dequant_rows(&t[s->b_format == MOECTS_FP4_NVFP4], a->b + e * N * ((K + 1) / 2),
                                  a->sb + (size_t)e * ebytes, s->scale_layout, g, 0, N, K, fb);
         for (int64_t i = 0; i < m; i++) dequant_a(s, a, t, mine[i], fa + i * K);
-        if (K > 0)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)N, (int)K, 1.0f, fa, (int)K, fb, (int)K,
-                        0.0f, c, (int)N);
+        if (K > 0) expert_gemm(m, N, K, fa, fb, c, cc, fast_bits);
         for (int64_t i = 0; i < m; i++)
             moects__store_scaled(s->out_dtype, a->d, mine[i] * N, K > 0 ? c + i * N : NULL, N, a->alpha[e]);
     }
@@ -113,7 +137,20 @@ out:
     free(fb);
     free(fa);
     free(c);
+    free(cc);
     return rc;
+}
+
+static int run(const void *shape, const void *args, void *stream)
+{
+    (void)stream;
+    return run_acc(shape, args, 0);
+}
+
+static int run_fast_accum(const void *shape, const void *args, void *stream)
+{
+    (void)stream;
+    return run_acc(shape, args, 14);
 }
 
 const moects_kernel moects_cpu_moe_gemm_dequant_sgemm = {
@@ -126,4 +163,20 @@ const moects_kernel moects_cpu_moe_gemm_dequant_sgemm = {
     .bug = NULL,
     .supports = supports,
     .run = run,
+};
+
+/* The bug of accumulation precision (DESIGN.md "Bounded verdicts", the accumulation check): every
+ * element within its FP32 bound where K is large, caught only in the aggregate. */
+const moects_kernel moects_cpu_mutant_moe_gemm_fast_accum = {
+    .abi_version = MOECTS_KERNEL_ABI_VERSION,
+    .name = "cpu.mutant.moe_gemm.fast_accum",
+    .op = MOECTS_OP_MOE_GEMM,
+    .device = MOECTS_DEVICE_CPU,
+    .recipe = NULL,
+    .acc = {.bits = 24, .truncation = 1},
+    .bug = "declares FP32 accumulation but sums the whole K in a 14-bit truncating accumulator, one 32-deep step "
+           "at a time (FP8 tensor cores without promotion to FP32: CUTLASS / torch._scaled_mm use_fast_accum; "
+           "DeepSeek-V3 report, sec. 3.3.2)",
+    .supports = supports,
+    .run = run_fast_accum,
 };

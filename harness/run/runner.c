@@ -72,6 +72,7 @@ typedef struct {
     char dev_err[256];
     int dev_err_fatal;
     double *bound;  /* per-element bounds of the cached case for (bound_bits, bound_trunc), NULL none */
+    moects_bound_stats bst; /* the accumulation check's inputs beside them (x NULL: the check does not apply) */
     int bound_rc;   /* 0 computed, -1 refused by the reference */
     uint32_t bound_bits;
     int bound_trunc;
@@ -95,6 +96,16 @@ static void announce(const task_ctl *tc, int phase, const moects_result *r)
     if (tc->notify) tc->notify(tc->ctx, phase, r);
 }
 
+static void free_bound(worker_state *ws)
+{
+    free(ws->bound);
+    free(ws->bst.x);
+    free(ws->bst.det);
+    free(ws->bst.sigma);
+    ws->bound = NULL;
+    ws->bst = (moects_bound_stats){NULL, NULL, NULL};
+}
+
 static void drop_case(worker_state *ws)
 {
     for (int i = 0; i < NRECIPES; i++) {
@@ -104,8 +115,7 @@ static void drop_case(worker_state *ws)
     }
     for (int i = 0; i < MOECTS_INPUTS_MAX; i++) moects_guard_free(&ws->dev[i]);
     ws->dev_state = 0;
-    free(ws->bound);
-    ws->bound = NULL;
+    free_bound(ws);
     if (ws->case_idx >= 0 && ws->build_rc == 0) moects_inputs_free(&ws->in);
     ws->case_idx = -1;
 }
@@ -239,21 +249,25 @@ static void mask_invalid_rows(const moects_inputs *in, void *got, const void *wa
 }
 
 /* The per-element bounds of the cached case for accumulation class acc (DESIGN.md "Bounded
- * verdicts"), once per (case, class), on the reference's threads; timing to r->reference_s.
- * 0, or -1 when the reference refuses (or memory runs out: *oom set). */
+ * verdicts"), once per (case, class), on the reference's threads; timing to r->reference_s. With
+ * them the accumulation check's inputs, except for negzero data (B rows with fixed signs: the
+ * check's premise, fair random signs, does not hold). 0, or -1 when the reference refuses (or
+ * memory runs out: *oom set). */
 static int compute_bound(worker_state *ws, const moects_case *c, const moects_accumulation *acc, const task_ctl *tc,
                          moects_result *r, int *oom)
 {
     moects_inputs *in = &ws->in;
     *oom = 0;
     if (ws->bound && ws->bound_bits == acc->bits && ws->bound_trunc == acc->truncation) return ws->bound_rc;
-    free(ws->bound);
-    ws->bound = malloc((size_t)(in->out_elems + 1) * sizeof(double));
+    free_bound(ws);
+    const size_t n = (size_t)in->out_elems + 1;
+    const int check = c->data != MOECTS_DATA_NEGZERO;
+    ws->bound = malloc(n * sizeof(double));
+    if (check) ws->bst = (moects_bound_stats){malloc(n * sizeof(double)), malloc(n * sizeof(float)), malloc(n * sizeof(float))};
     void *scratch = xmalloc_ff(in->out_bytes);
-    if (!ws->bound || !scratch) {
-        free(ws->bound);
+    if (!ws->bound || !scratch || (check && (!ws->bst.x || !ws->bst.det || !ws->bst.sigma))) {
+        free_bound(ws);
         free(scratch);
-        ws->bound = NULL;
         *oom = 1;
         return -1;
     }
@@ -268,10 +282,11 @@ static int compute_bound(worker_state *ws, const moects_case *c, const moects_ac
     if (th != before) openblas_set_num_threads(th);
     double t = now_s();
     int rc = -1;
+    const moects_bound_stats *st = check ? &ws->bst : NULL;
     if (c->op == MOECTS_OP_FP4_GEMM)
-        rc = moects_ref_fp4_gemm_bound(&in->fg, &a.fg, acc->bits, acc->truncation, ws->bound);
+        rc = moects_ref_fp4_gemm_bound_stats(&in->fg, &a.fg, acc->bits, acc->truncation, ws->bound, st);
     else if (c->op == MOECTS_OP_MOE_GEMM)
-        rc = moects_ref_moe_gemm_bound(&in->mg, &a.mg, acc->bits, acc->truncation, ws->bound);
+        rc = moects_ref_moe_gemm_bound_stats(&in->mg, &a.mg, acc->bits, acc->truncation, ws->bound, st);
     r->reference_s += now_s() - t;
     if (th != before) openblas_set_num_threads(before);
     announce(tc, PH_OTHER, r);
@@ -286,9 +301,35 @@ static double out_value(moects_dtype dt, const void *p, int64_t i)
     return moects_bf16_to_f32(((const uint16_t *)p)[i]);
 }
 
+/* What a bounded verdict judges got by: the bounds and the accumulation check's inputs (st NULL:
+ * no check). share: the check failed, so an element whose implied accumulation error exceeds its
+ * share, ACC_CHECK_C sigma, also counts as outside (what the diagnostics then show). */
+typedef struct {
+    const double *bound;
+    const moects_bound_stats *st;
+    int share;
+} bound_judge;
+
+#define ACC_CHECK_MIN 64 /* fewer compared elements: the per-element bounds only */
+#define ACC_CHECK_C 2.0  /* the RMS of |a| / sigma allowed (E[a^2] <= sigma^2 for the declared class) */
+
+/* The least accumulation error |a| that explains got's element i (ref/moects_ref.h,
+ * moects_bound_stats): |got - x| less half an output ULP at |got| and det; -1 where the check does
+ * not apply (det +Inf, sigma 0 or not finite, got not finite). */
+static double implied_acc(const moects_inputs *in, const moects_bound_stats *st, double g, int64_t i)
+{
+    const double det = st->det[i], sg = st->sigma[i];
+    if (!isfinite(det) || !isfinite(sg) || !(sg > 0) || !isfinite(g)) return -1;
+    const int e = g != 0 ? ilogb(g) : -126;
+    const double half = ldexp(1.0, (e > -126 ? e : -126) - (in->out_dtype == MOECTS_BF16 ? 8 : 24));
+    const double a = fabs(g - st->x[i]) - half - det;
+    return a > 0 ? a : 0;
+}
+
 /* Whether compared element i of got is outside its bound of exact_v1 (NaN only against NaN, an
- * infinity only against the same one); *err = |got - exact|, INFINITY for a kind mismatch. */
-static int outside_bound(const moects_inputs *in, const void *got, const void *want, const double *bound, int64_t i,
+ * infinity only against the same one), or over its share (bj->share); *err = |got - exact|,
+ * INFINITY for a kind mismatch. */
+static int outside_bound(const moects_inputs *in, const void *got, const void *want, const bound_judge *bj, int64_t i,
                          double *err)
 {
     if (in->op == MOECTS_OP_MOE_GEMM && !in->row_valid[i / in->mg.N]) return 0;
@@ -296,7 +337,8 @@ static int outside_bound(const moects_inputs *in, const void *got, const void *w
     int bad;
     if (isnan(g) || isnan(w)) bad = !(isnan(g) && isnan(w)), *err = bad ? INFINITY : 0;
     else if (isinf(g) || isinf(w)) bad = g != w, *err = bad ? INFINITY : 0;
-    else *err = fabs(g - w), bad = !(*err <= bound[i]); /* a NaN bound holds nothing */
+    else *err = fabs(g - w), bad = !(*err <= bj->bound[i]); /* a NaN bound holds nothing */
+    if (!bad && bj->share) bad = implied_acc(in, bj->st, g, i) > ACC_CHECK_C * bj->st->sigma[i];
     return bad;
 }
 
@@ -304,7 +346,7 @@ static int outside_bound(const moects_inputs *in, const void *got, const void *w
  * bits elsewhere (malloc'ed; NULL when memory runs out). Compared with the reference, its
  * mismatches and diagnostics are the failing elements only, not the in-bound rounding differences
  * a bounded kernel is allowed. */
-static void *outside_only(const moects_inputs *in, const void *got, const void *want, const double *bound)
+static void *outside_only(const moects_inputs *in, const void *got, const void *want, const bound_judge *bj)
 {
     size_t esz = in->out_dtype == MOECTS_F32 ? 4 : 2;
     char *judged = malloc((size_t)in->out_elems * esz);
@@ -312,28 +354,65 @@ static void *outside_only(const moects_inputs *in, const void *got, const void *
     memcpy(judged, want, (size_t)in->out_elems * esz);
     double err;
     for (int64_t i = 0; i < in->out_elems; i++)
-        if (outside_bound(in, got, want, bound, i, &err))
+        if (outside_bound(in, got, want, bj, i, &err))
             memcpy(judged + (size_t)i * esz, (const char *)got + (size_t)i * esz, esz);
     return judged;
 }
 
+/* The accumulation check (DESIGN.md "Bounded verdicts"): over the compared elements it applies to,
+ * the RMS of implied_acc / sigma. The kernel's accumulation error a is at least implied_acc, and
+ * E[a^2] <= sigma^2 for its declared class, so an RMS above ACC_CHECK_C says it accumulates
+ * lossier than declared. Returns 1 when it does, with the reason in r. */
+static int accumulation_check(const moects_inputs *in, const void *got, const moects_bound_stats *st,
+                              const moects_accumulation *acc, moects_result *r)
+{
+    double sum = 0;
+    int64_t n = 0;
+    for (int64_t i = 0; i < in->out_elems; i++) {
+        if (in->op == MOECTS_OP_MOE_GEMM && !in->row_valid[i / in->mg.N]) continue;
+        const double a = implied_acc(in, st, out_value(in->out_dtype, got, i), i);
+        if (a < 0) continue;
+        n++, sum += (a / st->sigma[i]) * (a / st->sigma[i]);
+    }
+    const double rms = n ? sqrt(sum / (double)n) : 0;
+    if (n < ACC_CHECK_MIN || rms <= ACC_CHECK_C) return 0;
+    /* sigma scales with u = 2^-p: the accumulator whose allowance covers the RMS */
+    const int p = (int)acc->bits - (int)ceil(log2(rms / ACC_CHECK_C));
+    char fits[80];
+    snprintf(fits, sizeof fits, p >= 2 ? "a declared class of %d bits or fewer would allow it" : "no class of 2 bits "
+             "or more allows it", p);
+    char buf[512];
+    snprintf(buf, sizeof buf,
+             "no element outside its bound, but the accumulation check fails: the accumulation error the output "
+             "implies (|got - exact| less the output rounding) has an RMS of %.3g sigma over %lld elements, where a "
+             "%u-bit (%s) accumulator stays within %g sigma (sigma: each element's expected error of the declared "
+             "class); %s",
+             rms, (long long)n, acc->bits, acc->truncation ? "truncation" : "RNE", ACC_CHECK_C, fits);
+    copy_str(r->reason, sizeof r->reason, buf);
+    return 1;
+}
+
 /* PASS_BOUNDED or FAIL_MISMATCH: every compared element within its own bound of exact_v1
- * (outside_bound). A failure's reason names the worst element (largest |got - exact| / bound) and
- * its bound. */
-static moects_verdict judge_bounded(const moects_inputs *in, const void *got, const void *want, const double *bound,
-                                    moects_result *r)
+ * (outside_bound), then the accumulation check (bj->st). A bound failure's reason names the worst
+ * element (largest |got - exact| / bound) and its bound; a failed check sets bj->share. */
+static moects_verdict judge_bounded(const moects_inputs *in, const void *got, const void *want, bound_judge *bj,
+                                    const moects_accumulation *acc, moects_result *r)
 {
     int64_t outside = 0, worst = -1;
     double worst_ratio = -1, worst_err = 0;
     for (int64_t i = 0; i < in->out_elems; i++) {
         double err;
-        if (!outside_bound(in, got, want, bound, i, &err)) continue;
-        double ratio = bound[i] > 0 ? err / bound[i] : INFINITY;
+        if (!outside_bound(in, got, want, bj, i, &err)) continue;
+        double ratio = bj->bound[i] > 0 ? err / bj->bound[i] : INFINITY;
         if (isnan(ratio)) ratio = INFINITY;
         outside++;
         if (ratio > worst_ratio || worst < 0) worst_ratio = ratio, worst = i, worst_err = err;
     }
-    if (!outside) return MOECTS_PASS_BOUNDED;
+    if (!outside) {
+        if (!bj->st || !accumulation_check(in, got, bj->st, acc, r)) return MOECTS_PASS_BOUNDED;
+        bj->share = 1;
+        return MOECTS_FAIL_MISMATCH;
+    }
     char g0[64], g[96], w[64], at[128];
     moects_format_value(in->out_dtype, got, worst, g0, sizeof g0);
     moects_value_noted(g0, g, sizeof g);
@@ -351,7 +430,7 @@ static moects_verdict judge_bounded(const moects_inputs *in, const void *got, co
         snprintf(buf, sizeof buf,
                  "%lld elements outside their bounds; worst: %s, element %lld, |got - exact| %.3g > bound %.3g (got "
                  "%s, exact %s)",
-                 (long long)outside, at, (long long)worst, worst_err, bound[worst], g, w);
+                 (long long)outside, at, (long long)worst, worst_err, bj->bound[worst], g, w);
     copy_str(r->reason, sizeof r->reason, buf);
     return MOECTS_FAIL_MISMATCH;
 }
@@ -462,7 +541,8 @@ static void unbounded_at(const moects_inputs *in, const void *got, const void *w
 /* The bounded verdict of got (k->acc; bounds computed once per case and class, their time to
  * reference_s, *tc0 restarted): PASS_BOUNDED or FAIL_MISMATCH, SKIP when the bounds do not fit in
  * memory, FAIL_CRASH when the reference refuses them. Its mismatches and first mismatch are the
- * elements outside their bounds (none on a pass); on a failure *only is the outside_only output
+ * elements outside their bounds, or after a failed accumulation check those over their share (none
+ * on a pass); on a failure *only is the outside_only output
  * (NULL when memory runs out: the diagnostics then read every differing element). */
 static void judge_with_bound(worker_state *ws, const moects_case *c, const moects_kernel *k, const task_ctl *tc,
                              const void *got, const void *want, moects_result *r, double *tc0, void **only)
@@ -475,7 +555,7 @@ static void judge_with_bound(worker_state *ws, const moects_case *c, const moect
     if (oom) {
         r->verdict = MOECTS_SKIP;
         snprintf(r->reason, sizeof r->reason, MOECTS_HOST_OOM " (%zu bytes for the bounds)",
-                 (size_t)in->out_elems * sizeof(double));
+                 (size_t)in->out_elems * (c->data != MOECTS_DATA_NEGZERO ? 24 : 8));
         return;
     }
     if (brc) {
@@ -483,10 +563,11 @@ static void judge_with_bound(worker_state *ws, const moects_case *c, const moect
         set_reason(r, "the reference refused the bound of the case (harness or case bug), %s%s", r->recipe, "");
         return;
     }
-    r->verdict = judge_bounded(in, got, want, ws->bound, r);
+    bound_judge bj = {ws->bound, ws->bst.x ? &ws->bst : NULL, 0};
+    r->verdict = judge_bounded(in, got, want, &bj, &k->acc, r);
     moects_compare_result cr = {.first_index = -1}; /* a pass: nothing outside */
     if (r->verdict == MOECTS_FAIL_MISMATCH) {
-        if (!(*only = outside_only(in, got, want, ws->bound))) return; /* no memory: every differing element */
+        if (!(*only = outside_only(in, got, want, &bj))) return; /* no memory: every differing element */
         moects_compare(in->out_dtype, *only, want, in->out_elems, &cr);
     }
     r->mismatches = cr.mismatches;
