@@ -28,6 +28,11 @@ typedef enum {
  * `moects run` then exits non-zero (a resource limit of the runner, not a judgement). */
 #define MOECTS_HOST_OOM "out of host memory"
 
+/* The accumulation check of bounded verdicts (DESIGN.md "Bounded verdicts"): a case of at least
+ * MOECTS_ACC_CHECK_MIN compared elements fails when moects_result.acc_rms exceeds the limit. */
+#define MOECTS_ACC_CHECK_LIMIT 2.0
+#define MOECTS_ACC_CHECK_MIN 64
+
 const char *moects_verdict_name(moects_verdict v);            /* "PASS_EXACT" ... */
 int moects_verdict_parse(const char *s, moects_verdict *out); /* 0 or -1 */
 static inline int moects_verdict_is_pass(moects_verdict v) { return v <= MOECTS_PASS_TOLERANCE; }
@@ -61,6 +66,11 @@ typedef struct {
     int64_t mismatches;     /* elements whose bits differ (NaN == NaN); bounded: outside their bounds */
     uint64_t max_ulp;       /* ordered-integer distance; UINT64_MAX: moects_compare_result.max_ulp */
     double calc_diff;       /* sum (x-y)^2 / sum (x^2+y^2), double; 0 when both all zero */
+    /* Bounded verdicts' accumulation check (DESIGN.md "Bounded verdicts"): the RMS, in units of
+     * sigma, of the accumulation error the output implies, over acc_n elements; acc_n 0: not run
+     * (no bound, negzero data, an element outside its bound, older results.json). */
+    double acc_rms;
+    int64_t acc_n;
     int64_t first_index;    /* -1 when none */
     char got[64], want[64]; /* "0x3f80 (1)" */
     moects_diag diag;       /* where the output differs, in the op's coordinates (ndims 0: none) */

@@ -171,8 +171,11 @@ Test(bounded, the_accumulation_check_catches_a_lossy_accumulator, .timeout = 120
     moects_case c = small_case(MOECTS_MOE_W4A16);
     c.K = 7168, c.N = 64, c.out_dtype = MOECTS_BF16;
     c.n_counts = 2, c.counts[0] = 8, c.counts[1] = 8, c.E = 2;
-    judged(&c, find("cpu.moe_gemm.dequant_sgemm"), 0, MOECTS_PASS_BOUNDED);
+    moects_result h = judged(&c, find("cpu.moe_gemm.dequant_sgemm"), 0, MOECTS_PASS_BOUNDED);
+    cr_expect_eq(h.acc_n, 16 * 64, "every valid element checked: 16 rows x 64 columns");
+    cr_expect_lt(h.acc_rms, 2.0);
     moects_result r = judged(&c, find("cpu.mutant.moe_gemm.fast_accum"), 0, MOECTS_FAIL_MISMATCH);
+    cr_expect_gt(r.acc_rms, 2.0);
     cr_expect_not_null(strstr(r.reason, "no element outside its bound, but the accumulation check fails: "), "%s",
                        r.reason);
     cr_expect_not_null(strstr(r.reason, " over 1024 elements, where a 24-bit (truncation) accumulator stays within 2 "

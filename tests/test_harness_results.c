@@ -452,3 +452,31 @@ Test(results, diag_round_trip, .init = mk_tmp, .fini = rm_tmp)
     moects_run_free(&back);
     moects_run_free(&run);
 }
+
+/* A bounded verdict's optional "acc_check" (the accumulation check): read, written back the same,
+ * absent means not run (acc_n 0); its one-line errors. */
+Test(results, acc_check_reads_writes_and_refuses, .init = mk_tmp, .fini = rm_tmp)
+{
+    moects_run run;
+    char err[512] = "", path[128];
+    const char *acc = "{\"rms_sigma\": 0.25, \"elements\": 4096}";
+    cr_assert_eq(moects_results_read(put("acc.json", file_with(2, NULL, NULL, "acc_check", acc)), &run, err, sizeof err),
+                 0, "%s", err);
+    cr_assert_eq(run.v[1].acc_rms, 0.25);
+    cr_assert_eq(run.v[1].acc_n, 4096);
+    cr_assert_eq(run.v[0].acc_n, 0);
+    snprintf(path, sizeof path, "%s/back.json", tmpdir);
+    cr_assert_eq(moects_results_write(path, &run, err, sizeof err), 0, "%s", err);
+    const char *text = slurp(path);
+    cr_assert_not_null(strstr(text, "\"acc_check\": {\"rms_sigma\": 0.25, \"elements\": 4096}"), "%s", text);
+    cr_assert_null(strstr(strstr(text, "acc_check") + 1, "acc_check"), "only the result that has it: %s", text);
+    moects_run_free(&run);
+    expect_error(file_with(1, NULL, NULL, "acc_check", "[]"), "results[0].acc_check: expected an object, got an array");
+    expect_error(file_with(1, NULL, NULL, "acc_check", "{\"rms_sigma\": 1.0}"), "results[0].acc_check.elements: missing");
+    expect_error(file_with(1, NULL, NULL, "acc_check", "{\"rms_sigma\": -1.0, \"elements\": 3}"),
+                 "results[0].acc_check.rms_sigma: not a finite number >= 0");
+    expect_error(file_with(1, NULL, NULL, "acc_check", "{\"rms_sigma\": 1.0, \"elements\": 0}"),
+                 "results[0].acc_check.elements: must be >= 1 (the key is left out when the check did not run)");
+    expect_error(file_with(1, NULL, NULL, "acc_check", "{\"rms_sigma\": 1.0, \"elements\": 3, \"x\": 1}"),
+                 "results[0].acc_check.x: unknown field");
+}

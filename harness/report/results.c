@@ -28,6 +28,8 @@
  *                                           verdicts: elements outside their bounds
  *        "max_ulp": 0,                    u64
  *        "calc_diff": 0,                  double
+ *        "acc_check": {"rms_sigma": 0.006, "elements": 4096},   optional: the accumulation check of a
+ *                                           bounded verdict (moects_result.acc_rms, acc_n > 0)
  *        "first_mismatch": null,          or {"index": i64 >= 0, "got": "0x3f80 (1)", "want": "..."}
  *        "diag": {"axes": ["m", "n"],     optional, on a compared output that differs (moects_diag.h):
  *                 "pattern": "every row, column 3584 onwards (3584..4095 of 4096)",
@@ -344,6 +346,12 @@ void moects__buf_result(moects__buf *b, const moects_result *r)
     moects__buf_add(b, ", "); put_key(b, "mismatches"); moects__buf_printf(b, "%" PRId64, r->mismatches);
     moects__buf_add(b, ", "); put_key(b, "max_ulp"); put_u64(b, r->max_ulp);
     moects__buf_add(b, ", "); put_key(b, "calc_diff"); put_double(b, r->calc_diff);
+    if (r->acc_n > 0) {
+        moects__buf_add(b, ", "); put_key(b, "acc_check"); moects__buf_add(b, "{");
+        put_key(b, "rms_sigma"); put_double(b, r->acc_rms);
+        moects__buf_add(b, ", "); put_key(b, "elements"); moects__buf_printf(b, "%" PRId64, r->acc_n);
+        moects__buf_add(b, "}");
+    }
     moects__buf_add(b, ", "); put_key(b, "first_mismatch");
     if (r->first_index < 0) {
         moects__buf_add(b, "null");
@@ -600,10 +608,27 @@ static int read_hashes(rd *c, const json_t *o, moects_result *r)
     return 0;
 }
 
+/* The optional "acc_check" of a result: {"rms_sigma": finite >= 0, "elements": > 0}. */
+static int read_acc_check(rd *c, const json_t *ac, moects_result *r)
+{
+    if (!ac) return 0;
+    if (!json_is_object(ac)) return fail(c, "acc_check", "expected an object, got %s", type_name(ac));
+    static const char *const keys[] = {"rms_sigma", "elements", NULL};
+    size_t wl = strlen(c->where);
+    snprintf(c->where + wl, sizeof c->where - wl, "acc_check.");
+    if (check_keys(c, ac, keys) || get_double(c, "rms_sigma", json_object_get(ac, "rms_sigma"), &r->acc_rms) ||
+        get_i64(c, "elements", json_object_get(ac, "elements"), &r->acc_n))
+        return -1;
+    if (!(r->acc_rms >= 0) || isinf(r->acc_rms)) return fail(c, "rms_sigma", "not a finite number >= 0");
+    if (r->acc_n < 1) return fail(c, "elements", "must be >= 1 (the key is left out when the check did not run)");
+    c->where[wl] = '\0';
+    return 0;
+}
+
 static const char *const result_keys[] = {
     "kernel", "case", "model", "layout", "op", "mutant", "verdict", "recipe", "mismatches", "max_ulp",
-    "calc_diff", "first_mismatch", "diag", "reason", "known", "seed", "kernel_ms", "perf_value", "perf_fraction",
-    "timing", "input_xxh64", "reference_xxh64", NULL};
+    "calc_diff", "acc_check", "first_mismatch", "diag", "reason", "known", "seed", "kernel_ms", "perf_value",
+    "perf_fraction", "timing", "input_xxh64", "reference_xxh64", NULL};
 static const char *const top_keys[] = {
     "moects_version", "commit", "date", "machine", "filter", "shard", "seed", "kernel_libs", "results", NULL};
 
@@ -730,6 +755,7 @@ static int read_result(rd *c, const json_t *o, moects_result *r)
     if (r->known[0] && (r->is_mutant || !(moects_verdict_is_fail(r->verdict) || moects_verdict_is_pass(r->verdict))))
         return fail(c, "known", "only on a FAIL_* or PASS_* result of an honest kernel (not on %s%s)",
                     r->is_mutant ? "a mutant's " : "", moects_verdict_name(r->verdict));
+    if (read_acc_check(c, json_object_get(o, "acc_check"), r)) return -1;
     const json_t *tm = json_object_get(o, "timing");
     if (tm) {
         if (!json_is_object(tm)) return fail(c, "timing", "expected an object, got %s", type_name(tm));

@@ -246,6 +246,8 @@ void moects_tap_yaml(FILE *f, const char *ind, const moects_result *r, const moe
     }
     if (r->diag.ndims) yaml_diag(f, ind, &r->diag);
     fprintf(f, "%scalc_diff: %.6g\n", ind, r->calc_diff);
+    if (r->acc_n > 0) /* the accumulation check: its limit is 2 sigma (DESIGN.md "Bounded verdicts") */
+        fprintf(f, "%sacc_check:\n%s  rms_sigma: %.4g\n%s  elements: %" PRId64 "\n", ind, ind, r->acc_rms, ind, r->acc_n);
     fprintf(f, "%sseed: %" PRIu64 "\n", ind, r->seed);
     if (r->reason[0]) {
         fprintf(f, "%sreason: ", ind);
@@ -546,6 +548,32 @@ static int summary_timing(FILE *f, const moects_run *run)
     return 0;
 }
 
+/* "## Accumulation check": per kernel whose bounded results ran it (acc_n > 0), the cases checked,
+ * those over the limit, and the largest RMS with its case: how far each kernel is from the limit. */
+static void summary_acc_check(FILE *f, const moects_run *run, const moects_kernel *const *kernels, size_t nk)
+{
+    int head = 0;
+    for (size_t i = 0; i < nk; i++) {
+        size_t n = 0, over = 0;
+        const moects_result *worst = NULL;
+        for (size_t j = 0; j < run->n; j++) {
+            const moects_result *r = &run->v[j];
+            if (r->acc_n <= 0 || strcmp(r->kernel, kernels[i]->name)) continue;
+            n++, over += r->acc_n >= MOECTS_ACC_CHECK_MIN && r->acc_rms > MOECTS_ACC_CHECK_LIMIT;
+            if (!worst || r->acc_rms > worst->acc_rms) worst = r;
+        }
+        if (!n) continue;
+        if (!head++)
+            fprintf(f, "\n## Accumulation check (bounded verdicts)\n\nThe RMS, in units of sigma (each element's expected "
+                  "accumulation error for the declared class), of the accumulation error the output implies; a case "
+                  "of %d compared elements or more fails above %g (docs/DESIGN.md \"Bounded verdicts\").\n\n"
+                  "| kernel | kind | cases checked | over %g | largest RMS | its case |\n|---|---|---:|---:|---:|---|\n",
+                    MOECTS_ACC_CHECK_MIN, MOECTS_ACC_CHECK_LIMIT, MOECTS_ACC_CHECK_LIMIT);
+        fprintf(f, "| `%s` | %s | %zu | %zu | %.3g | `%s` |\n", kernels[i]->name, kernels[i]->bug ? "mutant" : "kernel",
+                n, over, worst->acc_rms, worst->case_id);
+    }
+}
+
 char *moects_summary_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
                             const moects_tap_opts *o, size_t *len)
 {
@@ -594,6 +622,7 @@ char *moects_summary_render(const moects_run *run, const moects_kernel *const *k
         fprintf(f, "\nKnown findings: %zu of the FAIL_* results above %s of honest kernels "
                    "(cases/known-findings.txt): reported, not gating.\n",
                 tot_known, tot_known == 1 ? "is a known finding" : "are known findings");
+    summary_acc_check(f, run, kernels, nk);
     if (o && o->nmissing) {
         fprintf(f, "\nMust-pass ids not registered (%s):\n\n", o->missing_file ? o->missing_file : "");
         for (size_t i = 0; i < o->nmissing; i++) fprintf(f, "- `%s`\n", o->missing[i]);

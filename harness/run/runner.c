@@ -303,15 +303,13 @@ static double out_value(moects_dtype dt, const void *p, int64_t i)
 
 /* What a bounded verdict judges got by: the bounds and the accumulation check's inputs (st NULL:
  * no check). share: the check failed, so an element whose implied accumulation error exceeds its
- * share, ACC_CHECK_C sigma, also counts as outside (what the diagnostics then show). */
+ * share, MOECTS_ACC_CHECK_LIMIT sigma, also counts as outside (what the diagnostics then show). */
 typedef struct {
     const double *bound;
     const moects_bound_stats *st;
     int share;
 } bound_judge;
 
-#define ACC_CHECK_MIN 64 /* fewer compared elements: the per-element bounds only */
-#define ACC_CHECK_C 2.0  /* the RMS of |a| / sigma allowed (E[a^2] <= sigma^2 for the declared class) */
 
 /* The least accumulation error |a| that explains got's element i (ref/moects_ref.h,
  * moects_bound_stats): |got - x| less half an output ULP at |got| and det; -1 where the check does
@@ -338,7 +336,7 @@ static int outside_bound(const moects_inputs *in, const void *got, const void *w
     if (isnan(g) || isnan(w)) bad = !(isnan(g) && isnan(w)), *err = bad ? INFINITY : 0;
     else if (isinf(g) || isinf(w)) bad = g != w, *err = bad ? INFINITY : 0;
     else *err = fabs(g - w), bad = !(*err <= bj->bound[i]); /* a NaN bound holds nothing */
-    if (!bad && bj->share) bad = implied_acc(in, bj->st, g, i) > ACC_CHECK_C * bj->st->sigma[i];
+    if (!bad && bj->share) bad = implied_acc(in, bj->st, g, i) > MOECTS_ACC_CHECK_LIMIT * bj->st->sigma[i];
     return bad;
 }
 
@@ -361,8 +359,9 @@ static void *outside_only(const moects_inputs *in, const void *got, const void *
 
 /* The accumulation check (DESIGN.md "Bounded verdicts"): over the compared elements it applies to,
  * the RMS of implied_acc / sigma. The kernel's accumulation error a is at least implied_acc, and
- * E[a^2] <= sigma^2 for its declared class, so an RMS above ACC_CHECK_C says it accumulates
- * lossier than declared. Returns 1 when it does, with the reason in r. */
+ * E[a^2] <= sigma^2 for its declared class, so an RMS above MOECTS_ACC_CHECK_LIMIT says it accumulates
+ * lossier than declared. Records the RMS and the count in r (acc_rms, acc_n); returns 1 when the
+ * check fails, with the reason in r. */
 static int accumulation_check(const moects_inputs *in, const void *got, const moects_bound_stats *st,
                               const moects_accumulation *acc, moects_result *r)
 {
@@ -375,9 +374,10 @@ static int accumulation_check(const moects_inputs *in, const void *got, const mo
         n++, sum += (a / st->sigma[i]) * (a / st->sigma[i]);
     }
     const double rms = n ? sqrt(sum / (double)n) : 0;
-    if (n < ACC_CHECK_MIN || rms <= ACC_CHECK_C) return 0;
+    r->acc_rms = rms, r->acc_n = n;
+    if (n < MOECTS_ACC_CHECK_MIN || rms <= MOECTS_ACC_CHECK_LIMIT) return 0;
     /* sigma scales with u = 2^-p: the accumulator whose allowance covers the RMS */
-    const int p = (int)acc->bits - (int)ceil(log2(rms / ACC_CHECK_C));
+    const int p = (int)acc->bits - (int)ceil(log2(rms / MOECTS_ACC_CHECK_LIMIT));
     char fits[80];
     snprintf(fits, sizeof fits, p >= 2 ? "a declared class of %d bits or fewer would allow it" : "no class of 2 bits "
              "or more allows it", p);
@@ -387,7 +387,7 @@ static int accumulation_check(const moects_inputs *in, const void *got, const mo
              "implies (|got - exact| less the output rounding) has an RMS of %.3g sigma over %lld elements, where a "
              "%u-bit (%s) accumulator stays within %g sigma (sigma: each element's expected error of the declared "
              "class); %s",
-             rms, (long long)n, acc->bits, acc->truncation ? "truncation" : "RNE", ACC_CHECK_C, fits);
+             rms, (long long)n, acc->bits, acc->truncation ? "truncation" : "RNE", MOECTS_ACC_CHECK_LIMIT, fits);
     copy_str(r->reason, sizeof r->reason, buf);
     return 1;
 }
