@@ -161,7 +161,8 @@ MOECTS_API const char *moects_judgement_verdict(const moects_judgement *j);
 /* 1 for a PASS_* verdict, 0 for FAIL_*, -1 for UNSUPPORTED and SKIP (neither). */
 MOECTS_API int moects_judgement_passed(const moects_judgement *j);
 /* The TAP's YAML diagnostics block of this result (from "---" to "...", unindented, newline-ended):
- * verdict, kernel, recipe, mismatches, max_ulp, first_mismatch, calc_diff, seed, reason, repro. */
+ * verdict, kernel, recipe, mismatches, max_ulp, first_mismatch, calc_diff, acc_check (a bounded verdict's
+ * accumulation check), seed, reason, repro. */
 MOECTS_API const char *moects_judgement_text(const moects_judgement *j);
 /* The result as the JSON object results.json holds for it. */
 MOECTS_API const char *moects_judgement_json(const moects_judgement *j);
