@@ -17,8 +17,8 @@ typedef struct {
 } moects_compare_result;
 
 /* Ordered-integer distance of two BF16 / FP32 bit patterns: the number of representable values
- * between them (+0 and -0 are 0 apart, Inf is one past the largest finite value). NaN vs NaN is
- * 0; NaN vs anything else is UINT64_MAX. */
+ * between them (+0 and -0 are 0 apart). NaN vs NaN is 0; NaN vs anything else, and an infinity vs
+ * anything but itself, is UINT64_MAX (unbounded: DESIGN.md "Verdicts"). */
 uint64_t moects_ulp_distance_bf16(uint16_t a, uint16_t b);
 uint64_t moects_ulp_distance_f32(uint32_t a, uint32_t b);
 

@@ -17,7 +17,11 @@ Test(ulp, bf16_neighbours_and_signs)
     cr_assert_eq(moects_ulp_distance_bf16(0x0000, 0x8000), 0);    /* +0, -0 */
     cr_assert_eq(moects_ulp_distance_bf16(0x0001, 0x8001), 2);    /* +-min subnormal */
     cr_assert_eq(moects_ulp_distance_bf16(0x3f80, 0xbf80), 2 * 0x3f80); /* 1 vs -1: 32512 */
-    cr_assert_eq(moects_ulp_distance_bf16(0x7f7f, 0x7f80), 1);    /* max finite vs +Inf */
+    cr_assert_eq(moects_ulp_distance_bf16(0x7f7f, 0x7f80), UINT64_MAX); /* max finite vs +Inf: unbounded */
+    cr_assert_eq(moects_ulp_distance_bf16(0xff80, 0x7f80), UINT64_MAX); /* -Inf vs +Inf */
+    cr_assert_eq(moects_ulp_distance_bf16(0x7f80, 0x7f80), 0);          /* +Inf vs itself */
+    cr_assert_eq(moects_ulp_distance_f32(0x7f7fffffu, 0x7f800000u), UINT64_MAX);
+    cr_assert_eq(moects_ulp_distance_f32(0xff800000u, 0xff800000u), 0);
     cr_assert_eq(moects_ulp_distance_bf16(0x7fc0, 0xffc1), 0);    /* NaN matches any NaN */
     cr_assert_eq(moects_ulp_distance_bf16(0x7fc0, 0x3f80), UINT64_MAX);
     cr_assert_eq(moects_ulp_distance_bf16(0x7f80, 0x7f81), UINT64_MAX); /* Inf vs NaN */
@@ -30,8 +34,8 @@ Test(ulp, f32)
     cr_assert_eq(moects_ulp_distance_f32(0x00000002u, 0x80000003u), 5);
     /* 1.0f vs -1.0f: 2 * 0x3f800000 = 2130706432 */
     cr_assert_eq(moects_ulp_distance_f32(0x3f800000u, 0xbf800000u), 2130706432ull);
-    /* -Inf vs +Inf: 2 * 0x7f800000 */
-    cr_assert_eq(moects_ulp_distance_f32(0xff800000u, 0x7f800000u), 2ull * 0x7f800000u);
+    /* -Inf vs +Inf: unbounded, like an infinity against any other value */
+    cr_assert_eq(moects_ulp_distance_f32(0xff800000u, 0x7f800000u), UINT64_MAX);
     cr_assert_eq(moects_ulp_distance_f32(0x7fc00000u, 0xffffffffu), 0);
     cr_assert_eq(moects_ulp_distance_f32(0x7fc00000u, 0x00000000u), UINT64_MAX);
 }
