@@ -3,7 +3,9 @@
  * The kernel model and the formula are stated in moects_ref.h (moects_ref_moe_gemm_bound); this file
  * computes them. S = sum_k |A'_k| |B'_k| over the dequantized operands A'_k = dec(A_k) * sA,
  * B'_k = dec(B_k) * sB (exact in double) comes from one cblas_dgemm on the absolute values, chunked
- * over B's rows; as every term is >= 0 its own rounding is at most gamma_K(2^-53) * S relative. */
+ * over A's and B's rows; as every term is >= 0 its own rounding is at most gamma_K(2^-53) * S
+ * relative. The accumulation check's inputs (moects_bound_stats) take two more per chunk: on the
+ * signed values (x) and on their squares (sum term^2, for sigma). */
 #include <cblas.h>
 #include <immintrin.h>
 #include <math.h>
@@ -198,7 +200,8 @@ typedef struct {
 /* Element (m, n)'s bound (and with st, its check inputs) from its dgemm sums: sm = sum |A'||B'|,
  * xm = sum A'B', qm = sum (A'B')^2 (unused without st); sa, sb: the rows' abs_row stats. */
 static void element(const moects__gemm_job *j, const elem_consts *c, double *bound, const moects_bound_stats *st,
-                    int64_t m, int64_t n, int64_t o, double sm, double xm, double qm, const double *sa, const double *sb)
+                    int64_t m, int64_t n, int64_t o, double sm, double xm, double qm, const double *sa,
+                    const double *sb)
 {
     const int64_t K = j->K;
     const int nan = j->nan_a[m] || j->nan_b[n] || isnan(j->alpha); /* exact_v1 is NaN */
@@ -258,9 +261,10 @@ int moects__bound_job(const moects__gemm_job *j, const void *a, moects__a_kind k
     moects_bound_stats out = {rs ? rs->x + o0 : NULL, rs ? rs->det + o0 : NULL, rs ? rs->sigma + o0 : NULL};
     const int nmat = rs ? 3 : 1;
     const int64_t mc = M < NCHUNK ? M : NCHUNK, nc = N < NCHUNK ? N : NCHUNK;
-    double *ad = malloc((size_t)(nmat * mc * K + 1) * sizeof(double)), *bd = malloc((size_t)(nmat * nc * K + 1) * sizeof(double));
-    double *pm = malloc((size_t)(nmat * mc * nc + 1) * sizeof(double)), *sta = malloc((size_t)(mc * 3 + 1) * sizeof(double));
-    double *stb = malloc((size_t)(nc * 3 + 1) * sizeof(double));
+    double *ad = malloc((size_t)(nmat * mc * K + 1) * sizeof(double));
+    double *bd = malloc((size_t)(nmat * nc * K + 1) * sizeof(double));
+    double *pm = malloc((size_t)(nmat * mc * nc + 1) * sizeof(double));
+    double *sta = malloc((size_t)(mc * 3 + 1) * sizeof(double)), *stb = malloc((size_t)(nc * 3 + 1) * sizeof(double));
     int rc = -1;
     if (!ad || !bd || !pm || !sta || !stb) goto out;
     abs_lut la, lb;
@@ -282,7 +286,9 @@ int moects__bound_job(const moects__gemm_job *j, const void *a, moects__a_kind k
                 const float *sc = j->sbt + n0 + jn;
                 if (!avx2 || !abs_row_fp4_avx2(&lb, b, K, g, n0 + jn, sc, N, bd + jn * K, stb + jn * 3))
                     abs_row(MOECTS__A_FP4, &lb, b, K, g, n0 + jn, sc, N, bd + jn * K, stb + jn * 3);
-                if (rs) signed_row(MOECTS__A_FP4, b, K, g, n0 + jn, sc, N, bd + jn * K, bd + (nc + jn) * K, bd + (2 * nc + jn) * K);
+                if (rs)
+                    signed_row(MOECTS__A_FP4, b, K, g, n0 + jn, sc, N, bd + jn * K, bd + (nc + jn) * K,
+                               bd + (2 * nc + jn) * K);
             }
             chunk_dgemms(nmat, mm, nn, K, mc, nc, ad, bd, pm);
             for (int64_t i = 0; i < mm; i++)
