@@ -178,8 +178,8 @@ Test(bounded, the_accumulation_check_catches_a_lossy_accumulator, .timeout = 120
     cr_expect_gt(r.acc_rms, 2.0);
     cr_expect_not_null(strstr(r.reason, "no element outside its bound, but the accumulation check fails: "), "%s",
                        r.reason);
-    cr_expect_not_null(strstr(r.reason, " over 1024 elements, where a 24-bit (truncation) accumulator stays within 2 "
-                                        "sigma"),
+    cr_expect_not_null(strstr(r.reason, " over 1024 elements; a kernel of the declared class (24-bit, truncation) "
+                                        "stays within 2 sigma"),
                        "%s", r.reason);
     cr_expect_gt(r.mismatches, 0);
 }

@@ -453,15 +453,33 @@ Test(results, diag_round_trip, .init = mk_tmp, .fini = rm_tmp)
     moects_run_free(&run);
 }
 
+/* text (a file_with file) with every "SKIP" verdict made `verdict` (static buffer). */
+static const char *verdicts_made(const char *text, const char *verdict)
+{
+    static char out[8192];
+    size_t o = 0;
+    for (const char *p = text; *p && o + 32 < sizeof out;) {
+        if (!strncmp(p, "\"SKIP\"", 6)) {
+            o += (size_t)snprintf(out + o, sizeof out - o, "\"%s\"", verdict);
+            p += 6;
+        } else {
+            out[o++] = *p++;
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
 /* A bounded verdict's optional "acc_check" (the accumulation check): read, written back the same,
- * absent means not run (acc_n 0); its one-line errors. */
+ * absent means not run (acc_n 0); its one-line errors, a PASS_BOUNDED whose RMS fails the check and
+ * an acc_check on a verdict that is not bounded among them. */
 Test(results, acc_check_reads_writes_and_refuses, .init = mk_tmp, .fini = rm_tmp)
 {
     moects_run run;
     char err[512] = "", path[128];
     const char *acc = "{\"rms_sigma\": 0.25, \"elements\": 4096}";
-    cr_assert_eq(moects_results_read(put("acc.json", file_with(2, NULL, NULL, "acc_check", acc)), &run, err, sizeof err),
-                 0, "%s", err);
+    const char *ok = verdicts_made(file_with(2, NULL, NULL, "acc_check", acc), "PASS_BOUNDED");
+    cr_assert_eq(moects_results_read(put("acc.json", ok), &run, err, sizeof err), 0, "%s", err);
     cr_assert_eq(run.v[1].acc_rms, 0.25);
     cr_assert_eq(run.v[1].acc_n, 4096);
     cr_assert_eq(run.v[0].acc_n, 0);
@@ -471,12 +489,18 @@ Test(results, acc_check_reads_writes_and_refuses, .init = mk_tmp, .fini = rm_tmp
     cr_assert_not_null(strstr(text, "\"acc_check\": {\"rms_sigma\": 0.25, \"elements\": 4096}"), "%s", text);
     cr_assert_null(strstr(strstr(text, "acc_check") + 1, "acc_check"), "only the result that has it: %s", text);
     moects_run_free(&run);
-    expect_error(file_with(1, NULL, NULL, "acc_check", "[]"), "results[0].acc_check: expected an object, got an array");
-    expect_error(file_with(1, NULL, NULL, "acc_check", "{\"rms_sigma\": 1.0}"), "results[0].acc_check.elements: missing");
-    expect_error(file_with(1, NULL, NULL, "acc_check", "{\"rms_sigma\": -1.0, \"elements\": 3}"),
-                 "results[0].acc_check.rms_sigma: not a finite number >= 0");
-    expect_error(file_with(1, NULL, NULL, "acc_check", "{\"rms_sigma\": 1.0, \"elements\": 0}"),
-                 "results[0].acc_check.elements: must be >= 1 (the key is left out when the check did not run)");
-    expect_error(file_with(1, NULL, NULL, "acc_check", "{\"rms_sigma\": 1.0, \"elements\": 3, \"x\": 1}"),
-                 "results[0].acc_check.x: unknown field");
+#define BAD_ACC(v, want) expect_error(verdicts_made(file_with(1, NULL, NULL, "acc_check", v), "FAIL_MISMATCH"), want)
+    BAD_ACC("[]", "results[0].acc_check: expected an object, got an array");
+    BAD_ACC("{\"rms_sigma\": 1.0}", "results[0].acc_check.elements: missing");
+    BAD_ACC("{\"rms_sigma\": -1.0, \"elements\": 3}", "results[0].acc_check.rms_sigma: not a finite number >= 0");
+    BAD_ACC("{\"rms_sigma\": 1.0, \"elements\": 0}",
+            "results[0].acc_check.elements: must be >= 1 (the key is left out when the check did not run)");
+    BAD_ACC("{\"rms_sigma\": 1.0, \"elements\": 3, \"x\": 1}", "results[0].acc_check.x: unknown field");
+#undef BAD_ACC
+    expect_error(verdicts_made(file_with(1, NULL, NULL, "acc_check", "{\"rms_sigma\": 5.0, \"elements\": 7168}"),
+                               "PASS_BOUNDED"),
+                 "results[0].acc_check: rms_sigma 5 over 7168 elements fails the accumulation check (over 2), but the "
+                 "verdict is PASS_BOUNDED");
+    expect_error(verdicts_made(file_with(1, NULL, NULL, "acc_check", acc), "PASS_EXACT"),
+                 "results[0].acc_check: only on a bounded verdict's PASS_BOUNDED or FAIL_MISMATCH (not on PASS_EXACT)");
 }

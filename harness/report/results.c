@@ -622,6 +622,12 @@ static int read_acc_check(rd *c, const json_t *ac, moects_result *r)
     if (!(r->acc_rms >= 0) || isinf(r->acc_rms)) return fail(c, "rms_sigma", "not a finite number >= 0");
     if (r->acc_n < 1) return fail(c, "elements", "must be >= 1 (the key is left out when the check did not run)");
     c->where[wl] = '\0';
+    if (r->verdict != MOECTS_PASS_BOUNDED && r->verdict != MOECTS_FAIL_MISMATCH)
+        return fail(c, "acc_check", "only on a bounded verdict's PASS_BOUNDED or FAIL_MISMATCH (not on %s)",
+                    moects_verdict_name(r->verdict));
+    if (r->verdict == MOECTS_PASS_BOUNDED && r->acc_n >= MOECTS_ACC_CHECK_MIN && r->acc_rms > MOECTS_ACC_CHECK_LIMIT)
+        return fail(c, "acc_check", "rms_sigma %g over %" PRId64 " elements fails the accumulation check (over %g), "
+                    "but the verdict is PASS_BOUNDED", r->acc_rms, r->acc_n, MOECTS_ACC_CHECK_LIMIT);
     return 0;
 }
 

@@ -657,9 +657,12 @@ char *moects_summary_render(const moects_run *run, const moects_kernel *const *k
         } else if (r->verdict == MOECTS_FAIL_MISMATCH)
             fprintf(f, "%" PRId64 " mismatches, first at %" PRId64 ": got %s want %s", r->mismatches,
                     r->first_index, r->got, r->want);
-        /* a mismatch's reason, when it has one, is the bound or tolerance it broke */
+        /* a mismatch's reason, when it has one, is the bound or tolerance it broke ('|': a cell's \|) */
         if (r->verdict == MOECTS_FAIL_MISMATCH && r->reason[0]) fputs("; ", f);
-        for (const char *s = r->reason; *s; s++) fputc(*s == '|' ? '/' : *s == '\n' ? ' ' : *s, f);
+        for (const char *s = r->reason; *s; s++) {
+            if (*s == '|') fputc('\\', f);
+            fputc(*s == '\n' ? ' ' : *s, f);
+        }
         fputs(" |\n", f);
     }
     /* known findings: still failing (TODO), then entries that match a passing case (stale?) */

@@ -358,12 +358,11 @@ static void *outside_only(const moects_inputs *in, const void *got, const void *
 }
 
 /* The accumulation check (DESIGN.md "Bounded verdicts"): over the compared elements it applies to,
- * the RMS of implied_acc / sigma. The kernel's accumulation error a is at least implied_acc, and
- * E[a^2] <= sigma^2 for its declared class, so an RMS above MOECTS_ACC_CHECK_LIMIT says it accumulates
- * lossier than declared. Records the RMS and the count in r (acc_rms, acc_n); returns 1 when the
- * check fails, with the reason in r. */
+ * the RMS of implied_acc / sigma, recorded in r (acc_rms, acc_n) whatever the verdict. The kernel's
+ * accumulation error a is at least implied_acc, and E[a^2] <= sigma^2 for its declared class, so
+ * an RMS above MOECTS_ACC_CHECK_LIMIT says it accumulates lossier than declared: returns 1 then. */
 static int accumulation_check(const moects_inputs *in, const void *got, const moects_bound_stats *st,
-                              const moects_accumulation *acc, moects_result *r)
+                              moects_result *r)
 {
     double sum = 0;
     int64_t n = 0;
@@ -373,28 +372,28 @@ static int accumulation_check(const moects_inputs *in, const void *got, const mo
         if (a < 0) continue;
         n++, sum += (a / st->sigma[i]) * (a / st->sigma[i]);
     }
-    const double rms = n ? sqrt(sum / (double)n) : 0;
-    r->acc_rms = rms, r->acc_n = n;
-    if (n < MOECTS_ACC_CHECK_MIN || rms <= MOECTS_ACC_CHECK_LIMIT) return 0;
-    /* sigma scales with u = 2^-p: the accumulator whose allowance covers the RMS */
-    const int p = (int)acc->bits - (int)ceil(log2(rms / MOECTS_ACC_CHECK_LIMIT));
-    char fits[80];
-    snprintf(fits, sizeof fits, p >= 2 ? "a declared class of %d bits or fewer would allow it" : "no class of 2 bits "
-             "or more allows it", p);
+    r->acc_rms = n ? sqrt(sum / (double)n) : 0, r->acc_n = n;
+    return n >= MOECTS_ACC_CHECK_MIN && r->acc_rms > MOECTS_ACC_CHECK_LIMIT;
+}
+
+/* The reason of a failed accumulation check. */
+static void accumulation_reason(const moects_accumulation *acc, moects_result *r)
+{
     char buf[512];
     snprintf(buf, sizeof buf,
              "no element outside its bound, but the accumulation check fails: the accumulation error the output "
-             "implies (|got - exact| less the output rounding) has an RMS of %.3g sigma over %lld elements, where a "
-             "%u-bit (%s) accumulator stays within %g sigma (sigma: each element's expected error of the declared "
-             "class); %s",
-             rms, (long long)n, acc->bits, acc->truncation ? "truncation" : "RNE", MOECTS_ACC_CHECK_LIMIT, fits);
+             "implies (|got - exact| less the output rounding) has an RMS of %.3g sigma over %lld elements; a "
+             "kernel of the declared class (%u-bit, %s) stays within %g sigma (sigma: an upper estimate of each "
+             "element's expected accumulation error for that class)",
+             r->acc_rms, (long long)r->acc_n, acc->bits, acc->truncation ? "truncation" : "RNE",
+             MOECTS_ACC_CHECK_LIMIT);
     copy_str(r->reason, sizeof r->reason, buf);
-    return 1;
 }
 
 /* PASS_BOUNDED or FAIL_MISMATCH: every compared element within its own bound of exact_v1
- * (outside_bound), then the accumulation check (bj->st). A bound failure's reason names the worst
- * element (largest |got - exact| / bound) and its bound; a failed check sets bj->share. */
+ * (outside_bound), then the accumulation check (bj->st; its RMS recorded either way). A bound
+ * failure's reason names the worst element (largest |got - exact| / bound) and its bound; a failed
+ * check sets bj->share. */
 static moects_verdict judge_bounded(const moects_inputs *in, const void *got, const void *want, bound_judge *bj,
                                     const moects_accumulation *acc, moects_result *r)
 {
@@ -408,8 +407,10 @@ static moects_verdict judge_bounded(const moects_inputs *in, const void *got, co
         outside++;
         if (ratio > worst_ratio || worst < 0) worst_ratio = ratio, worst = i, worst_err = err;
     }
+    const int acc_fails = bj->st && accumulation_check(in, got, bj->st, r);
     if (!outside) {
-        if (!bj->st || !accumulation_check(in, got, bj->st, acc, r)) return MOECTS_PASS_BOUNDED;
+        if (!acc_fails) return MOECTS_PASS_BOUNDED;
+        accumulation_reason(acc, r);
         bj->share = 1;
         return MOECTS_FAIL_MISMATCH;
     }
