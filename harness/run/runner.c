@@ -263,7 +263,8 @@ static int compute_bound(worker_state *ws, const moects_case *c, const moects_ac
     const size_t n = (size_t)in->out_elems + 1;
     const int check = c->data != MOECTS_DATA_NEGZERO;
     ws->bound = malloc(n * sizeof(double));
-    if (check) ws->bst = (moects_bound_stats){malloc(n * sizeof(double)), malloc(n * sizeof(float)), malloc(n * sizeof(float))};
+    if (check)
+        ws->bst = (moects_bound_stats){malloc(n * sizeof(double)), malloc(n * sizeof(float)), malloc(n * sizeof(float))};
     void *scratch = xmalloc_ff(in->out_bytes);
     if (!ws->bound || !scratch || (check && (!ws->bst.x || !ws->bst.det || !ws->bst.sigma))) {
         free_bound(ws);
@@ -309,7 +310,6 @@ typedef struct {
     const moects_bound_stats *st;
     int share;
 } bound_judge;
-
 
 /* The least accumulation error |a| that explains got's element i (ref/moects_ref.h,
  * moects_bound_stats): |got - x| less half an output ULP at |got| and det; -1 where the check does
