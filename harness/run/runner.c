@@ -248,10 +248,13 @@ static void mask_invalid_rows(const moects_inputs *in, void *got, const void *wa
             memcpy((char *)got + (size_t)r * row_bytes, (const char *)want + (size_t)r * row_bytes, row_bytes);
 }
 
+/* Whether the accumulation check applies to case c: not to negzero data (B rows with fixed signs:
+ * the check's premise, fair random signs, does not hold). */
+static int acc_check_applies(const moects_case *c) { return c->data != MOECTS_DATA_NEGZERO; }
+
 /* The per-element bounds of the cached case for accumulation class acc (DESIGN.md "Bounded
  * verdicts"), once per (case, class), on the reference's threads; timing to r->reference_s. With
- * them the accumulation check's inputs, except for negzero data (B rows with fixed signs: the
- * check's premise, fair random signs, does not hold). 0, or -1 when the reference refuses (or
+ * them the accumulation check's inputs where it applies. 0, or -1 when the reference refuses (or
  * memory runs out: *oom set). */
 static int compute_bound(worker_state *ws, const moects_case *c, const moects_accumulation *acc, const task_ctl *tc,
                          moects_result *r, int *oom)
@@ -261,7 +264,7 @@ static int compute_bound(worker_state *ws, const moects_case *c, const moects_ac
     if (ws->bound && ws->bound_bits == acc->bits && ws->bound_trunc == acc->truncation) return ws->bound_rc;
     free_bound(ws);
     const size_t n = (size_t)in->out_elems + 1;
-    const int check = c->data != MOECTS_DATA_NEGZERO;
+    const int check = acc_check_applies(c);
     ws->bound = malloc(n * sizeof(double));
     if (check)
         ws->bst = (moects_bound_stats){malloc(n * sizeof(double)), malloc(n * sizeof(float)), malloc(n * sizeof(float))};
@@ -302,6 +305,12 @@ static double out_value(moects_dtype dt, const void *p, int64_t i)
     return moects_bf16_to_f32(((const uint16_t *)p)[i]);
 }
 
+/* Whether output element i is compared: every one but a moe_gemm's invalid rows. */
+static int compared(const moects_inputs *in, int64_t i)
+{
+    return in->op != MOECTS_OP_MOE_GEMM || in->row_valid[i / in->mg.N];
+}
+
 /* What a bounded verdict judges got by: the bounds and the accumulation check's inputs (st NULL:
  * no check). share: the check failed, so an element whose implied accumulation error exceeds its
  * share, MOECTS_ACC_CHECK_LIMIT sigma, also counts as outside (what the diagnostics then show). */
@@ -330,7 +339,7 @@ static double implied_acc(const moects_inputs *in, const moects_bound_stats *st,
 static int outside_bound(const moects_inputs *in, const void *got, const void *want, const bound_judge *bj, int64_t i,
                          double *err)
 {
-    if (in->op == MOECTS_OP_MOE_GEMM && !in->row_valid[i / in->mg.N]) return 0;
+    if (!compared(in, i)) return 0;
     double g = out_value(in->out_dtype, got, i), w = out_value(in->out_dtype, want, i);
     int bad;
     if (isnan(g) || isnan(w)) bad = !(isnan(g) && isnan(w)), *err = bad ? INFINITY : 0;
@@ -367,7 +376,7 @@ static int accumulation_check(const moects_inputs *in, const void *got, const mo
     double sum = 0;
     int64_t n = 0;
     for (int64_t i = 0; i < in->out_elems; i++) {
-        if (in->op == MOECTS_OP_MOE_GEMM && !in->row_valid[i / in->mg.N]) continue;
+        if (!compared(in, i)) continue;
         const double a = implied_acc(in, st, out_value(in->out_dtype, got, i), i);
         if (a < 0) continue;
         n++, sum += (a / st->sigma[i]) * (a / st->sigma[i]);
@@ -556,7 +565,7 @@ static void judge_with_bound(worker_state *ws, const moects_case *c, const moect
     if (oom) {
         r->verdict = MOECTS_SKIP;
         snprintf(r->reason, sizeof r->reason, MOECTS_HOST_OOM " (%zu bytes for the bounds)",
-                 (size_t)in->out_elems * (c->data != MOECTS_DATA_NEGZERO ? 24 : 8));
+                 (size_t)in->out_elems * (acc_check_applies(c) ? 24 : 8));
         return;
     }
     if (brc) {
