@@ -184,6 +184,18 @@ static void signed_row(moects__a_kind kind, const void *x, int64_t K, int64_t g,
     }
 }
 
+int moects__bound_req_ok(const moects__bound_req *bq)
+{
+    const moects_bound_stats *st = bq->st;
+    return bq->bits >= 2 && bq->bits <= 64 && (bq->truncation == 0 || bq->truncation == 1) &&
+           (!st || (st->x && st->det && st->sigma));
+}
+
+void moects__stats_unchecked(const moects_bound_stats *st, int64_t o)
+{
+    st->x[o] = 0.0, st->det[o] = INFINITY, st->sigma[o] = 0.0f;
+}
+
 /* v rounded up to float. */
 static float up_f(double v)
 {
@@ -207,7 +219,7 @@ static void element(const moects__gemm_job *j, const elem_consts *c, double *bou
     const int nan = j->nan_a[m] || j->nan_b[n] || isnan(j->alpha); /* exact_v1 is NaN */
     if (nan) {
         bound[o] = 0.0;
-        if (st->x) st->x[o] = 0.0, st->det[o] = INFINITY, st->sigma[o] = 0.0f;
+        if (st->x) moects__stats_unchecked(st, o);
         return;
     }
     double S = sm * c->s_up;
@@ -221,7 +233,7 @@ static void element(const moects__gemm_job *j, const elem_consts *c, double *bou
     bound[o] = ok ? e : INFINITY;
     if (!st->x) return;
     if (!ok) {
-        st->x[o] = 0.0, st->det[o] = INFINITY, st->sigma[o] = 0.0f;
+        moects__stats_unchecked(st, o);
         return;
     }
     /* x: the dgemm's error (terms of either sign: gamma_K(2^-53) S) and the alpha multiply's */

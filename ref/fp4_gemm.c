@@ -578,10 +578,8 @@ int moects_ref_fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_ar
 int moects_ref_fp4_gemm_bound_stats(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a, uint32_t bits,
                                     int truncation, double *bound, const moects_bound_stats *st)
 {
-    if (bits < 2 || bits > 64 || (truncation != 0 && truncation != 1)) return -1;
-    if (st && (!st->x || !st->det || !st->sigma)) return -1;
     moects__bound_req bq = {bits, truncation, bound, st};
-    return fp4_gemm(s, a, 0, NULL, 0, NULL, &bq);
+    return moects__bound_req_ok(&bq) ? fp4_gemm(s, a, 0, NULL, 0, NULL, &bq) : -1;
 }
 
 int moects_ref_fp4_gemm_bound(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a, uint32_t bits,

@@ -216,14 +216,13 @@ int moects_ref_moe_gemm_recipes(const moects_moe_gemm_shape *s, const moects_moe
 int moects_ref_moe_gemm_bound_stats(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, uint32_t bits,
                                     int truncation, double *bound, const moects_bound_stats *st)
 {
-    if (!s || !a || bad_shape(s) || bits < 2 || bits > 64 || (truncation != 0 && truncation != 1)) return -1;
-    if (st && (!st->x || !st->det || !st->sigma)) return -1;
-    const int64_t rows = s->rows == MOECTS_ROWS_MASKED ? s->E * s->M : s->M, n = rows * s->N;
     moects__bound_req bq = {bits, truncation, bound, st};
+    if (!s || !a || bad_shape(s) || !moects__bound_req_ok(&bq)) return -1;
+    const int64_t rows = s->rows == MOECTS_ROWS_MASKED ? s->E * s->M : s->M, n = rows * s->N;
     if (rows > 0 && s->N > 0) {
         if (!bound) return -1;
         memset(bound, 0, (size_t)n * sizeof(double)); /* invalid rows: 0, not checked */
-        for (int64_t i = 0; st && i < n; i++) st->x[i] = 0.0, st->det[i] = INFINITY, st->sigma[i] = 0.0f;
+        for (int64_t i = 0; st && i < n; i++) moects__stats_unchecked(st, i);
     }
     return moe_gemm(s, a, 0, NULL, 0, NULL, &bq);
 }

@@ -38,6 +38,12 @@ typedef struct {
     const moects_bound_stats *st;
 } moects__bound_req;
 
+/* 1 when bq's class is one the bound takes (bits 2..64, truncation 0 or 1) and its st, if any, has
+ * all three arrays; else 0 (the public bound functions then return -1). */
+int moects__bound_req_ok(const moects__bound_req *bq);
+/* Element o of st marked as one the accumulation check does not judge (det +Inf). */
+void moects__stats_unchecked(const moects_bound_stats *st, int64_t o);
+
 /* The per-element bound of moects_ref_moe_gemm_bound (and st) for one job (ref/bound.c) into rows
  * row0.. of bq's arrays, row stride N; j->out_bw, j->out_ex unused. Returns 0, or -1 out of memory. */
 int moects__bound_job(const moects__gemm_job *j, const void *a, moects__a_kind kind, const uint8_t *b,
