@@ -182,11 +182,14 @@ static void mixed_seeds(moects_run *run)
     if (!run->n) return;
     run->seed = run->v[0].seed;
     char seeds[256] = "";
+    uint64_t seen[sizeof seeds / 2]; /* the distinct seeds listed so far: more than seeds can hold */
     size_t n = 0, l = 0;
     for (size_t i = 0; i < run->n && l < sizeof seeds - 24; i++) {
-        int seen = 0;
-        for (size_t j = 0; j < i && !seen; j++) seen = run->v[j].seed == run->v[i].seed;
-        if (!seen) l += (size_t)snprintf(seeds + l, sizeof seeds - l, "%s%" PRIu64, n++ ? ", " : "", run->v[i].seed);
+        size_t j = 0;
+        while (j < n && seen[j] != run->v[i].seed) j++;
+        if (j < n) continue;
+        seen[n] = run->v[i].seed;
+        l += (size_t)snprintf(seeds + l, sizeof seeds - l, "%s%" PRIu64, n++ ? ", " : "", run->v[i].seed);
     }
     if (n < 2) return;
     size_t fl = strlen(run->filter);
