@@ -11,6 +11,16 @@ D = out_rne(alpha * (A * sA) @ (B * sB)^T). Known weakness (shared with the C de
 dequantized value past the FP32 range (UE8M0 codes >= 253 with large elements) becomes Inf.
 
     moects run --kernel-py examples/torch_fp4_gemm.py:kernel 'fp4_gemm/*'
+
+The BF16 variants (`bf16_kernels`, CUDA, BF16 outputs) show how torch's matmul flags map to a
+declared class (docs/python.md "torch's flags"): the same BF16 x BF16 GEMM (torch.addmm, alpha
+applied by cuBLAS to the FP32 accumulator) under allow_bf16_reduced_precision_reduction = True
+(torch's default: cuBLASLt may add split-K partials in BF16) declares {"bf16_split_k": 132} and
+passes; under False it declares plain FP32 accumulation and passes; under True while declaring
+plain FP32 it is a mutant the accumulation check catches (issue 25's 10 cases):
+
+    moects run --kernel-py examples/torch_fp4_gemm.py:bf16_kernels --kernel 'torch.*' \
+        'fp4_gemm.*/regression/n-not-128/*'
 """
 import torch
 
@@ -76,3 +86,45 @@ def fp4_gemm(shape, args):
 # without bounded verdicts (as the C dequant kernels declare: calc_diff 1e-5, any ULP distance).
 kernel = {"name": "torch.fp4_gemm.dequant_matmul", "op": "fp4_gemm", "device": "cuda",
           "bound": {"bits": 24, "truncation": False}, "tolerance": (1e-5, 0xFFFFFFFF), "run": fp4_gemm}
+
+
+def fp4_gemm_bf16(shape, args, reduced):
+    """d [M, N] BF16 = rnd(alpha * dequant(a) @ dequant(b)^T): BF16 operands (the dequantized values
+    are exact in BF16: at most 6 significant bits, FP32's exponent range), FP32 accumulation by cuBLAS
+    with alpha in its epilogue, allow_bf16_reduced_precision_reduction = reduced."""
+    M, N, K = shape["M"], shape["N"], shape["K"]
+    swz = shape["scale_layout"] == "swizzled_128x4"
+    a = dequantize(args["a"], args["sa"], M, K, shape["format"], swz).to(torch.bfloat16)
+    b = dequantize(args["b"], args["sb"], N, K, shape["format"], swz).to(torch.bfloat16)
+    m = torch.backends.cuda.matmul
+    prev = m.allow_bf16_reduced_precision_reduction
+    m.allow_bf16_reduced_precision_reduction = reduced
+    try:
+        zero = torch.zeros((M, N), dtype=torch.bfloat16, device=a.device)
+        d = torch.addmm(zero, a, b.T, beta=0.0, alpha=float(args.get("alpha", 1.0)))
+    finally:
+        m.allow_bf16_reduced_precision_reduction = prev
+    args["out"].copy_(d)
+
+
+def bf16_only(shape):
+    return shape["out_dtype"].lower() == "bf16" or "torch.addmm on BF16 operands gives a BF16 output"
+
+
+# cuBLASLt's split-K on an H200 cut K into at most 132 pieces (its SM count) wherever
+# tools/h200_check.sh logged torch's and cuBLAS's choices; a larger count would need a larger
+# declaration (the bound grows as gamma(splits - 1, 2^-8)).
+H200_SPLITS = 132
+bf16_kernels = [
+    {"name": "torch.fp4_gemm.bf16_matmul", "op": "fp4_gemm", "device": "cuda", "supports": bf16_only,
+     "bound": {"bits": 24, "truncation": True, "bf16_split_k": H200_SPLITS},
+     "run": lambda shape, args: fp4_gemm_bf16(shape, args, True)},
+    {"name": "torch.fp4_gemm.bf16_matmul_fp32_reduction", "op": "fp4_gemm", "device": "cuda",
+     "supports": bf16_only, "bound": {"bits": 24, "truncation": True},
+     "run": lambda shape, args: fp4_gemm_bf16(shape, args, False)},
+    {"name": "torch.mutant.fp4_gemm.bf16_reduction_undeclared", "op": "fp4_gemm", "device": "cuda",
+     "supports": bf16_only, "bound": {"bits": 24, "truncation": True},
+     "bug": "torch's default allow_bf16_reduced_precision_reduction (split-K partials added in BF16) while "
+            "declaring FP32 accumulation",
+     "run": lambda shape, args: fp4_gemm_bf16(shape, args, True)},
+]

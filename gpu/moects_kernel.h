@@ -5,9 +5,9 @@
 #define MOECTS_KERNEL_H
 #include "moects_types.h"
 
-/* 2: adds `acc` (bounded verdicts) and `last_error`. Version-1 kernels still load: the fields
- * after `run` read as zero. */
-#define MOECTS_KERNEL_ABI_VERSION 2u
+/* 2: adds `acc` (bounded verdicts) and `last_error`; 3: adds `split_k`. Older kernels still
+ * load: the fields their version lacks read as zero. */
+#define MOECTS_KERNEL_ABI_VERSION 3u
 
 typedef enum {
     MOECTS_DEVICE_CPU = 0, /* run() gets host pointers */
@@ -29,6 +29,18 @@ typedef struct {
     uint32_t bits;      /* accumulator precision p in bits (24 for FP32 accumulation) */
     int truncation;     /* 0: round to nearest even, 1: truncation (some FP8 MMA accumulators) */
 } moects_accumulation;
+
+/* Split-K with a reduced-precision reduction, part of a bounded kernel's accumulation class
+ * (DESIGN.md "Bounded verdicts"): K cut into at most max_splits pieces, each piece's partial formed in
+ * the `acc` class and times alpha in FP32, the partials then added in `dtype` with RNE after each
+ * addition. This is cuBLASLt's REDUCTION_SCHEME_OUTPUT_TYPE on a BF16 output, which cuBLAS may pick
+ * unless the handle's math mode has CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION, and torch's
+ * default allow_bf16_reduced_precision_reduction = True. max_splits 0: none (max_splits 2..256 with
+ * dtype MOECTS_BF16 otherwise; the bound grows as gamma(max_splits - 1, 2^-8)). */
+typedef struct {
+    uint32_t max_splits;
+    moects_dtype dtype; /* MOECTS_BF16 */
+} moects_split_k;
 
 typedef struct moects_kernel {
     uint32_t abi_version; /* MOECTS_KERNEL_ABI_VERSION */
@@ -52,6 +64,10 @@ typedef struct moects_kernel {
     /* Optional: after run() returned non-zero, the kernel's own one-line error text (an exception,
      * a CUDA error name), reported in that case's diagnostics. NULL: none. */
     const char *(*last_error)(void);
+    /* ---- ABI version 3 ---- */
+    /* acc.bits > 0 and split_k.max_splits > 0: the accumulation class includes a split-K reduction
+     * in split_k.dtype (above). */
+    moects_split_k split_k;
 } moects_kernel;
 
 /* An out-of-tree kernel library exports this symbol: an array of *count kernel descriptors. */

@@ -62,7 +62,7 @@ typedef struct {
     moects_op op;
     int is_mutant;          /* kernel->bug != NULL */
     moects_verdict verdict;
-    char recipe[48];        /* recipe compared under, "exact_v1+tol" for tolerance kernels */
+    char recipe[64];        /* recipe compared under, "exact_v1+tol" for tolerance kernels */
     int64_t mismatches;     /* elements whose bits differ (NaN == NaN); bounded: outside their bounds */
     uint64_t max_ulp;       /* ordered-integer distance; UINT64_MAX: moects_compare_result.max_ulp */
     double calc_diff;       /* sum (x-y)^2 / sum (x^2+y^2), double; 0 when both all zero */

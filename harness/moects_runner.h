@@ -87,6 +87,9 @@ void moects_runner_task(const moects_case *c, const moects_kernel *k, uint64_t s
 /* Clears r and fills who ran what (kernel, case, model, layout, op, mutant, seed, recipe); internal,
  * shared with libmoects' judge (harness/run/capi.c). */
 void moects__result_identity(moects_result *r, const moects_case *c, const moects_kernel *k, uint64_t seed);
+/* A bounded kernel's accumulation class as text: "bound(p=BITS,rne|trunc)", with
+ * ",bf16-split-k<=N" inside for a split-K BF16 reduction (harness/run/runner.c). */
+void moects__bound_name(const moects_kernel *k, char *buf, size_t len);
 
 /* Visible CUDA devices, asked of a throwaway child process so that the caller never initialises
  * CUDA. count 0 with why set when there is none (or no CUDA build). name: device 0's name. */
@@ -101,6 +104,10 @@ void moects_probe_devices(moects_device_info *d);
  * entries, realloc'ed). Checks abi_version, op, device, run, recipe name. Returns 0, or -1 with
  * "PATH: problem" in err. The library stays loaded. */
 int moects_plugin_load(const char *path, const moects_kernel ***v, size_t *n, char *err, size_t errlen);
+
+/* *out = k as this ABI version's descriptor: the fields k's abi_version (1 to MOECTS_KERNEL_ABI_VERSION)
+ * has, the later ones zero; no byte past k's own version is read (harness/run/plugin.c). */
+void moects__kernel_upgrade(const moects_kernel *k, moects_kernel *out);
 
 /* --perf, in a worker, for a CUDA kernel whose args hold device pointers: median time per launch
  * (moects_cuda_time), achieved GB/s (ep_gather: bytes of valid rows read + bytes written) or

@@ -188,7 +188,27 @@ int moects__bound_req_ok(const moects__bound_req *bq)
 {
     const moects_bound_stats *st = bq->st;
     return bq->bits >= 2 && bq->bits <= 64 && (bq->truncation == 0 || bq->truncation == 1) &&
-           (!st || (st->x && st->det && st->sigma));
+           bq->bf16_splits <= 256 && (!st || (st->x && st->det && st->sigma));
+}
+
+/* r with the split-K BF16 reduction's factor: (1 + r) (1 + gamma(s - 1, 2^-8)) - 1 (r for s < 2). */
+static double with_splits(double r, uint32_t s) { return s < 2 ? r : (1.0 + r) * (1.0 + gamma_n(s - 1.0, 0x1p-8)) - 1.0; }
+
+/* The relative bound's and sigma's factors of a class at reduction length K (moects_ref.h). */
+static void class_factors(int64_t K, uint32_t bits, int truncation, uint32_t splits, double *rel, double *sig)
+{
+    const double u = ldexp(1.0, truncation ? 1 - (int)bits : -(int)bits), us = 0x1p-24;
+    *rel = with_splits((1.0 + gamma_n((double)K + 1.0, u)) * (1.0 + gamma_n(4.0, us)) - 1.0, splits);
+    *sig = with_splits(gamma_n((double)K + 1.0, u) + gamma_n(5.0, us), splits);
+}
+
+double moects_ref_acc_sigma_factor(int64_t K, const moects_acc_class *c)
+{
+    moects__bound_req bq = {c ? c->bits : 0, c ? c->truncation : 0, c ? c->bf16_splits : 0, NULL, NULL};
+    if (!c || K < 0 || !moects__bound_req_ok(&bq)) return NAN;
+    double rel, sig;
+    class_factors(K, c->bits, c->truncation, c->bf16_splits, &rel, &sig);
+    return sig;
 }
 
 void moects__stats_unchecked(const moects_bound_stats *st, int64_t o)
@@ -206,6 +226,7 @@ static float up_f(double v)
 /* What every element of a job shares. */
 typedef struct {
     double rel, s_up, alpha, max_out, sig_rel;
+    double split_abs; /* the split-K BF16 roundings' absolute underflow allowance: (s - 1) 2^-133 */
     int bf16;
 } elem_consts;
 
@@ -226,7 +247,7 @@ static void element(const moects__gemm_job *j, const elem_consts *c, double *bou
     /* absolute underflow allowances: dequantizing either operand, each product, the block-scale
      * product (|p_b| <= max|dec A| * sum|dec B| over all blocks), alpha */
     double under = ETA * 2.0 * (sa[0] + sb[0] + (double)K + sa[2] * sb[1] + 1.0);
-    double acc = c->alpha * (c->rel * S + under) + ETA; /* the accumulation term */
+    double acc = c->alpha * (c->rel * S + under) + ETA + c->split_abs; /* the accumulation term */
     double e = acc + ulp_out(c->alpha * S + acc, c->bf16); /* half an output ULP on each side */
     e *= 1.0 + 0x1p-40;                                    /* the rounding of this formula in double */
     const int ok = isfinite(S) && S < 0x1p127 && c->alpha * S + e < c->max_out;
@@ -240,7 +261,7 @@ static void element(const moects__gemm_job *j, const elem_consts *c, double *bou
     double x = (double)j->alpha * xm, xerr = c->alpha * gamma_n((double)K, 0x1p-53) * S * c->s_up + fabs(x) * 0x1p-52;
     double sigma = c->alpha * c->sig_rel * sqrt(qm * c->s_up);
     st->x[o] = x;
-    st->det[o] = up_f((c->alpha * under + ETA + xerr) * (1.0 + 0x1p-40));
+    st->det[o] = up_f((c->alpha * under + ETA + c->split_abs + xerr) * (1.0 + 0x1p-40));
     st->sigma[o] = up_f(sigma * (1.0 + 0x1p-40));
 }
 
@@ -262,11 +283,15 @@ int moects__bound_job(const moects__gemm_job *j, const void *a, moects__a_kind k
 {
     const int64_t M = j->M, N = j->N, K = j->K, g = j->g, nkb = moects__cdiv(K, g);
     if (M == 0 || N == 0) return 0;
-    const double u = ldexp(1.0, bq->truncation ? 1 - (int)bq->bits : -(int)bq->bits), us = 0x1p-24;
-    const elem_consts c = {(1.0 + gamma_n((double)K + 1.0, u)) * (1.0 + gamma_n(4.0, us)) - 1.0,
-                           1.0 + 2.0 * gamma_n((double)K, 0x1p-53), fabs((double)j->alpha),
+    double rel, sig;
+    class_factors(K, bq->bits, bq->truncation, bq->bf16_splits, &rel, &sig);
+    const elem_consts c = {rel,
+                           1.0 + 2.0 * gamma_n((double)K, 0x1p-53),
+                           fabs((double)j->alpha),
                            j->out_dtype == MOECTS_BF16 ? 0x1.fep127 : 0x1.fffffep127,
-                           gamma_n((double)K + 1.0, u) + gamma_n(5.0, us), j->out_dtype == MOECTS_BF16};
+                           sig,
+                           bq->bf16_splits >= 2 ? (bq->bf16_splits - 1.0) * 0x1p-133 : 0.0,
+                           j->out_dtype == MOECTS_BF16};
     /* the request's arrays from this job's first row */
     const moects_bound_stats *rs = bq->st;
     const int64_t o0 = row0 * N;

@@ -575,11 +575,19 @@ int moects_ref_fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_ar
     return fp4_gemm(s, a, bw, bw ? a->d : NULL, !bw, bw ? NULL : a->d, NULL);
 }
 
+int moects_ref_fp4_gemm_bound_class(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a,
+                                    const moects_acc_class *c, double *bound, const moects_bound_stats *st)
+{
+    if (!c) return -1;
+    moects__bound_req bq = {c->bits, c->truncation, c->bf16_splits, bound, st};
+    return moects__bound_req_ok(&bq) ? fp4_gemm(s, a, 0, NULL, 0, NULL, &bq) : -1;
+}
+
 int moects_ref_fp4_gemm_bound_stats(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a, uint32_t bits,
                                     int truncation, double *bound, const moects_bound_stats *st)
 {
-    moects__bound_req bq = {bits, truncation, bound, st};
-    return moects__bound_req_ok(&bq) ? fp4_gemm(s, a, 0, NULL, 0, NULL, &bq) : -1;
+    const moects_acc_class c = {bits, truncation, 0};
+    return moects_ref_fp4_gemm_bound_class(s, a, &c, bound, st);
 }
 
 int moects_ref_fp4_gemm_bound(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a, uint32_t bits,

@@ -213,10 +213,11 @@ int moects_ref_moe_gemm_recipes(const moects_moe_gemm_shape *s, const moects_moe
     return moe_gemm(s, a, out_blockwise != NULL, out_blockwise, out_exact != NULL, out_exact, NULL);
 }
 
-int moects_ref_moe_gemm_bound_stats(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, uint32_t bits,
-                                    int truncation, double *bound, const moects_bound_stats *st)
+int moects_ref_moe_gemm_bound_class(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a,
+                                    const moects_acc_class *c, double *bound, const moects_bound_stats *st)
 {
-    moects__bound_req bq = {bits, truncation, bound, st};
+    if (!c) return -1;
+    moects__bound_req bq = {c->bits, c->truncation, c->bf16_splits, bound, st};
     if (!s || !a || bad_shape(s) || !moects__bound_req_ok(&bq)) return -1;
     const int64_t rows = s->rows == MOECTS_ROWS_MASKED ? s->E * s->M : s->M, n = rows * s->N;
     if (rows > 0 && s->N > 0) {
@@ -225,6 +226,13 @@ int moects_ref_moe_gemm_bound_stats(const moects_moe_gemm_shape *s, const moects
         for (int64_t i = 0; st && i < n; i++) moects__stats_unchecked(st, i);
     }
     return moe_gemm(s, a, 0, NULL, 0, NULL, &bq);
+}
+
+int moects_ref_moe_gemm_bound_stats(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, uint32_t bits,
+                                    int truncation, double *bound, const moects_bound_stats *st)
+{
+    const moects_acc_class c = {bits, truncation, 0};
+    return moects_ref_moe_gemm_bound_class(s, a, &c, bound, st);
 }
 
 int moects_ref_moe_gemm_bound(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, uint32_t bits,

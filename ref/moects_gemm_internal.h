@@ -32,13 +32,14 @@ int moects__wxa_gemm_job(const moects__gemm_job *j, const void *a, moects__a_kin
 /* A bound request: the kernel's accumulation class and where the bounds (and the accumulation
  * check's arrays, st NULL: not wanted) go, all [rows][N]. */
 typedef struct {
-    uint32_t bits;  /* accumulator precision p */
-    int truncation; /* 1: truncation, 0: RNE */
+    uint32_t bits;        /* accumulator precision p */
+    int truncation;       /* 1: truncation, 0: RNE */
+    uint32_t bf16_splits; /* 0, or at most this many K pieces whose partials are added in BF16 */
     double *bound;
     const moects_bound_stats *st;
 } moects__bound_req;
 
-/* 1 when bq's class is one the bound takes (bits 2..64, truncation 0 or 1) and its st, if any, has
+/* 1 when bq's class is one the bound takes (bits 2..64, truncation 0 or 1, bf16_splits 0..256) and its st, if any, has
  * all three arrays; else 0 (the public bound functions then return -1). */
 int moects__bound_req_ok(const moects__bound_req *bq);
 /* Element o of st marked as one the accumulation check does not judge (det +Inf). */

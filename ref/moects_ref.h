@@ -126,4 +126,33 @@ int moects_ref_moe_gemm_bound_stats(const moects_moe_gemm_shape *s, const moects
 int moects_ref_fp4_gemm_bound_stats(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a, uint32_t bits,
                                     int truncation, double *bound, const moects_bound_stats *st);
 
+/* An accumulation class (DESIGN.md "Bounded verdicts"): the accumulator (bits, truncation) as above,
+ * and optionally split-K with a BF16 reduction: K cut into at most bf16_splits pieces (any cut that
+ * does not depend on the data's signs), each piece's partial formed in the accumulator class, times
+ * alpha in FP32, and the partials added in BF16 with RNE after every addition (cuBLASLt's
+ * REDUCTION_SCHEME_OUTPUT_TYPE on a BF16 output; torch's allow_bf16_reduced_precision_reduction).
+ * bf16_splits 0 or 1: no such reduction. */
+typedef struct {
+    uint32_t bits;
+    int truncation;
+    uint32_t bf16_splits; /* 0..256: gamma(s - 1, 2^-8) is infinite from s = 257 on */
+} moects_acc_class;
+
+/* The bound and check inputs of moects_ref_*_gemm_bound_stats for class c. With s = c->bf16_splits
+ * >= 2 the s - 1 BF16 roundings before the output's own give each partial a factor of at most
+ * 1 + gamma(s - 1, 2^-8) (Higham, sec. 4.2: recursive summation of the s partials), so both
+ *   rel   = (1 + gamma(K+1, u)) (1 + gamma(4, 2^-24)) - 1     (the bound's factor of S) and
+ *   sig   = gamma(K+1, u) + gamma(5, 2^-24)                   (sigma's factor)
+ * become (1 + r) (1 + gamma(s - 1, 2^-8)) - 1 (for sigma by Minkowski over the s - 1 roundings, each
+ * of a running sum whose expected square is at most sum term^2), and the absolute allowance gains
+ * (s - 1) 2^-133 (a BF16 rounding in the subnormal range). Returns 0, or -1 for c NULL, bits outside
+ * 2..64, truncation not 0/1, bf16_splits over 256, and the errors of the functions above. */
+int moects_ref_moe_gemm_bound_class(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a,
+                                    const moects_acc_class *c, double *bound, const moects_bound_stats *st);
+int moects_ref_fp4_gemm_bound_class(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a,
+                                    const moects_acc_class *c, double *bound, const moects_bound_stats *st);
+/* sigma's factor for class c at reduction length K (sigma = |alpha| factor sqrt(sum term^2), above):
+ * what the accumulation check's diagnostics compare classes by. NaN for a class the bound refuses. */
+double moects_ref_acc_sigma_factor(int64_t K, const moects_acc_class *c);
+
 #endif

@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "moects_registry.h"
@@ -182,4 +183,36 @@ Test(bounded, the_accumulation_check_catches_a_lossy_accumulator, .timeout = 120
                                         "stays within 2 sigma"),
                        "%s", r.reason);
     cr_expect_gt(r.mismatches, 0);
+    /* the classes its error fits include its own: 14 bits, truncation (at most p bits for some p in
+     * 14..23), and never the declared 24 */
+    const char *t = strstr(r.reason, " bits or fewer (truncation)");
+    cr_assert_not_null(t, "%s", r.reason);
+    while (t > r.reason && t[-1] >= '0' && t[-1] <= '9') t--;
+    const int p = atoi(t);
+    cr_expect(p >= 14 && p < 24, "consistent with truncating accumulators of up to %d bits: %s", p, r.reason);
+}
+
+/* The split-K BF16 class (issue 25) through the runner on an fp4_gemm case of the H200's failing shape
+ * family (M 5, K 2688, BF16 out): cpu.fp4_gemm.dequant_splitk_bf16 (16 pieces, declared) passes; the
+ * same arithmetic declared as plain FP32 fails the accumulation check only, and the reason names the
+ * split-K classes its error fits: from a count of at most its own 16 pieces. */
+Test(bounded, a_bf16_split_k_reduction_is_a_declared_class, .timeout = 120)
+{
+    moects_case c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.id, sizeof c.id, "fp4_gemm.test/split-k");
+    snprintf(c.model, sizeof c.model, "regression");
+    snprintf(c.layout, sizeof c.layout, "-");
+    c.op = MOECTS_OP_FP4_GEMM, c.tiers = MOECTS_TIER_SMOKE;
+    c.M = 5, c.N = 100, c.K = 2688, c.format = MOECTS_FP4_MXFP4, c.scale_layout = MOECTS_SCALES_LINEAR;
+    c.out_dtype = MOECTS_BF16;
+    moects_result h = judged(&c, find("cpu.fp4_gemm.dequant_splitk_bf16"), 0, MOECTS_PASS_BOUNDED);
+    cr_expect_lt(h.acc_rms, 2.0);
+    cr_expect_str_eq(h.recipe, "fp4_gemm.exact_v1+bound(p=24,rne,bf16-split-k<=16)");
+    moects_result r = judged(&c, find("cpu.mutant.fp4_gemm.bf16_split_k"), 0, MOECTS_FAIL_MISMATCH);
+    cr_expect_gt(r.acc_rms, 2.0);
+    const char *t = strstr(r.reason, "consistent with a split-K BF16 reduction of ");
+    cr_assert_not_null(t, "%s", r.reason);
+    const int pieces = atoi(t + strlen("consistent with a split-K BF16 reduction of "));
+    cr_expect(pieces >= 2 && pieces <= 16, "fits from %d pieces on: %s", pieces, r.reason);
 }

@@ -336,3 +336,101 @@ Test(moe_bound, accumulation_check_inputs_and_verdicts, .timeout = 300)
         drop(&p);
     }
 }
+
+/* A split-K kernel with a BF16 reduction, MPFR-simulated (cuBLASLt's REDUCTION_SCHEME_OUTPUT_TYPE,
+ * the issue-25 shape: K 2688 in 132 pieces): each piece's terms summed with 24-bit RNE in a random
+ * order, times alpha in FP32, then the partials added in BF16 (RNE after every addition, the first
+ * partial rounded too) to a BF16 output. Against moects_ref_moe_gemm_bound_class: every element
+ * inside the class (24, RNE, 132 splits) bound; the accumulation check passes under that class (RMS
+ * a small fraction of sigma) and fails under plain FP32 accumulation (RMS > 2), as it did on the H200;
+ * moects_ref_acc_sigma_factor is the formula (1 + g)(1 + gamma(131, 2^-8)) - 1, g = gamma(2689,
+ * 2^-24) + gamma(5, 2^-24), worked out here in double. */
+static double splitk_element(const prob *p, int64_t r, int64_t n, int splits)
+{
+    const int64_t K = p->s.K, per = (K + splits - 1) / splits;
+    mpfr_t *t = malloc((size_t)(K + 1) * sizeof *t);
+    mpfr_t part, red;
+    mpfr_inits2(OR_PREC, part, red, (mpfr_ptr)0);
+    double alpha;
+    exact_terms(p, r, n, t, &alpha);
+    for (int64_t k = 0; k < K; k++) round_p(t[k], 24, MPFR_RNDN);
+    mpfr_set_zero(red, 1);
+    for (int64_t k0 = 0; k0 < K; k0 += per) {
+        const int64_t k1 = k0 + per < K ? k0 + per : K;
+        for (int64_t k = k1 - 1; k > k0; k--) { /* a random order within the piece */
+            int64_t q = k0 + (int64_t)(rnd64() % (uint64_t)(k - k0 + 1));
+            mpfr_swap(t[k], t[q]);
+        }
+        mpfr_set_zero(part, 1);
+        for (int64_t k = k0; k < k1; k++) {
+            mpfr_add(part, part, t[k], MPFR_RNDN);
+            round_p(part, 24, MPFR_RNDN);
+        }
+        mpfr_mul_d(part, part, alpha, MPFR_RNDN);
+        round_p(part, 24, MPFR_RNDN);
+        mpfr_add(red, red, part, MPFR_RNDN);
+        round_p(red, 8, MPFR_RNDN); /* BF16 */
+    }
+    for (int64_t k = 0; k < K; k++) mpfr_clear(t[k]);
+    free(t);
+    double v = mpfr_get_d(red, MPFR_RNDN);
+    mpfr_clears(part, red, (mpfr_ptr)0);
+    return v;
+}
+
+Test(moe_bound, bf16_split_k_class_holds_its_kernel, .timeout = 300)
+{
+    const int64_t counts[2] = {4, 4}, N = 12, K = 2688;
+    const int S = 132;
+    rng_state = 150;
+    prob p;
+    gen(&p, MOECTS_MOE_W4A16, MOECTS_FP4_MXFP4, MOECTS_ROWS_OFFSETS, 2, counts, N, K, MOECTS_SCALES_LINEAR,
+        MOECTS_BF16, 0, 0, 0);
+    const int64_t n_el = p.rows * N;
+    double *bound = malloc((size_t)n_el * sizeof(double)), *x[2], *bound0 = malloc((size_t)n_el * sizeof(double));
+    float *det[2], *sigma[2];
+    moects_bound_stats st[2];
+    for (int c = 0; c < 2; c++) {
+        x[c] = malloc((size_t)n_el * sizeof(double));
+        det[c] = malloc((size_t)n_el * sizeof(float)), sigma[c] = malloc((size_t)n_el * sizeof(float));
+        st[c] = (moects_bound_stats){x[c], det[c], sigma[c]};
+    }
+    const moects_acc_class split = {24, 0, (uint32_t)S}, fp32 = {24, 0, 0}, bad = {24, 0, 257};
+    cr_assert_eq(moects_ref_moe_gemm_bound_class(&p.s, &p.a, &split, bound, &st[0]), 0);
+    cr_assert_eq(moects_ref_moe_gemm_bound_class(&p.s, &p.a, &fp32, bound0, &st[1]), 0);
+    cr_assert_eq(moects_ref_moe_gemm_bound_class(&p.s, &p.a, &bad, bound0, NULL), -1, "more than 256 splits");
+    const double g = gamma_k(K + 1, 0x1p-24) + gamma_k(5, 0x1p-24);
+    const double want = (1 + g) * (1 + gamma_k(S - 1, 0x1p-8)) - 1, got = moects_ref_acc_sigma_factor(K, &split);
+    cr_assert(fabs(got - want) <= 1e-12 * want, "sigma factor %a, by hand %a", got, want);
+    cr_assert(fabs(moects_ref_acc_sigma_factor(K, &fp32) - g) <= 1e-12 * g);
+    cr_assert_eq(moects_ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), 0);
+    double sum[2] = {0, 0};
+    int64_t lr, n_checked = 0, differ = 0;
+    for (int64_t r = 0; r < p.rows; r++) {
+        if (mo_expert(&p.s, &p.a, r, &lr) < 0) continue;
+        for (int64_t n = 0; n < N; n++) {
+            const int64_t i = r * N + n;
+            const double y = splitk_element(&p, r, n, S), ex = out_at(&p, p.D, i);
+            cr_assert(fabs(y - ex) <= bound[i], "element %lld: kernel %a exact %a, |diff| %a > bound %a", (long long)i, y,
+                      ex, fabs(y - ex), bound[i]);
+            differ += y != ex;
+            const double half = ldexp(1.0, ilogb(fabs(y)) - 8);
+            for (int c = 0; c < 2; c++) {
+                const double a = fmax(0.0, fabs(y - x[c][i]) - half - det[c][i]) / sigma[c][i];
+                sum[c] += a * a;
+            }
+            n_checked++;
+        }
+    }
+    const double rms_split = sqrt(sum[0] / (double)n_checked), rms_fp32 = sqrt(sum[1] / (double)n_checked);
+    cr_assert_eq(n_checked, 8 * N);
+    cr_log_info("split-K BF16: %lld of %lld elements off exact_v1; RMS %g sigma (split class), %g (FP32)",
+                (long long)differ, (long long)n_checked, rms_split, rms_fp32);
+    cr_assert_gt(differ, 0, "the BF16 reduction moved some element off exact_v1");
+    cr_assert_lt(rms_split, 0.5, "under the split-K class: RMS %g sigma", rms_split);
+    cr_assert_gt(rms_fp32, 2.0, "under plain FP32 accumulation: RMS %g sigma", rms_fp32);
+    for (int c = 0; c < 2; c++) free(x[c]), free(det[c]), free(sigma[c]);
+    free(bound);
+    free(bound0);
+    drop(&p);
+}

@@ -23,7 +23,7 @@
 
 #define CHUNK_ELEMS ((int64_t)1 << 26) /* dequantized rows per sgemm: at most 256 MiB per operand */
 
-static int supports(const void *shape, char *why, size_t why_len)
+int moects__fp4_sgemm_supports(const void *shape, char *why, size_t why_len)
 {
     const moects_fp4_gemm_shape *s = shape;
     if (!moects__fp4_shape_ok(s, why, why_len)) return 0;
@@ -70,7 +70,7 @@ static int run(const void *shape, const void *args, void *stream)
     (void)stream;
     const moects_fp4_gemm_shape *s = shape;
     const moects_fp4_gemm_args *a = args;
-    if (!supports(s, NULL, 0)) return -1;
+    if (!moects__fp4_sgemm_supports(s, NULL, 0)) return -1;
     const int64_t M = s->M, N = s->N, K = s->K;
     if (M == 0 || N == 0) return 0;
     int64_t mc = K ? CHUNK_ELEMS / K : M, nc = K ? CHUNK_ELEMS / K : N;
@@ -123,6 +123,6 @@ const moects_kernel moects_cpu_fp4_gemm_dequant_sgemm = {
     .recipe = NULL,
     .acc = {.bits = 24, .truncation = 0},
     .bug = NULL,
-    .supports = supports,
+    .supports = moects__fp4_sgemm_supports,
     .run = run,
 };

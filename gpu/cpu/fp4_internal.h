@@ -16,6 +16,10 @@ int moects__fp4_shape_ok(const moects_fp4_gemm_shape *s, char *why, size_t why_l
  * or out of memory. */
 int moects__fp4_blockwise_run(const moects__mut *m, const void *shape, const void *args);
 
+/* supports() of the dequantize-then-sgemm kernels (fp4_dequant_sgemm.c, fp4_splitk.c): the common
+ * shape checks, and M, N, K within cblas_sgemm's int. */
+int moects__fp4_sgemm_supports(const void *shape, char *why, size_t why_len);
+
 /* n outputs of a dequantize-then-sgemm kernel: c[j] * alpha (c NULL when K = 0: the empty sum, +0)
  * stored at elements o .. o + n - 1 of out, as FP32 or as BF16 by RNE (gpu/cpu/fp4_dequant_sgemm.c). */
 void moects__store_scaled(moects_dtype dt, void *out, int64_t o, const float *c, int64_t n, float alpha);

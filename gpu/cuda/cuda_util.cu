@@ -71,11 +71,12 @@ static int load_lib_locked(void)
     *(void **)&c.destroy = dlsym(c.lib, "cublasDestroy_v2");
     *(void **)&c.set_stream = dlsym(c.lib, "cublasSetStream_v2");
     *(void **)&c.gemm_ex = dlsym(c.lib, "cublasGemmEx");
+    *(void **)&c.set_math_mode = dlsym(c.lib, "cublasSetMathMode");
     *(void **)&c.grouped = dlsym(c.lib, "cublasGemmGroupedBatchedEx"); /* optional */
     *(void **)&c.set_workspace = dlsym(c.lib, "cublasSetWorkspace_v2"); /* optional */
-    if (!c.create || !c.destroy || !c.set_stream || !c.gemm_ex) {
-        snprintf(g_cublas_why, sizeof g_cublas_why,
-                 "cuBLAS not available: libcublas.so.13 lacks cublasCreate_v2/cublasSetStream_v2/cublasGemmEx");
+    if (!c.create || !c.destroy || !c.set_stream || !c.gemm_ex || !c.set_math_mode) {
+        snprintf(g_cublas_why, sizeof g_cublas_why, "cuBLAS not available: libcublas.so.13 lacks "
+                 "cublasCreate_v2/cublasSetStream_v2/cublasGemmEx/cublasSetMathMode");
         return g_lib_state = -1;
     }
     g_cublas = c;
@@ -98,9 +99,16 @@ const moects__cublas *moects__cublas_get(char *why, size_t why_len)
         if (load_lib_locked() != 1) {
             g_cublas_state = -1;
         } else {
-            int st = g_cublas.create(&g_cublas.handle);
+            int st = g_cublas.create(&g_cublas.handle), mm = -1;
             if (st != 0) {
                 snprintf(g_cublas_why, sizeof g_cublas_why, "cuBLAS: cublasCreate failed (status %d)", st);
+                g_cublas_state = -1;
+            } else if ((mm = g_cublas.set_math_mode(g_cublas.handle, MOECTS__CUBLAS_MATH_FP32_REDUCTION)) != 0) {
+                /* without it cuBLAS may reduce split-K partials in BF16: not the class the kernels declare */
+                snprintf(g_cublas_why, sizeof g_cublas_why,
+                         "cuBLAS: cublasSetMathMode(DEFAULT | DISALLOW_REDUCED_PRECISION_REDUCTION) failed (status %d)", mm);
+                g_cublas.destroy(g_cublas.handle);
+                g_cublas.handle = NULL;
                 g_cublas_state = -1;
             } else {
                 g_cublas_state = 1;

@@ -36,6 +36,11 @@ typedef struct moects__cublas {
                    const void *alpha, const void *const *A, int Atype, const int *lda, const void *const *B,
                    int Btype, const int *ldb, const void *beta, void *const *C, int Ctype, const int *ldc,
                    int group_count, const int *group_size, int computeType);
+    /* cublasSetMathMode: the handle gets CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION,
+     * so split-K partial sums are reduced in the compute type (FP32), never in a BF16 output's type
+     * (cuBLASLt's REDUCTION_SCHEME_OUTPUT_TYPE), which the kernels' declared class (FP32 accumulation)
+     * excludes; TF32 stays off. */
+    int (*set_math_mode)(void *handle, int mode);
     /* cublasSetWorkspace_v2 (optional): the handle's workspace, zeroed once (see bind_stream). */
     int (*set_workspace)(void *handle, void *ws, size_t bytes);
     void *handle; /* created on first use, one per process (the worker) */
@@ -47,8 +52,9 @@ typedef struct moects__cublas {
  * parent that forks workers may ask), else 0 with the reason in why. */
 int moects__cublas_probe(char *why, size_t why_len);
 
-/* Load cuBLAS and create the process's handle once. Returns the loader, or NULL with a one-line
- * reason in why (library missing, symbol missing, cublasCreate failed). */
+/* Load cuBLAS and create the process's handle once, in math mode MOECTS__CUBLAS_MATH_FP32_REDUCTION.
+ * Returns the loader, or NULL with a one-line reason in why (library missing, symbol missing,
+ * cublasCreate or cublasSetMathMode failed). */
 const moects__cublas *moects__cublas_get(char *why, size_t why_len);
 
 /* cuBLAS constants (cublas_api.h, library_types.h; stable across CUDA 11-13). */
@@ -58,6 +64,7 @@ enum {
     MOECTS__CUDA_R_32F = 0,
     MOECTS__CUDA_R_16BF = 14,
     MOECTS__CUBLAS_COMPUTE_32F = 68,
+    MOECTS__CUBLAS_MATH_FP32_REDUCTION = 0 | 16, /* CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION */
     MOECTS__CUBLAS_GEMM_DEFAULT = -1
 };
 

@@ -5,7 +5,10 @@
  * with truncation, order any (bits 24, truncation): cuBLAS runs BF16 x BF16 with
  * CUBLAS_COMPUTE_32F on tensor cores, whose products are exact and whose FP32 accumulation aligns and
  * truncates (Fasi, Higham, Mikaitis, Pranesh, "Numerical behavior of NVIDIA tensor cores", PeerJ CS
- * 2021: round toward zero in the adder), in an order (and split-K) cuBLAS picks. Each element is judged
+ * 2021: round toward zero in the adder), in an order (and split-K) cuBLAS picks, split-K partials added
+ * in FP32: the handle's math mode has CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION (cuda_util.cu;
+ * cuBLAS's default let cuBLASLt add them in the BF16 output at N 100, M 5, K 2688 on the H200, which
+ * the accumulation check caught: issue 25). Each element is judged
  * against its own bound around fp4_gemm.exact_v1 (PASS_BOUNDED); until ABI 2 it had the global
  * tolerance below.
  *

@@ -11,7 +11,11 @@
  * are exact in the tensor cores; the sums are FP32 in cuBLAS's own order (split-K included), which no
  * recipe names, so the kernel declares its accumulation class instead: 24 bits, truncation (the
  * conservative reading of tensor-core accumulation), judged per element against the forward error
- * bound of DESIGN.md "Bounded verdicts" around exact_v1 (PASS_BOUNDED).
+ * bound of DESIGN.md "Bounded verdicts" around exact_v1 (PASS_BOUNDED). No split-K reduction in BF16:
+ * the handle's math mode has CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION (cuda_util.cu), so a
+ * split-K partial sum is added in FP32 (cuBLAS's default would let cuBLASLt add them in the BF16
+ * output, REDUCTION_SCHEME_OUTPUT_TYPE, as it did for cuda.fp4_gemm.dequant_cublas at N 100, M 5,
+ * K 2688 on the H200: issue 25); tools/h200_check.sh logs the scheme cuBLASLt picks.
  *
  * Row metadata (m_indices, masked_m or expert_offsets) and alpha are copied to the host first (one
  * stream synchronisation): cuBLAS takes the group sizes on the host. Contiguous: each run of rows with

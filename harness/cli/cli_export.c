@@ -82,7 +82,8 @@ int moects_cmd_export(int argc, char **argv)
 
 static int usage_verify(FILE *f)
 {
-    fputs("usage: moects verify DIR [--kernel NAME] [--recipe RECIPE | --bound BITS[,trunc] | --tol CALC_DIFF,MAX_ULP]\n"
+    fputs("usage: moects verify DIR [--kernel NAME] [--recipe RECIPE | --bound BITS[,trunc][,bf16-split-k=N] |\n"
+          "                     --tol CALC_DIFF,MAX_ULP]\n"
           "                     [--out OUT] [-v] [--tap-version 13|14]\n"
           "  Judges DIR/<case>.out.safetensors (tensor \"out\") against each case `moects export` wrote in DIR,\n"
           "  as `moects run` judges a kernel: TAP on stdout; results.json, run.tap, summary.md in OUT\n"
@@ -90,7 +91,8 @@ static int usage_verify(FILE *f)
           "  --kernel: the name the results carry (default \"external\"). Judgement: --recipe (identical\n"
           "  bits under that recipe), --bound (the kernel's accumulation class: BITS of significand 2..64,\n"
           "  24 for FP32, \",trunc\" for truncating sums as tensor cores, \",rne\" the default: each element\n"
-          "  within its proven bound of exact_v1), --tol (calc_diff and max ULP bounds against exact_v1),\n"
+          "  within its proven bound of exact_v1; \",bf16-split-k=N\": K split into at most N pieces whose partials\n"
+          "  are added in BF16, as cuBLAS and torch may), --tol (calc_diff and max ULP bounds against exact_v1),\n"
           "  default each file's moects.recipe (ep_gather.fma_v1, fp4_gemm.blockwise_v1,\n"
           "  moe_gemm.blockwise_v1; W4A16: moe_gemm.exact_v1): a kernel summing in another order declares\n"
           "  --bound. Each file must keep the name export gave it.\n"
@@ -135,11 +137,15 @@ static int parse_verify(verify_opts *o, int argc, char **argv)
             break;
         }
         case 'b': {
-            unsigned long bits = strtoul(optarg, &e, 10);
-            int trunc = !strcmp(e, ",trunc");
-            if (e == optarg || (*e && !trunc && strcmp(e, ",rne")) || bits < 2 || bits > 64)
-                return fail("verify", "--bound: BITS[,trunc|,rne], BITS 2..64 (24: FP32 accumulation)");
+            unsigned long bits = strtoul(optarg, &e, 10), splits = 0;
+            int trunc = !strncmp(e, ",trunc", 6), rne = !strncmp(e, ",rne", 4);
+            e += trunc ? 6 : rne ? 4 : 0;
+            if (!strncmp(e, ",bf16-split-k=", 14)) splits = strtoul(e + 14, &e, 10), splits += !splits;
+            if (*e || bits < 2 || bits > 64 || splits == 1 || splits > 256)
+                return fail("verify", "--bound: BITS[,trunc|,rne][,bf16-split-k=N], BITS 2..64 (24: FP32 "
+                                      "accumulation), N 2..256");
             o->k.acc.bits = (uint32_t)bits, o->k.acc.truncation = trunc;
+            o->k.split_k = (moects_split_k){(uint32_t)splits, splits ? MOECTS_BF16 : 0};
             break;
         }
         case 'h': return usage_verify(stdout) - 1;

@@ -689,7 +689,11 @@ int moects_cmd_list(int argc, char **argv)
                 printf("%s\t%s\t%s\t", k->name, moects__op_name(k->op) ? moects__op_name(k->op) : "?",
                        k->device == MOECTS_DEVICE_CUDA ? "cuda" : "cpu");
                 if (k->recipe) printf("%s", k->recipe);
-                else if (k->acc.bits) printf("bound(p=%u,%s)", k->acc.bits, k->acc.truncation ? "trunc" : "rne");
+                else if (k->acc.bits) {
+                    char b[64];
+                    moects__bound_name(k, b, sizeof b);
+                    printf("%s", b);
+                }
                 else printf("tol(calc_diff<=%g,ulp<=%u)", k->tol.max_calc_diff, k->tol.max_ulp);
                 if (k->bug) printf("\tmutant: %s", k->bug);
                 putchar('\n');

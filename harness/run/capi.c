@@ -541,7 +541,8 @@ moects_judgement *moects_judge(moects_casedata *d, const moects_kernel *k, const
                NULL;
     moects_recipe r;
     if (recipe_of(&d->c, k->recipe, &r) != 0) return NULL;
-    moects_kernel jk = *k;
+    moects_kernel jk;
+    moects__kernel_upgrade(k, &jk); /* a caller of an older ABI (Python's ctypes struct) has fewer fields */
     jk.abi_version = MOECTS_KERNEL_ABI_VERSION;
     jk.device = MOECTS_DEVICE_CPU;
     jk.supports = NULL;

@@ -119,6 +119,8 @@ static int from_json(json_t *o, size_t i, moects_kernel *k, char *err, size_t er
     k->tol.max_ulp = (uint32_t)json_integer_value(json_object_get(tol, "max_ulp"));
     k->acc.bits = (uint32_t)json_integer_value(json_object_get(acc, "bits"));
     k->acc.truncation = (int)json_integer_value(json_object_get(acc, "truncation"));
+    k->split_k.max_splits = (uint32_t)json_integer_value(json_object_get(acc, "bf16_split_k"));
+    k->split_k.dtype = k->split_k.max_splits ? MOECTS_BF16 : 0;
     moects_recipe r;
     if (!k->name || k->op < MOECTS_OP_EP_GATHER || k->op > MOECTS_OP_MOE_GEMM ||
         (k->device != MOECTS_DEVICE_CPU && k->device != MOECTS_DEVICE_CUDA))

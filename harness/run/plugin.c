@@ -11,6 +11,15 @@
 #include "moects_ref.h"
 #include "moects_runner.h"
 
+void moects__kernel_upgrade(const moects_kernel *k, moects_kernel *out)
+{
+    const size_t n = k->abi_version >= 3 ? sizeof *out
+                   : k->abi_version == 2 ? offsetof(moects_kernel, split_k)
+                                         : offsetof(moects_kernel, acc);
+    memset(out, 0, sizeof *out);
+    memcpy(out, k, n);
+}
+
 static int check_kernel(const char *path, size_t i, const moects_kernel *k, char *err, size_t errlen)
 {
     if (!k) {
@@ -50,6 +59,12 @@ static int check_kernel(const char *path, size_t i, const moects_kernel *k, char
         snprintf(err, errlen, "%s: kernel %zu (%s): acc: bits %u, truncation %d: bits 2..64 (the accumulator's "
                  "significand, 24 for FP32), truncation 0 (round to nearest) or 1", path, i, name, k->acc.bits,
                  k->acc.truncation);
+        return -1;
+    }
+    const moects_split_k sk = k->abi_version >= 3 ? k->split_k : (moects_split_k){0, 0};
+    if (sk.max_splits && (!bound || sk.max_splits < 2 || sk.max_splits > 256 || sk.dtype != MOECTS_BF16)) {
+        snprintf(err, errlen, "%s: kernel %zu (%s): split_k: max_splits %u, dtype %d: a split-K reduction needs a "
+                 "bound (acc.bits), max_splits 2..256 and dtype MOECTS_BF16", path, i, name, sk.max_splits, (int)sk.dtype);
         return -1;
     }
     const int tol = k->tol.max_calc_diff > 0 || k->tol.max_ulp > 0;
@@ -114,13 +129,14 @@ int moects_plugin_load(const char *path, const moects_kernel ***v, size_t *n, ch
     for (size_t i = 0; i < count; i++) {
         nv[*n + i] = ks[i];
         if (ks[i]->abi_version >= MOECTS_KERNEL_ABI_VERSION) continue;
-        /* a version-1 descriptor ends at run: a copy with the later fields zero */
-        moects_kernel *k2 = calloc(1, sizeof *k2);
+        /* a version-1 descriptor ends at run, a version-2 one at last_error: a copy with the later
+         * fields zero */
+        moects_kernel *k2 = malloc(sizeof *k2);
         if (!k2) {
             snprintf(err, errlen, "%s: out of memory", path);
             return -1;
         }
-        memcpy(k2, ks[i], offsetof(moects_kernel, acc));
+        moects__kernel_upgrade(ks[i], k2);
         nv[*n + i] = k2;
     }
     *v = nv;

@@ -71,11 +71,10 @@ typedef struct {
     int dev_state; /* 0 not copied, 1 copied, -1 failed (reason in dev_err) */
     char dev_err[256];
     int dev_err_fatal;
-    double *bound;  /* per-element bounds of the cached case for (bound_bits, bound_trunc), NULL none */
+    double *bound;  /* per-element bounds of the cached case for bound_class, NULL none */
     moects_bound_stats bst; /* the accumulation check's inputs beside them (x NULL: the check does not apply) */
     int bound_rc;   /* 0 computed, -1 refused by the reference */
-    uint32_t bound_bits;
-    int bound_trunc;
+    moects_acc_class bound_class; /* the class bound was computed for */
     const char *dump_dir; /* run --dump: a mismatching case's inputs, reference and output go here */
 } worker_state;
 
@@ -151,8 +150,16 @@ static void set_reason(moects_result *r, const char *fmt, const char *a, const c
     copy_str(r->reason, sizeof r->reason, buf);
 }
 
+void moects__bound_name(const moects_kernel *k, char *buf, size_t len)
+{
+    if (k->split_k.max_splits)
+        snprintf(buf, len, "bound(p=%u,%s,bf16-split-k<=%u)", k->acc.bits, k->acc.truncation ? "trunc" : "rne",
+                 k->split_k.max_splits);
+    else snprintf(buf, len, "bound(p=%u,%s)", k->acc.bits, k->acc.truncation ? "trunc" : "rne");
+}
+
 /* moects__result_identity: clears r and fills who ran what: kernel, case, model, layout, op, mutant
- * flag, seed, recipe (the kernel's, else "<op>.exact_v1+bound(p=BITS,rne|trunc)" for an accumulation
+ * flag, seed, recipe (the kernel's, else "<op>.exact_v1+" moects__bound_name for an accumulation
  * class, else "<op>.exact_v1+tol"); first_index -1. */
 void moects__result_identity(moects_result *r, const moects_case *c, const moects_kernel *k, uint64_t seed)
 {
@@ -167,9 +174,12 @@ void moects__result_identity(moects_result *r, const moects_case *c, const moect
     r->first_index = -1;
     const char *op = moects__op_name(c->op) ? moects__op_name(c->op) : "?";
     if (k->recipe) snprintf(r->recipe, sizeof r->recipe, "%s", k->recipe);
-    else if (k->acc.bits)
-        snprintf(r->recipe, sizeof r->recipe, "%s.exact_v1+bound(p=%u,%s)", op, k->acc.bits,
-                 k->acc.truncation ? "trunc" : "rne");
+    else if (k->acc.bits) {
+        char b[64], t[96];
+        moects__bound_name(k, b, sizeof b);
+        snprintf(t, sizeof t, "%s.exact_v1+%s", op, b);
+        copy_str(r->recipe, sizeof r->recipe, t);
+    }
     else snprintf(r->recipe, sizeof r->recipe, "%s.exact_v1+tol", op);
 }
 
@@ -256,12 +266,12 @@ static int acc_check_applies(const moects_case *c) { return c->data != MOECTS_DA
  * verdicts"), once per (case, class), on the reference's threads; timing to r->reference_s. With
  * them the accumulation check's inputs where it applies. 0, or -1 when the reference refuses (or
  * memory runs out: *oom set). */
-static int compute_bound(worker_state *ws, const moects_case *c, const moects_accumulation *acc, const task_ctl *tc,
+static int compute_bound(worker_state *ws, const moects_case *c, const moects_acc_class *cls, const task_ctl *tc,
                          moects_result *r, int *oom)
 {
     moects_inputs *in = &ws->in;
     *oom = 0;
-    if (ws->bound && ws->bound_bits == acc->bits && ws->bound_trunc == acc->truncation) return ws->bound_rc;
+    if (ws->bound && !memcmp(&ws->bound_class, cls, sizeof *cls)) return ws->bound_rc;
     free_bound(ws);
     const size_t n = (size_t)in->out_elems + 1;
     const int check = acc_check_applies(c);
@@ -275,8 +285,7 @@ static int compute_bound(worker_state *ws, const moects_case *c, const moects_ac
         *oom = 1;
         return -1;
     }
-    ws->bound_bits = acc->bits;
-    ws->bound_trunc = acc->truncation;
+    ws->bound_class = *cls;
     void *hp[MOECTS_INPUTS_MAX];
     host_ptrs(in, hp, 1);
     moects_op_args a;
@@ -288,9 +297,9 @@ static int compute_bound(worker_state *ws, const moects_case *c, const moects_ac
     int rc = -1;
     const moects_bound_stats *st = check ? &ws->bst : NULL;
     if (c->op == MOECTS_OP_FP4_GEMM)
-        rc = moects_ref_fp4_gemm_bound_stats(&in->fg, &a.fg, acc->bits, acc->truncation, ws->bound, st);
+        rc = moects_ref_fp4_gemm_bound_class(&in->fg, &a.fg, cls, ws->bound, st);
     else if (c->op == MOECTS_OP_MOE_GEMM)
-        rc = moects_ref_moe_gemm_bound_stats(&in->mg, &a.mg, acc->bits, acc->truncation, ws->bound, st);
+        rc = moects_ref_moe_gemm_bound_class(&in->mg, &a.mg, cls, ws->bound, st);
     r->reference_s += now_s() - t;
     if (th != before) openblas_set_num_threads(before);
     announce(tc, PH_OTHER, r);
@@ -385,17 +394,52 @@ static int accumulation_check(const moects_inputs *in, const void *got, const mo
     return n >= MOECTS_ACC_CHECK_MIN && r->acc_rms > MOECTS_ACC_CHECK_LIMIT;
 }
 
-/* The reason of a failed accumulation check. */
-static void accumulation_reason(const moects_accumulation *acc, moects_result *r)
+/* The GEMM's reduction length K of a bounded case (fp4_gemm, moe_gemm). */
+static int64_t reduction_k(const moects_inputs *in) { return in->op == MOECTS_OP_FP4_GEMM ? in->fg.K : in->mg.K; }
+
+/* The classes whose expected accumulation error would explain an RMS of rms sigma under class cls
+ * (sigma scales with moects_ref_acc_sigma_factor): the fewest BF16 split-K pieces over cls's
+ * accumulator, and the most accumulator bits with RNE and with truncation, each within
+ * MOECTS_ACC_CHECK_LIMIT; into buf as one clause. */
+static void consistent_classes(int64_t K, const moects_acc_class *cls, double rms, char *buf, size_t len)
 {
-    char buf[512];
+    const double t = rms * moects_ref_acc_sigma_factor(K, cls); /* RMS in |alpha| sqrt(sum term^2) */
+    uint32_t splits = 0;
+    int rne = 0, trunc = 0;
+    for (uint32_t sp = 2; sp <= 256 && !splits; sp++) {
+        const moects_acc_class c = {cls->bits, cls->truncation, sp};
+        if (t <= MOECTS_ACC_CHECK_LIMIT * moects_ref_acc_sigma_factor(K, &c)) splits = sp;
+    }
+    for (int p = 2; p <= 24; p++) {
+        const moects_acc_class cr = {(uint32_t)p, 0, 0}, ct = {(uint32_t)p, 1, 0};
+        if (t <= MOECTS_ACC_CHECK_LIMIT * moects_ref_acc_sigma_factor(K, &cr)) rne = p;
+        if (t <= MOECTS_ACC_CHECK_LIMIT * moects_ref_acc_sigma_factor(K, &ct)) trunc = p;
+    }
+    size_t n = (size_t)snprintf(buf, len, "consistent with");
+    if (splits)
+        n += (size_t)snprintf(buf + n, n < len ? len - n : 0, " a split-K BF16 reduction of %u or more pieces (declare "
+                              "split_k; cuBLAS without CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION, torch's "
+                              "allow_bf16_reduced_precision_reduction)%s", splits, rne || trunc ? " or" : "");
+    if (rne) n += (size_t)snprintf(buf + n, n < len ? len - n : 0, " an accumulator of %d bits or fewer (RNE)", rne);
+    if (trunc)
+        n += (size_t)snprintf(buf + n, n < len ? len - n : 0, "%s %d bits or fewer (truncation)", rne ? "," : " an accumulator of",
+                              trunc);
+    if (!splits && !rne && !trunc) snprintf(buf, len, "consistent with no accumulation class moects knows");
+}
+
+/* The reason of a failed accumulation check, with the classes its error would fit. */
+static void accumulation_reason(const moects_inputs *in, const moects_acc_class *cls, moects_result *r)
+{
+    char fit[400], split[48] = "", buf[1024];
+    consistent_classes(reduction_k(in), cls, r->acc_rms, fit, sizeof fit);
+    if (cls->bf16_splits) snprintf(split, sizeof split, ", split-K in BF16 over at most %u", cls->bf16_splits);
     snprintf(buf, sizeof buf,
              "no element outside its bound, but the accumulation check fails: the accumulation error the output "
              "implies (|got - exact| less the output rounding) has an RMS of %.3g sigma over %lld elements; a "
-             "kernel of the declared class (%u-bit, %s) stays within %g sigma (sigma: an upper estimate of each "
-             "element's expected accumulation error for that class)",
-             r->acc_rms, (long long)r->acc_n, acc->bits, acc->truncation ? "truncation" : "RNE",
-             MOECTS_ACC_CHECK_LIMIT);
+             "kernel of the declared class (%u-bit, %s%s) stays within %g sigma (sigma: an upper estimate of each "
+             "element's expected accumulation error for that class); %s",
+             r->acc_rms, (long long)r->acc_n, cls->bits, cls->truncation ? "truncation" : "RNE", split,
+             MOECTS_ACC_CHECK_LIMIT, fit);
     copy_str(r->reason, sizeof r->reason, buf);
 }
 
@@ -404,7 +448,7 @@ static void accumulation_reason(const moects_accumulation *acc, moects_result *r
  * failure's reason names the worst element (largest |got - exact| / bound) and its bound; a failed
  * check sets bj->share. */
 static moects_verdict judge_bounded(const moects_inputs *in, const void *got, const void *want, bound_judge *bj,
-                                    const moects_accumulation *acc, moects_result *r)
+                                    const moects_acc_class *cls, moects_result *r)
 {
     int64_t outside = 0, worst = -1;
     double worst_ratio = -1, worst_err = 0;
@@ -419,7 +463,7 @@ static moects_verdict judge_bounded(const moects_inputs *in, const void *got, co
     const int acc_fails = bj->st && accumulation_check(in, got, bj->st, r);
     if (!outside) {
         if (!acc_fails) return MOECTS_PASS_BOUNDED;
-        accumulation_reason(acc, r);
+        accumulation_reason(in, cls, r);
         bj->share = 1;
         return MOECTS_FAIL_MISMATCH;
     }
@@ -560,7 +604,8 @@ static void judge_with_bound(worker_state *ws, const moects_case *c, const moect
     moects_inputs *in = &ws->in;
     int oom = 0;
     r->compare_s += now_s() - *tc0;
-    int brc = compute_bound(ws, c, &k->acc, tc, r, &oom);
+    const moects_acc_class cls = {k->acc.bits, k->acc.truncation, k->split_k.max_splits};
+    int brc = compute_bound(ws, c, &cls, tc, r, &oom);
     *tc0 = now_s();
     if (oom) {
         r->verdict = MOECTS_SKIP;
@@ -574,7 +619,7 @@ static void judge_with_bound(worker_state *ws, const moects_case *c, const moect
         return;
     }
     bound_judge bj = {ws->bound, ws->bst.x ? &ws->bst : NULL, 0};
-    r->verdict = judge_bounded(in, got, want, &bj, &k->acc, r);
+    r->verdict = judge_bounded(in, got, want, &bj, &cls, r);
     moects_compare_result cr = {.first_index = -1}; /* a pass: nothing outside */
     if (r->verdict == MOECTS_FAIL_MISMATCH) {
         if (!(*only = outside_only(in, got, want, &bj))) return; /* no memory: every differing element */

@@ -40,19 +40,25 @@ class Accumulation(Structure):
     _fields_ = [("bits", c_uint32), ("truncation", c_int)]
 
 
+class SplitK(Structure):
+    """moects_split_k (gpu/moects_kernel.h, ABI 3): max_splits, dtype (1: BF16)."""
+    _fields_ = [("max_splits", c_uint32), ("dtype", c_int)]
+
+
 SUPPORTS_FN = CFUNCTYPE(c_int, c_void_p, c_void_p, c_size_t)
 RUN_FN = CFUNCTYPE(c_int, c_void_p, c_void_p, c_void_p)
 LAST_ERROR_FN = CFUNCTYPE(c_void_p)  # returns a const char* we keep alive
 
 
 class KernelStruct(Structure):
-    """moects_kernel, ABI version 2 (gpu/moects_kernel.h): enums are C ints."""
+    """moects_kernel, ABI version 3 (gpu/moects_kernel.h): enums are C ints."""
     _fields_ = [("abi_version", c_uint32), ("name", c_char_p), ("op", c_int), ("device", c_int),
                 ("recipe", c_char_p), ("tol", Tolerance), ("bug", c_char_p), ("supports", SUPPORTS_FN),
-                ("run", RUN_FN), ("acc", Accumulation), ("last_error", LAST_ERROR_FN)]
+                ("run", RUN_FN), ("acc", Accumulation), ("last_error", LAST_ERROR_FN),
+                ("split_k", SplitK)]
 
 
-KERNEL_ABI_VERSION = 2
+KERNEL_ABI_VERSION = 3
 
 _H = c_void_p  # every opaque handle
 _PROTOS = {

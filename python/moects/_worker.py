@@ -69,10 +69,11 @@ def load_all(specs):
 
 def description(k):
     """A Kernel as the JSON object of --describe (the moects_kernel fields, enums as integers)."""
-    bits, trunc = _bound(k.bound)
+    bits, trunc, splits = _bound(k.bound)
     calc, ulp = _tolerance(k.tolerance)
     return {"name": k.name, "op": OPS[k.op], "device": DEVICES[k.device], "recipe": k.recipe,
-            "tol": {"max_calc_diff": calc, "max_ulp": ulp}, "acc": {"bits": bits, "truncation": trunc},
+            "tol": {"max_calc_diff": calc, "max_ulp": ulp},
+            "acc": {"bits": bits, "truncation": trunc, "bf16_split_k": splits},
             "bug": k.bug}
 
 

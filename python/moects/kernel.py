@@ -8,7 +8,10 @@ Python"):
                memory, launched on the runner's stream); default "cpu"
     recipe     the exact recipe it claims ("ep_gather.fma_v1", "fp4_gemm.blockwise_v1", ...), or
     bound      its accumulation class: bits (24 for FP32 accumulation), or (bits, truncation), or
-               {"bits": 24, "truncation": False}: judged per element against its proven bound, or
+               {"bits": 24, "truncation": False}, with "bf16_split_k": N where K may be split into at
+               most N pieces whose FP32 partials are added in BF16 (torch's default
+               allow_bf16_reduced_precision_reduction; docs/python.md): judged per element
+               against its proven bound and the accumulation check, or
     tolerance  (max_calc_diff, max_ulp) or {"max_calc_diff": .., "max_ulp": ..} against exact_v1
     bug        mutants only: the one known bug, one line
     supports   optional supports(shape) -> True to take the shape; False, a reason string or
@@ -101,14 +104,17 @@ def _integer(x):
 
 
 def _bound(b):
-    """(bits, truncation) of a bound: bits, (bits, truncation) or {"bits": .., "truncation": ..}, with
-    bits the accumulator's significand bits (24 for FP32) and truncation a bool. ValueError otherwise."""
+    """(bits, truncation, bf16_split_k) of a bound: bits, (bits, truncation) or {"bits": ..,
+    "truncation": .., "bf16_split_k": ..}, with bits the accumulator's significand bits (24 for FP32),
+    truncation a bool and bf16_split_k 0 or the most K pieces whose partials are added in BF16 (2..256;
+    torch's default allow_bf16_reduced_precision_reduction). ValueError otherwise."""
     if b is None:
-        return 0, 0
+        return 0, 0, 0
+    splits = 0
     if isinstance(b, dict):
-        if set(b) - {"bits", "truncation"} or "bits" not in b:
-            raise ValueError("bound: %r: the keys are \"bits\" and \"truncation\"" % (b,))
-        bits, trunc = b["bits"], b.get("truncation", False)
+        if set(b) - {"bits", "truncation", "bf16_split_k"} or "bits" not in b:
+            raise ValueError("bound: %r: the keys are \"bits\", \"truncation\" and \"bf16_split_k\"" % (b,))
+        bits, trunc, splits = b["bits"], b.get("truncation", False), b.get("bf16_split_k", 0)
     elif isinstance(b, (tuple, list)) and len(b) == 2:
         bits, trunc = b
     else:
@@ -119,7 +125,10 @@ def _bound(b):
     if not isinstance(trunc, bool) and not _np_bool(trunc):
         raise ValueError("bound: truncation %r: True (truncating sums, as tensor cores) or False (round to "
                          "nearest)" % (trunc,))
-    return int(bits), int(bool(trunc))
+    if not _integer(splits) or not (splits == 0 or 2 <= splits <= 256):
+        raise ValueError("bound: bf16_split_k %r: 0 (none) or an integer 2..256, the most K pieces whose FP32 "
+                         "partials are added in BF16" % (splits,))
+    return int(bits), int(bool(trunc)), int(splits)
 
 
 def _tolerance(t):
@@ -153,7 +162,8 @@ def descriptor(k, callbacks=None):
     d.recipe = k.recipe.encode() if k.recipe else None
     d.tol.max_calc_diff, d.tol.max_ulp = _tolerance(k.tolerance)
     d.bug = k.bug.encode() if k.bug else None
-    d.acc.bits, d.acc.truncation = _bound(k.bound)
+    d.acc.bits, d.acc.truncation, d.split_k.max_splits = _bound(k.bound)
+    d.split_k.dtype = 1 if d.split_k.max_splits else 0  # MOECTS_BF16
     if callbacks:
         d.supports, d.run, d.last_error = callbacks
     return d
