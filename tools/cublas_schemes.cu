@@ -14,8 +14,10 @@
  * --default-math: the handle back in CUBLAS_DEFAULT_MATH (the kernels before issue 25), the negative
  * control: OUTPUT_TYPE must then show on the issue's shapes. Prints one line per kernel (calls,
  * schemes, most splits) and, -v, one per distinct call; exit 0 when every call logged the algorithms
- * it ran and none reduced in OUTPUT_TYPE, 1 otherwise (a call that logged no algorithm, as a grouped
- * GEMM might, is unknown, not a pass), 2 on bad usage or a CUDA/cuBLAS error. Runs on the GPU host
+ * it ran (or ran as one cublasGemmGroupedBatchedEx, which logs no algorithm: not observable here, the
+ * accumulation check judges those outputs; or had K = 0) and none reduced in OUTPUT_TYPE, 1 otherwise
+ * (a call that logged nothing else is unknown, not a pass), 2 on bad usage or a CUDA/cuBLAS error.
+ * Runs on the GPU host
  * (tools/h200_check.sh); MOECTS_ROOT names the checkout. */
 #include <cuda_runtime.h>
 #include <dlfcn.h>
@@ -90,9 +92,9 @@ int install_logger(char *why, size_t len)
 /* Per kernel: the calls made and what they logged (a call counts once in each scheme it used). */
 struct tally {
     const char *kernel;
-    long calls, output_type, compute_type, inplace, other, no_split, silent;
+    long calls, output_type, compute_type, inplace, other, no_split, grouped, empty, silent;
     int max_splits;
-    std::string silent_functions; /* what the first call with no algorithm line logged */
+    std::string silent_case; /* the first call that logged no algorithm and is neither grouped nor empty */
 };
 
 /* Device buffers grown to the largest call (contents never read for a verdict). */
@@ -178,13 +180,20 @@ const moects_kernel *find_kernel(const char *name)
     return NULL;
 }
 
-void absorb(tally *t, int verbose, const moects_case *c)
+/* grouped: the call ran as one cublasGemmGroupedBatchedEx (it logs no algorithm: counted apart); a
+ * case of K = 0 or no rows launches no GEMM. */
+void absorb(tally *t, int verbose, const moects_case *c, int grouped)
 {
     t->calls++;
+    const int empty = c->K == 0 || (c->op == MOECTS_OP_FP4_GEMM && (c->M == 0 || c->N == 0));
+    if (!g_log.algos && (grouped || empty)) {
+        t->grouped += grouped, t->empty += !grouped;
+        return;
+    }
     t->output_type += g_log.output_type > 0, t->compute_type += g_log.compute_type > 0;
     t->inplace += g_log.inplace > 0, t->other += g_log.other > 0;
     t->no_split += g_log.algos > g_log.output_type + g_log.compute_type + g_log.inplace + g_log.other;
-    if (!g_log.algos && !t->silent++) t->silent_functions = g_log.functions.empty() ? "nothing" : g_log.functions;
+    if (!g_log.algos && !t->silent++) t->silent_case = std::string(c->id) + " (logged: " + (g_log.functions.empty() ? "nothing" : g_log.functions) + ")";
     if (g_log.max_splits > t->max_splits) t->max_splits = g_log.max_splits;
     if (verbose || g_log.output_type)
         printf("  %s %s: %d algorithms, OUTPUT_TYPE %d, COMPUTE_TYPE %d, INPLACE %d, splits <= %d%s%s\n", t->kernel,
@@ -235,19 +244,21 @@ int main(int argc, char **argv)
             std::string key;
             if (call_case(c, cb, t.kernel, &bf, &key, 1, why, sizeof why) == 0 && !seen.insert(key).second) continue;
             g_log = log_state();
+            const unsigned long grouped0 = moects__cublas_grouped_calls;
             if (call_case(c, cb, t.kernel, &bf, &key, 0, why, sizeof why) || cudaDeviceSynchronize() != cudaSuccess)
                 return fprintf(stderr, "cublas_schemes: %s: %s: %s\n", t.kernel, c->id, why), 2;
-            absorb(&t, verbose, c);
+            absorb(&t, verbose, c, moects__cublas_grouped_calls != grouped0);
         }
         printf("%-30s %5ld distinct calls: split-K reduced in OUTPUT_TYPE %ld, COMPUTE_TYPE %ld, INPLACE %ld, "
-               "other %ld; no split-K %ld; no algorithm logged %ld%s%s; numSplitsK <= %d\n",
-               t.kernel, t.calls, t.output_type, t.compute_type, t.inplace, t.other, t.no_split, t.silent,
-               t.silent ? " (the first logged: " : "", t.silent ? (t.silent_functions + ")").c_str() : "", t.max_splits);
+               "other %ld; no split-K %ld; grouped (cublasGemmGroupedBatchedEx, logs no algorithm) %ld; no GEMM (K 0) %ld; unknown "
+               "%ld%s%s; numSplitsK <= %d\n",
+               t.kernel, t.calls, t.output_type, t.compute_type, t.inplace, t.other, t.no_split, t.grouped, t.empty,
+               t.silent, t.silent ? ", first " : "", t.silent_case.c_str(), t.max_splits);
         fflush(stdout);
     }
     long bad = 0, silent = 0, calls = 0;
     for (const tally &t : tk) bad += t.output_type, silent += t.silent, calls += t.calls;
-    if (!calls || silent) printf("FAIL: %ld of %ld calls logged no algorithm: their reduction is unknown\n", silent, calls);
+    if (!calls || silent) printf("FAIL: %ld of %ld calls logged no algorithm and ran no grouped GEMM: their reduction is unknown\n", silent, calls);
     else if (bad) printf("FAIL: split-K partials reduced in the output type (BF16) on %ld calls\n", bad);
     else printf("PASS: no call of %ld reduced split-K partials in the output type\n", calls);
     moects_case_list_free(&all);

@@ -27,6 +27,8 @@ int moects__cuda_check(cudaError_t e, const char *what, const char *file, int li
     return 1;
 }
 
+unsigned long moects__cublas_grouped_calls;
+
 static moects__cublas g_cublas;
 static int g_lib_state;    /* 0 untried, 1 loaded, -1 failed */
 static int g_cublas_state; /* 0 untried, 1 ok, -1 failed */
@@ -208,7 +210,7 @@ int moects__cublas_moe_gemm(const moects__cublas *cb, cudaStream_t s, const moec
                                  MOECTS__CUBLAS_COMPUTE_32F);
         }
         free(iv), free(fv), free(hp);
-        if (st == 0) return 0;
+        if (st == 0) return moects__cublas_grouped_calls++, 0;
         /* e.g. CUBLAS_STATUS_NOT_SUPPORTED (15) for these types: one cublasGemmEx per segment instead */
         static int told;
         if (!told++)

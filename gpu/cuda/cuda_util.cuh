@@ -89,6 +89,10 @@ typedef struct {
 int moects__cublas_moe_gemm(const moects__cublas *cb, cudaStream_t s, const moects__moe_seg *seg, int nseg, long N,
                             long K, int in_type, const void *A, const void *B, void *D, int d_type, void **ptrs,
                             char *why, size_t why_len);
+/* How many moects__cublas_moe_gemm calls of this process ran as one cublasGemmGroupedBatchedEx (the
+ * rest: per-expert cublasGemmEx). The grouped call logs no cuBLASLt algorithm; tools/cublas_schemes.cu
+ * tells its calls apart by this count. */
+extern unsigned long moects__cublas_grouped_calls;
 
 /* Scale layout (linear or 128x4-swizzled) and output type (BF16 or FP32) of a block-scaled GEMM, dense
  * or grouped: 1, or 0 with the reason in why. */
