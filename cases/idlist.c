@@ -16,8 +16,10 @@ void moects_idlist_free(char **ids, size_t n)
 int moects_idlist_load(const char *path, char ***ids, char *err, size_t errlen)
 {
     *ids = NULL;
-    FILE *f = fopen(path, "r");
-    if (!f) return moects__fail(err, errlen, "%s: unreadable file: %s", path, strerror(errno));
+    const int in = !strcmp(path, "-"); /* standard input: `moects list ... | moects run --cases -` */
+    FILE *f = in ? stdin : fopen(path, "r");
+    const char *name = in ? "standard input" : path;
+    if (!f) return moects__fail(err, errlen, "%s: unreadable file: %s", name, strerror(errno));
     char **v = NULL;
     size_t n = 0, cap = 0;
     char *line = NULL;
@@ -27,7 +29,7 @@ int moects_idlist_load(const char *path, char ***ids, char *err, size_t errlen)
     while ((len = getline(&line, &lcap, f)) >= 0) {
         lineno++;
         if (strlen(line) != (size_t)len) { /* an id cut at a NUL byte would read as another id */
-            rc = moects__fail(err, errlen, "%s:%d: NUL byte in the line", path, lineno);
+            rc = moects__fail(err, errlen, "%s:%d: NUL byte in the line", name, lineno);
             break;
         }
         char *h = strchr(line, '#');
@@ -39,11 +41,11 @@ int moects_idlist_load(const char *path, char ***ids, char *err, size_t errlen)
         while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r')) *--e = '\0';
         if (!*s) continue;
         if (strpbrk(s, " \t")) {
-            rc = moects__fail(err, errlen, "%s:%d: blank inside a case id: \"%s\"", path, lineno, s);
+            rc = moects__fail(err, errlen, "%s:%d: blank inside a case id: \"%s\"", name, lineno, s);
             break;
         }
         if ((size_t)(e - s) >= sizeof(((moects_case *)0)->id)) {
-            rc = moects__fail(err, errlen, "%s:%d: case id too long (max %zu)", path, lineno,
+            rc = moects__fail(err, errlen, "%s:%d: case id too long (max %zu)", name, lineno,
                               sizeof(((moects_case *)0)->id) - 1);
             break;
         }
@@ -51,20 +53,20 @@ int moects_idlist_load(const char *path, char ***ids, char *err, size_t errlen)
             cap = cap ? 2 * cap : 64;
             char **nv = realloc(v, cap * sizeof *nv);
             if (!nv) {
-                rc = moects__fail(err, errlen, "%s: out of memory", path);
+                rc = moects__fail(err, errlen, "%s: out of memory", name);
                 break;
             }
             v = nv;
         }
         if (!(v[n] = strdup(s))) {
-            rc = moects__fail(err, errlen, "%s: out of memory", path);
+            rc = moects__fail(err, errlen, "%s: out of memory", name);
             break;
         }
         n++;
     }
-    if (!rc && ferror(f)) rc = moects__fail(err, errlen, "%s: unreadable file: read error", path);
+    if (!rc && ferror(f)) rc = moects__fail(err, errlen, "%s: unreadable file: read error", name);
     free(line);
-    fclose(f);
+    if (!in) fclose(f);
     if (rc) {
         moects_idlist_free(v, n);
         return -1;

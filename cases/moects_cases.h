@@ -151,9 +151,10 @@ int moects_tier_parse(const char *s, moects_tier *out);
  * B [N, K]^T; MXFP4, linear scales; gemm1; data exact". A new op adds its branch (cases/shape.c). */
 void moects_case_shape(const moects_case *c, char *buf, size_t len);
 
-/* A case-id list file (cases/mustpass/ *.txt): one id per line; '#' starts a comment; blank lines
- * and surrounding blanks ignored. Returns the number of ids (*ids: malloc'd array of malloc'd
- * strings, free with moects_idlist_free), or -1 with "path:line: problem" in err. */
+/* A case-id list file (cases/mustpass/ *.txt; path "-": standard input, read once, named "standard
+ * input" in errors): one id per line; '#' starts a comment; blank lines and surrounding blanks
+ * ignored. Returns the number of ids (*ids: malloc'd array of malloc'd strings, free with
+ * moects_idlist_free), or -1 with "path:line: problem" in err. */
 int moects_idlist_load(const char *path, char ***ids, char *err, size_t errlen);
 void moects_idlist_free(char **ids, size_t n);
 

@@ -86,7 +86,7 @@ has ep_gather || exit 0
 { "$B/bin/moects" list 'ep_gather/*' --tier smoke
   "$B/bin/moects" list 'ep_gather/kimi-k3/*' 'ep_gather/deepseek-v3/*' 'ep_gather/gpt-oss-*' --tier full; } |
   awk -F'\t' '!seen[$1]++ {print $1}' > "$D/cases.txt"
-"$B/bin/moects" list 'ep_gather/*' --tier all > "$D/tiers.txt"
+"$B/bin/moects" list -l 'ep_gather/*' --tier all > "$D/tiers.txt"
 echo "cases: $(wc -l < "$D/cases.txt")" >> "$D/status.txt"
 
 # 3. moects run --kernel-py: both policies, one worker per CPU core sharing the GPU

@@ -108,7 +108,7 @@ if ls "${parts[@]}" > /dev/null 2>&1; then
   prove --exec cat "$D/full/run.tap" > "$D/full.prove" 2>&1; echo "full prove rc=$?" >> "$D/status.txt"
 fi
 # every smoke case but those also in the large tier (> 2^31 elements: hours under compute-sanitizer)
-smoke_cases() { "$B" list --tier smoke | awk -F'\t' '$2 !~ /large/ {print $1}'; }
+smoke_cases() { "$B" list -l --tier smoke | awk -F'\t' '$2 !~ /large/ {print $1}'; }
 if has memcheck; then
   smoke_cases > "$D/memcheck-cases.txt"
   step memcheck 540 compute-sanitizer --tool memcheck --target-processes all --leak-check no \
@@ -170,7 +170,7 @@ if has moesan; then
     > "$D/moesan.txt"
 fi
 if has moecheck; then
-  "$B" list --tier smoke 'moe_gemm*' | awk -F'\t' '$2 !~ /large/ {print $1}' > "$D/moecheck-cases.txt"
+  "$B" list -l --tier smoke 'moe_gemm*' | awk -F'\t' '$2 !~ /large/ {print $1}' > "$D/moecheck-cases.txt"
   awk 'NR % 4 == 1' "$D/moecheck-cases.txt" > "$D/moecheck-racecheck-cases.txt" # racecheck: every 4th
   for tool in ${MOECTS_MOECHECK_TOOLS:-memcheck initcheck racecheck}; do
     list="$D/moecheck-cases.txt"; [ $tool = racecheck ] && list="$D/moecheck-racecheck-cases.txt"

@@ -7,7 +7,7 @@
 set -eu
 moects=$1 root=$2 work=$3
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
-"$moects" list --root "$root" --tier all | awk -F'\t' '$2 ~ /smoke/ && $1 !~ /addr64/ && NR % 8 == 1 {print $1}' > ids.txt
+"$moects" list -l --root "$root" --tier all | awk -F'\t' '$2 ~ /smoke/ && $1 !~ /addr64/ && NR % 8 == 1 {print $1}' > ids.txt
 echo "sanitize_smoke: $(wc -l < ids.txt) cases"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:${ASAN_OPTIONS:-}" UBSAN_OPTIONS="print_stacktrace=1:${UBSAN_OPTIONS:-}"
 rc=0

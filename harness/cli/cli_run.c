@@ -53,6 +53,7 @@ typedef struct {
     double timeout;
     int jobs;
     int verbose;
+    int long_list; /* list -l: the tier column */
     int tap_version;
     int shard_i, shard_n;
     const char *out;
@@ -178,6 +179,7 @@ static int parse_args(cli *o, int argc, char **argv, int is_run)
         {"kernel", required_argument, 0, OPT_KERNEL},   {"kernel-lib", required_argument, 0, OPT_LIB},
         {"seed", required_argument, 0, OPT_SEED},       {"timeout", required_argument, 0, OPT_TIMEOUT},
         {"jobs", required_argument, 0, 'j'},            {"verbose", no_argument, 0, 'v'},
+        {"long", no_argument, 0, 'l'},
         {"tap-version", required_argument, 0, OPT_TAPV}, {"shard", required_argument, 0, OPT_SHARD},
         {"out", required_argument, 0, OPT_OUT},         {"perf", no_argument, 0, OPT_PERF},
         {"root", required_argument, 0, OPT_ROOT},       {"kernels", no_argument, 0, OPT_KERNELS},
@@ -192,7 +194,7 @@ static int parse_args(cli *o, int argc, char **argv, int is_run)
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":j:vh", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, is_run ? ":j:vh" : ":j:vlh", longopts, NULL)) != -1) {
         const char *a = optarg;
         switch (c) {
         case OPT_TIER:
@@ -230,6 +232,7 @@ static int parse_args(cli *o, int argc, char **argv, int is_run)
             break;
         }
         case 'v': o->verbose = 1; break;
+        case 'l': o->long_list = 1; break;
         case OPT_TAPV:
             if (strcmp(a, "13") && strcmp(a, "14")) return bad(o, "--tap-version: 13 or 14, not \"%s\"", a);
             o->tap_version = atoi(a);
@@ -653,16 +656,18 @@ static void git_commit_files(const char *root, char *out, size_t len)
 
 static int usage_list(void)
 {
-    fputs("usage: moects list [GLOB...] [--tier smoke|full|large|all] [--root DIR] [-v]\n"
+    fputs("usage: moects list [GLOB...] [--tier smoke|full|large|all] [--root DIR] [-l | -v]\n"
           "                   [--config CONFIG.json [--tp N]... [--ep N]...]\n"
           "       moects list --kernels [--kernel GLOB] [--kernel-lib LIB.so]\n"
-          "Case ids and their tiers, one a line: the cases `moects run` selects with the same GLOBs, --tier and\n"
-          "--config; or kernels (name, op, device, recipe or tolerance, bug).\n"
+          "Case ids, one a line (a valid `moects run --cases` file; `--cases -` reads it from a pipe): the\n"
+          "cases `moects run` selects with the same GLOBs, --tier and --config; or kernels (name, op,\n"
+          "device, recipe or tolerance, bug), tab-separated.\n"
           "  GLOB               fnmatch on case ids (default: every case of the tier); an exact id is listed\n"
           "                     whatever its tier unless --tier is given\n"
           "  --tier T           smoke, full, large or all (default: smoke, as moects run; with --config:\n"
           "                     smoke,full); globs that match only cases of other tiers are an error\n"
-          "  -v                 each case's shape too\n"
+          "  -l, --long         each case's tiers too, after a tab (\"smoke,full\")\n"
+          "  -v                 its tiers and its shape, tab-separated\n"
           "  --root DIR         where cases/ is (default: $MOECTS_ROOT, else the source tree)\n"
           "  --config FILE      the cases derived from that model instead of the registry (--tp/--ep:\n"
           "                     its layouts; default: all it has)\n"
@@ -718,8 +723,10 @@ int moects_cmd_list(int argc, char **argv)
         if (o.verbose) {
             moects_case_shape(k, shape, sizeof shape);
             printf("%s\t%s\t%s\n", k->id, t, shape);
-        } else {
+        } else if (o.long_list) {
             printf("%s\t%s\n", k->id, t);
+        } else {
+            puts(k->id);
         }
     }
     free(sel);
@@ -740,7 +747,8 @@ static int usage_run(void)
           "Selection:\n"
           "  GLOB                   fnmatch on case ids; an exact id runs whatever its tier (default: all)\n"
           "  --tier T               smoke, full, large or all (default: smoke; with --config: smoke,full)\n"
-          "  --cases FILE           a must-pass list (ids or globs, # comments; one without ids is an error);\n"
+          "  --cases FILE           a must-pass list (ids or globs, # comments; one without ids is an error;\n"
+          "                         - reads it from standard input, as `moects list ... | moects run --cases -`);\n"
           "                         honest kernels only unless --kernel is given\n"
           "  --kernel GLOB          kernels whose name matches (comma-separated allowed; default: all)\n"
           "  --kernel-lib LIB.so    out-of-tree kernels (moects_plugin_kernels), recorded with a SHA-256\n"

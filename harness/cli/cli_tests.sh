@@ -378,12 +378,19 @@ exit_status)
     grep -q "^not ok 1 - cpu.mutant.ep_gather.int32_offset: mutant escaped" esc.tap || fail "escaped point"
     # list
     "$moects" list --kernels | grep -q "^cpu.ep_gather	" || fail "list --kernels"
-    "$moects" list 'ep_gather/*' | head -n1 | grep -q "	" || fail "list: id TAB tiers"
+    "$moects" list 'ep_gather/*' | head -n1 | grep -q "	" && fail "list: ids alone by default"
+    "$moects" list -l 'ep_gather/*' | head -n1 | grep -q "	" || fail "list -l: id TAB tiers"
+    # ids alone are a --cases file, also read from a pipe
+    "$moects" list 'ep_gather/regression/block-divides-h/*' | head -n 3 |
+        "$moects" run --kernel cpu.ep_gather --cases - > piped.tap || fail "run --cases -: exit status"
+    grep -q "^ok 1 - cpu.ep_gather: 3 of 3 cases pass" piped.tap || { cat piped.tap; fail "run --cases -: not the 3 piped ids"; }
+    : | "$moects" run --cases - > /dev/null 2> err.txt; [ $? = 2 ] || fail "run --cases - (empty): exit"
+    grep -q "^moects run: --cases -: no case ids" err.txt || { cat err.txt; fail "run --cases - (empty): message"; }
     # list selects as run does: the smoke tier by default (each line's tiers hold smoke, and there are
     # ep_gather cases outside it), an exact id whatever its tier unless --tier is given
-    "$moects" list 'ep_gather/*' | cut -f2 | grep -qv smoke && fail "list: a case outside the smoke tier by default"
-    "$moects" list --tier all 'ep_gather/*' | cut -f2 | grep -qv smoke || fail "list --tier all: no case outside smoke"
-    [ "$("$moects" list ep_gather/kimi-k3/tp8/t128)" = "ep_gather/kimi-k3/tp8/t128	full" ] || fail "list: exact full-tier id"
+    "$moects" list -l 'ep_gather/*' | cut -f2 | grep -qv smoke && fail "list: a case outside the smoke tier by default"
+    "$moects" list -l --tier all 'ep_gather/*' | cut -f2 | grep -qv smoke || fail "list --tier all: no case outside smoke"
+    [ "$("$moects" list -l ep_gather/kimi-k3/tp8/t128)" = "ep_gather/kimi-k3/tp8/t128	full" ] || fail "list: exact full-tier id"
     "$moects" list --tier smoke ep_gather/kimi-k3/tp8/t128 > out.txt 2> err.txt; [ $? = 2 ] || fail "list --tier smoke: exit"
     [ "$(cat err.txt)" = "moects list: 1 case match but none is in tier smoke (use --tier full|large|all)" ] ||
         { cat err.txt; fail "list --tier smoke of a full-tier id: message"; }
