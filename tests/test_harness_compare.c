@@ -1,4 +1,4 @@
-/* Tests of harness/run/compare.c. Expected values worked out by hand from the bit layouts
+/* Tests of harness/judge/compare.c. Expected values worked out by hand from the bit layouts
  * (BF16 = sign|8 exp|7 mantissa, FP32 = sign|8 exp|23 mantissa) and from the calc_diff formula. */
 #include <criterion/criterion.h>
 #include <float.h>

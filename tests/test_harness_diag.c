@@ -1,4 +1,4 @@
-/* Tests of harness/run/diag.c: planted mismatch masks and the pattern line and coordinates expected of
+/* Tests of harness/judge/diag.c: planted mismatch masks and the pattern line and coordinates expected of
  * them, each worked out by hand from where the pattern was planted (the comment says how). */
 #include <criterion/criterion.h>
 #include <stdint.h>

@@ -1,0 +1,319 @@
+/* judge.c: the verdict rules (harness/moects_judge.h; DESIGN.md "Verdicts", "Bounded verdicts"):
+ * identical bits under a recipe, per-element bounds and the accumulation check under an accumulation
+ * class, a tolerance against exact_v1, and the runs' determinism. Pure functions of the outputs, the
+ * reference and the claim. */
+#include "moects_judge.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moects_compare.h"
+#include "moects_diag.h"
+
+void moects__copy_str(char *dst, size_t n, const char *src)
+{
+    size_t l = strlen(src);
+    if (l >= n) l = n - 1;
+    memcpy(dst, src, l);
+    dst[l] = '\0';
+}
+
+/* moe_gemm: rows that are not valid (padding rows, rows >= masked_m) are not compared: they get the
+ * reference's bytes in got. */
+static void mask_invalid_rows(const moects_inputs *in, void *got, const void *want)
+{
+    if (in->op != MOECTS_OP_MOE_GEMM || !in->row_valid) return;
+    size_t row_bytes = (size_t)in->mg.N * (in->out_dtype == MOECTS_F32 ? 4 : 2);
+    for (int64_t r = 0; r < in->rows; r++)
+        if (!in->row_valid[r])
+            memcpy((char *)got + (size_t)r * row_bytes, (const char *)want + (size_t)r * row_bytes, row_bytes);
+}
+
+static double out_value(moects_dtype dt, const void *p, int64_t i)
+{
+    if (dt == MOECTS_F32) return ((const float *)p)[i];
+    return moects_bf16_to_f32(((const uint16_t *)p)[i]);
+}
+
+/* Whether output element i is compared: every one but a moe_gemm's invalid rows. */
+static int compared(const moects_inputs *in, int64_t i)
+{
+    return in->op != MOECTS_OP_MOE_GEMM || in->row_valid[i / in->mg.N];
+}
+
+/* What a bounded verdict judges got by: the bounds and the accumulation check's inputs (st NULL:
+ * no check). share: the check failed, so an element whose implied accumulation error exceeds its
+ * share, MOECTS_ACC_CHECK_LIMIT sigma, also counts as outside (what the diagnostics then show). */
+typedef struct {
+    const double *bound;
+    const moects_bound_stats *st;
+    int share;
+} bound_judge;
+
+/* The least accumulation error |a| that explains got's element i (ref/moects_ref.h,
+ * moects_bound_stats): |got - x| less half an output ULP at |got| and det; -1 where the check does
+ * not apply (det +Inf, sigma 0 or not finite, got not finite). */
+static double implied_acc(const moects_inputs *in, const moects_bound_stats *st, double g, int64_t i)
+{
+    const double det = st->det[i], sg = st->sigma[i];
+    if (!isfinite(det) || !isfinite(sg) || !(sg > 0) || !isfinite(g)) return -1;
+    const int e = g != 0 ? ilogb(g) : -126;
+    const double half = ldexp(1.0, (e > -126 ? e : -126) - (in->out_dtype == MOECTS_BF16 ? 8 : 24));
+    const double a = fabs(g - st->x[i]) - half - det;
+    return a > 0 ? a : 0;
+}
+
+/* Whether compared element i of got is outside its bound of exact_v1 (NaN only against NaN, an
+ * infinity only against the same one), or over its share (bj->share); *err = |got - exact|,
+ * INFINITY for a kind mismatch. */
+static int outside_bound(const moects_inputs *in, const void *got, const void *want, const bound_judge *bj, int64_t i,
+                         double *err)
+{
+    if (!compared(in, i)) return 0;
+    double g = out_value(in->out_dtype, got, i), w = out_value(in->out_dtype, want, i);
+    int bad;
+    if (isnan(g) || isnan(w)) bad = !(isnan(g) && isnan(w)), *err = bad ? INFINITY : 0;
+    else if (isinf(g) || isinf(w)) bad = g != w, *err = bad ? INFINITY : 0;
+    else *err = fabs(g - w), bad = !(*err <= bj->bound[i]); /* a NaN bound holds nothing */
+    if (!bad && bj->share) bad = implied_acc(in, bj->st, g, i) > MOECTS_ACC_CHECK_LIMIT * bj->st->sigma[i];
+    return bad;
+}
+
+/* The output as a bounded verdict sees it: got's elements outside their bounds, the reference's
+ * bits elsewhere (malloc'ed; NULL when memory runs out). Compared with the reference, its
+ * mismatches and diagnostics are the failing elements only, not the in-bound rounding differences
+ * a bounded kernel is allowed. */
+static void *outside_only(const moects_inputs *in, const void *got, const void *want, const bound_judge *bj)
+{
+    size_t esz = in->out_dtype == MOECTS_F32 ? 4 : 2;
+    char *judged = malloc((size_t)in->out_elems * esz);
+    if (!judged) return NULL;
+    memcpy(judged, want, (size_t)in->out_elems * esz);
+    double err;
+    for (int64_t i = 0; i < in->out_elems; i++)
+        if (outside_bound(in, got, want, bj, i, &err))
+            memcpy(judged + (size_t)i * esz, (const char *)got + (size_t)i * esz, esz);
+    return judged;
+}
+
+/* The accumulation check (DESIGN.md "Bounded verdicts"): over the compared elements it applies to,
+ * the RMS of implied_acc / sigma, recorded in r (acc_rms, acc_n) whatever the verdict. The kernel's
+ * accumulation error a is at least implied_acc, and E[a^2] <= sigma^2 for its declared class, so
+ * an RMS above MOECTS_ACC_CHECK_LIMIT says it accumulates lossier than declared: returns 1 then. */
+static int accumulation_check(const moects_inputs *in, const void *got, const moects_bound_stats *st,
+                              moects_result *r)
+{
+    double sum = 0;
+    int64_t n = 0;
+    for (int64_t i = 0; i < in->out_elems; i++) {
+        if (!compared(in, i)) continue;
+        const double a = implied_acc(in, st, out_value(in->out_dtype, got, i), i);
+        if (a < 0) continue;
+        n++, sum += (a / st->sigma[i]) * (a / st->sigma[i]);
+    }
+    r->acc_rms = n ? sqrt(sum / (double)n) : 0, r->acc_n = n;
+    return n >= MOECTS_ACC_CHECK_MIN && r->acc_rms > MOECTS_ACC_CHECK_LIMIT;
+}
+
+/* The GEMM's reduction length K of a bounded case (fp4_gemm, moe_gemm). */
+static int64_t reduction_k(const moects_inputs *in) { return in->op == MOECTS_OP_FP4_GEMM ? in->fg.K : in->mg.K; }
+
+/* The classes whose expected accumulation error would explain an RMS of rms sigma under class cls
+ * (sigma scales with moects_ref_acc_sigma_factor): the fewest BF16 split-K pieces over cls's
+ * accumulator, and the most accumulator bits with RNE and with truncation, each within
+ * MOECTS_ACC_CHECK_LIMIT; into buf as one clause. */
+static void consistent_classes(int64_t K, const moects_acc_class *cls, double rms, char *buf, size_t len)
+{
+    const double t = rms * moects_ref_acc_sigma_factor(K, cls); /* RMS in |alpha| sqrt(sum term^2) */
+    uint32_t splits = 0;
+    int rne = 0, trunc = 0;
+    for (uint32_t sp = 2; sp <= 256 && !splits; sp++) {
+        const moects_acc_class c = {cls->bits, cls->truncation, sp};
+        if (t <= MOECTS_ACC_CHECK_LIMIT * moects_ref_acc_sigma_factor(K, &c)) splits = sp;
+    }
+    for (int p = 2; p <= 24; p++) {
+        const moects_acc_class cr = {(uint32_t)p, 0, 0}, ct = {(uint32_t)p, 1, 0};
+        if (t <= MOECTS_ACC_CHECK_LIMIT * moects_ref_acc_sigma_factor(K, &cr)) rne = p;
+        if (t <= MOECTS_ACC_CHECK_LIMIT * moects_ref_acc_sigma_factor(K, &ct)) trunc = p;
+    }
+    size_t n = (size_t)snprintf(buf, len, "consistent with");
+    if (splits)
+        n += (size_t)snprintf(buf + n, n < len ? len - n : 0, " a split-K BF16 reduction of %u or more pieces (declare "
+                              "split_k; cuBLAS without CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION, torch's "
+                              "allow_bf16_reduced_precision_reduction)%s", splits, rne || trunc ? " or" : "");
+    if (rne) n += (size_t)snprintf(buf + n, n < len ? len - n : 0, " an accumulator of %d bits or fewer (RNE)", rne);
+    if (trunc)
+        n += (size_t)snprintf(buf + n, n < len ? len - n : 0, "%s %d bits or fewer (truncation)", rne ? "," : " an accumulator of",
+                              trunc);
+    if (!splits && !rne && !trunc) snprintf(buf, len, "consistent with no accumulation class moects knows");
+}
+
+/* The reason of a failed accumulation check, with the classes its error would fit. */
+static void accumulation_reason(const moects_inputs *in, const moects_acc_class *cls, moects_result *r)
+{
+    char fit[400], split[48] = "", buf[1024];
+    consistent_classes(reduction_k(in), cls, r->acc_rms, fit, sizeof fit);
+    if (cls->bf16_splits) snprintf(split, sizeof split, ", split-K in BF16 over at most %u", cls->bf16_splits);
+    snprintf(buf, sizeof buf,
+             "no element outside its bound, but the accumulation check fails: the accumulation error the output "
+             "implies (|got - exact| less the output rounding) has an RMS of %.3g sigma over %lld elements; a "
+             "kernel of the declared class (%u-bit, %s%s) stays within %g sigma (sigma: an upper estimate of each "
+             "element's expected accumulation error for that class); %s",
+             r->acc_rms, (long long)r->acc_n, cls->bits, cls->truncation ? "truncation" : "RNE", split,
+             MOECTS_ACC_CHECK_LIMIT, fit);
+    moects__copy_str(r->reason, sizeof r->reason, buf);
+}
+
+/* PASS_BOUNDED or FAIL_MISMATCH: every compared element within its own bound of exact_v1
+ * (outside_bound), then the accumulation check (bj->st; its RMS recorded either way). A bound
+ * failure's reason names the worst element (largest |got - exact| / bound) and its bound; a failed
+ * check sets bj->share. */
+static moects_verdict judge_bounded(const moects_inputs *in, const void *got, const void *want, bound_judge *bj,
+                                    const moects_acc_class *cls, moects_result *r)
+{
+    int64_t outside = 0, worst = -1;
+    double worst_ratio = -1, worst_err = 0;
+    for (int64_t i = 0; i < in->out_elems; i++) {
+        double err;
+        if (!outside_bound(in, got, want, bj, i, &err)) continue;
+        double ratio = bj->bound[i] > 0 ? err / bj->bound[i] : INFINITY;
+        if (isnan(ratio)) ratio = INFINITY;
+        outside++;
+        if (ratio > worst_ratio || worst < 0) worst_ratio = ratio, worst = i, worst_err = err;
+    }
+    const int acc_fails = bj->st && accumulation_check(in, got, bj->st, r);
+    if (!outside) {
+        if (!acc_fails) return MOECTS_PASS_BOUNDED;
+        accumulation_reason(in, cls, r);
+        bj->share = 1;
+        return MOECTS_FAIL_MISMATCH;
+    }
+    char g0[64], g[96], w[64], at[128];
+    moects_format_value(in->out_dtype, got, worst, g0, sizeof g0);
+    moects_value_noted(g0, g, sizeof g);
+    moects_format_value(in->out_dtype, want, worst, w, sizeof w);
+    moects_out_geom geo;
+    moects_out_geom_of(in, &geo);
+    moects_out_at(&geo, worst, at, sizeof at); /* as the diagnostics' at: lines */
+    char buf[512];
+    if (isinf(worst_err))
+        snprintf(buf, sizeof buf,
+                 "%lld elements outside their bounds; worst: %s, element %lld, got %s where exact_v1 is %s (a NaN "
+                 "or an infinity only matches its own kind)",
+                 (long long)outside, at, (long long)worst, g, w);
+    else
+        snprintf(buf, sizeof buf,
+                 "%lld elements outside their bounds; worst: %s, element %lld, |got - exact| %.3g > bound %.3g (got "
+                 "%s, exact %s)",
+                 (long long)outside, at, (long long)worst, worst_err, bj->bound[worst], g, w);
+    moects__copy_str(r->reason, sizeof r->reason, buf);
+    return MOECTS_FAIL_MISMATCH;
+}
+
+/* A tolerance failure's reason gains where its first NaN or Inf against another value is, in the op's
+ * coordinates, with both values: "...; there (t 14, d 21): got 0x7f80 (inf), want 0xeb7a (...)". */
+static void unbounded_at(const moects_inputs *in, const void *got, const void *want, int64_t i, moects_result *r)
+{
+    moects_out_geom geo;
+    moects_out_geom_of(in, &geo);
+    char at[128], g[64], w[64];
+    moects_out_at(&geo, i, at, sizeof at);
+    moects_format_value(in->out_dtype, got, i, g, sizeof g);
+    moects_format_value(in->out_dtype, want, i, w, sizeof w);
+    size_t l = strlen(r->reason);
+    snprintf(r->reason + l, sizeof r->reason - l, "; there %s: got %s, want %s", at, g, w);
+}
+
+/* The bounded verdict of got against ref's bounds: PASS_BOUNDED or FAIL_MISMATCH. Its mismatches and
+ * first mismatch are the elements outside their bounds, or after a failed accumulation check those
+ * over their share (none on a pass); on a failure *only is the outside_only output (NULL when memory
+ * runs out: the diagnostics then read every differing element). */
+static void judge_with_bound(const moects_judge_ref *ref, const moects_kernel *k, const void *got, moects_result *r,
+                             void **only)
+{
+    const moects_inputs *in = ref->in;
+    const moects_acc_class cls = {k->acc.bits, k->acc.truncation, k->split_k.max_splits};
+    bound_judge bj = {ref->bound, ref->st, 0};
+    r->verdict = judge_bounded(in, got, ref->want, &bj, &cls, r);
+    moects_compare_result cr = {.first_index = -1}; /* a pass: nothing outside */
+    if (r->verdict == MOECTS_FAIL_MISMATCH) {
+        if (!(*only = outside_only(in, got, ref->want, &bj))) return; /* no memory: every differing element */
+        moects_compare(in->out_dtype, *only, ref->want, in->out_elems, &cr);
+    }
+    r->mismatches = cr.mismatches;
+    r->first_index = cr.first_index;
+    snprintf(r->got, sizeof r->got, "%s", cr.got);
+    snprintf(r->want, sizeof r->want, "%s", cr.want);
+}
+
+/* One run's output against the reference: identical bits under the kernel's recipe, its per-element
+ * bounds (acc), or its tolerance; moe_gemm: valid rows only (got's other rows take the reference's
+ * bytes). A FAIL_MISMATCH gets its diagnostics. */
+static void judge_one(const moects_judge_ref *ref, const moects_kernel *k, void *got, moects_result *r)
+{
+    const moects_inputs *in = ref->in;
+    moects_compare_result cr;
+    void *only = NULL; /* a bounded failure's outside_only output, what the diagnostics read */
+    mask_invalid_rows(in, got, ref->want);
+    moects_compare(in->out_dtype, got, ref->want, in->out_elems, &cr);
+    r->mismatches = cr.mismatches;
+    r->max_ulp = cr.max_ulp;
+    r->calc_diff = cr.calc_diff;
+    r->first_index = cr.first_index;
+    snprintf(r->got, sizeof r->got, "%s", cr.got);
+    snprintf(r->want, sizeof r->want, "%s", cr.want);
+    if (k->recipe) {
+        r->verdict = cr.mismatches == 0 ? MOECTS_PASS_EXACT : MOECTS_FAIL_MISMATCH;
+    } else if (k->acc.bits) {
+        judge_with_bound(ref, k, got, r, &only);
+    } else {
+        r->verdict = moects_within_tolerance(&cr, k->tol.max_calc_diff, k->tol.max_ulp, r->reason, sizeof r->reason)
+                         ? MOECTS_PASS_TOLERANCE : MOECTS_FAIL_MISMATCH;
+        if (r->verdict == MOECTS_FAIL_MISMATCH && cr.first_unbounded >= 0)
+            unbounded_at(in, got, ref->want, cr.first_unbounded, r);
+    }
+    if (moects_verdict_is_pass(r->verdict) && in->op == MOECTS_OP_MOE_GEMM && in->valid_rows == 0 &&
+        !strstr(r->reason, "nothing compared")) {
+        size_t l = strlen(r->reason);
+        snprintf(r->reason + l, sizeof r->reason - l, "%snothing compared: no expert holds a row (the case checks "
+                 "that an empty problem neither crashes nor writes where it must not)", l ? "; " : "");
+    }
+    if (r->verdict == MOECTS_FAIL_MISMATCH) {
+        moects_out_geom geom;
+        moects_out_geom_of(in, &geom);
+        moects_diag_compute(&geom, in->out_dtype, only ? only : got, ref->want, &r->diag);
+    }
+    free(only);
+}
+
+int moects_judge_runs(const moects_judge_ref *ref, const moects_kernel *k, void *const *got, int nruns,
+                      moects_result *r)
+{
+    const moects_inputs *in = ref->in;
+    int differ = 0;
+    for (int run = 0; run < nruns; run++) {
+        if (run > 0) { /* run 1's bits (valid rows): run 1's verdict */
+            mask_invalid_rows(in, got[run], ref->want);
+            if (in->out_bytes == 0 || memcmp(got[run], got[0], in->out_bytes) == 0) continue;
+        }
+        differ |= run > 0;
+        judge_one(ref, k, got[run], r);
+        if (r->verdict == MOECTS_FAIL_MISMATCH && run > 0) {
+            size_t l = strlen(r->reason);
+            snprintf(r->reason + l, sizeof r->reason - l, "%srun %d (fresh poison) failed where run 1 passed",
+                     l ? "; " : "", run + 1);
+        }
+        if (!moects_verdict_is_pass(r->verdict)) return run;
+    }
+    if (!k->recipe || !differ) return 0;
+    moects_compare_result cr;
+    moects_compare(in->out_dtype, got[1], got[0], in->out_elems, &cr);
+    if (cr.mismatches) {
+        r->verdict = MOECTS_FAIL_NONDETERMINISTIC;
+        snprintf(r->reason, sizeof r->reason, "run 2 differs from run 1 in %lld elements, first at %lld: %s vs %s",
+                 (long long)cr.mismatches, (long long)cr.first_index, cr.got, cr.want);
+    }
+    return 1;
+}

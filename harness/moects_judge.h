@@ -1,0 +1,36 @@
+/* moects_judge.h: the judge (harness/judge/): a kernel's outputs, the case's reference (with its
+ * per-element bounds for a bounded claim) and the kernel's claim -> the verdict and its diagnostics
+ * (DESIGN.md "Verdicts", "Bounded verdicts"). Pure: no worker state, no I/O, no timing; every verdict
+ * rule lives here. The runner computes what it takes (harness/run/runner.c). */
+#ifndef MOECTS_JUDGE_H
+#define MOECTS_JUDGE_H
+#include "moects_harness.h"
+#include "moects_inputs.h"
+#include "moects_kernel.h"
+#include "moects_ref.h"
+
+/* What a case's outputs are judged against. */
+typedef struct {
+    const moects_inputs *in;      /* the case: op, shape, output dtype and element count, valid rows */
+    const void *want;             /* the reference output [out_elems] out_dtype under the claim's recipe
+                                     (exact_v1 for a bound or a tolerance) */
+    const double *bound;          /* a bounded claim: per-element bounds [out_elems] (moects_ref_*_bound_class
+                                     for the kernel's class); NULL otherwise */
+    const moects_bound_stats *st; /* the accumulation check's inputs, NULL where the check does not apply */
+} moects_judge_ref;
+
+/* The verdict of kernel k's runs got[0..nruns) (each [out_elems] out_dtype; invalid moe_gemm rows are
+ * overwritten with the reference's bytes): run 1 judged under k's claim (recipe: identical bits;
+ * acc: every element within its bound, then the accumulation check; else k->tol against exact_v1); a
+ * later run with run 1's bits keeps its verdict, one that differs is judged in full (the first failure
+ * is the verdict), and a kernel declaring a recipe must give the same bits every run
+ * (FAIL_NONDETERMINISTIC). Fills r's verdict, reason, mismatch counts, first mismatch, max ULP,
+ * calc_diff, acc_rms/acc_n and diag. Returns the index of the run r's verdict is about (the failing
+ * run, what --dump writes). */
+int moects_judge_runs(const moects_judge_ref *ref, const moects_kernel *k, void *const *got, int nruns,
+                      moects_result *r);
+
+/* dst = src cut to n - 1 bytes (no format-truncation warnings on fixed fields). */
+void moects__copy_str(char *dst, size_t n, const char *src);
+
+#endif

@@ -1,0 +1,93 @@
+/* test_harness_judge.c: the judge called directly (harness/moects_judge.h), on an fp4_gemm case's
+ * exact_v1 reference and bounds: outputs made from the reference by hand (itself, one element moved,
+ * a second run that differs) and the verdict each must get by the rules of DESIGN.md "Verdicts". */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moects_judge.h"
+
+static moects_inputs in;
+static uint16_t *want, *got[2];
+static double *bound;
+
+/* M 4, N 64, K 256, MXFP4, BF16 output: exact_v1 into want, the (24, RNE) bounds into bound. */
+static void setup(void)
+{
+    moects_case c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.id, sizeof c.id, "fp4_gemm.test/judge");
+    c.op = MOECTS_OP_FP4_GEMM, c.M = 4, c.N = 64, c.K = 256, c.format = MOECTS_FP4_MXFP4;
+    c.scale_layout = MOECTS_SCALES_LINEAR, c.out_dtype = MOECTS_BF16;
+    char err[256];
+    cr_assert_eq(moects_inputs_build(&c, 1, &in, err, sizeof err), 0, "%s", err);
+    const size_t n = (size_t)in.out_elems;
+    want = calloc(n, 2), got[0] = calloc(n, 2), got[1] = calloc(n, 2), bound = calloc(n, sizeof *bound);
+    void *p[MOECTS_INPUTS_MAX] = {0};
+    for (int i = 0; i < in.nt; i++) p[i] = in.t[i].host;
+    moects_op_args a;
+    moects_inputs_bind(&in, p, want, &a);
+    cr_assert_eq(moects_ref_fp4_gemm(&in.fg, &a.fg, MOECTS_RECIPE_EXACT_V1), 0);
+    const moects_acc_class cls = {24, 0, 0};
+    cr_assert_eq(moects_ref_fp4_gemm_bound_class(&in.fg, &a.fg, &cls, bound, NULL), 0);
+    memcpy(got[0], want, n * 2), memcpy(got[1], want, n * 2);
+}
+static void teardown(void)
+{
+    moects_inputs_free(&in);
+    free(want), free(got[0]), free(got[1]), free(bound);
+}
+TestSuite(judge, .init = setup, .fini = teardown);
+
+static const moects_kernel exact = {.abi_version = MOECTS_KERNEL_ABI_VERSION, .name = "t.exact",
+                                    .op = MOECTS_OP_FP4_GEMM, .recipe = "fp4_gemm.exact_v1"};
+static const moects_kernel bounded = {.abi_version = MOECTS_KERNEL_ABI_VERSION, .name = "t.bounded",
+                                      .op = MOECTS_OP_FP4_GEMM, .acc = {24, 0}};
+static const moects_kernel tol = {.abi_version = MOECTS_KERNEL_ABI_VERSION, .name = "t.tol", .op = MOECTS_OP_FP4_GEMM,
+                                  .tol = {1e-5, UINT32_MAX}};
+
+static moects_result judged(const moects_kernel *k, int runs, int *run)
+{
+    moects_result r;
+    memset(&r, 0, sizeof r);
+    const moects_judge_ref ref = {&in, want, k->acc.bits ? bound : NULL, NULL};
+    *run = moects_judge_runs(&ref, k, (void *const *)got, runs, &r);
+    return r;
+}
+
+/* The reference itself passes under each claim. */
+Test(judge, the_reference_passes_every_claim)
+{
+    int run;
+    cr_assert_eq(judged(&exact, 2, &run).verdict, MOECTS_PASS_EXACT);
+    cr_assert_eq(judged(&bounded, 2, &run).verdict, MOECTS_PASS_BOUNDED);
+    cr_assert_eq(judged(&tol, 2, &run).verdict, MOECTS_PASS_TOLERANCE);
+}
+
+/* Element 5 (m 0, n 5) set to 1e30 in both runs: one mismatch at index 5 under every claim. */
+Test(judge, one_element_far_off_is_one_mismatch)
+{
+    got[0][5] = got[1][5] = 0x7149; /* BF16 ~9.95e29 */
+    const moects_kernel *k[3] = {&exact, &bounded, &tol};
+    for (int i = 0; i < 3; i++) {
+        int run;
+        moects_result r = judged(k[i], 2, &run);
+        cr_assert_eq(r.verdict, MOECTS_FAIL_MISMATCH, "%s", k[i]->name);
+        cr_assert_eq(run, 0);
+        if (i < 2) cr_assert_eq(r.mismatches, 1, "%s: %lld", k[i]->name, (long long)r.mismatches);
+        cr_assert_eq(r.first_index, 5, "%s", k[i]->name);
+    }
+}
+
+/* Run 2 one BF16 ULP off at element 7: run 1 passes, run 2 differs from it and is judged in full, so
+ * an exact claim fails on run 2, the reason says so, and the run returned (what --dump writes) is 2. */
+Test(judge, a_second_run_that_differs)
+{
+    got[1][7] ^= 1;
+    int run;
+    moects_result r = judged(&exact, 2, &run);
+    cr_assert_eq(r.verdict, MOECTS_FAIL_MISMATCH, "run 2 alone mismatches exact_v1: %s", r.reason);
+    cr_assert_eq(run, 1, "the failing run is run 2");
+    cr_assert(strstr(r.reason, "run 2 (fresh poison) failed where run 1 passed"), "%s", r.reason);
+}
