@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# h200_run_steps.sh SRC WORK: harness/h200_run.sh's shard steps over several device calls, with a stub
+# h200_run_steps.sh SRC WORK: tools/h200_run.sh's shard steps over several device calls, with a stub
 # moects that logs its arguments: call 1 is cut (its run leaves a 340 KB journal, exit 124), call 2
 # resumes that shard with --resume and runs the other with --out, call 3 runs neither (both finished)
-# and merges again; the smoke step likewise: cut, resumed (its pack split in 1 KiB parts), then not run again. After each call the pack goes back into the tree with harness/h200_unpack.sh, as
+# and merges again; the smoke step likewise: cut, resumed (its pack split in 1 KiB parts), then not run again. After each call the pack goes back into the tree with tools/h200_unpack.sh, as
 # between device calls (the journal kept as .gz, restored by the next call; removed once its step is
 # done). The expected command lines are written out here by hand.
 set -u
@@ -22,24 +22,24 @@ chmod +x "$work/bin/moects"
 export STUB_LOG=$work/calls.txt MOECTS_MOE_SHARDS=2 MOECTS_JOBS=4 MOECTS_PACK=$work/pack.tar.gz
 out=$work/out
 cd "$src" || exit 1
-unpack() { bash harness/h200_unpack.sh "$work/pack.tar.gz" "$out" > "$work/unpack$1.txt" || exit 1; }
-STUB_CUT=1 bash harness/h200_run.sh "$work/bin/moects" "$out" moefull0 > /dev/null 2>&1
+unpack() { bash tools/h200_unpack.sh "$work/pack.tar.gz" "$out" > "$work/unpack$1.txt" || exit 1; }
+STUB_CUT=1 bash tools/h200_run.sh "$work/bin/moects" "$out" moefull0 > /dev/null 2>&1
 unpack 1
 [ -e "$out/moefull0/results.journal.gz" ] && [ ! -e "$out/moefull0/results.journal" ] ||
   { echo "h200_run_steps: the cut journal is not kept as results.journal.gz"; exit 1; }
-bash harness/h200_run.sh "$work/bin/moects" "$out" moefull0,moefull1 > /dev/null 2>&1
+bash tools/h200_run.sh "$work/bin/moects" "$out" moefull0,moefull1 > /dev/null 2>&1
 unpack 2
 [ ! -e "$out/moefull0/results.journal.gz" ] || { echo "h200_run_steps: a finished step's journal.gz stayed"; exit 1; }
-bash harness/h200_run.sh "$work/bin/moects" "$out" moefull0,moefull1 > /dev/null 2>&1
+bash tools/h200_run.sh "$work/bin/moects" "$out" moefull0,moefull1 > /dev/null 2>&1
 # the smoke step the same way: cut, continued, then done earlier (each call merges the shards again)
-STUB_CUT=1 bash harness/h200_run.sh "$work/bin/moects" "$out" smoke > /dev/null 2>&1
+STUB_CUT=1 bash tools/h200_run.sh "$work/bin/moects" "$out" smoke > /dev/null 2>&1
 unpack 3
-MOECTS_PACK_PART=1024 bash harness/h200_run.sh "$work/bin/moects" "$out" smoke > /dev/null 2>&1
+MOECTS_PACK_PART=1024 bash tools/h200_run.sh "$work/bin/moects" "$out" smoke > /dev/null 2>&1
 # a pack over MOECTS_PACK_PART bytes comes in parts, which h200_unpack.sh joins
 [ ! -e "$work/pack.tar.gz" ] && [ -e "$work/pack.tar.gz.00" ] && [ -e "$work/pack.tar.gz.01" ] ||
   { echo "h200_run_steps: a pack over MOECTS_PACK_PART was not split into parts"; exit 1; }
 unpack 4
-bash harness/h200_run.sh "$work/bin/moects" "$out" smoke > /dev/null 2>&1
+bash tools/h200_run.sh "$work/bin/moects" "$out" smoke > /dev/null 2>&1
 k="--tier full --jobs 4 --kernel cuda.moe_gemm.*"
 cat > "$work/want.txt" <<WANT
 run $k --shard 0/2 --out $out/moefull0 moe_gemm*

@@ -3,7 +3,7 @@
 # The default run (smoke tier, every kernel: CPU kernels run, CUDA kernels SKIP without a GPU)
 # must exit 0 (honest kernels pass, every mutant caught), its TAP must pass through prove, and the
 # gate against the committed baseline and the smoke must-pass lists must pass (kimi-k3-tp8.txt
-# holds full-tier cases: prove runs it, see README).
+# holds full-tier cases: prove runs it, see docs/usage.md).
 set -eu
 moects=$1 root=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"

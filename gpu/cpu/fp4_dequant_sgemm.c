@@ -7,7 +7,7 @@
  * each is exact (E2M1 has 2 significant bits, UE8M0 1, E4M3 4: products of at most 12 bits), so the
  * only roundings are sgemm's FP32 additions, in whatever order (and with whatever FMA use) its kernel
  * takes, the alpha multiply and the output rounding. Until ABI 2 it was judged by a global tolerance
- * (calc_diff <= 1e-5, ULPs unbounded); README "Bounded verdicts" compares the two.
+ * (calc_diff <= 1e-5, ULPs unbounded); docs/checks.md "Bounded verdicts" compares the two.
  * It is expected to fail on adversarial inputs: UE8M0 codes 253/254 overflow the dequantized value
  * (6 * 2^127 > FLT_MAX) where the exact result is finite, and codes near 0 underflow it, which is the point of
  * measuring it against exact_v1. */

@@ -1,5 +1,5 @@
 """The Triton ep_gather example (both BLOCK_D policies) through the pytest plugin on the case ids
-listed in $MOECTS_CASES_FILE (harness/h200_python.sh writes it: the smoke ep_gather cases and the
+listed in $MOECTS_CASES_FILE (tools/h200_python.sh writes it: the smoke ep_gather cases and the
 full-tier kimi-k3, deepseek-v3 and gpt-oss ones). Not collected by default (no test_ prefix); needs
 torch, triton and a CUDA device."""
 import os

@@ -1,6 +1,6 @@
 """The Triton ep_gather example on a GPU (skipped without torch, triton or a CUDA device: CI): the gcd
 policy passes bit-exactly under ep_gather.fma_v1; the min policy (the historical bug) fails Kimi K3's
-width 3584 and passes DeepSeek-V3's 7168 (a multiple of 1024). harness/h200_python.sh runs the
+width 3584 and passes DeepSeek-V3's 7168 (a multiple of 1024). tools/h200_python.sh runs the
 whole smoke and full sets."""
 import pytest
 

@@ -1,7 +1,7 @@
 """The grouped MoE GEMM examples on a GPU (skipped without torch, triton or a CUDA device: CI): the
 PyTorch dequantize-then-matmul kernel (every format and row layout) and the fused Triton W4A16 kernel
 (MXFP4 weights) within their declared bounds (24 bits, truncating) on the smoke moe_gemm cases;
-harness/h200_python.sh (step moe) runs them under `moects run --kernel-py` too."""
+tools/h200_python.sh (step moe) runs them under `moects run --kernel-py` too."""
 import pytest
 
 from conftest import needs

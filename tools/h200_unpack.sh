@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# h200_unpack.sh PACK OUTDIR: a device call's MOECTS_PACK (harness/h200_run.sh) back into the tree,
+# h200_unpack.sh PACK OUTDIR: a device call's MOECTS_PACK (tools/h200_run.sh) back into the tree,
 # ready to commit and to carry into the next call. A pack split in parts (PACK.00, PACK.01, ...; PACK
 # itself absent) is joined first.
 #  - OUTDIR is replaced by the pack's copy (the pack holds all of it): unpacking over the old one would
@@ -9,7 +9,7 @@
 #  - Prints each step's state: done (results.json, no journal), cut (journal: results kept), or absent.
 # Exit: 0; 2 with one line when PACK is not a pack of OUTDIR.
 set -u
-pack=${1:?usage: harness/h200_unpack.sh PACK OUTDIR} out=${2:?usage: harness/h200_unpack.sh PACK OUTDIR}
+pack=${1:?usage: tools/h200_unpack.sh PACK OUTDIR} out=${2:?usage: tools/h200_unpack.sh PACK OUTDIR}
 out=${out%/}
 name=$(basename "$out") parent=$(dirname "$out")
 tmp=$(mktemp -d "$parent/.unpack.XXXXXX") || exit 2
@@ -19,7 +19,7 @@ if [ ! -e "$pack" ] && [ -e "$pack.00" ]; then
   pack=$tmp/pack.tar.gz
 fi
 if ! tar -tzf "$pack" 2>/dev/null | grep -q "^$name/"; then
-  echo "h200_unpack: $1: not a pack of $name/ (harness/h200_run.sh with MOECTS_PACK and OUTDIR $out)" >&2
+  echo "h200_unpack: $1: not a pack of $name/ (tools/h200_run.sh with MOECTS_PACK and OUTDIR $out)" >&2
   exit 2
 fi
 tar -xzf "$pack" -C "$tmp" "$name" || { echo "h200_unpack: $1: tar failed" >&2; exit 2; }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # h200_run.sh: the conformance run on a GPU host (an H200 here), from the repository root.
-#   harness/h200_run.sh BIN [OUTDIR] [STEPS]
+#   tools/h200_run.sh BIN [OUTDIR] [STEPS]
 # BIN: a moects binary built with CUDA (sm_90a). OUTDIR (default reports/h200) receives:
 #   machine.txt; smoke/ (smoke tier, every kernel: run.tap, results.json, summary.md),
 #   full/ (full tier, CUDA kernels), memcheck.txt (compute-sanitizer memcheck of the honest CUDA
@@ -36,10 +36,10 @@
 # step in a later call continues it (moects run --resume); one finished there is skipped.
 # MOECTS_PACK=FILE: after every step all of OUTDIR is packed into FILE (.tar.gz, written to FILE.tmp
 # and renamed; the host returns at most 8 files a call, 16 MiB each: a larger pack comes as FILE.00,
-# FILE.01, ...), so a cut call returns what finished: put it back with harness/h200_unpack.sh FILE
+# FILE.01, ...), so a cut call returns what finished: put it back with tools/h200_unpack.sh FILE
 # OUTDIR before the next call (not tar over OUTDIR).
 set -u
-B=${1:?usage: harness/h200_run.sh BIN [OUTDIR] [STEPS]}
+B=${1:?usage: tools/h200_run.sh BIN [OUTDIR] [STEPS]}
 D=${2:-reports/h200}
 STEPS=${3:-smoke,paths,full0,full1,full2,full3,memcheck,initcheck,perf,moeself,moesan,moecheck,moeperf}
 SELFTEST=$(dirname "$B")/moects_gpu_selftest
@@ -49,7 +49,7 @@ export MOECTS_ROOT=$PWD
 # quarter in 380 s).
 JOBS=${MOECTS_JOBS:-$(nproc)}
 mkdir -p "$D"
-# A report kept as NAME.gz in the tree (harness/h200_unpack.sh) is restored to NAME for this call.
+# A report kept as NAME.gz in the tree (tools/h200_unpack.sh) is restored to NAME for this call.
 for z in "$D"/*.gz "$D"/*/*.gz; do [ -e "$z" ] && [ ! -e "${z%.gz}" ] && gunzip -k "$z"; done
 has() { case ",$STEPS," in *",$1,"*) return 0 ;; esac; return 1; }
 # MOECTS_BUDGET_S: seconds this call may take in all (a device call's limit); a step's limit is cut

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # h200_python.sh: the Python side of moects on a GPU host (issue 10), from the repository root.
-#   harness/h200_python.sh BUILD [OUTDIR]
+#   tools/h200_python.sh BUILD [OUTDIR]
 # BUILD: a build folder made with CUDA (bin/moects, lib/libmoects.so.0). OUTDIR (default
 # reports/h200/python) receives machine.txt (date, commit, Python, torch, triton, GPU), cases.txt,
 # kernel_py/ (moects run --kernel-py: run.tap, results.json, summary.md), pytest/ (the pytest plugin,
@@ -19,7 +19,7 @@
 # Step moe (MOECTS_PY_STEPS=moe for it alone): the grouped MoE GEMM examples, examples/torch_moe_gemm.py
 # and examples/triton_moe_w4a16.py, under --kernel-py and the pytest plugin (moe/, moe-pytest/).
 set -u
-B=${1:?usage: harness/h200_python.sh BUILD [OUTDIR]}
+B=${1:?usage: tools/h200_python.sh BUILD [OUTDIR]}
 B=$(cd "$B" && pwd)
 D=${2:-reports/h200/python}
 BUDGET=${MOECTS_BUDGET_S:-560}

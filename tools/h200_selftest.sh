@@ -1,8 +1,8 @@
 #!/bin/bash
-# h200_check.sh: on the GPU machine, from the repository root, with the built binaries in $1
+# h200_selftest.sh: on the GPU machine, from the repository root, with the built binaries in $1
 # (default build-cuda/bin): environment facts, moects_gpu_selftest (every CUDA kernel and mutant
 # against the references), --perf, and compute-sanitizer memcheck of the real kernels.
-# Logs go to $OUT (default /tmp/moects-h200). Usage: gpu/cuda/h200_check.sh [bindir] [steps]
+# Logs go to $OUT (default /tmp/moects-h200). Usage: tools/h200_selftest.sh [bindir] [steps]
 # steps: any of env,test,testws,perf,tiles,memcheck,ncu,sass,sassfull (default env,test,testws,perf,tiles,memcheck).
 B=${1:-build-cuda/bin}
 STEPS=${2:-env,test,testws,perf,tiles,memcheck}
