@@ -1,4 +1,4 @@
-/* fuzz_results.c: libFuzzer target of moects_results_read (harness/report/results.c): results.json of
+/* fuzz_results.c: libFuzzer target of moects_results_read (harness/model/results.c): results.json of
  * run, merge, gate, coverage. Seeds: reports/baseline, tests/data/results, fuzz/corpus/results.
  * A file that reads is written back (moects_results_write) and must read again to the same text
  * when written a second time: the writer and the reader agree on every value the reader accepts. */

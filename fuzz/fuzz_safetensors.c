@@ -1,4 +1,4 @@
-/* fuzz_safetensors.c: libFuzzer target of moects__st_read (harness/cli/safetensors.c): the safetensors
+/* fuzz_safetensors.c: libFuzzer target of moects__st_read (harness/run/safetensors.c): the safetensors
  * files that `moects verify` reads (an export, or outputs any program wrote beside it). Seeds:
  * fuzz/corpus/safetensors (an export of moects and files of the reference Python implementation).
  * An accepted file's tensors lie in its buffer, cover it without holes or overlaps in offset order,

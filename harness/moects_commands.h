@@ -16,7 +16,7 @@ int moects_cmd_hashes(int argc, char **argv);   /* harness/report/hashes.c */
 
 /* The one-line error for an argument command cmd does not take: "moects CMD: ARG: missing value"
  * when arg is one of the NULL-terminated value-taking options (given last), else "moects CMD:
- * unexpected argument "ARG"". harness/cli/cli_run.c. */
+ * unexpected argument "ARG"". harness/model/errline.c. */
 void moects_bad_arg(const char *cmd, const char *arg, const char *const *valued);
 
 #endif

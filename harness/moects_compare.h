@@ -22,6 +22,9 @@ typedef struct {
 uint64_t moects_ulp_distance_bf16(uint16_t a, uint16_t b);
 uint64_t moects_ulp_distance_f32(uint32_t a, uint32_t b);
 
+/* Element i of an output of dt (BF16 or FP32) as a double, its bits (BF16 in the low 16) in *bits
+ * (harness/model/values.c). */
+double moects_value_at(moects_dtype dt, const void *p, int64_t i, uint32_t *bits);
 /* "0x3f80 (1)": the bits of element i of a BF16 or FP32 array in hex, then its value (%.9g). */
 void moects_format_value(moects_dtype dt, const void *data, int64_t i, char *buf, size_t len);
 /* For people (TAP, reasons): a value as moects_format_value wrote it, with ", the poison: never

@@ -38,8 +38,11 @@ size_t moects_guard_row_bytes(const moects_inputs *in, int i);
 /* Poison pattern `run` (0, 1, ...) of an output of dtype dt over bytes: NaN bit patterns of the
  * type that differ from run to run (0xFFFF/0xFFFFFFFF, then 0x7FDE/0x7FE7809E, ...). Host memory. */
 void moects_poison_fill(void *p, size_t bytes, moects_dtype dt, int run);
+/* The bits of poison pattern `run` of dtype dt (BF16 in the low 16): what moects_poison_fill writes
+ * (harness/model/values.c). */
+uint32_t moects_poison_value(moects_dtype dt, int run);
 /* Whether bits (BF16 in the low 16) are a poison pattern of run 0 or 1, or the Python package's
- * empty_output(): an element still holding one was most likely never written. */
+ * empty_output(): an element still holding one was most likely never written (harness/model/values.c). */
 int moects_is_poison(moects_dtype dt, uint32_t bits);
 
 /* The result of one CPU kernel call in a child process (moects_guard_cpu_call). */

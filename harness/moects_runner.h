@@ -85,7 +85,7 @@ void moects_runner_task(const moects_case *c, const moects_kernel *k, uint64_t s
                         moects_result *r);
 
 /* Clears r and fills who ran what (kernel, case, model, layout, op, mutant, seed, recipe); internal,
- * shared with libmoects' judge (harness/run/capi.c). */
+ * shared with libmoects' judge (harness/api/capi.c). */
 void moects__result_identity(moects_result *r, const moects_case *c, const moects_kernel *k, uint64_t seed);
 /* A bounded kernel's accumulation class as text: "bound(p=BITS,rne|trunc)", with
  * ",bf16-split-k<=N" inside for a split-K BF16 reduction (harness/run/runner.c). */

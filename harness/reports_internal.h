@@ -36,7 +36,7 @@ int moects__buf_stage(const moects__buf *b, moects_report_set *set, const char *
 
 /* "ep_gather" / "fp4_gemm"; NULL for an unknown op. */
 const char *moects__op_name(moects_op op);
-/* One result as the JSON object results.json holds for it (harness/report/results.c). */
+/* One result as the JSON object results.json holds for it (harness/model/results.c). */
 void moects__buf_result(moects__buf *b, const moects_result *r);
 int moects__op_parse(const char *s, moects_op *out);
 /* One result from the JSON text of one object as moects__buf_result writes it (len bytes at text):

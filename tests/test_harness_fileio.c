@@ -1,4 +1,4 @@
-/* test_harness_fileio.c: report sets are all or nothing (harness/report/fileio.c). */
+/* test_harness_fileio.c: report sets are all or nothing (harness/model/fileio.c). */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <stdio.h>

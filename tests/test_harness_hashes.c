@@ -1,5 +1,5 @@
 /* test_harness_hashes.c: the tensor hashes of results.json (harness/report/hashes.c, harness/run/runner.c,
- * harness/report/results.c). XXH64 values are published test vectors (the xxHash and python-xxhash
+ * harness/model/results.c). XXH64 values are published test vectors (the xxHash and python-xxhash
  * documentation); a task's hashes are checked against the XXH64 of the inputs built here. */
 #include <criterion/criterion.h>
 #include <stdio.h>

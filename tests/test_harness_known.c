@@ -9,7 +9,7 @@
 
 #include "moects_known.h"
 
-/* results.json requires every field the writer writes (harness/report/results.c): the top level up to
+/* results.json requires every field the writer writes (harness/model/results.c): the top level up to
  * "results": [, and the fields of a result after op, mutant, verdict, mismatches (and known). */
 #define RUN_TOP "{\"moects_version\": \"0.1\", \"commit\": \"c\", \"date\": \"d\", \"machine\": \"h\", " \
                 "\"filter\": \"\", \"shard\": \"\", \"seed\": 1, \"results\": ["

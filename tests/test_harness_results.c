@@ -1,4 +1,4 @@
-/* test_harness_results.c: verdict words and results.json I/O (harness/report/results.c). Expected values
+/* test_harness_results.c: verdict words and results.json I/O (harness/model/results.c). Expected values
  * are written by hand from the fixture tests/data/results/basic.json and the schema comment. */
 #include <criterion/criterion.h>
 #include <math.h>

@@ -1,4 +1,4 @@
-/* test_harness_timing.c: the task timing in results.json (harness/report/results.c) and summary.md's
+/* test_harness_timing.c: the task timing in results.json (harness/model/results.c) and summary.md's
  * "Where the time went" (harness/report/tap.c). Expected texts and sums are worked out by hand; files
  * written before the timing existed (the committed gate baseline) must keep loading. */
 #include <criterion/criterion.h>

@@ -1,6 +1,6 @@
 /* cli_export.c: `moects export` (cases as safetensors files for a kernel in any language) and
  * `moects verify` (judge the outputs a program wrote beside them: TAP on stdout, results.json,
- * run.tap and summary.md as `moects run` writes them). Formats: harness/cli/export.c. */
+ * run.tap and summary.md as `moects run` writes them). Formats: harness/api/export.c. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>

@@ -878,16 +878,6 @@ static int check_resume(const cli *o, const char *dir)
     return bad(o, "--resume %s: no %s there: %s", dir, MOECTS_JOURNAL, strerror(e));
 }
 
-void moects_bad_arg(const char *cmd, const char *arg, const char *const *valued)
-{
-    for (; *valued; valued++)
-        if (!strcmp(arg, *valued)) {
-            fprintf(stderr, "moects %s: %s: missing value\n", cmd, arg);
-            return;
-        }
-    fprintf(stderr, "moects %s: unexpected argument \"%s\"\n", cmd, arg);
-}
-
 /* Interrupted (SIGINT, SIGTERM, SIGHUP) while the kernels' log is being written to its temporary
  * name: remove it and die of the signal; the previous reports stay whole. Workers die with us
  * (PR_SET_PDEATHSIG). */

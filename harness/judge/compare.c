@@ -33,43 +33,6 @@ uint64_t moects_ulp_distance_bf16(uint16_t a, uint16_t b) { return ulp_distance(
 
 uint64_t moects_ulp_distance_f32(uint32_t a, uint32_t b) { return ulp_distance(a, b, 32, 0x7f800000u); }
 
-static double value_at(moects_dtype dt, const void *p, int64_t i, uint32_t *bits)
-{
-    if (dt == MOECTS_BF16) {
-        uint16_t b = ((const uint16_t *)p)[i];
-        *bits = b;
-        return moects_bf16_to_f32(b);
-    }
-    uint32_t u;
-    memcpy(&u, (const char *)p + 4 * i, 4);
-    *bits = u;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-void moects_format_value(moects_dtype dt, const void *data, int64_t i, char *buf, size_t len)
-{
-    uint32_t bits;
-    double v = value_at(dt, data, i, &bits);
-    if (dt == MOECTS_BF16)
-        snprintf(buf, len, "0x%04x (%.9g)", (unsigned)bits, v);
-    else
-        snprintf(buf, len, "0x%08x (%.9g)", (unsigned)bits, v);
-}
-
-void moects_value_noted(const char *text, char *buf, size_t len)
-{
-    unsigned bits;
-    int n = 0;
-    const size_t l = strlen(text);
-    if (sscanf(text, "0x%x%n", &bits, &n) == 1 && (n == 6 || n == 10) && l > 0 && text[l - 1] == ')' &&
-        moects_is_poison(n == 6 ? MOECTS_BF16 : MOECTS_F32, bits))
-        snprintf(buf, len, "%.*s, the poison: never written)", (int)(l - 1), text);
-    else
-        snprintf(buf, len, "%s", text);
-}
-
 int moects_compare(moects_dtype dt, const void *got, const void *want, int64_t n,
                    moects_compare_result *r)
 {
@@ -82,7 +45,7 @@ int moects_compare(moects_dtype dt, const void *got, const void *want, int64_t n
     double num = 0.0, den = 0.0;
     for (int64_t i = 0; i < n; i++) {
         uint32_t gb, wb;
-        double x = value_at(dt, got, i, &gb), y = value_at(dt, want, i, &wb);
+        double x = moects_value_at(dt, got, i, &gb), y = moects_value_at(dt, want, i, &wb);
         uint64_t d = dt == MOECTS_BF16 ? moects_ulp_distance_bf16((uint16_t)gb, (uint16_t)wb)
                                        : moects_ulp_distance_f32(gb, wb);
         int both_nan = isnan(x) && isnan(y);

@@ -87,13 +87,6 @@ void moects_out_at(const moects_out_geom *g, int64_t i, char *buf, size_t len)
     coords_text(g->axis, nd, at, buf, len);
 }
 
-void moects_diag_value(const moects_diag *d, uint32_t bits, char *buf, size_t len)
-{
-    uint16_t h = (uint16_t)bits;
-    if (d->dtype == MOECTS_BF16) moects_format_value(MOECTS_BF16, &h, 0, buf, len);
-    else moects_format_value(MOECTS_F32, &bits, 0, buf, len);
-}
-
 /* ---- describing a set of indices ---- */
 
 /* Width of the tile a tail [lo, L) is: the smallest power of two 16..256 that is >= its width and

@@ -173,29 +173,13 @@ size_t moects_guard_row_bytes(const moects_inputs *in, int i)
     return (size_t)s->k * 4;
 }
 
-/* run 0: all ones (NaN in BF16 and FP32); then quiet NaNs with a run-dependent payload */
-static uint32_t poison_of(moects_dtype dt, int run)
-{
-    const uint32_t pay = 0xA5u ^ (uint32_t)(run * 0x3B);
-    if (run == 0) return dt == MOECTS_F32 ? 0xFFFFFFFFu : 0xFFFFu;
-    return dt == MOECTS_F32 ? 0x7FC00000u | (pay << 14) | pay : 0x7FC0u | (pay & 0x3F);
-}
-
 void moects_poison_fill(void *p, size_t bytes, moects_dtype dt, int run)
 {
-    const uint32_t v = poison_of(dt, run);
+    const uint32_t v = moects_poison_value(dt, run);
     if (dt == MOECTS_F32)
         for (size_t i = 0; i < bytes / 4; i++) ((uint32_t *)p)[i] = v;
     else
         for (size_t i = 0; i < bytes / 2; i++) ((uint16_t *)p)[i] = (uint16_t)v;
-}
-
-int moects_is_poison(moects_dtype dt, uint32_t bits)
-{
-    if (bits == (dt == MOECTS_F32 ? 0x7FA5A5A5u : 0x7FA5u)) return 1; /* python/moects/case.py _POISON */
-    for (int run = 0; run < 2; run++)
-        if (bits == poison_of(dt, run)) return 1;
-    return 0;
 }
 
 moects_mem_probe moects_mem_now(int dev)
