@@ -145,11 +145,35 @@ int moects_routing_parse(const char *s, moects_routing *out);
 const char *moects_data_name(moects_data d);
 int moects_data_parse(const char *s, moects_data *out);
 int moects_tier_parse(const char *s, moects_tier *out);
+/* Tier words as `moects run --tier` and libmoects take them: comma-separated smoke, full, large and
+ * all, into moects_tier bits. 0, or -1 for an unknown or empty word (cases/select.c). */
+int moects_tiers_parse(const char *s, unsigned *out);
 
 /* A case's shape in one line, in the op's terms (`moects list -v`): "out [T 128, H 3584] bf16; topk 8 of
  * E 384; EP rank 0 of 8; ids int32; routing skewed; data exact", "D [M 16, N 4096] bf16 = A [M, K 7168] x
  * B [N, K]^T; MXFP4, linear scales; gemm1; data exact". A new op adds its branch (cases/shape.c). */
 void moects_case_shape(const moects_case *c, char *buf, size_t len);
+
+/* What selects cases: positional globs (fnmatch on ids), tiers, must-pass lists (cases/select.c). */
+typedef struct {
+    const char *const *globs;
+    size_t nglobs;
+    unsigned tiers;                /* moects_tier bits; used when tier_given, else smoke */
+    int tier_given;
+    const char *const *case_files; /* must-pass lists (moects_idlist_load; "-": standard input) */
+    size_t ncase_files;
+} moects_selection;
+
+/* The one selection rule (moects list, moects run, libmoects' moects_cases_select, so the Python
+ * package): sel[all->n] gets 1 for each selected case. Without lists: every glob must match some id;
+ * a case is selected when a glob matches it (or there is none) and it is in the tiers, or a glob
+ * names it exactly and no tier was given. With lists: their exact ids whatever the tier, their globs
+ * within the tiers when given, narrowed by the positional globs; list entries that select nothing
+ * are appended to *missing (malloc'd strings; the caller frees them and the array). Returns 0; -2
+ * when a glob matches no id, -3 when no case is selected, -1 for the other errors (a list unreadable
+ * or empty, out of memory), each with one line in err. */
+int moects_cases_pick(const moects_case_list *all, const moects_selection *s, char *sel, char ***missing,
+                      size_t *nmissing, char *err, size_t errlen);
 
 /* A case-id list file (cases/mustpass/ *.txt; path "-": standard input, read once, named "standard
  * input" in errors): one id per line; '#' starts a comment; blank lines and surrounding blanks

@@ -58,8 +58,10 @@ typedef struct moects_caselist moects_caselist; /* an ordered list of cases (reg
  * the cases derived from one model file: a registry file (cases/models/NAME.json) or a raw Hugging
  * Face config.json of any family (DESIGN.md "Cases"). tp / ep (0: every derived layout) keep only
  * layout tp<tp> or ep<ep>; tp and ep > 0 together is an error. tiers: comma-separated "smoke",
- * "full", "large", "all" (NULL: "smoke"); a case is kept when it belongs to one of them. globs: nglobs
- * fnmatch(3) patterns on case ids (a case is kept when one matches; nglobs 0: all). The order is the
+ * "full", "large", "all" (NULL: "smoke", from a config "smoke,full"); a case is kept when it belongs
+ * to one of them. globs: nglobs fnmatch(3) patterns on case ids (a case is kept when one matches;
+ * nglobs 0: all), and with tiers NULL an id named exactly is kept whatever its tier: the rule of
+ * `moects list` (cases/select.c), which selects the same ids for the same words. The order is the
  * order `moects list` prints. Errors: unreadable or invalid model/regression files (the message names
  * the file and field), a bad tier name, tp with ep. An empty result is not an error. */
 MOECTS_API moects_caselist *moects_cases_select(const char *root, const char *config, int tp, int ep,

@@ -4,7 +4,6 @@
  * caller's bytes, so a verdict here is the verdict `moects run` gives. */
 #include "moects.h"
 
-#include <fnmatch.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdarg.h>
@@ -57,22 +56,6 @@ struct moects_caselist {
     char **json; /* per case, lazily */
 };
 
-static int parse_tiers(const char *s, unsigned *out)
-{
-    *out = 0;
-    if (!s || !*s) s = "smoke";
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", s);
-    char *save = NULL;
-    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        moects_tier v;
-        if (!strcmp(t, "all")) *out |= MOECTS_TIER_SMOKE | MOECTS_TIER_FULL | MOECTS_TIER_LARGE;
-        else if (moects_tier_parse(t, &v) == 0) *out |= (unsigned)v;
-        else return moects__set_error("tiers: unknown tier \"%s\" (smoke, full, large, all)", t), -1;
-    }
-    return 0;
-}
-
 /* The cases of one model file, derived (all layouts or only tp<tp> / ep<ep>). */
 static int config_cases(const char *config, int tp, int ep, moects_case_list *all)
 {
@@ -97,7 +80,8 @@ moects_caselist *moects_cases_select(const char *root, const char *config, int t
                                      const char *const *globs, size_t nglobs)
 {
     unsigned tmask;
-    if (parse_tiers(tiers, &tmask) != 0) return NULL;
+    if (moects_tiers_parse(tiers && *tiers ? tiers : "smoke", &tmask) != 0)
+        return moects__set_error("tiers: unknown tier in \"%s\" (smoke, full, large, all)", tiers), NULL;
     if (tp < 0 || ep < 0 || (tp && ep)) return moects__set_error("tp %d, ep %d: give one of them, >= 0", tp, ep), NULL;
     if ((tp || ep) && !config) return moects__set_error("tp/ep: only with a config file"), NULL;
     moects_case_list all = {0};
@@ -109,19 +93,29 @@ moects_caselist *moects_cases_select(const char *root, const char *config, int t
         moects_case_list_free(&all);
         return NULL;
     }
+    /* the one rule (moects_cases_pick), as `moects list` applies it: no tiers given: smoke (smoke and
+     * full from a config), and an id named exactly whatever its tier */
+    const int given = tiers && *tiers;
+    const moects_selection sel_rule = {globs, nglobs, given ? tmask : config ? MOECTS_TIER_SMOKE | MOECTS_TIER_FULL
+                                                                         : MOECTS_TIER_SMOKE,
+                                       given || config, NULL, 0};
     moects_caselist *l = calloc(1, sizeof *l);
-    if (!l) return moects__set_error("out of memory"), moects_case_list_free(&all), NULL;
-    for (size_t i = 0; i < all.n; i++) {
-        const moects_case *c = &all.v[i];
-        int hit = nglobs == 0;
-        for (size_t g = 0; g < nglobs && !hit; g++) hit = fnmatch(globs[g], c->id, 0) == 0;
-        if (hit && (c->tiers & tmask) && moects_case_list_push(&l->l, c) != 0) {
+    char *sel = calloc(all.n + 1, 1);
+    if (!l || !sel) return free(l), free(sel), moects__set_error("out of memory"), moects_case_list_free(&all), NULL;
+    const int rc = moects_cases_pick(&all, &sel_rule, sel, NULL, NULL, err, sizeof err);
+    if (rc == -2 || rc == -3) memset(sel, 0, all.n); /* nothing selected: an empty list, not an error */
+    else if (rc != 0) {
+        moects__set_error("%s", err);
+        free(sel), free(l), moects_case_list_free(&all);
+        return NULL;
+    }
+    for (size_t i = 0; i < all.n; i++)
+        if (sel[i] && moects_case_list_push(&l->l, &all.v[i]) != 0) {
             moects__set_error("out of memory");
-            moects_case_list_free(&all);
-            moects_caselist_free(l);
+            free(sel), moects_case_list_free(&all), moects_caselist_free(l);
             return NULL;
         }
-    }
+    free(sel);
     moects_case_list_free(&all);
     l->json = calloc(l->l.n + 1, sizeof *l->json);
     if (!l->json) return moects__set_error("out of memory"), moects_caselist_free(l), NULL;

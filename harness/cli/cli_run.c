@@ -33,7 +33,6 @@
 #ifndef MOECTS_VERSION
 #define MOECTS_VERSION "0.1"
 #endif
-#define ALL_TIERS (MOECTS_TIER_SMOKE | MOECTS_TIER_FULL | MOECTS_TIER_LARGE)
 
 typedef struct {
     const char *cmd;
@@ -104,7 +103,6 @@ static void cli_free(cli *o)
     free(o->kernel_py);
 }
 
-static int is_glob(const char *s) { return strpbrk(s, "*?[") != NULL; }
 
 static int parse_u64(const char *s, uint64_t *out)
 {
@@ -114,18 +112,6 @@ static int parse_u64(const char *s, uint64_t *out)
     unsigned long long v = strtoull(s, &e, 0);
     if (errno || *e) return -1;
     *out = v;
-    return 0;
-}
-
-static int parse_tier(const char *s, unsigned *out)
-{
-    if (!strcmp(s, "all")) {
-        *out = ALL_TIERS;
-        return 0;
-    }
-    moects_tier t;
-    if (moects_tier_parse(s, &t) != 0) return -1;
-    *out = (unsigned)t;
     return 0;
 }
 
@@ -198,7 +184,8 @@ static int parse_args(cli *o, int argc, char **argv, int is_run)
         const char *a = optarg;
         switch (c) {
         case OPT_TIER:
-            if (parse_tier(a, &o->tiers) != 0) return bad(o, "--tier: unknown tier \"%s\" (smoke, full, large, all)", a);
+            if (moects_tiers_parse(a, &o->tiers) != 0)
+                return bad(o, "--tier: unknown tier \"%s\" (smoke, full, large, all, or a comma list)", a);
             o->tier_given = 1;
             break;
         case OPT_CASES: if (push_str(&o->case_files, &o->ncase_files, a)) return bad(o, "out of memory"); break;
@@ -397,113 +384,18 @@ static void tier_names(unsigned t, char *buf, size_t len)
              t & MOECTS_TIER_LARGE ? "large" : "");
 }
 
-static int cmp_id(const void *a, const void *b, void *ctx)
-{
-    const moects_case *c = ctx;
-    return strcmp(c[*(const size_t *)a].id, c[*(const size_t *)b].id);
-}
-
-typedef struct {
-    const moects_case *v;
-    const size_t *ix;
-    size_t n;
-} id_index;
-
-static long find_id(const id_index *x, const char *id)
-{
-    size_t lo = 0, hi = x->n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        int c = strcmp(x->v[x->ix[mid]].id, id);
-        if (!c) return (long)x->ix[mid];
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
-    }
-    return -1;
-}
-
-/* Mark the selected cases in sel[]. Missing must-pass entries go to *missing. */
+/* Mark the selected cases in sel[] by the one rule (moects_cases_pick). Missing must-pass entries go
+ * to *missing; *first_file: the first must-pass list. */
 static int select_cases(cli *o, const moects_case_list *all, char *sel, char ***missing, size_t *nmissing,
                         char **first_file)
 {
-    size_t n = all->n;
-    unsigned tiers = o->tier_given ? o->tiers : MOECTS_TIER_SMOKE;
-    if (o->ncase_files) {
-        size_t *ix = malloc((n ? n : 1) * sizeof *ix);
-        if (!ix) return bad(o, "out of memory");
-        for (size_t i = 0; i < n; i++) ix[i] = i;
-        qsort_r(ix, n, sizeof *ix, cmp_id, all->v);
-        id_index x = {all->v, ix, n};
-        char err[512];
-        for (size_t f = 0; f < o->ncase_files; f++) {
-            char **ids = NULL;
-            int k = moects_idlist_load(o->case_files[f], &ids, err, sizeof err);
-            if (k < 0) {
-                free(ix);
-                return bad(o, "--cases %s", err);
-            }
-            if (k == 0) { /* a must-pass list that lists nothing is a mistake, not a pass */
-                free(ix);
-                moects_idlist_free(ids, 0);
-                return bad(o, "--cases %s: no case ids", o->case_files[f]);
-            }
-            if (!*first_file) *first_file = o->case_files[f];
-            for (int i = 0; i < k; i++) {
-                int hit = 0;
-                if (is_glob(ids[i])) {
-                    for (size_t c = 0; c < n; c++)
-                        if (fnmatch(ids[i], all->v[c].id, 0) == 0 && (!o->tier_given || (all->v[c].tiers & tiers)))
-                            sel[c] = 1, hit = 1;
-                } else {
-                    long c = find_id(&x, ids[i]);
-                    if (c >= 0) sel[c] = 1, hit = 1;
-                }
-                if (!hit) {
-                    char *d = strdup(ids[i]);
-                    if (!d || push_str(missing, nmissing, d)) {
-                        free(ix);
-                        return bad(o, "out of memory");
-                    }
-                }
-            }
-            moects_idlist_free(ids, (size_t)k);
-        }
-        free(ix);
-        /* positional globs narrow a must-pass run further */
-        if (o->nglobs)
-            for (size_t c = 0; c < n; c++) {
-                int m = 0;
-                for (size_t g = 0; g < o->nglobs && !m; g++) m = fnmatch(o->globs[g], all->v[c].id, 0) == 0;
-                if (!m) sel[c] = 0;
-            }
-        return 0;
-    }
-    for (size_t g = 0; g < o->nglobs; g++) {
-        int hit = 0;
-        for (size_t c = 0; c < n && !hit; c++) hit = fnmatch(o->globs[g], all->v[c].id, 0) == 0;
-        if (!hit) return bad(o, "no case matches \"%s\"%s", o->globs[g], strcmp(o->cmd, "list") ? " (see moects list)" : "");
-    }
-    size_t matched = 0, chosen = 0;
-    for (size_t c = 0; c < n; c++) {
-        const moects_case *k = &all->v[c];
-        int m = !o->nglobs, literal = 0;
-        for (size_t g = 0; g < o->nglobs; g++)
-            if (fnmatch(o->globs[g], k->id, 0) == 0) {
-                m = 1;
-                literal |= !is_glob(o->globs[g]);
-            }
-        if (!m) continue;
-        matched++;
-        /* a case named exactly runs whatever its tier, unless --tier is given */
-        if ((k->tiers & tiers) || (literal && !o->tier_given)) sel[c] = 1, chosen++;
-    }
-    if (!chosen) {
-        char t[32];
-        tier_names(tiers, t, sizeof t);
-        if (!n) return bad(o, "no cases registered under the root (cases/models, cases/regressions)");
-        return bad(o, "%zu case%s match but none is in tier %s (use --tier full|large|all)", matched,
-                   matched == 1 ? "" : "s", t);
-    }
+    const moects_selection s = {(const char *const *)o->globs, o->nglobs, o->tiers, o->tier_given,
+                                (const char *const *)o->case_files, o->ncase_files};
+    char err[1024];
+    const int rc = moects_cases_pick(all, &s, sel, missing, nmissing, err, sizeof err);
+    if (rc == -2) return bad(o, "%s%s", err, strcmp(o->cmd, "list") ? " (see moects list)" : "");
+    if (rc) return bad(o, "%s", err);
+    if (o->ncase_files) *first_file = o->case_files[0];
     return 0;
 }
 
@@ -664,8 +556,9 @@ static int usage_list(void)
           "device, recipe or tolerance, bug), tab-separated.\n"
           "  GLOB               fnmatch on case ids (default: every case of the tier); an exact id is listed\n"
           "                     whatever its tier unless --tier is given\n"
-          "  --tier T           smoke, full, large or all (default: smoke, as moects run; with --config:\n"
-          "                     smoke,full); globs that match only cases of other tiers are an error\n"
+          "  --tier T           smoke, full, large, all or a comma list (default: smoke, as moects run;\n"
+          "                     with --config: smoke,full); globs that match only cases of other tiers are an\n"
+          "                     error\n"
           "  -l, --long         each case's tiers too, after a tab (\"smoke,full\")\n"
           "  -v                 its tiers and its shape, tab-separated\n"
           "  --root DIR         where cases/ is (default: $MOECTS_ROOT, else the source tree)\n"
@@ -746,7 +639,7 @@ static int usage_run(void)
           "aside) and every mutant is caught, 1 otherwise, 2 bad input.\n"
           "Selection:\n"
           "  GLOB                   fnmatch on case ids; an exact id runs whatever its tier (default: all)\n"
-          "  --tier T               smoke, full, large or all (default: smoke; with --config: smoke,full)\n"
+          "  --tier T               smoke, full, large, all or a comma list (default: smoke; --config: smoke,full)\n"
           "  --cases FILE           a must-pass list (ids or globs, # comments; one without ids is an error;\n"
           "                         - reads it from standard input, as `moects list ... | moects run --cases -`);\n"
           "                         honest kernels only unless --kernel is given\n"

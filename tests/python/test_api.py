@@ -110,3 +110,17 @@ def test_inputs_are_read_only_and_output_margins_are_checked():
     ctypes.memmove(out.ctypes.data - 3, b"\x00", 1)
     j = c.judge(out, recipe="ep_gather.fma_v1")
     assert (j.verdict, j.record["reason"]) == ("FAIL_OOB_WRITE", "out: write before the start (byte offset -3)"), j.text
+
+
+@pytest.mark.parametrize("globs, tier", [
+    ((), None), ((), "all"), (("*",), "full"), (("ep_gather/kimi-k3/tp8/t128",), None),
+    (("ep_gather/kimi-k3/tp8/t128", "fp4_gemm.mxfp4/kimi-k3/*"), None), (("moe_gemm*",), "smoke,full"),
+    (("fp4_gemm.*/regression/*",), "large"),
+])
+def test_cli_and_library_select_the_same_ids(build_dir, globs, tier):
+    """One selection rule (cases/select.c): `moects list WORDS` and moects.cases(WORDS) give the same
+    ids, in the same order, on the whole registry (an exact id outside the default tier included)."""
+    argv = [os.path.join(build_dir, "bin", "moects"), "list", *globs] + (["--tier", tier] if tier else [])
+    out = subprocess.run(argv, capture_output=True, text=True)
+    cli = out.stdout.split() if out.returncode == 0 else []
+    assert [c.id for c in moects.cases(*globs, tier=tier)] == cli, out.stderr
