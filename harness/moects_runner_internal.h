@@ -3,6 +3,7 @@
 #ifndef MOECTS_RUNNER_INTERNAL_H
 #define MOECTS_RUNNER_INTERNAL_H
 #include "moects_guard.h"
+#include "moects_ref.h"
 #include "moects_runner.h"
 
 /* Each case runs the kernel this many times, with different poison (DESIGN.md "Harness"). */
@@ -58,4 +59,17 @@ int moects__dev_inputs(const moects_inputs *in, moects_guarded dev[MOECTS_INPUTS
                        int *fatal);
 /* harness/run/runner.c: the pointers a kernel's run() gets for the task in flight (moects_task_tensor). */
 void moects__task_ptrs(void *const *ptr, void *out, void *stream);
+/* A case's per-element bounds for class cls and, where the accumulation check applies
+ * (moects_judge_acc_check_applies), its inputs (st.x NULL otherwise): harness/run/bounds.c. */
+typedef struct {
+    double *bound;           /* [out_elems] */
+    moects_bound_stats st;   /* [out_elems] each, or all NULL */
+    moects_acc_class cls;
+} moects__bounds;
+/* Computed from in's host tensors (OpenBLAS's threads as set). 0; -1 when the reference refuses
+ * (harness or case bug); -2 out of memory (b left empty). */
+int moects__bounds_compute(const moects_case *c, const moects_inputs *in, const moects_acc_class *cls,
+                           moects__bounds *b);
+void moects__bounds_free(moects__bounds *b);
+
 #endif

@@ -18,8 +18,10 @@
 #include "moects_cases.h"
 #include "moects_harness.h"
 #include "moects_inputs.h"
+#include "moects_judge.h"
 #include "moects_ref.h"
 #include "moects_runner.h"
+#include "moects_runner_internal.h"
 #include "moects_tap.h"
 #include "reports_internal.h"
 
@@ -297,23 +299,6 @@ struct moects_judgement {
     char *text, *json;
 };
 
-/* The kernel judge() runs: the caller's description, on the CPU, whose run() copies the bytes given. */
-static _Thread_local const void *judged_bytes;
-static _Thread_local size_t judged_len;
-static _Thread_local const moects_case *judged_case;
-
-static int copy_run(const void *shape, const void *args, void *stream)
-{
-    (void)shape, (void)stream;
-    void *out = NULL;
-    const moects_case *c = judged_case;
-    if (c->op == MOECTS_OP_EP_GATHER) out = ((const moects_ep_gather_args *)args)->out;
-    else if (c->op == MOECTS_OP_FP4_GEMM) out = ((const moects_fp4_gemm_args *)args)->d;
-    else out = ((const moects_moe_gemm_args *)args)->d;
-    if (out && judged_len) memcpy(out, judged_bytes, judged_len);
-    return 0;
-}
-
 static moects_judgement *judgement_new(const moects_result *r)
 {
     moects_judgement *j = calloc(1, sizeof *j);
@@ -335,6 +320,50 @@ static moects_judgement *judgement_new(const moects_result *r)
     return j;
 }
 
+/* r's hashes as a run records them: every input tensor's XXH64 and the reference's. */
+static void put_hashes(const moects_casedata *d, const void *ref, moects_result *r)
+{
+    r->n_hashes = 0;
+    for (int i = 0; i < d->in.nt && r->n_hashes < MOECTS_RESULT_HASHES_MAX; i++) {
+        if (!d->in.t[i].name) continue; /* a slot the case's format has no tensor for */
+        snprintf(r->hashes[r->n_hashes].name, sizeof r->hashes[0].name, "%s", d->in.t[i].name);
+        r->hashes[r->n_hashes++].xxh64 = moects_xxh64(d->in.t[i].host, d->in.t[i].bytes);
+    }
+    r->has_ref_hash = 1;
+    r->ref_xxh64 = moects_xxh64(ref, d->in.out_bytes);
+}
+
+/* The verdict of bytes out for kernel k under recipe: the judge (harness/judge/judge.c) on the case
+ * data's reference and, for a bounded claim, its bounds; one run (the caller's bytes). */
+static void judge_bytes(moects_casedata *d, const moects_kernel *k, moects_recipe recipe, const void *out,
+                        moects_result *r)
+{
+    if (!moects_judge_claim_ok(&d->c, k, recipe, r)) return;
+    const void *want = moects__casedata_ref(d, recipe);
+    if (!want) {
+        r->verdict = strncmp(moects_errmsg(), MOECTS_HOST_OOM, strlen(MOECTS_HOST_OOM)) ? MOECTS_FAIL_CRASH : MOECTS_SKIP;
+        snprintf(r->reason, sizeof r->reason, "%s", moects_errmsg());
+        return;
+    }
+    put_hashes(d, want, r);
+    moects__bounds b = {0};
+    const int bounded = !k->recipe && k->acc.bits;
+    const moects_acc_class cls = {k->acc.bits, k->acc.truncation, k->split_k.max_splits};
+    const int brc = bounded ? moects__bounds_compute(&d->c, &d->in, &cls, &b) : 0;
+    void *got = malloc(d->in.out_bytes ? d->in.out_bytes : 1);
+    if (brc || !got) {
+        r->verdict = brc == -1 ? MOECTS_FAIL_CRASH : MOECTS_SKIP;
+        snprintf(r->reason, sizeof r->reason, brc == -1 ? "the reference refused the bound of the case (harness or "
+                 "case bug), %s" : MOECTS_HOST_OOM " (%s)", brc == -1 ? r->recipe : "the output and its bounds");
+    } else {
+        memcpy(got, out, d->in.out_bytes);
+        const moects_judge_ref ref = {&d->in, want, b.bound, b.st.x ? &b.st : NULL};
+        moects_judge_runs(&ref, k, &got, 1, r);
+    }
+    free(got);
+    moects__bounds_free(&b);
+}
+
 moects_judgement *moects_judge(moects_casedata *d, const moects_kernel *k, const void *out, size_t bytes)
 {
     if (!d || !k || !k->name) return moects__set_error("judge: no case data or kernel description"), NULL;
@@ -348,18 +377,9 @@ moects_judgement *moects_judge(moects_casedata *d, const moects_kernel *k, const
     if (recipe_of(&d->c, k->recipe, &r) != 0) return NULL;
     moects_kernel jk;
     moects__kernel_upgrade(k, &jk); /* a caller of an older ABI (Python's ctypes struct) has fewer fields */
-    jk.abi_version = MOECTS_KERNEL_ABI_VERSION;
-    jk.device = MOECTS_DEVICE_CPU;
-    jk.supports = NULL;
-    jk.run = copy_run;
-    jk.last_error = NULL;
-    judged_bytes = out;
-    judged_len = bytes;
-    judged_case = &d->c;
     moects_result res;
-    moects_runner_task(&d->c, &jk, d->seed, 0, &res);
-    judged_bytes = NULL;
-    judged_case = NULL;
+    moects__result_identity(&res, &d->c, &jk, d->seed);
+    judge_bytes(d, &jk, r, out, &res);
     return judgement_new(&res);
 }
 

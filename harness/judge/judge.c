@@ -288,6 +288,18 @@ static void judge_one(const moects_judge_ref *ref, const moects_kernel *k, void 
     free(only);
 }
 
+int moects_judge_acc_check_applies(const moects_case *c) { return c->data != MOECTS_DATA_NEGZERO; }
+
+int moects_judge_claim_ok(const moects_case *c, const moects_kernel *k, moects_recipe recipe, moects_result *r)
+{
+    if (c->op != MOECTS_OP_MOE_GEMM || c->moe_format != MOECTS_MOE_W4A16 || recipe != MOECTS_RECIPE_FP4_BLOCKWISE_V1)
+        return 1;
+    r->verdict = MOECTS_FAIL_CRASH; /* the kernel's claim, not the case: no reference to compare with */
+    snprintf(r->reason, sizeof r->reason, "the kernel claims %s, which W4A16 does not have (BF16 x E2M1 block "
+             "partials are not exact): declare a bound (or refuse W4A16 cases)", k->recipe);
+    return 0;
+}
+
 int moects_judge_runs(const moects_judge_ref *ref, const moects_kernel *k, void *const *got, int nruns,
                       moects_result *r)
 {

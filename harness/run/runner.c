@@ -72,10 +72,8 @@ typedef struct {
     int dev_state; /* 0 not copied, 1 copied, -1 failed (reason in dev_err) */
     char dev_err[256];
     int dev_err_fatal;
-    double *bound;  /* per-element bounds of the cached case for bound_class, NULL none */
-    moects_bound_stats bst; /* the accumulation check's inputs beside them (x NULL: the check does not apply) */
-    int bound_rc;   /* 0 computed, -1 refused by the reference */
-    moects_acc_class bound_class; /* the class bound was computed for */
+    moects__bounds bounds; /* the cached case's bounds for bounds.cls (bounds.bound NULL: none) */
+    int bound_rc;          /* 0 computed, -1 refused by the reference */
     const char *dump_dir; /* run --dump: a mismatching case's inputs, reference and output go here */
 } worker_state;
 
@@ -96,16 +94,6 @@ static void announce(const task_ctl *tc, int phase, const moects_result *r)
     if (tc->notify) tc->notify(tc->ctx, phase, r);
 }
 
-static void free_bound(worker_state *ws)
-{
-    free(ws->bound);
-    free(ws->bst.x);
-    free(ws->bst.det);
-    free(ws->bst.sigma);
-    ws->bound = NULL;
-    ws->bst = (moects_bound_stats){NULL, NULL, NULL};
-}
-
 static void drop_case(worker_state *ws)
 {
     for (int i = 0; i < NRECIPES; i++) {
@@ -115,7 +103,7 @@ static void drop_case(worker_state *ws)
     }
     for (int i = 0; i < MOECTS_INPUTS_MAX; i++) moects_guard_free(&ws->dev[i]);
     ws->dev_state = 0;
-    free_bound(ws);
+    moects__bounds_free(&ws->bounds);
     if (ws->case_idx >= 0 && ws->build_rc == 0) moects_inputs_free(&ws->in);
     ws->case_idx = -1;
 }
@@ -239,10 +227,6 @@ static void compute_reference(worker_state *ws, const moects_case *c, moects_rec
     announce(tc, PH_OTHER, r);
 }
 
-/* Whether the accumulation check applies to case c: not to negzero data (B rows with fixed signs:
- * the check's premise, fair random signs, does not hold). */
-static int acc_check_applies(const moects_case *c) { return c->data != MOECTS_DATA_NEGZERO; }
-
 /* The per-element bounds of the cached case for accumulation class acc (DESIGN.md "Bounded
  * verdicts"), once per (case, class), on the reference's threads; timing to r->reference_s. With
  * them the accumulation check's inputs where it applies. 0, or -1 when the reference refuses (or
@@ -250,43 +234,19 @@ static int acc_check_applies(const moects_case *c) { return c->data != MOECTS_DA
 static int compute_bound(worker_state *ws, const moects_case *c, const moects_acc_class *cls, const task_ctl *tc,
                          moects_result *r, int *oom)
 {
-    moects_inputs *in = &ws->in;
     *oom = 0;
-    if (ws->bound && !memcmp(&ws->bound_class, cls, sizeof *cls)) return ws->bound_rc;
-    free_bound(ws);
-    const size_t n = (size_t)in->out_elems + 1;
-    const int check = acc_check_applies(c);
-    ws->bound = malloc(n * sizeof(double));
-    if (check)
-        ws->bst = (moects_bound_stats){malloc(n * sizeof(double)), malloc(n * sizeof(float)), malloc(n * sizeof(float))};
-    void *scratch = xmalloc_ff(in->out_bytes);
-    if (!ws->bound || !scratch || (check && (!ws->bst.x || !ws->bst.det || !ws->bst.sigma))) {
-        free_bound(ws);
-        free(scratch);
-        *oom = 1;
-        return -1;
-    }
-    ws->bound_class = *cls;
-    void *hp[MOECTS_INPUTS_MAX];
-    host_ptrs(in, hp, 1);
-    moects_op_args a;
-    moects_inputs_bind(in, hp, scratch, &a);
+    if (ws->bounds.bound && !memcmp(&ws->bounds.cls, cls, sizeof *cls)) return ws->bound_rc;
+    moects__bounds_free(&ws->bounds);
     int before = openblas_get_num_threads(), th = tc->threads > 0 ? tc->threads : before;
     announce(tc, PH_REFERENCE, r);
     if (th != before) openblas_set_num_threads(th);
-    double t = now_s();
-    int rc = -1;
-    const moects_bound_stats *st = check ? &ws->bst : NULL;
-    if (c->op == MOECTS_OP_FP4_GEMM)
-        rc = moects_ref_fp4_gemm_bound_class(&in->fg, &a.fg, cls, ws->bound, st);
-    else if (c->op == MOECTS_OP_MOE_GEMM)
-        rc = moects_ref_moe_gemm_bound_class(&in->mg, &a.mg, cls, ws->bound, st);
+    const double t = now_s();
+    const int rc = moects__bounds_compute(c, &ws->in, cls, &ws->bounds);
     r->reference_s += now_s() - t;
     if (th != before) openblas_set_num_threads(before);
     announce(tc, PH_OTHER, r);
-    free(scratch);
-    ws->bound_rc = rc == 0 ? 0 : -1;
-    return ws->bound_rc;
+    *oom = rc == -2;
+    return ws->bound_rc = rc == 0 ? 0 : -1;
 }
 
 /* The task in flight on this thread, for kernels that ask (moects_task_json, moects_task_tensor,
@@ -389,7 +349,7 @@ static int bounds_for(worker_state *ws, const moects_case *c, const moects_kerne
     if (oom) {
         r->verdict = MOECTS_SKIP;
         snprintf(r->reason, sizeof r->reason, MOECTS_HOST_OOM " (%zu bytes for the bounds)",
-                 (size_t)ws->in.out_elems * (acc_check_applies(c) ? 24 : 8));
+                 (size_t)ws->in.out_elems * (moects_judge_acc_check_applies(c) ? 24 : 8));
         return 1;
     }
     if (brc) {
@@ -407,8 +367,9 @@ static void judge_task(worker_state *ws, const moects_case *c, const moects_kern
                        moects_recipe recipe, const task_ctl *tc, moects__twice *t, moects_result *r)
 {
     if (!k->recipe && k->acc.bits && bounds_for(ws, c, k, tc, r)) return;
-    const moects_judge_ref ref = {&ws->in, ws->ref[recipe], !k->recipe && k->acc.bits ? ws->bound : NULL,
-                                  !k->recipe && k->acc.bits && ws->bst.x ? &ws->bst : NULL};
+    const int bounded = !k->recipe && k->acc.bits;
+    const moects_judge_ref ref = {&ws->in, ws->ref[recipe], bounded ? ws->bounds.bound : NULL,
+                                  bounded && ws->bounds.st.x ? &ws->bounds.st : NULL};
     const double t0 = now_s();
     const int run = moects_judge_runs(&ref, k, (void *const *)t->got, moects__runs_of(k), r);
     r->compare_s += now_s() - t0;
@@ -466,12 +427,7 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
         set_reason(r, "%s%s", why[0] ? why : "refused by supports()", "");
         return 0;
     }
-    if (c->op == MOECTS_OP_MOE_GEMM && in->mg.format == MOECTS_MOE_W4A16 && recipe == MOECTS_RECIPE_FP4_BLOCKWISE_V1) {
-        r->verdict = MOECTS_FAIL_CRASH; /* the kernel's claim, not the case: no reference to compare with */
-        set_reason(r, "the kernel claims %s, which W4A16 does not have (BF16 x E2M1 block partials are not exact): "
-                      "declare a bound (or refuse W4A16 cases)%s", k->recipe, "");
-        return 0;
-    }
+    if (!moects_judge_claim_ok(c, k, recipe, r)) return 0;
     if (k->device == MOECTS_DEVICE_CUDA) {
         if (!ws->cuda_checked) {
             double t = now_s();

@@ -1,0 +1,46 @@
+/* bounds.c: a case's per-element bounds for an accumulation class and, where the accumulation check
+ * applies, its inputs (ref/ moects_ref_*_gemm_bound_class; DESIGN.md "Bounded verdicts"), computed
+ * on the host inputs for the runner and for libmoects' judgement alike. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "moects_judge.h"
+#include "moects_runner_internal.h"
+
+void moects__bounds_free(moects__bounds *b)
+{
+    free(b->bound);
+    free(b->st.x);
+    free(b->st.det);
+    free(b->st.sigma);
+    memset(b, 0, sizeof *b);
+}
+
+int moects__bounds_compute(const moects_case *c, const moects_inputs *in, const moects_acc_class *cls,
+                           moects__bounds *b)
+{
+    memset(b, 0, sizeof *b);
+    const size_t n = (size_t)in->out_elems + 1;
+    const int check = moects_judge_acc_check_applies(c);
+    b->bound = malloc(n * sizeof(double));
+    if (check) b->st = (moects_bound_stats){malloc(n * sizeof(double)), malloc(n * sizeof(float)), malloc(n * sizeof(float))};
+    void *scratch = malloc(in->out_bytes ? in->out_bytes : 1);
+    if (!b->bound || !scratch || (check && (!b->st.x || !b->st.det || !b->st.sigma))) {
+        moects__bounds_free(b);
+        free(scratch);
+        return -2;
+    }
+    memset(scratch, 0xff, in->out_bytes);
+    static uint64_t dummy[8]; /* empty tensors get a non-NULL pointer, as for the references */
+    void *hp[MOECTS_INPUTS_MAX];
+    for (int i = 0; i < MOECTS_INPUTS_MAX; i++) hp[i] = i < in->nt && in->t[i].host ? in->t[i].host : (void *)dummy;
+    moects_op_args a;
+    moects_inputs_bind(in, hp, scratch, &a);
+    const moects_bound_stats *st = check ? &b->st : NULL;
+    int rc = -1;
+    if (c->op == MOECTS_OP_FP4_GEMM) rc = moects_ref_fp4_gemm_bound_class(&in->fg, &a.fg, cls, b->bound, st);
+    else if (c->op == MOECTS_OP_MOE_GEMM) rc = moects_ref_moe_gemm_bound_class(&in->mg, &a.mg, cls, b->bound, st);
+    free(scratch);
+    b->cls = *cls;
+    return rc == 0 ? 0 : -1;
+}
