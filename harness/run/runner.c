@@ -1,4 +1,5 @@
-/* runner.c: kernels under test run in forked worker processes (DESIGN.md "Harness": isolation).
+/* runner.c: kernels under test run in forked worker processes (DESIGN.md "Harness": isolation); each
+ * task itself is harness/run/task.c.
  * Parent -> worker: a task (case index, kernel index, the threads for a reference it computes,
  * the recipes the case's kernels want), case-major, one at a time; a worker keeps one case's
  * inputs, references and device copies across that case's kernels (a group). Worker -> parent:
@@ -30,6 +31,7 @@
 #include "moects_judge.h"
 #include "moects_ref.h"
 #include "moects_runner_internal.h"
+#include "moects_task_internal.h"
 #include "reports_internal.h"
 #include "moects_registry.h"
 
@@ -43,485 +45,8 @@
 void openblas_set_num_threads(int num_threads); /* OpenBLAS (linked by moects_ref) */
 int openblas_get_num_threads(void);
 
-/* ------------------------------------------------------------------ worker side ---- */
-
-#define NRECIPES 4
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-typedef struct {
-    long case_idx; /* cached case, -1 none */
-    const moects_case *c;
-    int build_rc;
-    char build_err[256];
-    moects_inputs in;
-    void *ref[NRECIPES];
-    int ref_state[NRECIPES]; /* 0 not computed, 1 ok, -1 failed */
-    uint64_t in_hash[MOECTS_INPUTS_MAX], ref_hash[NRECIPES]; /* XXH64 of the inputs, of ref[] */
-    long ntasks;   /* tasks this process ran before the one in flight: 0 in a fresh worker */
-    int dev_alone; /* this worker has its device to itself: free device memory measures its kernels */
-    int retire;    /* a kernel kept memory: this worker exits after the task (resource faults) */
-    int cuda_checked, ndev;
-    char nodev[256];
-    moects_guarded dev[MOECTS_INPUTS_MAX]; /* guarded device copies of the inputs (harness/run/guard.c) */
-    int dev_state; /* 0 not copied, 1 copied, -1 failed (reason in dev_err) */
-    char dev_err[256];
-    int dev_err_fatal;
-    moects__bounds bounds; /* the cached case's bounds for bounds.cls (bounds.bound NULL: none) */
-    int bound_rc;          /* 0 computed, -1 refused by the reference */
-    const char *dump_dir; /* run --dump: a mismatching case's inputs, reference and output go here */
-} worker_state;
-
-/* Phases a worker announces to the parent (timeouts, timing of a task that dies). */
-enum { PH_OTHER = 0, PH_INPUTS = 1, PH_REFERENCE = 2, PH_KERNEL = 3, PH_COMPARE = 4 };
-
-/* How a task runs: the reference's threads, the recipes the case's kernels want, and the phase
- * notices (notify(ctx, phase, r): r holds the task's timing so far). */
-typedef struct {
-    int threads;      /* OpenBLAS threads for a reference computed in this task; <= 0: as set */
-    unsigned recipes; /* bit r: a kernel of this case compares under recipe r */
-    void (*notify)(void *ctx, int phase, const moects_result *r);
-    void *ctx;
-} task_ctl;
-
-static void announce(const task_ctl *tc, int phase, const moects_result *r)
-{
-    if (tc->notify) tc->notify(tc->ctx, phase, r);
-}
-
-static void drop_case(worker_state *ws)
-{
-    for (int i = 0; i < NRECIPES; i++) {
-        free(ws->ref[i]);
-        ws->ref[i] = NULL;
-        ws->ref_state[i] = 0;
-    }
-    for (int i = 0; i < MOECTS_INPUTS_MAX; i++) moects_guard_free(&ws->dev[i]);
-    ws->dev_state = 0;
-    moects__bounds_free(&ws->bounds);
-    if (ws->case_idx >= 0 && ws->build_rc == 0) moects_inputs_free(&ws->in);
-    ws->case_idx = -1;
-}
-
-static void *xmalloc_ff(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    if (p) memset(p, 0xff, bytes); /* NaN pattern: outputs the kernel does not write are caught */
-    return p;
-}
-
-/* Host pointers of the inputs; the references get a non-NULL dummy for empty tensors. */
-static void host_ptrs(const moects_inputs *in, void *ptr[MOECTS_INPUTS_MAX], int dummy_for_empty)
-{
-    static uint64_t dummy[8];
-    for (int i = 0; i < MOECTS_INPUTS_MAX; i++)
-        ptr[i] = i < in->nt && in->t[i].host ? in->t[i].host : dummy_for_empty ? (void *)dummy : NULL;
-}
-
-static void set_reason(moects_result *r, const char *fmt, const char *a, const char *b)
-{
-    char buf[1024];
-    snprintf(buf, sizeof buf, fmt, a, b);
-    moects__copy_str(r->reason, sizeof r->reason, buf);
-}
-
-void moects__bound_name(const moects_kernel *k, char *buf, size_t len)
-{
-    if (k->split_k.max_splits)
-        snprintf(buf, len, "bound(p=%u,%s,bf16-split-k<=%u)", k->acc.bits, k->acc.truncation ? "trunc" : "rne",
-                 k->split_k.max_splits);
-    else snprintf(buf, len, "bound(p=%u,%s)", k->acc.bits, k->acc.truncation ? "trunc" : "rne");
-}
-
-/* moects__result_identity: clears r and fills who ran what: kernel, case, model, layout, op, mutant
- * flag, seed, recipe (the kernel's, else "<op>.exact_v1+" moects__bound_name for an accumulation
- * class, else "<op>.exact_v1+tol"); first_index -1. */
-void moects__result_identity(moects_result *r, const moects_case *c, const moects_kernel *k, uint64_t seed)
-{
-    memset(r, 0, sizeof *r);
-    snprintf(r->kernel, sizeof r->kernel, "%s", k->name);
-    snprintf(r->case_id, sizeof r->case_id, "%s", c->id);
-    snprintf(r->model, sizeof r->model, "%s", c->model);
-    snprintf(r->layout, sizeof r->layout, "%s", c->layout);
-    r->op = c->op;
-    r->is_mutant = k->bug != NULL;
-    r->seed = seed;
-    r->first_index = -1;
-    const char *op = moects__op_name(c->op) ? moects__op_name(c->op) : "?";
-    if (k->recipe) snprintf(r->recipe, sizeof r->recipe, "%s", k->recipe);
-    else if (k->acc.bits) {
-        char b[64], t[96];
-        moects__bound_name(k, b, sizeof b);
-        snprintf(t, sizeof t, "%s.exact_v1+%s", op, b);
-        moects__copy_str(r->recipe, sizeof r->recipe, t);
-    }
-    else snprintf(r->recipe, sizeof r->recipe, "%s.exact_v1+tol", op);
-}
-
-/* The recipe kernel k is compared under: its declared one, else (tolerance) exact_v1. -1 unknown. */
-static int kernel_recipe(const moects_kernel *k, moects_op op)
-{
-    moects_recipe rc = MOECTS_RECIPE_EXACT_V1;
-    if (k->recipe && moects_recipe_parse(k->recipe, op, &rc) != 0) return -1;
-    return (int)rc;
-}
-
-/* The reference(s) of the cached case under recipe, once per (case, recipe), on tc->threads
- * OpenBLAS threads. An FP4 or moe_gemm (not W4A16) case whose kernels want both blockwise_v1 and
- * exact_v1 gets both from one pass (moects_ref_fp4_gemm_recipes, moects_ref_moe_gemm_recipes).
- * Timing and threads go to r. */
-static void compute_reference(worker_state *ws, const moects_case *c, moects_recipe recipe, const task_ctl *tc,
-                              moects_result *r)
-{
-    moects_inputs *in = &ws->in;
-    const unsigned bw = 1u << MOECTS_RECIPE_FP4_BLOCKWISE_V1, ex = 1u << MOECTS_RECIPE_EXACT_V1;
-    int two = c->op == MOECTS_OP_FP4_GEMM || (c->op == MOECTS_OP_MOE_GEMM && in->mg.format != MOECTS_MOE_W4A16);
-    int both = two && (tc->recipes & bw) && (tc->recipes & ex) &&
-               (recipe == MOECTS_RECIPE_FP4_BLOCKWISE_V1 || recipe == MOECTS_RECIPE_EXACT_V1) &&
-               ws->ref_state[MOECTS_RECIPE_FP4_BLOCKWISE_V1] == 0 && ws->ref_state[MOECTS_RECIPE_EXACT_V1] == 0;
-    ws->ref[recipe] = xmalloc_ff(in->out_bytes);
-    if (!ws->ref[recipe]) return;
-    moects_recipe other = recipe == MOECTS_RECIPE_EXACT_V1 ? MOECTS_RECIPE_FP4_BLOCKWISE_V1 : MOECTS_RECIPE_EXACT_V1;
-    if (both && !(ws->ref[other] = xmalloc_ff(in->out_bytes))) both = 0; /* short of memory: one at a time */
-    void *hp[MOECTS_INPUTS_MAX];
-    host_ptrs(in, hp, 1);
-    moects_op_args a;
-    moects_inputs_bind(in, hp, ws->ref[recipe], &a);
-    /* the FP4 and moe references spread their tiles over openblas_get_num_threads() threads;
-     * ep_gather's is single-threaded */
-    int fp4 = c->op != MOECTS_OP_EP_GATHER, before = openblas_get_num_threads();
-    int th = !fp4 ? 1 : tc->threads > 0 ? tc->threads : before;
-    announce(tc, PH_REFERENCE, r);
-    if (fp4 && th != before) openblas_set_num_threads(th);
-    double t = now_s();
-    int rc;
-    if (!fp4) {
-        rc = moects_ref_ep_gather(&in->eg, &a.eg, recipe);
-    } else if (c->op == MOECTS_OP_MOE_GEMM && both) {
-        rc = moects_ref_moe_gemm_recipes(&in->mg, &a.mg, ws->ref[MOECTS_RECIPE_FP4_BLOCKWISE_V1],
-                                         ws->ref[MOECTS_RECIPE_EXACT_V1]);
-        ws->ref_state[other] = rc == 0 ? 1 : -1;
-    } else if (c->op == MOECTS_OP_MOE_GEMM) {
-        rc = moects_ref_moe_gemm(&in->mg, &a.mg, recipe);
-    } else if (both) {
-        rc = moects_ref_fp4_gemm_recipes(&in->fg, &a.fg, ws->ref[MOECTS_RECIPE_FP4_BLOCKWISE_V1],
-                                         ws->ref[MOECTS_RECIPE_EXACT_V1]);
-        ws->ref_state[other] = rc == 0 ? 1 : -1;
-    } else {
-        rc = moects_ref_fp4_gemm(&in->fg, &a.fg, recipe);
-    }
-    r->reference_s += now_s() - t;
-    if (fp4 && th != before) openblas_set_num_threads(before);
-    r->ref_threads = th;
-    ws->ref_state[recipe] = rc == 0 ? 1 : -1;
-    t = now_s();
-    for (int i = 0; i < NRECIPES; i++)
-        if (ws->ref_state[i] == 1 && (i == (int)recipe || (both && i == (int)other)))
-            ws->ref_hash[i] = moects_xxh64(ws->ref[i], in->out_bytes);
-    r->reference_s += now_s() - t;
-    announce(tc, PH_OTHER, r);
-}
-
-/* The per-element bounds of the cached case for accumulation class acc (DESIGN.md "Bounded
- * verdicts"), once per (case, class), on the reference's threads; timing to r->reference_s. With
- * them the accumulation check's inputs where it applies. 0, or -1 when the reference refuses (or
- * memory runs out: *oom set). */
-static int compute_bound(worker_state *ws, const moects_case *c, const moects_acc_class *cls, const task_ctl *tc,
-                         moects_result *r, int *oom)
-{
-    *oom = 0;
-    if (ws->bounds.bound && !memcmp(&ws->bounds.cls, cls, sizeof *cls)) return ws->bound_rc;
-    moects__bounds_free(&ws->bounds);
-    int before = openblas_get_num_threads(), th = tc->threads > 0 ? tc->threads : before;
-    announce(tc, PH_REFERENCE, r);
-    if (th != before) openblas_set_num_threads(th);
-    const double t = now_s();
-    const int rc = moects__bounds_compute(c, &ws->in, cls, &ws->bounds);
-    r->reference_s += now_s() - t;
-    if (th != before) openblas_set_num_threads(before);
-    announce(tc, PH_OTHER, r);
-    *oom = rc == -2;
-    return ws->bound_rc = rc == 0 ? 0 : -1;
-}
-
-/* The task in flight on this thread, for kernels that ask (moects_task_json, moects_task_tensor,
- * moects_task_stream: Python kernels under --kernel-py). */
-static _Thread_local struct {
-    int active;
-    const moects_case *c;
-    const moects_inputs *in;
-    void *const *ptr; /* what run() gets: host or device pointers of the inputs; NULL in supports() */
-    void *out, *stream;
-    char *json;
-    char json_id[sizeof ((moects_case *)0)->id]; /* the case json was made for (slots are reused) */
-} cur;
-
-static void task_view(const moects_case *c, const moects_inputs *in, void *const *ptr, void *out, void *stream)
-{
-    if (cur.json && strcmp(cur.json_id, c->id) != 0) free(cur.json), cur.json = NULL;
-    cur.active = 1, cur.c = c, cur.in = in, cur.ptr = ptr, cur.out = out, cur.stream = stream;
-}
-
-const char *moects_task_json(void)
-{
-    if (!cur.active) return "";
-    if (!cur.json) {
-        cur.json = moects__case_json(cur.c, cur.in);
-        moects__copy_str(cur.json_id, sizeof cur.json_id, cur.c->id);
-    }
-    return cur.json ? cur.json : "";
-}
-
-int moects_task_tensor(int j, moects_tensor_info *t)
-{
-    if (!cur.active || j < -1 || j >= cur.in->nt) return moects__set_error("task tensor %d: no task or out of range", j), -1;
-    if (j < 0) moects__output_describe(cur.in, t), t->data = cur.out;
-    else moects__tensor_describe(cur.in, j, t), t->data = cur.ptr && t->bytes ? cur.ptr[j] : NULL;
-    return 0;
-}
-
-void *moects_task_stream(void) { return cur.active ? cur.stream : NULL; }
-
-void moects__task_ptrs(void *const *ptr, void *out, void *stream)
-{
-    cur.ptr = ptr, cur.out = out, cur.stream = stream;
-}
-
-/* run --dump: the case as `moects export` writes it (only the reference compared against) and the
- * kernel's output beside it, in DUMP/<kernel>/; `moects verify DUMP/<kernel> --recipe R` judges it
- * again. A failure to write is noted in the reason. */
-static void dump(const worker_state *ws, const moects_case *c, const moects_kernel *k, uint64_t seed,
-                 moects_recipe recipe, const void *got, moects_result *r)
-{
-    char dir[4400], path[4800], err[4800];
-    snprintf(dir, sizeof dir, "%s/%s", ws->dump_dir, k->name);
-    const char *rn = r->recipe;
-    char full[64];
-    if (!k->recipe) snprintf(full, sizeof full, "%.40s", r->recipe), *strchr(full, '+') = '\0', rn = full;
-    const void *ref = ws->ref[recipe];
-    moects__case_file(path, sizeof path, dir, c->id, ".out.safetensors");
-    if (moects_mkdirs(dir, err, sizeof err) || moects__export_case(dir, c, seed, &ws->in, &rn, &ref, 1, err, sizeof err) ||
-        moects__write_out(path, &ws->in, got, err, sizeof err)) {
-        size_t l = strlen(r->reason);
-        snprintf(r->reason + l, sizeof r->reason - l, "%s--dump: %s", l ? "; " : "", err);
-    }
-}
-
-/* The cached case's input hashes into r, and the reference's under recipe (-1: none) when computed:
- * before the kernel runs, so that the phase notices carry them to the parent (a crash keeps them). */
-static void put_hashes(const worker_state *ws, int recipe, moects_result *r)
-{
-    _Static_assert(MOECTS_INPUTS_MAX <= MOECTS_RESULT_HASHES_MAX, "moects_result.hashes too small");
-    r->n_hashes = 0;
-    for (int i = 0; i < ws->in.nt; i++) {
-        if (!ws->in.t[i].name) continue; /* a slot the case's format has no tensor for (W4A16's A scales) */
-        snprintf(r->hashes[r->n_hashes].name, sizeof r->hashes[0].name, "%s", ws->in.t[i].name);
-        r->hashes[r->n_hashes++].xxh64 = ws->in_hash[i];
-    }
-    r->has_ref_hash = recipe >= 0 && ws->ref_state[recipe] == 1;
-    r->ref_xxh64 = r->has_ref_hash ? ws->ref_hash[recipe] : 0;
-}
-
-/* ---- resource faults: a kernel that leaks or exhausts memory costs only its own case (harness/run/guarded.c) ---- */
-
-/* A task that found no memory (host or device) in a worker that ran tasks before: what an earlier
- * kernel kept may be the cause, so a fresh worker runs it again (there the SKIP stands). */
-static int retry_fresh(const worker_state *ws, const moects_result *r)
-{
-    return ws->ntasks > 0 && r->verdict == MOECTS_SKIP &&
-           (!strncmp(r->reason, MOECTS_HOST_OOM, strlen(MOECTS_HOST_OOM)) ||
-            !strncmp(r->reason, "out of device memory", 20));
-}
-
-/* The bounds of a bounded claim (compute_bound, their time to reference_s): 0, or 1 with r's verdict
- * set (SKIP when they do not fit in memory, FAIL_CRASH when the reference refuses them). */
-static int bounds_for(worker_state *ws, const moects_case *c, const moects_kernel *k, const task_ctl *tc,
-                      moects_result *r)
-{
-    int oom = 0;
-    const moects_acc_class cls = {k->acc.bits, k->acc.truncation, k->split_k.max_splits};
-    const int brc = compute_bound(ws, c, &cls, tc, r, &oom);
-    if (oom) {
-        r->verdict = MOECTS_SKIP;
-        snprintf(r->reason, sizeof r->reason, MOECTS_HOST_OOM " (%zu bytes for the bounds)",
-                 (size_t)ws->in.out_elems * (moects_judge_acc_check_applies(c) ? 24 : 8));
-        return 1;
-    }
-    if (brc) {
-        r->verdict = MOECTS_FAIL_CRASH;
-        set_reason(r, "the reference refused the bound of the case (harness or case bug), %s%s", r->recipe, "");
-        return 1;
-    }
-    return 0;
-}
-
-/* The verdict of a task's runs by the judge (harness/judge/judge.c), against the reference of the
- * claim's recipe and, for a bounded claim, the case's bounds; its time to compare_s. --dump writes the
- * failing run's output. */
-static void judge_task(worker_state *ws, const moects_case *c, const moects_kernel *k, uint64_t seed,
-                       moects_recipe recipe, const task_ctl *tc, moects__twice *t, moects_result *r)
-{
-    if (!k->recipe && k->acc.bits && bounds_for(ws, c, k, tc, r)) return;
-    const int bounded = !k->recipe && k->acc.bits;
-    const moects_judge_ref ref = {&ws->in, ws->ref[recipe], bounded ? ws->bounds.bound : NULL,
-                                  bounded && ws->bounds.st.x ? &ws->bounds.st : NULL};
-    const double t0 = now_s();
-    const int run = moects_judge_runs(&ref, k, (void *const *)t->got, moects__runs_of(k), r);
-    r->compare_s += now_s() - t0;
-    if (r->verdict == MOECTS_FAIL_MISMATCH && ws->dump_dir) dump(ws, c, k, seed, recipe, t->got[run], r);
-}
-
-static int task_body(worker_state *ws, long ci, const moects_case *c, const moects_kernel *k, uint64_t seed,
-                     int perf, const task_ctl *tc, moects_result *r)
-{
-    const char *opname = moects__op_name(c->op) ? moects__op_name(c->op) : "?";
-    int rcp = kernel_recipe(k, c->op);
-    if (rcp < 0) {
-        r->verdict = MOECTS_FAIL_CRASH;
-        set_reason(r, "kernel declares unknown recipe %s for op %s", k->recipe, opname);
-        return 0;
-    }
-    moects_recipe recipe = (moects_recipe)rcp;
-
-    /* inputs, once per case */
-    if (ws->case_idx != ci) {
-        drop_case(ws);
-        ws->case_idx = ci;
-        ws->c = c;
-        announce(tc, PH_INPUTS, r);
-        double t = now_s();
-        ws->build_rc = moects_inputs_build(c, seed, &ws->in, ws->build_err, sizeof ws->build_err);
-        for (int i = 0; ws->build_rc == 0 && i < ws->in.nt; i++)
-            ws->in_hash[i] = moects_xxh64(ws->in.t[i].host, ws->in.t[i].bytes);
-        if (ws->build_rc == 0) moects__inputs_readonly(&ws->in);
-        r->inputs_s += now_s() - t;
-        announce(tc, PH_OTHER, r);
-    }
-    if (ws->build_rc == -2) {
-        r->verdict = MOECTS_SKIP;
-        set_reason(r, "%s%s", ws->build_err, "");
-        return 0;
-    }
-    if (ws->build_rc != 0) {
-        r->verdict = MOECTS_FAIL_CRASH;
-        set_reason(r, "harness cannot build the inputs: %s%s", ws->build_err, "");
-        return 0;
-    }
-    moects_inputs *in = &ws->in;
-    const void *shape = moects_inputs_shape(in);
-    put_hashes(ws, -1, r);
-
-    char why[256] = "";
-    task_view(c, in, NULL, NULL, NULL);
-    if (k->supports && !k->supports(shape, why, sizeof why)) {
-        /* a CUDA kernel refusing because cuBLAS is missing lacks a resource: SKIP, not a gap */
-        char cb[256] = "";
-        int no_cublas = k->device == MOECTS_DEVICE_CUDA && !moects_cuda_cublas_available(cb, sizeof cb) &&
-                        why[0] && strcmp(why, cb) == 0;
-        r->verdict = no_cublas ? MOECTS_SKIP : MOECTS_UNSUPPORTED;
-        set_reason(r, "%s%s", why[0] ? why : "refused by supports()", "");
-        return 0;
-    }
-    if (!moects_judge_claim_ok(c, k, recipe, r)) return 0;
-    if (k->device == MOECTS_DEVICE_CUDA) {
-        if (!ws->cuda_checked) {
-            double t = now_s();
-            ws->cuda_checked = 1;
-            ws->ndev = moects_cuda_device_count(ws->nodev, sizeof ws->nodev);
-            if (ws->ndev > 0 && moects_cuda_set_device(0, ws->nodev, sizeof ws->nodev) != 0) ws->ndev = 0;
-            if (ws->ndev <= 0 && !ws->nodev[0]) snprintf(ws->nodev, sizeof ws->nodev, "no CUDA device");
-            r->kernel_s += now_s() - t;
-        }
-        if (ws->ndev <= 0) {
-            r->verdict = MOECTS_SKIP;
-            set_reason(r, "%s%s", ws->nodev, "");
-            return 0;
-        }
-    }
-
-    if (ws->ref_state[recipe] == 0) {
-        compute_reference(ws, c, recipe, tc, r);
-        if (!ws->ref[recipe]) {
-            r->verdict = MOECTS_SKIP;
-            snprintf(r->reason, sizeof r->reason, MOECTS_HOST_OOM " (%zu bytes for the reference)", in->out_bytes);
-            return 0;
-        }
-    }
-    put_hashes(ws, (int)recipe, r);
-    if (ws->ref_state[recipe] < 0) {
-        r->verdict = MOECTS_FAIL_CRASH;
-        set_reason(r, "the reference refused the case (harness or case bug), recipe %s%s", r->recipe, "");
-        return 0;
-    }
-
-    int exit_after = 0;
-    double tk = now_s();
-    if (k->device == MOECTS_DEVICE_CUDA && ws->dev_state == 0) /* guarded device copies of the inputs, once per case */
-        ws->dev_state = moects__dev_inputs(in, ws->dev, ws->dev_err, sizeof ws->dev_err, &ws->dev_err_fatal) ? -1 : 1;
-    if (k->device == MOECTS_DEVICE_CUDA && ws->dev_state < 0) {
-        r->verdict = ws->dev_err_fatal ? MOECTS_FAIL_CRASH : MOECTS_SKIP;
-        set_reason(r, "%s%s", ws->dev_err, "");
-        r->kernel_s += now_s() - tk;
-        return ws->dev_err_fatal;
-    }
-    r->kernel_s += now_s() - tk; /* the notice carries the set-up so far */
-    announce(tc, PH_KERNEL, r);
-    tk = now_s();
-    moects__twice tw;
-    moects__kernel_env env = {.dev_alone = ws->dev_alone};
-    int bad = moects__kernel_twice(k, in, ws->dev, perf, &env, &tw, r, &exit_after);
-    r->kernel_s += now_s() - tk;
-    if (env.retire) ws->retire = 1;
-    announce(tc, PH_COMPARE, r); /* the harness's own work: not under the kernel's limit */
-    if (!bad) judge_task(ws, c, k, seed, recipe, tc, &tw, r);
-    moects__twice_free(&tw);
-    return exit_after;
-}
-
-/* Seconds to whole microseconds: phases down, wall up, so that their sum never exceeds wall. */
-static double us_floor(double s) { return s > 0 ? floor(s * 1e6) / 1e6 : 0; }
-static double us_ceil(double s) { return s > 0 ? ceil(s * 1e6) / 1e6 : 0; }
-
-static void round_timing(moects_result *r)
-{
-    r->inputs_s = us_floor(r->inputs_s);
-    r->reference_s = us_floor(r->reference_s);
-    r->kernel_s = us_floor(r->kernel_s);
-    r->compare_s = us_floor(r->compare_s);
-    r->wall_s = us_ceil(r->wall_s);
-}
-
-/* A task: set_identity, the body, its wall time. Returns 0, 1 when the worker exits after it (a
- * sticky CUDA error, a kernel that kept memory), 2 when a fresh worker must run it again. */
-static int do_task(worker_state *ws, long ci, const moects_case *c, const moects_kernel *k, uint64_t seed,
-                   int perf, const task_ctl *tc, moects_result *r)
-{
-    double t0 = now_s();
-    moects__result_identity(r, c, k, seed);
-    int ex = task_body(ws, ci, c, k, seed, perf, tc, r) || ws->retire;
-    cur.active = 0;
-    if (retry_fresh(ws, r)) ex = 2;
-    ws->ntasks++;
-    r->wall_s = now_s() - t0;
-    round_timing(r);
-    return ex;
-}
-
-void moects_runner_task(const moects_case *c, const moects_kernel *k, uint64_t seed, int perf, moects_result *r)
-{
-    worker_state ws;
-    memset(&ws, 0, sizeof ws);
-    ws.case_idx = -1;
-    int rcp = kernel_recipe(k, c->op);
-    task_ctl tc = {0, rcp >= 0 ? 1u << rcp : 0, NULL, NULL};
-    do_task(&ws, 0, c, k, seed, perf, &tc, r);
-    drop_case(&ws);
-}
+#define now_s moects__now_s
+typedef moects__task_ctl task_ctl;
 
 /* ------------------------------------------------------------------ protocol ---- */
 
@@ -604,11 +129,8 @@ typedef struct {
 /* The worker loop of every worker, forked or exec'd: a task at a time until the parent closes rfd. */
 static void worker_loop(const worker_cfg *w, int rfd, int wfd)
 {
-    worker_state ws;
-    memset(&ws, 0, sizeof ws);
-    ws.case_idx = -1;
-    ws.dump_dir = w->dump_dir;
-    ws.dev_alone = w->dev_alone;
+    moects__worker *ws = moects__worker_new(w->dump_dir, w->dev_alone);
+    if (!ws) _exit(4);
     static task_msg t; /* the case stays here while the worker holds its inputs */
     for (;;) {
         int rc = read_full(rfd, &t, sizeof t);
@@ -619,7 +141,7 @@ static void worker_loop(const worker_cfg *w, int rfd, int wfd)
         memset(&m, 0, sizeof m);
         notify_ctx nc = {wfd, t.task};
         task_ctl tc = {(int)t.threads, t.recipes, notify_phase, &nc};
-        int ex = do_task(&ws, (long)t.case_idx, &t.c, w->kernels[t.kernel_idx], w->seed, w->perf, &tc, &m.r);
+        int ex = moects__worker_task(ws, (long)t.case_idx, &t.c, w->kernels[t.kernel_idx], w->seed, w->perf, &tc, &m.r);
         if (w->perf && w->is_py && w->is_py[t.kernel_idx] && m.r.kernel_ms > 0) {
             size_t l = strlen(m.r.reason);
             snprintf(m.r.reason + l, sizeof m.r.reason - l, "%sthe time includes the Python call overhead",
@@ -632,7 +154,7 @@ static void worker_loop(const worker_cfg *w, int rfd, int wfd)
         if (write_full(wfd, &m, sizeof m) != 0) _exit(3);
         if (ex) _exit(0);
     }
-    drop_case(&ws);
+    moects__worker_free(ws);
 }
 
 static void exec_python(const moects_runner_opts *o, int rfd, int wfd);
@@ -960,7 +482,7 @@ static void fill_lost(const moects_runner_opts *o, const task *t, const worker *
     memcpy(r->hashes, W->part.hashes, sizeof r->hashes);
     r->has_ref_hash = W->part.has_ref_hash;
     r->ref_xxh64 = W->part.ref_xxh64;
-    round_timing(r);
+    moects__round_timing(r);
 }
 
 /* Rough work of one case in element operations: M*N*K for an FP4 GEMM (the reference's block
@@ -1272,7 +794,7 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
                     continue;
                 }
                 p->tasks[p->nt++] = (task){(uint32_t)c, (uint32_t)k};
-                int rcp = kernel_recipe(o->kernels[k], o->cases[c].op);
+                int rcp = moects__kernel_recipe(o->kernels[k], o->cases[c].op);
                 if (rcp >= 0) p->recipes[p->ng] |= 1u << rcp;
             }
         if (p->nt > before) p->gstart[p->ng++] = before;

@@ -1,0 +1,48 @@
+/* moects_task_internal.h: one task in a worker process, between the runner's protocol
+ * (harness/run/runner.c) and the task itself (harness/run/task.c). Not installed. */
+#ifndef MOECTS_TASK_INTERNAL_H
+#define MOECTS_TASK_INTERNAL_H
+#include <stdint.h>
+
+#include "moects_harness.h"
+#include "moects_kernel.h"
+
+#define MOECTS__NRECIPES 4 /* recipes a worker caches references of (moects_recipe values) */
+
+/* Phases a worker announces to the parent (timeouts, timing of a task that dies). */
+enum { PH_OTHER = 0, PH_INPUTS = 1, PH_REFERENCE = 2, PH_KERNEL = 3, PH_COMPARE = 4 };
+
+/* How a task runs: the reference's threads, the recipes the case's kernels want, and the phase
+ * notices (notify(ctx, phase, r): r holds the task's timing so far). */
+typedef struct {
+    int threads;      /* OpenBLAS threads for a reference computed in this task; <= 0: as set */
+    unsigned recipes; /* bit r: a kernel of this case compares under recipe r */
+    void (*notify)(void *ctx, int phase, const moects_result *r);
+    void *ctx;
+} moects__task_ctl;
+
+/* A worker's cache between tasks: the case in hand (its inputs, references, device copies, bounds). */
+typedef struct moects__worker moects__worker;
+
+/* A worker with no case yet; dump_dir: run --dump's folder (NULL none); dev_alone: it has its device
+ * to itself (free device memory then measures its kernels). NULL out of memory. */
+moects__worker *moects__worker_new(const char *dump_dir, int dev_alone);
+/* Drops the case in hand and frees ws. */
+void moects__worker_free(moects__worker *ws);
+/* Runs kernel k on case c (index ci in the run's list: the cache key) and fills r. Returns 0, 1 when
+ * this worker must exit after the task (a kernel left it unusable), 2 when a fresh worker must run
+ * the task again (memory an earlier kernel kept may be the cause of a SKIP). */
+int moects__worker_task(moects__worker *ws, long ci, const moects_case *c, const moects_kernel *k, uint64_t seed,
+                        int perf, const moects__task_ctl *tc, moects_result *r);
+
+/* The recipe kernel k is compared under: its declared one, else (bound or tolerance) exact_v1; -1
+ * for a recipe the op does not have. */
+int moects__kernel_recipe(const moects_kernel *k, moects_op op);
+/* r's phase times rounded to whole microseconds (down; the wall time up), so they never add up to
+ * more than the wall time. */
+void moects__round_timing(moects_result *r);
+
+/* Seconds on a monotonic clock. */
+double moects__now_s(void);
+
+#endif
