@@ -44,9 +44,6 @@ void moects__run_metadata(moects_run *run);
 
 
 /* ---- run/casefile.c (case files) and api/export.c ---- */
-/* The recipes of c's op into names, the first the one verify uses unless told (the
- * built-in kernels' recipe); returns their count (at most 3). */
-int moects__op_recipes(const moects_case *c, const char **names);
 /* DIR/<case id, '/' -> "__"><suffix> into buf. */
 void moects__case_file(char *buf, size_t len, const char *dir, const char *id, const char *suffix);
 /* Write case c's exported file into dir: inputs, the references refs[r] under recipes[r] (nrec >= 1;

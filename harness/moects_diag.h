@@ -34,8 +34,7 @@ typedef struct {
 } moects_diag;
 
 /* How an op's output maps onto coordinates: a rows x cols row-major matrix, its rows optionally
- * grouped (experts). An op supplies one (moects_out_geom_of in harness/run/runner.c builds it from a
- * case's inputs); a new op adds its mapping there and nothing else changes. */
+ * grouped (experts). An op supplies one: its entry's geometry (harness/moects_op.h). */
 typedef struct {
     const char *axis[3];       /* coordinate names; ungrouped: axis[0] rows, axis[1] cols */
     const char *row_word;      /* singular noun in patterns: "token", "row" */
@@ -52,10 +51,9 @@ typedef struct {
     const char *group_word;    /* "expert" */
 } moects_out_geom;
 
-/* The geometry of a case's output, the op's coordinate mapping: ep_gather (t, d) over [T, H];
- * fp4_gemm (m, n) over [M, N]; moe_gemm (expert, row, col) over [rows, N], rows grouped by the
- * case's row_expert (padding rows and rows past masked_m not compared). A new op adds its case here;
- * one without gets (row, col) over [1, n]. */
+/* The geometry of a case's output, the op's coordinate mapping (its entry's geometry; harness/ops/op.c):
+ * ep_gather (t, d) over [T, H]; fp4_gemm (m, n) over [M, N]; moe_gemm (expert, row, col) over [rows, N],
+ * rows grouped by the case's row_expert (padding rows and rows past masked_m not compared). */
 void moects_out_geom_of(const moects_inputs *in, moects_out_geom *g);
 
 /* Coordinates of flat element i under g; returns ndims (2 ungrouped, 3 grouped: (group, local row,

@@ -1,11 +1,14 @@
-"""harness_layers.py: the rooms of harness/ call one another in one direction only (issue 26).
+"""harness_layers.py: the rooms of harness/ call one another in one direction only, and only the op
+table knows the ops (issue 26).
 
 Each room is a folder of harness/; a room may call functions defined in its own folder and in the
-rooms below it, never in one above: model < judge < run < report < api < cli. A function is
+rooms below it, never in one above: model < ops < judge < run < report < api < cli. A function is
 "defined" in a room where one of its .c files opens a definition of that name (a moects_* or
 moects__* name at the start of a line, followed by '('), and "called" where another file names it
 followed by '('. Prints every upward call (file -> file: function) and exits 1 if there is one,
-0 otherwise.
+0 otherwise. Then it counts the op switches outside the op table: any source or header of harness/
+outside harness/ops/ that names an op's enum value (the MOECTS_OP_DEF lines of harness/ops/ops.def);
+one is a failure too (the op table is how the harness asks an op anything).
 
     python3 tests/harness_layers.py [ROOT]
 """
@@ -13,7 +16,7 @@ import os
 import re
 import sys
 
-ORDER = ["model", "judge", "run", "report", "api", "cli"]
+ORDER = ["model", "ops", "judge", "run", "report", "api", "cli"]
 
 
 def rooms_of(root):
@@ -50,7 +53,31 @@ def main():
     n = sum(len(v) for v in rooms.values())
     print("harness_layers: %d files in %d rooms (%s), %d upward calls" % (n, len(rooms), " < ".join(
         r for r in ORDER if r in rooms), len(upward)))
-    return 1 if upward else 0
+    switches = op_switches(root)
+    for line in switches:
+        print("op switch outside the op table: " + line)
+    print("harness_layers: %d op switches outside harness/ops/" % len(switches))
+    return 1 if upward or switches else 0
+
+
+def op_switches(root):
+    """["harness/FILE:LINE: text"] for every line outside harness/ops/ naming an op's enum value."""
+    h = os.path.join(root, "harness")
+    ops = re.findall(r"^MOECTS_OP_DEF\((MOECTS_OP_[A-Z0-9_]+),", open(os.path.join(h, "ops", "ops.def")).read(), re.M)
+    if not ops:
+        sys.exit("harness_layers: harness/ops/ops.def: no MOECTS_OP_DEF line")
+    name = re.compile(r"\b(%s)\b" % "|".join(ops))
+    out = []
+    for d, _, files in sorted(os.walk(h)):
+        if os.path.relpath(d, h).split(os.sep)[0] == "ops":
+            continue
+        for f in sorted(files):
+            if f.endswith((".c", ".h")):
+                path = os.path.join(d, f)
+                for i, line in enumerate(open(path), 1):
+                    if name.search(line):
+                        out.append("%s:%d: %s" % (os.path.relpath(path, root), i, line.strip()))
+    return out
 
 
 if __name__ == "__main__":

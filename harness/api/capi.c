@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "capi_internal.h"
+#include "moects_op.h"
 #include "moects_cases.h"
 #include "moects_harness.h"
 #include "moects_inputs.h"
@@ -239,11 +240,12 @@ int moects_casedata_output(const moects_casedata *d, moects_tensor_info *t)
 
 int moects_casedata_scalar(const moects_casedata *d, const char *name, double *value)
 {
-    if (d && name && d->in.op == MOECTS_OP_FP4_GEMM) {
-        if (!strcmp(name, "alpha")) return *value = d->in.alpha, 0;
-        if (!strcmp(name, "gs_a")) return *value = d->in.gs_a, 0;
-        if (!strcmp(name, "gs_b")) return *value = d->in.gs_b, 0;
-    }
+    const moects__op_def *op = d ? moects__op(d->in.op) : NULL;
+    json_t *s = op && op->scalars && name ? op->scalars(&d->in) : NULL, *v = json_object_get(s, name ? name : "");
+    int found = json_is_number(v);
+    if (found) *value = json_number_value(v);
+    json_decref(s);
+    if (found) return 0;
     return moects__set_error("%s: no scalar \"%s\"", d ? d->c.id : "?", name ? name : ""), -1;
 }
 
@@ -263,15 +265,7 @@ const void *moects__casedata_ref(moects_casedata *d, moects_recipe r)
     void *out = malloc(in->out_bytes ? in->out_bytes : 1);
     if (!out) return moects__set_error(MOECTS_HOST_OOM " (%zu bytes for the reference)", in->out_bytes), NULL;
     memset(out, 0xff, in->out_bytes);
-    static uint64_t dummy[8];
-    void *hp[MOECTS_INPUTS_MAX];
-    for (int i = 0; i < MOECTS_INPUTS_MAX; i++) hp[i] = i < in->nt && in->t[i].host ? in->t[i].host : (void *)dummy;
-    moects_op_args a;
-    moects_inputs_bind(in, hp, out, &a);
-    int rc = -1;
-    if (in->op == MOECTS_OP_EP_GATHER) rc = moects_ref_ep_gather(&in->eg, &a.eg, r);
-    else if (in->op == MOECTS_OP_FP4_GEMM) rc = moects_ref_fp4_gemm(&in->fg, &a.fg, r);
-    else rc = moects_ref_moe_gemm(&in->mg, &a.mg, r); /* rows not valid: left 0xFF */
+    int rc = moects__reference(in, r, out); /* rows not compared (moe_gemm): left 0xFF */
     if (rc != 0) {
         free(out);
         return moects__set_error("%s: the reference refused the case", d->c.id), NULL;

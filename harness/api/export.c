@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "capi_internal.h"
+#include "moects_op.h"
 #include "moects_runner.h"
 #include "reports_internal.h"
 #include "safetensors.h"
@@ -33,7 +34,8 @@ long moects_export(const moects_caselist *l, uint64_t seed, const char *dir)
     for (size_t i = 0; i < moects_caselist_count(l); i++) {
         const moects_case *c = moects__caselist_case(l, i);
         const char *rn[4];
-        int nr = moects__op_recipes(c, rn);
+        const moects__op_def *op = moects__op(c->op);
+        int nr = op ? op->recipes(c, rn) : 0;
         if (!nr) return moects__set_error("%s: op %s: export not supported yet", c->id, moects__op_name(c->op)), -1;
         moects_casedata *d = moects__casedata_of(c, seed);
         if (!d) return -1;
@@ -53,82 +55,22 @@ long moects_export(const moects_caselist *l, uint64_t seed, const char *dir)
 
 /* ---------------------------------------------------------------- verify ---- */
 
-static int enum_of(const char *path, const char *field, const char *s, const char *const *names, const int *vals,
-                   int n, int *out, char *err, size_t errlen)
-{
-    for (int i = 0; s && i < n; i++)
-        if (!strcmp(s, names[i])) return *out = vals[i], 0;
-    return snprintf(err, errlen, "%s: moects.case: %s: unknown \"%s\"", path, field, s ? s : "(missing)"), -1;
-}
-
-static int dtype_of(const char *path, const char *field, json_t *o, moects_dtype *d, char *err, size_t errlen)
-{
-    static const char *const n[] = {"BF16", "F32", "I32", "I64"};
-    static const int v[] = {MOECTS_BF16, MOECTS_F32, MOECTS_I32, MOECTS_I64};
-    int x;
-    if (enum_of(path, field, json_string_value(json_object_get(o, field)), n, v, 4, &x, err, errlen)) return -1;
-    *d = (moects_dtype)x;
-    return 0;
-}
-
-static int int_of(const char *path, json_t *o, const char *field, int64_t *v, char *err, size_t errlen)
-{
-    json_t *x = json_object_get(o, field);
-    if (!json_is_integer(x)) return snprintf(err, errlen, "%s: moects.case: shape.%s: not an integer", path, field), -1;
-    *v = json_integer_value(x);
-    return 0;
-}
-
-static int shape_of(const char *path, json_t *sh, moects_case *c, char *err, size_t errlen)
-{
-    int64_t v[4];
-    if (c->op == MOECTS_OP_EP_GATHER) {
-        moects_routing r;
-        int64_t sz, rk, hm;
-        if (int_of(path, sh, "T", &c->T, err, errlen) || int_of(path, sh, "k", &c->k, err, errlen) ||
-            int_of(path, sh, "H", &c->H, err, errlen) || int_of(path, sh, "E_global", &c->E_global, err, errlen) ||
-            int_of(path, sh, "ep_size", &sz, err, errlen) || int_of(path, sh, "ep_rank", &rk, err, errlen) ||
-            dtype_of(path, "id_dtype", sh, &c->id_dtype, err, errlen) ||
-            dtype_of(path, "out_dtype", sh, &c->out_dtype, err, errlen))
-            return -1;
-        json_t *m = json_object_get(sh, "has_expert_map");
-        hm = json_is_true(m);
-        if (moects_routing_parse(json_string_value(json_object_get(sh, "routing")) ? json_string_value(json_object_get(sh, "routing")) : "", &r))
-            return snprintf(err, errlen, "%s: moects.case: shape.routing: unknown", path), -1;
-        c->ep_size = (int)sz, c->ep_rank = (int)rk, c->has_map = (int)hm, c->routing = r;
-        return 0;
-    }
-    static const char *const fn[] = {"mxfp4", "nvfp4"}, *const ln[] = {"linear", "swizzled_128x4"};
-    static const int fv[] = {MOECTS_FP4_MXFP4, MOECTS_FP4_NVFP4}, lv[] = {MOECTS_SCALES_LINEAR, MOECTS_SCALES_SWIZZLED_128X4};
-    int f, l;
-    if (int_of(path, sh, "M", &v[0], err, errlen) || int_of(path, sh, "N", &v[1], err, errlen) ||
-        int_of(path, sh, "K", &v[2], err, errlen) ||
-        enum_of(path, "shape.format", json_string_value(json_object_get(sh, "format")), fn, fv, 2, &f, err, errlen) ||
-        enum_of(path, "shape.scale_layout", json_string_value(json_object_get(sh, "scale_layout")), ln, lv, 2, &l, err,
-                errlen) ||
-        dtype_of(path, "out_dtype", sh, &c->out_dtype, err, errlen))
-        return -1;
-    c->M = v[0], c->N = v[1], c->K = v[2], c->format = (moects_fp4_format)f, c->scale_layout = (moects_scale_layout)l;
-    snprintf(c->gemm, sizeof c->gemm, "%s", json_string_value(json_object_get(sh, "gemm")) ? json_string_value(json_object_get(sh, "gemm")) : "");
-    return 0;
-}
-
 static void str_of(json_t *o, const char *k, char *dst, size_t n)
 {
     const char *s = json_string_value(json_object_get(o, k));
     snprintf(dst, n, "%s", s ? s : "");
 }
 
-/* moe_gemm: the case of that id in the built-in registry (its rows come from the model's routing,
- * which the file's shape does not hold); same_inputs then checks the file against it. */
+/* An op whose shape does not hold its case (moe_gemm: its rows come from the model's routing): the
+ * case of that id in the built-in registry; same_inputs then checks the file against it. */
 static int registry_case(const char *path, const char *id, moects_case *c, char *err, size_t errlen)
 {
-    const char *g[] = {id};
+    const char *g[] = {id}, *op = moects__op_name(c->op);
     moects_caselist *l = id[0] ? moects_cases_select(NULL, NULL, 0, 0, "all", g, 1) : NULL;
     const moects_case *x = l && moects_caselist_count(l) == 1 ? moects__caselist_case(l, 0) : NULL;
     if (x) *c = *x;
-    else snprintf(err, errlen, "%s: moects.case: id %s: not a moe_gemm case of the built-in registry (moe_gemm "
-                  "cases are derived from it again: a --config case cannot be verified)", path, id);
+    else snprintf(err, errlen, "%s: moects.case: id %s: not a %s case of the built-in registry (%s "
+                  "cases are derived from it again: a --config case cannot be verified)", path, id, op, op);
     moects_caselist_free(l);
     return x ? 0 : -1;
 }
@@ -151,14 +93,14 @@ int moects__case_from_json(const char *path, const char *json, moects_case *c, c
     moects_data dd;
     if (moects__op_parse(json_string_value(json_object_get(o, "op")) ? json_string_value(json_object_get(o, "op")) : "", &c->op))
         rc = (snprintf(err, errlen, "%s: moects.case: op: not ep_gather, fp4_gemm or moe_gemm", path), -1);
-    else if (c->op == MOECTS_OP_MOE_GEMM)
+    else if (!moects__op(c->op)->shape_parse) /* moe_gemm: its rows come from the registry's routing */
         rc = registry_case(path, c->id, c, err, errlen);
     else if (moects_data_parse(json_string_value(json_object_get(o, "data")) ? json_string_value(json_object_get(o, "data")) : "", &dd))
         rc = (snprintf(err, errlen, "%s: moects.case: data: unknown", path), -1);
     else if (!c->id[0])
         rc = (snprintf(err, errlen, "%s: moects.case: id: missing", path), -1);
     else
-        c->data = dd, rc = shape_of(path, json_object_get(o, "shape"), c, err, errlen);
+        c->data = dd, rc = moects__op(c->op)->shape_parse(path, json_object_get(o, "shape"), c, err, errlen);
     c->tiers = MOECTS_TIER_SMOKE;
     json_decref(o);
     return rc;

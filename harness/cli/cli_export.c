@@ -226,7 +226,7 @@ static char *verify_again(int argc, char **argv, const char *dir)
 
 int moects_cmd_verify(int argc, char **argv)
 {
-    verify_opts o = {.k = {.abi_version = MOECTS_KERNEL_ABI_VERSION, .name = "external", .op = MOECTS_OP_EP_GATHER},
+    verify_opts o = {.k = {.abi_version = MOECTS_KERNEL_ABI_VERSION, .name = "external"}, /* op: each file's */
                      .tapv = 13};
     int rc = parse_verify(&o, argc, argv);
     if (rc) return rc < 0 ? 0 : rc;

@@ -247,49 +247,6 @@ void moects_mismatch_pattern(const moects_out_geom *g, const int64_t *row_hits, 
     }
 }
 
-void moects_out_geom_of(const moects_inputs *in, moects_out_geom *g)
-{
-    memset(g, 0, sizeof *g);
-    g->row_word = "row";
-    g->col_word = "column";
-    g->col_tile = 128;
-    switch (in->op) {
-    case MOECTS_OP_EP_GATHER:
-        g->axis[0] = "t";
-        g->axis[1] = "d";
-        g->row_word = "token";
-        g->col_extent = "H";
-        g->rows = in->eg.T;
-        g->cols = in->eg.H;
-        return;
-    case MOECTS_OP_FP4_GEMM:
-        g->axis[0] = "m";
-        g->axis[1] = "n";
-        g->col_extent = "N";
-        g->rows = in->fg.M;
-        g->cols = in->fg.N;
-        return;
-    case MOECTS_OP_MOE_GEMM: /* (expert, row within the expert's rows, col); padding rows are -1 */
-        g->axis[0] = "expert";
-        g->axis[1] = "row";
-        g->axis[2] = "col";
-        g->col_extent = "N";
-        g->rows = in->rows;
-        g->cols = in->mg.N;
-        g->row_group = in->row_expert;
-        g->groups = in->mg.E;
-        g->group_word = "expert";
-        return;
-    default:
-        g->axis[0] = "row";
-        g->axis[1] = "i";
-        g->col_extent = "n";
-        g->rows = 1;
-        g->cols = in->out_elems;
-        return;
-    }
-}
-
 /* ---- the pass over the output ---- */
 
 static uint32_t bits_at(moects_dtype dt, const void *p, int64_t i)

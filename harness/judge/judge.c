@@ -11,6 +11,7 @@
 
 #include "moects_compare.h"
 #include "moects_diag.h"
+#include "moects_op.h"
 
 void moects__copy_str(char *dst, size_t n, const char *src)
 {
@@ -20,12 +21,12 @@ void moects__copy_str(char *dst, size_t n, const char *src)
     dst[l] = '\0';
 }
 
-/* moe_gemm: rows that are not valid (padding rows, rows >= masked_m) are not compared: they get the
+/* Rows that are not valid (moe_gemm: padding rows, rows >= masked_m) are not compared: they get the
  * reference's bytes in got. */
 static void mask_invalid_rows(const moects_inputs *in, void *got, const void *want)
 {
-    if (in->op != MOECTS_OP_MOE_GEMM || !in->row_valid) return;
-    size_t row_bytes = (size_t)in->mg.N * (in->out_dtype == MOECTS_F32 ? 4 : 2);
+    if (!in->row_valid || in->rows <= 0) return;
+    size_t row_bytes = (size_t)(in->out_elems / in->rows) * (in->out_dtype == MOECTS_F32 ? 4 : 2);
     for (int64_t r = 0; r < in->rows; r++)
         if (!in->row_valid[r])
             memcpy((char *)got + (size_t)r * row_bytes, (const char *)want + (size_t)r * row_bytes, row_bytes);
@@ -37,10 +38,10 @@ static double out_value(moects_dtype dt, const void *p, int64_t i)
     return moects_bf16_to_f32(((const uint16_t *)p)[i]);
 }
 
-/* Whether output element i is compared: every one but a moe_gemm's invalid rows. */
+/* Whether output element i is compared: every one but the invalid rows of an op with a row mask. */
 static int compared(const moects_inputs *in, int64_t i)
 {
-    return in->op != MOECTS_OP_MOE_GEMM || in->row_valid[i / in->mg.N];
+    return !in->row_valid || in->row_valid[i / (in->out_elems / in->rows)];
 }
 
 /* What a bounded verdict judges got by: the bounds and the accumulation check's inputs (st NULL:
@@ -117,8 +118,8 @@ static int accumulation_check(const moects_inputs *in, const void *got, const mo
     return n >= MOECTS_ACC_CHECK_MIN && r->acc_rms > MOECTS_ACC_CHECK_LIMIT;
 }
 
-/* The GEMM's reduction length K of a bounded case (fp4_gemm, moe_gemm). */
-static int64_t reduction_k(const moects_inputs *in) { return in->op == MOECTS_OP_FP4_GEMM ? in->fg.K : in->mg.K; }
+/* The GEMM's reduction length K of a bounded case (the op's entry). */
+static int64_t reduction_k(const moects_inputs *in) { return moects__op_of_inputs(in)->reduction_k(in); }
 
 /* The classes whose expected accumulation error would explain an RMS of rms sigma under class cls
  * (sigma scales with moects_ref_acc_sigma_factor): the fewest BF16 split-K pieces over cls's
@@ -274,7 +275,7 @@ static void judge_one(const moects_judge_ref *ref, const moects_kernel *k, void 
         if (r->verdict == MOECTS_FAIL_MISMATCH && cr.first_unbounded >= 0)
             unbounded_at(in, got, ref->want, cr.first_unbounded, r);
     }
-    if (moects_verdict_is_pass(r->verdict) && in->op == MOECTS_OP_MOE_GEMM && in->valid_rows == 0 &&
+    if (moects_verdict_is_pass(r->verdict) && in->row_valid && in->valid_rows == 0 &&
         !strstr(r->reason, "nothing compared")) {
         size_t l = strlen(r->reason);
         snprintf(r->reason + l, sizeof r->reason - l, "%snothing compared: no expert holds a row (the case checks "
@@ -292,11 +293,11 @@ int moects_judge_acc_check_applies(const moects_case *c) { return c->data != MOE
 
 int moects_judge_claim_ok(const moects_case *c, const moects_kernel *k, moects_recipe recipe, moects_result *r)
 {
-    if (c->op != MOECTS_OP_MOE_GEMM || c->moe_format != MOECTS_MOE_W4A16 || recipe != MOECTS_RECIPE_FP4_BLOCKWISE_V1)
-        return 1;
+    const moects__op_def *op = moects__op(c->op);
+    const char *why = op && op->claim_refused ? op->claim_refused(c, recipe) : NULL;
+    if (!why) return 1;
     r->verdict = MOECTS_FAIL_CRASH; /* the kernel's claim, not the case: no reference to compare with */
-    snprintf(r->reason, sizeof r->reason, "the kernel claims %s, which W4A16 does not have (BF16 x E2M1 block "
-             "partials are not exact): declare a bound (or refuse W4A16 cases)", k->recipe);
+    snprintf(r->reason, sizeof r->reason, "the kernel claims %s, %s", k->recipe, why);
     return 0;
 }
 

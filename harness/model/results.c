@@ -102,23 +102,28 @@ int moects_verdict_parse(const char *s, moects_verdict *out)
     return -1;
 }
 
+/* The op names, from the op list (harness/ops/ops.def): the result model sits below the op table. */
+static const struct {
+    moects_op op;
+    const char *name;
+} op_names[] = {
+#define MOECTS_OP_DEF(e, n, def) {e, n},
+#include "ops/ops.def"
+#undef MOECTS_OP_DEF
+};
+
 const char *moects__op_name(moects_op op)
 {
-    switch (op) {
-    case MOECTS_OP_EP_GATHER: return "ep_gather";
-    case MOECTS_OP_FP4_GEMM: return "fp4_gemm";
-    case MOECTS_OP_MOE_GEMM: return "moe_gemm";
-    }
+    for (size_t i = 0; i < sizeof op_names / sizeof *op_names; i++)
+        if (op_names[i].op == op) return op_names[i].name;
     return NULL;
 }
 
 int moects__op_parse(const char *s, moects_op *out)
 {
-    if (strcmp(s, "ep_gather") == 0) *out = MOECTS_OP_EP_GATHER;
-    else if (strcmp(s, "fp4_gemm") == 0) *out = MOECTS_OP_FP4_GEMM;
-    else if (strcmp(s, "moe_gemm") == 0) *out = MOECTS_OP_MOE_GEMM;
-    else return -1;
-    return 0;
+    for (size_t i = 0; i < sizeof op_names / sizeof *op_names; i++)
+        if (strcmp(s, op_names[i].name) == 0) return *out = op_names[i].op, 0;
+    return -1;
 }
 
 /* ---- run ---- */

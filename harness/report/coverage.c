@@ -52,6 +52,7 @@
 #include "moects_registry.h"
 #include "moects_runner.h"
 #include "reports_internal.h"
+#include "moects_op.h"
 
 /* ---- registry ---- */
 
@@ -127,43 +128,13 @@ static int is_regression(const moects_case *c) { return !strcmp(c->model, "regre
 
 /* ---- case -> kernel shape ---- */
 
-static void case_shapes(const moects_case *c, moects_ep_gather_shape *eg, moects_fp4_gemm_shape *fg,
-                        moects_moe_gemm_shape *mg)
-{
-    memset(eg, 0, sizeof *eg);
-    memset(fg, 0, sizeof *fg);
-    moects_moe_case_shape(c, mg);
-    if (c->op == MOECTS_OP_EP_GATHER) {
-        int64_t slots = c->T * c->k, local = c->E_global;
-        if (c->ep_size > 1) local = c->E_global / c->ep_size + (c->ep_rank < c->E_global % c->ep_size);
-        eg->T = c->T;
-        eg->k = c->k;
-        eg->M_sum = slots + 127 * (slots < local ? slots : local);
-        eg->H = c->H;
-        eg->E_global = c->E_global;
-        eg->id_dtype = c->id_dtype ? c->id_dtype : MOECTS_I32;
-        eg->out_dtype = c->out_dtype ? c->out_dtype : MOECTS_BF16;
-        eg->has_expert_map = c->has_map;
-    } else {
-        fg->M = c->M;
-        fg->N = c->N;
-        fg->K = c->K;
-        fg->format = c->format;
-        fg->scale_layout = c->scale_layout;
-        fg->out_dtype = c->out_dtype ? c->out_dtype : MOECTS_BF16;
-    }
-}
-
 /* 1 when kernel k takes case c; else 0 with the reason in why. */
 static int kernel_takes(const moects_kernel *k, const moects_case *c, char *why, size_t wl)
 {
-    moects_ep_gather_shape eg;
-    moects_fp4_gemm_shape fg;
-    moects_moe_gemm_shape mg;
-    case_shapes(c, &eg, &fg, &mg);
+    moects__kshape s;
+    moects__case_kshape(c, &s);
     why[0] = '\0';
-    int ok = k->supports(c->op == MOECTS_OP_EP_GATHER ? (const void *)&eg
-                         : c->op == MOECTS_OP_MOE_GEMM ? (const void *)&mg : (const void *)&fg, why, wl);
+    int ok = k->supports(&s, why, wl);
     if (!ok && !why[0]) snprintf(why, wl, "refused (no reason given)");
     return ok;
 }
@@ -487,20 +458,24 @@ static const char *sub_state(table *t, int k, int m, int l, const char *prefix, 
     return cell_md[MOECTS__CELL_NOT_RUN];
 }
 
-/* fp4_gemm kernel k: MXFP4 / NVFP4 and gemm1 / gemm2 apart, one row per (model, layout) with results. */
-static void md_fp4_split(moects__buf *b, table *t, int k)
+/* Kernel k of an op whose ids have variants (its entry's split_prefix: fp4_gemm's MXFP4 / NVFP4): the
+ * variants and gemm1 / gemm2 apart, one row per (model, layout) with results. */
+static void md_variant_split(moects__buf *b, table *t, int k, const moects__op_def *op)
 {
-    static const char *const fmt[2] = {"fp4_gemm.mxfp4/", "fp4_gemm.nvfp4/"}, *const gemm[2] = {"/gemm1/", "/gemm2/"};
+    static const char *const gemm[2] = {"/gemm1/", "/gemm2/"};
     int header = 0;
     for (int m = 0; m < t->nm; m++)
         for (int l = 0; l < t->nl; l++) {
             const char *st[4];
             int any = 0;
-            for (int i = 0; i < 4; i++) any |= strcmp(st[i] = sub_state(t, k, m, l, fmt[i / 2], gemm[i % 2]), "-") != 0;
+            for (int i = 0; i < 4; i++)
+                any |= strcmp(st[i] = sub_state(t, k, m, l, op->split_prefix[i / 2], gemm[i % 2]), "-") != 0;
             if (!any) continue;
-            if (!header++)
-                moects__buf_add(b, "\nBy format and GEMM:\n\n| model | layout | MXFP4 gemm1 | MXFP4 gemm2 | NVFP4 gemm1 "
-                                   "| NVFP4 gemm2 |\n|---|---|:-:|:-:|:-:|:-:|\n");
+            if (!header++) {
+                moects__buf_add(b, "\nBy format and GEMM:\n\n| model | layout |");
+                for (int i = 0; i < 4; i++) moects__buf_printf(b, " %s gemm%d |", op->split_label[i / 2], i % 2 + 1);
+                moects__buf_add(b, "\n|---|---|:-:|:-:|:-:|:-:|\n");
+            }
             moects__buf_add(b, "| ");
             moects__buf_md(b, t->models[m]);
             moects__buf_add(b, " | ");
@@ -667,7 +642,8 @@ static void render_md(moects__buf *b, table *t, const char *run_path)
             for (int l = 0; l < t->nl; l++) md_cell(b, t, k, m, l);
             moects__buf_add(b, "\n");
         }
-        if (t->run && t->k[k].op == MOECTS_OP_FP4_GEMM) md_fp4_split(b, t, k);
+        const moects__op_def *op = moects__op(t->k[k].op);
+        if (t->run && op && op->split_prefix) md_variant_split(b, t, k, op);
         if (t->run) md_skip_columns(b, t, k);
     }
     if (t->run) md_bad_cells(b, t);
@@ -928,13 +904,9 @@ static void op_of(const moects_case *c, char *dst, size_t cap)
 
 static void shape_key(const moects_case *c, char *dst, size_t cap)
 {
-    if (c->op == MOECTS_OP_EP_GATHER)
-        snprintf(dst, cap, "H=%" PRId64 " topk=%" PRId64 " E=%" PRId64 " ep=%d%s", c->H, c->k, c->E_global,
-                 c->ep_size, c->has_map ? " map" : "");
-    else if (c->op == MOECTS_OP_MOE_GEMM)
-        snprintf(dst, cap, "N=%" PRId64 " K=%" PRId64 " E=%" PRId64, c->N, c->K, c->E);
-    else
-        snprintf(dst, cap, "N=%" PRId64 " K=%" PRId64, c->N, c->K);
+    const moects__op_def *op = moects__op(c->op);
+    if (op) op->shape_key(c, dst, cap);
+    else snprintf(dst, cap, "?");
 }
 
 typedef struct {
@@ -981,15 +953,8 @@ static int dims_of(const moects_case *c, char out[3][96])
 {
     char op[64];
     op_of(c, op, sizeof op);
-    if (c->op == MOECTS_OP_EP_GATHER) {
-        snprintf(out[0], 96, "%s|H=%" PRId64, op, c->H);
-        snprintf(out[1], 96, "%s|topk=%" PRId64, op, c->k);
-        snprintf(out[2], 96, "%s|E=%" PRId64, op, c->E_global);
-        return 3;
-    }
-    snprintf(out[0], 96, "%s|N=%" PRId64, op, c->N);
-    snprintf(out[1], 96, "%s|K=%" PRId64, op, c->K);
-    return 2;
+    const moects__op_def *d = moects__op(c->op);
+    return d ? d->dims(c, op, out) : 0;
 }
 
 static void norm_name(const char *s, char *d, size_t cap)

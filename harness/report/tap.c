@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "moects_compare.h"
+#include "moects_op.h"
 
 moects_kernel_status moects_kernel_status_of(const moects_run *run, const char *name, int is_mutant,
                                              size_t counts[MOECTS_VERDICT_COUNT])
@@ -261,7 +262,8 @@ void moects_tap_yaml(FILE *f, const char *ind, const moects_result *r, const moe
     }
     if (r->kernel_ms > 0) {
         fprintf(f, "%skernel_ms: %.6g\n", ind, r->kernel_ms);
-        fprintf(f, "%s%s: %.6g\n", ind, r->op == MOECTS_OP_FP4_GEMM ? "tflops" : "gbps", r->perf_value);
+        const moects__op_def *op = moects__op(r->op);
+        fprintf(f, "%s%s: %.6g\n", ind, op ? op->perf_key : "perf", r->perf_value);
         fprintf(f, "%sfraction_of_ceiling: %.4g\n", ind, r->perf_fraction);
     }
     /* repro: build it, then emit quoted */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "moects_judge.h"
+#include "moects_op.h"
 #include "moects_runner_internal.h"
 
 void moects__bounds_free(moects__bounds *b)
@@ -31,15 +32,10 @@ int moects__bounds_compute(const moects_case *c, const moects_inputs *in, const 
         return -2;
     }
     memset(scratch, 0xff, in->out_bytes);
-    static uint64_t dummy[8]; /* empty tensors get a non-NULL pointer, as for the references */
-    void *hp[MOECTS_INPUTS_MAX];
-    for (int i = 0; i < MOECTS_INPUTS_MAX; i++) hp[i] = i < in->nt && in->t[i].host ? in->t[i].host : (void *)dummy;
     moects_op_args a;
-    moects_inputs_bind(in, hp, scratch, &a);
-    const moects_bound_stats *st = check ? &b->st : NULL;
-    int rc = -1;
-    if (c->op == MOECTS_OP_FP4_GEMM) rc = moects_ref_fp4_gemm_bound_class(&in->fg, &a.fg, cls, b->bound, st);
-    else if (c->op == MOECTS_OP_MOE_GEMM) rc = moects_ref_moe_gemm_bound_class(&in->mg, &a.mg, cls, b->bound, st);
+    moects__host_args(in, scratch, &a);
+    const moects__op_def *op = moects__op_of_inputs(in);
+    int rc = op->bound ? op->bound(in, &a, cls, b->bound, check ? &b->st : NULL) : -1;
     free(scratch);
     b->cls = *cls;
     return rc == 0 ? 0 : -1;

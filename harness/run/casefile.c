@@ -8,29 +8,10 @@
 #include <string.h>
 
 #include "capi_internal.h"
+#include "moects_op.h"
 #include "moects_runner.h"
 #include "reports_internal.h"
 #include "safetensors.h"
-
-/* The recipes of an op, the first the one verify uses unless told (the built-in kernels' recipe). */
-int moects__op_recipes(const moects_case *c, const char **names)
-{
-    const moects_op op = c->op;
-    if (op == MOECTS_OP_MOE_GEMM) { /* W4A16 has no blockwise recipe (DESIGN.md "Grouped MoE GEMM") */
-        if (c->moe_format == MOECTS_MOE_W4A16) return names[0] = "moe_gemm.exact_v1", 1;
-        names[0] = "moe_gemm.blockwise_v1", names[1] = "moe_gemm.exact_v1";
-        return 2;
-    }
-    if (op == MOECTS_OP_EP_GATHER) {
-        names[0] = "ep_gather.fma_v1", names[1] = "ep_gather.muladd_v1", names[2] = "ep_gather.exact_v1";
-        return 3;
-    }
-    if (op == MOECTS_OP_FP4_GEMM) {
-        names[0] = "fp4_gemm.blockwise_v1", names[1] = "fp4_gemm.exact_v1";
-        return 2;
-    }
-    return 0;
-}
 
 /* DIR/<id with '/' -> "__"><suffix>. */
 void moects__case_file(char *buf, size_t len, const char *dir, const char *id, const char *suffix)
@@ -86,9 +67,8 @@ static size_t export_meta(const moects_case *c, uint64_t seed, const moects_inpu
     char sd[32];
     snprintf(sd, sizeof sd, "%" PRIu64, seed);
     own[no++] = strdup(sd);
-    own[no++] = c->op == MOECTS_OP_FP4_GEMM ? json_str_of(json_pack("{sf sf sf}", "alpha", (double)in->alpha, "gs_a",
-                                                                     (double)in->gs_a, "gs_b", (double)in->gs_b))
-                                            : strdup("{}");
+    const moects__op_def *opd = moects__op_of_inputs(in);
+    own[no++] = opd->scalars ? json_str_of(opd->scalars(in)) : strdup("{}");
     const char *keys[] = {"moects.case", "moects.shape", "moects.dtypes", "moects.out", "moects.recipes", "moects.seed",
                           "moects.scalars"};
     for (size_t i = 0; i < no; i++) kv[2 * n] = keys[i], kv[2 * n + 1] = own[i] ? own[i] : "", n++;

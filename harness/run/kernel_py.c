@@ -14,6 +14,7 @@
 
 #include "capi_internal.h"
 #include "moects_runner.h"
+#include "moects_op.h"
 
 int moects__libmoects_path(char *buf, size_t len)
 {
@@ -122,7 +123,7 @@ static int from_json(json_t *o, size_t i, moects_kernel *k, char *err, size_t er
     k->split_k.max_splits = (uint32_t)json_integer_value(json_object_get(acc, "bf16_split_k"));
     k->split_k.dtype = k->split_k.max_splits ? MOECTS_BF16 : 0;
     moects_recipe r;
-    if (!k->name || k->op < MOECTS_OP_EP_GATHER || k->op > MOECTS_OP_MOE_GEMM ||
+    if (!k->name || !moects__op(k->op) ||
         (k->device != MOECTS_DEVICE_CPU && k->device != MOECTS_DEVICE_CUDA))
         return snprintf(err, errlen, "kernel %zu: name, op or device missing or unknown", i), -1;
     if (k->recipe && moects_recipe_parse(k->recipe, k->op, &r) != 0)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "moects_device.h"
+#include "moects_op.h"
 #include "moects_runner.h"
 
 #define WARMUP 3
@@ -40,6 +41,41 @@ static void note(moects_result *r, const char *msg)
     snprintf(r->reason + l, sizeof r->reason - l, "%sperf: %s", l ? "; " : "", msg);
 }
 
+/* An op that moves bytes: GB/s against a device-to-device copy measured once per worker. */
+static void copy_rate(double bytes, double ms, moects_result *r)
+{
+    char e[200] = "";
+    r->perf_value = bytes / (ms * 1e-3) / 1e9;
+    if (copy_gbps_cached < 0) {
+        double g = 0;
+        size_t b = COPY_CEILING_BYTES;
+        while (moects_cuda_copy_gbps(b, &g, e, sizeof e) != 0 && b > ((size_t)1 << 24)) b /= 4;
+        copy_gbps_cached = g > 0 ? g : 0;
+    }
+    if (copy_gbps_cached > 0) r->perf_fraction = r->perf_value / copy_gbps_cached;
+    else note(r, e[0] ? e : "copy ceiling unavailable");
+}
+
+/* A GEMM of M, N, K (moe_gemm: its valid rows as one GEMM of the same flops): TFLOP/s against cuBLAS
+ * BF16 at the same M, N, K, cached per worker. */
+static void gemm_rate(const long mnk[3], double ms, moects_result *r)
+{
+    char e[200] = "";
+    long M = mnk[0], N = mnk[1], K = mnk[2];
+    r->perf_value = 2.0 * (double)M * (double)N * (double)K / (ms * 1e-3) / 1e12;
+    double ceil = -1;
+    for (int i = 0; i < gemm_cache_n; i++)
+        if (gemm_cache[i].M == M && gemm_cache[i].N == N && gemm_cache[i].K == K) ceil = gemm_cache[i].tflops;
+    if (ceil < 0) {
+        double t = 0;
+        ceil = moects_cuda_cublas_bf16_tflops(M, N, K, &t, e, sizeof e) == 0 ? t : 0;
+        int slot = gemm_cache_n < 16 ? gemm_cache_n++ : (int)((unsigned)M % 16);
+        gemm_cache[slot].M = M, gemm_cache[slot].N = N, gemm_cache[slot].K = K, gemm_cache[slot].tflops = ceil;
+    }
+    if (ceil > 0) r->perf_fraction = r->perf_value / ceil;
+    else note(r, e[0] ? e : "cuBLAS ceiling unavailable");
+}
+
 void moects_perf_measure(const moects_kernel *k, const moects_inputs *in, const moects_op_args *dargs,
                          moects_result *r)
 {
@@ -51,37 +87,10 @@ void moects_perf_measure(const moects_kernel *k, const moects_inputs *in, const 
         return;
     }
     r->kernel_ms = ms;
-    char e[200] = "";
-    if (in->op == MOECTS_OP_EP_GATHER) {
-        double out_sz = in->eg.out_dtype == MOECTS_F32 ? 4 : 2;
-        double bytes = (double)in->valid_slots * (double)in->eg.H * 2 + (double)in->eg.T * (double)in->eg.H * out_sz;
-        r->perf_value = bytes / (ms * 1e-3) / 1e9;
-        if (copy_gbps_cached < 0) {
-            double g = 0;
-            size_t b = COPY_CEILING_BYTES;
-            while (moects_cuda_copy_gbps(b, &g, e, sizeof e) != 0 && b > ((size_t)1 << 24)) b /= 4;
-            copy_gbps_cached = g > 0 ? g : 0;
-        }
-        if (copy_gbps_cached > 0) r->perf_fraction = r->perf_value / copy_gbps_cached;
-        else note(r, e[0] ? e : "copy ceiling unavailable");
-    } else {
-        /* moe_gemm: the valid rows of all experts, as one GEMM of the same flops */
-        int mg = in->op == MOECTS_OP_MOE_GEMM;
-        long M = mg ? (long)in->valid_rows : (long)in->fg.M, N = mg ? (long)in->mg.N : (long)in->fg.N,
-             K = mg ? (long)in->mg.K : (long)in->fg.K;
-        r->perf_value = 2.0 * (double)M * (double)N * (double)K / (ms * 1e-3) / 1e12;
-        double ceil = -1;
-        for (int i = 0; i < gemm_cache_n; i++)
-            if (gemm_cache[i].M == M && gemm_cache[i].N == N && gemm_cache[i].K == K) ceil = gemm_cache[i].tflops;
-        if (ceil < 0) {
-            double t = 0;
-            ceil = moects_cuda_cublas_bf16_tflops(M, N, K, &t, e, sizeof e) == 0 ? t : 0;
-            int slot = gemm_cache_n < 16 ? gemm_cache_n++ : (int)((unsigned)M % 16);
-            gemm_cache[slot].M = M, gemm_cache[slot].N = N, gemm_cache[slot].K = K, gemm_cache[slot].tflops = ceil;
-        }
-        if (ceil > 0) r->perf_fraction = r->perf_value / ceil;
-        else note(r, e[0] ? e : "cuBLAS ceiling unavailable");
-    }
+    long mnk[3] = {0, 0, 0};
+    double bytes = moects__op_of_inputs(in)->perf_bytes(in, mnk);
+    if (bytes < 0) gemm_rate(mnk, ms, r);
+    else copy_rate(bytes, ms, r);
 }
 
 char *moects_perf_render(const moects_run *run, size_t *len)
@@ -101,7 +110,8 @@ char *moects_perf_render(const moects_run *run, size_t *len)
     for (size_t i = 0; i < run->n; i++) {
         const moects_result *r = &run->v[i];
         if (!(r->kernel_ms > 0)) continue;
-        const char *unit = r->op == MOECTS_OP_FP4_GEMM ? "TFLOP/s" : "GB/s";
+        const moects__op_def *op = moects__op(r->op);
+        const char *unit = op ? op->perf_unit : "?";
         fprintf(f, "| `%s` | `%s` | %s | %.4f | %.1f %s |", r->kernel, r->case_id, moects_verdict_name(r->verdict),
                 r->kernel_ms, r->perf_value, unit);
         if (r->perf_fraction > 0)

@@ -10,6 +10,7 @@
 
 #include "moects_ref.h"
 #include "moects_runner.h"
+#include "moects_op.h"
 
 void moects__kernel_upgrade(const moects_kernel *k, moects_kernel *out)
 {
@@ -36,7 +37,7 @@ static int check_kernel(const char *path, size_t i, const moects_kernel *k, char
         snprintf(err, errlen, "%s: kernel %zu: empty name", path, i);
         return -1;
     }
-    if (k->op != MOECTS_OP_EP_GATHER && k->op != MOECTS_OP_FP4_GEMM && k->op != MOECTS_OP_MOE_GEMM) {
+    if (!moects__op(k->op)) {
         snprintf(err, errlen, "%s: kernel %zu (%s): op: unknown (%d)", path, i, name, (int)k->op);
         return -1;
     }

@@ -34,6 +34,7 @@
 #include "moects_task_internal.h"
 #include "reports_internal.h"
 #include "moects_registry.h"
+#include "moects_op.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/lsan_interface.h>
@@ -485,15 +486,11 @@ static void fill_lost(const moects_runner_opts *o, const task *t, const worker *
     moects__round_timing(r);
 }
 
-/* Rough work of one case in element operations: M*N*K for an FP4 GEMM (the reference's block
- * partials; moe_gemm: its expected valid rows, plus E*N*K/8 for generating the weights), T*k*H + T*H
- * for ep_gather. */
+/* Rough work of one case in element operations (its op's cost). */
 static double case_cost(const moects_case *c)
 {
-    if (c->op == MOECTS_OP_FP4_GEMM) return (double)c->M * (double)c->N * (double)(c->K + 1);
-    if (c->op == MOECTS_OP_MOE_GEMM)
-        return (moects_moe_expected_rows(c) + (double)c->E / 8) * (double)c->N * (double)(c->K + 1);
-    return (double)c->T * (double)(c->k + 1) * (double)c->H;
+    const moects__op_def *op = moects__op(c->op);
+    return op ? op->cost(c) : 0;
 }
 
 typedef struct {

@@ -21,32 +21,28 @@
 #include <string.h>
 
 #include "moects_runner.h"
+#include "moects_op.h"
 
-/* Desired slots of case c: 1, or for an FP4 GEMM (moe_gemm: M its expected valid rows) ceil(2MNK / big_case_flops) clamped to
- * [1, max_weight]. The ep_gather reference is single-threaded: always 1. */
+/* Desired slots of case c: 1, or for a GEMM ceil(2MNK / big_case_flops) clamped to [1, max_weight]
+ * (its op's ref_flops; moe_gemm: M its expected valid rows). An op whose reference is single-threaded
+ * (no ref_flops: ep_gather): always 1. */
 int moects__case_weight(const moects_case *c, double big_case_flops, int max_weight)
 {
-    if (c->op == MOECTS_OP_EP_GATHER || !(big_case_flops > 0) || max_weight <= 1) return 1;
-    double m = c->op == MOECTS_OP_MOE_GEMM ? moects_moe_expected_rows(c) : (double)c->M;
-    double flops = 2.0 * m * (double)c->N * (double)c->K;
-    double w = flops / big_case_flops;
+    const moects__op_def *op = moects__op(c->op);
+    if (!op || !op->ref_flops || !(big_case_flops > 0) || max_weight <= 1) return 1;
+    double w = op->ref_flops(c) / big_case_flops;
     if (!(w > 1)) return 1;
     if (w >= (double)max_weight) return max_weight;
     int iw = (int)w;
     return (double)iw < w ? iw + 1 : iw;
 }
 
-/* Bytes of case c's main buffers, an upper bound: ep_gather x [T*k, H] BF16 and out [T, H];
- * fp4_gemm A and B codes (K/2 bytes a row) and out [M, N]; moe_gemm A [rows, K] (BF16 at most), B
- * [E, N, K] codes and out [rows, N], rows its expected valid rows (moects_moe_expected_rows). Metadata
- * and scales (under 1/16 of the codes) are left out. */
+/* Bytes of case c's main buffers, an upper bound (its op's bytes: ep_gather x [T*k, H] BF16 and out
+ * [T, H]; fp4_gemm A and B codes and out [M, N]; moe_gemm A, B and out over its expected rows). */
 double moects__case_bytes(const moects_case *c)
 {
-    const double out = c->out_dtype == MOECTS_F32 ? 4 : 2, n = (double)c->N, k = (double)c->K;
-    if (c->op == MOECTS_OP_EP_GATHER) return (double)c->T * (double)c->H * ((double)c->k * 2 + out);
-    if (c->op == MOECTS_OP_FP4_GEMM) return ((double)c->M + n) * k / 2 + (double)c->M * n * out;
-    const double rows = moects_moe_expected_rows(c);
-    return rows * k * 2 + (double)c->E * n * k / 2 + rows * n * out;
+    const moects__op_def *op = moects__op(c->op);
+    return op ? op->bytes(c) : 0;
 }
 
 int moects__sched_init(moects__sched *s, size_t ng, const size_t *order, const int *want, int slots)

@@ -17,6 +17,7 @@
 #include "moects_compare.h"
 #include "moects_device.h"
 #include "moects_judge.h"
+#include "moects_op.h"
 #include "moects_ref.h"
 #include "moects_runner.h"
 #include "moects_runner_internal.h"
@@ -89,13 +90,6 @@ static void *xmalloc_ff(size_t bytes)
 }
 
 /* Host pointers of the inputs; the references get a non-NULL dummy for empty tensors. */
-static void host_ptrs(const moects_inputs *in, void *ptr[MOECTS_INPUTS_MAX], int dummy_for_empty)
-{
-    static uint64_t dummy[8];
-    for (int i = 0; i < MOECTS_INPUTS_MAX; i++)
-        ptr[i] = i < in->nt && in->t[i].host ? in->t[i].host : dummy_for_empty ? (void *)dummy : NULL;
-}
-
 static void set_reason(moects_result *r, const char *fmt, const char *a, const char *b)
 {
     char buf[1024];
@@ -145,15 +139,16 @@ int moects__kernel_recipe(const moects_kernel *k, moects_op op)
 }
 
 /* The reference(s) of the cached case under recipe, once per (case, recipe), on tc->threads
- * OpenBLAS threads. An FP4 or moe_gemm (not W4A16) case whose kernels want both blockwise_v1 and
- * exact_v1 gets both from one pass (moects_ref_fp4_gemm_recipes, moects_ref_moe_gemm_recipes).
- * Timing and threads go to r. */
+ * OpenBLAS threads. A case whose op computes blockwise_v1 and exact_v1 in one pass (its entry's
+ * reference_pair) and whose kernels want both gets both at once. Timing and threads go to r. */
 static void compute_reference(worker_state *ws, const moects_case *c, moects_recipe recipe, const task_ctl *tc,
                               moects_result *r)
 {
     moects_inputs *in = &ws->in;
+    const moects__op_def *op = moects__op_of_inputs(in);
     const unsigned bw = 1u << MOECTS_RECIPE_FP4_BLOCKWISE_V1, ex = 1u << MOECTS_RECIPE_EXACT_V1;
-    int two = c->op == MOECTS_OP_FP4_GEMM || (c->op == MOECTS_OP_MOE_GEMM && in->mg.format != MOECTS_MOE_W4A16);
+    const char *names[4];
+    int two = op->reference_pair && op->recipes(c, names) >= 2;
     int both = two && (tc->recipes & bw) && (tc->recipes & ex) &&
                (recipe == MOECTS_RECIPE_FP4_BLOCKWISE_V1 || recipe == MOECTS_RECIPE_EXACT_V1) &&
                ws->ref_state[MOECTS_RECIPE_FP4_BLOCKWISE_V1] == 0 && ws->ref_state[MOECTS_RECIPE_EXACT_V1] == 0;
@@ -161,32 +156,21 @@ static void compute_reference(worker_state *ws, const moects_case *c, moects_rec
     if (!ws->ref[recipe]) return;
     moects_recipe other = recipe == MOECTS_RECIPE_EXACT_V1 ? MOECTS_RECIPE_FP4_BLOCKWISE_V1 : MOECTS_RECIPE_EXACT_V1;
     if (both && !(ws->ref[other] = xmalloc_ff(in->out_bytes))) both = 0; /* short of memory: one at a time */
-    void *hp[MOECTS_INPUTS_MAX];
-    host_ptrs(in, hp, 1);
     moects_op_args a;
-    moects_inputs_bind(in, hp, ws->ref[recipe], &a);
-    /* the FP4 and moe references spread their tiles over openblas_get_num_threads() threads;
-     * ep_gather's is single-threaded */
-    int fp4 = c->op != MOECTS_OP_EP_GATHER, before = openblas_get_num_threads();
+    moects__host_args(in, ws->ref[recipe], &a);
+    /* a GEMM's reference spreads its tiles over openblas_get_num_threads() threads; an op without
+     * ref_flops runs its reference on one */
+    int fp4 = op->ref_flops != NULL, before = openblas_get_num_threads();
     int th = !fp4 ? 1 : tc->threads > 0 ? tc->threads : before;
     announce(tc, PH_REFERENCE, r);
     if (fp4 && th != before) openblas_set_num_threads(th);
     double t = now_s();
     int rc;
-    if (!fp4) {
-        rc = moects_ref_ep_gather(&in->eg, &a.eg, recipe);
-    } else if (c->op == MOECTS_OP_MOE_GEMM && both) {
-        rc = moects_ref_moe_gemm_recipes(&in->mg, &a.mg, ws->ref[MOECTS_RECIPE_FP4_BLOCKWISE_V1],
-                                         ws->ref[MOECTS_RECIPE_EXACT_V1]);
-        ws->ref_state[other] = rc == 0 ? 1 : -1;
-    } else if (c->op == MOECTS_OP_MOE_GEMM) {
-        rc = moects_ref_moe_gemm(&in->mg, &a.mg, recipe);
-    } else if (both) {
-        rc = moects_ref_fp4_gemm_recipes(&in->fg, &a.fg, ws->ref[MOECTS_RECIPE_FP4_BLOCKWISE_V1],
-                                         ws->ref[MOECTS_RECIPE_EXACT_V1]);
+    if (both) {
+        rc = op->reference_pair(in, &a, ws->ref[MOECTS_RECIPE_FP4_BLOCKWISE_V1], ws->ref[MOECTS_RECIPE_EXACT_V1]);
         ws->ref_state[other] = rc == 0 ? 1 : -1;
     } else {
-        rc = moects_ref_fp4_gemm(&in->fg, &a.fg, recipe);
+        rc = op->reference(in, &a, recipe);
     }
     r->reference_s += now_s() - t;
     if (fp4 && th != before) openblas_set_num_threads(before);

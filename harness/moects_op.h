@@ -1,0 +1,111 @@
+/* moects_op.h: the op table (issue 26, DESIGN.md "The house"). Everything the harness knows of an op
+ * is one moects__op_def, filled by harness/ops/<op>.c; harness/ops/ops.def lists the ops. Every other
+ * place that depends on the op calls the table (tests/harness_layers.py counts op switches outside
+ * harness/ops/: none). Adding an op: its file in ops/, one line in ops.def, its references in ref/ and
+ * its derivation in cases/ (docs/extending.md). Internal: moects__ names. */
+#ifndef MOECTS_OP_H
+#define MOECTS_OP_H
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "moects.h"
+#include "moects_cases.h"
+#include "moects_diag.h"
+#include "moects_inputs.h"
+#include "moects_ref.h"
+
+/* A kernel's shape argument (what run() and supports() get), for any op. */
+typedef union {
+    moects_ep_gather_shape eg;
+    moects_fp4_gemm_shape fg;
+    moects_moe_gemm_shape mg;
+} moects__kshape;
+
+typedef struct moects__op_def {
+    moects_op op;
+    const char *name; /* "ep_gather": results.json, case files, kernel ids; = ops.def's name */
+
+    /* ---- a case, before its inputs exist ---- */
+    /* The kernel shape of case c (supports(), coverage; moe_gemm: M from the expected rows). */
+    void (*case_shape)(const moects_case *c, moects__kshape *s);
+    /* c's shape as the JSON object of a case file's and moects_case_json's "shape" (the ABI's field
+     * names, enums by name); in: the built inputs (fix ep_gather M_sum, moe_gemm M) or NULL (-1). */
+    json_t *(*shape_json)(const moects_case *c, const moects_inputs *in);
+    /* The reverse, from a case file's "shape" object into c: 0, or -1 with "PATH: moects.case:
+     * shape.FIELD: problem" in err. NULL: the case is the built-in registry's case of that id. */
+    int (*shape_parse)(const char *path, json_t *sh, moects_case *c, char *err, size_t errlen);
+    /* The recipe names of c, the first the one `verify` uses unless told (the built-in kernels'
+     * recipe); returns their count (at most 3). */
+    int (*recipes)(const moects_case *c, const char **names);
+    /* Rough work in element operations (the runner's order, largest first). */
+    double (*cost)(const moects_case *c);
+    /* Bytes of the main buffers, an upper bound (the memory budget of parallel workers). */
+    double (*bytes)(const moects_case *c);
+    /* 2MNK of a GEMM (the reference's slot weight); NULL: the reference runs on one thread. */
+    double (*ref_flops)(const moects_case *c);
+    /* coverage: the shape key ("N=7168 K=2048") and the case's dims one by one ("OP|K=2048"). */
+    void (*shape_key)(const moects_case *c, char *dst, size_t cap);
+    int (*dims)(const moects_case *c, const char *op, char out[3][96]);
+    /* coverage: the variants of the op's ids split into columns ("fp4_gemm.mxfp4/" as "MXFP4"); NULL none. */
+    const char *const *split_prefix, *const *split_label;
+
+    /* ---- its inputs (harness/moects_inputs.h) ---- */
+    /* Fill in (zeroed) from (c, seed): 0; -1 the generator cannot satisfy c; -2 out of memory (err). */
+    int (*build)(const moects_case *c, uint64_t seed, int64_t pool_min, moects_inputs *in, char *err,
+                 size_t errlen);
+    const void *(*shape)(const moects_inputs *in); /* &in->eg, &in->fg or &in->mg */
+    /* The op's args with tensor i at ptr[i] and the output at out (absent tensors NULL). */
+    void (*bind)(const moects_inputs *in, void *const ptr[MOECTS_INPUTS_MAX], void *out, moects_op_args *args);
+    /* Bytes of one row of input slot i, or of the output (i = -1): the guard's minimum canary. */
+    size_t (*row_bytes)(const moects_inputs *in, int i);
+    /* Input j's dtype and dims with row structure, per the ABI (t holds its name, data and bytes; dims
+     * left unset: its bytes, 1-D): 0, or 1 when the format or layout has no such tensor. The output's
+     * dims (t holds name, dtype, bytes, ndim 2). */
+    int (*describe)(const moects_inputs *in, int j, moects_tensor_info *t);
+    void (*describe_out)(const moects_inputs *in, moects_tensor_info *t);
+    /* The case's scalars (fp4_gemm "alpha", "gs_a", "gs_b") as a JSON object; NULL: none. */
+    json_t *(*scalars)(const moects_inputs *in);
+
+    /* ---- reference, bound, verdict ---- */
+    /* The reference under recipe r into a's output: 0, or -1 refused. */
+    int (*reference)(const moects_inputs *in, const moects_op_args *a, moects_recipe r);
+    /* blockwise_v1 and exact_v1 from one pass, for a case whose recipes() lists at least two; NULL: none. */
+    int (*reference_pair)(const moects_inputs *in, const moects_op_args *a, void *blockwise, void *exact);
+    /* Per-element bounds of accumulation class cls (and the accumulation check's inputs, st); NULL:
+     * the op has no bounded claim. 0, or -1. */
+    int (*bound)(const moects_inputs *in, const moects_op_args *a, const moects_acc_class *cls, double *bound,
+                 const moects_bound_stats *st);
+    int64_t (*reduction_k)(const moects_inputs *in); /* the GEMM's K of a bounded case */
+    /* The output's coordinates for the diagnostics (moects_out_geom, harness/moects_diag.h). */
+    void (*geometry)(const moects_inputs *in, moects_out_geom *g);
+    /* Why a kernel's claim of recipe cannot be judged on c ("which W4A16 does not have ..."), or NULL. */
+    const char *(*claim_refused)(const moects_case *c, moects_recipe recipe);
+
+    /* ---- --perf ---- */
+    const char *perf_unit, *perf_key; /* "GB/s" "gbps" (bytes moved) or "TFLOP/s" "tflops" (2MNK) */
+    /* Bytes moved by the kernel; or, for a GEMM, -1 with its M, N, K in mnk. */
+    double (*perf_bytes)(const moects_inputs *in, long mnk[3]);
+} moects__op_def;
+
+/* The table entry of op, or NULL for an op no entry has. */
+const moects__op_def *moects__op(moects_op op);
+/* Every entry, in ops.def's order; *n their count. */
+const moects__op_def *const *moects__ops(size_t *n);
+/* The same as moects__op(in->op) / moects__op(c->op), for inputs that were built (never NULL). */
+const moects__op_def *moects__op_of_inputs(const moects_inputs *in);
+
+/* The op's kernel shape of case c (zeroed, op unknown). */
+void moects__case_kshape(const moects_case *c, moects__kshape *s);
+/* The op's args over the host tensors of built inputs (tensors of no bytes: a non-NULL dummy, as the
+ * references want) and the output at out. */
+void moects__host_args(const moects_inputs *in, void *out, moects_op_args *a);
+/* The reference of built inputs under recipe r into out (out_bytes): 0, or -1 refused. */
+int moects__reference(const moects_inputs *in, moects_recipe r, void *out);
+
+/* The op entries (harness/ops/<op>.c). */
+#define MOECTS_OP_DEF(e, n, def) extern const moects__op_def def;
+#include "ops/ops.def"
+#undef MOECTS_OP_DEF
+
+#endif

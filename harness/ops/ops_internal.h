@@ -1,0 +1,46 @@
+/* ops_internal.h: what the op files of harness/ops/ share (inputs.c, describe.c), and nothing outside
+ * the room uses. */
+#ifndef MOECTS_OPS_INTERNAL_H
+#define MOECTS_OPS_INTERNAL_H
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "moects.h"
+#include "moects_cases.h"
+#include "moects_inputs.h"
+
+#define POOL_ELEMS (1ll << 20) /* elements of the random pool large tensors are tiled from */
+
+/* Draw i of a tensor's stream (moects_input_u64). */
+static inline uint64_t moects__draw(uint64_t key, uint64_t i) { return moects_input_u64(key, i); }
+
+/* Tensor slot i of in, between guard pages (zero bytes: NULL); in->op set. 0, or -2 with "case ID:
+ * out of host memory (N bytes for NAME)" in err. */
+int moects__input_alloc(moects_inputs *in, int i, const char *name, size_t bytes, const char *id, char *err,
+                        size_t errlen);
+float moects__f32_bits(uint32_t u);
+/* One BF16 activation (bits) of column col for data mode d from a draw u (ep_gather x, moe_gemm W4A16 A). */
+uint16_t moects__bf16_input(moects_data d, uint64_t u, int64_t col);
+/* Expert j of token t under c's routing: distinct from prev[0..j), not excl, not in [xlo, xhi). */
+int64_t moects__pick_expert(const moects_case *c, uint64_t key, const int64_t *prev, int64_t t, int64_t j,
+                            int64_t first_local, int64_t excl, int64_t xlo, int64_t xhi);
+/* A block-scale code of format f (UE8M0 for MXFP4, UE4M3 for NVFP4) for data mode d from a draw u. */
+uint8_t moects__fp4_scale_code(moects_fp4_format f, moects_data d, uint64_t u);
+
+/* ---- describe.c: tensor descriptions and shape JSON ---- */
+#define MOECTS__DT_U8 ((moects_dtype)0) /* bytes: codes, UE8M0 / E4M3 scales ("U8") */
+/* "BF16", "F32", "I32", "I64"; "U8" for anything else. */
+const char *moects__abi_dtype(moects_dtype d);
+/* t as a 2-D [a, b] tensor of dt (b 0 and ndim set to 1 by the caller for 1-D). */
+void moects__tinfo_2d(moects_tensor_info *t, moects_dtype dt, int64_t a, int64_t b);
+/* "mxfp4"/"nvfp4", "linear"/"swizzled_128x4". */
+const char *moects__fp4_format_name(moects_fp4_format f);
+const char *moects__scale_layout_name(moects_scale_layout l);
+/* Field readers of a case file's "shape" object: 0, or -1 with "PATH: moects.case: shape.F: problem". */
+int moects__json_int(const char *path, json_t *o, const char *field, int64_t *v, char *err, size_t errlen);
+int moects__json_dtype(const char *path, const char *field, json_t *o, moects_dtype *d, char *err, size_t errlen);
+int moects__json_fp4(const char *path, json_t *sh, moects_fp4_format *f, moects_scale_layout *l, char *err,
+                     size_t errlen);
+
+#endif
