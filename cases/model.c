@@ -1,6 +1,7 @@
 /* model.c: load one model's MoE dims from a registry file (cases/models/NAME.json) or from a raw
  * Hugging Face config.json of any MoE family. DESIGN.md "Cases". */
 #include <ctype.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -311,49 +312,61 @@ static void describe_quant(const json_t *root, const json_t *sec, char *dst, siz
     moects__copy(dst, n, o ? buf : "unknown");
 }
 
-static int load_hf(ctx *c, const json_t *root, moects_model *m)
+/* A HF config being read: its language model's section (pre: its key path, "text_config."), DBRX's
+ * ffn_config (fpre), and the source line of the fields read so far. */
+typedef struct {
+    ctx *c;
+    const json_t *root, *sec, *ffn;
+    char pre[40], fpre[56];
+    int dbrx;
+    char src[512];
+    size_t so;
+} hf_read;
+
+__attribute__((format(printf, 2, 3))) static void src_add(hf_read *h, const char *fmt, ...)
 {
-    const json_t *family = json_object_get(root, "model_type");
-    if (json_is_string(family)) { /* the file's bytes: made one line, as every error is */
-        snprintf(c->family, sizeof c->family, " (model_type %.60s)", json_string_value(family));
-        moects__oneline(c->family);
-    }
-    /* Multimodal configs nest the language model (Kimi K3: text_config). */
+    if (h->so >= sizeof h->src) return;
+    va_list ap;
+    va_start(ap, fmt);
+    h->so += (size_t)vsnprintf(h->src + h->so, sizeof h->src - h->so, fmt, ap);
+    va_end(ap);
+}
+
+/* Multimodal configs nest the language model (Kimi K3: text_config); DBRX keeps its MoE fields in
+ * ffn_config and names the width d_model. */
+static void hf_section(hf_read *h)
+{
     static const char *const nests[] = {"text_config", "language_config", "llm_config", "thinker_config", NULL};
-    const json_t *sec = root;
-    char pre[40] = "";
-    if (!has_any(root, EXPERT_KEYS)) {
+    h->sec = h->root;
+    if (!has_any(h->root, EXPERT_KEYS)) {
         for (const char *const *k = nests; *k; k++) {
-            const json_t *t = json_object_get(root, *k);
+            const json_t *t = json_object_get(h->root, *k);
             if (json_is_object(t) && (has_any(t, EXPERT_KEYS) || json_object_get(t, "hidden_size"))) {
-                sec = t;
-                snprintf(pre, sizeof pre, "%s.", *k);
+                h->sec = t;
+                snprintf(h->pre, sizeof h->pre, "%s.", *k);
                 break;
             }
         }
     }
-    /* DBRX keeps its MoE fields in ffn_config and names the width d_model. */
-    const json_t *ffn = json_object_get(sec, "ffn_config");
-    int dbrx = json_is_object(ffn) && json_object_get(ffn, "moe_num_experts");
-    char fpre[56];
-    snprintf(fpre, sizeof fpre, "%sffn_config.", pre);
+    h->ffn = json_object_get(h->sec, "ffn_config");
+    h->dbrx = json_is_object(h->ffn) && json_object_get(h->ffn, "moe_num_experts");
+    snprintf(h->fpre, sizeof h->fpre, "%sffn_config.", h->pre);
+}
 
-    char src[512];
-    size_t so = 0;
-#define SRC(...) (so += (so < sizeof src ? (size_t)snprintf(src + so, sizeof src - so, __VA_ARGS__) : 0))
-    SRC("%s:", c->path);
-
-    const char *used = NULL;
+/* hidden_size and the routed expert count; *expert_key: the field the count came from. 0 or -1. */
+static int hf_experts(hf_read *h, moects_model *m, const char **expert_key)
+{
+    ctx *c = h->c;
+    const char *used = NULL, *pre = h->pre;
     static const char *const HID[] = {"hidden_size", "d_model", NULL};
-    int r = get_synonym(c, sec, pre, HID, 1, MOECTS__MAX_WIDTH, &m->hidden_size, &used);
-    if (r < 0 || (r == 1 && null_field(c, sec, pre, HID))) return -1;
+    int r = get_synonym(c, h->sec, pre, HID, 1, MOECTS__MAX_WIDTH, &m->hidden_size, &used);
+    if (r < 0 || (r == 1 && null_field(c, h->sec, pre, HID))) return -1;
     if (r == 1) return moects__fail(c->err, c->errlen, "%s: %shidden_size: missing field", c->path, pre);
-    SRC(" %s%s", pre, used);
-
-    r = dbrx ? get_synonym(c, ffn, fpre, (const char *const[]){"moe_num_experts", NULL}, 0, MOECTS__MAX_EXPERTS,
-                           &m->routed_experts, &used)
-             : get_synonym(c, sec, pre, EXPERT_KEYS, 0, MOECTS__MAX_EXPERTS, &m->routed_experts, &used);
-    if (r < 0 || (r == 1 && !dbrx && null_field(c, sec, pre, EXPERT_KEYS))) return -1;
+    src_add(h, " %s%s", pre, used);
+    r = h->dbrx ? get_synonym(c, h->ffn, h->fpre, (const char *const[]){"moe_num_experts", NULL}, 0,
+                              MOECTS__MAX_EXPERTS, &m->routed_experts, &used)
+                : get_synonym(c, h->sec, pre, EXPERT_KEYS, 0, MOECTS__MAX_EXPERTS, &m->routed_experts, &used);
+    if (r < 0 || (r == 1 && !h->dbrx && null_field(c, h->sec, pre, EXPERT_KEYS))) return -1;
     if (r == 1)
         return moects__fail(c->err, c->errlen,
                             "%s: %sn_routed_experts: not an MoE config (none of n_routed_experts, num_experts, "
@@ -361,34 +374,38 @@ static int load_hf(ctx *c, const json_t *root, moects_model *m)
                             c->path, pre);
     if (m->routed_experts < 2)
         return moects__fail(c->err, c->errlen, "%s: %s%s: not an MoE config (%lld routed experts)", c->path,
-                            dbrx ? fpre : pre, used, (long long)m->routed_experts);
-    SRC(", %s%s", dbrx ? fpre : pre, used);
-    const char *expert_key = used;
+                            h->dbrx ? h->fpre : pre, used, (long long)m->routed_experts);
+    src_add(h, ", %s%s", h->dbrx ? h->fpre : pre, used);
+    *expert_key = used;
+    return 0;
+}
 
-    /* The routed expert's width. Families counting experts in num_local_experts (Mixtral, gpt-oss,
-     * Llama 4) size them with intermediate_size, and so do a few counting in num_experts (model_type
-     * olmoe, jamba, grok-1); DBRX with ffn_config.ffn_hidden_size. The others (n_routed_experts:
-     * DeepSeek-V3, Kimi, GLM-4.5; num_experts: Qwen3-MoE; moe_num_experts: Ernie 4.5) have dense
-     * MLP layers too, of width intermediate_size: theirs is moe_intermediate_size alone (the
-     * families' modeling code in vLLM and transformers reads it so). */
+/* The routed expert's width. Families counting experts in num_local_experts (Mixtral, gpt-oss,
+ * Llama 4) size them with intermediate_size, and so do a few counting in num_experts (model_type
+ * olmoe, jamba, grok-1); DBRX with ffn_config.ffn_hidden_size. The others (n_routed_experts:
+ * DeepSeek-V3, Kimi, GLM-4.5; num_experts: Qwen3-MoE; moe_num_experts: Ernie 4.5) have dense MLP
+ * layers too, of width intermediate_size: theirs is moe_intermediate_size alone (the families'
+ * modeling code in vLLM and transformers reads it so). 0 or -1. */
+static int hf_width(hf_read *h, moects_model *m, const char *expert_key)
+{
+    ctx *c = h->c;
+    const char *used = NULL, *pre = h->pre;
     static const char *const MOEI[] = {"moe_intermediate_size", NULL};
     static const char *const DENSEI[] = {"intermediate_size", NULL};
     static const char *const DENSE_EXPERT_TYPES[] = {"olmoe", "jamba", "grok-1", NULL};
-    const json_t *mt = json_object_get(sec, "model_type");
-    if (!json_is_string(mt)) mt = json_object_get(root, "model_type");
-    int dense_ok = !dbrx && !strcmp(expert_key, "num_local_experts");
+    const json_t *mt = json_object_get(h->sec, "model_type");
+    if (!json_is_string(mt)) mt = json_object_get(h->root, "model_type");
+    int dbrx = h->dbrx, dense_ok = !dbrx && !strcmp(expert_key, "num_local_experts");
     for (const char *const *t = DENSE_EXPERT_TYPES; *t && !dbrx && json_is_string(mt); t++)
         dense_ok |= !strcmp(json_string_value(mt), *t);
-    r = dbrx ? get_synonym(c, ffn, fpre, (const char *const[]){"ffn_hidden_size", NULL}, 1, MOECTS__MAX_WIDTH,
-                           &m->moe_intermediate_size, &used)
-             : get_synonym(c, sec, pre, MOEI, 1, MOECTS__MAX_WIDTH, &m->moe_intermediate_size, &used);
-    if (r == 1 && dense_ok)
-        r = get_synonym(c, sec, pre, DENSEI, 1, MOECTS__MAX_WIDTH, &m->moe_intermediate_size, &used);
+    int r = dbrx ? get_synonym(c, h->ffn, h->fpre, (const char *const[]){"ffn_hidden_size", NULL}, 1, MOECTS__MAX_WIDTH,
+                               &m->moe_intermediate_size, &used)
+                 : get_synonym(c, h->sec, pre, MOEI, 1, MOECTS__MAX_WIDTH, &m->moe_intermediate_size, &used);
+    if (r == 1 && dense_ok) r = get_synonym(c, h->sec, pre, DENSEI, 1, MOECTS__MAX_WIDTH, &m->moe_intermediate_size, &used);
     if (r < 0 ||
-        (r == 1 && !dbrx && (null_field(c, sec, pre, MOEI) || (dense_ok && null_field(c, sec, pre, DENSEI)))))
+        (r == 1 && !dbrx && (null_field(c, h->sec, pre, MOEI) || (dense_ok && null_field(c, h->sec, pre, DENSEI)))))
         return -1;
-    if (r == 1 && dbrx)
-        return moects__fail(c->err, c->errlen, "%s: %sffn_hidden_size: missing field", c->path, fpre);
+    if (r == 1 && dbrx) return moects__fail(c->err, c->errlen, "%s: %sffn_hidden_size: missing field", c->path, h->fpre);
     if (r == 1 && dense_ok)
         return moects__fail(c->err, c->errlen, "%s: %smoe_intermediate_size: missing field (nor intermediate_size)",
                             c->path, pre);
@@ -397,57 +414,84 @@ static int load_hf(ctx *c, const json_t *root, moects_model *m)
                             "%s: %smoe_intermediate_size: missing field (the routed experts' width; with %s%s, "
                             "intermediate_size is the dense MLP's)",
                             c->path, pre, pre, expert_key);
-    SRC(", %s%s", dbrx ? fpre : pre, used);
+    src_add(h, ", %s%s", dbrx ? h->fpre : pre, used);
+    return 0;
+}
 
-    r = dbrx ? get_synonym(c, ffn, fpre, (const char *const[]){"moe_top_k", NULL}, 1, MOECTS__MAX_TOPK,
-                           &m->experts_per_token, &used)
-             : get_synonym(c, sec, pre, TOPK_KEYS, 1, MOECTS__MAX_TOPK, &m->experts_per_token, &used);
-    if (r < 0 || (r == 1 && !dbrx && null_field(c, sec, pre, TOPK_KEYS))) return -1;
+/* Experts per token. 0 or -1. */
+static int hf_topk(hf_read *h, moects_model *m)
+{
+    ctx *c = h->c;
+    const char *used = NULL, *pre = h->pre;
+    int r = h->dbrx ? get_synonym(c, h->ffn, h->fpre, (const char *const[]){"moe_top_k", NULL}, 1, MOECTS__MAX_TOPK,
+                                  &m->experts_per_token, &used)
+                    : get_synonym(c, h->sec, pre, TOPK_KEYS, 1, MOECTS__MAX_TOPK, &m->experts_per_token, &used);
+    if (r < 0 || (r == 1 && !h->dbrx && null_field(c, h->sec, pre, TOPK_KEYS))) return -1;
     if (r == 1)
         return moects__fail(c->err, c->errlen, "%s: %snum_experts_per_tok: missing field (nor experts_per_token)",
                             c->path, pre);
     if (m->experts_per_token > m->routed_experts)
         return moects__fail(c->err, c->errlen, "%s: %s%s: exceeds the routed expert count (%lld > %lld)", c->path,
-                            dbrx ? fpre : pre, used, (long long)m->experts_per_token, (long long)m->routed_experts);
-    SRC(", %s%s", dbrx ? fpre : pre, used);
+                            h->dbrx ? h->fpre : pre, used, (long long)m->experts_per_token, (long long)m->routed_experts);
+    src_add(h, ", %s%s", h->dbrx ? h->fpre : pre, used);
+    return 0;
+}
 
-    r = get_synonym(c, sec, pre, SHARED_KEYS, 0, MOECTS__MAX_EXPERTS, &m->shared_experts, &used);
+/* Shared experts (a count, or one when a shared width is set), the latent width, the activation
+ * (gated unless it says otherwise). 0 or -1. */
+static int hf_rest(hf_read *h, moects_model *m)
+{
+    ctx *c = h->c;
+    const char *used = NULL, *pre = h->pre;
+    int r = get_synonym(c, h->sec, pre, SHARED_KEYS, 0, MOECTS__MAX_EXPERTS, &m->shared_experts, &used);
     if (r < 0) return -1;
     if (r == 0) {
-        SRC(", %s%s", pre, used);
+        src_add(h, ", %s%s", pre, used);
     } else {
         int64_t w = 0;
-        r = get_synonym(c, sec, pre, SHARED_WIDTH_KEYS, 0, MOECTS__MAX_WIDTH, &w, &used);
+        r = get_synonym(c, h->sec, pre, SHARED_WIDTH_KEYS, 0, MOECTS__MAX_WIDTH, &w, &used);
         if (r < 0) return -1;
         m->shared_experts = (r == 0 && w > 0) ? 1 : 0;
-        if (r == 0) SRC(", shared from %s%s=%lld", pre, used, (long long)w);
-        else SRC(", shared 0 (no field)");
+        if (r == 0) src_add(h, ", shared from %s%s=%lld", pre, used, (long long)w);
+        else src_add(h, ", shared 0 (no field)");
     }
-
     m->latent_size = 0;
-    r = get_synonym(c, sec, pre, LATENT_KEYS, 1, MOECTS__MAX_WIDTH, &m->latent_size, &used);
+    r = get_synonym(c, h->sec, pre, LATENT_KEYS, 1, MOECTS__MAX_WIDTH, &m->latent_size, &used);
     if (r < 0) return -1;
-    if (r == 0) SRC(", latent %s%s", pre, used);
-
+    if (r == 0) src_add(h, ", latent %s%s", pre, used);
     m->gated = 1;
     const char *act = NULL;
     for (const char *const *k = ACT_KEYS; *k && !act; k++) {
-        const json_t *v = json_object_get(sec, *k);
+        const json_t *v = json_object_get(h->sec, *k);
         if (!v) continue;
         if (!json_is_string(v))
             return moects__fail(c->err, c->errlen, "%s: %s%s: wrong type (%s, expected string)", c->path, pre, *k,
                                 type_name(v));
         act = json_string_value(v);
         m->gated = act_is_gated(act);
-        SRC("; %s: %s%s=%s", m->gated ? "gated" : "not gated", pre, *k, act);
+        src_add(h, "; %s: %s%s=%s", m->gated ? "gated" : "not gated", pre, *k, act);
     }
-    if (!act) SRC("; gated: default (no activation field)");
-#undef SRC
-    if (so >= sizeof src) memcpy(src + sizeof src - 4, "...", 4);
-    moects__copy(m->source, sizeof m->source, src);
-    describe_quant(root, sec, m->release_quantization, sizeof m->release_quantization);
+    if (!act) src_add(h, "; gated: default (no activation field)");
+    return 0;
+}
+
+static int load_hf(ctx *c, const json_t *root, moects_model *m)
+{
+    const json_t *family = json_object_get(root, "model_type");
+    if (json_is_string(family)) { /* the file's bytes: made one line, as every error is */
+        snprintf(c->family, sizeof c->family, " (model_type %.60s)", json_string_value(family));
+        moects__oneline(c->family);
+    }
+    hf_read h = {.c = c, .root = root};
+    hf_section(&h);
+    src_add(&h, "%s:", c->path);
+    const char *expert_key = NULL;
+    if (hf_experts(&h, m, &expert_key) || hf_width(&h, m, expert_key) || hf_topk(&h, m) || hf_rest(&h, m)) return -1;
+    if (h.so >= sizeof h.src) memcpy(h.src + sizeof h.src - 4, "...", 4);
+    moects__copy(m->source, sizeof m->source, h.src);
+    describe_quant(root, h.sec, m->release_quantization, sizeof m->release_quantization);
     name_from_path(c->path, m->name, sizeof m->name, m->hf_id, sizeof m->hf_id);
-    const json_t *np = json_object_get(sec, "_name_or_path");
+    const json_t *np = json_object_get(h.sec, "_name_or_path");
     if (!m->hf_id[0] && json_is_string(np)) moects__copy(m->hf_id, sizeof m->hf_id, json_string_value(np));
     return 0;
 }

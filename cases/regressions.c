@@ -258,25 +258,34 @@ static int check_case(const rctx *r, const moects_case *c)
     return 0;
 }
 
-static int load_entry(rctx *r, const json_t *ent, const char *cls, const char *source, moects_case_list *out,
-                      size_t first)
+/* One entry of a regression file as read so far: its op (1 ep_gather, 2 fp4_gemm, 4 moe_gemm), id
+ * template, tiers, map and gemm, and each field's value list. */
+typedef struct {
+    int op;
+    const char *tmpl;
+    unsigned tiers;
+    int has_map; /* -1: from ep_size */
+    char gemm[8];
+    const json_t *lists[NF];
+    size_t count[NF], idx[NF];
+} entry;
+
+/* op, name and tiers. 0, or -1 (FAIL). */
+static int entry_head(rctx *r, const json_t *ent, entry *e)
 {
     if (!json_is_object(ent)) return FAIL(r, "%s: cases[%zu]: not a JSON object", r->path, r->ci);
     const json_t *opv = json_object_get(ent, "op");
     if (!opv) return FAIL(r, "%s: cases[%zu].op: missing field", r->path, r->ci);
     if (!json_is_string(opv)) return FAIL(r, "%s: cases[%zu].op: wrong type (expected string)", r->path, r->ci);
-    int op;
     if (str_enum(r, "op", json_string_value(opv), (const char *const[]){"ep_gather", "fp4_gemm", "moe_gemm", NULL},
-                 &op))
+                 &e->op))
         return -1;
-    op = 1 << op; /* 1 ep_gather, 2 fp4_gemm, 4 moe_gemm */
+    e->op = 1 << e->op; /* 1 ep_gather, 2 fp4_gemm, 4 moe_gemm */
     const json_t *namev = json_object_get(ent, "name");
     if (!namev) return FAIL(r, "%s: cases[%zu].name: missing field", r->path, r->ci);
     if (!json_is_string(namev) || !*json_string_value(namev))
         return FAIL(r, "%s: cases[%zu].name: wrong type (expected non-empty string)", r->path, r->ci);
-    const char *tmpl = json_string_value(namev);
-
-    unsigned tiers = 0;
+    e->tmpl = json_string_value(namev);
     const json_t *tv = json_object_get(ent, "tiers");
     if (!tv) return FAIL(r, "%s: cases[%zu].tiers: missing field", r->path, r->ci);
     if (!json_is_array(tv) || !json_array_size(tv))
@@ -286,18 +295,23 @@ static int load_entry(rctx *r, const json_t *ent, const char *cls, const char *s
         moects_tier tier;
         if (!json_is_string(t) || moects_tier_parse(json_string_value(t), &tier))
             return FAIL(r, "%s: cases[%zu].tiers[%zu]: not one of smoke, full, large", r->path, r->ci, i);
-        tiers |= tier;
+        e->tiers |= tier;
     }
-    if (tiers & MOECTS_TIER_SMOKE) tiers |= MOECTS_TIER_FULL;
+    if (e->tiers & MOECTS_TIER_SMOKE) e->tiers |= MOECTS_TIER_FULL;
+    return 0;
+}
 
-    int has_map = -1;
+/* map and gemm; every key known and of this op; the op's required fields present. 0, or -1 (FAIL). */
+static int entry_keys(rctx *r, const json_t *ent, entry *e)
+{
+    const int op = e->op;
+    e->has_map = -1;
     const json_t *mv = json_object_get(ent, "map");
     if (mv) {
         if (op != 1) return FAIL(r, "%s: cases[%zu].map: not a field of fp4_gemm", r->path, r->ci);
         if (!json_is_boolean(mv)) return FAIL(r, "%s: cases[%zu].map: wrong type (expected boolean)", r->path, r->ci);
-        has_map = json_is_true(mv);
+        e->has_map = json_is_true(mv);
     }
-    char gemm[8] = "";
     const json_t *gv = json_object_get(ent, "gemm");
     if (gv) {
         if (op == 1) return FAIL(r, "%s: cases[%zu].gemm: not a field of ep_gather", r->path, r->ci);
@@ -305,10 +319,8 @@ static int load_entry(rctx *r, const json_t *ent, const char *cls, const char *s
         if (!json_is_string(gv)) return FAIL(r, "%s: cases[%zu].gemm: wrong type (expected string)", r->path, r->ci);
         if (str_enum(r, "gemm", json_string_value(gv), (const char *const[]){"gemm1", "gemm2", "", NULL}, &gi))
             return -1;
-        moects__copy(gemm, sizeof gemm, json_string_value(gv));
+        moects__copy(e->gemm, sizeof e->gemm, json_string_value(gv));
     }
-
-    /* Every key must be known and belong to this op. */
     const char *key;
     json_t *val;
     json_object_foreach((json_t *)ent, key, val)
@@ -327,84 +339,97 @@ static int load_entry(rctx *r, const json_t *ent, const char *cls, const char *s
                      REQ_MOE[] = {F_E, F_N, F_KK, F_FMT, F_COUNTS};
     for (int i = 0; i < 5; i++) {
         int f = op == 1 ? REQ_G[i] : op == 2 ? REQ_F[i] : REQ_MOE[i];
-        if (f < 0) continue;
-        if (!json_object_get(ent, FIELDS[f].key))
+        if (f >= 0 && !json_object_get(ent, FIELDS[f].key))
             return FAIL(r, "%s: cases[%zu].%s: missing field", r->path, r->ci, FIELDS[f].key);
     }
+    return 0;
+}
 
-    /* The value lists; a field with several values must be named in the template. */
-    const json_t *lists[NF] = {0};
-    size_t count[NF], idx[NF];
+/* The value lists; a field with several values must be named in the template. 0, or -1 (FAIL). */
+static int entry_lists(rctx *r, const json_t *ent, entry *e)
+{
     for (int f = 0; f < NF; f++) {
-        count[f] = 1;
-        idx[f] = 0;
+        e->count[f] = 1;
+        e->idx[f] = 0;
         const json_t *v = json_object_get(ent, FIELDS[f].key);
         if (!v) continue;
-        lists[f] = v;
-        if (json_is_array(v)) {
-            count[f] = json_array_size(v);
-            if (!count[f]) return FAIL(r, "%s: cases[%zu].%s: empty list", r->path, r->ci, FIELDS[f].key);
-            char ph[24];
-            snprintf(ph, sizeof ph, "{%s}", FIELDS[f].key);
-            if (count[f] > 1 && !(op != 1 && f == F_FMT) && !strstr(tmpl, ph))
-                return FAIL(r, "%s: cases[%zu].name: %s has %zu values but %s is not in \"%s\" (ids would repeat)",
-                            r->path, r->ci, FIELDS[f].key, count[f], ph, tmpl);
-        }
+        e->lists[f] = v;
+        if (!json_is_array(v)) continue;
+        e->count[f] = json_array_size(v);
+        if (!e->count[f]) return FAIL(r, "%s: cases[%zu].%s: empty list", r->path, r->ci, FIELDS[f].key);
+        char ph[24];
+        snprintf(ph, sizeof ph, "{%s}", FIELDS[f].key);
+        if (e->count[f] > 1 && !(e->op != 1 && f == F_FMT) && !strstr(e->tmpl, ph))
+            return FAIL(r, "%s: cases[%zu].name: %s has %zu values but %s is not in \"%s\" (ids would repeat)", r->path,
+                        r->ci, FIELDS[f].key, e->count[f], ph, e->tmpl);
     }
+    return 0;
+}
+
+/* The case of the entry's current combination of values (e->idx) into c, cur its values. 0 or -1. */
+static int entry_case(rctx *r, const entry *e, const char *source, moects_case *c, const json_t *cur[NF])
+{
+    const int op = e->op;
+    memset(c, 0, sizeof *c);
+    moects__copy(c->model, sizeof c->model, "regression");
+    moects__copy(c->layout, sizeof c->layout, "-");
+    if (moects__copy(c->source, sizeof c->source, source))
+        return FAIL(r, "%s: source: too long (max %zu bytes)", r->path, sizeof c->source - 1);
+    c->op = op == 1 ? MOECTS_OP_EP_GATHER : op == 2 ? MOECTS_OP_FP4_GEMM : MOECTS_OP_MOE_GEMM;
+    c->tiers = e->tiers;
+    c->out_dtype = MOECTS_BF16;
+    if (op == 1) c->ep_size = 1, c->id_dtype = MOECTS_I32;
+    else moects__copy(c->gemm, sizeof c->gemm, e->gemm);
+    if (op == 4) {
+        c->rows = MOECTS_ROWS_CONTIGUOUS;
+        c->b_format = (moects_fp4_format)0; /* from the format unless given */
+        c->align = 0;
+        c->ep_size = 1;
+    }
+    int rank_last = 0;
+    for (int f = 0; f < NF; f++) {
+        cur[f] = NULL;
+        if (!e->lists[f]) continue;
+        cur[f] = json_is_array(e->lists[f]) ? json_array_get(e->lists[f], e->idx[f]) : e->lists[f];
+        if (apply(r, f, cur[f], c, &rank_last)) return -1;
+    }
+    if (op == 1) {
+        if (rank_last) c->ep_rank = c->ep_size - 1;
+        c->has_map = e->has_map >= 0 ? e->has_map : c->ep_size > 1;
+    }
+    if (op == 4) {
+        c->E_global = c->E;
+        if (!c->b_format) c->b_format = c->moe_format == MOECTS_MOE_NVFP4 ? MOECTS_FP4_NVFP4 : MOECTS_FP4_MXFP4;
+        if (!c->align) c->align = c->rows == MOECTS_ROWS_CONTIGUOUS ? 128 : 1;
+        if (c->moe_format == MOECTS_MOE_W4A8 && !c->a_scale_block) c->a_scale_block = 128;
+    }
+    return check_case(r, c);
+}
+
+static int load_entry(rctx *r, const json_t *ent, const char *cls, const char *source, moects_case_list *out,
+                      size_t first)
+{
+    entry e;
+    memset(&e, 0, sizeof e);
+    if (entry_head(r, ent, &e) || entry_keys(r, ent, &e) || entry_lists(r, ent, &e)) return -1;
+    const int op = e.op;
     for (;;) {
         moects_case c;
-        memset(&c, 0, sizeof c);
-        moects__copy(c.model, sizeof c.model, "regression");
-        moects__copy(c.layout, sizeof c.layout, "-");
-        if (moects__copy(c.source, sizeof c.source, source))
-            return FAIL(r, "%s: source: too long (max %zu bytes)", r->path, sizeof c.source - 1);
-        c.op = op == 1 ? MOECTS_OP_EP_GATHER : op == 2 ? MOECTS_OP_FP4_GEMM : MOECTS_OP_MOE_GEMM;
-        c.tiers = tiers;
-        c.out_dtype = MOECTS_BF16;
-        if (op == 1) {
-            c.ep_size = 1;
-            c.id_dtype = MOECTS_I32;
-        } else {
-            moects__copy(c.gemm, sizeof c.gemm, gemm);
-        }
-        if (op == 4) {
-            c.rows = MOECTS_ROWS_CONTIGUOUS;
-            c.b_format = (moects_fp4_format)0; /* from the format unless given */
-            c.align = 0;
-            c.ep_size = 1;
-        }
-        const json_t *cur[NF] = {0};
-        int rank_last = 0;
-        for (int f = 0; f < NF; f++) {
-            if (!lists[f]) continue;
-            cur[f] = json_is_array(lists[f]) ? json_array_get(lists[f], idx[f]) : lists[f];
-            if (apply(r, f, cur[f], &c, &rank_last)) return -1;
-        }
-        if (op == 1) {
-            if (rank_last) c.ep_rank = c.ep_size - 1;
-            c.has_map = has_map >= 0 ? has_map : c.ep_size > 1;
-        }
-        if (op == 4) {
-            c.E_global = c.E;
-            if (!c.b_format) c.b_format = c.moe_format == MOECTS_MOE_NVFP4 ? MOECTS_FP4_NVFP4 : MOECTS_FP4_MXFP4;
-            if (!c.align) c.align = c.rows == MOECTS_ROWS_CONTIGUOUS ? 128 : 1;
-            if (c.moe_format == MOECTS_MOE_W4A8 && !c.a_scale_block) c.a_scale_block = 128;
-        }
-        if (check_case(r, &c)) return -1;
+        const json_t *cur[NF];
+        if (entry_case(r, &e, source, &c, cur)) return -1;
         char name[192];
-        if (render(r, tmpl, cur, &c, name, sizeof name, op)) return -1;
+        if (render(r, e.tmpl, cur, &c, name, sizeof name, op)) return -1;
         int n = snprintf(c.id, sizeof c.id, "%s%s/regression/%s/%s",
                          op == 1 ? "ep_gather" : op == 2 ? "fp4_gemm." : "moe_gemm.",
                          op == 1 ? "" : op == 2 ? (c.format == MOECTS_FP4_NVFP4 ? "nvfp4" : "mxfp4")
                                                 : moects_moe_format_name(c.moe_format), cls, name);
         if (n < 0 || (size_t)n >= sizeof c.id) return FAIL(r, "%s: cases[%zu].name: id too long", r->path, r->ci);
         for (size_t j = first; j < out->n; j++)
-            if (!strcmp(out->v[j].id, c.id))
-                return FAIL(r, "%s: cases[%zu]: duplicate id %s", r->path, r->ci, c.id);
+            if (!strcmp(out->v[j].id, c.id)) return FAIL(r, "%s: cases[%zu]: duplicate id %s", r->path, r->ci, c.id);
         if (moects_case_list_push(out, &c)) return FAIL(r, "%s: out of memory", r->path);
         /* next combination: odometer over the fields in table order, last field fastest */
         int f = NF - 1;
-        while (f >= 0 && ++idx[f] == count[f]) idx[f--] = 0;
+        while (f >= 0 && ++e.idx[f] == e.count[f]) e.idx[f--] = 0;
         if (f < 0) break;
     }
     return 0;

@@ -7,7 +7,7 @@
 int moects_cmd_list(int argc, char **argv);     /* harness/cli/cli_run.c */
 int moects_cmd_run(int argc, char **argv);      /* harness/cli/cli_run.c */
 int moects_cmd_gate(int argc, char **argv);     /* harness/report/gate.c */
-int moects_cmd_coverage(int argc, char **argv); /* harness/report/coverage.c */
+int moects_cmd_coverage(int argc, char **argv); /* harness/cli/cmd_coverage.c */
 int moects_cmd_merge(int argc, char **argv);    /* harness/report/merge.c */
 int moects_cmd_killmatrix(int argc, char **argv); /* harness/report/killmatrix.c */
 int moects_cmd_export(int argc, char **argv);   /* harness/cli/cli_export.c */

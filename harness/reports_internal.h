@@ -100,4 +100,14 @@ const moects__cell *moects__cell_find(const moects__cell *v, long n, const char 
 /* Directory holding cases/ and gpu/: $MOECTS_ROOT, else the source tree the binary was built in. */
 const char *moects__source_root(void);
 
+/* ---- report/coverage.c, report/prelaunch.c (`moects coverage`: harness/cli/cmd_coverage.c) ---- */
+/* The coverage table of a run (run_path) or of the kernels' supports() (NULL) over the registry
+ * (registry_dir, or root's built-in one), as OUT/coverage.md and coverage.html. 0, or 2 with one
+ * line on stderr. */
+int moects__coverage_table(const char *run_path, const char *out_dir, const char *root, const char *registry_dir);
+/* The pre-launch check of a model config under layouts tps x eps against the registry, for kernels
+ * bk[nb]; Markdown on stdout (and OUT/prelaunch.md). 0 pass, 1 a shape uncovered or refused, 2 bad input. */
+int moects__coverage_prelaunch(const char *config, const moects_kernel *const *bk, size_t nb, const int *tps, int ntp,
+                               const int *eps, int nep, const char *registry_dir, const char *root, const char *out_dir);
+
 #endif

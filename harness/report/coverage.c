@@ -1,41 +1,7 @@
-/* coverage.c: `moects coverage`, the shape-coverage report and the pre-launch check
- * (DESIGN.md "Harness", Coverage).
- *
- * moects coverage [RUN_RESULTS] [--out DIR] [--root DIR] [--registry DIR]
- *   A models x layouts table per honest kernel, each cell one of
- *     PASS            every case of the cell passed (each cell of a run reads "k/n": k of its n
- *                     cases pass; PASS only when k = n)
- *     FAIL            some case failed (FAIL_MISMATCH, FAIL_CRASH, FAIL_TIMEOUT)
- *     UNSUPPORTED     the kernel refused some case (its supports()), none failed
- *     NOT_REGISTERED  no case of that model and layout for the kernel's op
- *     NOT_RUN         cases exist but none has a verdict (filtered out, or SKIP)
- *   With RUN_RESULTS the cells come from the run's verdicts (its honest kernels); without, from
- *   every built-in honest kernel's supports() on the registered cases (UNSUPPORTED or NOT_RUN).
- *   Writes DIR/coverage.md and DIR/coverage.html (one self-contained page: inline CSS, inline SVG
- *   heat maps, titles on hover, no script, no external resource), atomically. DIR defaults to the
- *   directory of RUN_RESULTS, else ".". Regression cases (model "regression") are counted apart.
- *
- * moects coverage --config CONFIG.json [--tp N]... [--ep N]... [--registry DIR] [--out DIR]
- *   Pre-launch check of a model not registered yet (a raw Hugging Face config.json of any family,
- *   or a registry file): derives its cases (moects_derive_cases) under the given layouts (all
- *   derived layouts when none is given), then lists
- *     - the shapes no registered case covers, by op and the dims that matter: ep_gather
- *       (H, topk, E, EP size, expert map), fp4_gemm.<format> (N, K); a dim value no registered case of the op has is
- *       named "new";
- *     - the shapes an honest kernel refuses (supports() false), with its reason: the built-in kernels
- *       and those of each --kernel-lib LIB.so, kept when a --kernel GLOB matches (all when none).
- *   The registry is the built-in one (cases/models and cases/regressions under --root) or --registry
- *   DIR (a source tree holding cases/models, or a directory of model files), without the model
- *   itself (same registry name, or same hf_id). Markdown on stdout (and DIR/prelaunch.md with
- *   --out, written first). Exit 1 when a shape is uncovered or refused, else 0. A --tp/--ep layout
- *   the derivation does not have for the model (moects_layout_exists: TP t in {1,2,4,8,16} dividing
- *   moe_intermediate_size, EP e in {2,...,64} with e <= E) is a usage error (exit 2), as is a
- *   registry without model files.
- *   ep_gather shapes are checked with M_sum = T*k + 127 * min(T*k, local experts), the largest
- *   expert-padded row count (DESIGN.md derivation: rows per expert padded to 128).
- * Exit 2: bad usage or bad input (one line naming the file and field), all checked before any
- * report is made; the report directory is created and proved writable (like `moects run --out`)
- * before the report is made, and nothing is printed or written after an error. */
+/* coverage.c: the shape-coverage report of `moects coverage` (harness/cli/cmd_coverage.c says the
+ * command; DESIGN.md "Harness", Coverage): a models x layouts table per honest kernel from a run's
+ * verdicts or the kernels' supports(), as coverage.md and coverage.html. The pre-launch check is
+ * prelaunch.c. */
 #include <ctype.h>
 #include <errno.h>
 #include <fnmatch.h>
@@ -47,22 +13,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "coverage_internal.h"
 #include "moects_commands.h"
 #include "moects_inputs.h"
+#include "moects_op.h"
 #include "moects_registry.h"
 #include "moects_runner.h"
 #include "reports_internal.h"
-#include "moects_op.h"
 
 /* ---- registry ---- */
 
-typedef struct {
-    moects_case_list cases;
-    moects_model *models;
-    int nmodels;
-    char where[4096];      /* what was loaded, for the report */
-    char models_dir[4096]; /* where the model files were looked for */
-} registry;
 
 static int is_dir(const char *p)
 {
@@ -71,7 +31,7 @@ static int is_dir(const char *p)
 }
 
 /* dir: NULL (built-in of root), a source tree with cases/models, or a directory of model files. */
-static int registry_load(registry *r, const char *dir, const char *root, char *err, size_t errlen)
+int moects__cov_registry_load(moects__cov_registry *r, const char *dir, const char *root, char *err, size_t errlen)
 {
     memset(r, 0, sizeof *r);
     char models_dir[4096];
@@ -99,7 +59,7 @@ static int registry_load(registry *r, const char *dir, const char *root, char *e
 }
 
 /* A registry without model files checks nothing: -1 with "DIR: --registry: no model files (*.json)". */
-static int registry_has_models(const registry *r, const char *registry_dir)
+int moects__cov_registry_has_models(const moects__cov_registry *r, const char *registry_dir)
 {
     if (r->nmodels > 0) return 0;
     fprintf(stderr, "%s: %s: no model files (*.json)\n", registry_dir ? registry_dir : r->models_dir,
@@ -109,7 +69,7 @@ static int registry_has_models(const registry *r, const char *registry_dir)
 
 /* moects_dir_writable (as `moects run` checks --out): 0, or -1 with one line
  * "moects coverage: OPT: DIR: problem". */
-static int dir_writable(const char *opt, const char *dir)
+int moects__cov_dir_writable(const char *opt, const char *dir)
 {
     char err[4400];
     if (!moects_dir_writable(dir, err, sizeof err)) return 0;
@@ -117,7 +77,7 @@ static int dir_writable(const char *opt, const char *dir)
     return -1;
 }
 
-static void registry_free(registry *r)
+void moects__cov_registry_free(moects__cov_registry *r)
 {
     moects_case_list_free(&r->cases);
     free(r->models);
@@ -129,7 +89,7 @@ static int is_regression(const moects_case *c) { return !strcmp(c->model, "regre
 /* ---- case -> kernel shape ---- */
 
 /* 1 when kernel k takes case c; else 0 with the reason in why. */
-static int kernel_takes(const moects_kernel *k, const moects_case *c, char *why, size_t wl)
+int moects__cov_kernel_takes(const moects_kernel *k, const moects_case *c, char *why, size_t wl)
 {
     moects__kshape s;
     moects__case_kshape(c, &s);
@@ -171,7 +131,7 @@ typedef struct {
 
 typedef struct {
     const moects_run *run; /* NULL: static mode */
-    const registry *reg;
+    const moects__cov_registry *reg;
     const char **models, **layouts;
     int nm, nl, nk;
     kinfo *k;
@@ -225,7 +185,7 @@ static int find_kernel(const table *t, const char *name)
     return -1;
 }
 
-static int table_build(table *t, const registry *reg, const moects_run *run)
+static int table_build(table *t, const moects__cov_registry *reg, const moects_run *run)
 {
     memset(t, 0, sizeof *t);
     t->run = run;
@@ -281,7 +241,7 @@ static int table_build(table *t, const registry *reg, const moects_run *run)
             x->registered++;
             if (run || !t->k[k].desc) continue;
             char why[160];
-            if (kernel_takes(t->k[k].desc, c, why, sizeof why)) {
+            if (moects__cov_kernel_takes(t->k[k].desc, c, why, sizeof why)) {
                 x->supported++;
             } else {
                 x->n[MOECTS_UNSUPPORTED]++;
@@ -836,11 +796,11 @@ static void render_html(moects__buf *b, table *t, const char *run_path)
     moects__buf_free(&detail);
 }
 
-static int cmd_table(const char *run_path, const char *out_dir, const char *root, const char *registry_dir)
+int moects__coverage_table(const char *run_path, const char *out_dir, const char *root, const char *registry_dir)
 {
     char err[1024];
     moects_run run = {0};
-    registry reg;
+    moects__cov_registry reg;
     table t = {0};
     moects__buf md = {0}, html = {0};
     int rc = 2;
@@ -848,11 +808,11 @@ static int cmd_table(const char *run_path, const char *out_dir, const char *root
         fprintf(stderr, "%s\n", err);
         return 2;
     }
-    if (registry_load(&reg, registry_dir, root, err, sizeof err)) {
+    if (moects__cov_registry_load(&reg, registry_dir, root, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         goto out;
     }
-    if (!run_path && registry_has_models(&reg, registry_dir)) goto out; /* a run's cells need no registry */
+    if (!run_path && moects__cov_registry_has_models(&reg, registry_dir)) goto out; /* a run's cells need no moects__cov_registry */
     if (table_build(&t, &reg, run_path ? &run : NULL)) {
         fprintf(stderr, "moects coverage: out of memory\n");
         goto out;
@@ -866,7 +826,7 @@ static int cmd_table(const char *run_path, const char *out_dir, const char *root
     } else {
         strcpy(dir, ".");
     }
-    if (dir_writable(out_dir ? "--out" : "report directory", dir)) goto out;
+    if (moects__cov_dir_writable(out_dir ? "--out" : "report directory", dir)) goto out;
     render_md(&md, &t, run_path ? run_path : "");
     render_html(&html, &t, run_path ? run_path : "");
     char path[4200];
@@ -887,541 +847,7 @@ out:
     moects__buf_free(&md);
     moects__buf_free(&html);
     table_free(&t);
-    registry_free(&reg);
+    moects__cov_registry_free(&reg);
     moects_run_free(&run);
     return rc;
-}
-
-/* ---- pre-launch check ---- */
-
-/* "ep_gather" or "fp4_gemm.mxfp4": the first segment of the case id */
-static void op_of(const moects_case *c, char *dst, size_t cap)
-{
-    const char *slash = strchr(c->id, '/');
-    size_t n = slash ? (size_t)(slash - c->id) : strlen(c->id);
-    snprintf(dst, cap, "%.*s", (int)n, c->id);
-}
-
-static void shape_key(const moects_case *c, char *dst, size_t cap)
-{
-    const moects__op_def *op = moects__op(c->op);
-    if (op) op->shape_key(c, dst, cap);
-    else snprintf(dst, cap, "?");
-}
-
-typedef struct {
-    char **v;
-    size_t n, cap;
-    int sorted;
-} strset;
-
-static int set_add(strset *s, const char *x)
-{
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 256;
-        char **nv = realloc(s->v, cap * sizeof *nv);
-        if (!nv) return -1;
-        s->v = nv;
-        s->cap = cap;
-    }
-    if (!(s->v[s->n] = strdup(x))) return -1;
-    s->n++;
-    s->sorted = 0;
-    return 0;
-}
-
-static int cmp_pstr(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-static int set_has(strset *s, const char *x)
-{
-    if (!s->sorted) {
-        if (s->n) qsort(s->v, s->n, sizeof *s->v, cmp_pstr);
-        s->sorted = 1;
-    }
-    return s->n && bsearch(&x, s->v, s->n, sizeof *s->v, cmp_pstr) != NULL;
-}
-
-static void set_free(strset *s)
-{
-    for (size_t i = 0; i < s->n; i++) free(s->v[i]);
-    free(s->v);
-    memset(s, 0, sizeof *s);
-}
-
-/* The dims of case c one by one, "op|H=3584", for the "new" note. */
-static int dims_of(const moects_case *c, char out[3][96])
-{
-    char op[64];
-    op_of(c, op, sizeof op);
-    const moects__op_def *d = moects__op(c->op);
-    return d ? d->dims(c, op, out) : 0;
-}
-
-static void norm_name(const char *s, char *d, size_t cap)
-{
-    size_t i = 0;
-    for (; *s && i + 1 < cap; s++) d[i++] = *s == '_' ? '-' : (char)tolower((unsigned char)*s);
-    d[i] = '\0';
-}
-
-typedef struct {
-    char op[64], key[96], layouts[128], example[192];
-    size_t ncases;
-    const char *kernel; /* refusals */
-    char why[200];
-} finding;
-
-typedef struct {
-    finding *v;
-    size_t n, cap;
-} findings;
-
-static finding *finding_get(findings *f, const char *op, const char *key, const char *kernel, const char *why)
-{
-    for (size_t i = 0; i < f->n; i++)
-        if (!strcmp(f->v[i].op, op) && !strcmp(f->v[i].key, key) &&
-            (!kernel || (!strcmp(f->v[i].kernel, kernel) && !strcmp(f->v[i].why, why))))
-            return &f->v[i];
-    if (f->n == f->cap) {
-        size_t cap = f->cap ? 2 * f->cap : 32;
-        finding *nv = realloc(f->v, cap * sizeof *nv);
-        if (!nv) return NULL;
-        f->v = nv;
-        f->cap = cap;
-    }
-    finding *x = &f->v[f->n++];
-    memset(x, 0, sizeof *x);
-    snprintf(x->op, sizeof x->op, "%s", op);
-    snprintf(x->key, sizeof x->key, "%s", key);
-    x->kernel = kernel;
-    if (why) snprintf(x->why, sizeof x->why, "%s", why);
-    return x;
-}
-
-static void finding_note(finding *x, const moects_case *c)
-{
-    if (!x->ncases++) snprintf(x->example, sizeof x->example, "%s", c->id);
-    char pat[24];
-    snprintf(pat, sizeof pat, "%s", c->layout);
-    /* layouts as a comma list, each once */
-    const char *p = x->layouts;
-    size_t L = strlen(pat);
-    int seen = 0;
-    while ((p = strstr(p, pat))) {
-        if ((p == x->layouts || p[-1] == ' ') && (p[L] == ',' || p[L] == '\0')) seen = 1;
-        p += L;
-    }
-    if (!seen) {
-        size_t n = strlen(x->layouts);
-        snprintf(x->layouts + n, sizeof x->layouts - n, "%s%s", n ? ", " : "", pat);
-    }
-}
-
-/* The state of one pre-launch check (`moects coverage --config`), carried through its stages. */
-typedef struct {
-    const char *config;
-    const moects_kernel *const *bk;
-    size_t nb;
-    moects_model m;
-    char want[40][16]; /* the layouts asked for, each once */
-    int nwant, layout_cases[40];
-    registry reg;
-    moects_case_list mine;
-    char **excluded; /* the registry's names of the model itself */
-    int nexcl;
-    size_t nreg, nmine, missing;
-    strset keys, dims; /* the registry's shape keys and dims, by op */
-    findings unc, ref;
-} prelaunch;
-
-/* Stage 1: the model and the layouts asked for (one the derivation lacks for the model is a usage
- * error naming the file, the option and why). 0, or 2 with one line. */
-static int pre_model(prelaunch *x, const int *tps, int ntp, const int *eps, int nep)
-{
-    char err[1024];
-    if (moects_model_load(x->config, &x->m, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
-        return 2;
-    }
-    for (int i = 0; i < ntp + nep; i++) {
-        int tp = i < ntp ? tps[i] : 0, ep = i < ntp ? 0 : eps[i - ntp];
-        char name[16], why[200];
-        snprintf(name, sizeof name, "%s%d", tp ? "tp" : "ep", tp ? tp : ep);
-        if (!moects_layout_exists(&x->m, tp, ep, why, sizeof why)) {
-            fprintf(stderr, "%s: --%.2s %d: %s\n", x->config, name, tp ? tp : ep, why);
-            return 2;
-        }
-        int dup = 0;
-        for (int j = 0; j < x->nwant; j++) dup |= !strcmp(x->want[j], name);
-        if (!dup) snprintf(x->want[x->nwant++], 16, "%s", name);
-    }
-    return 0;
-}
-
-/* Stage 2: the registry (with model files), --out writable, the model's cases derived. 0 or 2. */
-static int pre_load(prelaunch *x, const char *registry_dir, const char *root, const char *out_dir)
-{
-    char err[1024];
-    if (registry_load(&x->reg, registry_dir, root, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
-        return 2;
-    }
-    if (registry_has_models(&x->reg, registry_dir) || (out_dir && dir_writable("--out", out_dir))) return 2;
-    if (moects_derive_cases(&x->m, &x->mine)) {
-        fprintf(stderr, "%s: case derivation failed\n", x->config);
-        return 2;
-    }
-    return 0;
-}
-
-/* Stage 3: the registry's shape keys and dims, without the model itself (same registry name, or same
- * hf_id). 0, or -1 out of memory. */
-static int pre_registry_shapes(prelaunch *x)
-{
-    char mn[64], rn[64];
-    norm_name(x->m.name, mn, sizeof mn);
-    x->excluded = calloc((size_t)x->reg.nmodels + 1, sizeof *x->excluded);
-    if (!x->excluded) return -1;
-    for (int i = 0; i < x->reg.nmodels; i++) {
-        norm_name(x->reg.models[i].name, rn, sizeof rn);
-        if (!strcmp(rn, mn) || (x->m.hf_id[0] && !strcasecmp(x->m.hf_id, x->reg.models[i].hf_id)))
-            x->excluded[x->nexcl++] = x->reg.models[i].name;
-    }
-    for (size_t i = 0; i < x->reg.cases.n; i++) {
-        const moects_case *c = &x->reg.cases.v[i];
-        int skip = 0;
-        for (int e = 0; e < x->nexcl; e++) skip |= !strcmp(c->model, x->excluded[e]);
-        if (skip) continue;
-        x->nreg++;
-        char op[64], key[96], d[3][96], k2[200];
-        op_of(c, op, sizeof op);
-        shape_key(c, key, sizeof key);
-        snprintf(k2, sizeof k2, "%s|%s", op, key);
-        if (set_add(&x->keys, k2)) return -1;
-        int nd = dims_of(c, d);
-        for (int j = 0; j < nd; j++)
-            if (set_add(&x->dims, d[j])) return -1;
-    }
-    return 0;
-}
-
-/* Stage 4: each of the model's cases under the layouts asked for: uncovered by the registry, refused by
- * an honest kernel. 0, or -1 out of memory. */
-static int pre_findings(prelaunch *x)
-{
-    for (size_t i = 0; i < x->mine.n; i++) {
-        const moects_case *c = &x->mine.v[i];
-        int w = -1;
-        for (int j = 0; j < x->nwant; j++)
-            if (!strcmp(c->layout, x->want[j])) w = j;
-        if (x->nwant && w < 0) continue;
-        if (w >= 0) x->layout_cases[w]++;
-        x->nmine++;
-        char op[64], key[96], k2[200];
-        op_of(c, op, sizeof op);
-        shape_key(c, key, sizeof key);
-        snprintf(k2, sizeof k2, "%s|%s", op, key);
-        if (!set_has(&x->keys, k2)) {
-            finding *f = finding_get(&x->unc, op, key, NULL, NULL);
-            if (!f) return -1;
-            finding_note(f, c);
-        }
-        for (size_t j = 0; j < x->nb; j++) {
-            if (x->bk[j]->bug || x->bk[j]->op != c->op) continue;
-            char why[200];
-            if (kernel_takes(x->bk[j], c, why, sizeof why)) continue;
-            finding *f = finding_get(&x->ref, op, key, x->bk[j]->name, why);
-            if (!f) return -1;
-            finding_note(f, c);
-        }
-    }
-    for (int j = 0; j < x->nwant; j++) x->missing += !x->layout_cases[j];
-    return 0;
-}
-
-/* The report's head: the model's dims, the layouts, the registry, the kernels; layouts without cases. */
-static void pre_head(const prelaunch *x, moects__buf *b)
-{
-    const moects_model *m = &x->m;
-    moects__buf_add(b, "# moects pre-launch check: ");
-    moects__buf_md(b, m->name);
-    moects__buf_add(b, "\n\nConfig `");
-    moects__buf_md_code(b, x->config);
-    moects__buf_add(b, "`");
-    if (m->hf_id[0]) {
-        moects__buf_add(b, " (");
-        moects__buf_md(b, m->hf_id);
-        moects__buf_add(b, ")");
-    }
-    moects__buf_printf(b, ": hidden %" PRId64, m->hidden_size);
-    if (m->latent_size) moects__buf_printf(b, ", latent %" PRId64, m->latent_size);
-    moects__buf_printf(b, ", I %" PRId64 ", E %" PRId64 ", topk %" PRId64 ", %s experts.\n\nLayouts: ",
-                       m->moe_intermediate_size, m->routed_experts, m->experts_per_token, m->gated ? "gated" : "non-gated");
-    if (!x->nwant) moects__buf_add(b, "all derived");
-    for (int j = 0; j < x->nwant; j++)
-        moects__buf_printf(b, "%s%s (%d cases)", j ? ", " : "", x->want[j], x->layout_cases[j]);
-    moects__buf_printf(b, "; %zu cases of the model checked. Registry `", x->nmine);
-    moects__buf_md_code(b, x->reg.where);
-    moects__buf_printf(b, "`: %zu cases", x->nreg);
-    if (x->nexcl) {
-        moects__buf_add(b, " (without ");
-        for (int e = 0; e < x->nexcl; e++) {
-            moects__buf_add(b, e ? ", " : "");
-            moects__buf_md(b, x->excluded[e]);
-        }
-        moects__buf_add(b, ", the model itself)");
-    }
-    moects__buf_add(b, ". Kernels:");
-    int nk = 0;
-    for (size_t j = 0; j < x->nb; j++)
-        if (!x->bk[j]->bug) {
-            moects__buf_add(b, nk++ ? ", `" : " `");
-            moects__buf_md_code(b, x->bk[j]->name);
-            moects__buf_add(b, "`");
-        }
-    moects__buf_add(b, nk ? ".\n" : " none built in.\n");
-    size_t shown = 0;
-    for (int j = 0; j < x->nwant; j++)
-        if (!x->layout_cases[j]) {
-            if (!shown++) moects__buf_add(b, "\n## Layouts that derive no case\n\n");
-            moects__buf_printf(b, "- %s: the derivation gives no case for this model under it\n", x->want[j]);
-        }
-}
-
-/* The two tables: shapes no registered case covers (with the dims no case of the op has), shapes a
- * kernel refuses (with its reason). */
-static void pre_tables(prelaunch *x, moects__buf *b)
-{
-    moects__buf_printf(b, "\n## Shapes no registered case covers (%zu)\n\n", x->unc.n);
-    if (!x->unc.n) moects__buf_add(b, "none\n");
-    else moects__buf_add(b, "| op | shape | new dims | cases | layouts | example |\n|---|---|---|---:|---|---|\n");
-    for (size_t i = 0; i < x->unc.n; i++) {
-        const finding *f = &x->unc.v[i];
-        moects__buf_printf(b, "| %s | %s | ", f->op, f->key);
-        char key[96];
-        snprintf(key, sizeof key, "%s", f->key);
-        int nnew = 0;
-        char *save = NULL;
-        for (char *d = strtok_r(key, " ", &save); d; d = strtok_r(NULL, " ", &save)) {
-            char k2[200];
-            snprintf(k2, sizeof k2, "%s|%s", f->op, d);
-            if (!set_has(&x->dims, k2)) moects__buf_printf(b, "%s%s", nnew++ ? ", " : "", d);
-        }
-        if (!nnew) moects__buf_add(b, "(combination)");
-        moects__buf_printf(b, " | %zu | %s | `", f->ncases, f->layouts);
-        moects__buf_md_code(b, f->example);
-        moects__buf_add(b, "` |\n");
-    }
-    moects__buf_printf(b, "\n## Shapes a built-in kernel refuses (%zu)\n\n", x->ref.n);
-    if (!x->ref.n) moects__buf_add(b, "none\n");
-    else moects__buf_add(b, "| kernel | op | shape | reason | cases | layouts | example |\n|---|---|---|---|---:|---|---|\n");
-    for (size_t i = 0; i < x->ref.n; i++) {
-        const finding *f = &x->ref.v[i];
-        moects__buf_add(b, "| `");
-        moects__buf_md_code(b, f->kernel);
-        moects__buf_printf(b, "` | %s | %s | ", f->op, f->key);
-        moects__buf_md(b, f->why);
-        moects__buf_printf(b, " | %zu | %s | `", f->ncases, f->layouts);
-        moects__buf_md_code(b, f->example);
-        moects__buf_add(b, "` |\n");
-    }
-}
-
-/* The verdict line: "**FAIL**: A, B and C." (the nonzero counts) or "**PASS**: ...". 1 for FAIL. */
-static int pre_verdict(const prelaunch *x, moects__buf *b)
-{
-    if (!x->unc.n && !x->ref.n && !x->missing) {
-        moects__buf_add(b, "\n**PASS**: every shape is covered by a registered case and taken by every built-in kernel.\n");
-        return 0;
-    }
-    char part[3][96];
-    int np = 0;
-    if (x->unc.n) snprintf(part[np++], sizeof part[0], "%zu shape%s uncovered", x->unc.n, x->unc.n == 1 ? "" : "s");
-    if (x->ref.n)
-        snprintf(part[np++], sizeof part[0], "%zu shape%s refused by a built-in kernel", x->ref.n,
-                 x->ref.n == 1 ? "" : "s");
-    if (x->missing)
-        snprintf(part[np++], sizeof part[0], "%zu layout%s without cases", x->missing, x->missing == 1 ? "" : "s");
-    moects__buf_add(b, "\n**FAIL**: ");
-    for (int j = 0; j < np; j++) moects__buf_printf(b, "%s%s", j == 0 ? "" : (j == np - 1 ? " and " : ", "), part[j]);
-    moects__buf_add(b, ".\n");
-    return 1;
-}
-
-static void pre_free(prelaunch *x)
-{
-    free(x->excluded);
-    free(x->unc.v);
-    free(x->ref.v);
-    set_free(&x->keys);
-    set_free(&x->dims);
-    moects_case_list_free(&x->mine);
-    registry_free(&x->reg);
-}
-
-/* The pre-launch check: stages, then the report (to --out DIR/prelaunch.md first: a failed write
- * prints nothing; then stdout). 0 pass, 1 fail, 2 bad input or out of memory. */
-static int cmd_prelaunch(const char *config, const moects_kernel *const *bk, size_t nb, const int *tps, int ntp,
-                         const int *eps, int nep, const char *registry_dir, const char *root, const char *out_dir)
-{
-    static prelaunch x; /* large (sets, findings, the model): not on the stack */
-    memset(&x, 0, sizeof x);
-    x.config = config, x.bk = bk, x.nb = nb;
-    moects__buf b = {0};
-    int rc = pre_model(&x, tps, ntp, eps, nep);
-    if (!rc) rc = pre_load(&x, registry_dir, root, out_dir);
-    if (!rc && (pre_registry_shapes(&x) || pre_findings(&x))) {
-        fprintf(stderr, "moects coverage: out of memory\n");
-        rc = 2;
-    }
-    if (!rc) {
-        pre_head(&x, &b);
-        pre_tables(&x, &b);
-        int bad = pre_verdict(&x, &b);
-        char err[1024], path[4200];
-        if (out_dir) snprintf(path, sizeof path, "%s/prelaunch.md", out_dir);
-        if (b.oom) {
-            fprintf(stderr, "moects coverage: out of memory\n");
-            rc = 2;
-        } else if (out_dir && moects__buf_write(&b, path, err, sizeof err)) {
-            fprintf(stderr, "moects coverage: --out: %s\n", err);
-            rc = 2;
-        } else {
-            fputs(b.s, stdout);
-            fflush(stdout);
-            rc = bad;
-        }
-    }
-    moects__buf_free(&b);
-    pre_free(&x);
-    return rc;
-}
-
-/* ---- arguments ---- */
-
-static int usage_to(FILE *f)
-{
-    fprintf(f, "usage: moects coverage [RUN_RESULTS] [--out DIR] [--root DIR] [--registry DIR]\n"
-               "       moects coverage --config CONFIG.json [--tp N]... [--ep N]... [--registry DIR] [--out DIR]\n"
-               "                       [--kernel-lib LIB.so]... [--kernel GLOB]...\n"
-               "The models x layouts x kernels table of a run (coverage.md, coverage.html), or without a run each\n"
-               "built-in kernel's supports() on the registered cases; with --config, the pre-launch check of a\n"
-               "model not registered yet (the kernel shapes it needs that no case covers or a kernel refuses).\n"
-               "  RUN_RESULTS         a run's results.json (default: none, supports() only)\n"
-               "  --out DIR           write the reports there (default: RUN_RESULTS's directory, else \".\";\n"
-               "                      --config: stdout only)\n"
-               "  --root DIR          where cases/ is (default: $MOECTS_ROOT, else the source tree)\n"
-               "  --registry DIR      another registry (a source tree or a directory of model files)\n"
-               "  --config FILE       a registry file or a raw Hugging Face config.json\n"
-               "  --tp N, --ep N      the layouts to check (default: every layout the derivation has)\n"
-               "  --kernel-lib LIB.so kernels of a library too (default: the built-in kernels only)\n"
-               "  --kernel GLOB       only the kernels it matches (default: all; mutants never count)\n"
-               "Exit 0; 1 when --config finds a shape uncovered or refused; 2 bad input.\n");
-    return 2;
-}
-static int usage(void) { return usage_to(stderr); }
-
-static int parse_size(const char *opt, const char *s, int *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (*end || end == s || errno || v < 1 || v > 1024) {
-        fprintf(stderr, "moects coverage: %s: \"%s\" is not a parallel size (1..1024)\n", opt, s);
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
-}
-
-/* The kernels a pre-launch check asks: the built-in ones and those of each --kernel-lib, kept when a
- * --kernel glob matches (all when none). 0, or 2 with one line (a library that does not load). */
-static int prelaunch_kernels(char **libs, int nlibs, char **globs, int nglobs, const moects_kernel ***out, size_t *n)
-{
-    size_t nb;
-    const moects_kernel *const *bk = moects_builtin_kernels(&nb);
-    const moects_kernel **v = malloc((nb + 1) * sizeof *v);
-    if (!v) return 2;
-    memcpy(v, bk, nb * sizeof *v);
-    *n = nb;
-    char err[1024];
-    for (int i = 0; i < nlibs; i++)
-        if (moects_plugin_load(libs[i], &v, n, err, sizeof err) != 0) {
-            fprintf(stderr, "moects coverage: --kernel-lib %s\n", err);
-            free(v);
-            return 2;
-        }
-    size_t m = 0;
-    for (size_t i = 0; i < *n; i++) {
-        int keep = !nglobs;
-        for (int g = 0; g < nglobs && !keep; g++) keep = fnmatch(globs[g], v[i]->name, 0) == 0;
-        if (keep) v[m++] = v[i];
-    }
-    *n = m;
-    *out = v;
-    return 0;
-}
-
-int moects_cmd_coverage(int argc, char **argv)
-{
-    const char *run_path = NULL, *out_dir = NULL, *root = NULL, *registry_dir = NULL, *config = NULL;
-    int tps[20], eps[20], ntp = 0, nep = 0, nlibs = 0, nglobs = 0;
-    char *libs[16], *globs[16];
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int more = i + 1 < argc;
-        if (!strcmp(a, "--out") && more) out_dir = argv[++i];
-        else if (!strcmp(a, "--root") && more) root = argv[++i];
-        else if (!strcmp(a, "--registry") && more) registry_dir = argv[++i];
-        else if (!strcmp(a, "--config") && more) config = argv[++i];
-        else if ((!strcmp(a, "--kernel-lib") || !strcmp(a, "--kernel")) && more) {
-            int lib = !strcmp(a, "--kernel-lib"), *n = lib ? &nlibs : &nglobs;
-            if (*n == 16) {
-                fprintf(stderr, "moects coverage: %s: more than 16\n", a);
-                return 2;
-            }
-            (lib ? libs : globs)[(*n)++] = argv[++i];
-        }
-        else if ((!strcmp(a, "--tp") || !strcmp(a, "--ep")) && more) {
-            int tp = a[2] == 't', *n = tp ? &ntp : &nep;
-            if (*n == 20) {
-                fprintf(stderr, "moects coverage: %s: more than 20 sizes\n", a);
-                return 2;
-            }
-            if (parse_size(a, argv[++i], tp ? &tps[*n] : &eps[*n])) return 2;
-            ++*n;
-        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage_to(stdout);
-            return 0;
-        } else if (a[0] == '-' || run_path) {
-            static const char *const valued[] = {"--out", "--root", "--registry", "--config", "--tp", "--ep",
-                                                 "--kernel-lib", "--kernel", NULL};
-            moects_bad_arg("coverage", a, valued);
-            return usage();
-        } else {
-            run_path = a;
-        }
-    }
-    if (!root) root = moects__source_root();
-    if (config) {
-        if (run_path) {
-            fprintf(stderr, "moects coverage: --config checks a model, not a run: drop \"%s\"\n", run_path);
-            return usage();
-        }
-        const moects_kernel **ks = NULL;
-        size_t nks = 0;
-        if (prelaunch_kernels(libs, nlibs, globs, nglobs, &ks, &nks)) return 2;
-        int rc = cmd_prelaunch(config, ks, nks, tps, ntp, eps, nep, registry_dir, root, out_dir);
-        free(ks);
-        return rc;
-    }
-    if (nlibs || nglobs) {
-        fprintf(stderr, "moects coverage: --kernel-lib/--kernel choose the kernels of --config\n");
-        return usage();
-    }
-    if (ntp || nep) {
-        fprintf(stderr, "moects coverage: --tp/--ep need --config\n");
-        return usage();
-    }
-    return cmd_table(run_path, out_dir, root, registry_dir);
 }

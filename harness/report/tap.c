@@ -307,15 +307,11 @@ static void case_point(FILE *f, size_t num, const moects_result *r, const moects
         moects_tap_yaml(f, "      ", r, o);
 }
 
-char *moects_tap_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
-                        const moects_tap_opts *o, size_t *len)
+/* "TAP version N", the plan (kernels with results, then the must-pass points) and the run's line. */
+static void tap_head(FILE *f, const moects_run *run, const moects_kernel *const *kernels, size_t nk,
+                     const moects_tap_opts *o)
 {
-    char *buf = NULL;
-    size_t blen = 0;
-    FILE *f = open_memstream(&buf, &blen);
-    if (!f) return NULL;
     fprintf(f, "TAP version %d\n", o->version == 14 ? 14 : 13);
-    /* kernels that have results, in the given order */
     size_t nplan = o->nmissing + o->nunjudged;
     for (size_t i = 0; i < nk; i++)
         for (size_t j = 0; j < run->n; j++)
@@ -338,105 +334,127 @@ char *moects_tap_render(const moects_run *run, const moects_kernel *const *kerne
     }
     if (run->shard[0]) fprintf(f, " shard %s", run->shard);
     fputc('\n', f);
-    size_t top = 0;
-    for (size_t i = 0; i < nk; i++) {
-        const moects_kernel *k = kernels[i];
-        size_t cnt = 0;
-        for (size_t j = 0; j < run->n; j++) cnt += strcmp(run->v[j].kernel, k->name) == 0;
-        if (!cnt) continue;
-        fputs("# Subtest: ", f);
-        line_text(f, k->name, 0);
-        fprintf(f, "\n    1..%zu\n", cnt);
-        size_t num = 0;
-        for (size_t j = 0; j < run->n; j++)
-            if (strcmp(run->v[j].kernel, k->name) == 0) case_point(f, ++num, &run->v[j], k, o);
-        size_t c[MOECTS_VERDICT_COUNT];
-        int mutant = k->bug != NULL;
-        moects_kernel_status st = moects_kernel_status_of(run, k->name, mutant, c);
-        size_t fixed = 0, known = moects_kernel_known_of(run, k->name, mutant, &fixed);
-        size_t fails = c[MOECTS_FAIL_MISMATCH] + c[MOECTS_FAIL_CRASH] + c[MOECTS_FAIL_TIMEOUT] + c[MOECTS_FAIL_OOB_WRITE] +
-                       c[MOECTS_FAIL_NONDETERMINISTIC] - known;
-        size_t passes = c[MOECTS_PASS_EXACT] + c[MOECTS_PASS_BOUNDED] + c[MOECTS_PASS_TOLERANCE];
-        int deferred = moects_kernel_status_deferred(st) && run->shard[0]; /* moects merge judges it */
-        int failing = moects_kernel_status_fails(st) && !deferred;
-        fprintf(f, "%s %zu - ", failing ? "not ok" : "ok", ++top);
-        line_text(f, k->name, 1);
-        switch (st) {
-        case MOECTS_KS_PASS:
-            fprintf(f, ": %zu of %zu cases pass", passes, cnt);
-            if (known) fprintf(f, ", %zu known finding%s (TODO)", known, known == 1 ? "" : "s");
-            if (c[MOECTS_UNSUPPORTED]) fprintf(f, ", %zu unsupported", c[MOECTS_UNSUPPORTED]);
-            if (c[MOECTS_SKIP]) fprintf(f, ", %zu skipped", c[MOECTS_SKIP]);
-            break;
-        case MOECTS_KS_FAIL:
-            fprintf(f, ": %zu of %zu cases fail", fails, cnt);
-            if (known) fprintf(f, " (and %zu known finding%s)", known, known == 1 ? "" : "s");
-            break;
-        case MOECTS_KS_CAUGHT:
-            fprintf(f, ": mutant caught by %zu of %zu cases", fails, cnt);
-            break;
-        case MOECTS_KS_ESCAPED:
-            if (deferred)
-                fprintf(f, ": mutant escaped in this shard, passed all %zu exercised cases # TODO judged on the "
-                           "merged run (moects merge)",
-                        passes);
-            else
-                fprintf(f, ": mutant escaped, passed all %zu exercised cases", passes);
-            break;
-        case MOECTS_KS_NOT_EXERCISED:
-        case MOECTS_KS_REFUSED: {
-            const char *why = "";
-            for (size_t j = 0; j < run->n && !why[0]; j++)
-                if (strcmp(run->v[j].kernel, k->name) == 0) why = run->v[j].reason;
-            if (st == MOECTS_KS_REFUSED)
-                fprintf(f, ": refused all %zu cases it was given%s (UNSUPPORTED)", cnt,
-                        deferred ? " in this shard" : "");
-            else
-                fprintf(f, " # SKIP no case exercised it (%zu UNSUPPORTED, %zu SKIP)", c[MOECTS_UNSUPPORTED],
-                        c[MOECTS_SKIP]);
-            if (why[0]) {
-                fputs(": ", f);
-                line_text(f, why, 0);
-            }
-            if (deferred) fputs(" # TODO judged on the merged run (moects merge)", f);
-            break;
+}
+
+/* What a kernel's counts say of it. */
+typedef struct {
+    moects_kernel_status st;
+    size_t c[MOECTS_VERDICT_COUNT], cnt, known, fixed, fails, passes;
+    int deferred, failing;
+} kernel_tally;
+
+/* The words after "ok N - KERNEL" for status t->st. */
+static void status_words(FILE *f, const moects_run *run, const moects_kernel *k, const kernel_tally *t)
+{
+    switch (t->st) {
+    case MOECTS_KS_PASS:
+        fprintf(f, ": %zu of %zu cases pass", t->passes, t->cnt);
+        if (t->known) fprintf(f, ", %zu known finding%s (TODO)", t->known, t->known == 1 ? "" : "s");
+        if (t->c[MOECTS_UNSUPPORTED]) fprintf(f, ", %zu unsupported", t->c[MOECTS_UNSUPPORTED]);
+        if (t->c[MOECTS_SKIP]) fprintf(f, ", %zu skipped", t->c[MOECTS_SKIP]);
+        break;
+    case MOECTS_KS_FAIL:
+        fprintf(f, ": %zu of %zu cases fail", t->fails, t->cnt);
+        if (t->known) fprintf(f, " (and %zu known finding%s)", t->known, t->known == 1 ? "" : "s");
+        break;
+    case MOECTS_KS_CAUGHT: fprintf(f, ": mutant caught by %zu of %zu cases", t->fails, t->cnt); break;
+    case MOECTS_KS_ESCAPED:
+        if (t->deferred)
+            fprintf(f, ": mutant escaped in this shard, passed all %zu exercised cases # TODO judged on the "
+                       "merged run (moects merge)",
+                    t->passes);
+        else
+            fprintf(f, ": mutant escaped, passed all %zu exercised cases", t->passes);
+        break;
+    case MOECTS_KS_NOT_EXERCISED:
+    case MOECTS_KS_REFUSED: {
+        const char *why = "";
+        for (size_t j = 0; j < run->n && !why[0]; j++)
+            if (strcmp(run->v[j].kernel, k->name) == 0) why = run->v[j].reason;
+        if (t->st == MOECTS_KS_REFUSED)
+            fprintf(f, ": refused all %zu cases it was given%s (UNSUPPORTED)", t->cnt, t->deferred ? " in this shard" : "");
+        else
+            fprintf(f, " # SKIP no case exercised it (%zu UNSUPPORTED, %zu SKIP)", t->c[MOECTS_UNSUPPORTED],
+                    t->c[MOECTS_SKIP]);
+        if (why[0]) {
+            fputs(": ", f);
+            line_text(f, why, 0);
         }
-        }
-        if (fixed) fprintf(f, ", %zu known finding%s now pass%s (fixed?)", fixed, fixed == 1 ? "" : "s", fixed == 1 ? "es" : "");
+        if (t->deferred) fputs(" # TODO judged on the merged run (moects merge)", f);
+        break;
+    }
+    }
+    if (t->fixed)
+        fprintf(f, ", %zu known finding%s now pass%s (fixed?)", t->fixed, t->fixed == 1 ? "" : "s",
+                t->fixed == 1 ? "es" : "");
+    fputc('\n', f);
+}
+
+/* A failing kernel's YAML block: its counts, then its bug (an escaped mutant) or its first 20
+ * refused or failed cases. */
+static void failing_yaml(FILE *f, const moects_run *run, const moects_kernel *k, const kernel_tally *t)
+{
+    fprintf(f, "  ---\n  kernel: ");
+    yaml_str(f, k->name);
+    fprintf(f, "\n  cases: %zu\n", t->cnt);
+    for (int v = 0; v < MOECTS_VERDICT_COUNT; v++)
+        if (t->c[v]) fprintf(f, "  %s: %zu\n", moects_verdict_name((moects_verdict)v), t->c[v]);
+    if (t->known) fprintf(f, "  known_findings: %zu\n", t->known);
+    if (t->st == MOECTS_KS_ESCAPED) {
+        fputs("  bug: ", f);
+        yaml_str(f, k->bug);
         fputc('\n', f);
-        if (failing) {
-            fprintf(f, "  ---\n  kernel: ");
-            yaml_str(f, k->name);
-            fprintf(f, "\n  cases: %zu\n", cnt);
-            for (int v = 0; v < MOECTS_VERDICT_COUNT; v++)
-                if (c[v]) fprintf(f, "  %s: %zu\n", moects_verdict_name((moects_verdict)v), c[v]);
-            if (known) fprintf(f, "  known_findings: %zu\n", known);
-            if (st == MOECTS_KS_ESCAPED) {
-                fputs("  bug: ", f);
-                yaml_str(f, k->bug);
-                fputc('\n', f);
-            } else {
-                const int refused = st == MOECTS_KS_REFUSED; /* list the refused cases, else the failed */
-                fputs(refused ? "  refused:\n" : "  failed:\n", f);
-                size_t shown = 0;
-                for (size_t j = 0; j < run->n; j++) {
-                    const moects_result *r = &run->v[j];
-                    if (strcmp(r->kernel, k->name) ||
-                        (refused ? r->verdict != MOECTS_UNSUPPORTED
-                                 : !moects_verdict_is_fail(r->verdict) || is_known_fail(r, k)))
-                        continue;
-                    if (++shown > 20) {
-                        fprintf(f, "    - \"... %zu more\"\n", (refused ? cnt : fails) - 20);
-                        break;
-                    }
-                    fputs("    - ", f);
-                    yaml_str(f, r->case_id);
-                    fputc('\n', f);
-                }
+    } else {
+        const int refused = t->st == MOECTS_KS_REFUSED; /* list the refused cases, else the failed */
+        fputs(refused ? "  refused:\n" : "  failed:\n", f);
+        size_t shown = 0;
+        for (size_t j = 0; j < run->n; j++) {
+            const moects_result *r = &run->v[j];
+            if (strcmp(r->kernel, k->name) ||
+                (refused ? r->verdict != MOECTS_UNSUPPORTED : !moects_verdict_is_fail(r->verdict) || is_known_fail(r, k)))
+                continue;
+            if (++shown > 20) {
+                fprintf(f, "    - \"... %zu more\"\n", (refused ? t->cnt : t->fails) - 20);
+                break;
             }
-            fputs("  ...\n", f);
+            fputs("    - ", f);
+            yaml_str(f, r->case_id);
+            fputc('\n', f);
         }
     }
+    fputs("  ...\n", f);
+}
+
+/* Kernel k's subtest (one point per case) and its own point, number top; 0 when it has no result. */
+static int kernel_point(FILE *f, const moects_run *run, const moects_kernel *k, size_t top, const moects_tap_opts *o)
+{
+    kernel_tally t = {0};
+    for (size_t j = 0; j < run->n; j++) t.cnt += strcmp(run->v[j].kernel, k->name) == 0;
+    if (!t.cnt) return 0;
+    fputs("# Subtest: ", f);
+    line_text(f, k->name, 0);
+    fprintf(f, "\n    1..%zu\n", t.cnt);
+    size_t num = 0;
+    for (size_t j = 0; j < run->n; j++)
+        if (strcmp(run->v[j].kernel, k->name) == 0) case_point(f, ++num, &run->v[j], k, o);
+    int mutant = k->bug != NULL;
+    t.st = moects_kernel_status_of(run, k->name, mutant, t.c);
+    t.known = moects_kernel_known_of(run, k->name, mutant, &t.fixed);
+    t.fails = t.c[MOECTS_FAIL_MISMATCH] + t.c[MOECTS_FAIL_CRASH] + t.c[MOECTS_FAIL_TIMEOUT] + t.c[MOECTS_FAIL_OOB_WRITE] +
+              t.c[MOECTS_FAIL_NONDETERMINISTIC] - t.known;
+    t.passes = t.c[MOECTS_PASS_EXACT] + t.c[MOECTS_PASS_BOUNDED] + t.c[MOECTS_PASS_TOLERANCE];
+    t.deferred = moects_kernel_status_deferred(t.st) && run->shard[0]; /* moects merge judges it */
+    t.failing = moects_kernel_status_fails(t.st) && !t.deferred;
+    fprintf(f, "%s %zu - ", t.failing ? "not ok" : "ok", top);
+    line_text(f, k->name, 1);
+    status_words(f, run, k, &t);
+    if (t.failing) failing_yaml(f, run, k, &t);
+    return 1;
+}
+
+/* The must-pass points: ids no case has, and ids no honest kernel judged. */
+static void mustpass_points(FILE *f, size_t top, const moects_tap_opts *o)
+{
     for (size_t i = 0; i < o->nmissing; i++) {
         fprintf(f, "not ok %zu - must-pass case ", ++top);
         line_text(f, o->missing[i], 1);
@@ -455,6 +473,19 @@ char *moects_tap_render(const moects_run *run, const moects_kernel *const *kerne
         line_text(f, o->unjudged_why[i], 1);
         fputs(")\n", f);
     }
+}
+
+char *moects_tap_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
+                        const moects_tap_opts *o, size_t *len)
+{
+    char *buf = NULL;
+    size_t blen = 0;
+    FILE *f = open_memstream(&buf, &blen);
+    if (!f) return NULL;
+    tap_head(f, run, kernels, nk, o);
+    size_t top = 0;
+    for (size_t i = 0; i < nk; i++) top += (size_t)kernel_point(f, run, kernels[i], top + 1, o);
+    mustpass_points(f, top, o);
     if (fclose(f) != 0) {
         free(buf);
         return NULL;
@@ -576,6 +607,70 @@ static void summary_acc_check(FILE *f, const moects_run *run, const moects_kerne
     }
 }
 
+/* summary.md's failures of honest kernels, the first 50 (known findings apart). */
+static void summary_failures(FILE *f, const moects_run *run)
+{
+    size_t shown = 0, nfail = 0;
+    for (size_t j = 0; j < run->n; j++)
+        nfail += moects_verdict_is_fail(run->v[j].verdict) && !run->v[j].is_mutant && !is_known_fail(&run->v[j], NULL);
+    for (size_t j = 0; j < run->n; j++) {
+        const moects_result *r = &run->v[j];
+        if (!moects_verdict_is_fail(r->verdict) || r->is_mutant || is_known_fail(r, NULL)) continue;
+        if (!shown) fputs("\n## Failures (honest kernels)\n\n| kernel | case | verdict | detail |\n|---|---|---|---|\n", f);
+        if (++shown > 50) {
+            fprintf(f, "| ... %zu more | | | each in run.tap (diagnostics, repro line) and results.json |\n", nfail - 50);
+            break;
+        }
+        fprintf(f, "| `%s` | `%s` | %s | ", r->kernel, r->case_id, moects_verdict_name(r->verdict));
+        if (r->verdict == MOECTS_FAIL_MISMATCH && r->diag.ndims) {
+            char at[96];
+            moects_diag_at(&r->diag, &r->diag.first[0], at, sizeof at);
+            fprintf(f, "%" PRId64 " mismatches: ", r->mismatches);
+            for (const char *c = r->diag.pattern; *c; c++) fputc(*c == '|' ? '/' : *c, f);
+            fprintf(f, "; first %s: got %s want %s", at, r->got, r->want);
+        } else if (r->verdict == MOECTS_FAIL_MISMATCH)
+            fprintf(f, "%" PRId64 " mismatches, first at %" PRId64 ": got %s want %s", r->mismatches,
+                    r->first_index, r->got, r->want);
+        /* a mismatch's reason, when it has one, is the bound or tolerance it broke ('|': a cell's \|) */
+        if (r->verdict == MOECTS_FAIL_MISMATCH && r->reason[0]) fputs("; ", f);
+        for (const char *s = r->reason; *s; s++) {
+            if (*s == '|') fputc('\\', f);
+            fputc(*s == '\n' ? ' ' : *s, f);
+        }
+        fputs(" |\n", f);
+    }
+}
+
+/* summary.md's known findings: still failing (TODO), then entries that match a passing case (stale?). */
+static void summary_known(FILE *f, const moects_run *run, size_t tot_known, size_t tot_fixed)
+{
+    size_t shown;
+    for (int pass = 0; pass < 2; pass++) {
+        if (!(pass ? tot_fixed : tot_known)) continue;
+        if (pass)
+            fputs("\n## Known findings that now pass: fixed? remove from known-findings\n\n"
+                  "A cases/known-findings.txt entry matches these passing results; if the kernel was fixed, "
+                  "remove the entry (not an error).\n\n",
+                  f);
+        else
+            fputs("\n## Known findings (honest kernels; TAP TODO, not gating)\n\n", f);
+        fputs("| kernel | case | verdict | known finding |\n|---|---|---|---|\n", f);
+        shown = 0;
+        for (size_t j = 0; j < run->n; j++) {
+            const moects_result *r = &run->v[j];
+            if (r->is_mutant || !r->known[0] || !(pass ? moects_verdict_is_pass(r->verdict) : moects_verdict_is_fail(r->verdict)))
+                continue;
+            if (++shown > 50) {
+                fprintf(f, "| ... %zu more | | | |\n", (pass ? tot_fixed : tot_known) - 50);
+                break;
+            }
+            fprintf(f, "| `%s` | `%s` | %s | ", r->kernel, r->case_id, moects_verdict_name(r->verdict));
+            md_text(f, r->known);
+            fputs(pass ? " (fixed? remove from known-findings) |\n" : " |\n", f);
+        }
+    }
+}
+
 char *moects_summary_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
                             const moects_tap_opts *o, size_t *len)
 {
@@ -637,61 +732,8 @@ char *moects_summary_render(const moects_run *run, const moects_kernel *const *k
             fputc('\n', f);
         }
     }
-    /* failures, first 50 (known findings apart, below) */
-    size_t shown = 0, nfail = 0;
-    for (size_t j = 0; j < run->n; j++)
-        nfail += moects_verdict_is_fail(run->v[j].verdict) && !run->v[j].is_mutant && !is_known_fail(&run->v[j], NULL);
-    for (size_t j = 0; j < run->n; j++) {
-        const moects_result *r = &run->v[j];
-        if (!moects_verdict_is_fail(r->verdict) || r->is_mutant || is_known_fail(r, NULL)) continue;
-        if (!shown) fputs("\n## Failures (honest kernels)\n\n| kernel | case | verdict | detail |\n|---|---|---|---|\n", f);
-        if (++shown > 50) {
-            fprintf(f, "| ... %zu more | | | each in run.tap (diagnostics, repro line) and results.json |\n", nfail - 50);
-            break;
-        }
-        fprintf(f, "| `%s` | `%s` | %s | ", r->kernel, r->case_id, moects_verdict_name(r->verdict));
-        if (r->verdict == MOECTS_FAIL_MISMATCH && r->diag.ndims) {
-            char at[96];
-            moects_diag_at(&r->diag, &r->diag.first[0], at, sizeof at);
-            fprintf(f, "%" PRId64 " mismatches: ", r->mismatches);
-            for (const char *c = r->diag.pattern; *c; c++) fputc(*c == '|' ? '/' : *c, f);
-            fprintf(f, "; first %s: got %s want %s", at, r->got, r->want);
-        } else if (r->verdict == MOECTS_FAIL_MISMATCH)
-            fprintf(f, "%" PRId64 " mismatches, first at %" PRId64 ": got %s want %s", r->mismatches,
-                    r->first_index, r->got, r->want);
-        /* a mismatch's reason, when it has one, is the bound or tolerance it broke ('|': a cell's \|) */
-        if (r->verdict == MOECTS_FAIL_MISMATCH && r->reason[0]) fputs("; ", f);
-        for (const char *s = r->reason; *s; s++) {
-            if (*s == '|') fputc('\\', f);
-            fputc(*s == '\n' ? ' ' : *s, f);
-        }
-        fputs(" |\n", f);
-    }
-    /* known findings: still failing (TODO), then entries that match a passing case (stale?) */
-    for (int pass = 0; pass < 2; pass++) {
-        if (!(pass ? tot_fixed : tot_known)) continue;
-        if (pass)
-            fputs("\n## Known findings that now pass: fixed? remove from known-findings\n\n"
-                  "A cases/known-findings.txt entry matches these passing results; if the kernel was fixed, "
-                  "remove the entry (not an error).\n\n",
-                  f);
-        else
-            fputs("\n## Known findings (honest kernels; TAP TODO, not gating)\n\n", f);
-        fputs("| kernel | case | verdict | known finding |\n|---|---|---|---|\n", f);
-        shown = 0;
-        for (size_t j = 0; j < run->n; j++) {
-            const moects_result *r = &run->v[j];
-            if (r->is_mutant || !r->known[0] || !(pass ? moects_verdict_is_pass(r->verdict) : moects_verdict_is_fail(r->verdict)))
-                continue;
-            if (++shown > 50) {
-                fprintf(f, "| ... %zu more | | | |\n", (pass ? tot_fixed : tot_known) - 50);
-                break;
-            }
-            fprintf(f, "| `%s` | `%s` | %s | ", r->kernel, r->case_id, moects_verdict_name(r->verdict));
-            md_text(f, r->known);
-            fputs(pass ? " (fixed? remove from known-findings) |\n" : " |\n", f);
-        }
-    }
+    summary_failures(f, run);
+    summary_known(f, run, tot_known, tot_fixed);
     int oom = summary_timing(f, run) != 0;
     if (fclose(f) != 0 || oom) {
         free(buf);

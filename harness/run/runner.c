@@ -749,17 +749,10 @@ static int push_results(const parent *p, moects_run *run)
     return 0;
 }
 
-int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, size_t errlen)
+/* The parent's arrays for cap tasks, o->ncases groups and o->jobs workers: 0, or -1 out of memory. */
+static int parent_alloc(parent *p, size_t cap, int slots)
 {
-    parent P, *p = &P;
-    memset(p, 0, sizeof *p);
-    p->o = o;
-    p->log_fd = -1;
-    /* tasks, case-major; groups = one case's tasks */
-    size_t cap = 0;
-    for (size_t c = 0; c < o->ncases; c++)
-        for (size_t k = 0; k < o->nkernels; k++) cap += o->kernels[k]->op == o->cases[c].op;
-    int slots = o->jobs > 0 ? o->jobs : 1;
+    const moects_runner_opts *o = p->o;
     p->tasks = malloc((cap ? cap : 1) * sizeof *p->tasks);
     p->torder = malloc((cap ? cap : 1) * sizeof *p->torder);
     p->gstart = malloc((o->ncases + 1) * sizeof *p->gstart);
@@ -775,12 +768,17 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
     p->kalive_dead = malloc(nk1);
     p->kstop = calloc(nk1, sizeof *p->kstop);
     if (p->kalive_dead) memset(p->kalive_dead, 1, nk1);
-    if (!p->tasks || !p->torder || !p->gstart || !p->gord || !p->want || !p->recipes || !p->res || !p->done || !p->ws ||
-        !p->kfails || !p->kover || !p->kalive_dead || !p->kstop) {
-        snprintf(err, errlen, "out of memory for %zu tasks", cap);
-        parent_free(p);
-        return -1;
-    }
+    return !p->tasks || !p->torder || !p->gstart || !p->gord || !p->want || !p->recipes || !p->res || !p->done ||
+                   !p->ws || !p->kfails || !p->kover || !p->kalive_dead || !p->kstop
+               ? -1
+               : 0;
+}
+
+/* The tasks, case-major (results from an earlier run are counted, not run again), grouped by case
+ * with the recipes each group's kernels want. */
+static void plan_tasks(parent *p)
+{
+    const moects_runner_opts *o = p->o;
     for (size_t c = 0; c < o->ncases; c++) {
         size_t before = p->nt;
         for (size_t k = 0; k < o->nkernels; k++)
@@ -798,9 +796,14 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
     }
     p->gstart[p->ng] = p->nt;
     order_groups_tasks(p);
-    /* Groups start costliest first, so that the few huge cases start at once instead of forming
-     * the run's tail; a huge FP4 case takes several slots and as many times the threads for its
-     * reference (harness/run/sched.c). Results keep case order. */
+}
+
+/* Groups start costliest first, so that the few huge cases start at once instead of forming the
+ * run's tail; a huge FP4 case takes several slots and as many times the threads for its reference
+ * (harness/run/sched.c). Results keep case order. Then the kernel log. 0, or -1 with err. */
+static int plan_schedule(parent *p, int slots, char *err, size_t errlen)
+{
+    const moects_runner_opts *o = p->o;
     long ncpu = o->ncpu > 0 ? o->ncpu : sysconf(_SC_NPROCESSORS_ONLN);
     p->base_threads = (int)(ncpu > 0 ? ncpu : 1) / slots;
     if (p->base_threads < 1) p->base_threads = 1;
@@ -810,82 +813,106 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
         p->want[g] = moects__case_weight(&o->cases[p->tasks[p->gstart[g]].case_idx], big, slots);
     }
     sort_groups_by_cost(p->gord, p->ng, p->gstart, p->tasks, o->cases);
-    if (moects__sched_init(&p->sched, p->ng, p->gord, p->want, slots) != 0) {
+    if (moects__sched_init(&p->sched, p->ng, p->gord, p->want, slots) != 0)
+        return snprintf(err, errlen, "out of memory for %zu tasks", p->nt), -1;
+    p->nw = (size_t)slots > p->ng ? (p->ng ? (int)p->ng : 1) : slots;
+    if (o->kernel_log) {
+        p->log_fd = open(o->kernel_log, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0666);
+        if (p->log_fd < 0) return snprintf(err, errlen, "%s: cannot open: %s", o->kernel_log, strerror(errno)), -1;
+    }
+    for (int w = 0; w < p->nw; w++) p->ws[w].group = -1, p->ws[w].out = -1;
+    return 0;
+}
+
+/* One wait for a worker's message, its printed output or the nearest deadline, and what arrived
+ * handled. 0, or -1 with err (poll failed). */
+static int wait_round(parent *p, double *t_log, double t0, char *err, size_t errlen)
+{
+    struct pollfd pf[2 * p->nw];
+    int map[2 * p->nw], np = 0, nmsg;
+    double nearest = 0;
+    for (int w = 0; w < p->nw; w++)
+        if (p->ws[w].busy) {
+            pf[np] = (struct pollfd){.fd = p->ws[w].from, .events = POLLIN};
+            map[np++] = w;
+            if (p->ws[w].deadline > 0 && (nearest == 0 || p->ws[w].deadline < nearest)) nearest = p->ws[w].deadline;
+        }
+    if (!(nmsg = np)) return 0;
+    for (int w = 0; w < p->nw; w++) /* what workers print, so that a full pipe never blocks one */
+        if (p->ws[w].pid && p->ws[w].out >= 0) {
+            pf[np] = (struct pollfd){.fd = p->ws[w].out, .events = POLLIN};
+            map[np++] = w;
+        }
+    int ms = -1;
+    if (nearest > 0) {
+        double d = (nearest - now_s()) * 1000.0;
+        ms = d < 0 ? 0 : d > 1e9 ? 1000000000 : (int)d + 1;
+    }
+    int pr = poll(pf, (nfds_t)np, ms);
+    if (pr < 0 && errno != EINTR) return snprintf(err, errlen, "poll: %s", strerror(errno)), -1;
+    for (int i = nmsg; i < np && pr > 0; i++)
+        if (pf[i].revents & POLLIN) {
+            drain(&p->ws[map[i]], p->log_fd);
+        } else if (pf[i].revents & (POLLHUP | POLLERR)) { /* closed: nothing more to read */
+            close(p->ws[map[i]].out);
+            p->ws[map[i]].out = -1;
+        }
+    for (int i = 0; i < nmsg && pr > 0; i++)
+        if (pf[i].revents & (POLLIN | POLLHUP | POLLERR)) on_message(p, &p->ws[map[i]], t_log, t0);
+    return 0;
+}
+
+/* Workers past their phase's deadline: killed, their task FAIL_TIMEOUT. */
+static void kill_timed_out(parent *p)
+{
+    const moects_runner_opts *o = p->o;
+    double t = now_s();
+    for (int w = 0; w < p->nw; w++) {
+        worker *W = &p->ws[w];
+        if (!W->busy || W->deadline <= 0 || t < W->deadline) continue;
+        uint32_t ti = W->task;
+        const moects_case *c = &o->cases[p->tasks[ti].case_idx];
+        static const char *const where[] = {"building inputs/reference", "in the kernel", "comparing"};
+        int ph = W->phase == PH_KERNEL ? 1 : W->phase == PH_COMPARE ? 2 : 0;
+        double lim = phase_deadline(o, c, W->phase, 0);
+        kill(W->pid, SIGKILL);
+        reap(W, NULL, p->log_fd);
+        fill_lost(o, &p->tasks[ti], W, &p->res[ti]);
+        p->res[ti].verdict = MOECTS_FAIL_TIMEOUT;
+        snprintf(p->res[ti].reason, sizeof p->res[ti].reason, "killed after %.0f s %s", lim, where[ph]);
+        log_lost(p, ti); /* the output is in the log already */
+        add_output(&p->res[ti], W);
+        task_over(p, W, ti);
+    }
+}
+
+int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, size_t errlen)
+{
+    parent P, *p = &P;
+    memset(p, 0, sizeof *p);
+    p->o = o;
+    p->log_fd = -1;
+    size_t cap = 0;
+    for (size_t c = 0; c < o->ncases; c++)
+        for (size_t k = 0; k < o->nkernels; k++) cap += o->kernels[k]->op == o->cases[c].op;
+    int slots = o->jobs > 0 ? o->jobs : 1;
+    if (parent_alloc(p, cap, slots) != 0) {
         snprintf(err, errlen, "out of memory for %zu tasks", cap);
         parent_free(p);
         return -1;
     }
-    p->nw = (size_t)slots > p->ng ? (p->ng ? (int)p->ng : 1) : slots;
-    if (o->kernel_log) {
-        p->log_fd = open(o->kernel_log, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0666);
-        if (p->log_fd < 0) {
-            snprintf(err, errlen, "%s: cannot open: %s", o->kernel_log, strerror(errno));
-            parent_free(p);
-            return -1;
-        }
+    plan_tasks(p);
+    if (plan_schedule(p, slots, err, errlen) != 0) {
+        parent_free(p);
+        return -1;
     }
-    for (int w = 0; w < p->nw; w++) p->ws[w].group = -1, p->ws[w].out = -1;
-
     void (*old_pipe)(int) = signal(SIGPIPE, SIG_IGN);
     int rc = 0;
     double t0 = now_s(), t_log = t0 + 60;
     while (p->ndone < p->nt && rc == 0) {
         if ((rc = hand_out(p, err, errlen)) != 0) break;
-        /* wait for a message or the nearest deadline */
-        struct pollfd pf[2 * p->nw];
-        int map[2 * p->nw], np = 0, nmsg;
-        double nearest = 0;
-        for (int w = 0; w < p->nw; w++)
-            if (p->ws[w].busy) {
-                pf[np] = (struct pollfd){.fd = p->ws[w].from, .events = POLLIN};
-                map[np++] = w;
-                if (p->ws[w].deadline > 0 && (nearest == 0 || p->ws[w].deadline < nearest)) nearest = p->ws[w].deadline;
-            }
-        if (!(nmsg = np)) continue;
-        for (int w = 0; w < p->nw; w++) /* what workers print, so that a full pipe never blocks one */
-            if (p->ws[w].pid && p->ws[w].out >= 0) {
-                pf[np] = (struct pollfd){.fd = p->ws[w].out, .events = POLLIN};
-                map[np++] = w;
-            }
-        int ms = -1;
-        if (nearest > 0) {
-            double d = (nearest - now_s()) * 1000.0;
-            ms = d < 0 ? 0 : d > 1e9 ? 1000000000 : (int)d + 1;
-        }
-        int pr = poll(pf, (nfds_t)np, ms);
-        if (pr < 0 && errno != EINTR) {
-            snprintf(err, errlen, "poll: %s", strerror(errno));
-            rc = -1;
-            break;
-        }
-        for (int i = nmsg; i < np && pr > 0; i++)
-            if (pf[i].revents & POLLIN) {
-                drain(&p->ws[map[i]], p->log_fd);
-            } else if (pf[i].revents & (POLLHUP | POLLERR)) { /* closed: nothing more to read */
-                close(p->ws[map[i]].out);
-                p->ws[map[i]].out = -1;
-            }
-        for (int i = 0; i < nmsg && pr > 0; i++)
-            if (pf[i].revents & (POLLIN | POLLHUP | POLLERR)) on_message(p, &p->ws[map[i]], &t_log, t0);
-        /* timeouts */
-        double t = now_s();
-        for (int w = 0; w < p->nw; w++) {
-            worker *W = &p->ws[w];
-            if (!W->busy || W->deadline <= 0 || t < W->deadline) continue;
-            uint32_t ti = W->task;
-            const moects_case *c = &o->cases[p->tasks[ti].case_idx];
-            static const char *const where[] = {"building inputs/reference", "in the kernel", "comparing"};
-            int ph = W->phase == PH_KERNEL ? 1 : W->phase == PH_COMPARE ? 2 : 0;
-            double lim = phase_deadline(o, c, W->phase, 0);
-            kill(W->pid, SIGKILL);
-            reap(W, NULL, p->log_fd);
-            fill_lost(o, &p->tasks[ti], W, &p->res[ti]);
-            p->res[ti].verdict = MOECTS_FAIL_TIMEOUT;
-            snprintf(p->res[ti].reason, sizeof p->res[ti].reason, "killed after %.0f s %s", lim, where[ph]);
-            log_lost(p, ti); /* the output is in the log already */
-            add_output(&p->res[ti], W);
-            task_over(p, W, ti);
-        }
+        if ((rc = wait_round(p, &t_log, t0, err, errlen)) != 0) break;
+        kill_timed_out(p);
     }
     for (int w = 0; w < p->nw; w++)
         if (p->ws[w].pid) {

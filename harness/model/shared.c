@@ -1,0 +1,288 @@
+/* shared.c: what several reports share (reports_internal.h): repro lines and their folder, the
+ * Markdown verdict counts, layout order, the (kernel, case) index and the model x layout cells. */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cases_internal.h"
+#include "reports_internal.h"
+
+void moects__shell_quote(moects__buf *b, const char *s)
+{
+    int plain = *s != '\0';
+    for (const char *p = s; *p; p++)
+        if (!isalnum((unsigned char)*p) && !strchr("/._-:=+,@%", *p)) plain = 0;
+    if (plain) {
+        moects__buf_add(b, s);
+        return;
+    }
+    moects__buf_add(b, "'");
+    for (; *s; s++) {
+        if (*s == '\'') moects__buf_add(b, "'\\''");
+        else moects__buf_addn(b, s, 1);
+    }
+    moects__buf_add(b, "'");
+}
+
+/* One case alone under one kernel, same seed: `moects run --kernel K --seed S CASE` (the form
+ * harness/report/tap.c prints). */
+const char *moects_self_program(void)
+{
+    static char prog[4200];
+    if (prog[0]) return prog;
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    snprintf(prog, sizeof prog, "moects");
+    if (n <= 0) return prog;
+    self[n] = '\0';
+    const char *path = getenv("PATH");
+    for (const char *p = path ? path : ""; *p;) { /* the first moects on PATH: is it this binary? */
+        size_t l = strcspn(p, ":");
+        char cand[4200];
+        snprintf(cand, sizeof cand, "%.*s/moects", (int)(l < 4096 ? l : 4096), p);
+        char *real = l ? realpath(cand, NULL) : NULL;
+        if (real) {
+            int same = strcmp(real, self) == 0;
+            free(real);
+            if (same) return prog;
+            break;
+        }
+        p += l + (p[l] == ':');
+    }
+    moects__buf b = {0};
+    moects__shell_quote(&b, self);
+    if (b.s) snprintf(prog, sizeof prog, "%s", b.s);
+    moects__buf_free(&b);
+    return prog;
+}
+
+void moects_repro_dir(const char *case_id, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "reports/repro/");
+    for (const char *c = case_id; *c && n >= 0 && (size_t)n + 1 < len; c++, n++)
+        buf[n] = isalnum((unsigned char)*c) || strchr("._-", *c) ? *c : '_';
+    if (n >= 0 && (size_t)n < len) buf[n] = '\0';
+}
+
+void moects__repro(moects__buf *b, const moects_result *r)
+{
+    char dir[256];
+    moects_repro_dir(r->case_id, dir, sizeof dir);
+    moects__buf_add(b, moects_self_program());
+    moects__buf_add(b, " run --kernel ");
+    moects__shell_quote(b, r->kernel);
+    moects__buf_printf(b, " --seed %" PRIu64 " --out ", r->seed);
+    moects__shell_quote(b, dir);
+    moects__buf_add(b, " ");
+    moects__shell_quote(b, r->case_id);
+}
+
+void moects__filter_carried(moects__buf *b, const char *filter)
+{
+    static const char *const carried[] = {"--kernel-lib ", "--kernel-py ", "--config "};
+    for (int o = 0; o < 3; o++)
+        for (const char *p = filter; (p = strstr(p, carried[o])) != NULL;) {
+            p += strlen(carried[o]);
+            size_t n = strcspn(p, " ");
+            char path[4096];
+            snprintf(path, sizeof path, "%.*s", (int)(n < sizeof path ? n : sizeof path - 1), p);
+            moects__buf_printf(b, " %s", carried[o]);
+            moects__shell_quote(b, path);
+            p += n;
+        }
+}
+
+void moects__repro_filter(moects__buf *b, const moects_result *r, const char *filter)
+{
+    moects__repro(b, r);
+    moects__filter_carried(b, filter);
+}
+
+void moects__md_counts(moects__buf *b, const moects_run *run)
+{
+    size_t cnt[2][MOECTS_VERDICT_COUNT] = {{0}};
+    for (size_t i = 0; i < run->n; i++)
+        if ((unsigned)run->v[i].verdict < MOECTS_VERDICT_COUNT) cnt[run->v[i].is_mutant != 0][run->v[i].verdict]++;
+    moects__buf_add(b, "| verdict | kernels | mutants |\n|---|---:|---:|\n");
+    for (int v = 0; v < MOECTS_VERDICT_COUNT; v++)
+        if (cnt[0][v] || cnt[1][v])
+            moects__buf_printf(b, "| %s | %zu | %zu |\n", moects_verdict_name((moects_verdict)v), cnt[0][v], cnt[1][v]);
+    size_t t0 = 0, t1 = 0;
+    for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) t0 += cnt[0][v], t1 += cnt[1][v];
+    moects__buf_printf(b, "| total | %zu | %zu |\n", t0, t1);
+}
+
+static int layout_rank(const char *s, long *num)
+{
+    char *end;
+    if ((s[0] == 't' || s[0] == 'e') && s[1] == 'p' && isdigit((unsigned char)s[2])) {
+        *num = strtol(s + 2, &end, 10);
+        if (*end == '\0') return s[0] == 't' ? 0 : 1;
+    }
+    *num = 0;
+    return 2;
+}
+
+int moects__layout_cmp(const char *a, const char *b)
+{
+    long na, nb;
+    int ra = layout_rank(a, &na), rb = layout_rank(b, &nb);
+    if (ra != rb) return ra < rb ? -1 : 1;
+    if (na != nb) return na < nb ? -1 : 1;
+    return strcmp(a, b);
+}
+
+static uint64_t fnv1a(uint64_t h, const char *s)
+{
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t pair_hash(const char *kernel, const char *case_id)
+{
+    return fnv1a(fnv1a(0xcbf29ce484222325ull, kernel) * 31 + 1, case_id);
+}
+
+int moects__index_build(moects__index *ix, const moects_run *run)
+{
+    ix->run = run;
+    ix->cap = 16;
+    while (ix->cap < 2 * run->n + 1) ix->cap *= 2;
+    ix->slot = calloc(ix->cap, sizeof *ix->slot);
+    if (!ix->slot) return -1;
+    for (size_t i = 0; i < run->n; i++) {
+        size_t h = (size_t)pair_hash(run->v[i].kernel, run->v[i].case_id) & (ix->cap - 1);
+        while (ix->slot[h]) {
+            const moects_result *o = &run->v[ix->slot[h] - 1];
+            if (!strcmp(o->kernel, run->v[i].kernel) && !strcmp(o->case_id, run->v[i].case_id)) break;
+            h = (h + 1) & (ix->cap - 1);
+        }
+        if (!ix->slot[h]) ix->slot[h] = i + 1; /* a duplicate keeps the first */
+    }
+    return 0;
+}
+
+long moects__index_find(const moects__index *ix, const char *kernel, const char *case_id)
+{
+    size_t h = (size_t)pair_hash(kernel, case_id) & (ix->cap - 1);
+    while (ix->slot[h]) {
+        const moects_result *o = &ix->run->v[ix->slot[h] - 1];
+        if (!strcmp(o->kernel, kernel) && !strcmp(o->case_id, case_id)) return (long)ix->slot[h] - 1;
+        h = (h + 1) & (ix->cap - 1);
+    }
+    return -1;
+}
+
+void moects__index_free(moects__index *ix)
+{
+    free(ix->slot);
+    ix->slot = NULL;
+    ix->cap = 0;
+}
+
+static const char *const cell_names[MOECTS__CELL_COUNT] = {
+    "PASS", "FAIL", "UNSUPPORTED", "NOT_REGISTERED", "NOT_RUN"};
+
+const char *moects__cell_name(moects__cell_state s)
+{
+    return (unsigned)s < MOECTS__CELL_COUNT ? cell_names[s] : "?";
+}
+
+moects__cell_state moects__cell_state_of(const moects__cell *c)
+{
+    if (c->n[MOECTS_FAIL_MISMATCH] + c->n[MOECTS_FAIL_CRASH] + c->n[MOECTS_FAIL_TIMEOUT] +
+        c->n[MOECTS_FAIL_OOB_WRITE] + c->n[MOECTS_FAIL_NONDETERMINISTIC]) return MOECTS__CELL_FAIL;
+    if (c->n[MOECTS_UNSUPPORTED]) return MOECTS__CELL_UNSUPPORTED;
+    if (c->n[MOECTS_PASS_EXACT] + c->n[MOECTS_PASS_BOUNDED] + c->n[MOECTS_PASS_TOLERANCE]) return MOECTS__CELL_PASS;
+    return MOECTS__CELL_NOT_RUN;
+}
+
+static int cell_key_cmp(const char *k1, const char *m1, const char *l1, const char *k2, const char *m2,
+                        const char *l2)
+{
+    int d = strcmp(k1, k2);
+    if (!d) d = strcmp(m1, m2);
+    if (!d) d = strcmp(l1, l2);
+    return d;
+}
+
+static int cells_sort_cmp(const void *a, const void *b, void *ctx)
+{
+    const moects_run *run = ctx;
+    const moects_result *x = &run->v[*(const size_t *)a], *y = &run->v[*(const size_t *)b];
+    int d = cell_key_cmp(x->kernel, x->model, x->layout, y->kernel, y->model, y->layout);
+    if (!d) d = (*(const size_t *)a > *(const size_t *)b) - (*(const size_t *)a < *(const size_t *)b);
+    return d;
+}
+
+long moects__cells(const moects_run *run, const char *keep, moects__cell **out)
+{
+    *out = NULL;
+    size_t *ord = malloc((run->n ? run->n : 1) * sizeof *ord);
+    moects__cell *v = malloc((run->n ? run->n : 1) * sizeof *v);
+    if (!ord || !v) {
+        free(ord);
+        free(v);
+        return -1;
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < run->n; i++)
+        if (!keep || keep[i]) ord[m++] = i;
+    qsort_r(ord, m, sizeof *ord, cells_sort_cmp, (void *)run);
+    long n = 0;
+    for (size_t j = 0; j < m; j++) {
+        const moects_result *r = &run->v[ord[j]];
+        moects__cell *c = n ? &v[n - 1] : NULL;
+        if (!c || cell_key_cmp(c->kernel, c->model, c->layout, r->kernel, r->model, r->layout)) {
+            c = &v[n++];
+            memset(c, 0, sizeof *c);
+            c->kernel = r->kernel;
+            c->model = r->model;
+            c->layout = r->layout;
+            c->op = r->op;
+            c->is_mutant = r->is_mutant;
+            c->first_bad = -1;
+        }
+        c->n[r->verdict]++;
+        if (moects_verdict_is_fail(r->verdict) &&
+            (c->first_bad < 0 || !moects_verdict_is_fail(run->v[c->first_bad].verdict)))
+            c->first_bad = (long)ord[j];
+        else if (r->verdict == MOECTS_UNSUPPORTED && c->first_bad < 0)
+            c->first_bad = (long)ord[j];
+    }
+    free(ord);
+    *out = v;
+    return n;
+}
+
+const moects__cell *moects__cell_find(const moects__cell *v, long n, const char *kernel, const char *model,
+                                      const char *layout)
+{
+    long lo = 0, hi = n;
+    while (lo < hi) {
+        long mid = lo + (hi - lo) / 2;
+        int d = cell_key_cmp(v[mid].kernel, v[mid].model, v[mid].layout, kernel, model, layout);
+        if (!d) return &v[mid];
+        if (d < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return NULL;
+}
+
+const char *moects__source_root(void)
+{
+    const char *r = getenv("MOECTS_ROOT");
+    if (r && *r) return r;
+#ifdef MOECTS_SOURCE_DIR
+    return MOECTS_SOURCE_DIR;
+#else
+    return ".";
+#endif
+}
