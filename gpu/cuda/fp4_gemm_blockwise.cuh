@@ -84,52 +84,57 @@ template <int BM, int BN, int G> struct Smem {
     float sb[2][BK / G][BN];
 };
 
-template <int BM, int BN, int G, int BUG, bool ALIGNED>
-__global__ void __launch_bounds__(BM * BN / 32, 65536 / 128 / (BM * BN / 32)) fp4_gemm_kernel(Params P)
-{
-    constexpr int WARPS_N = BN / 32, NTHR = (BM / 32) * WARPS_N * 32;
-    constexpr int NB = BK / G; /* K-blocks per stage */
-    constexpr int A_ITEMS = BM * (BK / 32), B_ITEMS = BN * (BK / 32);
-    constexpr int A_PER = (A_ITEMS + NTHR - 1) / NTHR, B_PER = (B_ITEMS + NTHR - 1) / NTHR;
-    constexpr int NIT = A_PER + B_PER; /* this thread's raw items: A's, then B's */
-    static_assert(BM + BN <= NTHR && NB >= 1, "tile does not fit the thread count");
-    extern __shared__ __align__(128) unsigned char smem_raw[];
-    /* 1024-byte aligned (the 128-byte swizzle repeats every 8 rows of 128 bytes); 1 KiB extra allocated */
-    const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(smem_raw);
-    Smem<BM, BN, G> &S = *reinterpret_cast<Smem<BM, BN, G> *>(smem_raw + ((1024u - (sbase & 1023u)) & 1023u));
+/* One thread's share of a tile's stages: its raw FP4 items (A's, then B's) and, for threads below
+ * BM + BN, one row's scales with the next stage's bytes in rs (byte j = block kb0 + j). */
+template <int BM, int BN, int G, int BUG, bool ALIGNED> struct Stager {
+    static constexpr int WARPS_N = BN / 32, NTHR = (BM / 32) * WARPS_N * 32;
+    static constexpr int NB = BK / G; /* K-blocks per stage */
+    static constexpr int A_ITEMS = BM * (BK / 32), B_ITEMS = BN * (BK / 32);
+    static constexpr int A_PER = (A_ITEMS + NTHR - 1) / NTHR, B_PER = (B_ITEMS + NTHR - 1) / NTHR;
+    static constexpr int NIT = A_PER + B_PER; /* this thread's raw items: A's, then B's */
 
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int wm = warp / WARPS_N, wn = warp % WARPS_N;
-    const int64_t m0 = (int64_t)blockIdx.y * BM, n0 = (int64_t)blockIdx.x * BN;
-    const int64_t nstage = (P.K + BK - 1) / BK;
-
-    float acc[2][4][4];
-#pragma unroll
-    for (int i = 0; i < 2; i++)
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;
-
+    const Params &P;
+    Smem<BM, BN, G> &S;
+    int tid;
+    int64_t nstage;
     /* Raw items: A item j (j = tid + c * NTHR < A_ITEMS) is row j / 2, 32-code half j % 2 of the stage;
-     * B's likewise. Item i of this thread sits at raw + soff[i]; its row pointer (at the half's first
-     * byte of stage 0) and row validity are computed once. */
+     * B's likewise. Item i sits at raw + soff[i]; its row pointer (at the half's first byte of stage
+     * 0) and row validity are computed once. */
     const uint8_t *gp[NIT];
     bool gv[NIT];
     int soff[NIT], srw[NIT], shalf[NIT];
+    bool srow_a, srow_on, srow_in;
+    const uint8_t *sptr;
+    uint32_t rs;
+
+    __device__ __forceinline__ Stager(const Params &p, Smem<BM, BN, G> &s, int tid_, int64_t m0, int64_t n0)
+        : P(p), S(s), tid(tid_), nstage((p.K + BK - 1) / BK), rs(0)
+    {
 #pragma unroll
-    for (int i = 0; i < NIT; i++) {
-        const bool isa = i < A_PER;
-        const int j = tid + (isa ? i : i - A_PER) * NTHR;
-        const bool exists = isa ? (A_ITEMS % NTHR == 0 || j < A_ITEMS) : (B_ITEMS % NTHR == 0 || j < B_ITEMS);
-        const int64_t r = (isa ? m0 : n0) + j / 2;
-        gv[i] = exists && r < (isa ? P.M : P.N);
-        gp[i] = (isa ? P.a : P.b) + (gv[i] ? r * P.rowbytes + (j % 2) * 16 : 0);
-        soff[i] = exists ? ((isa ? 0 : A_ITEMS) + j) * 16 : -1;
-        srw[i] = j / 2;
-        shalf[i] = j % 2;
+        for (int i = 0; i < NIT; i++) {
+            const bool isa = i < A_PER;
+            const int j = tid + (isa ? i : i - A_PER) * NTHR;
+            const bool exists = isa ? (A_ITEMS % NTHR == 0 || j < A_ITEMS) : (B_ITEMS % NTHR == 0 || j < B_ITEMS);
+            const int64_t r = (isa ? m0 : n0) + j / 2;
+            gv[i] = exists && r < (isa ? P.M : P.N);
+            gp[i] = (isa ? P.a : P.b) + (gv[i] ? r * P.rowbytes + (j % 2) * 16 : 0);
+            soff[i] = exists ? ((isa ? 0 : A_ITEMS) + j) * 16 : -1;
+            srw[i] = j / 2;
+            shalf[i] = j % 2;
+        }
+        srow_a = tid < BM, srow_on = tid < BM + BN;
+        const int64_t srow = srow_a ? m0 + tid : n0 + (tid - BM);
+        srow_in = srow_on && srow < (srow_a ? P.M : P.N);
+        sptr = srow_a ? P.sa : P.sb;
+        if (srow_in) {
+            if (P.swizzled) sptr += (srow / 128) * ((P.nkb + 3) / 4) * 512 + (srow % 32) * 16 + ((srow / 32) % 4) * 4;
+            else sptr += srow * P.nkb;
+        }
     }
-    auto issue_stage = [&](int64_t st) {
+
+    /* Stage st's raw items into S.raw (cp.async, committed as one group). */
+    __device__ __forceinline__ void issue_stage(int64_t st)
+    {
         if (st < nstage) {
             uint8_t *raw = S.raw[st % RAW_STAGES];
 #pragma unroll
@@ -154,22 +159,10 @@ __global__ void __launch_bounds__(BM * BN / 32, 65536 / 128 / (BM * BN / 32)) fp
             }
         }
         cp_async_commit();
-    };
-
-    /* Scales: thread tid < BM + BN owns one row (A's rows, then B's) and holds the NB scale bytes of
-     * the next stage in rs (byte j = block kb0 + j). Row pointer computed once. */
-    const bool srow_a = tid < BM, srow_on = tid < BM + BN;
-    const int64_t srow = srow_a ? m0 + tid : n0 + (tid - BM);
-    const bool srow_in = srow_on && srow < (srow_a ? P.M : P.N);
-    const uint8_t *sptr = srow_a ? P.sa : P.sb;
-    if (srow_in) {
-        if (P.swizzled)
-            sptr += (srow / 128) * ((P.nkb + 3) / 4) * 512 + (srow % 32) * 16 + ((srow / 32) % 4) * 4;
-        else
-            sptr += srow * P.nkb;
     }
-    uint32_t rs = 0;
-    auto load_scales = [&](int64_t st) {
+
+    __device__ __forceinline__ void load_scales(int64_t st)
+    {
         const int64_t kb0 = st * NB;
         rs = 0;
         if (!srow_in || kb0 >= P.nkb) return;
@@ -186,11 +179,12 @@ __global__ void __launch_bounds__(BM * BN / 32, 65536 / 128 / (BM * BN / 32)) fp
                 rs |= (uint32_t)__ldg(sptr + off) << (8 * j);
             }
         }
-    };
+    }
 
     /* Own raw items of stage st -> FP16 in buffer buf (8-code chunk c of row r at
      * r * ROWB + ((c ^ (r & 7)) * 16)); scale bytes -> floats. */
-    auto convert_stage = [&](int64_t st, int buf) {
+    __device__ __forceinline__ void convert_stage(int64_t st, int buf)
+    {
         const uint8_t *raw = S.raw[st % RAW_STAGES];
         const bool tail = (st + 1) * BK > P.K; /* the last stage: codes past K are masked */
 #pragma unroll
@@ -220,79 +214,62 @@ __global__ void __launch_bounds__(BM * BN / 32, 65536 / 128 / (BM * BN / 32)) fp
 #pragma unroll
             for (int j = 0; j < NB; j++) dst[j * stride] = decode_scale<G>((rs >> (8 * j)) & 0xFFu);
         }
-    };
-
-    /* Prologue: stages 0..RAW_STAGES-2 in flight, stage 0 converted, stage 1's scales in rs. */
-#pragma unroll
-    for (int i = 0; i < RAW_STAGES - 1; i++) issue_stage(i);
-    if (nstage > 0) {
-        load_scales(0);
-        cp_async_wait<RAW_STAGES - 2>();
-        convert_stage(0, 0);
-        load_scales(1);
     }
-    __syncthreads();
+};
 
+/* One K-block blk of buffer buf: the warp's 32 x 32 block partials p (FP16 MMAs, FP32 accumulate over
+ * G / 16 k16 steps), each scaled by sa * sb and added into acc with one FMA (blockwise_v1). */
+template <int BM, int BN, int G>
+__device__ __forceinline__ void mma_block(float (&acc)[2][4][4], const Smem<BM, BN, G> &S, uint32_t a_base,
+                                          uint32_t b_base, int buf, int blk, int wm, int wn, int lane)
+{
     const int g = lane >> 2, t4 = lane & 3;
     const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int64_t st = 0; st < nstage; st++) {
-        const int buf = (int)(st & 1);
-        issue_stage(st + RAW_STAGES - 1);
-
-        const uint32_t a_base = (uint32_t)__cvta_generic_to_shared(&S.a[buf][0]);
-        const uint32_t b_base = (uint32_t)__cvta_generic_to_shared(&S.b[buf][0]);
-#pragma unroll 1
-        for (int blk = 0; blk < NB; blk++) {
-            if (st * NB + blk >= P.nkb) break;
-            float p[2][4][4];
+    float p[2][4][4];
 #pragma unroll
-            for (int h = 0; h < G / 16; h++) {
-                const int kk = blk * (G / 16) + h; /* k16 step within the stage: chunks 2kk, 2kk+1 */
-                uint32_t af[2][4], bfr[4][2];
+    for (int h = 0; h < G / 16; h++) {
+        const int kk = blk * (G / 16) + h; /* k16 step within the stage: chunks 2kk, 2kk+1 */
+        uint32_t af[2][4], bfr[4][2];
 #pragma unroll
-                for (int mt = 0; mt < 2; mt++) {
-                    const int r = wm * 32 + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-                    const int ch = kk * 2 + (lane >> 4);
-                    ldsm_x4(a_base + r * ROWB + ((ch ^ (r & 7)) * 16), af[mt][0], af[mt][1], af[mt][2], af[mt][3]);
-                }
-#pragma unroll
-                for (int np = 0; np < 2; np++) {
-                    const int r = wn * 32 + np * 16 + (lane & 7) + (lane >> 4) * 8;
-                    const int ch = kk * 2 + ((lane >> 3) & 1);
-                    ldsm_x4(b_base + r * ROWB + ((ch ^ (r & 7)) * 16), bfr[2 * np][0], bfr[2 * np][1],
-                            bfr[2 * np + 1][0], bfr[2 * np + 1][1]);
-                }
-#pragma unroll
-                for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-                    for (int nt = 0; nt < 4; nt++) mma16816(af[mt], bfr[nt], h == 0 ? zero : p[mt][nt], p[mt][nt]);
-            }
-#pragma unroll
-            for (int mt = 0; mt < 2; mt++) {
-                const float sa0 = S.sa[buf][blk][wm * 32 + mt * 16 + g];
-                const float sa1 = S.sa[buf][blk][wm * 32 + mt * 16 + g + 8];
-#pragma unroll
-                for (int nt = 0; nt < 4; nt++) {
-                    const float2 sb = *reinterpret_cast<const float2 *>(&S.sb[buf][blk][wn * 32 + nt * 8 + 2 * t4]);
-                    float *c = acc[mt][nt];
-                    const float *q = p[mt][nt];
-                    c[0] = __fmaf_rn(q[0], __fmul_rn(sa0, sb.x), c[0]);
-                    c[1] = __fmaf_rn(q[1], __fmul_rn(sa0, sb.y), c[1]);
-                    c[2] = __fmaf_rn(q[2], __fmul_rn(sa1, sb.x), c[2]);
-                    c[3] = __fmaf_rn(q[3], __fmul_rn(sa1, sb.y), c[3]);
-                }
-            }
+        for (int mt = 0; mt < 2; mt++) {
+            const int r = wm * 32 + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+            const int ch = kk * 2 + (lane >> 4);
+            ldsm_x4(a_base + r * ROWB + ((ch ^ (r & 7)) * 16), af[mt][0], af[mt][1], af[mt][2], af[mt][3]);
         }
-        if (st + 1 < nstage) {
-            cp_async_wait<RAW_STAGES - 2>(); /* this thread's items of stage st + 1 have landed */
-            convert_stage(st + 1, buf ^ 1);
-            load_scales(st + 2);
+#pragma unroll
+        for (int np = 0; np < 2; np++) {
+            const int r = wn * 32 + np * 16 + (lane & 7) + (lane >> 4) * 8;
+            const int ch = kk * 2 + ((lane >> 3) & 1);
+            ldsm_x4(b_base + r * ROWB + ((ch ^ (r & 7)) * 16), bfr[2 * np][0], bfr[2 * np][1], bfr[2 * np + 1][0],
+                    bfr[2 * np + 1][1]);
         }
-        __syncthreads();
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+            for (int nt = 0; nt < 4; nt++) mma16816(af[mt], bfr[nt], h == 0 ? zero : p[mt][nt], p[mt][nt]);
     }
-    cp_async_wait<0>();
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++) {
+        const float sa0 = S.sa[buf][blk][wm * 32 + mt * 16 + g];
+        const float sa1 = S.sa[buf][blk][wm * 32 + mt * 16 + g + 8];
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++) {
+            const float2 sb = *reinterpret_cast<const float2 *>(&S.sb[buf][blk][wn * 32 + nt * 8 + 2 * t4]);
+            float *c = acc[mt][nt];
+            const float *q = p[mt][nt];
+            c[0] = __fmaf_rn(q[0], __fmul_rn(sa0, sb.x), c[0]);
+            c[1] = __fmaf_rn(q[1], __fmul_rn(sa0, sb.y), c[1]);
+            c[2] = __fmaf_rn(q[2], __fmul_rn(sa1, sb.x), c[2]);
+            c[3] = __fmaf_rn(q[3], __fmul_rn(sa1, sb.y), c[3]);
+        }
+    }
+}
 
-    /* D = out_rne(acc * alpha). Thread holds rows g, g+8 and columns 2*t4, 2*t4+1 of each 16x8 tile. */
+/* D = out_rne(acc * alpha). Thread holds rows g, g+8 and columns 2*t4, 2*t4+1 of each 16x8 tile. */
+__device__ __forceinline__ void store_tile(const Params &P, const float (&acc)[2][4][4], int64_t m0, int64_t n0, int wm,
+                                           int wn, int lane)
+{
+    const int g = lane >> 2, t4 = lane & 3;
     const bool pair = (P.N % 2 == 0) && ((uintptr_t)P.d % (P.out_bf16 ? 4 : 8) == 0);
 #pragma unroll
     for (int mt = 0; mt < 2; mt++) {
@@ -309,6 +286,62 @@ __global__ void __launch_bounds__(BM * BN / 32, 65536 / 128 / (BM * BN / 32)) fp
             }
         }
     }
+}
+
+template <int BM, int BN, int G, int BUG, bool ALIGNED>
+__global__ void __launch_bounds__(BM * BN / 32, 65536 / 128 / (BM * BN / 32)) fp4_gemm_kernel(Params P)
+{
+    using St = Stager<BM, BN, G, BUG, ALIGNED>;
+    static_assert(BM + BN <= St::NTHR && St::NB >= 1, "tile does not fit the thread count");
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    /* 1024-byte aligned (the 128-byte swizzle repeats every 8 rows of 128 bytes); 1 KiB extra allocated */
+    const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(smem_raw);
+    Smem<BM, BN, G> &S = *reinterpret_cast<Smem<BM, BN, G> *>(smem_raw + ((1024u - (sbase & 1023u)) & 1023u));
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp / St::WARPS_N, wn = warp % St::WARPS_N;
+    const int64_t m0 = (int64_t)blockIdx.y * BM, n0 = (int64_t)blockIdx.x * BN;
+    St sg(P, S, tid, m0, n0);
+    const int64_t nstage = sg.nstage;
+
+    float acc[2][4][4];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;
+
+    /* Prologue: stages 0..RAW_STAGES-2 in flight, stage 0 converted, stage 1's scales in rs. */
+#pragma unroll
+    for (int i = 0; i < RAW_STAGES - 1; i++) sg.issue_stage(i);
+    if (nstage > 0) {
+        sg.load_scales(0);
+        cp_async_wait<RAW_STAGES - 2>();
+        sg.convert_stage(0, 0);
+        sg.load_scales(1);
+    }
+    __syncthreads();
+
+    for (int64_t st = 0; st < nstage; st++) {
+        const int buf = (int)(st & 1);
+        sg.issue_stage(st + RAW_STAGES - 1);
+        const uint32_t a_base = (uint32_t)__cvta_generic_to_shared(&S.a[buf][0]);
+        const uint32_t b_base = (uint32_t)__cvta_generic_to_shared(&S.b[buf][0]);
+#pragma unroll 1
+        for (int blk = 0; blk < St::NB; blk++) {
+            if (st * St::NB + blk >= P.nkb) break;
+            mma_block<BM, BN, G>(acc, S, a_base, b_base, buf, blk, wm, wn, lane);
+        }
+        if (st + 1 < nstage) {
+            cp_async_wait<RAW_STAGES - 2>(); /* this thread's items of stage st + 1 have landed */
+            sg.convert_stage(st + 1, buf ^ 1);
+            sg.load_scales(st + 2);
+        }
+        __syncthreads();
+    }
+    cp_async_wait<0>();
+    store_tile(P, acc, m0, n0, wm, wn, lane);
 }
 
 #include "fp4_gemm_fp8ws.cuh"

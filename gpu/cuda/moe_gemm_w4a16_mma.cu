@@ -148,44 +148,44 @@ __device__ __forceinline__ void mma_stage(float (&acc)[4][4][4], uint32_t a_base
     }
 }
 
-/* AL: K % 32 == 0 and A, B 16-byte aligned: every A chunk of 8 and B item of 32 codes is wholly inside
- * or wholly past K, copied by cp.async; else synchronous element loads into the same slots. */
-template <int G, bool AL> __global__ void __launch_bounds__(NTHR, 2) gemm(Params P)
-{
-    extern __shared__ __align__(128) unsigned char smem_raw[];
-    Smem &S = *reinterpret_cast<Smem *>(smem_raw);
-    const int64_t slot = (int64_t)blockIdx.x / P.ntn, n0 = ((int64_t)blockIdx.x % P.ntn) * BN;
-    const Tile t = P.tiles[slot];
-    if (t.expert < 0 || t.row_end <= t.row0) return; /* uniform: before any barrier */
-    const int32_t e = t.expert;
-    const int64_t m0 = t.row0, N = P.N, K = P.K;
-    const int vm = (int)(t.row_end - m0 < BM ? t.row_end - m0 : BM); /* valid rows of the tile, 1..128 */
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int64_t nstage = (K + BK - 1) / BK;
+/* One thread's share of a tile's stages: which A chunks and which B item it copies, its B row's
+ * scales, and the scale bytes of the next stage (rs). AL: K % 32 == 0 and A, B 16-byte aligned: every
+ * A chunk of 8 and B item of 32 codes is wholly inside or wholly past K, copied by cp.async; else
+ * synchronous element loads into the same slots. */
+template <int G, bool AL> struct Stager {
+    const Params &P;
+    Smem &S;
+    int tid, vm, ac, ar, a_soff, bn, bh;
+    bool b_in;
+    int64_t K, nstage;
+    const __nv_bfloat16 *a_row;
+    const uint8_t *b_row, *s_row;
+    uint32_t rs;
 
-    if (warp < BM / 32) { /* which rows of D are written */
-        const int r = tid;
-        const bool out = r < vm && (!P.m_idx || __ldg(P.m_idx + m0 + r) == e);
-        const uint32_t bits = __ballot_sync(0xFFFFFFFFu, out);
-        if (lane == 0) S.rows_out[warp] = bits;
+    /* The item's scale bytes of stage st (byte j: K-block kb0 + j); blocks not loaded read as 1.0
+     * (their codes are zero). */
+    static constexpr uint32_t ONE = G == 32 ? 127u : 0x38u;
+
+    /* A: this thread copies chunk ac (8 elements) of rows ar + 32 i, i = 0..3; B: its item is row bn of
+     * the column tile, codes 32 bh .. 32 bh + 31 of each stage. */
+    __device__ __forceinline__ Stager(const Params &p, Smem &s, int tid_, int vm_, int32_t e, int64_t m0, int64_t n0)
+        : P(p), S(s), tid(tid_), vm(vm_), ac(tid_ & 7), ar(tid_ >> 3), a_soff(0), bn(tid_ >> 1), bh(tid_ & 1),
+          b_in(n0 + (tid_ >> 1) < p.N), K(p.K), nstage((p.K + BK - 1) / BK), rs(ONE | ONE << 8)
+    {
+        a_soff = ar * ROWB + ((ac ^ (ar & 7)) * 16); /* + 32 i * ROWB for row ar + 32 i */
+        a_row = P.a + (m0 + ar) * K;                  /* + k below holds the chunk's ac * 8 */
+        b_row = P.b + (b_in ? ((int64_t)e * P.N + n0 + bn) * P.rb : 0);
+        s_row = P.sb;
+        if (b_in) {
+            const int64_t n = n0 + bn;
+            s_row += (int64_t)e * P.ebytes +
+                     (P.swizzled ? (n / 128) * ((P.nkb + 3) / 4) * 512 + (n % 32) * 16 + ((n / 32) % 4) * 4 : n * P.nkb);
+        }
     }
 
-    /* A: this thread copies chunk ac (8 elements) of rows ar + 32 i, i = 0..3 */
-    const int ac = tid & 7, ar = tid >> 3;
-    const int a_soff = ar * ROWB + ((ac ^ (ar & 7)) * 16); /* + 32 i * ROWB for row ar + 32 i */
-    const __nv_bfloat16 *a_row = P.a + (m0 + ar) * K; /* + k below holds the chunk's ac * 8 */
-    /* B: this thread's item is row bn of the column tile, codes 32 bh .. 32 bh + 31 of each stage */
-    const int bn = tid >> 1, bh = tid & 1;
-    const bool b_in = n0 + bn < N;
-    const uint8_t *b_row = P.b + (b_in ? ((int64_t)e * N + n0 + bn) * P.rb : 0);
-    const uint8_t *s_row = P.sb;
-    if (b_in) {
-        const int64_t n = n0 + bn;
-        s_row += (int64_t)e * P.ebytes +
-                 (P.swizzled ? (n / 128) * ((P.nkb + 3) / 4) * 512 + (n % 32) * 16 + ((n / 32) % 4) * 4 : n * P.nkb);
-    }
-
-    auto issue_stage = [&](int64_t st) {
+    /* Stage st's A chunks and B item into slot st % STAGES (cp.async, committed as one group). */
+    __device__ __forceinline__ void issue_stage(int64_t st)
+    {
         if (st < nstage) {
             const int sl = (int)(st % STAGES);
             const int64_t k = st * BK + ac * 8;
@@ -207,31 +207,33 @@ template <int G, bool AL> __global__ void __launch_bounds__(NTHR, 2) gemm(Params
                     *reinterpret_cast<uint4 *>(dst) = v;
                 }
             }
-            const int64_t kb_byte = st * (BK / 2) + bh * 16; /* the item's first byte in the row */
-            const bool in = b_in && kb_byte < P.rb;
-            uint8_t *dst = S.raw[sl] + tid * 16;
-            if (AL) {
-                cp16(dst, in ? b_row + kb_byte : P.b, in);
-            } else {
-                uint4 v = make_uint4(0, 0, 0, 0);
-                if (in) {
-                    uint8_t *bv = reinterpret_cast<uint8_t *>(&v);
-                    const int64_t left = P.rb - kb_byte;
-#pragma unroll
-                    for (int q = 0; q < 16; q++)
-                        if (q < left) bv[q] = __ldg(b_row + kb_byte + q);
-                }
-                *reinterpret_cast<uint4 *>(dst) = v;
-            }
+            issue_b(st, sl);
         }
         cp_async_commit();
-    };
+    }
 
-    /* The item's scale bytes of stage st (byte j: K-block kb0 + j); blocks not loaded read as 1.0 (their
-     * codes are zero). */
-    constexpr uint32_t ONE = G == 32 ? 127u : 0x38u;
-    uint32_t rs = ONE | ONE << 8;
-    auto load_scales = [&](int64_t st) {
+    __device__ __forceinline__ void issue_b(int64_t st, int sl)
+    {
+        const int64_t kb_byte = st * (BK / 2) + bh * 16; /* the item's first byte in the row */
+        const bool in = b_in && kb_byte < P.rb;
+        uint8_t *dst = S.raw[sl] + tid * 16;
+        if (AL) {
+            cp16(dst, in ? b_row + kb_byte : P.b, in);
+        } else {
+            uint4 v = make_uint4(0, 0, 0, 0);
+            if (in) {
+                uint8_t *bv = reinterpret_cast<uint8_t *>(&v);
+                const int64_t left = P.rb - kb_byte;
+#pragma unroll
+                for (int q = 0; q < 16; q++)
+                    if (q < left) bv[q] = __ldg(b_row + kb_byte + q);
+            }
+            *reinterpret_cast<uint4 *>(dst) = v;
+        }
+    }
+
+    __device__ __forceinline__ void load_scales(int64_t st)
+    {
         rs = ONE | ONE << 8;
         const int64_t kb0 = st * (BK / G) + bh * (32 / G);
         if (!b_in) return;
@@ -243,10 +245,11 @@ template <int G, bool AL> __global__ void __launch_bounds__(NTHR, 2) gemm(Params
                 rs = (rs & ~(0xFFu << (8 * j))) | x << (8 * j);
             }
         }
-    };
+    }
 
     /* This thread's item of stage st -> BF16 row bn, chunks 4 bh .. 4 bh + 3 of buffer buf. */
-    auto convert_stage = [&](int64_t st, int buf) {
+    __device__ __forceinline__ void convert_stage(int64_t st, int buf)
+    {
         uint4 v = *reinterpret_cast<const uint4 *>(S.raw[st % STAGES] + tid * 16);
         const int64_t k0c = st * BK + bh * 32;
         if (k0c + 32 > K) mask_codes(v, (int)(K - k0c < 0 ? 0 : K - k0c));
@@ -257,53 +260,16 @@ template <int G, bool AL> __global__ void __launch_bounds__(NTHR, 2) gemm(Params
             const uint32_t x = (rs >> (G == 16 ? 8 * (q >> 1) : 0)) & 0xFFu; /* NVFP4: words 0-1 block 0, 2-3 block 1 */
             *reinterpret_cast<uint4 *>(row + (((4 * bh + q) ^ (bn & 7)) * 16)) = dequant8<G>(w[q], x);
         }
-    };
-
-    float acc[4][4][4];
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-#pragma unroll
-            for (int q = 0; q < 4; q++) acc[i][j][q] = 0.0f;
-
-#pragma unroll
-    for (int i = 0; i < STAGES - 1; i++) issue_stage(i);
-    if (nstage > 0) {
-        load_scales(0);
-        cp_async_wait<STAGES - 2>();
-        convert_stage(0, 0);
-        load_scales(1);
     }
-    __syncthreads();
+};
 
-    const int wm = warp >> 2, wn = warp & 3; /* warp tile: rows 64 wm .., columns 32 wn .. */
-    /* 16-row blocks of the warp tile with a row before the tile's end (0..4): the others are skipped */
-    const int nmt = vm <= wm * 64 ? 0 : vm - wm * 64 >= 64 ? 4 : (vm - wm * 64 + 15) / 16;
-    for (int64_t st = 0; st < nstage; st++) {
-        const int buf = (int)(st & 1);
-        issue_stage(st + STAGES - 1);
-        if (nmt > 0) {
-            const uint32_t a_base = smem_u32(S.a[st % STAGES]), b_base = smem_u32(S.b[buf]);
-            /* branch-free bodies per count of 16-row blocks, so that ptxas can overlap ldmatrix and MMAs */
-            switch (nmt) {
-            case 4: mma_stage<4>(acc, a_base, b_base, wm, wn, lane); break;
-            case 3: mma_stage<3>(acc, a_base, b_base, wm, wn, lane); break;
-            case 2: mma_stage<2>(acc, a_base, b_base, wm, wn, lane); break;
-            default: mma_stage<1>(acc, a_base, b_base, wm, wn, lane); break;
-            }
-        }
-        if (st + 1 < nstage) {
-            cp_async_wait<STAGES - 2>(); /* this thread's copies of stage st + 1 have landed */
-            convert_stage(st + 1, buf ^ 1);
-            load_scales(st + 2);
-        }
-        __syncthreads();
-    }
-    cp_async_wait<0>();
-
-    /* D = out_rne(acc * alpha[e]). Thread holds rows g, g+8 and columns 2 t4, 2 t4 + 1 of each 16x8 tile. */
-    const float al = K > 0 && P.alpha ? __ldg(P.alpha + e) : 1.0f;
+/* D = out_rne(acc * alpha[e]) on the rows the tile writes. Thread holds rows g, g+8 and columns 2 t4,
+ * 2 t4 + 1 of each 16x8 tile. */
+__device__ __forceinline__ void store_tile(const Params &P, const Smem &S, const float (&acc)[4][4][4], int32_t e,
+                                           int64_t m0, int64_t n0, int wm, int wn, int lane)
+{
+    const int64_t N = P.N;
+    const float al = P.K > 0 && P.alpha ? __ldg(P.alpha + e) : 1.0f;
     const int g = lane >> 2, t4 = lane & 3;
     const bool pair = (N % 2 == 0) && ((uintptr_t)P.d % (P.out_bf16 ? 4 : 8) == 0);
 #pragma unroll
@@ -320,6 +286,72 @@ template <int G, bool AL> __global__ void __launch_bounds__(NTHR, 2) gemm(Params
             }
         }
     }
+}
+
+template <int G, bool AL> __global__ void __launch_bounds__(NTHR, 2) gemm(Params P)
+{
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    Smem &S = *reinterpret_cast<Smem *>(smem_raw);
+    const int64_t slot = (int64_t)blockIdx.x / P.ntn, n0 = ((int64_t)blockIdx.x % P.ntn) * BN;
+    const Tile t = P.tiles[slot];
+    if (t.expert < 0 || t.row_end <= t.row0) return; /* uniform: before any barrier */
+    const int32_t e = t.expert;
+    const int64_t m0 = t.row0;
+    const int vm = (int)(t.row_end - m0 < BM ? t.row_end - m0 : BM); /* valid rows of the tile, 1..128 */
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+
+    if (warp < BM / 32) { /* which rows of D are written */
+        const int r = tid;
+        const bool out = r < vm && (!P.m_idx || __ldg(P.m_idx + m0 + r) == e);
+        const uint32_t bits = __ballot_sync(0xFFFFFFFFu, out);
+        if (lane == 0) S.rows_out[warp] = bits;
+    }
+    Stager<G, AL> sg(P, S, tid, vm, e, m0, n0);
+    const int64_t nstage = sg.nstage;
+
+    float acc[4][4][4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) acc[i][j][q] = 0.0f;
+
+#pragma unroll
+    for (int i = 0; i < STAGES - 1; i++) sg.issue_stage(i);
+    if (nstage > 0) {
+        sg.load_scales(0);
+        cp_async_wait<STAGES - 2>();
+        sg.convert_stage(0, 0);
+        sg.load_scales(1);
+    }
+    __syncthreads();
+
+    const int wm = warp >> 2, wn = warp & 3; /* warp tile: rows 64 wm .., columns 32 wn .. */
+    /* 16-row blocks of the warp tile with a row before the tile's end (0..4): the others are skipped */
+    const int nmt = vm <= wm * 64 ? 0 : vm - wm * 64 >= 64 ? 4 : (vm - wm * 64 + 15) / 16;
+    for (int64_t st = 0; st < nstage; st++) {
+        const int buf = (int)(st & 1);
+        sg.issue_stage(st + STAGES - 1);
+        if (nmt > 0) {
+            const uint32_t a_base = smem_u32(S.a[st % STAGES]), b_base = smem_u32(S.b[buf]);
+            /* branch-free bodies per count of 16-row blocks, so that ptxas can overlap ldmatrix and MMAs */
+            switch (nmt) {
+            case 4: mma_stage<4>(acc, a_base, b_base, wm, wn, lane); break;
+            case 3: mma_stage<3>(acc, a_base, b_base, wm, wn, lane); break;
+            case 2: mma_stage<2>(acc, a_base, b_base, wm, wn, lane); break;
+            default: mma_stage<1>(acc, a_base, b_base, wm, wn, lane); break;
+            }
+        }
+        if (st + 1 < nstage) {
+            cp_async_wait<STAGES - 2>(); /* this thread's copies of stage st + 1 have landed */
+            sg.convert_stage(st + 1, buf ^ 1);
+            sg.load_scales(st + 2);
+        }
+        __syncthreads();
+    }
+    cp_async_wait<0>();
+    store_tile(P, S, acc, e, m0, n0, wm, wn, lane);
 }
 
 int supports(const void *shape, char *why, size_t why_len)
