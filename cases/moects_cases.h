@@ -1,5 +1,5 @@
 /* moects_cases.h: the model registry, the TP/EP derivation and the case list.
- * DESIGN.md "Cases". Depends on ref/moects_types.h and jansson. */
+ * DESIGN.md "Cases". Depends on include/moects/moects_types.h and jansson. */
 #ifndef MOECTS_CASES_H
 #define MOECTS_CASES_H
 #include "moects_types.h"

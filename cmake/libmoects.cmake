@@ -1,4 +1,4 @@
-# libmoects: the shared library of the public C API (include/moects.h) built from the objects of the
+# libmoects: the shared library of the public C API (include/moects/moects.h) built from the objects of the
 # static libraries (ref, cases, gpu, harness), and the install: moects binary, libmoects, the public
 # headers, a CMake package (find_package(moects): moects::moects) and a pkg-config file (moects.pc).
 # OpenBLAS is linked statically into libmoects as into the binary. jansson's static archive is not
@@ -16,8 +16,8 @@ if(NOT JANSSON_SHARED)
 endif()
 get_filename_component(JANSSON_SHARED_REAL ${JANSSON_SHARED} REALPATH)
 
-# The export list: every function declared MOECTS_API in include/moects.h, nothing else.
-file(STRINGS ${PROJECT_SOURCE_DIR}/include/moects.h MOECTS_API_LINES REGEX "^MOECTS_API ")
+# The export list: every function declared MOECTS_API in include/moects/moects.h, nothing else.
+file(STRINGS ${PROJECT_SOURCE_DIR}/include/moects/moects.h MOECTS_API_LINES REGEX "^MOECTS_API ")
 set(MOECTS_EXPORTS "")
 foreach(l ${MOECTS_API_LINES})
   string(REGEX MATCH "(moects_[a-z0-9_]+)\\(" m "${l}")
@@ -45,8 +45,7 @@ if(MOECTS_HAVE_CUDA)
 endif()
 target_link_options(moects_shared PRIVATE "LINKER:--version-script=${MOECTS_MAP}" "LINKER:--no-undefined")
 target_include_directories(moects_shared INTERFACE
-  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/gpu>
-  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/ref> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/moects>)
+  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include/moects> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/moects>)
 set_target_properties(moects_shared PROPERTIES OUTPUT_NAME moects EXPORT_NAME moects
   VERSION ${PROJECT_VERSION}.0 SOVERSION 0 LINKER_LANGUAGE CXX LINK_DEPENDS ${MOECTS_MAP}
   LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/lib
@@ -60,8 +59,8 @@ add_custom_command(TARGET moects_shared POST_BUILD
 install(TARGETS moects RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS moects_shared EXPORT moectsTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES ${JANSSON_SHARED_REAL} DESTINATION ${CMAKE_INSTALL_LIBDIR}/moects RENAME libjansson.so.4)
-install(FILES ${PROJECT_SOURCE_DIR}/include/moects.h ${PROJECT_SOURCE_DIR}/gpu/moects_kernel.h
-              ${PROJECT_SOURCE_DIR}/ref/moects_types.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/moects)
+install(FILES ${PROJECT_SOURCE_DIR}/include/moects/moects.h ${PROJECT_SOURCE_DIR}/include/moects/moects_kernel.h
+              ${PROJECT_SOURCE_DIR}/include/moects/moects_types.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/moects)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/cases/models ${PROJECT_SOURCE_DIR}/cases/regressions
                   ${PROJECT_SOURCE_DIR}/cases/mustpass DESTINATION ${CMAKE_INSTALL_DATADIR}/moects/cases)
 install(FILES ${PROJECT_SOURCE_DIR}/cases/known-findings.txt DESTINATION ${CMAKE_INSTALL_DATADIR}/moects/cases)

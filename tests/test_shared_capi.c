@@ -1,4 +1,4 @@
-/* test_shared_capi.c: the public C API (include/moects.h) through libmoects.so, as a user links it.
+/* test_shared_capi.c: the public C API (include/moects/moects.h) through libmoects.so, as a user links it.
  * Expected values come from the case ids' own fields, from an ep_gather computed here by hand (the
  * fma recipe of DESIGN.md, written independently of ref/), and from bits flipped on purpose. */
 #include <criterion/criterion.h>

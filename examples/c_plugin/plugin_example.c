@@ -1,6 +1,6 @@
 /* plugin_example.c: an out-of-tree kernel library for `moects run --kernel-lib` (DESIGN.md "GPU
  * side"): built as a shared object, it exports MOECTS_PLUGIN_SYMBOL and needs nothing from moects
- * but the ABI headers: gpu/moects_kernel.h and the ref/moects_types.h it includes. Out of tree, against
+ * but the ABI headers: include/moects/moects_kernel.h and the include/moects/moects_types.h it includes. Out of tree, against
  * an installed moects: `cc -shared -fPIC -ffp-contract=off $(pkg-config --cflags moects)
  * plugin_example.c -o plugin.so -lm` (or CMake: find_package(moects), the include directories of
  * moects::moects; tests/install_test.sh does both); in this tree the build puts it at

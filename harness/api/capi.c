@@ -1,4 +1,4 @@
-/* capi.c: the public C API of libmoects (include/moects.h) over the harness: case selection, case
+/* capi.c: the public C API of libmoects (include/moects/moects.h) over the harness: case selection, case
  * data, references, judging, results.json. DESIGN.md "Kernels from Python, and from any language".
  * Judging runs the runner's own task body (moects_runner_task) with a kernel that hands back the
  * caller's bytes, so a verdict here is the verdict `moects run` gives. */

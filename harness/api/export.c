@@ -1,5 +1,5 @@
 /* export.c: cases as safetensors files and the judgement of outputs written beside them
- * (include/moects.h moects_export / moects_verify; the CLI in harness/cli/cli_export.c; run --dump).
+ * (include/moects/moects.h moects_export / moects_verify; the CLI in harness/cli/cli_export.c; run --dump).
  * DESIGN.md "Kernels from Python, and from any language".
  *
  * File layout (one case): DIR/<case id, '/' -> "__">.safetensors holds the inputs under their ABI

@@ -171,7 +171,7 @@ static const moects_kernel k = {.abi_version = MOECTS_KERNEL_ABI_VERSION, .name 
 static const moects_kernel *const v[] = {&k};
 const moects_kernel *const *moects_plugin_kernels(size_t *n) { *n = 1; return v; }
 EOF
-        ${CC:-cc} -shared -fPIC -I"$root/gpu" -I"$root/ref" -o undeclared.so undeclared.c || fail "cannot build undeclared.so"
+        ${CC:-cc} -shared -fPIC -I"$root/include/moects" -o undeclared.so undeclared.c || fail "cannot build undeclared.so"
         "$moects" run --kernel-lib ./undeclared.so --out u > /dev/null 2> err.txt
         [ $? -eq 2 ] && [ "$(wc -l < err.txt)" -eq 1 ] && [ ! -e u ] || { cat err.txt; fail "$decl: not refused at load"; }
         case $decl in
@@ -204,7 +204,7 @@ const void *const *moects_plugin_kernels(size_t *n)
     return (const void *const *)v;
 }
 EOF
-    ${CC:-cc} -shared -fPIC -I"$root/gpu" -I"$root/ref" -o abi2.so abi2.c -ldl || fail "cannot build abi2.so"
+    ${CC:-cc} -shared -fPIC -I"$root/include/moects" -o abi2.so abi2.c -ldl || fail "cannot build abi2.so"
     # shellcheck disable=SC2046
     "$moects" run --out v2 --kernel-lib ./abi2.so --kernel v2.ep_gather $(cat ids) > v2.tap ||
         { cat v2.tap; fail "an ABI-2 kernel did not load or pass"; }
@@ -593,7 +593,7 @@ static const moects_kernel k2 = {.abi_version = MOECTS_KERNEL_ABI_VERSION, .name
 static const moects_kernel *const v[] = {&k1, &k2};
 const moects_kernel *const *moects_plugin_kernels(size_t *n) { *n = 2; return v; }
 EOF
-    ${CC:-cc} -shared -fPIC -I"$root/gpu" -I"$root/ref" -o err.so err.c || fail "cannot build err.so"
+    ${CC:-cc} -shared -fPIC -I"$root/include/moects" -o err.so err.c || fail "cannot build err.so"
     "$moects" run --out out --timeout 2 --kernel-lib ./err.so --kernel 'err.*' "$t16" > run.tap 2> err.txt
     [ $? -eq 1 ] || { cat run.tap err.txt; fail "exit not 1"; }
     r1='run() returned 700: an illegal memory access was encountered (cudaErrorIllegalAddress); kernel output: launching grid 7x1'
@@ -626,7 +626,7 @@ static const moects_kernel k = {.abi_version = MOECTS_KERNEL_ABI_VERSION, .name 
 static const moects_kernel *const v[] = {&k};
 const moects_kernel *const *moects_plugin_kernels(size_t *n) { *n = 1; return v; }
 EOF
-    ${CC:-cc} -shared -fPIC -I"$root/gpu" -I"$root/ref" -o noisy.so noisy.c || fail "cannot build noisy.so"
+    ${CC:-cc} -shared -fPIC -I"$root/include/moects" -o noisy.so noisy.c || fail "cannot build noisy.so"
     "$moects" run --out out --kernel-lib ./noisy.so --kernel 'cpu.mutant.ep_gather.block_min1024,noisy.*' "$t16" \
         > run.tap 2> err.txt
     rc=$?

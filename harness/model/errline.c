@@ -1,6 +1,6 @@
 /* errline.c: the one-line errors: the command line's for an argument a command does not take
  * (moects_bad_arg, harness/moects_commands.h) and libmoects' last error (moects_errmsg,
- * include/moects.h; moects__set_error, capi_internal.h), per thread. */
+ * include/moects/moects.h; moects__set_error, capi_internal.h), per thread. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>

@@ -367,7 +367,7 @@ static int mg_build(const moects_case *c, uint64_t seed, int64_t pool_min, moect
 
 static void mg_case_shape(const moects_case *c, moects__kshape *s) { moects_moe_case_shape(c, &s->mg); }
 
-/* moects_moe_gemm_shape's fields (ref/moects_types.h), enums by name; M -1 unbuilt. */
+/* moects_moe_gemm_shape's fields (include/moects/moects_types.h), enums by name; M -1 unbuilt. */
 static json_t *mg_shape_json(const moects_case *c, const moects_inputs *in)
 {
     moects_moe_gemm_shape s;
@@ -460,7 +460,7 @@ static void vec(moects_tensor_info *t, moects_dtype dt, int64_t n) { moects__tin
 static const char *const MG_NAMES[MOECTS_MG_NT] = {"a", "sa", "b", "sb", "alpha", "gs_a", "gs_b",
                                                     "m_indices", "masked_m", "expert_offsets"};
 
-/* Tensor j per moects_moe_gemm_args (ref/moects_types.h); 1 when the format and row layout have no
+/* Tensor j per moects_moe_gemm_args (include/moects/moects_types.h); 1 when the format and row layout have no
  * such tensor (run() gets NULL). Swizzled scales: their bytes. */
 static int mg_describe(const moects_inputs *in, int j, moects_tensor_info *t)
 {

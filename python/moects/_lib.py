@@ -1,4 +1,4 @@
-"""_lib.py: finds and loads libmoects (include/moects.h, API version 1) and declares its functions
+"""_lib.py: finds and loads libmoects (include/moects/moects.h, API version 1) and declares its functions
 for ctypes. Only this module touches ctypes prototypes; the rest of the package calls `lib()`.
 
 Where the library is looked for, first found wins:
@@ -31,17 +31,17 @@ class TensorInfo(Structure):
 
 
 class Tolerance(Structure):
-    """moects_tolerance (gpu/moects_kernel.h)."""
+    """moects_tolerance (include/moects/moects_kernel.h)."""
     _fields_ = [("max_calc_diff", c_double), ("max_ulp", c_uint32)]
 
 
 class Accumulation(Structure):
-    """moects_accumulation (gpu/moects_kernel.h, ABI 2)."""
+    """moects_accumulation (include/moects/moects_kernel.h, ABI 2)."""
     _fields_ = [("bits", c_uint32), ("truncation", c_int)]
 
 
 class SplitK(Structure):
-    """moects_split_k (gpu/moects_kernel.h, ABI 3): max_splits, dtype (1: BF16)."""
+    """moects_split_k (include/moects/moects_kernel.h, ABI 3): max_splits, dtype (1: BF16)."""
     _fields_ = [("max_splits", c_uint32), ("dtype", c_int)]
 
 
@@ -51,7 +51,7 @@ LAST_ERROR_FN = CFUNCTYPE(c_void_p)  # returns a const char* we keep alive
 
 
 class KernelStruct(Structure):
-    """moects_kernel, ABI version 3 (gpu/moects_kernel.h): enums are C ints."""
+    """moects_kernel, ABI version 3 (include/moects/moects_kernel.h): enums are C ints."""
     _fields_ = [("abi_version", c_uint32), ("name", c_char_p), ("op", c_int), ("device", c_int),
                 ("recipe", c_char_p), ("tol", Tolerance), ("bug", c_char_p), ("supports", SUPPORTS_FN),
                 ("run", RUN_FN), ("acc", Accumulation), ("last_error", LAST_ERROR_FN),

@@ -1,5 +1,5 @@
 """case.py: cases of the registry (or of a raw config.json), their deterministic inputs, and the
-judging of an output, all through libmoects (include/moects.h): no numerics here.
+judging of an output, all through libmoects (include/moects/moects.h): no numerics here.
 
     import moects
     for case in moects.cases("ep_gather/kimi-k3/*", tier="smoke"):

@@ -1,4 +1,4 @@
-"""kernel.py: a Python kernel's description and its moects_kernel descriptor (gpu/moects_kernel.h).
+"""kernel.py: a Python kernel's description and its moects_kernel descriptor (include/moects/moects_kernel.h).
 
 A description is a `Kernel`, a dict, or any object with these attributes (DESIGN.md "Kernels from
 Python"):
@@ -186,7 +186,7 @@ def error_text(e):
 
 
 class _FP4Args(ctypes.Structure):
-    """moects_fp4_gemm_args: four pointers, then alpha (ref/moects_types.h)."""
+    """moects_fp4_gemm_args: four pointers, then alpha (include/moects/moects_types.h)."""
     _fields_ = [("a", ctypes.c_void_p), ("b", ctypes.c_void_p), ("sa", ctypes.c_void_p),
                 ("sb", ctypes.c_void_p), ("alpha", ctypes.c_float), ("d", ctypes.c_void_p)]
 

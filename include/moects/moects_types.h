@@ -1,0 +1,126 @@
+/* moects_types.h: dtypes, operand formats and the shape/argument structs of the kernel ops.
+ * Shared by ref/ (the references) and include/moects/moects_kernel.h (the kernel ABI). No dependencies. */
+#ifndef MOECTS_TYPES_H
+#define MOECTS_TYPES_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    MOECTS_BF16 = 1, /* bfloat16 bits in uint16_t */
+    MOECTS_F32 = 2,
+    MOECTS_I32 = 3,
+    MOECTS_I64 = 4
+} moects_dtype;
+
+typedef enum {
+    MOECTS_OP_EP_GATHER = 1, /* MoE combine, DESIGN.md "ep_gather" */
+    MOECTS_OP_FP4_GEMM = 2,  /* block-scaled FP4 GEMM, NT layout */
+    MOECTS_OP_MOE_GEMM = 3   /* grouped MoE GEMM over all local experts, DESIGN.md "Grouped MoE GEMM" */
+} moects_op;
+
+typedef enum {
+    MOECTS_FP4_MXFP4 = 1, /* E2M1 + UE8M0 per 32 along K (OCP MX v1.0 sec. 5) */
+    MOECTS_FP4_NVFP4 = 2  /* E2M1 + UE4M3 per 16 along K + FP32 global scale */
+} moects_fp4_format;
+
+typedef enum {
+    MOECTS_SCALES_LINEAR = 0,        /* [rows][nkb], nkb = ceil(K / block) */
+    MOECTS_SCALES_SWIZZLED_128X4 = 1 /* cuBLASLt/CUTLASS 128x4 tiles, DESIGN.md */
+} moects_scale_layout;
+
+typedef enum {
+    MOECTS_ROUND_RNE = 0,         /* round to nearest, ties to even (default) */
+    MOECTS_ROUND_TIES_TO_ZERO = 1 /* round to nearest, ties toward zero */
+} moects_rounding;
+
+/* ep_gather shape. out[T][H] = sum over valid slots j of x[input_index[t][j]][:] * w[t][j]. */
+typedef struct {
+    int64_t T;              /* tokens (may be 0) */
+    int64_t k;              /* topk, slots per token */
+    int64_t M_sum;          /* rows of x (expert-sorted, padded) */
+    int64_t H;              /* row width: hidden_size or latent width */
+    int64_t E_global;       /* global routed experts (length of expert_map) */
+    moects_dtype id_dtype;  /* MOECTS_I32 or MOECTS_I64 */
+    moects_dtype out_dtype; /* MOECTS_BF16 or MOECTS_F32 */
+    int has_expert_map;     /* 0: slot valid iff id >= 0 */
+} moects_ep_gather_shape;
+
+typedef struct {
+    const uint16_t *x;          /* [M_sum, H] bf16 */
+    const void *topk_ids;       /* [T, k] int32 or int64 */
+    const float *topk_weights;  /* [T, k] */
+    const int32_t *input_index; /* [T, k] row of x for each slot */
+    const int32_t *expert_map;  /* [E_global], -1 = expert on another rank; NULL if none */
+    void *out;                  /* [T, H] out_dtype */
+} moects_ep_gather_args;
+
+/* FP4 GEMM, NT layout: D[M, N] = alpha * A[M, K] * B[N, K]^T with block scales along K. */
+typedef struct {
+    int64_t M, N, K;
+    moects_fp4_format format;
+    moects_scale_layout scale_layout; /* same layout for A's and B's scales */
+    moects_dtype out_dtype;           /* MOECTS_BF16 or MOECTS_F32 */
+} moects_fp4_gemm_shape;
+
+typedef struct {
+    const uint8_t *a;  /* [M, ceil(K/2)] E2M1 codes, element 2j low nibble, 2j+1 high */
+    const uint8_t *b;  /* [N, ceil(K/2)] */
+    const uint8_t *sa; /* A's scales: UE8M0 (MXFP4) or UE4M3 (NVFP4), in scale_layout */
+    const uint8_t *sb; /* B's scales */
+    float alpha;       /* MXFP4: 1; NVFP4: 1.0f / (gs_a * gs_b), FP32 ops */
+    void *d;           /* [M, N] out_dtype */
+} moects_fp4_gemm_args;
+
+/* ---- grouped MoE GEMM (moe_gemm), DESIGN.md "Grouped MoE GEMM" ----
+ * For every valid row r of expert e: D[r, :] = alpha[e] * A[r, :] * B[e]^T, NT layout. */
+typedef enum {
+    MOECTS_MOE_MXFP4 = 1, /* A, B MXFP4 (E2M1 + UE8M0 per 32) */
+    MOECTS_MOE_NVFP4 = 2, /* A, B NVFP4 (E2M1 + UE4M3 per 16), alpha[e] = 1/(gs_a[e]*gs_b[e]) */
+    MOECTS_MOE_W4A8 = 3,  /* A E4M3 with one scale per 1 x a_scale_block (UE8M0 or FP32); B MXFP4 */
+    MOECTS_MOE_W4A16 = 4  /* A BF16, no scale; B MXFP4 or NVFP4 (b_format; NVFP4: alpha[e] = 1/gs_b[e]) */
+} moects_moe_format;
+
+typedef enum {
+    MOECTS_ROWS_CONTIGUOUS = 1, /* A [M, K]: experts' rows consecutive, each group padded to `align`
+                                   rows; m_indices[M] names each row's expert, -1 for padding rows */
+    MOECTS_ROWS_MASKED = 2,     /* A [E, M, K] (M = max_m): rows >= masked_m[e] are not valid */
+    MOECTS_ROWS_OFFSETS = 3     /* A [M, K] unpadded: expert e's rows are [off[e], off[e+1]) */
+} moects_row_layout;
+
+typedef struct {
+    int64_t E;                      /* local experts (groups), >= 1 */
+    int64_t M;                      /* contiguous/offsets: rows of A (M_sum); masked: max_m */
+    int64_t N, K;                   /* per-expert GEMM: [rows, K] x [N, K]^T */
+    moects_moe_format format;
+    moects_fp4_format b_format;     /* B's FP4 format: MXFP4, except NVFP4 x NVFP4 and W4A16-NVFP4 */
+    moects_row_layout rows;
+    int64_t align;                  /* contiguous: group padding (128); 1 otherwise */
+    int64_t a_scale_block;          /* W4A8: 128 or 32 (an A scale covers a_scale_block/32 K-blocks) */
+    int a_scale_f32;                /* W4A8: 1 = A scales are FP32, 0 = UE8M0 bytes */
+    moects_scale_layout scale_layout; /* B's scales, and FP4 A's (contiguous/masked; offsets: linear) */
+    moects_dtype out_dtype;         /* MOECTS_BF16 or MOECTS_F32 */
+} moects_moe_gemm_shape;
+
+/* rows(A) = M (contiguous, offsets) or E*M (masked); nkb = ceil(K / g) with g the scale block of the
+ * operand. Scales of expert e start at e * (bytes of one expert's [N][nkb] layout): linear N*nkb,
+ * swizzled moects_swizzle_bytes(N, nkb). */
+typedef struct {
+    const void *a;                  /* FP4: [rows, ceil(K/2)] E2M1 codes; W4A8: [rows, K] E4M3;
+                                       W4A16: [rows, K] bf16 */
+    const void *sa;                 /* FP4: A's block scales (as fp4_gemm, per expert block for masked);
+                                       W4A8: [rows, ceil(K/a_scale_block)] UE8M0 bytes or FP32; W4A16: NULL */
+    const uint8_t *b;               /* [E, N, ceil(K/2)] E2M1 codes */
+    const uint8_t *sb;              /* [E] x [N, nkb] block scales of B, in scale_layout */
+    const float *alpha;             /* [E] FP32 per-expert multiplier (1 for MXFP4, W4A8, W4A16-MXFP4) */
+    const float *gs_a;              /* [E] NVFP4 x NVFP4: A's global scales alpha was computed from; else NULL */
+    const float *gs_b;              /* [E] NVFP4 B's global scales (NVFP4, W4A16-NVFP4); else NULL */
+    const int32_t *m_indices;       /* contiguous: [M] expert of each row, -1 = padding; else NULL */
+    const int32_t *masked_m;        /* masked: [E] valid rows per expert, 0..M; else NULL */
+    const int64_t *expert_offsets;  /* offsets: [E+1] prefix sums, off[0] = 0, off[E] = M; else NULL */
+    void *d;                        /* [rows, N] out_dtype; invalid rows are not compared */
+} moects_moe_gemm_args;
+
+/* Scale block size along K: 32 for MXFP4, 16 for NVFP4. */
+static inline int64_t moects_fp4_block(moects_fp4_format f) { return f == MOECTS_FP4_NVFP4 ? 16 : 32; }
+
+#endif
