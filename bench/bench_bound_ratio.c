@@ -45,7 +45,7 @@ static int cmp_d(const void *a, const void *b)
 
 static double out_at(const moects_inputs *in, const void *d, int64_t i)
 {
-    return in->out_dtype == MOECTS_F32 ? ((const float *)d)[i] : moects_bf16_to_f32(((const uint16_t *)d)[i]);
+    return in->out_dtype == MOECTS_F32 ? ((const float *)d)[i] : moects__bf16_to_f32(((const uint16_t *)d)[i]);
 }
 
 /* The ratios of one case into r; 0, 1 when skipped (reference refused), -1 out of memory. */
@@ -53,21 +53,21 @@ static int one_case(const moects_case *c, uint64_t seed, vec *r)
 {
     moects_inputs in;
     char err[256];
-    if (moects_inputs_build(c, seed, &in, err, sizeof err)) return 1;
+    if (moects__inputs_build(c, seed, &in, err, sizeof err)) return 1;
     void *ptr[MOECTS_INPUTS_MAX];
     static uint64_t dummy[8];
     for (int i = 0; i < MOECTS_INPUTS_MAX; i++) ptr[i] = i < in.nt && in.t[i].host ? in.t[i].host : dummy;
     void *want = malloc(in.out_bytes + 1);
     double *bound = malloc((size_t)(in.out_elems + 1) * sizeof *bound);
     moects_op_args a;
-    moects_inputs_bind(&in, ptr, want, &a);
+    moects__inputs_bind(&in, ptr, want, &a);
     int rc = -1;
     if (!want || !bound) goto out;
     rc = 1;
-    if (c->op == MOECTS_OP_FP4_GEMM ? moects_ref_fp4_gemm(&in.fg, &a.fg, MOECTS_RECIPE_EXACT_V1) ||
-                                          moects_ref_fp4_gemm_bound(&in.fg, &a.fg, 24, 0, bound)
-                                    : moects_ref_moe_gemm(&in.mg, &a.mg, MOECTS_RECIPE_EXACT_V1) ||
-                                          moects_ref_moe_gemm_bound(&in.mg, &a.mg, 24, 0, bound))
+    if (c->op == MOECTS_OP_FP4_GEMM ? moects__ref_fp4_gemm(&in.fg, &a.fg, MOECTS_RECIPE_EXACT_V1) ||
+                                          moects__ref_fp4_gemm_bound(&in.fg, &a.fg, 24, 0, bound)
+                                    : moects__ref_moe_gemm(&in.mg, &a.mg, MOECTS_RECIPE_EXACT_V1) ||
+                                          moects__ref_moe_gemm_bound(&in.mg, &a.mg, 24, 0, bound))
         goto out;
     int64_t N = c->op == MOECTS_OP_MOE_GEMM ? in.mg.N : 1;
     double sum2 = 0;
@@ -85,7 +85,7 @@ static int one_case(const moects_case *c, uint64_t seed, vec *r)
 out:
     free(want);
     free(bound);
-    moects_inputs_free(&in);
+    moects__inputs_free(&in);
     return rc;
 }
 
@@ -102,7 +102,7 @@ int main(int argc, char **argv)
     }
     moects_case_list l = {0};
     char err[512];
-    if (moects_cases_builtin(root, &l, err, sizeof err)) {
+    if (moects__cases_builtin(root, &l, err, sizeof err)) {
         fprintf(stderr, "bench_bound_ratio: %s\n", err);
         return 2;
     }
@@ -124,6 +124,6 @@ int main(int argc, char **argv)
                r.v[r.n / 4], r.v[r.n / 2], r.v[3 * r.n / 4]);
         free(r.v);
     }
-    moects_case_list_free(&l);
+    moects__case_list_free(&l);
     return 0;
 }

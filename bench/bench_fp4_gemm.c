@@ -1,8 +1,8 @@
 /* bench_fp4_gemm.c: time the FP4 GEMM reference (ref/fp4_gemm.c, blockwise_v1 and optionally
  * exact_v1) against one plain cblas_sgemm of the same M, N, K (fp32 inputs, NT, OpenBLAS's own
  * threads), in the same process. Prints the median of --reps runs of each and the ratio.
- * --fused: a second line per shape, both recipes from one moects_ref_fp4_gemm_recipes call against
- * the two separate moects_ref_fp4_gemm calls back to back (the runner's case needing both), with
+ * --fused: a second line per shape, both recipes from one moects__ref_fp4_gemm_recipes call against
+ * the two separate moects__ref_fp4_gemm calls back to back (the runner's case needing both), with
  * the median of the per-repetition ratios fused / separate; the outputs are compared too.
  *
  *   bench_fp4_gemm [--reps R] [--exact] [--fused] [--shape NAME:M:N:K] ...
@@ -44,13 +44,13 @@ static int run_fused(const shape *sh, moects_fp4_format fmt, int reps, const moe
         settle();
         double t0 = now();
         args->d = sb;
-        if (moects_ref_fp4_gemm(s, args, MOECTS_RECIPE_FP4_BLOCKWISE_V1) != 0) goto out;
+        if (moects__ref_fp4_gemm(s, args, MOECTS_RECIPE_FP4_BLOCKWISE_V1) != 0) goto out;
         args->d = se;
-        if (moects_ref_fp4_gemm(s, args, MOECTS_RECIPE_EXACT_V1) != 0) goto out;
+        if (moects__ref_fp4_gemm(s, args, MOECTS_RECIPE_EXACT_V1) != 0) goto out;
         ts[r] = now() - t0;
         settle();
         t0 = now();
-        if (moects_ref_fp4_gemm_recipes(s, args, fb, fe) != 0) goto out;
+        if (moects__ref_fp4_gemm_recipes(s, args, fb, fe) != 0) goto out;
         tf[r] = now() - t0;
         rr[r] = tf[r] / ts[r];
     }
@@ -100,12 +100,12 @@ static int run(const shape *sh, moects_fp4_format fmt, int reps, int exact, int 
         tp[r] = now() - t0;
         settle();
         t0 = now();
-        if (moects_ref_fp4_gemm(&s, &args, MOECTS_RECIPE_FP4_BLOCKWISE_V1) != 0) return -1;
+        if (moects__ref_fp4_gemm(&s, &args, MOECTS_RECIPE_FP4_BLOCKWISE_V1) != 0) return -1;
         tb[r] = now() - t0;
         if (exact) {
             settle();
             t0 = now();
-            if (moects_ref_fp4_gemm(&s, &args, MOECTS_RECIPE_EXACT_V1) != 0) return -1;
+            if (moects__ref_fp4_gemm(&s, &args, MOECTS_RECIPE_EXACT_V1) != 0) return -1;
             te[r] = now() - t0;
         }
     }

@@ -133,13 +133,13 @@ static int run(const bcase *c, moects_moe_format fmt, int reps, int exact)
         tp[r] = now() - t0;
         settle();
         t0 = now();
-        if (moects_ref_moe_gemm(&s, &args, MOECTS_RECIPE_FP4_BLOCKWISE_V1) != 0) return -1;
+        if (moects__ref_moe_gemm(&s, &args, MOECTS_RECIPE_FP4_BLOCKWISE_V1) != 0) return -1;
         tb[r] = now() - t0;
         rbw[r] = tb[r] / tp[r];
         if (exact) {
             settle();
             t0 = now();
-            if (moects_ref_moe_gemm(&s, &args, MOECTS_RECIPE_EXACT_V1) != 0) return -1;
+            if (moects__ref_moe_gemm(&s, &args, MOECTS_RECIPE_EXACT_V1) != 0) return -1;
             te[r] = now() - t0;
             rex[r] = te[r] / tp[r];
         }

@@ -24,19 +24,19 @@ static int load_regressions(const char *dir, moects_case_list *out, char *err, s
         if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, names[i]) >= sizeof path)
             rc = moects__fail(err, errlen, "%s/%s: path too long", dir, names[i]);
         else
-            rc = moects_regressions_load(path, out, err, errlen);
+            rc = moects__regressions_load(path, out, err, errlen);
     }
     moects__names_free(names, n);
     return rc;
 }
 
-int moects_cases_builtin(const char *root, moects_case_list *out, char *err, size_t errlen)
+int moects__cases_builtin(const char *root, moects_case_list *out, char *err, size_t errlen)
 {
     char dir[4096];
     size_t first = out->n;
     snprintf(dir, sizeof dir, "%s/cases/models", root);
     moects_model *models = NULL;
-    int nm = moects_models_load_dir(dir, &models, err, errlen);
+    int nm = moects__models_load_dir(dir, &models, err, errlen);
     if (nm < 0) return -1;
     int rc = 0;
     for (int i = 0; !rc && i < nm; i++) {
@@ -51,7 +51,7 @@ int moects_cases_builtin(const char *root, moects_case_list *out, char *err, siz
             if (!strcmp(models[i].name, models[j].name))
                 rc = moects__fail(err, errlen, "%s: name: two files hold model \"%s\": %s and %s", dir, models[i].name,
                                   models[j].file, models[i].file);
-        if (!rc && moects_derive_cases(&models[i], out))
+        if (!rc && moects__derive_cases(&models[i], out))
             rc = moects__fail(err, errlen, "%s/%s: cannot derive cases (bad dims or out of memory)", dir, want);
     }
     free(models);

@@ -3,7 +3,7 @@
 
 #include "moects_cases.h"
 
-int moects_case_list_push(moects_case_list *l, const moects_case *c)
+int moects__case_list_push(moects_case_list *l, const moects_case *c)
 {
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 256;
@@ -16,7 +16,7 @@ int moects_case_list_push(moects_case_list *l, const moects_case *c)
     return 0;
 }
 
-void moects_case_list_free(moects_case_list *l)
+void moects__case_list_free(moects_case_list *l)
 {
     free(l->v);
     l->v = NULL;

@@ -61,7 +61,7 @@ static void push(deriver *d, moects_case *c, const char *fmt, ...)
     va_start(ap, fmt);
     int n = vsnprintf(c->id, sizeof c->id, fmt, ap);
     va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof c->id || moects_case_list_push(d->out, c)) d->rc = -1;
+    if (n < 0 || (size_t)n >= sizeof c->id || moects__case_list_push(d->out, c)) d->rc = -1;
 }
 
 static moects_case base_case(const deriver *d, const layout *L, moects_op op)
@@ -257,7 +257,7 @@ static void sizes_text(char *dst, size_t cap, const int *v, size_t n)
     }
 }
 
-int moects_layout_exists(const moects_model *m, int tp, int ep, char *why, size_t whylen)
+int moects__layout_exists(const moects_model *m, int tp, int ep, char *why, size_t whylen)
 {
     char sizes[64], scratch[160];
     if (!why || !whylen) {
@@ -292,7 +292,7 @@ int moects_layout_exists(const moects_model *m, int tp, int ep, char *why, size_
     return 0;
 }
 
-int moects_derive_cases(const moects_model *m, moects_case_list *out)
+int moects__derive_cases(const moects_model *m, moects_case_list *out)
 {
     if (!m || !out || m->hidden_size < 1 || m->moe_intermediate_size < 1 || m->routed_experts < 2 ||
         m->experts_per_token < 1 || m->experts_per_token > m->routed_experts || m->latent_size < 0 || !m->name[0])
@@ -320,13 +320,13 @@ int moects_derive_cases(const moects_model *m, moects_case_list *out)
     for (size_t i = 0; i < sizeof TP_SIZES / sizeof *TP_SIZES + sizeof EP_SIZES / sizeof *EP_SIZES; i++) {
         int t = i < sizeof TP_SIZES / sizeof *TP_SIZES ? TP_SIZES[i] : 0;
         int e = t ? 0 : EP_SIZES[i - sizeof TP_SIZES / sizeof *TP_SIZES];
-        if (!moects_layout_exists(m, t, e, NULL, 0)) continue;
-        int64_t w = (e ? moects_ep_local_experts(E, e, 0, NULL) : E) * (t ? I / t : I);
+        if (!moects__layout_exists(m, t, e, NULL, 0)) continue;
+        int64_t w = (e ? moects__ep_local_experts(E, e, 0, NULL) : E) * (t ? I / t : I);
         if (least_w < 0 || w < least_w) least_w = w, smoke_moe_tp = t, smoke_moe_ep = e;
     }
     for (size_t i = 0; i < sizeof TP_SIZES / sizeof *TP_SIZES; i++) {
         int t = TP_SIZES[i];
-        if (!moects_layout_exists(m, t, 0, NULL, 0)) continue;
+        if (!moects__layout_exists(m, t, 0, NULL, 0)) continue;
         layout L = {"", t, 0, I / t};
         snprintf(L.name, sizeof L.name, "tp%d", t);
         gather_cases(&d, &L, 0);
@@ -335,7 +335,7 @@ int moects_derive_cases(const moects_model *m, moects_case_list *out)
     }
     for (size_t i = 0; i < sizeof EP_SIZES / sizeof *EP_SIZES; i++) {
         int e = EP_SIZES[i];
-        if (!moects_layout_exists(m, 0, e, NULL, 0)) continue;
+        if (!moects__layout_exists(m, 0, e, NULL, 0)) continue;
         layout L = {"", 0, e, I};
         snprintf(L.name, sizeof L.name, "ep%d", e);
         gather_cases(&d, &L, e == smoke_gather_ep);

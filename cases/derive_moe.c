@@ -82,11 +82,11 @@ static int push_id(moects_case_list *out, moects_case *c, const char *variant)
     char t[32];
     if (c->T) snprintf(t, sizeof t, "t%lld", (long long)c->T);
     else snprintf(t, sizeof t, "windows");
-    int n = snprintf(c->id, sizeof c->id, "moe_gemm.%s/%s/%s/%s/%s/%s%s%s", moects_moe_format_name(c->moe_format),
-                     c->model, c->layout, moects_row_layout_name(c->rows), c->gemm, t, variant ? "/" : "",
+    int n = snprintf(c->id, sizeof c->id, "moe_gemm.%s/%s/%s/%s/%s/%s%s%s", moects__moe_format_name(c->moe_format),
+                     c->model, c->layout, moects__row_layout_name(c->rows), c->gemm, t, variant ? "/" : "",
                      variant ? variant : "");
     if (n < 0 || (size_t)n >= sizeof c->id) return -1;
-    return moects_case_list_push(out, c);
+    return moects__case_list_push(out, c);
 }
 
 static void apply_variant(moects_case *c, const moe_variant *v)
@@ -111,7 +111,7 @@ int moects__derive_moe_cases(const moects_model *m, const moects_case *base_in, 
                              int grid, int smoke, moects_case_list *out)
 {
     const int64_t K_in = m->latent_size > 0 ? m->latent_size : m->hidden_size;
-    const int64_t E_local = ep ? moects_ep_local_experts(m->routed_experts, ep, 0, NULL) : m->routed_experts;
+    const int64_t E_local = ep ? moects__ep_local_experts(m->routed_experts, ep, 0, NULL) : m->routed_experts;
     const int nf = 4, nr = 3;
     int smoke_combo = (int)(name_hash(m->name) % (uint32_t)(nf * nr));
     for (int g2 = 0; g2 < 2; g2++) {
@@ -162,7 +162,7 @@ int moects__derive_moe_cases(const moects_model *m, const moects_case *base_in, 
     return 0;
 }
 
-double moects_moe_expected_rows(const moects_case *c)
+double moects__moe_expected_rows(const moects_case *c)
 {
     if (c->n_counts > 0) {
         double rows = 0;

@@ -7,13 +7,13 @@
 #include "cases_internal.h"
 #include "moects_cases.h"
 
-void moects_idlist_free(char **ids, size_t n)
+void moects__idlist_free(char **ids, size_t n)
 {
     for (size_t i = 0; i < n; i++) free(ids[i]);
     free(ids);
 }
 
-int moects_idlist_load(const char *path, char ***ids, char *err, size_t errlen)
+int moects__idlist_load(const char *path, char ***ids, char *err, size_t errlen)
 {
     *ids = NULL;
     const int in = !strcmp(path, "-"); /* standard input: `moects list ... | moects run --cases -` */
@@ -68,7 +68,7 @@ int moects_idlist_load(const char *path, char ***ids, char *err, size_t errlen)
     free(line);
     if (!in) fclose(f);
     if (rc) {
-        moects_idlist_free(v, n);
+        moects__idlist_free(v, n);
         return -1;
     }
     *ids = v;

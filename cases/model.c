@@ -496,7 +496,7 @@ static int load_hf(ctx *c, const json_t *root, moects_model *m)
     return 0;
 }
 
-int moects_model_load(const char *path, moects_model *m, char *err, size_t errlen)
+int moects__model_load(const char *path, moects_model *m, char *err, size_t errlen)
 {
     memset(m, 0, sizeof *m);
     ctx c = {path, err, errlen, ""};
@@ -514,7 +514,7 @@ int moects_model_load(const char *path, moects_model *m, char *err, size_t errle
     return rc;
 }
 
-int moects_models_load_dir(const char *dir, moects_model **out, char *err, size_t errlen)
+int moects__models_load_dir(const char *dir, moects_model **out, char *err, size_t errlen)
 {
     *out = NULL;
     char **names;
@@ -527,7 +527,7 @@ int moects_models_load_dir(const char *dir, moects_model **out, char *err, size_
         char path[4096];
         if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, names[i]) >= sizeof path)
             rc = moects__fail(err, errlen, "%s/%s: path too long", dir, names[i]);
-        else if (moects_model_load(path, &v[i], err, errlen))
+        else if (moects__model_load(path, &v[i], err, errlen))
             rc = -1;
         else
             moects__copy(v[i].file, sizeof v[i].file, names[i]);

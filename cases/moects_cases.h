@@ -17,7 +17,7 @@ typedef struct {
     int gated;                     /* 1: gemm1 N = 2I (SwiGLU-like); 0: N = I (relu2, ...) */
     char release_quantization[128];
     char hf_id[128];               /* Hugging Face repository id, "" if unknown */
-    char file[256];                /* file name it was read from by moects_models_load_dir, else "" */
+    char file[256];                /* file name it was read from by moects__models_load_dir, else "" */
 } moects_model;
 
 typedef enum {
@@ -93,66 +93,66 @@ typedef struct {
 
 /* Load one registry file (cases/models/NAME.json) or a raw Hugging Face config.json (any family).
  * Returns 0, or -1 with a one-line "file: field: problem" message in err. */
-int moects_model_load(const char *path, moects_model *m, char *err, size_t errlen);
+int moects__model_load(const char *path, moects_model *m, char *err, size_t errlen);
 
 /* Load every .json file in dir, sorted by name. Returns the count, or -1 with err set. */
-int moects_models_load_dir(const char *dir, moects_model **out, char *err, size_t errlen);
+int moects__models_load_dir(const char *dir, moects_model **out, char *err, size_t errlen);
 
 /* Append the derived cases of one model (all TP/EP layouts x token counts x ops). */
-int moects_derive_cases(const moects_model *m, moects_case_list *out);
+int moects__derive_cases(const moects_model *m, moects_case_list *out);
 
-/* Whether moects_derive_cases derives layout tp<tp> (ep 0) or ep<ep> (tp 0) for model m (its rule
+/* Whether moects__derive_cases derives layout tp<tp> (ep 0) or ep<ep> (tp 0) for model m (its rule
  * above: TP t in {1,2,4,8,16} dividing moe_intermediate_size; EP e in {2,4,...,64}, e <= E).
  * 1, else 0 with the reason, without the layout's name, in why (may be NULL): "moe_intermediate_size
  * 14336 is not divisible by 3", "more EP ranks than the 8 routed experts", "the derivation's TP
  * sizes are 1, 2, 4, 8, 16". */
-int moects_layout_exists(const moects_model *m, int tp, int ep, char *why, size_t whylen);
+int moects__layout_exists(const moects_model *m, int tp, int ep, char *why, size_t whylen);
 
 /* Append the cases of one regression file (cases/regressions/NAME.json). -1 with err on bad input. */
-int moects_regressions_load(const char *path, moects_case_list *out, char *err, size_t errlen);
+int moects__regressions_load(const char *path, moects_case_list *out, char *err, size_t errlen);
 
 /* The built-in registry: models under <root>/cases/models plus <root>/cases/regressions. */
-int moects_cases_builtin(const char *root, moects_case_list *out, char *err, size_t errlen);
+int moects__cases_builtin(const char *root, moects_case_list *out, char *err, size_t errlen);
 
-void moects_case_list_free(moects_case_list *l);
-int moects_case_list_push(moects_case_list *l, const moects_case *c);
+void moects__case_list_free(moects_case_list *l);
+int moects__case_list_push(moects_case_list *l, const moects_case *c);
 
 /* vLLM's linear EP split (FusedMoE determine_expert_map): rank r of e holds E/e experts, the
  * first E%e ranks one more, contiguous from r*(E/e) + min(r, E%e). Returns the local count and
  * sets *first (if not NULL) to the first global expert; -1 on bad arguments (E < 1, e < 1,
  * r outside [0, e)). */
-int64_t moects_ep_local_experts(int64_t E, int ep_size, int ep_rank, int64_t *first);
+int64_t moects__ep_local_experts(int64_t E, int ep_size, int ep_rank, int64_t *first);
 /* Fill map[E] with the local index of each global expert on rank ep_rank, -1 elsewhere.
  * Returns the local count, or -1 on bad arguments. */
-int64_t moects_expert_map(int64_t E, int ep_size, int ep_rank, int32_t *map);
+int64_t moects__expert_map(int64_t E, int ep_size, int ep_rank, int32_t *map);
 
 /* Expected valid rows of a moe_gemm case (all its local experts): the sum of its counts, or
  * T * k * E / E_global for routed ones (scheduling weights, harness/run/sched.c). */
-double moects_moe_expected_rows(const moects_case *c);
+double moects__moe_expected_rows(const moects_case *c);
 
 /* moe_gemm names used in ids and files: "mxfp4", "nvfp4", "w4a8", "w4a16"; "contiguous", "masked",
  * "offsets". The parse functions return 0, or -1 for an unknown name. */
-const char *moects_moe_format_name(moects_moe_format f);
-int moects_moe_format_parse(const char *s, moects_moe_format *out);
-const char *moects_row_layout_name(moects_row_layout r);
-int moects_row_layout_parse(const char *s, moects_row_layout *out);
+const char *moects__moe_format_name(moects_moe_format f);
+int moects__moe_format_parse(const char *s, moects_moe_format *out);
+const char *moects__row_layout_name(moects_row_layout r);
+int moects__row_layout_parse(const char *s, moects_row_layout *out);
 
 /* Names used in ids and files: "uniform", "skewed", "zero-expert", "hot-rank", "stale-ids",
  * "neg-ids", "no-local"; "exact", "adversarial", "nan", "negzero"; "smoke", "full", "large".
  * The parse functions return 0, or -1 for an unknown name. */
-const char *moects_routing_name(moects_routing r);
-int moects_routing_parse(const char *s, moects_routing *out);
-const char *moects_data_name(moects_data d);
-int moects_data_parse(const char *s, moects_data *out);
-int moects_tier_parse(const char *s, moects_tier *out);
+const char *moects__routing_name(moects_routing r);
+int moects__routing_parse(const char *s, moects_routing *out);
+const char *moects__data_name(moects_data d);
+int moects__data_parse(const char *s, moects_data *out);
+int moects__tier_parse(const char *s, moects_tier *out);
 /* Tier words as `moects run --tier` and libmoects take them: comma-separated smoke, full, large and
  * all, into moects_tier bits. 0, or -1 for an unknown or empty word (cases/select.c). */
-int moects_tiers_parse(const char *s, unsigned *out);
+int moects__tiers_parse(const char *s, unsigned *out);
 
 /* A case's shape in one line, in the op's terms (`moects list -v`): "out [T 128, H 3584] bf16; topk 8 of
  * E 384; EP rank 0 of 8; ids int32; routing skewed; data exact", "D [M 16, N 4096] bf16 = A [M, K 7168] x
  * B [N, K]^T; MXFP4, linear scales; gemm1; data exact". A new op adds its branch (cases/shape.c). */
-void moects_case_shape(const moects_case *c, char *buf, size_t len);
+void moects__case_shape(const moects_case *c, char *buf, size_t len);
 
 /* What selects cases: positional globs (fnmatch on ids), tiers, must-pass lists (cases/select.c). */
 typedef struct {
@@ -160,7 +160,7 @@ typedef struct {
     size_t nglobs;
     unsigned tiers;                /* moects_tier bits; used when tier_given, else smoke */
     int tier_given;
-    const char *const *case_files; /* must-pass lists (moects_idlist_load; "-": standard input) */
+    const char *const *case_files; /* must-pass lists (moects__idlist_load; "-": standard input) */
     size_t ncase_files;
 } moects_selection;
 
@@ -172,14 +172,14 @@ typedef struct {
  * are appended to *missing (malloc'd strings; the caller frees them and the array). Returns 0; -2
  * when a glob matches no id, -3 when no case is selected, -1 for the other errors (a list unreadable
  * or empty, out of memory), each with one line in err. */
-int moects_cases_pick(const moects_case_list *all, const moects_selection *s, char *sel, char ***missing,
+int moects__cases_pick(const moects_case_list *all, const moects_selection *s, char *sel, char ***missing,
                       size_t *nmissing, char *err, size_t errlen);
 
 /* A case-id list file (cases/mustpass/ *.txt; path "-": standard input, read once, named "standard
  * input" in errors): one id per line; '#' starts a comment; blank lines and surrounding blanks
  * ignored. Returns the number of ids (*ids: malloc'd array of malloc'd strings, free with
- * moects_idlist_free), or -1 with "path:line: problem" in err. */
-int moects_idlist_load(const char *path, char ***ids, char *err, size_t errlen);
-void moects_idlist_free(char **ids, size_t n);
+ * moects__idlist_free), or -1 with "path:line: problem" in err. */
+int moects__idlist_load(const char *path, char ***ids, char *err, size_t errlen);
+void moects__idlist_free(char **ids, size_t n);
 
 #endif

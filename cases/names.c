@@ -7,12 +7,12 @@ static const char *const ROUTING[] = {"uniform", "skewed", "zero-expert", "hot-r
                                       "no-local"};
 static const char *const DATA[] = {"exact", "adversarial", "nan", "negzero"};
 
-const char *moects_routing_name(moects_routing r)
+const char *moects__routing_name(moects_routing r)
 {
     return (unsigned)r < sizeof ROUTING / sizeof *ROUTING ? ROUTING[r] : "?";
 }
 
-int moects_routing_parse(const char *s, moects_routing *out)
+int moects__routing_parse(const char *s, moects_routing *out)
 {
     for (unsigned i = 0; i < sizeof ROUTING / sizeof *ROUTING; i++)
         if (!strcmp(s, ROUTING[i])) {
@@ -22,9 +22,9 @@ int moects_routing_parse(const char *s, moects_routing *out)
     return -1;
 }
 
-const char *moects_data_name(moects_data d) { return (unsigned)d < sizeof DATA / sizeof *DATA ? DATA[d] : "?"; }
+const char *moects__data_name(moects_data d) { return (unsigned)d < sizeof DATA / sizeof *DATA ? DATA[d] : "?"; }
 
-int moects_data_parse(const char *s, moects_data *out)
+int moects__data_parse(const char *s, moects_data *out)
 {
     for (unsigned i = 0; i < sizeof DATA / sizeof *DATA; i++)
         if (!strcmp(s, DATA[i])) {
@@ -34,7 +34,7 @@ int moects_data_parse(const char *s, moects_data *out)
     return -1;
 }
 
-int moects_tier_parse(const char *s, moects_tier *out)
+int moects__tier_parse(const char *s, moects_tier *out)
 {
     if (!strcmp(s, "smoke")) *out = MOECTS_TIER_SMOKE;
     else if (!strcmp(s, "full")) *out = MOECTS_TIER_FULL;
@@ -49,12 +49,12 @@ const int64_t moects_tile_windows[23] = {0, 1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 31,
 static const char *const MOE_FORMAT[] = {"?", "mxfp4", "nvfp4", "w4a8", "w4a16"};
 static const char *const ROW_LAYOUT[] = {"?", "contiguous", "masked", "offsets"};
 
-const char *moects_moe_format_name(moects_moe_format f)
+const char *moects__moe_format_name(moects_moe_format f)
 {
     return f >= MOECTS_MOE_MXFP4 && f <= MOECTS_MOE_W4A16 ? MOE_FORMAT[f] : "?";
 }
 
-int moects_moe_format_parse(const char *s, moects_moe_format *out)
+int moects__moe_format_parse(const char *s, moects_moe_format *out)
 {
     for (int i = MOECTS_MOE_MXFP4; i <= MOECTS_MOE_W4A16; i++)
         if (!strcmp(s, MOE_FORMAT[i])) {
@@ -64,12 +64,12 @@ int moects_moe_format_parse(const char *s, moects_moe_format *out)
     return -1;
 }
 
-const char *moects_row_layout_name(moects_row_layout r)
+const char *moects__row_layout_name(moects_row_layout r)
 {
     return r >= MOECTS_ROWS_CONTIGUOUS && r <= MOECTS_ROWS_OFFSETS ? ROW_LAYOUT[r] : "?";
 }
 
-int moects_row_layout_parse(const char *s, moects_row_layout *out)
+int moects__row_layout_parse(const char *s, moects_row_layout *out)
 {
     for (int i = MOECTS_ROWS_CONTIGUOUS; i <= MOECTS_ROWS_OFFSETS; i++)
         if (!strcmp(s, ROW_LAYOUT[i])) {

@@ -173,14 +173,14 @@ static int apply(const rctx *r, int f, const json_t *v, moects_case *c, int *ran
         c->scale_layout = i ? MOECTS_SCALES_SWIZZLED_128X4 : MOECTS_SCALES_LINEAR;
         return 0;
     case F_ROUTE:
-        if (moects_routing_parse(s, &c->routing))
+        if (moects__routing_parse(s, &c->routing))
             return str_enum(r, key, s,
                             (const char *const[]){"uniform", "skewed", "zero-expert", "hot-rank", "stale-ids",
                                                   "neg-ids", "no-local", NULL},
                             &i);
         return 0;
     default:
-        if (moects_data_parse(s, &c->data))
+        if (moects__data_parse(s, &c->data))
             return str_enum(r, key, s, (const char *const[]){"exact", "adversarial", "nan", "negzero", NULL}, &i);
         return 0;
     }
@@ -239,7 +239,7 @@ static int check_case(const rctx *r, const moects_case *c)
         if (c->routing == MOECTS_ROUTE_NO_LOCAL && c->ep_size < 2)
             return FAIL(r, "%s: cases[%zu].routing: no-local needs ep_size > 1", r->path, r->ci);
         if (c->routing == MOECTS_ROUTE_NO_LOCAL &&
-            c->k > c->E_global - moects_ep_local_experts(c->E_global, c->ep_size, c->ep_rank, NULL))
+            c->k > c->E_global - moects__ep_local_experts(c->E_global, c->ep_size, c->ep_rank, NULL))
             return FAIL(r, "%s: cases[%zu].routing: no-local needs k <= the experts of other ranks", r->path, r->ci);
         if ((c->routing == MOECTS_ROUTE_ZERO_EXPERT && c->k >= c->E_global))
             return FAIL(r, "%s: cases[%zu].routing: zero-expert needs k < E", r->path, r->ci);
@@ -293,7 +293,7 @@ static int entry_head(rctx *r, const json_t *ent, entry *e)
     for (size_t i = 0; i < json_array_size(tv); i++) {
         const json_t *t = json_array_get(tv, i);
         moects_tier tier;
-        if (!json_is_string(t) || moects_tier_parse(json_string_value(t), &tier))
+        if (!json_is_string(t) || moects__tier_parse(json_string_value(t), &tier))
             return FAIL(r, "%s: cases[%zu].tiers[%zu]: not one of smoke, full, large", r->path, r->ci, i);
         e->tiers |= tier;
     }
@@ -422,11 +422,11 @@ static int load_entry(rctx *r, const json_t *ent, const char *cls, const char *s
         int n = snprintf(c.id, sizeof c.id, "%s%s/regression/%s/%s",
                          op == 1 ? "ep_gather" : op == 2 ? "fp4_gemm." : "moe_gemm.",
                          op == 1 ? "" : op == 2 ? (c.format == MOECTS_FP4_NVFP4 ? "nvfp4" : "mxfp4")
-                                                : moects_moe_format_name(c.moe_format), cls, name);
+                                                : moects__moe_format_name(c.moe_format), cls, name);
         if (n < 0 || (size_t)n >= sizeof c.id) return FAIL(r, "%s: cases[%zu].name: id too long", r->path, r->ci);
         for (size_t j = first; j < out->n; j++)
             if (!strcmp(out->v[j].id, c.id)) return FAIL(r, "%s: cases[%zu]: duplicate id %s", r->path, r->ci, c.id);
-        if (moects_case_list_push(out, &c)) return FAIL(r, "%s: out of memory", r->path);
+        if (moects__case_list_push(out, &c)) return FAIL(r, "%s: out of memory", r->path);
         /* next combination: odometer over the fields in table order, last field fastest */
         int f = NF - 1;
         while (f >= 0 && ++e.idx[f] == e.count[f]) e.idx[f--] = 0;
@@ -461,7 +461,7 @@ static int valid_class(const char *s)
     return 1;
 }
 
-int moects_regressions_load(const char *path, moects_case_list *out, char *err, size_t errlen)
+int moects__regressions_load(const char *path, moects_case_list *out, char *err, size_t errlen)
 {
     json_t *root = moects__json_load_file(path, 1, err, errlen);
     if (!root) return -1;

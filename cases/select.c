@@ -1,6 +1,6 @@
 /* select.c: the one rule that picks cases from a list by globs, tiers and must-pass lists, used by
  * `moects list` and `moects run`, libmoects (moects_cases_select) and, through it, the Python
- * package and its pytest plugin (cases/moects_cases.h, moects_cases_pick). */
+ * package and its pytest plugin (cases/moects_cases.h, moects__cases_pick). */
 #include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +9,7 @@
 #include "cases_internal.h"
 #include "moects_cases.h"
 
-int moects_tiers_parse(const char *s, unsigned *out)
+int moects__tiers_parse(const char *s, unsigned *out)
 {
     char buf[256];
     *out = 0;
@@ -19,7 +19,7 @@ int moects_tiers_parse(const char *s, unsigned *out)
     for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         moects_tier v;
         if (!strcmp(t, "all")) *out |= MOECTS_TIER_SMOKE | MOECTS_TIER_FULL | MOECTS_TIER_LARGE;
-        else if (moects_tier_parse(t, &v) == 0) *out |= (unsigned)v;
+        else if (moects__tier_parse(t, &v) == 0) *out |= (unsigned)v;
         else return -1;
     }
     return *out ? 0 : -1;
@@ -62,10 +62,10 @@ static int pick_list(const moects_case_list *all, const size_t *ix, const moects
                      char *sel, char ***missing, size_t *nmissing, char *err, size_t errlen)
 {
     char **ids = NULL, e[512];
-    const int k = moects_idlist_load(path, &ids, e, sizeof e);
+    const int k = moects__idlist_load(path, &ids, e, sizeof e);
     if (k < 0) return moects__fail(err, errlen, "--cases %s", e);
     if (k == 0) /* a must-pass list that lists nothing is a mistake, not a pass */
-        return moects_idlist_free(ids, 0), moects__fail(err, errlen, "--cases %s: no case ids", path);
+        return moects__idlist_free(ids, 0), moects__fail(err, errlen, "--cases %s: no case ids", path);
     int rc = 0;
     for (int i = 0; i < k && !rc; i++) {
         int hit = 0;
@@ -79,7 +79,7 @@ static int pick_list(const moects_case_list *all, const size_t *ix, const moects
         }
         if (!hit && push_missing(missing, nmissing, ids[i])) rc = moects__fail(err, errlen, "out of memory");
     }
-    moects_idlist_free(ids, (size_t)k);
+    moects__idlist_free(ids, (size_t)k);
     return rc;
 }
 
@@ -112,7 +112,7 @@ static void tier_text(unsigned t, char *buf, size_t len)
              t & MOECTS_TIER_LARGE ? "large" : "");
 }
 
-int moects_cases_pick(const moects_case_list *all, const moects_selection *s, char *sel, char ***missing,
+int moects__cases_pick(const moects_case_list *all, const moects_selection *s, char *sel, char ***missing,
                       size_t *nmissing, char *err, size_t errlen)
 {
     memset(sel, 0, all->n);

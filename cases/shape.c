@@ -8,7 +8,7 @@ static const char *dtype_name(moects_dtype d)
     return d == MOECTS_BF16 ? "bf16" : d == MOECTS_F32 ? "f32" : d == MOECTS_I32 ? "int32" : d == MOECTS_I64 ? "int64" : "?";
 }
 
-void moects_case_shape(const moects_case *c, char *buf, size_t len)
+void moects__case_shape(const moects_case *c, char *buf, size_t len)
 {
     switch (c->op) {
     case MOECTS_OP_EP_GATHER: {
@@ -16,7 +16,7 @@ void moects_case_shape(const moects_case *c, char *buf, size_t len)
         if (c->ep_size > 1) snprintf(map, sizeof map, "EP rank %d of %d", c->ep_rank, c->ep_size);
         snprintf(buf, len, "out [T %lld, H %lld] %s; topk %lld of E %lld; %s; ids %s; routing %s; data %s",
                  (long long)c->T, (long long)c->H, dtype_name(c->out_dtype), (long long)c->k, (long long)c->E_global,
-                 map, dtype_name(c->id_dtype), moects_routing_name(c->routing), moects_data_name(c->data));
+                 map, dtype_name(c->id_dtype), moects__routing_name(c->routing), moects__data_name(c->data));
         return;
     }
     case MOECTS_OP_FP4_GEMM:
@@ -24,7 +24,7 @@ void moects_case_shape(const moects_case *c, char *buf, size_t len)
                  (long long)c->M, (long long)c->N, dtype_name(c->out_dtype), (long long)c->K,
                  c->format == MOECTS_FP4_NVFP4 ? "NVFP4" : "MXFP4",
                  c->scale_layout == MOECTS_SCALES_SWIZZLED_128X4 ? "128x4 swizzled" : "linear", c->gemm[0] ? "; " : "",
-                 c->gemm, moects_data_name(c->data));
+                 c->gemm, moects__data_name(c->data));
         return;
     case MOECTS_OP_MOE_GEMM: {
         char rows[96], fmt[48] = "";
@@ -40,10 +40,10 @@ void moects_case_shape(const moects_case *c, char *buf, size_t len)
         snprintf(buf, len, "D [rows, N %lld] %s = A [rows, K %lld] x B [E %lld, N, K]^T; %s (B %s), %s scales%s; "
                  "%s rows%s; %s; %s; data %s",
                  (long long)c->N, dtype_name(c->out_dtype), (long long)c->K, (long long)c->E,
-                 moects_moe_format_name(c->moe_format), c->b_format == MOECTS_FP4_NVFP4 ? "NVFP4" : "MXFP4",
+                 moects__moe_format_name(c->moe_format), c->b_format == MOECTS_FP4_NVFP4 ? "NVFP4" : "MXFP4",
                  c->scale_layout == MOECTS_SCALES_SWIZZLED_128X4 ? "128x4 swizzled" : "linear", fmt,
-                 moects_row_layout_name(c->rows), c->rows == MOECTS_ROWS_CONTIGUOUS && c->align > 1 ? ", padded" : "",
-                 rows, c->gemm, moects_data_name(c->data));
+                 moects__row_layout_name(c->rows), c->rows == MOECTS_ROWS_CONTIGUOUS && c->align > 1 ? ", padded" : "",
+                 rows, c->gemm, moects__data_name(c->data));
         return;
     }
     default:

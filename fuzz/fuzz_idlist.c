@@ -1,4 +1,4 @@
-/* fuzz_idlist.c: libFuzzer target of moects_idlist_load (cases/idlist.c): case-id lists
+/* fuzz_idlist.c: libFuzzer target of moects__idlist_load (cases/idlist.c): case-id lists
  * (cases/mustpass/ *.txt). Seeds: cases/mustpass, fuzz/corpus/idlist. Every id read is non-empty,
  * shorter than a case id field, without blanks. */
 #include "fuzz_util.h"
@@ -10,7 +10,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_write(path, data, size);
     char **ids = NULL;
     char err[1024] = "";
-    int n = moects_idlist_load(path, &ids, err, sizeof err);
+    int n = moects__idlist_load(path, &ids, err, sizeof err);
     if (n < 0) {
         fuzz_check_err(err, path);
         return 0;
@@ -20,6 +20,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             fprintf(stderr, "fuzz: bad id %d: \"%s\"\n", i, ids[i]);
             abort();
         }
-    moects_idlist_free(ids, (size_t)n);
+    moects__idlist_free(ids, (size_t)n);
     return 0;
 }

@@ -1,7 +1,7 @@
-/* fuzz_journal.c: libFuzzer target of moects_journal_resume and moects_journal_prior
+/* fuzz_journal.c: libFuzzer target of moects__journal_resume and moects__journal_prior
  * (harness/report/journal.c): OUT/results.journal of a run that was killed, read back by `moects run
  * --resume OUT`. Seeds: fuzz/corpus/journal. An input whose first byte is even is the journal's body
- * after a valid header of the selection below (written by moects_journal_start), so the fuzzer reaches
+ * after a valid header of the selection below (written by moects__journal_start), so the fuzzer reaches
  * the result lines; an odd one is the whole file. A journal that resumes must map each of its results
  * to a (case, kernel) of the selection whose names are the result's, once. */
 #include <sys/stat.h>
@@ -46,20 +46,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char err[1024] = "";
     moects_journal j = {0};
     if (size && !(data[0] & 1)) { /* a valid header, then the input after its first byte */
-        if (moects_journal_start(&j, dir, &sel, err, sizeof err) != 0) abort();
-        moects_journal_close(&j, 0);
+        if (moects__journal_start(&j, dir, &sel, err, sizeof err) != 0) abort();
+        moects__journal_close(&j, 0);
         FILE *f = fopen(path, "ab");
         if (!f || (size > 1 && fwrite(data + 1, 1, size - 1, f) != size - 1) || fclose(f) != 0) abort();
     } else {
         fuzz_write(path, data, size);
     }
-    if (moects_journal_resume(&j, dir, &sel, &done, err, sizeof err) != 0) {
+    if (moects__journal_resume(&j, dir, &sel, &done, err, sizeof err) != 0) {
         fuzz_check_err(err, path);
         return 0;
     }
-    moects_journal_close(&j, 0);
+    moects__journal_close(&j, 0);
     const moects_result **prior = NULL;
-    if (moects_journal_prior(&done, path, &sel, &prior, err, sizeof err) != 0) {
+    if (moects__journal_prior(&done, path, &sel, &prior, err, sizeof err) != 0) {
         fuzz_check_err(err, path);
     } else {
         size_t mapped = 0;
@@ -73,6 +73,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (mapped != done.n) abort(); /* every result in its one place */
     }
     free(prior);
-    moects_run_free(&done);
+    moects__run_free(&done);
     return 0;
 }

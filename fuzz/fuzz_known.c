@@ -1,4 +1,4 @@
-/* fuzz_known.c: libFuzzer target of moects_known_load (harness/report/known.c): the known-findings file
+/* fuzz_known.c: libFuzzer target of moects__known_load (harness/report/known.c): the known-findings file
  * (cases/known-findings.txt). Seeds: cases/known-findings.txt, fuzz/corpus/known. Parsed entries
  * have both globs and a reason of at most 255 bytes, and matching works on them. */
 #include "fuzz_util.h"
@@ -10,7 +10,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_write(path, data, size);
     moects_known kf = {0};
     char err[1024] = "";
-    if (moects_known_load(path, &kf, err, sizeof err) != 0) {
+    if (moects__known_load(path, &kf, err, sizeof err) != 0) {
         fuzz_check_err(err, path);
         return 0;
     }
@@ -18,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const moects_known_entry *e = &kf.v[i];
         if (!e->kernel_glob[0] || !e->case_glob[0] || !e->reason[0] || strlen(e->reason) > 255) abort();
     }
-    (void)moects_known_match(&kf, "cpu.fp4_gemm.dequant_sgemm", "fp4_gemm.mxfp4/regression/x/m16");
-    moects_known_free(&kf);
+    (void)moects__known_match(&kf, "cpu.fp4_gemm.dequant_sgemm", "fp4_gemm.mxfp4/regression/x/m16");
+    moects__known_free(&kf);
     return 0;
 }

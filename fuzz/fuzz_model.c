@@ -1,4 +1,4 @@
-/* fuzz_model.c: libFuzzer target of moects_model_load (cases/model.c, cases/json_file.c): registry
+/* fuzz_model.c: libFuzzer target of moects__model_load (cases/model.c, cases/json_file.c): registry
  * files (cases/models) and raw Hugging Face config.json of any family, bare NaN/Infinity included.
  * Seeds: cases/models, cases/sources/hf-configs, fuzz/corpus/model. A loaded model must satisfy the
  * loader's own bounds (cases_internal.h): every size positive and at most its MOECTS__MAX_*. */
@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_write(path, data, size);
     moects_model m;
     char err[1024] = "";
-    if (moects_model_load(path, &m, err, sizeof err) == 0) check_model(&m);
+    if (moects__model_load(path, &m, err, sizeof err) == 0) check_model(&m);
     else fuzz_check_err(err, path);
     return 0;
 }

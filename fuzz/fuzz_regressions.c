@@ -1,4 +1,4 @@
-/* fuzz_regressions.c: libFuzzer target of moects_regressions_load (cases/regressions.c). Seeds:
+/* fuzz_regressions.c: libFuzzer target of moects__regressions_load (cases/regressions.c). Seeds:
  * cases/regressions/ *.json, fuzz/corpus/regressions. Loaded cases must have ids and stay within
  * the file bounds of cases_internal.h. */
 #include "cases_internal.h"
@@ -11,7 +11,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_write(path, data, size);
     moects_case_list l = {0};
     char err[1024] = "";
-    if (moects_regressions_load(path, &l, err, sizeof err) == 0) {
+    if (moects__regressions_load(path, &l, err, sizeof err) == 0) {
         if (l.n > MOECTS__MAX_FILE_CASES) abort();
         for (size_t i = 0; i < l.n; i++) {
             const moects_case *c = &l.v[i];
@@ -24,6 +24,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         fuzz_check_err(err, path);
     }
-    moects_case_list_free(&l);
+    moects__case_list_free(&l);
     return 0;
 }

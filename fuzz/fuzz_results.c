@@ -1,6 +1,6 @@
-/* fuzz_results.c: libFuzzer target of moects_results_read (harness/model/results.c): results.json of
+/* fuzz_results.c: libFuzzer target of moects__results_read (harness/model/results.c): results.json of
  * run, merge, gate, coverage. Seeds: reports/baseline, tests/data/results, fuzz/corpus/results.
- * A file that reads is written back (moects_results_write) and must read again to the same text
+ * A file that reads is written back (moects__results_write) and must read again to the same text
  * when written a second time: the writer and the reader agree on every value the reader accepts. */
 #include "fuzz_util.h"
 #include "moects_harness.h"
@@ -25,23 +25,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_write(path, data, size);
     moects_run run;
     char err[1024] = "";
-    if (moects_results_read(path, &run, err, sizeof err) != 0) {
+    if (moects__results_read(path, &run, err, sizeof err) != 0) {
         fuzz_check_err(err, path);
         return 0;
     }
     char out[300], out2[300];
     snprintf(out, sizeof out, "%s.out", path);
     snprintf(out2, sizeof out2, "%s.out2", path);
-    if (moects_results_write(out, &run, err, sizeof err) != 0) {
+    if (moects__results_write(out, &run, err, sizeof err) != 0) {
         fprintf(stderr, "fuzz: a file that reads does not write: %s\n", err);
         abort();
     }
     moects_run back;
-    if (moects_results_read(out, &back, err, sizeof err) != 0) {
+    if (moects__results_read(out, &back, err, sizeof err) != 0) {
         fprintf(stderr, "fuzz: what the writer wrote does not read: %s\n", err);
         abort();
     }
-    if (moects_results_write(out2, &back, err, sizeof err) != 0) abort();
+    if (moects__results_write(out2, &back, err, sizeof err) != 0) abort();
     size_t n1, n2;
     char *a = slurp(out, &n1), *b = slurp(out2, &n2);
     if (n1 != n2 || memcmp(a, b, n1) != 0) {
@@ -50,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     free(a), free(b);
     unlink(out), unlink(out2);
-    moects_run_free(&back);
-    moects_run_free(&run);
+    moects__run_free(&back);
+    moects__run_free(&run);
     return 0;
 }

@@ -18,7 +18,7 @@ static const moects_kernel *const builtin[] = {
 };
 #undef MOECTS_KERNEL
 
-const moects_kernel *const *moects_builtin_kernels(size_t *count)
+const moects_kernel *const *moects__builtin_kernels(size_t *count)
 {
     *count = sizeof builtin / sizeof builtin[0];
     return builtin;
@@ -42,7 +42,7 @@ static const moects_kernel *const pool[] = {
 #undef MOECTS_POOL_FP4
 #undef MOECTS_POOL_MOE
 
-const moects_kernel *const *moects_pool_kernels(size_t *count)
+const moects_kernel *const *moects__pool_kernels(size_t *count)
 {
     *count = sizeof pool / sizeof pool[0];
     return pool;

@@ -1,5 +1,5 @@
-/* capi_internal.h: what the libmoects API files (capi.c, cli_export.c, safetensors.c, worker.c)
- * share. Internal: moects__ names. */
+/* capi_internal.h: what the libmoects API files share (api/capi.c, api/export.c, run/casefile.c,
+ * run/safetensors.c, run/task.c, cli/cmd_export.c, cli/cmd_verify.c). Internal: moects__ names. */
 #ifndef MOECTS_CAPI_INTERNAL_H
 #define MOECTS_CAPI_INTERNAL_H
 #include "moects.h"

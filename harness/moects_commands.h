@@ -4,19 +4,19 @@
 #ifndef MOECTS_COMMANDS_H
 #define MOECTS_COMMANDS_H
 
-int moects_cmd_list(int argc, char **argv);     /* harness/cli/cli_run.c */
-int moects_cmd_run(int argc, char **argv);      /* harness/cli/cli_run.c */
-int moects_cmd_gate(int argc, char **argv);     /* harness/report/gate.c */
-int moects_cmd_coverage(int argc, char **argv); /* harness/cli/cmd_coverage.c */
-int moects_cmd_merge(int argc, char **argv);    /* harness/report/merge.c */
-int moects_cmd_killmatrix(int argc, char **argv); /* harness/report/killmatrix.c */
-int moects_cmd_export(int argc, char **argv);   /* harness/cli/cli_export.c */
-int moects_cmd_verify(int argc, char **argv);   /* harness/cli/cli_export.c */
-int moects_cmd_hashes(int argc, char **argv);   /* harness/report/hashes.c */
+int moects__cmd_list(int argc, char **argv);     /* harness/cli/cmd_list.c */
+int moects__cmd_run(int argc, char **argv);      /* harness/cli/cmd_run.c */
+int moects__cmd_gate(int argc, char **argv);     /* harness/report/gate.c */
+int moects__cmd_coverage(int argc, char **argv); /* harness/cli/cmd_coverage.c */
+int moects__cmd_merge(int argc, char **argv);    /* harness/report/merge.c */
+int moects__cmd_killmatrix(int argc, char **argv); /* harness/report/killmatrix.c */
+int moects__cmd_export(int argc, char **argv);   /* harness/cli/cmd_export.c */
+int moects__cmd_verify(int argc, char **argv);   /* harness/cli/cmd_verify.c */
+int moects__cmd_hashes(int argc, char **argv);   /* harness/report/hashes.c */
 
 /* The one-line error for an argument command cmd does not take: "moects CMD: ARG: missing value"
  * when arg is one of the NULL-terminated value-taking options (given last), else "moects CMD:
  * unexpected argument "ARG"". harness/model/errline.c. */
-void moects_bad_arg(const char *cmd, const char *arg, const char *const *valued);
+void moects__bad_arg(const char *cmd, const char *arg, const char *const *valued);
 
 #endif

@@ -54,32 +54,32 @@ typedef struct {
 /* The geometry of a case's output, the op's coordinate mapping (its entry's geometry; harness/ops/op.c):
  * ep_gather (t, d) over [T, H]; fp4_gemm (m, n) over [M, N]; moe_gemm (expert, row, col) over [rows, N],
  * rows grouped by the case's row_expert (padding rows and rows past masked_m not compared). */
-void moects_out_geom_of(const moects_inputs *in, moects_out_geom *g);
+void moects__out_geom_of(const moects_inputs *in, moects_out_geom *g);
 
 /* Coordinates of flat element i under g; returns ndims (2 ungrouped, 3 grouped: (group, local row,
  * col)). A row of no group (-1) reads group -1, local row = the global row. */
-int moects_out_coords(const moects_out_geom *g, int64_t i, int64_t at[3]);
+int moects__out_coords(const moects_out_geom *g, int64_t i, int64_t at[3]);
 
 /* Fill d for got against want (n = g->rows * g->cols elements of dt, host memory), rows that no group
  * compares skipped: first mismatches, worst ones, pattern. Differences are bits that differ, a NaN
- * equals any NaN (as moects_compare). Returns 0 (d->ndims 0 when nothing differs), -1 out of memory
+ * equals any NaN (as moects__compare). Returns 0 (d->ndims 0 when nothing differs), -1 out of memory
  * or a bad geometry (d->pattern then says which). */
-int moects_diag_compute(const moects_out_geom *g, moects_dtype dt, const void *got, const void *want,
+int moects__diag_compute(const moects_out_geom *g, moects_dtype dt, const void *got, const void *want,
                         moects_diag *d);
 
 /* The one-line pattern of a mismatch mask given as hit counts: row_hits[rows] (mismatches in each
  * row), col_hits[cols] (in each column), total (all of them). Exact for rectangles (every hit row x
  * every hit column): "<rows>, <columns>"; else "scattered: N elements, P% of <rows> x <columns>".
  * One element: its coordinates and, when it lies there, the last tile of the columns. Writes buf. */
-void moects_mismatch_pattern(const moects_out_geom *g, const int64_t *row_hits, const int64_t *col_hits,
+void moects__mismatch_pattern(const moects_out_geom *g, const int64_t *row_hits, const int64_t *col_hits,
                              int64_t total, char *buf, size_t len);
 
 /* "(m 5, n 4095)": coordinates of e with d's axis names. */
-void moects_diag_at(const moects_diag *d, const moects_diag_elem *e, char *buf, size_t len);
-/* The same for flat element i of an output of geometry g (moects_out_coords): "(expert 3, row 2, col 17)". */
-void moects_out_at(const moects_out_geom *g, int64_t i, char *buf, size_t len);
+void moects__diag_at(const moects_diag *d, const moects_diag_elem *e, char *buf, size_t len);
+/* The same for flat element i of an output of geometry g (moects__out_coords): "(expert 3, row 2, col 17)". */
+void moects__out_at(const moects_out_geom *g, int64_t i, char *buf, size_t len);
 
-/* "0x3f81 (1.0078125)": bits of d->dtype in hex, then the value (moects_format_value). */
-void moects_diag_value(const moects_diag *d, uint32_t bits, char *buf, size_t len);
+/* "0x3f81 (1.0078125)": bits of d->dtype in hex, then the value (moects__format_value). */
+void moects__diag_value(const moects_diag *d, uint32_t bits, char *buf, size_t len);
 
 #endif

@@ -33,8 +33,8 @@ typedef enum {
 #define MOECTS_ACC_CHECK_LIMIT 2.0
 #define MOECTS_ACC_CHECK_MIN 64
 
-const char *moects_verdict_name(moects_verdict v);            /* "PASS_EXACT" ... */
-int moects_verdict_parse(const char *s, moects_verdict *out); /* 0 or -1 */
+const char *moects__verdict_name(moects_verdict v);            /* "PASS_EXACT" ... */
+int moects__verdict_parse(const char *s, moects_verdict *out); /* 0 or -1 */
 static inline int moects_verdict_is_pass(moects_verdict v) { return v <= MOECTS_PASS_TOLERANCE; }
 static inline int moects_verdict_is_fail(moects_verdict v)
 {
@@ -51,7 +51,7 @@ typedef struct {
 /* XXH64 with seed 0 of len bytes at p (p may be NULL when len is 0): xxHash 0.8 (Yann Collet,
  * BSD-2; Debian libxxhash-dev, compiled in from xxhash.h), about 10 GB/s on one core, so a 4 GiB
  * tensor costs under half a second. harness/report/hashes.c. */
-uint64_t moects_xxh64(const void *p, size_t len);
+uint64_t moects__xxh64(const void *p, size_t len);
 
 /* One (kernel, case) outcome. */
 typedef struct {
@@ -86,10 +86,10 @@ typedef struct {
      * case's tasks to need them); wall >= inputs + reference + kernel + compare, the rest being
      * supports(), allocation and messaging. harness/run/runner.c. */
     double wall_s;          /* the task, as its worker saw it (crash/timeout: as the parent saw it) */
-    double inputs_s;        /* generating the case's inputs (moects_inputs_build) */
+    double inputs_s;        /* generating the case's inputs (moects__inputs_build) */
     double reference_s;     /* the CPU reference(s) */
     double kernel_s;        /* device set-up and input copies, launch to sync, copy back, --perf */
-    double compare_s;       /* moects_compare and the verdict */
+    double compare_s;       /* moects__compare and the verdict */
     int ref_threads;        /* threads given to the reference this task computed; 0: none */
     /* Determinism evidence (DESIGN.md "Determinism"): XXH64 (seed 0; xxHash 0.8 by Y. Collet, its
      * spec xxhash_spec.md) of each input tensor's bytes, and of the reference output under `recipe`,
@@ -122,51 +122,51 @@ typedef struct {
 } moects_run;
 
 /* results.json: write atomically (temp file + rename). Returns 0 or -1 with err. */
-int moects_results_write(const char *path, const moects_run *run, char *err, size_t errlen);
+int moects__results_write(const char *path, const moects_run *run, char *err, size_t errlen);
 /* Read a results.json. Returns 0 or -1 with a one-line "path: field: problem" in err. */
-int moects_results_read(const char *path, moects_run *run, char *err, size_t errlen);
-int moects_run_push(moects_run *run, const moects_result *r);
-void moects_run_free(moects_run *run);
+int moects__results_read(const char *path, moects_run *run, char *err, size_t errlen);
+int moects__run_push(moects_run *run, const moects_result *r);
+void moects__run_free(moects_run *run);
 
 /* Write data to path through path.tmp.<pid> and rename: no half-written reports. */
-int moects_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen);
+int moects__write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen);
 
 /* Reports that belong together (a run's results.json, run.tap, summary.md, kernels.log): each is
- * staged at its temporary name (moects_report_tmp: path.tmp.<pid>), by moects_report_stage or by the
- * caller writing there and calling moects_report_adopt; moects_report_commit renames them all into
- * place. On a failed write, moects_report_abort removes what was staged and the previous set stays
+ * staged at its temporary name (moects__report_tmp: path.tmp.<pid>), by moects__report_stage or by the
+ * caller writing there and calling moects__report_adopt; moects__report_commit renames them all into
+ * place. On a failed write, moects__report_abort removes what was staged and the previous set stays
  * whole (never new results.json beside an old run.tap). Errors: -1 with "path: problem" in err. */
 #define MOECTS_REPORT_MAX 8
 typedef struct {
     size_t n;
     char path[MOECTS_REPORT_MAX][4096];
 } moects_report_set;
-int moects_report_tmp(const char *path, char *tmp, size_t tmplen, char *err, size_t errlen);
-/* Remove dir's temporaries (NAME.tmp.PID, moects_report_tmp's names) of processes that are gone: what a
+int moects__report_tmp(const char *path, char *tmp, size_t tmplen, char *err, size_t errlen);
+/* Remove dir's temporaries (NAME.tmp.PID, moects__report_tmp's names) of processes that are gone: what a
  * run killed by SIGKILL left (no handler ran). Best effort, no errors. */
-void moects_report_remove_dead_tmps(const char *dir);
-int moects_report_stage(moects_report_set *s, const char *path, const void *data, size_t len, char *err,
+void moects__report_remove_dead_tmps(const char *dir);
+int moects__report_stage(moects_report_set *s, const char *path, const void *data, size_t len, char *err,
                         size_t errlen);
-int moects_report_adopt(moects_report_set *s, const char *path, char *err, size_t errlen);
-int moects_report_commit(moects_report_set *s, char *err, size_t errlen);
-void moects_report_abort(moects_report_set *s);
-/* results.json staged in a report set (moects_results_write's file, renamed by the commit; set
+int moects__report_adopt(moects_report_set *s, const char *path, char *err, size_t errlen);
+int moects__report_commit(moects_report_set *s, char *err, size_t errlen);
+void moects__report_abort(moects_report_set *s);
+/* results.json staged in a report set (moects__results_write's file, renamed by the commit; set
  * NULL: written now). */
-int moects_results_stage(moects_report_set *set, const char *path, const moects_run *run, char *err,
+int moects__results_stage(moects_report_set *set, const char *path, const moects_run *run, char *err,
                          size_t errlen);
 /* The program a repro line calls: "moects" when the first `moects` on PATH is this very binary
  * (/proc/self/exe), else this binary's absolute path (shell-quoted when it needs it); "moects" when
  * /proc/self/exe cannot be read. Computed once. */
-const char *moects_self_program(void);
+const char *moects__self_program(void);
 /* The folder a repro line writes to, relative to where it is pasted: "reports/repro/" and the case id
  * with each character outside [A-Za-z0-9._-] (the '/' included) as '_'. Never reports/latest. */
-void moects_repro_dir(const char *case_id, char *buf, size_t len);
+void moects__repro_dir(const char *case_id, char *buf, size_t len);
 
 /* mkdir -p. Returns 0 or -1 with err. */
-int moects_mkdirs(const char *path, char *err, size_t errlen);
+int moects__mkdirs(const char *path, char *err, size_t errlen);
 /* mkdir -p dir, then create and remove a file in it: a report directory proved writable before any
- * work. 0, or -1 with err: moects_mkdirs's (naming the directory it could not make), "DIR: not
+ * work. 0, or -1 with err: moects__mkdirs's (naming the directory it could not make), "DIR: not
  * writable: reason" or "DIR...: path too long". */
-int moects_dir_writable(const char *dir, char *err, size_t errlen);
+int moects__dir_writable(const char *dir, char *err, size_t errlen);
 
 #endif

@@ -79,9 +79,9 @@ typedef struct {
 } moects_inputs;
 
 /* Key of one tensor's stream: SplitMix64 of (seed, FNV-1a(case id), FNV-1a(tensor name)). */
-uint64_t moects_input_key(uint64_t seed, const char *case_id, const char *tensor);
+uint64_t moects__input_key(uint64_t seed, const char *case_id, const char *tensor);
 /* Element i of that stream: the SplitMix64 output at counter i (Steele et al. 2014). */
-uint64_t moects_input_u64(uint64_t key, uint64_t i);
+uint64_t moects__input_u64(uint64_t key, uint64_t i);
 
 /* Bulk tensors with more elements than this are tiled from a 2^20-element random pool (one
  * memcpy per row at a row-keyed offset) instead of hashed per element. */
@@ -89,35 +89,35 @@ uint64_t moects_input_u64(uint64_t key, uint64_t i);
 
 /* Build the inputs of case c (host memory). Returns 0; -1 for a case the generator cannot
  * satisfy (message "case ID: field: problem" in err); -2 when memory runs out (err says how
- * many bytes of which tensor). in is zeroed first and must be freed with moects_inputs_free. */
-int moects_inputs_build(const moects_case *c, uint64_t seed, moects_inputs *in, char *err,
+ * many bytes of which tensor). in is zeroed first and must be freed with moects__inputs_free. */
+int moects__inputs_build(const moects_case *c, uint64_t seed, moects_inputs *in, char *err,
                         size_t errlen);
 /* The same with the pooled-generation threshold given (tests). */
-int moects_inputs_build_ex(const moects_case *c, uint64_t seed, int64_t pool_min_elems,
+int moects__inputs_build_ex(const moects_case *c, uint64_t seed, int64_t pool_min_elems,
                            moects_inputs *in, char *err, size_t errlen);
-void moects_inputs_free(moects_inputs *in);
+void moects__inputs_free(moects_inputs *in);
 
 /* The op's args with tensor i at ptr[i] (host or device) and the output at out. */
-void moects_inputs_bind(const moects_inputs *in, void *const ptr[MOECTS_INPUTS_MAX], void *out,
+void moects__inputs_bind(const moects_inputs *in, void *const ptr[MOECTS_INPUTS_MAX], void *out,
                         moects_op_args *args);
 /* &in->eg, &in->fg or &in->mg. */
-const void *moects_inputs_shape(const moects_inputs *in);
+const void *moects__inputs_shape(const moects_inputs *in);
 
 /* Byte offset of scale (row r, K-block kb) in the cuBLASLt/CUTLASS 128x4 swizzled layout
  * (DESIGN.md "Scale layouts") with nkb K-blocks per row, and the layout's size for rows. */
-size_t moects_swizzle_offset(int64_t r, int64_t kb, int64_t nkb);
+size_t moects__swizzle_offset(int64_t r, int64_t kb, int64_t nkb);
 size_t moects_swizzle_bytes(int64_t rows, int64_t nkb);
 
 /* The kernel shape of a moe_gemm case without building its inputs (coverage, supports()): M from
- * moects_moe_expected_rows (contiguous: each expert padded to align; masked: the fullest expert's
+ * moects__moe_expected_rows (contiguous: each expert padded to align; masked: the fullest expert's
  * estimate, a multiple of 128). Zeroed for another op. */
-void moects_moe_case_shape(const moects_case *c, moects_moe_gemm_shape *s);
+void moects__moe_case_shape(const moects_case *c, moects_moe_gemm_shape *s);
 
 /* Rows of each local expert of a moe_gemm case: c->counts cycled when c->n_counts > 0, else the
  * slots that the ep_gather routing rule (c->routing over c->T tokens, c->k slots, c->E_global
  * experts, rank c->ep_rank of c->ep_size; uniform, skewed, zero-expert, hot-rank) puts on each of
  * the rank's c->E experts, drawn from (seed, case id) as an ep_gather case's topk_ids are.
  * cnt[c->E]. 0, or -1 with "case ID: field: problem" in err. */
-int moects_moe_counts(const moects_case *c, uint64_t seed, int64_t *cnt, char *err, size_t errlen);
+int moects__moe_counts(const moects_case *c, uint64_t seed, int64_t *cnt, char *err, size_t errlen);
 
 #endif

@@ -23,7 +23,7 @@ typedef struct {
     const char *config_xxh64;   /* the XXH64 of --config FILE's bytes, 16 hex digits; "" or NULL: none */
 } moects_journal_sel;
 
-/* Zeroed: no journal (moects_journal_add and _close do nothing). */
+/* Zeroed: no journal (moects__journal_add and _close do nothing). */
 typedef struct {
     int fd;          /* appended to; -1 when closed or stopped by a failed write */
     char path[4200]; /* OUT/results.journal; "" never opened */
@@ -31,7 +31,7 @@ typedef struct {
 
 /* Start OUT/results.journal afresh (created or truncated) with the header line of s. 0, or -1 with
  * "PATH: why" in err. */
-int moects_journal_start(moects_journal *j, const char *outdir, const moects_journal_sel *s, char *err,
+int moects__journal_start(moects_journal *j, const char *outdir, const moects_journal_sel *s, char *err,
                          size_t errlen);
 
 /* Continue OUT/results.journal: its header must agree with s (else -1, err "PATH: header field F: the
@@ -41,22 +41,22 @@ int moects_journal_start(moects_journal *j, const char *outdir, const moects_jou
  * a newline but is not a result, the last one too, is -1 with "PATH: line N ..." (the file untouched).
  * A file with no whole line (killed while writing its header) starts afresh. The journal is then open
  * for appending. 0, or -1 with err (also "PATH: cannot open: why"). */
-int moects_journal_resume(moects_journal *j, const char *outdir, const moects_journal_sel *s, moects_run *done,
+int moects__journal_resume(moects_journal *j, const char *outdir, const moects_journal_sel *s, moects_run *done,
                           char *err, size_t errlen);
 
 /* (*prior)[c * nkernels + k] (malloc'ed, ncases * nkernels entries): done's result of case c under kernel
  * k, NULL when done has none; for moects_runner_opts.prior. Every result of done must be a (case,
  * kernel) of s whose ops agree, once: else -1 with "PATH: line N: kernel K on case C: not in this
  * run's selection, or journaled twice" (N counts the header line), or "out of memory". */
-int moects_journal_prior(const moects_run *done, const char *path, const moects_journal_sel *s,
+int moects__journal_prior(const moects_run *done, const char *path, const moects_journal_sel *s,
                          const moects_result ***prior, char *err, size_t errlen);
 
 /* Append r as one line (the object results.json holds for it), written whole by write(2): in the
  * file when it returns, whatever then kills the process. A failed write says so on stderr in one line
  * and stops the journal (the run goes on). */
-void moects_journal_add(moects_journal *j, const moects_result *r);
+void moects__journal_add(moects_journal *j, const moects_result *r);
 
 /* Close the journal; remove 1: delete the file too (the run's reports are written). */
-void moects_journal_close(moects_journal *j, int remove);
+void moects__journal_close(moects_journal *j, int remove);
 
 #endif

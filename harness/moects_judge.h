@@ -27,17 +27,17 @@ typedef struct {
  * (FAIL_NONDETERMINISTIC). Fills r's verdict, reason, mismatch counts, first mismatch, max ULP,
  * calc_diff, acc_rms/acc_n and diag. Returns the index of the run r's verdict is about (the failing
  * run, what --dump writes). */
-int moects_judge_runs(const moects_judge_ref *ref, const moects_kernel *k, void *const *got, int nruns,
+int moects__judge_runs(const moects_judge_ref *ref, const moects_kernel *k, void *const *got, int nruns,
                       moects_result *r);
 
 /* Whether the accumulation check applies to case c: not to negzero data (B rows with fixed signs: the
  * check's premise, fair random signs, does not hold). */
-int moects_judge_acc_check_applies(const moects_case *c);
+int moects__judge_acc_check_applies(const moects_case *c);
 
 /* Whether kernel k's claim can be judged on case c at all: 1, or 0 with r's verdict FAIL_CRASH and
  * the reason (a blockwise_v1 claim on a W4A16 case, which has no such recipe: BF16 x E2M1 block
  * partials are not exact). */
-int moects_judge_claim_ok(const moects_case *c, const moects_kernel *k, moects_recipe recipe, moects_result *r);
+int moects__judge_claim_ok(const moects_case *c, const moects_kernel *k, moects_recipe recipe, moects_result *r);
 
 /* dst = src cut to n - 1 bytes (no format-truncation warnings on fixed fields). */
 void moects__copy_str(char *dst, size_t n, const char *src);

@@ -32,27 +32,27 @@ typedef struct {
  * one-line "path:line: problem" in err (kf left empty): a line with one field ("missing CASE_GLOB")
  * or two ("missing reason"), a glob with no literal character (a blanket such as "*"), an unclosed
  * '[' in a glob, a reason over 255 bytes, an entry repeating the globs of an earlier line. */
-int moects_known_parse(const char *text, const char *path, moects_known *kf, char *err, size_t errlen);
+int moects__known_parse(const char *text, const char *path, moects_known *kf, char *err, size_t errlen);
 
 /* Read and parse the file at path. A file that does not exist is no entries (returns 0); an
  * unreadable one is -1 with "path: cannot read: reason". */
-int moects_known_load(const char *path, moects_known *kf, char *err, size_t errlen);
+int moects__known_load(const char *path, moects_known *kf, char *err, size_t errlen);
 
 /* Every entry's CASE_GLOB must match some registered case: -1 with "path:line: CASE_GLOB \"g\"
  * matches no registered case" for the first that matches none (a stale or mistyped entry). */
-int moects_known_check_cases(const moects_known *kf, const char *path, const moects_case_list *all, char *err,
+int moects__known_check_cases(const moects_known *kf, const char *path, const moects_case_list *all, char *err,
                              size_t errlen);
 
 /* The first entry matching (kernel, case_id), or NULL. */
-const moects_known_entry *moects_known_match(const moects_known *kf, const char *kernel, const char *case_id);
+const moects_known_entry *moects__known_match(const moects_known *kf, const char *kernel, const char *case_id);
 
 /* Set r->known to the matching entry's reason on every result of an honest kernel (is_mutant 0)
  * whose verdict is FAIL_* or PASS_* (PASS_* not for a "host-dependent:" reason); clear it
  * elsewhere. Returns the number of FAIL_* results marked. */
-size_t moects_known_apply(const moects_known *kf, moects_run *run);
+size_t moects__known_apply(const moects_known *kf, moects_run *run);
 /* The same for one result: 1 when it is a FAIL_* now marked, else 0. */
-int moects_known_mark(const moects_known *kf, moects_result *r);
+int moects__known_mark(const moects_known *kf, moects_result *r);
 
-void moects_known_free(moects_known *kf);
+void moects__known_free(moects_known *kf);
 
 #endif

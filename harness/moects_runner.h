@@ -18,7 +18,7 @@ typedef struct {
     uint64_t seed;
     double timeout_s; /* per task, kernel phase; inputs + reference and compare 10x; each + 30 s/GiB; <= 0: none */
     int jobs;         /* worker processes, >= 1 */
-    int perf;         /* time CUDA kernels (moects_perf_measure) */
+    int perf;         /* time CUDA kernels (moects__perf_measure) */
     int progress;     /* stderr: 1 one updating line (a terminal), 2 a line a minute (a log) */
     char **devices;   /* CUDA_VISIBLE_DEVICES of worker w: devices[w % ndevices]; NULL: inherit */
     size_t ndevices;
@@ -77,11 +77,11 @@ typedef struct {
  * a task past its time is killed: FAIL_TIMEOUT. Returns 0, or -1 with err when the run itself
  * cannot go on (fork/pipe failure, out of memory, o->kernel_log cannot be opened: "PATH: why").
  * The parent never initialises CUDA; its progress lines go to its stderr. */
-int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, size_t errlen);
+int moects__runner_run(const moects_runner_opts *o, moects_run *run, char *err, size_t errlen);
 
 /* Run one task in the calling process, as a worker does (tests, debugging), with the calling
  * thread's OpenBLAS thread count for the reference. */
-void moects_runner_task(const moects_case *c, const moects_kernel *k, uint64_t seed, int perf,
+void moects__runner_task(const moects_case *c, const moects_kernel *k, uint64_t seed, int perf,
                         moects_result *r);
 
 /* Clears r and fills who ran what (kernel, case, model, layout, op, mutant, seed, recipe); internal,
@@ -98,26 +98,26 @@ typedef struct {
     char why[256];
     char name[128];
 } moects_device_info;
-void moects_probe_devices(moects_device_info *d);
+void moects__probe_devices(moects_device_info *d);
 
 /* dlopen a kernel library, call its MOECTS_PLUGIN_SYMBOL and append its kernels to *v (*n
  * entries, realloc'ed). Checks abi_version, op, device, run, recipe name. Returns 0, or -1 with
  * "PATH: problem" in err. The library stays loaded. */
-int moects_plugin_load(const char *path, const moects_kernel ***v, size_t *n, char *err, size_t errlen);
+int moects__plugin_load(const char *path, const moects_kernel ***v, size_t *n, char *err, size_t errlen);
 
 /* *out = k as this ABI version's descriptor: the fields k's abi_version (1 to MOECTS_KERNEL_ABI_VERSION)
  * has, the later ones zero; no byte past k's own version is read (harness/run/plugin.c). */
 void moects__kernel_upgrade(const moects_kernel *k, moects_kernel *out);
 
 /* --perf, in a worker, for a CUDA kernel whose args hold device pointers: median time per launch
- * (moects_cuda_time), achieved GB/s (ep_gather: bytes of valid rows read + bytes written) or
+ * (moects__cuda_time), achieved GB/s (ep_gather: bytes of valid rows read + bytes written) or
  * TFLOP/s (fp4_gemm: 2MNK), and the fraction of the ceiling measured on this device
- * (moects_cuda_copy_gbps, moects_cuda_cublas_bf16_tflops at the same M, N, K). Fills
+ * (moects__cuda_copy_gbps, moects__cuda_cublas_bf16_tflops at the same M, N, K). Fills
  * r->kernel_ms, perf_value, perf_fraction; a failure is noted in r->reason. */
-void moects_perf_measure(const moects_kernel *k, const moects_inputs *in, const moects_op_args *dargs,
+void moects__perf_measure(const moects_kernel *k, const moects_inputs *in, const moects_op_args *dargs,
                          moects_result *r);
 /* perf.md of a run: one row per timed (kernel, case). NULL when out of memory. */
-char *moects_perf_render(const moects_run *run, size_t *len);
+char *moects__perf_render(const moects_run *run, size_t *len);
 
 /* ---- weighted scheduling (harness/run/sched.c); internal, declared here for the tests ---- */
 typedef struct {

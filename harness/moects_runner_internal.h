@@ -60,7 +60,7 @@ int moects__dev_inputs(const moects_inputs *in, moects_guarded dev[MOECTS_INPUTS
 /* harness/run/runner.c: the pointers a kernel's run() gets for the task in flight (moects_task_tensor). */
 void moects__task_ptrs(void *const *ptr, void *out, void *stream);
 /* A case's per-element bounds for class cls and, where the accumulation check applies
- * (moects_judge_acc_check_applies), its inputs (st.x NULL otherwise): harness/run/bounds.c. */
+ * (moects__judge_acc_check_applies), its inputs (st.x NULL otherwise): harness/run/bounds.c. */
 typedef struct {
     double *bound;           /* [out_elems] */
     moects_bound_stats st;   /* [out_elems] each, or all NULL */

@@ -12,13 +12,13 @@
 typedef struct {
     int version;             /* 13 (default) or 14: only the header line differs */
     int verbose;             /* YAML blocks on passing points too */
-    const char *program;     /* the program repro commands call (moects_self_program()); NULL: "moects" */
+    const char *program;     /* the program repro commands call (moects__self_program()); NULL: "moects" */
     const char *repro_extra; /* appended to every repro command, e.g. " --kernel-lib 'x.so'" */
     const char *repro_fixed; /* the repro command of every result instead (verify: its own command) */
     char **missing;          /* must-pass ids that match no registered case: failing points */
     size_t nmissing;
     const char *missing_file;
-    const char *const *unjudged; /* must-pass ids no honest kernel judged (moects_unjudged_cases) */
+    const char *const *unjudged; /* must-pass ids no honest kernel judged (moects__unjudged_cases) */
     const char *const *unjudged_why;
     size_t nunjudged;
     const char *empty_reason; /* plan "1..0 # SKIP <reason>" when nothing ran; NULL: "no cases" */
@@ -30,7 +30,7 @@ typedef struct {
  * *ids and *why (pointers into run, NULL when none) are malloc'ed arrays the caller frees. Returns the
  * count, or (size_t)-1 when out of memory. Source: DESIGN.md "Must-pass lists" (a listed case must be
  * passed, and a case nobody ran is not passed). */
-size_t moects_unjudged_cases(const moects_run *run, const char ***ids, const char ***why);
+size_t moects__unjudged_cases(const moects_run *run, const char ***ids, const char ***why);
 
 /* How a kernel came out over the selected cases (the top-level test point). */
 typedef enum {
@@ -44,32 +44,32 @@ typedef enum {
 
 /* Status of kernel `name` over run's results; counts[v] gets the number of each verdict
  * (counts may be NULL). is_mutant: the kernel declares a bug. */
-moects_kernel_status moects_kernel_status_of(const moects_run *run, const char *name, int is_mutant,
+moects_kernel_status moects__kernel_status_of(const moects_run *run, const char *name, int is_mutant,
                                              size_t counts[MOECTS_VERDICT_COUNT]);
 /* Known findings of kernel `name` (none for a mutant): the FAIL_* results carrying r->known are
  * returned; *fixed (may be NULL) gets the PASS_* results carrying it (an entry that may be stale). */
-size_t moects_kernel_known_of(const moects_run *run, const char *name, int is_mutant, size_t *fixed);
+size_t moects__kernel_known_of(const moects_run *run, const char *name, int is_mutant, size_t *fixed);
 /* 1 when the status counts as a failure of the run (FAIL, ESCAPED or REFUSED). */
-int moects_kernel_status_fails(moects_kernel_status s);
+int moects__kernel_status_fails(moects_kernel_status s);
 /* 1 when a shard cannot judge the status and leaves it to `moects merge`: an escaped mutant (another
  * shard may catch it) or a refusing kernel (another shard may give it a case it supports). */
-int moects_kernel_status_deferred(moects_kernel_status s);
+int moects__kernel_status_deferred(moects_kernel_status s);
 
 /* Render the TAP of run. kernels: the run's kernels in report order (kernels without results are
  * left out). Returns a malloc'ed NUL-terminated text (length in *len), NULL when out of memory. */
-char *moects_tap_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
+char *moects__tap_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
                         const moects_tap_opts *o, size_t *len);
 
 /* summary.md: one row per kernel with its count of each verdict and its status; when the results
  * are timed, where the time went (seconds per phase) and the 10 slowest cases. */
-char *moects_summary_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
+char *moects__summary_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
                             const moects_tap_opts *o, size_t *len);
 
 /* The YAML diagnostics block of one result ("---" .. "..."), each line prefixed by ind: verdict, kernel,
  * recipe, mismatch count, max ULP, first mismatch, pattern and the first and worst mismatches in the op's
  * coordinates, calc_diff, seed, reason, known finding, --perf numbers, the repro command. The TAP's
  * block of a point; JUnit's text of a failure; what libmoects' moects_judgement_text gives a Python test. */
-void moects_tap_yaml(FILE *f, const char *ind, const moects_result *r, const moects_tap_opts *o);
+void moects__tap_yaml(FILE *f, const char *ind, const moects_result *r, const moects_tap_opts *o);
 
 /* JUnit XML of run (harness/report/junit.c): one <testsuite> per kernel with results, in the given order; one
  * <testcase> per (kernel, case), name the case id, classname the kernel, time its wall seconds. An
@@ -80,10 +80,10 @@ void moects_tap_yaml(FILE *f, const char *ind, const moects_result *r, const moe
  * a shard), or an honest kernel that refused every case, adds one failing testcase named
  * "<kernel>: kernel verdict". Must-pass ids not registered or not judged: failing testcases of a
  * suite "must-pass". Schema: tests/data/junit/junit.xsd (Jenkins/Ant JUnit). NULL out of memory. */
-char *moects_junit_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
+char *moects__junit_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
                           const moects_tap_opts *o, size_t *len);
 
 /* Append s to f single-quoted for a POSIX shell. */
-void moects_shell_quote(FILE *f, const char *s);
+void moects__shell_quote_file(FILE *f, const char *s);
 
 #endif

@@ -44,8 +44,8 @@ int moects__op_parse(const char *s, moects_op *out);
 int moects__result_parse(const char *text, size_t len, const char *path, const char *where, moects_result *r,
                          char *err, size_t errlen);
 
-/* The command line that reproduces one (kernel, case) alone (DESIGN.md "Verdicts"): moects_self_program()
- * run --kernel K --seed S --out moects_repro_dir(CASE) CASE (its own folder, never reports/latest). */
+/* The command line that reproduces one (kernel, case) alone (DESIGN.md "Verdicts"): moects__self_program()
+ * run --kernel K --seed S --out moects__repro_dir(CASE) CASE (its own folder, never reports/latest). */
 void moects__repro(moects__buf *b, const moects_result *r);
 /* The same for a result read back from a run whose filter is given: each `--kernel-lib PATH`,
  * `--kernel-py FILE:NAME` and `--config PATH` of the filter (paths without spaces: the filter is

@@ -3,7 +3,7 @@
  * {"NAME": {"dtype": "F32", "shape": [..], "data_offsets": [BEGIN, END]}, ..., "__metadata__":
  * {"key": "string value"}}, then the byte buffer: raw little-endian data, offsets relative to its
  * start, the tensors covering it without holes or overlaps. Used by moects export/verify and run
- * --dump (harness/cli/cli_export.c). Internal: moects__ names. */
+ * --dump (harness/cli/cmd_export.c). Internal: moects__ names. */
 #ifndef MOECTS_SAFETENSORS_H
 #define MOECTS_SAFETENSORS_H
 #include <stddef.h>

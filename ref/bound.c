@@ -1,6 +1,6 @@
 /* bound.c: per-element forward error bounds of a block-scaled GEMM job (DESIGN.md "Bounded
  * verdicts"; Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., sec. 2.2, 3.1, 4.2).
- * The kernel model and the formula are stated in moects_ref.h (moects_ref_moe_gemm_bound); this file
+ * The kernel model and the formula are stated in moects_ref.h (moects__ref_moe_gemm_bound); this file
  * computes them. S = sum_k |A'_k| |B'_k| over the dequantized operands A'_k = dec(A_k) * sA,
  * B'_k = dec(B_k) * sB (exact in double) comes from one cblas_dgemm on the absolute values, chunked
  * over A's and B's rows; as every term is >= 0 its own rounding is at most gamma_K(2^-53) * S
@@ -29,8 +29,8 @@ typedef struct {
 static void abs_lut_init(abs_lut *t, moects__a_kind kind)
 {
     for (int i = 0; i < 256; i++)
-        t->v[i] = kind == MOECTS__A_E4M3 ? fabs((double)moects_e4m3_decode((uint8_t)i))
-                                         : fabs((double)moects_e2m1_decode((uint8_t)(i & 0xF)));
+        t->v[i] = kind == MOECTS__A_E4M3 ? fabs((double)moects__e4m3_decode((uint8_t)i))
+                                         : fabs((double)moects__e2m1_decode((uint8_t)(i & 0xF)));
 }
 
 /* |dec(x_k)| of row r of an operand, k < K (BF16 by its bits; E4M3 and E2M1 from the table). */
@@ -202,7 +202,7 @@ static void class_factors(int64_t K, uint32_t bits, int truncation, uint32_t spl
     *sig = with_splits(gamma_n((double)K + 1.0, u) + gamma_n(5.0, us), splits);
 }
 
-double moects_ref_acc_sigma_factor(int64_t K, const moects_acc_class *c)
+double moects__ref_acc_sigma_factor(int64_t K, const moects_acc_class *c)
 {
     moects__bound_req bq = {c ? c->bits : 0, c ? c->truncation : 0, c ? c->bf16_splits : 0, NULL, NULL};
     if (!c || K < 0 || !moects__bound_req_ok(&bq)) return NAN;

@@ -11,7 +11,7 @@
 static const float e2m1_mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
 
 /* code 0..15 (the high bits of a larger value are ignored): bit 3 is the sign, 0x8 is -0. */
-float moects_e2m1_decode(uint8_t code)
+float moects__e2m1_decode(uint8_t code)
 {
     float m = e2m1_mag[code & 7u];
     return (code & 8u) ? -m : m;
@@ -22,7 +22,7 @@ float moects_e2m1_decode(uint8_t code)
  * 2.5->2, 3.5->4, 5->4) and to the smaller magnitude under MOECTS_ROUND_TIES_TO_ZERO. |v| > 6 and
  * +-Inf saturate to +-6 (cvt.rn.satfinite). NaN has no E2M1 code: it gives +6 (0x7), as
  * cuda_fp4.hpp does. The sign is kept for zero and underflow: -0.0 and -0.2 give 0x8 (-0). */
-uint8_t moects_e2m1_encode(float v, moects_rounding r)
+uint8_t moects__e2m1_encode(float v, moects_rounding r)
 {
     if (isnan(v)) return 0x7u;
     uint8_t sign = signbit(v) ? 0x8u : 0x0u;
@@ -41,7 +41,7 @@ uint8_t moects_e2m1_encode(float v, moects_rounding r)
 
 /* Two codes per byte: codes[2j] in the low nibble of packed[j], codes[2j+1] in the high nibble;
  * an odd n leaves the last high nibble 0. Codes are masked to 4 bits. */
-void moects_e2m1_pack(const uint8_t *codes, size_t n, uint8_t *packed)
+void moects__e2m1_pack(const uint8_t *codes, size_t n, uint8_t *packed)
 {
     for (size_t j = 0; 2 * j < n; j++) {
         uint8_t lo = codes[2 * j] & 0xFu;
@@ -50,7 +50,7 @@ void moects_e2m1_pack(const uint8_t *codes, size_t n, uint8_t *packed)
     }
 }
 
-void moects_e2m1_unpack(const uint8_t *packed, size_t n, uint8_t *codes)
+void moects__e2m1_unpack(const uint8_t *packed, size_t n, uint8_t *codes)
 {
     for (size_t i = 0; i < n; i++) codes[i] = (uint8_t)((packed[i / 2] >> (4 * (i & 1))) & 0xFu);
 }

@@ -6,7 +6,7 @@
 
 #include "moects_ref.h"
 
-float moects_e4m3_decode(uint8_t x)
+float moects__e4m3_decode(uint8_t x)
 {
     unsigned e = (x >> 3) & 0xFu, m = x & 7u;
     if (e == 0xFu && m == 7u) return NAN;
@@ -25,7 +25,7 @@ static double round_half_even(double q)
 /* float -> E4M3 as cuda_fp8.hpp __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3): round to
  * nearest even; |v| > 448 and +-Inf saturate to +-448 (0x7E/0xFE); any NaN gives 0x7F; |v| <= 2^-10
  * rounds to a zero of v's sign (2^-10 is the tie between 0 and 2^-9: even wins). */
-uint8_t moects_e4m3_encode(float v)
+uint8_t moects__e4m3_encode(float v)
 {
     if (isnan(v)) return 0x7Fu;
     uint8_t sign = signbit(v) ? 0x80u : 0x00u;

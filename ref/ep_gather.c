@@ -33,7 +33,7 @@ static int shape_ok(const moects_ep_gather_shape *s, const moects_ep_gather_args
     return 1;
 }
 
-int moects_ref_ep_gather(const moects_ep_gather_shape *s, const moects_ep_gather_args *a,
+int moects__ref_ep_gather(const moects_ep_gather_shape *s, const moects_ep_gather_args *a,
                          moects_recipe recipe)
 {
     if (recipe != MOECTS_RECIPE_EXACT_V1 && recipe != MOECTS_RECIPE_EPG_FMA_V1 &&
@@ -68,11 +68,11 @@ int moects_ref_ep_gather(const moects_ep_gather_shape *s, const moects_ep_gather
         if (recipe == MOECTS_RECIPE_EXACT_V1) {
             for (int64_t d = 0; d < H; d++) {
                 moects_xsum xs;
-                moects_xsum_init(&xs);
+                moects__xsum_init(&xs);
                 for (int64_t i = 0; i < nv; i++) /* bf16 * fp32: 8 + 24 bits, exact in double */
-                    moects_xsum_add(&xs, (double)moects_bf16_to_f32(a->x[rows[i] * H + d]) * (double)w[i]);
-                if (s->out_dtype == MOECTS_F32) of[d] = moects_xsum_round_f32(&xs);
-                else ob[d] = moects_xsum_round_bf16(&xs);
+                    moects__xsum_add(&xs, (double)moects__bf16_to_f32(a->x[rows[i] * H + d]) * (double)w[i]);
+                if (s->out_dtype == MOECTS_F32) of[d] = moects__xsum_round_f32(&xs);
+                else ob[d] = moects__xsum_round_bf16(&xs);
             }
             continue;
         }
@@ -80,16 +80,16 @@ int moects_ref_ep_gather(const moects_ep_gather_shape *s, const moects_ep_gather
         for (int64_t i = 0; i < nv; i++) {
             const uint16_t *xr = a->x + rows[i] * H; /* 64-bit offset */
             if (recipe == MOECTS_RECIPE_EPG_FMA_V1)
-                for (int64_t d = 0; d < H; d++) acc[d] = fmaf(moects_bf16_to_f32(xr[d]), w[i], acc[d]);
+                for (int64_t d = 0; d < H; d++) acc[d] = fmaf(moects__bf16_to_f32(xr[d]), w[i], acc[d]);
             else
                 for (int64_t d = 0; d < H; d++) {
-                    float p = moects_bf16_to_f32(xr[d]) * w[i]; /* rounded to FP32 */
+                    float p = moects__bf16_to_f32(xr[d]) * w[i]; /* rounded to FP32 */
                     acc[d] = acc[d] + p;                        /* rounded again */
                 }
         }
         for (int64_t d = 0; d < H; d++) {
             if (s->out_dtype == MOECTS_F32) of[d] = acc[d];
-            else ob[d] = moects_bf16_from_f32(acc[d]);
+            else ob[d] = moects__bf16_from_f32(acc[d]);
         }
     }
     free(rows);

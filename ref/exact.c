@@ -86,20 +86,20 @@ static void grow(moects_xsum *s, double b)
     }
 }
 
-void moects_xsum_init(moects_xsum *s)
+void moects__xsum_init(moects_xsum *s)
 {
     s->n = 0;
     s->nan = s->pos_inf = s->neg_inf = 0;
 }
 
-void moects_xsum_add(moects_xsum *s, double v)
+void moects__xsum_add(moects_xsum *s, double v)
 {
     if (isnan(v)) s->nan = 1;
     else if (isinf(v)) (v > 0 ? (s->pos_inf = 1) : (s->neg_inf = 1));
     else if (v != 0.0) grow(s, v);
 }
 
-void moects_xsum_add_product(moects_xsum *s, double a, double b)
+void moects__xsum_add_product(moects_xsum *s, double a, double b)
 {
     double p = a * b;
     if (!isfinite(p)) { /* NaN operand, 0 * Inf, Inf operand, or an overflowing product */
@@ -126,7 +126,7 @@ void moects_xsum_add_product(moects_xsum *s, double a, double b)
     }
 }
 
-void moects_xsum_scale(moects_xsum *s, double a)
+void moects__xsum_scale(moects_xsum *s, double a)
 {
     int special = s->nan || s->pos_inf || s->neg_inf;
     if (isnan(a) || s->nan || (s->pos_inf && s->neg_inf)) {
@@ -154,8 +154,8 @@ void moects_xsum_scale(moects_xsum *s, double a)
         return;
     }
     moects_xsum t;
-    moects_xsum_init(&t);
-    for (int i = 0; i < s->n; i++) moects_xsum_add_product(&t, s->c[i], a);
+    moects__xsum_init(&t);
+    for (int i = 0; i < s->n; i++) moects__xsum_add_product(&t, s->c[i], a);
     *s = t;
 }
 
@@ -170,7 +170,7 @@ static int xsign(const moects_xsum *s)
 static int cmp_with(const moects_xsum *s, double d)
 {
     moects_xsum t = *s;
-    moects_xsum_add(&t, -d);
+    moects__xsum_add(&t, -d);
     return xsign(&t);
 }
 
@@ -198,14 +198,14 @@ static double round_p(const moects_xsum *s, int p, int emin)
     /* m = floor(V / q), D = V - m q >= 0, exactly. */
     double m = floor(A / q);
     moects_xsum D = v;
-    moects_xsum_add(&D, -m * q);
+    moects__xsum_add(&D, -m * q);
     while (xsign(&D) < 0) {
         m -= 1;
-        moects_xsum_add(&D, q);
+        moects__xsum_add(&D, q);
     }
     while (cmp_with(&D, q) >= 0) {
         m += 1;
-        moects_xsum_add(&D, -q);
+        moects__xsum_add(&D, -q);
     }
     int c = cmp_with(&D, 0.5 * q);
     if (c > 0 || (c == 0 && fmod(m, 2.0) != 0.0)) m += 1;
@@ -214,9 +214,9 @@ static double round_p(const moects_xsum *s, int p, int emin)
     return neg ? -r : r;
 }
 
-float moects_xsum_round_f32(const moects_xsum *s) { return (float)round_p(s, 24, -126); }
+float moects__xsum_round_f32(const moects_xsum *s) { return (float)round_p(s, 24, -126); }
 
-uint16_t moects_xsum_round_bf16(const moects_xsum *s)
+uint16_t moects__xsum_round_bf16(const moects_xsum *s)
 {
     float f = (float)round_p(s, 8, -126);
     uint32_t u;
@@ -226,7 +226,7 @@ uint16_t moects_xsum_round_bf16(const moects_xsum *s)
 }
 
 /* RNE of a finite double p (0 or |p| >= 2^-1000) to BF16: 8 significant bits, subnormals below
- * 2^-126, overflow to Inf; an exact zero is +0. Same result as moects_xsum_round_bf16 of the value
+ * 2^-126, overflow to Inf; an exact zero is +0. Same result as moects__xsum_round_bf16 of the value
  * p. In BF16's normal range on the bits: the low 45 of the 52 fraction bits dropped with RNE (adding
  * 2^44 - 1 plus the lowest kept bit; a carry moves into the exponent, as it should). Below 2^-126:
  * p / q and m * q scale by powers of two, nearbyint rounds to even (default rounding mode). */
@@ -258,7 +258,7 @@ void moects__exact_store(double h, moects_xsum *x, float alpha, int nan, int bf1
     double p = h * (double)alpha;
     if (nan) {
         v = NAN;
-        vb = moects_bf16_from_f32(v);
+        vb = moects__bf16_from_f32(v);
     } else if (x->n == 0 && !x->nan && !x->pos_inf && !x->neg_inf && isfinite(p) &&
                fma(h, (double)alpha, -p) == 0.0 && (p == 0.0 || fabs(p) >= 0x1p-1000)) {
         /* fast path: the sum is the double h and h * alpha is exact (TwoProduct error 0, finite):
@@ -266,10 +266,10 @@ void moects__exact_store(double h, moects_xsum *x, float alpha, int nan, int bf1
         if (bf16) vb = bf16_from_double(p);
         else v = p == 0.0 ? 0.0f : (float)p; /* an exact zero is +0 */
     } else {
-        moects_xsum_add(x, h);
-        moects_xsum_scale(x, (double)alpha);
-        if (bf16) vb = moects_xsum_round_bf16(x);
-        else v = moects_xsum_round_f32(x);
+        moects__xsum_add(x, h);
+        moects__xsum_scale(x, (double)alpha);
+        if (bf16) vb = moects__xsum_round_bf16(x);
+        else v = moects__xsum_round_f32(x);
     }
     if (bf16) ((uint16_t *)out)[o] = vb;
     else ((float *)out)[o] = v;

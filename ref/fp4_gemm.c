@@ -1,6 +1,6 @@
 /* fp4_gemm.c: the FP4 GEMM reference, recipes fp4_gemm.blockwise_v1 and fp4_gemm.exact_v1
  * (DESIGN.md "Numeric recipes"), MXFP4 x MXFP4 and NVFP4 x NVFP4, NT layout, both scale layouts,
- * either recipe or both at once from the same block partials (moects_ref_fp4_gemm_recipes).
+ * either recipe or both at once from the same block partials (moects__ref_fp4_gemm_recipes).
  *
  * Conventions: K not a multiple of the block g: the last block is zero-padded (its missing
  * elements count as 0; its scale is read as usual); the high nibble of a row's last byte is ignored
@@ -293,7 +293,7 @@ static void exact_row_c(double *hi, moects_xsum *xs, float *q0, float *q1, int m
             if (t[q] == 0.0 || !isfinite(t[q])) continue;
             double e;
             moects__two_sum(hi[j], t[q], &hi[j], &e);
-            if (e != 0.0) moects_xsum_add(&xs[j], e);
+            if (e != 0.0) moects__xsum_add(&xs[j], e);
         }
     }
 }
@@ -341,8 +341,8 @@ __attribute__((target("avx512f,avx2,fma"))) static void exact_row_avx512(double 
             _mm512_storeu_pd(ea, e0);
             _mm512_storeu_pd(eb, e1);
             for (int l = 0; l < 8; l++) {
-                if (ea[l] != 0.0) moects_xsum_add(&xs[j + l], ea[l]);
-                if (eb[l] != 0.0) moects_xsum_add(&xs[j + l], eb[l]);
+                if (ea[l] != 0.0) moects__xsum_add(&xs[j + l], ea[l]);
+                if (eb[l] != 0.0) moects__xsum_add(&xs[j + l], eb[l]);
             }
         }
     }
@@ -372,7 +372,7 @@ static void do_tile(const ctx *c, work *w, int64_t tm, int64_t tn)
     if (c->want_ex)
         for (int64_t i = 0; i < mt * nt; i++) {
             w->hi[i] = 0.0;
-            moects_xsum_init(&w->xs[i]);
+            moects__xsum_init(&w->xs[i]);
         }
     if (c->want_bw) memset(w->acc, 0, (size_t)(mt * nt) * sizeof(float));
     /* the tile's maxima of the row stats, per K-block */
@@ -490,7 +490,7 @@ int moects__fp4_gemm_job(const moects__gemm_job *j, const uint8_t *a, const uint
     c.tiles_n = cdiv(N, c.nt);
     for (int i = 0; i < 256; i++)
         for (int h = 0; h < 2; h++) {
-            c.lut[i][h] = moects_e2m1_decode((uint8_t)((i >> (4 * h)) & 0xF));
+            c.lut[i][h] = moects__e2m1_decode((uint8_t)((i >> (4 * h)) & 0xF));
             c.lut_hi[i][h] = c.lut[i][h] * HI_SCALE;
         }
     uint16_t *st_b = malloc((size_t)(N * c.nkb * 3 + 1) * sizeof(uint16_t));
@@ -514,7 +514,7 @@ int moects__fp4_gemm_job(const moects__gemm_job *j, const uint8_t *a, const uint
 
 static float dec_scale(moects_fp4_format f, uint8_t x)
 {
-    return f == MOECTS_FP4_NVFP4 ? moects_e4m3_decode(x) : moects_ue8m0_decode(x);
+    return f == MOECTS_FP4_NVFP4 ? moects__e4m3_decode(x) : moects__ue8m0_decode(x);
 }
 
 /* The one code path of both entry points: scales decoded from their layout, then one job into
@@ -543,13 +543,13 @@ static int fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *
     if (!buf) return -1;
     for (int64_t m = 0; m < M; m++)
         for (int64_t b = 0; b < nkb; b++) {
-            float v = slut[a->sa[moects_scale_offset(m, b, nkb, s->scale_layout)]];
+            float v = slut[a->sa[moects__scale_offset(m, b, nkb, s->scale_layout)]];
             sa[m * nkb + b] = v;
             if (isnan(v)) nan_a[m] = 1;
         }
     for (int64_t n = 0; n < N; n++)
         for (int64_t b = 0; b < nkb; b++) {
-            float v = slut[a->sb[moects_scale_offset(n, b, nkb, s->scale_layout)]];
+            float v = slut[a->sb[moects__scale_offset(n, b, nkb, s->scale_layout)]];
             sbt[b * N + n] = v;
             if (isnan(v)) nan_b[n] = 1;
         }
@@ -561,13 +561,13 @@ static int fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *
     return rc;
 }
 
-int moects_ref_fp4_gemm_recipes(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a,
+int moects__ref_fp4_gemm_recipes(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a,
                                 void *out_blockwise, void *out_exact)
 {
     return fp4_gemm(s, a, out_blockwise != NULL, out_blockwise, out_exact != NULL, out_exact, NULL);
 }
 
-int moects_ref_fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a,
+int moects__ref_fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a,
                         moects_recipe recipe)
 {
     if (!a || (recipe != MOECTS_RECIPE_FP4_BLOCKWISE_V1 && recipe != MOECTS_RECIPE_EXACT_V1)) return -1;
@@ -575,7 +575,7 @@ int moects_ref_fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_ar
     return fp4_gemm(s, a, bw, bw ? a->d : NULL, !bw, bw ? NULL : a->d, NULL);
 }
 
-int moects_ref_fp4_gemm_bound_class(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a,
+int moects__ref_fp4_gemm_bound_class(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a,
                                     const moects_acc_class *c, double *bound, const moects_bound_stats *st)
 {
     if (!c) return -1;
@@ -583,15 +583,15 @@ int moects_ref_fp4_gemm_bound_class(const moects_fp4_gemm_shape *s, const moects
     return moects__bound_req_ok(&bq) ? fp4_gemm(s, a, 0, NULL, 0, NULL, &bq) : -1;
 }
 
-int moects_ref_fp4_gemm_bound_stats(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a, uint32_t bits,
+int moects__ref_fp4_gemm_bound_stats(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a, uint32_t bits,
                                     int truncation, double *bound, const moects_bound_stats *st)
 {
     const moects_acc_class c = {bits, truncation, 0};
-    return moects_ref_fp4_gemm_bound_class(s, a, &c, bound, st);
+    return moects__ref_fp4_gemm_bound_class(s, a, &c, bound, st);
 }
 
-int moects_ref_fp4_gemm_bound(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a, uint32_t bits,
+int moects__ref_fp4_gemm_bound(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a, uint32_t bits,
                               int truncation, double *bound)
 {
-    return moects_ref_fp4_gemm_bound_stats(s, a, bits, truncation, bound, NULL);
+    return moects__ref_fp4_gemm_bound_stats(s, a, bits, truncation, bound, NULL);
 }

@@ -69,7 +69,7 @@ void moects__store_tile(const moects__gemm_job *j, int64_t m0, int64_t n0, int64
             int64_t o = (m0 + i) * j->N + n0 + jn;
             if (j->out_bw) {
                 float v = acc[i * nt + jn] * j->alpha;
-                if (bf16) ((uint16_t *)j->out_bw)[o] = moects_bf16_from_f32(v);
+                if (bf16) ((uint16_t *)j->out_bw)[o] = moects__bf16_from_f32(v);
                 else ((float *)j->out_bw)[o] = v;
             }
             if (j->out_ex)

@@ -9,7 +9,7 @@
  * (ref/wxa_gemm.c, dgemm block partials). So a result element depends only on its row, its expert
  * and its column: never on the other experts, the tiles or the threads.
  *
- * Scales (moects_types.h): B's of expert e start at e * moects_scale_bytes(N, nkb, scale_layout);
+ * Scales (moects_types.h): B's of expert e start at e * moects__scale_bytes(N, nkb, scale_layout);
  * FP4 A scales are one [rows][nkb] tensor in scale_layout (contiguous), one [M][nkb] block per expert
  * in scale_layout (masked), linear [rows][nkb] (offsets); W4A8 A scales are linear
  * [rows][ceil(K / a_scale_block)], the one of K-block b (32 wide) at column b * 32 / a_scale_block.
@@ -98,7 +98,7 @@ bad:
 
 static float dec_fp4_scale(moects_fp4_format f, uint8_t x)
 {
-    return f == MOECTS_FP4_NVFP4 ? moects_e4m3_decode(x) : moects_ue8m0_decode(x);
+    return f == MOECTS_FP4_NVFP4 ? moects__e4m3_decode(x) : moects__ue8m0_decode(x);
 }
 
 /* The A scale of row i of run r (0 <= i < r->m) for K-block b (g wide) -> FP32 value; lut: the
@@ -118,12 +118,12 @@ static float a_scale(const moects_moe_gemm_shape *s, const moects_moe_gemm_args 
     int64_t row = r->r0 + i;
     moects_scale_layout lay = s->scale_layout;
     if (s->rows == MOECTS_ROWS_MASKED) {
-        base += r->e * moects_scale_bytes(s->M, nkb, lay);
+        base += r->e * moects__scale_bytes(s->M, nkb, lay);
         row = i;
     } else if (s->rows == MOECTS_ROWS_OFFSETS) {
         lay = MOECTS_SCALES_LINEAR;
     }
-    return lut[base[moects_scale_offset(row, b, nkb, lay)]];
+    return lut[base[moects__scale_offset(row, b, nkb, lay)]];
 }
 
 /* One run: decode its scales, run the job into the run's rows of out_bw / out_ex, or (bq) its
@@ -141,7 +141,7 @@ static int run_one(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a
     float lut_b[256], lut_a[256];
     for (int x = 0; x < 256; x++) {
         lut_b[x] = dec_fp4_scale(s->b_format, (uint8_t)x);
-        lut_a[x] = s->format == MOECTS_MOE_W4A8 ? moects_ue8m0_decode((uint8_t)x) : lut_b[x];
+        lut_a[x] = s->format == MOECTS_MOE_W4A8 ? moects__ue8m0_decode((uint8_t)x) : lut_b[x];
     }
     for (int64_t i = 0; i < m; i++)
         for (int64_t b = 0; b < nkb; b++) {
@@ -149,10 +149,10 @@ static int run_one(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a
             sa[i * nkb + b] = v;
             if (!isfinite(v)) nan_a[i] = 1;
         }
-    const uint8_t *sb = at(a->sb, r->e * moects_scale_bytes(N, nkb, s->scale_layout));
+    const uint8_t *sb = at(a->sb, r->e * moects__scale_bytes(N, nkb, s->scale_layout));
     for (int64_t b = 0; b < nkb; b++) /* n inner: sbt written in order */
         for (int64_t n = 0; n < N; n++) {
-            const int64_t o = s->scale_layout == MOECTS_SCALES_LINEAR ? n * nkb + b : moects_scale_offset(n, b, nkb, s->scale_layout);
+            const int64_t o = s->scale_layout == MOECTS_SCALES_LINEAR ? n * nkb + b : moects__scale_offset(n, b, nkb, s->scale_layout);
             float v = lut_b[sb[o]];
             sbt[b * N + n] = v;
             if (isnan(v)) nan_b[n] = 1;
@@ -200,20 +200,20 @@ static int moe_gemm(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *
     return rc;
 }
 
-int moects_ref_moe_gemm(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, moects_recipe recipe)
+int moects__ref_moe_gemm(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, moects_recipe recipe)
 {
     if (!a || (recipe != MOECTS_RECIPE_FP4_BLOCKWISE_V1 && recipe != MOECTS_RECIPE_EXACT_V1)) return -1;
     const int bw = recipe == MOECTS_RECIPE_FP4_BLOCKWISE_V1;
     return moe_gemm(s, a, bw, bw ? a->d : NULL, !bw, bw ? NULL : a->d, NULL);
 }
 
-int moects_ref_moe_gemm_recipes(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a,
+int moects__ref_moe_gemm_recipes(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a,
                                 void *out_blockwise, void *out_exact)
 {
     return moe_gemm(s, a, out_blockwise != NULL, out_blockwise, out_exact != NULL, out_exact, NULL);
 }
 
-int moects_ref_moe_gemm_bound_class(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a,
+int moects__ref_moe_gemm_bound_class(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a,
                                     const moects_acc_class *c, double *bound, const moects_bound_stats *st)
 {
     if (!c) return -1;
@@ -228,15 +228,15 @@ int moects_ref_moe_gemm_bound_class(const moects_moe_gemm_shape *s, const moects
     return moe_gemm(s, a, 0, NULL, 0, NULL, &bq);
 }
 
-int moects_ref_moe_gemm_bound_stats(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, uint32_t bits,
+int moects__ref_moe_gemm_bound_stats(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, uint32_t bits,
                                     int truncation, double *bound, const moects_bound_stats *st)
 {
     const moects_acc_class c = {bits, truncation, 0};
-    return moects_ref_moe_gemm_bound_class(s, a, &c, bound, st);
+    return moects__ref_moe_gemm_bound_class(s, a, &c, bound, st);
 }
 
-int moects_ref_moe_gemm_bound(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, uint32_t bits,
+int moects__ref_moe_gemm_bound(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, uint32_t bits,
                               int truncation, double *bound)
 {
-    return moects_ref_moe_gemm_bound_stats(s, a, bits, truncation, bound, NULL);
+    return moects__ref_moe_gemm_bound_stats(s, a, bits, truncation, bound, NULL);
 }

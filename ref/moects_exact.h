@@ -13,14 +13,14 @@ typedef struct {
     int nan, pos_inf, neg_inf;
 } moects_xsum;
 
-void moects_xsum_init(moects_xsum *s);
+void moects__xsum_init(moects_xsum *s);
 /* s += v exactly (v finite: exact; Inf/NaN: recorded in the flags). */
-void moects_xsum_add(moects_xsum *s, double v);
+void moects__xsum_add(moects_xsum *s, double v);
 /* s += a * b exactly (TwoProduct by fma). */
-void moects_xsum_add_product(moects_xsum *s, double a, double b);
+void moects__xsum_add_product(moects_xsum *s, double a, double b);
 /* s *= a exactly. */
-void moects_xsum_scale(moects_xsum *s, double a);
+void moects__xsum_scale(moects_xsum *s, double a);
 /* The exact sum rounded once, to nearest even: FP32 (overflow -> Inf), BF16 bits, double. */
-float moects_xsum_round_f32(const moects_xsum *s);
-uint16_t moects_xsum_round_bf16(const moects_xsum *s);
+float moects__xsum_round_f32(const moects_xsum *s);
+uint16_t moects__xsum_round_bf16(const moects_xsum *s);
 #endif

@@ -45,7 +45,7 @@ int moects__bound_req_ok(const moects__bound_req *bq);
 /* Element o of st marked as one the accumulation check does not judge (det +Inf). */
 void moects__stats_unchecked(const moects_bound_stats *st, int64_t o);
 
-/* The per-element bound of moects_ref_moe_gemm_bound (and st) for one job (ref/bound.c) into rows
+/* The per-element bound of moects__ref_moe_gemm_bound (and st) for one job (ref/bound.c) into rows
  * row0.. of bq's arrays, row stride N; j->out_bw, j->out_ex unused. Returns 0, or -1 out of memory. */
 int moects__bound_job(const moects__gemm_job *j, const void *a, moects__a_kind kind, const uint8_t *b,
                       const moects__bound_req *bq, int64_t row0);

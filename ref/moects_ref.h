@@ -6,21 +6,21 @@
 
 /* ---- BF16 (ref/bf16.c) ---- */
 /* float -> bf16 bits, round to nearest even; NaN stays NaN (quiet bit set), Inf stays Inf. */
-uint16_t moects_bf16_from_f32(float f);
-float moects_bf16_to_f32(uint16_t b);
+uint16_t moects__bf16_from_f32(float f);
+float moects__bf16_to_f32(uint16_t b);
 
 /* ---- E2M1 (ref/e2m1.c), OCP MX v1.0 sec. 5.3.3 ---- */
-float moects_e2m1_decode(uint8_t code); /* code 0..15 */
-uint8_t moects_e2m1_encode(float v, moects_rounding r); /* saturates to +-6; NaN -> +6 (0x7) */
-void moects_e2m1_pack(const uint8_t *codes, size_t n, uint8_t *packed); /* ceil(n/2) bytes */
-void moects_e2m1_unpack(const uint8_t *packed, size_t n, uint8_t *codes);
+float moects__e2m1_decode(uint8_t code); /* code 0..15 */
+uint8_t moects__e2m1_encode(float v, moects_rounding r); /* saturates to +-6; NaN -> +6 (0x7) */
+void moects__e2m1_pack(const uint8_t *codes, size_t n, uint8_t *packed); /* ceil(n/2) bytes */
+void moects__e2m1_unpack(const uint8_t *packed, size_t n, uint8_t *codes);
 
 /* ---- UE8M0 (ref/ue8m0.c), OCP MX v1.0 sec. 5.4.1 ---- */
-float moects_ue8m0_decode(uint8_t x); /* 2^(x-127); 0xFF -> NaN */
+float moects__ue8m0_decode(uint8_t x); /* 2^(x-127); 0xFF -> NaN */
 
 /* ---- E4M3 fn (ref/e4m3.c), OCP FP8 spec / cuda_fp8.h __NV_E4M3 ---- */
-float moects_e4m3_decode(uint8_t x);
-uint8_t moects_e4m3_encode(float v); /* RNE, saturate to +-448, NaN -> 0x7F */
+float moects__e4m3_decode(uint8_t x);
+uint8_t moects__e4m3_encode(float v); /* RNE, saturate to +-448, NaN -> 0x7F */
 
 /* ---- recipes ---- */
 typedef enum {
@@ -31,50 +31,50 @@ typedef enum {
 } moects_recipe;
 
 /* Parse "ep_gather.fma_v1" etc. Returns 0, or -1 for an unknown name. */
-int moects_recipe_parse(const char *name, moects_op op, moects_recipe *out);
+int moects__recipe_parse(const char *name, moects_op op, moects_recipe *out);
 
 /* ep_gather reference (ref/ep_gather.c). Host pointers. recipe: EXACT_V1, EPG_FMA_V1,
  * EPG_MULADD_V1. Returns 0, or -1 for an invalid shape (negative dims, bad dtype) or an
  * input_index of a valid slot outside [0, M_sum). */
-int moects_ref_ep_gather(const moects_ep_gather_shape *s, const moects_ep_gather_args *a,
+int moects__ref_ep_gather(const moects_ep_gather_shape *s, const moects_ep_gather_args *a,
                          moects_recipe recipe);
 
 /* FP4 GEMM reference (ref/fp4_gemm.c). Host pointers. recipe: FP4_BLOCKWISE_V1 or EXACT_V1.
  * K % block != 0: the last K-block is zero-padded (missing elements count as 0, its scale is
  * read); with odd K the high nibble of each row's last byte is ignored. A NaN scale gives NaN.
  * Returns 0, or -1 for an invalid shape or out of memory. */
-int moects_ref_fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a,
+int moects__ref_fp4_gemm(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a,
                         moects_recipe recipe);
 
 /* Both FP4 GEMM recipes from one pass of block partials (ref/fp4_gemm.c; DESIGN.md "Numeric
  * recipes"): out_blockwise gets fp4_gemm.blockwise_v1, out_exact fp4_gemm.exact_v1, each [M, N]
- * s->out_dtype (F32 or BF16) and bit-identical to moects_ref_fp4_gemm with that recipe; a NULL
+ * s->out_dtype (F32 or BF16) and bit-identical to moects__ref_fp4_gemm with that recipe; a NULL
  * output is skipped; a->d is ignored. Returns 0 (M or N = 0: nothing written), or -1 when both
- * outputs are NULL and on the errors of moects_ref_fp4_gemm. */
-int moects_ref_fp4_gemm_recipes(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a,
+ * outputs are NULL and on the errors of moects__ref_fp4_gemm. */
+int moects__ref_fp4_gemm_recipes(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a,
                                 void *out_blockwise, void *out_exact);
 
 /* ---- grouped MoE GEMM (ref/moe_gemm.c; DESIGN.md "Grouped MoE GEMM") ----
  * Host pointers. recipe: FP4_BLOCKWISE_V1 (MXFP4, NVFP4, W4A8: block partials from OpenBLAS sgemm,
  * or exact in double for E4M3 x E2M1 (ref/wxa_gemm.c), rounded once to FP32) or EXACT_V1 (every format). Writes only valid
  * rows of a->d (rows of id -1, rows >= masked_m[e] untouched). Each valid row is computed as in
- * moects_ref_fp4_gemm (zero-padded K tail, its scale read; a->alpha NULL means 1): a NaN scale
+ * moects__ref_fp4_gemm (zero-padded K tail, its scale read; a->alpha NULL means 1): a NaN scale
  * (UE8M0 0xFF, E4M3 0x7F/0xFF, a non-finite FP32 A scale) makes exact_v1 NaN on its row (A) or on
  * its expert's column (B), never elsewhere; blockwise_v1 propagates it as IEEE arithmetic does.
  * b_format must match format (MXFP4 for MXFP4 and W4A8, NVFP4 for NVFP4). Returns 0, or -1 for an invalid shape,
  * inconsistent row metadata (m_indices outside [-1, E), masked_m outside [0, M], offsets not
  * non-decreasing from 0 to M), a recipe the format has no definition of (W4A16 blockwise), or out of
  * memory. */
-int moects_ref_moe_gemm(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, moects_recipe recipe);
+int moects__ref_moe_gemm(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, moects_recipe recipe);
 /* Both moe_gemm recipes at once (a->d ignored): out_blockwise (blockwise_v1; must be NULL for
- * W4A16) and out_exact (exact_v1), each [rows, N] out_dtype, bit-identical to moects_ref_moe_gemm
- * with that recipe; a NULL output is skipped, not both. Same errors as moects_ref_moe_gemm. */
-int moects_ref_moe_gemm_recipes(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a,
+ * W4A16) and out_exact (exact_v1), each [rows, N] out_dtype, bit-identical to moects__ref_moe_gemm
+ * with that recipe; a NULL output is skipped, not both. Same errors as moects__ref_moe_gemm. */
+int moects__ref_moe_gemm_recipes(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a,
                                 void *out_blockwise, void *out_exact);
 
 /* Per-element forward error bound (DESIGN.md "Bounded verdicts"; Higham, Accuracy and Stability of
  * Numerical Algorithms, 2nd ed., sec. 2.2, 3.1, 4.2) of a kernel of accumulation class (bits,
- * truncation) against the exact result, for the output of moects_ref_moe_gemm(EXACT_V1): bound[i]
+ * truncation) against the exact result, for the output of moects__ref_moe_gemm(EXACT_V1): bound[i]
  * (double, [rows, N], same indexing as d).
  * Verdict of element i, x = exact_v1 output, y = the kernel's: x NaN: y must be NaN; x +-Inf: y must
  * equal x; else PASS when |y - x| <= bound[i] (so y NaN fails, y Inf passes only where bound[i] is
@@ -95,12 +95,12 @@ int moects_ref_moe_gemm_recipes(const moects_moe_gemm_shape *s, const moects_moe
  * finite, S >= 2^127 (an intermediate sum may overflow) or |alpha| S + B reaches the output's largest
  * finite value; 0 where exact_v1 is NaN (a NaN scale or alpha).
  * Returns 0, or -1 for bits outside [2, 64], truncation not 0/1, and the errors of
- * moects_ref_moe_gemm. */
-int moects_ref_moe_gemm_bound(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, uint32_t bits,
+ * moects__ref_moe_gemm. */
+int moects__ref_moe_gemm_bound(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, uint32_t bits,
                               int truncation, double *bound);
-/* The same for the dense FP4 GEMM (ref/fp4_gemm.c): bound [M, N], as moects_ref_moe_gemm_bound of
+/* The same for the dense FP4 GEMM (ref/fp4_gemm.c): bound [M, N], as moects__ref_moe_gemm_bound of
  * one expert holding every row. */
-int moects_ref_fp4_gemm_bound(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a, uint32_t bits,
+int moects__ref_fp4_gemm_bound(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a, uint32_t bits,
                               int truncation, double *bound);
 
 /* Per-element inputs of the accumulation check (DESIGN.md "Bounded verdicts"), [rows, N] like the
@@ -119,11 +119,11 @@ typedef struct {
     double *x;
     float *det, *sigma;
 } moects_bound_stats;
-/* moects_ref_moe_gemm_bound and, when st is not NULL, st's three arrays. Same errors; st's
+/* moects__ref_moe_gemm_bound and, when st is not NULL, st's three arrays. Same errors; st's
  * pointers must all be set. */
-int moects_ref_moe_gemm_bound_stats(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, uint32_t bits,
+int moects__ref_moe_gemm_bound_stats(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, uint32_t bits,
                                     int truncation, double *bound, const moects_bound_stats *st);
-int moects_ref_fp4_gemm_bound_stats(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a, uint32_t bits,
+int moects__ref_fp4_gemm_bound_stats(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a, uint32_t bits,
                                     int truncation, double *bound, const moects_bound_stats *st);
 
 /* An accumulation class (DESIGN.md "Bounded verdicts"): the accumulator (bits, truncation) as above,
@@ -147,12 +147,12 @@ typedef struct {
  * of a running sum whose expected square is at most sum term^2), and the absolute allowance gains
  * (s - 1) 2^-133 (a BF16 rounding in the subnormal range). Returns 0, or -1 for c NULL, bits outside
  * 2..64, truncation not 0/1, bf16_splits over 256, and the errors of the functions above. */
-int moects_ref_moe_gemm_bound_class(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a,
+int moects__ref_moe_gemm_bound_class(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a,
                                     const moects_acc_class *c, double *bound, const moects_bound_stats *st);
-int moects_ref_fp4_gemm_bound_class(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a,
+int moects__ref_fp4_gemm_bound_class(const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a,
                                     const moects_acc_class *c, double *bound, const moects_bound_stats *st);
 /* sigma's factor for class c at reduction length K (sigma = |alpha| factor sqrt(sum term^2), above):
  * what the accumulation check's diagnostics compare classes by. NaN for a class the bound refuses. */
-double moects_ref_acc_sigma_factor(int64_t K, const moects_acc_class *c);
+double moects__ref_acc_sigma_factor(int64_t K, const moects_acc_class *c);
 
 #endif

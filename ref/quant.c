@@ -8,7 +8,7 @@
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-int64_t moects_scale_bytes(int64_t rows, int64_t nkb, moects_scale_layout layout)
+int64_t moects__scale_bytes(int64_t rows, int64_t nkb, moects_scale_layout layout)
 {
     if (rows < 0 || nkb < 0) return -1;
     if (layout == MOECTS_SCALES_LINEAR) return rows * nkb;
@@ -16,29 +16,29 @@ int64_t moects_scale_bytes(int64_t rows, int64_t nkb, moects_scale_layout layout
     return -1;
 }
 
-int64_t moects_scale_offset(int64_t r, int64_t kb, int64_t nkb, moects_scale_layout layout)
+int64_t moects__scale_offset(int64_t r, int64_t kb, int64_t nkb, moects_scale_layout layout)
 {
     if (layout == MOECTS_SCALES_LINEAR) return r * nkb + kb;
     return ((r / 128) * cdiv(nkb, 4) + kb / 4) * 512 + (r % 32) * 16 + ((r / 32) % 4) * 4 + kb % 4;
 }
 
-int moects_scales_swizzle(const uint8_t *linear, int64_t rows, int64_t nkb, uint8_t *swizzled)
+int moects__scales_swizzle(const uint8_t *linear, int64_t rows, int64_t nkb, uint8_t *swizzled)
 {
-    int64_t n = moects_scale_bytes(rows, nkb, MOECTS_SCALES_SWIZZLED_128X4);
+    int64_t n = moects__scale_bytes(rows, nkb, MOECTS_SCALES_SWIZZLED_128X4);
     if (n < 0) return -1;
     memset(swizzled, 0, (size_t)n);
     for (int64_t r = 0; r < rows; r++)
         for (int64_t kb = 0; kb < nkb; kb++)
-            swizzled[moects_scale_offset(r, kb, nkb, MOECTS_SCALES_SWIZZLED_128X4)] = linear[r * nkb + kb];
+            swizzled[moects__scale_offset(r, kb, nkb, MOECTS_SCALES_SWIZZLED_128X4)] = linear[r * nkb + kb];
     return 0;
 }
 
-int moects_scales_unswizzle(const uint8_t *swizzled, int64_t rows, int64_t nkb, uint8_t *linear)
+int moects__scales_unswizzle(const uint8_t *swizzled, int64_t rows, int64_t nkb, uint8_t *linear)
 {
     if (rows < 0 || nkb < 0) return -1;
     for (int64_t r = 0; r < rows; r++)
         for (int64_t kb = 0; kb < nkb; kb++)
-            linear[r * nkb + kb] = swizzled[moects_scale_offset(r, kb, nkb, MOECTS_SCALES_SWIZZLED_128X4)];
+            linear[r * nkb + kb] = swizzled[moects__scale_offset(r, kb, nkb, MOECTS_SCALES_SWIZZLED_128X4)];
     return 0;
 }
 
@@ -53,7 +53,7 @@ static void clear_outputs(int64_t rows, int64_t K, int64_t nkb, moects_scale_lay
                           uint8_t *codes, uint8_t *scales)
 {
     memset(codes, 0, (size_t)(rows * cdiv(K, 2)));
-    memset(scales, 0, (size_t)moects_scale_bytes(rows, nkb, layout));
+    memset(scales, 0, (size_t)moects__scale_bytes(rows, nkb, layout));
 }
 
 static void put_code(uint8_t *row, int64_t k, uint8_t c)
@@ -73,7 +73,7 @@ static int mx_scale_exp(float amax, moects_mx_scale_rule rule)
     return s;
 }
 
-int moects_quant_mxfp4(const float *x, int64_t rows, int64_t K, moects_mx_scale_rule rule,
+int moects__quant_mxfp4(const float *x, int64_t rows, int64_t K, moects_mx_scale_rule rule,
                        moects_rounding rounding, moects_scale_layout layout, uint8_t *codes,
                        uint8_t *scales)
 {
@@ -102,10 +102,10 @@ int moects_quant_mxfp4(const float *x, int64_t rows, int64_t K, moects_mx_scale_
                 sc = (uint8_t)(s + 127);
                 for (int64_t k = k0; k < k1; k++) {
                     double q = ldexp((double)xr[k], -s); /* exact: a power-of-two division */
-                    put_code(codes + r * rb, k, moects_e2m1_encode((float)q, rounding));
+                    put_code(codes + r * rb, k, moects__e2m1_encode((float)q, rounding));
                 }
             }
-            scales[moects_scale_offset(r, b, nkb, layout)] = sc;
+            scales[moects__scale_offset(r, b, nkb, layout)] = sc;
         }
     }
     return 0;
@@ -118,7 +118,7 @@ static float gs_from_amax(float amax)
     return amax == 0.0f ? 1.0f : 2688.0f / amax;
 }
 
-float moects_nvfp4_global_scale(const float *x, size_t n)
+float moects__nvfp4_global_scale(const float *x, size_t n)
 {
     float amax = 0.0f;
     for (size_t i = 0; i < n; i++) {
@@ -143,15 +143,15 @@ static void nvfp4_row(const float *xr, int64_t r, int64_t K, float gs, moects_ro
             else if (a > amax) amax = a;
         }
         float sf = gs * (amax * rcp6);
-        uint8_t sc = moects_e4m3_encode(sf);
-        float dsc = moects_e4m3_decode(sc);
+        uint8_t sc = moects__e4m3_encode(sf);
+        float dsc = moects__e4m3_decode(sc);
         float oscl = sf != 0.0f && dsc != 0.0f ? 1.0f / (dsc * rcp_gs) : 0.0f;
-        for (int64_t k = k0; k < k1; k++) put_code(codes_row, k, moects_e2m1_encode(xr[k] * oscl, rounding));
-        scales[moects_scale_offset(r, b, nkb, layout)] = sc;
+        for (int64_t k = k0; k < k1; k++) put_code(codes_row, k, moects__e2m1_encode(xr[k] * oscl, rounding));
+        scales[moects__scale_offset(r, b, nkb, layout)] = sc;
     }
 }
 
-int moects_quant_nvfp4(const float *x, int64_t rows, int64_t K, float gs, moects_rounding rounding,
+int moects__quant_nvfp4(const float *x, int64_t rows, int64_t K, float gs, moects_rounding rounding,
                        moects_scale_layout layout, uint8_t *codes, uint8_t *scales)
 {
     if (bad_common(rows, K, rounding, layout) || !isfinite(gs) || !(gs > 0.0f)) return -1;
@@ -160,7 +160,7 @@ int moects_quant_nvfp4(const float *x, int64_t rows, int64_t K, float gs, moects
     return 0;
 }
 
-int moects_quant_nvfp4_experts(const float *x, int64_t rows, int64_t K, int64_t E, const int32_t *row_expert,
+int moects__quant_nvfp4_experts(const float *x, int64_t rows, int64_t K, int64_t E, const int32_t *row_expert,
                                moects_rounding rounding, moects_scale_layout layout, uint8_t *codes,
                                uint8_t *scales, float *gs)
 {
@@ -195,7 +195,7 @@ static int e4m3_scale_exp(float amax, moects_e4m3_scale_rule rule)
     return 448.0 * ldexp(1.0, s0) >= (double)amax ? s0 : s0 + 1;
 }
 
-int moects_quant_e4m3(const float *x, int64_t rows, int64_t K, int64_t block, moects_e4m3_scale_rule rule,
+int moects__quant_e4m3(const float *x, int64_t rows, int64_t K, int64_t block, moects_e4m3_scale_rule rule,
                       float amax_min, uint8_t *codes, void *scales)
 {
     if (rows < 0 || K < 0 || block < 1 || !(amax_min >= 0.0f) || !isfinite(amax_min) ||
@@ -227,7 +227,7 @@ int moects_quant_e4m3(const float *x, int64_t rows, int64_t K, int64_t block, mo
                 float v = !finite ? 0.0f
                           : rule == MOECTS_E4M3_SCALE_F32 ? xr[k] * mul
                                                           : (float)ldexp((double)xr[k], -s); /* exact */
-                codes[r * K + k] = moects_e4m3_encode(v);
+                codes[r * K + k] = moects__e4m3_encode(v);
             }
             if (rule == MOECTS_E4M3_SCALE_F32) ((float *)scales)[r * nsb + b] = fs;
             else ((uint8_t *)scales)[r * nsb + b] = finite ? (uint8_t)(s + 127) : 0xFFu;
@@ -235,16 +235,16 @@ int moects_quant_e4m3(const float *x, int64_t rows, int64_t K, int64_t block, mo
     return 0;
 }
 
-void moects_fp4_dequant_row(const uint8_t *codes, const uint8_t *scales, int64_t r, int64_t K,
+void moects__fp4_dequant_row(const uint8_t *codes, const uint8_t *scales, int64_t r, int64_t K,
                             moects_fp4_format fmt, moects_scale_layout layout, float *out)
 {
     const int64_t g = moects_fp4_block(fmt), nkb = cdiv(K, g);
     const uint8_t *row = codes + r * cdiv(K, 2);
     float lut[16];
-    for (int c = 0; c < 16; c++) lut[c] = moects_e2m1_decode((uint8_t)c);
+    for (int c = 0; c < 16; c++) lut[c] = moects__e2m1_decode((uint8_t)c);
     for (int64_t b = 0; b < nkb; b++) {
-        uint8_t sc = scales[moects_scale_offset(r, b, nkb, layout)];
-        float s = fmt == MOECTS_FP4_NVFP4 ? moects_e4m3_decode(sc) : moects_ue8m0_decode(sc);
+        uint8_t sc = scales[moects__scale_offset(r, b, nkb, layout)];
+        float s = fmt == MOECTS_FP4_NVFP4 ? moects__e4m3_decode(sc) : moects__ue8m0_decode(sc);
         int64_t k1 = (b + 1) * g < K ? (b + 1) * g : K;
         for (int64_t k = b * g; k < k1; k++) out[k] = lut[(row[k / 2] >> (4 * (k & 1))) & 0xF] * s;
     }

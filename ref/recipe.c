@@ -3,7 +3,7 @@
 
 #include "moects_ref.h"
 
-int moects_recipe_parse(const char *name, moects_op op, moects_recipe *out)
+int moects__recipe_parse(const char *name, moects_op op, moects_recipe *out)
 {
     static const struct {
         const char *name;

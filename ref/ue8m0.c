@@ -6,7 +6,7 @@
 
 /* 2^(x-127) for x = 0..254, exact in float: code 0 is 2^-127, a float subnormal (kept, never
  * flushed); code 254 is 2^127. 0xFF -> NaN. */
-float moects_ue8m0_decode(uint8_t x)
+float moects__ue8m0_decode(uint8_t x)
 {
     if (x == 0xFFu) return NAN;
     return ldexpf(1.0f, (int)x - 127);

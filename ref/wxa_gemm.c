@@ -11,7 +11,7 @@
  *     below 2^(emax-126) * 6 and sums of <= 32 below 2^(emax-118), so 53 bits hold every
  *     partial sum.
  * A (row, K-block) that fails this, or holds a NaN or Inf, takes the slow path: exact_v1 adds its
- * products one by one into the element's exact sum (moects_xsum_add_product), blockwise_v1 sums
+ * products one by one into the element's exact sum (moects__xsum_add_product), blockwise_v1 sums
  * them in double in ascending k (exact for E4M3 unless a NaN is there, and NaN is NaN in any order).
  *   blockwise_v1 (E4M3 only): acc = fmaf((float)p, sA * sB, acc) (p rounded once, RNE; the scale
  *                             product one FP32 multiply), D = out(acc * alpha);
@@ -184,13 +184,13 @@ static inline void ex_step(double *hi, moects_xsum *xs, double pr, double s)
     const double t = pr * s;
     if (t == 0.0) return;
     if (!isfinite(t)) { /* only from a NaN scale: the element is NaN at the end */
-        moects_xsum_add(xs, t);
+        moects__xsum_add(xs, t);
         return;
     }
     double lo = fma(pr, s, -t), e;
     moects__two_sum(*hi, t, hi, &e);
-    if (e != 0.0) moects_xsum_add(xs, e);
-    if (lo != 0.0) moects_xsum_add(xs, lo);
+    if (e != 0.0) moects__xsum_add(xs, e);
+    if (lo != 0.0) moects__xsum_add(xs, lo);
 }
 
 /* Block b for rows [i0, i0+RB) x columns [j0, j0+CB) of the tile (those < mr, nt), scalar:
@@ -218,7 +218,7 @@ static void group_scalar(const wctx *c, wwork *w, int64_t b, int64_t m0, int64_t
                 if (j->out_ex) {
                     const double s = saf * (double)w->sb[jn];
                     for (int64_t kk = 0; kk < g; kk++)
-                        moects_xsum_add_product(&xs[jn], ar[kk], w->bblk[kk * ntp + jn] * s);
+                        moects__xsum_add_product(&xs[jn], ar[kk], w->bblk[kk * ntp + jn] * s);
                 }
             }
             continue;
@@ -362,7 +362,7 @@ static void do_tile(const wctx *c, wwork *w, int64_t tm, int64_t tn)
     if (j->out_ex)
         for (size_t i = 0; i < tile; i++) {
             w->hi[i] = 0.0;
-            moects_xsum_init(&w->xs[i]);
+            moects__xsum_init(&w->xs[i]);
         }
     for (int64_t b = 0; b < nkb; b++) {
         if (c->avx2) {
@@ -444,9 +444,9 @@ int moects__wxa_gemm_job(const moects__gemm_job *j, const void *a, moects__a_kin
     c.mtp = moects__cdiv(c.mt, RB) * RB;
     c.ntp = moects__cdiv(c.nt, CB) * CB;
     c.avx2 = pick_avx2();
-    for (int i = 0; i < 256; i++) c.lut_a[i] = moects_e4m3_decode((uint8_t)i);
+    for (int i = 0; i < 256; i++) c.lut_a[i] = moects__e4m3_decode((uint8_t)i);
     for (int i = 0; i < 16; i++) {
-        c.lut_b[i] = moects_e2m1_decode((uint8_t)i);
+        c.lut_b[i] = moects__e2m1_decode((uint8_t)i);
         uint64_t u;
         memcpy(&u, &c.lut_b[i], sizeof u);
         c.top16[0][i] = (uint8_t)(u >> 48);

@@ -1,5 +1,5 @@
 /* plugin_planted.c: a kernel library with bugs planted on purpose, for the tests of the reports'
- * diagnostics (harness/cli/cli_tests.sh "diag_planted", "repro", "fail_fast", "junit_native") and for a
+ * diagnostics (tests/cli/reports.sh "diag_planted", "repro", "fail_fast", "junit_native") and for a
  * new user to practise debugging from a report alone. Built like tests/plugin_example.c (ABI
  * headers only, -ffp-contract=off).
  *

@@ -14,9 +14,9 @@ static moects_case_list all;
 static void load_all(void)
 {
     char err[512] = "";
-    cr_assert_eq(moects_cases_builtin(MOECTS_SOURCE_DIR, &all, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__cases_builtin(MOECTS_SOURCE_DIR, &all, err, sizeof err), 0, "%s", err);
 }
-static void free_all(void) { moects_case_list_free(&all); }
+static void free_all(void) { moects__case_list_free(&all); }
 
 static const moects_case *find(const char *id)
 {
@@ -40,7 +40,7 @@ Test(builtin, ids_unique_well_formed_and_matching_the_op, .init = load_all, .fin
         if (c->op == MOECTS_OP_EP_GATHER)
             snprintf(want, sizeof want, "ep_gather/%s/", c->model);
         else if (c->op == MOECTS_OP_MOE_GEMM)
-            snprintf(want, sizeof want, "moe_gemm.%s/%s/", moects_moe_format_name(c->moe_format), c->model);
+            snprintf(want, sizeof want, "moe_gemm.%s/%s/", moects__moe_format_name(c->moe_format), c->model);
         else
             snprintf(want, sizeof want, "fp4_gemm.%s/%s/", c->format == MOECTS_FP4_NVFP4 ? "nvfp4" : "mxfp4", c->model);
         cr_expect_eq(strncmp(c->id, want, strlen(want)), 0, "%s does not start with %s", c->id, want);
@@ -115,7 +115,7 @@ Test(builtin, moe_tier_budgets, .init = load_all, .fini = free_all)
     for (size_t i = 0; i < all.n; i++) {
         const moects_case *c = &all.v[i];
         if (c->op != MOECTS_OP_MOE_GEMM) continue;
-        double w = (double)c->E * c->N * c->K, macs = moects_moe_expected_rows(c) * c->N * c->K;
+        double w = (double)c->E * c->N * c->K, macs = moects__moe_expected_rows(c) * c->N * c->K;
         if (c->tiers & MOECTS_TIER_FULL) cr_expect_leq(w, 2147483648.0, "%s: %.3g weight codes", c->id, w);
         if (!(c->tiers & MOECTS_TIER_SMOKE)) continue;
         ns++;
@@ -137,7 +137,7 @@ Test(builtin, mustpass_lists_name_existing_cases, .init = load_all, .fini = free
         char path[512], err[512] = "";
         snprintf(path, sizeof path, "%s/cases/mustpass/%s", MOECTS_SOURCE_DIR, e->d_name);
         char **ids;
-        int n = moects_idlist_load(path, &ids, err, sizeof err);
+        int n = moects__idlist_load(path, &ids, err, sizeof err);
         cr_assert_gt(n, 0, "%s %s", path, err);
         for (int i = 0; i < n; i++) {
             const moects_case *c = find(ids[i]);
@@ -146,7 +146,7 @@ Test(builtin, mustpass_lists_name_existing_cases, .init = load_all, .fini = free
                 cr_expect(c->tiers & MOECTS_TIER_SMOKE, "smoke-core: %s not smoke", ids[i]);
         }
         if (!strcmp(e->d_name, "smoke-core.txt")) cr_expect(n >= 24 && n <= 100, "smoke-core: %d ids", n);
-        moects_idlist_free(ids, (size_t)n);
+        moects__idlist_free(ids, (size_t)n);
         files++;
     }
     closedir(d);
@@ -208,15 +208,15 @@ Test(builtin, duplicate_ids_across_files_are_an_error, .init = mk_root, .fini = 
     put("cases/regressions/a.json", REGF);
     moects_case_list l = {0};
     char err[512] = "";
-    cr_assert_eq(moects_cases_builtin(root, &l, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__cases_builtin(root, &l, err, sizeof err), 0, "%s", err);
     cr_expect_not_null(strstr(l.v[0].id, "/toy/"));
     cr_expect_str_eq(l.v[l.n - 1].id, "ep_gather/regression/c/a");
-    moects_case_list_free(&l);
+    moects__case_list_free(&l);
     put("cases/regressions/b.json", REGF);
-    cr_expect_eq(moects_cases_builtin(root, &l, err, sizeof err), -1);
+    cr_expect_eq(moects__cases_builtin(root, &l, err, sizeof err), -1);
     cr_expect_str_eq(err, "case id ep_gather/regression/c/a: duplicate (from x/y PR 1 and from x/y PR 1)");
     cr_expect_eq(l.n, 0);
-    moects_case_list_free(&l);
+    moects__case_list_free(&l);
 }
 
 Test(builtin, model_files_named_after_their_model, .init = mk_root, .fini = rm_root)
@@ -224,13 +224,13 @@ Test(builtin, model_files_named_after_their_model, .init = mk_root, .fini = rm_r
     put("cases/models/toy.json", TOY("other"));
     moects_case_list l = {0};
     char err[512] = "", want[600];
-    cr_expect_eq(moects_cases_builtin(root, &l, err, sizeof err), -1);
+    cr_expect_eq(moects__cases_builtin(root, &l, err, sizeof err), -1);
     snprintf(want, sizeof want, "%s/cases/models/toy.json: name: model \"other\" must be in a file named other.json",
              root);
     cr_expect_str_eq(err, want);
     put("cases/models/toy.json", TOY("regression"));
     put("cases/models/regression.json", TOY("regression"));
-    cr_expect_eq(moects_cases_builtin(root, &l, err, sizeof err), -1);
+    cr_expect_eq(moects__cases_builtin(root, &l, err, sizeof err), -1);
     cr_expect(strstr(err, "\"regression\" is reserved") != NULL, "%s", err);
     unlink(strcat(strcpy(want, root), "/cases/models/regression.json"));
 }
@@ -241,18 +241,18 @@ Test(builtin, idlist_format, .init = mk_root, .fini = rm_root)
     char p[512], err[512] = "";
     snprintf(p, sizeof p, "%s/cases/l.txt", root);
     char **ids;
-    cr_assert_eq(moects_idlist_load(p, &ids, err, sizeof err), 2, "%s", err);
+    cr_assert_eq(moects__idlist_load(p, &ids, err, sizeof err), 2, "%s", err);
     cr_expect_str_eq(ids[0], "ep_gather/a/tp1/t1");
     cr_expect_str_eq(ids[1], "fp4_gemm.mxfp4/b/tp8/gemm1/m16");
-    moects_idlist_free(ids, 2);
+    moects__idlist_free(ids, 2);
     put("cases/l.txt", "ok/1\nbad id\n");
-    cr_expect_eq(moects_idlist_load(p, &ids, err, sizeof err), -1);
+    cr_expect_eq(moects__idlist_load(p, &ids, err, sizeof err), -1);
     char want[700];
     snprintf(want, sizeof want, "%s:2: blank inside a case id: \"bad id\"", p);
     cr_expect_str_eq(err, want);
     /* a UTF-8 byte order mark before the first id (EF BB BF) is not part of it */
     put("cases/l.txt", "\xEF\xBB\xBF" "ep_gather/a/tp1/t1\r\n");
-    cr_assert_eq(moects_idlist_load(p, &ids, err, sizeof err), 1, "%s", err);
+    cr_assert_eq(moects__idlist_load(p, &ids, err, sizeof err), 1, "%s", err);
     cr_expect_str_eq(ids[0], "ep_gather/a/tp1/t1");
-    moects_idlist_free(ids, 1);
+    moects__idlist_free(ids, 1);
 }

@@ -14,7 +14,7 @@ static moects_model load(const char *name)
     char path[512], err[512] = "";
     snprintf(path, sizeof path, "%s/%s.json", MODELS, name);
     moects_model m;
-    cr_assert_eq(moects_model_load(path, &m, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__model_load(path, &m, err, sizeof err), 0, "%s", err);
     return m;
 }
 
@@ -37,7 +37,7 @@ static moects_case_list derive(const char *name)
 {
     moects_model m = load(name);
     moects_case_list l = {0};
-    cr_assert_eq(moects_derive_cases(&m, &l), 0);
+    cr_assert_eq(moects__derive_cases(&m, &l), 0);
     return l;
 }
 
@@ -74,8 +74,8 @@ Test(derive, kimi_k3_tp8)
     cr_expect_eq(c->ep_size, 8);
     cr_expect_eq(c->has_map, 1);
     cr_expect_eq(c->H, 3584);
-    cr_expect_eq(moects_ep_local_experts(896, 8, 7, NULL), 112);
-    moects_case_list_free(&l);
+    cr_expect_eq(moects__ep_local_experts(896, 8, 7, NULL), 112);
+    moects__case_list_free(&l);
 }
 
 /* Qwen3-30B-A3B TP4: gemm2 K' = 768 / 4 = 192, N = hidden 2048; gemm1 N = 2 * 192 = 384. */
@@ -91,7 +91,7 @@ Test(derive, qwen3_30b_tp4)
     c = find(&l, "ep_gather/qwen3-30b-a3b/tp4/t4096");
     cr_expect_eq(c->H, 2048);
     cr_expect_eq(c->k, 8);
-    moects_case_list_free(&l);
+    moects__case_list_free(&l);
 }
 
 /* DeepSeek-V3 EP64: 256 experts / 64 = 4 a rank; rank 5 holds 20..23. */
@@ -114,13 +114,13 @@ Test(derive, deepseek_v3_ep64)
     cr_expect_eq(c->K, 7168);
     for (int r = 0; r < 64; r++) {
         int64_t first = -1;
-        cr_expect_eq(moects_ep_local_experts(256, 64, r, &first), 4);
+        cr_expect_eq(moects__ep_local_experts(256, 64, r, &first), 4);
         cr_expect_eq(first, 4 * r);
     }
     int32_t map[256];
-    cr_assert_eq(moects_expert_map(256, 64, 5, map), 4);
+    cr_assert_eq(moects__expert_map(256, 64, 5, map), 4);
     for (int i = 0; i < 256; i++) cr_expect_eq(map[i], (i >= 20 && i < 24) ? i - 20 : -1, "map[%d]", i);
-    moects_case_list_free(&l);
+    moects__case_list_free(&l);
 }
 
 /* E % e != 0: 160 experts (GLM-4.5, Qwen3-Coder) over 64 ranks: 160 = 64 * 2 + 32, so ranks 0..31
@@ -129,26 +129,26 @@ Test(derive, uneven_ep_split)
 {
     int64_t first, total = 0;
     for (int r = 0; r < 64; r++) {
-        int64_t n = moects_ep_local_experts(160, 64, r, &first);
+        int64_t n = moects__ep_local_experts(160, 64, r, &first);
         cr_expect_eq(n, r < 32 ? 3 : 2, "rank %d", r);
         cr_expect_eq(first, r < 32 ? 3 * r : 96 + 2 * (r - 32), "rank %d", r);
         total += n;
     }
     cr_expect_eq(total, 160);
     int32_t map[9];
-    cr_assert_eq(moects_expert_map(9, 2, 1, map), 4);
+    cr_assert_eq(moects__expert_map(9, 2, 1, map), 4);
     const int32_t want[9] = {-1, -1, -1, -1, -1, 0, 1, 2, 3};
     for (int i = 0; i < 9; i++) cr_expect_eq(map[i], want[i]);
-    cr_assert_eq(moects_expert_map(9, 2, 0, map), 5);
+    cr_assert_eq(moects__expert_map(9, 2, 0, map), 5);
     cr_expect_eq(map[4], 4);
     cr_expect_eq(map[5], -1);
-    cr_expect_eq(moects_ep_local_experts(8, 2, 2, NULL), -1);
-    cr_expect_eq(moects_ep_local_experts(8, 0, 0, NULL), -1);
+    cr_expect_eq(moects__ep_local_experts(8, 2, 2, NULL), -1);
+    cr_expect_eq(moects__ep_local_experts(8, 0, 0, NULL), -1);
     moects_case_list l = derive("glm-4.5");
     const moects_case *c = find(&l, "ep_gather/glm-4.5/ep64/t128/last-rank");
     cr_expect_eq(c->ep_rank, 63);
     cr_expect_eq(c->ep_size, 64);
-    moects_case_list_free(&l);
+    moects__case_list_free(&l);
 }
 
 /* Non-gated (relu2) Nemotron: gemm1 N = I/t, not 2I/t. Nano TP8: 1856 / 8 = 232, K = 2688.
@@ -164,7 +164,7 @@ Test(derive, nemotron_non_gated)
     c = find(&l, "fp4_gemm.nvfp4/nemotron-3-nano-30b-a3b/tp16/gemm2/m1");
     cr_expect_eq(c->N, 2688);
     cr_expect_eq(c->K, 116);
-    moects_case_list_free(&l);
+    moects__case_list_free(&l);
     l = derive("nemotron-3-ultra-550b-a55b");
     c = find(&l, "fp4_gemm.mxfp4/nemotron-3-ultra-550b-a55b/tp8/gemm1/m16");
     cr_expect_eq(c->N, 640);
@@ -172,7 +172,7 @@ Test(derive, nemotron_non_gated)
     c = find(&l, "ep_gather/nemotron-3-ultra-550b-a55b/tp2/t16");
     cr_expect_eq(c->H, 2048);
     cr_expect_eq(c->k, 22);
-    moects_case_list_free(&l);
+    moects__case_list_free(&l);
 }
 
 /* Layouts exist only where they divide: TP needs I % t == 0, EP needs e <= E. */
@@ -186,7 +186,7 @@ Test(derive, layouts_that_do_not_divide_are_skipped)
     m.experts_per_token = 2;
     m.gated = 1;
     moects_case_list l = {0};
-    cr_assert_eq(moects_derive_cases(&m, &l), 0);
+    cr_assert_eq(moects__derive_cases(&m, &l), 0);
     cr_expect(has(&l, "ep_gather/toy/tp4/t1"));
     cr_expect(!has(&l, "ep_gather/toy/tp8/t1"));
     cr_expect(!has(&l, "ep_gather/toy/tp16/t1"));
@@ -198,13 +198,13 @@ Test(derive, layouts_that_do_not_divide_are_skipped)
     /* no tp8: the smoke GEMMs use the largest TP there is (tp4) */
     cr_expect(find(&l, "fp4_gemm.mxfp4/toy/tp4/gemm2/m16")->tiers & MOECTS_TIER_SMOKE);
     /* EP4 of 6 experts: ranks hold 2, 2, 1, 1 */
-    cr_expect_eq(moects_ep_local_experts(6, 4, 0, NULL), 2);
-    cr_expect_eq(moects_ep_local_experts(6, 4, 3, NULL), 1);
-    moects_case_list_free(&l);
+    cr_expect_eq(moects__ep_local_experts(6, 4, 0, NULL), 2);
+    cr_expect_eq(moects__ep_local_experts(6, 4, 3, NULL), 1);
+    moects__case_list_free(&l);
     moects_case_list m8 = derive("mixtral-8x7b");
     cr_expect(has(&m8, "ep_gather/mixtral-8x7b/ep8/t16"));
     cr_expect(!has(&m8, "ep_gather/mixtral-8x7b/ep16/t16"));
-    moects_case_list_free(&m8);
+    moects__case_list_free(&m8);
 }
 
 Test(derive, bad_models_refused)
@@ -216,13 +216,13 @@ Test(derive, bad_models_refused)
     m.moe_intermediate_size = 64;
     m.routed_experts = 1;
     m.experts_per_token = 1;
-    cr_expect_eq(moects_derive_cases(&m, &l), -1);
+    cr_expect_eq(moects__derive_cases(&m, &l), -1);
     m.routed_experts = 4;
     m.experts_per_token = 5;
-    cr_expect_eq(moects_derive_cases(&m, &l), -1);
+    cr_expect_eq(moects__derive_cases(&m, &l), -1);
     m.experts_per_token = 2;
     m.hidden_size = 0;
-    cr_expect_eq(moects_derive_cases(&m, &l), -1);
+    cr_expect_eq(moects__derive_cases(&m, &l), -1);
     cr_expect_eq(l.n, 0);
 }
 
@@ -233,11 +233,11 @@ Test(derive, smoke_and_full_tiers_cover_every_model_and_layout)
 {
     moects_model *v;
     char err[512] = "";
-    int n = moects_models_load_dir(MODELS, &v, err, sizeof err);
+    int n = moects__models_load_dir(MODELS, &v, err, sizeof err);
     cr_assert_eq(n, 23, "%s", err);
     for (int i = 0; i < n; i++) {
         moects_case_list l = {0};
-        cr_assert_eq(moects_derive_cases(&v[i], &l), 0);
+        cr_assert_eq(moects__derive_cases(&v[i], &l), 0);
         const char *layouts[11];
         int nl = 0;
         static const int tps[] = {1, 2, 4, 8, 16}, eps[] = {2, 4, 8, 16, 32, 64};
@@ -286,7 +286,7 @@ Test(derive, smoke_and_full_tiers_cover_every_model_and_layout)
         cr_expect(gemm_smoke[0][0] && gemm_smoke[0][1] && gemm_smoke[1][0] && gemm_smoke[1][1], "%s", v[i].name);
         cr_expect(tp8_smoke, "%s: no tp8 smoke GEMM", v[i].name);
         cr_expect_geq(smoke_layouts, 2, "%s: smoke GEMMs in one layout only", v[i].name);
-        moects_case_list_free(&l);
+        moects__case_list_free(&l);
     }
     free(v);
 }
@@ -301,8 +301,8 @@ Test(derive, ids_stable_and_unique)
         cr_expect_eq(memcmp(&a.v[i], &b.v[i], sizeof a.v[i]), 0, "%s", a.v[i].id);
         for (size_t j = 0; j < i; j++) cr_expect_str_neq(a.v[i].id, a.v[j].id);
     }
-    moects_case_list_free(&a);
-    moects_case_list_free(&b);
+    moects__case_list_free(&a);
+    moects__case_list_free(&b);
 }
 
 Test(shape, one_line_in_the_ops_terms)
@@ -314,7 +314,7 @@ Test(shape, one_line_in_the_ops_terms)
     c.T = 128, c.H = 3584, c.k = 8, c.E_global = 384, c.ep_size = 8, c.ep_rank = 7;
     c.id_dtype = MOECTS_I64, c.out_dtype = MOECTS_BF16, c.routing = MOECTS_ROUTE_SKEWED;
     char buf[256];
-    moects_case_shape(&c, buf, sizeof buf);
+    moects__case_shape(&c, buf, sizeof buf);
     cr_assert_str_eq(buf, "out [T 128, H 3584] bf16; topk 8 of E 384; EP rank 7 of 8; ids int64; routing skewed; "
                           "data exact");
     memset(&c, 0, sizeof c);
@@ -322,7 +322,7 @@ Test(shape, one_line_in_the_ops_terms)
     c.M = 16, c.N = 4096, c.K = 7168, c.format = MOECTS_FP4_NVFP4, c.scale_layout = MOECTS_SCALES_SWIZZLED_128X4;
     c.out_dtype = MOECTS_F32, c.data = MOECTS_DATA_NAN;
     strcpy(c.gemm, "gemm2");
-    moects_case_shape(&c, buf, sizeof buf);
+    moects__case_shape(&c, buf, sizeof buf);
     cr_assert_str_eq(buf, "D [M 16, N 4096] f32 = A [M, K 7168] x B [N, K]^T; NVFP4, 128x4 swizzled scales; gemm2; "
                           "data nan");
     memset(&c, 0, sizeof c);
@@ -331,7 +331,7 @@ Test(shape, one_line_in_the_ops_terms)
     c.a_scale_block = 32, c.a_scale_f32 = 1, c.rows = MOECTS_ROWS_CONTIGUOUS, c.align = 128;
     c.T = 4096, c.k = 4, c.E_global = 128, c.out_dtype = MOECTS_BF16, c.data = MOECTS_DATA_EXACT;
     strcpy(c.gemm, "gemm1");
-    moects_case_shape(&c, buf, sizeof buf);
+    moects__case_shape(&c, buf, sizeof buf);
     cr_assert_str_eq(buf, "D [rows, N 720] bf16 = A [rows, K 2880] x B [E 16, N, K]^T; w4a8 (B MXFP4), linear scales; "
                           "A scales per 1x32 FP32; contiguous rows, padded; rows from T 4096, topk 4 of E 128; gemm1; "
                           "data exact");
@@ -343,11 +343,11 @@ Test(derive, moe_gemm_covers_formats_row_layouts_and_windows)
 {
     moects_model *v;
     char err[512] = "";
-    int n = moects_models_load_dir(MODELS, &v, err, sizeof err);
+    int n = moects__models_load_dir(MODELS, &v, err, sizeof err);
     cr_assert_eq(n, 23, "%s", err);
     for (int i = 0; i < n; i++) {
         moects_case_list l = {0};
-        cr_assert_eq(moects_derive_cases(&v[i], &l), 0);
+        cr_assert_eq(moects__derive_cases(&v[i], &l), 0);
         unsigned cells[5][4][2] = {{{0}}}, tokens = 0, windows = 0;
         for (size_t c = 0; c < l.n; c++) {
             const moects_case *x = &l.v[c];
@@ -360,8 +360,8 @@ Test(derive, moe_gemm_covers_formats_row_layouts_and_windows)
                 cr_expect_eq(x->counts[22], 257);
             }
             char want[256];
-            snprintf(want, sizeof want, "moe_gemm.%s/%s/%s/%s/%s/", moects_moe_format_name(x->moe_format), v[i].name,
-                     x->layout, moects_row_layout_name(x->rows), x->gemm);
+            snprintf(want, sizeof want, "moe_gemm.%s/%s/%s/%s/%s/", moects__moe_format_name(x->moe_format), v[i].name,
+                     x->layout, moects__row_layout_name(x->rows), x->gemm);
             cr_expect_eq(strncmp(x->id, want, strlen(want)), 0, "%s: want %s...", x->id, want);
         }
         for (int f = 1; f <= 4; f++)
@@ -369,7 +369,7 @@ Test(derive, moe_gemm_covers_formats_row_layouts_and_windows)
                 cr_expect(cells[f][r][0] && cells[f][r][1], "%s: format %d rows %d", v[i].name, f, r);
         cr_expect_eq(tokens, 15u, "%s", v[i].name);
         cr_expect(windows, "%s: no tile windows", v[i].name);
-        moects_case_list_free(&l);
+        moects__case_list_free(&l);
     }
     free(v);
 }
@@ -389,5 +389,5 @@ Test(derive, moe_gemm_shapes_follow_the_layout)
     cr_expect(a->N == 720 && a->K == 2880 && a->E == 128 && a->align == 128 && a->rows == MOECTS_ROWS_CONTIGUOUS);
     cr_expect(a->T == 4096 && a->k == 4 && a->E_global == 128 && a->ep_size == 1 && a->n_counts == 0);
     cr_expect(b->N == 2880 && b->K == 2880 && b->E == 16 && b->ep_size == 8 && b->a_scale_block == 128);
-    moects_case_list_free(&l);
+    moects__case_list_free(&l);
 }

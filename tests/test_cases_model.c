@@ -55,7 +55,7 @@ Test(model, registry_has_23_lowercase_models_named_after_their_files)
 {
     moects_model *v;
     char err[512] = "";
-    int n = moects_models_load_dir(MODELS, &v, err, sizeof err);
+    int n = moects__models_load_dir(MODELS, &v, err, sizeof err);
     cr_assert_eq(n, 23, "%s", err);
     for (int i = 0; i < n; i++) {
         for (const char *p = v[i].name; *p; p++)
@@ -79,7 +79,7 @@ Test(model, every_hf_config_agrees_with_its_registry_file)
 {
     moects_model *reg;
     char err[512] = "";
-    int nreg = moects_models_load_dir(MODELS, &reg, err, sizeof err);
+    int nreg = moects__models_load_dir(MODELS, &reg, err, sizeof err);
     cr_assert_gt(nreg, 0, "%s", err);
     DIR *d = opendir(SRC "/hf-configs");
     cr_assert_not_null(d);
@@ -97,7 +97,7 @@ Test(model, every_hf_config_agrees_with_its_registry_file)
         *sep = '/';
         memmove(sep + 1, sep + 2, strlen(sep + 2) + 1);
         moects_model m;
-        cr_assert_eq(moects_model_load(path, &m, err, sizeof err), 0, "%s", err);
+        cr_assert_eq(moects__model_load(path, &m, err, sizeof err), 0, "%s", err);
         cr_expect_str_eq(m.hf_id, hf_id);
         const moects_model *r = find_hf(reg, nreg, hf_id);
         cr_assert_not_null(r, "no registry file for %s", hf_id);
@@ -114,7 +114,7 @@ Test(model, extra_models_agree_with_models_extra_json)
 {
     moects_model *reg;
     char err[512] = "";
-    int nreg = moects_models_load_dir(MODELS, &reg, err, sizeof err);
+    int nreg = moects__models_load_dir(MODELS, &reg, err, sizeof err);
     cr_assert_gt(nreg, 0, "%s", err);
     json_error_t je;
     json_t *a = json_load_file(SRC "/models-extra.json", 0, &je);
@@ -147,7 +147,7 @@ Test(model, family_field_names_read_by_hand)
     moects_model m;
     char err[512] = "";
     /* Kimi K3: all under text_config; latent = routed_expert_hidden_size; hidden_act situ (gated). */
-    cr_assert_eq(moects_model_load(SRC "/hf-configs/moonshotai--Kimi-K3.config.json", &m, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__model_load(SRC "/hf-configs/moonshotai--Kimi-K3.config.json", &m, err, sizeof err), 0, "%s", err);
     cr_expect_eq(m.hidden_size, 7168);
     cr_expect_eq(m.latent_size, 3584);
     cr_expect_eq(m.moe_intermediate_size, 3072);
@@ -157,35 +157,35 @@ Test(model, family_field_names_read_by_hand)
     cr_expect_eq(m.gated, 1);
     cr_expect_str_eq(m.name, "kimi-k3");
     /* Nemotron-3 Ultra: moe_latent_size, mlp_hidden_act relu2 (not gated). */
-    cr_assert_eq(moects_model_load(SRC "/hf-configs/nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16.config.json", &m, err,
+    cr_assert_eq(moects__model_load(SRC "/hf-configs/nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16.config.json", &m, err,
                                    sizeof err),
                  0, "%s", err);
     cr_expect_eq(m.latent_size, 2048);
     cr_expect_eq(m.gated, 0);
     cr_expect_eq(m.experts_per_token, 22);
     /* gpt-oss-120b: num_local_experts, intermediate_size, experts_per_token == num_experts_per_tok. */
-    cr_assert_eq(moects_model_load(SRC "/hf-configs/openai--gpt-oss-120b.config.json", &m, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__model_load(SRC "/hf-configs/openai--gpt-oss-120b.config.json", &m, err, sizeof err), 0, "%s", err);
     cr_expect_eq(m.routed_experts, 128);
     cr_expect_eq(m.moe_intermediate_size, 2880);
     cr_expect_eq(m.experts_per_token, 4);
     cr_expect_eq(m.latent_size, 0);
     /* Mixtral: intermediate_size is the expert width. */
-    cr_assert_eq(moects_model_load(SRC "/hf-configs/mistralai--Mixtral-8x7B-v0.1.config.json", &m, err, sizeof err), 0,
+    cr_assert_eq(moects__model_load(SRC "/hf-configs/mistralai--Mixtral-8x7B-v0.1.config.json", &m, err, sizeof err), 0,
                  "%s", err);
     cr_expect_eq(m.moe_intermediate_size, 14336);
     cr_expect_eq(m.routed_experts, 8);
     /* DeepSeek-V3: moe_intermediate_size (2048), not the dense intermediate_size (18432). */
-    cr_assert_eq(moects_model_load(SRC "/hf-configs/deepseek-ai--DeepSeek-V3.config.json", &m, err, sizeof err), 0, "%s",
+    cr_assert_eq(moects__model_load(SRC "/hf-configs/deepseek-ai--DeepSeek-V3.config.json", &m, err, sizeof err), 0, "%s",
                  err);
     cr_expect_eq(m.moe_intermediate_size, 2048);
     cr_expect_eq(m.shared_experts, 1);
     /* Qwen3-Next: one shared expert, known only from shared_expert_intermediate_size = 512;
      * Qwen3-Coder: shared_expert_intermediate_size = 0 -> none. */
-    cr_assert_eq(moects_model_load(SRC "/hf-configs/Qwen--Qwen3-Next-80B-A3B-Thinking.config.json", &m, err, sizeof err),
+    cr_assert_eq(moects__model_load(SRC "/hf-configs/Qwen--Qwen3-Next-80B-A3B-Thinking.config.json", &m, err, sizeof err),
                  0, "%s", err);
     cr_expect_eq(m.shared_experts, 1);
     cr_expect_eq(m.experts_per_token, 10);
-    cr_assert_eq(moects_model_load(SRC "/hf-configs/Qwen--Qwen3-Coder-480B-A35B-Instruct.config.json", &m, err,
+    cr_assert_eq(moects__model_load(SRC "/hf-configs/Qwen--Qwen3-Coder-480B-A35B-Instruct.config.json", &m, err,
                                    sizeof err),
                  0, "%s", err);
     cr_expect_eq(m.shared_experts, 0);
@@ -195,7 +195,7 @@ Test(model, registry_file_reads_back)
 {
     moects_model m;
     char err[512] = "";
-    cr_assert_eq(moects_model_load(MODELS "/nemotron-3-nano-30b-a3b.json", &m, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__model_load(MODELS "/nemotron-3-nano-30b-a3b.json", &m, err, sizeof err), 0, "%s", err);
     cr_expect_str_eq(m.name, "nemotron-3-nano-30b-a3b");
     cr_expect_str_eq(m.hf_id, "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16");
     cr_expect_eq(m.hidden_size, 2688);
@@ -211,7 +211,7 @@ Test(model, dbrx_style_config, .init = mk_tmp, .fini = rm_tmp)
                                      " \"moe_num_experts\": 16, \"moe_top_k\": 4}}");
     moects_model m;
     char err[512] = "";
-    cr_assert_eq(moects_model_load(p, &m, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__model_load(p, &m, err, sizeof err), 0, "%s", err);
     cr_expect_eq(m.hidden_size, 6144);
     cr_expect_eq(m.moe_intermediate_size, 10752);
     cr_expect_eq(m.routed_experts, 16);
@@ -229,7 +229,7 @@ Test(model, nan_and_infinity_tokens_accepted, .init = mk_tmp, .fini = rm_tmp)
                                     "  \"num_experts_per_tok\": 8\n}\n");
     moects_model m;
     char err[512] = "";
-    cr_assert_eq(moects_model_load(p, &m, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__model_load(p, &m, err, sizeof err), 0, "%s", err);
     cr_expect_eq(m.hidden_size, 2048);
     cr_expect_eq(m.routed_experts, 128);
     cr_expect_eq(m.gated, 1);
@@ -241,7 +241,7 @@ static void expect_err(const char *path, const char *suffix)
 {
     moects_model m;
     char err[512] = "", want[1024];
-    cr_assert_eq(moects_model_load(path, &m, err, sizeof err), -1, "loaded: %s", path);
+    cr_assert_eq(moects__model_load(path, &m, err, sizeof err), -1, "loaded: %s", path);
     snprintf(want, sizeof want, "%s%s", path, suffix);
     cr_expect_str_eq(err, want);
     cr_expect_null(strchr(err, '\n'));
@@ -305,7 +305,7 @@ Test(model, registry_errors, .init = mk_tmp, .fini = rm_tmp)
     moects_model m;
     char err[512];
     const char *p = put("r7.json", REG_HEAD "\"routed_experts\": 8, \"routed_experts\": 9}");
-    cr_assert_eq(moects_model_load(p, &m, err, sizeof err), -1);
+    cr_assert_eq(moects__model_load(p, &m, err, sizeof err), -1);
     cr_expect(!strncmp(err, p, strlen(p)) && !strncmp(err + strlen(p), ":1:", 3), "%s", err);
     cr_expect(strstr(err, ": malformed JSON: duplicate object key") != NULL, "%s", err);
 }
@@ -317,9 +317,9 @@ Test(model, malformed_json_line_and_column, .init = mk_tmp, .fini = rm_tmp)
     moects_model m;
     char e1[512], e2[512];
     const char *p1 = put("m1.json", "{\n  \"a\": 1,\n  \"b\": NaN, \"c\": }\n");
-    cr_assert_eq(moects_model_load(p1, &m, e1, sizeof e1), -1);
+    cr_assert_eq(moects__model_load(p1, &m, e1, sizeof e1), -1);
     const char *p2 = put("m2.json", "{\n  \"a\": 1,\n  \"b\": 1.0, \"c\": }\n");
-    cr_assert_eq(moects_model_load(p2, &m, e2, sizeof e2), -1);
+    cr_assert_eq(moects__model_load(p2, &m, e2, sizeof e2), -1);
     const char *c1 = strstr(e1, "m1.json:"), *c2 = strstr(e2, "m2.json:");
     cr_assert(c1 && c2, "%s | %s", e1, e2);
     cr_expect_str_eq(c1 + 8, c2 + 8);
@@ -334,14 +334,14 @@ Test(model, load_dir_sorted_and_names_bad_file, .init = mk_tmp, .fini = rm_tmp)
     put("notes.txt", "ignored");
     moects_model *v;
     char err[512] = "";
-    cr_assert_eq(moects_models_load_dir(tmpdir, &v, err, sizeof err), 2, "%s", err);
+    cr_assert_eq(moects__models_load_dir(tmpdir, &v, err, sizeof err), 2, "%s", err);
     cr_expect_eq(v[0].routed_experts, 64);
     cr_expect_eq(v[1].routed_experts, 128);
     free(v);
     const char *bad = put("c.json", "{\"hidden_size\": 1}");
-    cr_assert_eq(moects_models_load_dir(tmpdir, &v, err, sizeof err), -1);
+    cr_assert_eq(moects__models_load_dir(tmpdir, &v, err, sizeof err), -1);
     cr_expect(strncmp(err, bad, strlen(bad)) == 0, "%s", err);
-    cr_expect_eq(moects_models_load_dir("/nonexistent-moects", &v, err, sizeof err), -1);
+    cr_expect_eq(moects__models_load_dir("/nonexistent-moects", &v, err, sizeof err), -1);
     cr_expect_str_eq(err, "/nonexistent-moects: unreadable directory: No such file or directory");
 }
 
@@ -370,7 +370,7 @@ Test(model, registry_sizes_out_of_range, .init = mk_tmp, .fini = rm_tmp)
     /* the bounds themselves load */
     moects_model m;
     char err[512] = "";
-    cr_assert_eq(moects_model_load(put("ok.json", REG_DIMS("1048576", "65536", "1024")), &m, err, sizeof err), 0,
+    cr_assert_eq(moects__model_load(put("ok.json", REG_DIMS("1048576", "65536", "1024")), &m, err, sizeof err), 0,
                  "%s", err);
     cr_expect_eq(m.hidden_size, 1048576);
     cr_expect_eq(m.routed_experts, 65536);
@@ -407,7 +407,7 @@ Test(model, hf_duplicates_and_nonfinite_sizes, .init = mk_tmp, .fini = rm_tmp)
     moects_model m;
     char err[512] = "";
     const char *p = put("dup.json", "{" HF_OK ", \"num_experts\": 128, \"hidden_size\": 4096}");
-    cr_assert_eq(moects_model_load(p, &m, err, sizeof err), -1);
+    cr_assert_eq(moects__model_load(p, &m, err, sizeof err), -1);
     cr_expect(!strncmp(err, p, strlen(p)) && !strncmp(err + strlen(p), ":1:", 3), "%s", err);
     cr_expect(strstr(err, ": malformed JSON: duplicate object key") != NULL, "%s", err);
     cr_expect_null(strchr(err, '\n'));
@@ -431,7 +431,7 @@ Test(model, hf_duplicates_and_nonfinite_sizes, .init = mk_tmp, .fini = rm_tmp)
     }
     p = put("ok.json", "{" HF_OK ", \"num_experts\": 128, \"rope_theta\": NaN, \"max_x\": Infinity, "
                        "\"min_x\": -Infinity, \"sliding_window\": null, \"moe_latent_size\": null}");
-    cr_assert_eq(moects_model_load(p, &m, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__model_load(p, &m, err, sizeof err), 0, "%s", err);
     cr_expect_eq(m.hidden_size, 2048);
     cr_expect_eq(m.moe_intermediate_size, 768);
     cr_expect_eq(m.routed_experts, 128);
@@ -485,7 +485,7 @@ Test(model, expert_width_field_follows_the_family, .init = mk_tmp, .fini = rm_tm
     char err[512] = "";
     const char *p = put("ernie.json", "{\"model_type\": \"ernie4_5_moe\", \"hidden_size\": 8192, \"intermediate_size\": "
                                       "28672, \"moe_intermediate_size\": 3584, \"moe_num_experts\": 64, \"moe_k\": 8}");
-    cr_assert_eq(moects_model_load(p, &m, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__model_load(p, &m, err, sizeof err), 0, "%s", err);
     cr_expect_eq(m.moe_intermediate_size, 3584);
     cr_expect_eq(m.routed_experts, 64);
     cr_expect_eq(m.experts_per_token, 8);
@@ -494,17 +494,17 @@ Test(model, expert_width_field_follows_the_family, .init = mk_tmp, .fini = rm_tm
     p = put("scout.json", "{\"model_type\": \"llama4\", \"text_config\": {\"model_type\": \"llama4_text\", "
                           "\"hidden_size\": 5120, \"intermediate_size\": 8192, \"intermediate_size_mlp\": 16384, "
                           "\"num_local_experts\": 16, \"num_experts_per_tok\": 1}}");
-    cr_assert_eq(moects_model_load(p, &m, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__model_load(p, &m, err, sizeof err), 0, "%s", err);
     cr_expect_eq(m.moe_intermediate_size, 8192);
     cr_expect_eq(m.routed_experts, 16);
     /* OLMoE-1B-7B (64 experts of 1024, top 8) and Jamba v0.1 (16 of 14336, top 2) */
     p = put("olmoe.json", "{\"model_type\": \"olmoe\", \"hidden_size\": 2048, \"intermediate_size\": 1024, "
                           "\"num_experts\": 64, \"num_experts_per_tok\": 8}");
-    cr_assert_eq(moects_model_load(p, &m, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__model_load(p, &m, err, sizeof err), 0, "%s", err);
     cr_expect_eq(m.moe_intermediate_size, 1024);
     p = put("jamba.json", "{\"model_type\": \"jamba\", \"hidden_size\": 4096, \"intermediate_size\": 14336, "
                           "\"num_experts\": 16, \"num_experts_per_tok\": 2}");
-    cr_assert_eq(moects_model_load(p, &m, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__model_load(p, &m, err, sizeof err), 0, "%s", err);
     cr_expect_eq(m.moe_intermediate_size, 14336);
     /* neither width: the num_local_experts family names both fields; DBRX its ffn_config field */
     expect_err(put("mixtral.json", "{\"hidden_size\": 4096, \"num_local_experts\": 8, \"num_experts_per_tok\": 2}"),
@@ -522,7 +522,7 @@ Test(model, per_layer_list_fields, .init = mk_tmp, .fini = rm_tmp)
                                        " \"num_experts\": [null, 64, 64, 64], \"num_experts_per_tok\": 6}");
     moects_model m;
     char err[512] = "";
-    cr_assert_eq(moects_model_load(p, &m, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__model_load(p, &m, err, sizeof err), 0, "%s", err);
     cr_expect_eq(m.moe_intermediate_size, 1408);
     cr_expect_eq(m.routed_experts, 64);
     cr_expect_eq(m.experts_per_token, 6);
@@ -530,7 +530,7 @@ Test(model, per_layer_list_fields, .init = mk_tmp, .fini = rm_tmp)
     p = put("differ.json", "{\"model_type\": \"toy_moe\", \"hidden_size\": 2048,"
                            " \"moe_intermediate_size\": [0, 1408, 2816], \"num_experts\": 64,"
                            " \"num_experts_per_tok\": 6}");
-    cr_assert_eq(moects_model_load(p, &m, err, sizeof err), -1);
+    cr_assert_eq(moects__model_load(p, &m, err, sizeof err), -1);
     char want[700];
     snprintf(want, sizeof want, "%s: moe_intermediate_size: per-layer values differ among the MoE layers (1408 at "
                                 "layer 1, 2816 at layer 2) (model_type toy_moe)", p);
@@ -538,13 +538,13 @@ Test(model, per_layer_list_fields, .init = mk_tmp, .fini = rm_tmp)
     /* a list element of the wrong type */
     p = put("type.json", "{\"hidden_size\": 2048, \"moe_intermediate_size\": [0, \"x\"], \"num_experts\": 64,"
                          " \"num_experts_per_tok\": 6}");
-    cr_assert_eq(moects_model_load(p, &m, err, sizeof err), -1);
+    cr_assert_eq(moects__model_load(p, &m, err, sizeof err), -1);
     snprintf(want, sizeof want, "%s: moe_intermediate_size[1]: wrong type (string, expected integer)", p);
     cr_expect_str_eq(err, want);
     /* Hunyuan's names (moe_topk, num_shared_expert) as per-layer lists */
     p = put("hunyuan.json", "{\"model_type\": \"hunyuan_v1_moe\", \"hidden_size\": 4096, \"num_experts\": 64,"
                             " \"moe_topk\": [8, 8], \"moe_intermediate_size\": [3072, 3072], \"num_shared_expert\": [1, 1]}");
-    cr_assert_eq(moects_model_load(p, &m, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__model_load(p, &m, err, sizeof err), 0, "%s", err);
     cr_expect_eq(m.experts_per_token, 8);
     cr_expect_eq(m.moe_intermediate_size, 3072);
     cr_expect_eq(m.shared_experts, 1);

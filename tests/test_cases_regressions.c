@@ -27,12 +27,12 @@ static void load_all(void)
         if (L < 6 || strcmp(e->d_name + L - 5, ".json")) continue;
         char p[512];
         snprintf(p, sizeof p, "%s/%s", REG, e->d_name);
-        cr_assert_eq(moects_regressions_load(p, &all, err, sizeof err), 0, "%s", err);
+        cr_assert_eq(moects__regressions_load(p, &all, err, sizeof err), 0, "%s", err);
         nfiles++;
     }
     closedir(d);
 }
-static void free_all(void) { moects_case_list_free(&all); }
+static void free_all(void) { moects__case_list_free(&all); }
 
 /* Cases of one class (third id segment). */
 static size_t class_cases(const char *cls, const moects_case **out, size_t max)
@@ -97,7 +97,7 @@ Test(regressions, ids_and_fields, .init = load_all, .fini = free_all)
         cr_expect(c->tiers != 0, "%s", c->id);
         if (c->tiers & MOECTS_TIER_SMOKE) cr_expect(c->tiers & MOECTS_TIER_FULL, "%s: smoke implies full", c->id);
         char moe[64];
-        snprintf(moe, sizeof moe, "moe_gemm.%s/regression/", moects_moe_format_name(c->moe_format));
+        snprintf(moe, sizeof moe, "moe_gemm.%s/regression/", moects__moe_format_name(c->moe_format));
         const char *want = c->op == MOECTS_OP_EP_GATHER ? "ep_gather/regression/"
                            : c->op == MOECTS_OP_MOE_GEMM ? moe
                            : c->format == MOECTS_FP4_NVFP4 ? "fp4_gemm.nvfp4/regression/"
@@ -264,11 +264,11 @@ static void expect_err(const char *entry, const char *suffix)
     snprintf(text, sizeof text, HEAD "%s]}", entry);
     const char *p = put(text);
     moects_case_list l = {0};
-    cr_expect_eq(moects_regressions_load(p, &l, err, sizeof err), -1, "loaded %s", entry);
+    cr_expect_eq(moects__regressions_load(p, &l, err, sizeof err), -1, "loaded %s", entry);
     cr_expect_eq(l.n, 0, "partial load");
     snprintf(want, sizeof want, "%s%s", p, suffix);
     cr_expect_str_eq(err, want);
-    moects_case_list_free(&l);
+    moects__case_list_free(&l);
 }
 
 #define G "\"op\": \"ep_gather\", \"tiers\": [\"smoke\"], \"k\": 2, \"E\": 8, "
@@ -280,7 +280,7 @@ Test(regressions, loader_expands_lists, .init = mk_tmp, .fini = rm_tmp)
                         "\"nvfp4\"], \"M\": 0, \"N\": 3, \"K\": 5, \"scale_layout\": \"swizzled\", \"gemm\": \"gemm2\"}]}");
     moects_case_list l = {0};
     char err[512] = "";
-    cr_assert_eq(moects_regressions_load(p, &l, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__regressions_load(p, &l, err, sizeof err), 0, "%s", err);
     cr_assert_eq(l.n, 6);
     const char *ids[] = {"ep_gather/regression/cls/h1/t3/r3", "ep_gather/regression/cls/h2/t3/r3",
                          "ep_gather/regression/cls/h1/t4/r3", "ep_gather/regression/cls/h2/t4/r3",
@@ -300,7 +300,7 @@ Test(regressions, loader_expands_lists, .init = mk_tmp, .fini = rm_tmp)
     cr_expect_eq(l.v[4].scale_layout, MOECTS_SCALES_SWIZZLED_128X4);
     cr_expect_str_eq(l.v[4].gemm, "gemm2");
     cr_expect_eq(l.v[5].format, MOECTS_FP4_NVFP4);
-    moects_case_list_free(&l);
+    moects__case_list_free(&l);
 }
 
 Test(regressions, loader_errors, .init = mk_tmp, .fini = rm_tmp)
@@ -337,13 +337,13 @@ Test(regressions, loader_errors, .init = mk_tmp, .fini = rm_tmp)
     char err[512] = "";
     moects_case_list l = {0};
     const char *p = put("{\"source\": \"x\", \"cases\": []}");
-    cr_expect_eq(moects_regressions_load(p, &l, err, sizeof err), -1);
+    cr_expect_eq(moects__regressions_load(p, &l, err, sizeof err), -1);
     cr_expect(strstr(err, ": class: missing field") != NULL, "%s", err);
     p = put("{\"source\": \"x\", \"class\": \"Bad Class\", \"cases\": [{}]}");
-    cr_expect_eq(moects_regressions_load(p, &l, err, sizeof err), -1);
+    cr_expect_eq(moects__regressions_load(p, &l, err, sizeof err), -1);
     cr_expect(strstr(err, ": class: not a short class name (a-z 0-9 -)") != NULL, "%s", err);
     p = put("{\"source\": \"x\", \"class\": \"c\",\n \"cases\": [}");
-    cr_expect_eq(moects_regressions_load(p, &l, err, sizeof err), -1);
+    cr_expect_eq(moects__regressions_load(p, &l, err, sizeof err), -1);
     cr_expect(strstr(err, ":2:") && strstr(err, ": malformed JSON: "), "%s", err);
     cr_expect_eq(l.n, 0);
 }
@@ -376,7 +376,7 @@ Test(regressions, sizes_out_of_range, .init = mk_tmp, .fini = rm_tmp)
              "\"name\": \"a\", \"H\": 1048576, \"T\": 16777216}, {" F "\"name\": \"b\", \"M\": 16777216, "
              "\"N\": 16777216, \"K\": 16777216}]}");
     moects_case_list l = {0};
-    cr_assert_eq(moects_regressions_load(put(text), &l, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__regressions_load(put(text), &l, err, sizeof err), 0, "%s", err);
     cr_assert_eq(l.n, 2);
     cr_expect_eq(l.v[0].T, 16777216);
     cr_expect_eq(l.v[0].H, 1048576);
@@ -384,7 +384,7 @@ Test(regressions, sizes_out_of_range, .init = mk_tmp, .fini = rm_tmp)
     cr_expect_eq(l.v[0].k, 1024);
     cr_expect_eq(l.v[1].M, 16777216);
     cr_expect_eq(l.v[1].K, 16777216);
-    moects_case_list_free(&l);
+    moects__case_list_free(&l);
 }
 
 /* "{G name: a, T: [0..nt-1], H: [1..nh]}" as a whole file, in a malloc'd buffer. */
@@ -409,7 +409,7 @@ Test(regressions, expansion_capped, .init = mk_tmp, .fini = rm_tmp)
     char *t = grid(2999, 2999, ""); /* the user's 39 KB file: 2999 * 2999 = 8994001 cases */
     const char *p = put(t);
     free(t);
-    cr_expect_eq(moects_regressions_load(p, &l, err, sizeof err), -1);
+    cr_expect_eq(moects__regressions_load(p, &l, err, sizeof err), -1);
     snprintf(want, sizeof want, "%s: cases: expands to 8994001 cases (max 10000)", p);
     cr_expect_str_eq(err, want);
     cr_expect_eq(l.n, 0);
@@ -418,7 +418,7 @@ Test(regressions, expansion_capped, .init = mk_tmp, .fini = rm_tmp)
     t = grid(100, 100, "{" G "\"name\": \"one\", \"H\": 1, \"T\": 1}, ");
     p = put(t);
     free(t);
-    cr_expect_eq(moects_regressions_load(p, &l, err, sizeof err), -1);
+    cr_expect_eq(moects__regressions_load(p, &l, err, sizeof err), -1);
     snprintf(want, sizeof want, "%s: cases: expands to 10001 cases (max 10000)", p);
     cr_expect_str_eq(err, want);
     cr_expect_eq(l.n, 0);
@@ -437,7 +437,7 @@ Test(regressions, expansion_capped, .init = mk_tmp, .fini = rm_tmp)
     snprintf(b + o, cap - o, "}]}");
     p = put(b);
     free(b);
-    cr_expect_eq(moects_regressions_load(p, &l, err, sizeof err), -1);
+    cr_expect_eq(moects__regressions_load(p, &l, err, sizeof err), -1);
     snprintf(want, sizeof want, "%s: cases: expands to more than 18446744073709551614 cases (max 10000)", p);
     cr_expect_str_eq(err, want);
 
@@ -445,7 +445,7 @@ Test(regressions, expansion_capped, .init = mk_tmp, .fini = rm_tmp)
     t = grid(100, 100, "");
     p = put(t);
     free(t);
-    cr_assert_eq(moects_regressions_load(p, &l, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__regressions_load(p, &l, err, sizeof err), 0, "%s", err);
     cr_expect_eq(l.n, 10000);
-    moects_case_list_free(&l);
+    moects__case_list_free(&l);
 }

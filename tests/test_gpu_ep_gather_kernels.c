@@ -16,7 +16,7 @@
 static const moects_kernel *find(const char *name)
 {
     size_t n;
-    const moects_kernel *const *all = moects_builtin_kernels(&n);
+    const moects_kernel *const *all = moects__builtin_kernels(&n);
     for (size_t i = 0; i < n; i++)
         if (strcmp(all[i]->name, name) == 0) return all[i];
     cr_assert_fail("kernel %s not registered", name);
@@ -104,7 +104,7 @@ static void *run_ref(prob *p, moects_recipe r)
 {
     void *out = malloc(out_bytes(p) + 4);
     moects_ep_gather_args a = {p->x, p->ids, p->w, p->rows, p->s.has_expert_map ? p->map : NULL, out};
-    cr_assert_eq(moects_ref_ep_gather(&p->s, &a, r), 0);
+    cr_assert_eq(moects__ref_ep_gather(&p->s, &a, r), 0);
     return out;
 }
 static int same(const prob *p, const void *a, const void *b) { return memcmp(a, b, out_bytes(p)) == 0; }
@@ -214,7 +214,7 @@ Test(ep_gather_kernels, saxpy_within_declared_tolerance)
     uint16_t *want = run_ref(&p, MOECTS_RECIPE_EXACT_V1), *got = run_kernel("cpu.ep_gather.saxpy", &p);
     double num = 0, den = 0;
     for (int64_t i = 0; i < p.s.T * p.s.H; i++) {
-        double g = moects_bf16_to_f32(got[i]), w = moects_bf16_to_f32(want[i]);
+        double g = moects__bf16_to_f32(got[i]), w = moects__bf16_to_f32(want[i]);
         num += (g - w) * (g - w);
         den += g * g + w * w;
     }

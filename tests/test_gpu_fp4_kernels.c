@@ -17,7 +17,7 @@
 static const moects_kernel *find(const char *name)
 {
     size_t n;
-    const moects_kernel *const *all = moects_builtin_kernels(&n);
+    const moects_kernel *const *all = moects__builtin_kernels(&n);
     for (size_t i = 0; i < n; i++)
         if (strcmp(all[i]->name, name) == 0) return all[i];
     cr_assert_fail("kernel %s not registered", name);
@@ -92,8 +92,8 @@ static void make(prob *p, int64_t M, int64_t N, int64_t K, moects_fp4_format f, 
         if (lay == MOECTS_SCALES_LINEAR) {
             dst = ls[o];
         } else {
-            dst = malloc((size_t)moects_scale_bytes(rows[o], nkb, lay) + 1);
-            moects_scales_swizzle(ls[o], rows[o], nkb, dst);
+            dst = malloc((size_t)moects__scale_bytes(rows[o], nkb, lay) + 1);
+            moects__scales_swizzle(ls[o], rows[o], nkb, dst);
             free(ls[o]);
         }
         if (o == 0) p->sa = dst;
@@ -125,7 +125,7 @@ static void *run_into(prob *p, const char *name, moects_recipe rec)
         cr_assert_eq(k->supports(&p->s, why, sizeof why), 1, "%s: %s", name, why);
         cr_assert_eq(k->run(&p->s, &p->a, NULL), 0, "%s failed", name);
     } else {
-        cr_assert_eq(moects_ref_fp4_gemm(&p->s, &p->a, rec), 0);
+        cr_assert_eq(moects__ref_fp4_gemm(&p->s, &p->a, rec), 0);
     }
     p->a.d = p->d;
     return buf;
@@ -199,8 +199,8 @@ static double calc_diff(const prob *p, const void *x, const void *y)
     for (int64_t i = 0; i < p->s.M * p->s.N; i++) {
         double a, b;
         if (p->s.out_dtype == MOECTS_BF16) {
-            a = moects_bf16_to_f32(((const uint16_t *)x)[i]);
-            b = moects_bf16_to_f32(((const uint16_t *)y)[i]);
+            a = moects__bf16_to_f32(((const uint16_t *)x)[i]);
+            b = moects__bf16_to_f32(((const uint16_t *)y)[i]);
         } else {
             a = ((const float *)x)[i];
             b = ((const float *)y)[i];
@@ -211,7 +211,7 @@ static double calc_diff(const prob *p, const void *x, const void *y)
     return den == 0 ? 0 : num / den;
 }
 
-/* Within its declared accumulation class: every element within moects_ref_fp4_gemm_bound (p = 24,
+/* Within its declared accumulation class: every element within moects__ref_fp4_gemm_bound (p = 24,
  * RNE) of exact_v1, and the old global tolerance (calc_diff <= 1e-5) holds too. */
 Test(fp4_kernels, dequant_sgemm_within_its_bound)
 {
@@ -224,10 +224,10 @@ Test(fp4_kernels, dequant_sgemm_within_its_bound)
             void *want = run_into(&p, NULL, MOECTS_RECIPE_EXACT_V1);
             void *got = run_into(&p, k->name, 0);
             double *bound = malloc((size_t)(p.s.M * p.s.N) * sizeof *bound);
-            cr_assert_eq(moects_ref_fp4_gemm_bound(&p.s, &p.a, k->acc.bits, k->acc.truncation, bound), 0);
+            cr_assert_eq(moects__ref_fp4_gemm_bound(&p.s, &p.a, k->acc.bits, k->acc.truncation, bound), 0);
             for (int64_t i = 0; i < p.s.M * p.s.N; i++) {
-                double g = o ? moects_bf16_to_f32(((const uint16_t *)got)[i]) : ((const float *)got)[i];
-                double w = o ? moects_bf16_to_f32(((const uint16_t *)want)[i]) : ((const float *)want)[i];
+                double g = o ? moects__bf16_to_f32(((const uint16_t *)got)[i]) : ((const float *)got)[i];
+                double w = o ? moects__bf16_to_f32(((const uint16_t *)want)[i]) : ((const float *)want)[i];
                 cr_assert_leq(fabs(g - w), bound[i], "f %d o %d element %lld: %g vs %g, bound %g", f, o, (long long)i, g,
                               w, bound[i]);
             }

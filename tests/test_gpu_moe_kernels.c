@@ -14,7 +14,7 @@
 static const moects_kernel *find(const char *name)
 {
     size_t n;
-    const moects_kernel *const *all = moects_builtin_kernels(&n);
+    const moects_kernel *const *all = moects__builtin_kernels(&n);
     for (size_t i = 0; i < n; i++)
         if (strcmp(all[i]->name, name) == 0) return all[i];
     cr_assert_fail("kernel %s not registered", name);

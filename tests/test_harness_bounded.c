@@ -15,7 +15,7 @@
 static const moects_kernel *find(const char *name)
 {
     size_t n;
-    const moects_kernel *const *all = moects_builtin_kernels(&n);
+    const moects_kernel *const *all = moects__builtin_kernels(&n);
     for (size_t i = 0; i < n; i++)
         if (strcmp(all[i]->name, name) == 0) return all[i];
     cr_assert_fail("kernel %s not registered", name);
@@ -83,11 +83,11 @@ Test(bounded, honest_kernels_pass_exact_or_bounded)
     for (int f = MOECTS_MOE_MXFP4; f <= MOECTS_MOE_W4A16; f++) {
         moects_case c = small_case((moects_moe_format)f);
         if (f != MOECTS_MOE_W4A16) {
-            moects_runner_task(&c, find("cpu.moe_gemm.blockwise"), 1, 0, &r);
-            cr_expect_eq(r.verdict, MOECTS_PASS_EXACT, "format %d: %s %s", f, moects_verdict_name(r.verdict), r.reason);
+            moects__runner_task(&c, find("cpu.moe_gemm.blockwise"), 1, 0, &r);
+            cr_expect_eq(r.verdict, MOECTS_PASS_EXACT, "format %d: %s %s", f, moects__verdict_name(r.verdict), r.reason);
         }
-        moects_runner_task(&c, find("cpu.moe_gemm.dequant_sgemm"), 1, 0, &r);
-        cr_expect_eq(r.verdict, MOECTS_PASS_BOUNDED, "format %d: %s %s", f, moects_verdict_name(r.verdict), r.reason);
+        moects__runner_task(&c, find("cpu.moe_gemm.dequant_sgemm"), 1, 0, &r);
+        cr_expect_eq(r.verdict, MOECTS_PASS_BOUNDED, "format %d: %s %s", f, moects__verdict_name(r.verdict), r.reason);
         cr_expect_str_eq(r.recipe, "moe_gemm.exact_v1+bound(p=24,rne)");
     }
 }
@@ -97,8 +97,8 @@ static moects_result judged(const moects_case *c, const moects_kernel *k, int m,
 {
     moects_result r;
     mode = m;
-    moects_runner_task(c, k, 1, 0, &r);
-    cr_assert_eq(r.verdict, want, "%s %s", moects_verdict_name(r.verdict), r.reason);
+    moects__runner_task(c, k, 1, 0, &r);
+    cr_assert_eq(r.verdict, want, "%s %s", moects__verdict_name(r.verdict), r.reason);
     return r;
 }
 

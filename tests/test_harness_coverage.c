@@ -55,7 +55,7 @@ static char *slurp(const char *path)
 
 static int coverage(int argc, const char **argv)
 {
-    int rc = moects_cmd_coverage(argc, (char **)argv);
+    int rc = moects__cmd_coverage(argc, (char **)argv);
     fflush(stdout);
     fflush(stderr);
     return rc;
@@ -74,7 +74,7 @@ static char *expand(const char *t)
     char *o = calloc(1, strlen(t) + 16384);
     for (const char *p = t; *p;) {
         if (!strncmp(p, "@RUN@", 5)) strcat(o, DATA "run.json"), p += 5;
-        else if (!strncmp(p, "@PROG@", 6)) strcat(o, moects_self_program()), p += 6;
+        else if (!strncmp(p, "@PROG@", 6)) strcat(o, moects__self_program()), p += 6;
         else if (!strncmp(p, "@REG@", 5)) strcat(o, reg), p += 5;
         else strncat(o, p++, 1);
     }
@@ -361,28 +361,28 @@ Test(coverage, prelaunch_config_without_the_expert_width_is_refused, .init = set
     assert_nothing_out();
 }
 
-/* moects_layout_exists agrees with the layouts moects_derive_cases derives, for every registered
+/* moects__layout_exists agrees with the layouts moects__derive_cases derives, for every registered
  * model and every size 1..128 (a second method: the layout names of the derived cases). */
 Test(coverage, layout_rule_matches_the_derivation)
 {
     moects_model *models = NULL;
     char err[512];
-    int n = moects_models_load_dir(MOECTS_SOURCE_DIR "/cases/models", &models, err, sizeof err);
+    int n = moects__models_load_dir(MOECTS_SOURCE_DIR "/cases/models", &models, err, sizeof err);
     cr_assert_gt(n, 0, "%s", err);
     for (int i = 0; i < n; i++) {
         moects_case_list l = {0};
-        cr_assert_eq(moects_derive_cases(&models[i], &l), 0);
+        cr_assert_eq(moects__derive_cases(&models[i], &l), 0);
         for (int size = 1; size <= 128; size++)
             for (int ep = 0; ep < 2; ep++) {
                 char name[16], why[200];
                 snprintf(name, sizeof name, "%s%d", ep ? "ep" : "tp", size);
                 int derived = 0;
                 for (size_t c = 0; c < l.n && !derived; c++) derived = !strcmp(l.v[c].layout, name);
-                int exists = moects_layout_exists(&models[i], ep ? 0 : size, ep ? size : 0, why, sizeof why);
+                int exists = moects__layout_exists(&models[i], ep ? 0 : size, ep ? size : 0, why, sizeof why);
                 cr_assert_eq(exists, derived, "%s %s: %s", models[i].name, name, why);
                 cr_assert(exists || why[0], "%s %s: no reason", models[i].name, name);
             }
-        moects_case_list_free(&l);
+        moects__case_list_free(&l);
     }
     free(models);
 }

@@ -41,7 +41,7 @@ Test(diag, one_element_in_the_last_tile_of_n)
     plant(&p, 4096, 5, 4000, 0x3f81);
     moects_out_geom g = gemm_geom(8, 4096);
     moects_diag d;
-    cr_assert_eq(moects_diag_compute(&g, MOECTS_BF16, p.got, p.want, &d), 0);
+    cr_assert_eq(moects__diag_compute(&g, MOECTS_BF16, p.got, p.want, &d), 0);
     cr_assert_eq(d.ndims, 2);
     cr_assert_str_eq(d.axes[0], "m");
     cr_assert_str_eq(d.axes[1], "n");
@@ -54,7 +54,7 @@ Test(diag, one_element_in_the_last_tile_of_n)
     cr_assert_eq(d.first[0].ulp, 1);
     cr_assert_str_eq(d.pattern, "one element: row 5, column 4000 (in the last 128-column tile of N: 3968..4095)");
     char at[64];
-    moects_diag_at(&d, &d.first[0], at, sizeof at);
+    moects__diag_at(&d, &d.first[0], at, sizeof at);
     cr_assert_str_eq(at, "(m 5, n 4000)");
     drop(&p);
 }
@@ -69,7 +69,7 @@ Test(diag, column_onwards_every_row)
     moects_out_geom g = {.axis = {"t", "d"}, .row_word = "token", .col_word = "column", .col_extent = "H",
                          .rows = 4, .cols = 4096};
     moects_diag d;
-    moects_diag_compute(&g, MOECTS_BF16, p.got, p.want, &d);
+    moects__diag_compute(&g, MOECTS_BF16, p.got, p.want, &d);
     cr_assert_str_eq(d.pattern, "every token, column 3584 onwards (3584..4095 of 4096)");
     cr_assert_eq(d.nfirst, 5);
     cr_assert_eq(d.first[4].at[0], 0);
@@ -86,7 +86,7 @@ Test(diag, last_tile_of_n_every_row)
         for (int c = 2816; c < 2880; c++) plant(&p, 2880, r, c, 0x3f81);
     moects_out_geom g = gemm_geom(3, 2880);
     moects_diag d;
-    moects_diag_compute(&g, MOECTS_BF16, p.got, p.want, &d);
+    moects__diag_compute(&g, MOECTS_BF16, p.got, p.want, &d);
     cr_assert_str_eq(d.pattern, "every row, the last 64-column tile of N (columns 2816..2879)");
     drop(&p);
 }
@@ -98,7 +98,7 @@ Test(diag, first_rows_only)
         for (int c = 0; c < 32; c++) plant(&p, 32, r, c, 0x3f81);
     moects_out_geom g = gemm_geom(16, 32);
     moects_diag d;
-    moects_diag_compute(&g, MOECTS_BF16, p.got, p.want, &d);
+    moects__diag_compute(&g, MOECTS_BF16, p.got, p.want, &d);
     cr_assert_str_eq(d.pattern, "rows 0..3 only, every column");
     drop(&p);
 }
@@ -111,7 +111,7 @@ Test(diag, strided_columns_and_runs)
         for (int c = 8; c < 64; c += 16) plant(&p, 64, r, c, 0x3f81);
     moects_out_geom g = gemm_geom(6, 64);
     moects_diag d;
-    moects_diag_compute(&g, MOECTS_BF16, p.got, p.want, &d);
+    moects__diag_compute(&g, MOECTS_BF16, p.got, p.want, &d);
     cr_assert_str_eq(d.pattern, "rows 2..3, columns 8..56 step 16 (4 of them)");
     drop(&p);
     /* columns 0..1, 5, 9..10, 20 of row 0 only: four runs, three shown */
@@ -119,7 +119,7 @@ Test(diag, strided_columns_and_runs)
     int cs[] = {0, 1, 5, 9, 10, 20};
     for (int i = 0; i < 6; i++) plant(&p, 32, 0, cs[i], 0x3f81);
     g = gemm_geom(2, 32);
-    moects_diag_compute(&g, MOECTS_BF16, p.got, p.want, &d);
+    moects__diag_compute(&g, MOECTS_BF16, p.got, p.want, &d);
     cr_assert_str_eq(d.pattern, "row 0, 6 columns in 4 runs: 0..1, 5, 9..10, ...");
     drop(&p);
 }
@@ -132,7 +132,7 @@ Test(diag, scattered_is_not_called_a_block)
     plant(&p, 4, 1, 1, 0x3f81);
     moects_out_geom g = gemm_geom(4, 4);
     moects_diag d;
-    moects_diag_compute(&g, MOECTS_BF16, p.got, p.want, &d);
+    moects__diag_compute(&g, MOECTS_BF16, p.got, p.want, &d);
     cr_assert_str_eq(d.pattern, "scattered: 2 elements, 50% of rows 0..1 only x columns 0..1 only");
     drop(&p);
     /* all of a 100 x 100 output but (7, 9): 99.99%, which %.3g would print as 100% */
@@ -141,7 +141,7 @@ Test(diag, scattered_is_not_called_a_block)
         for (int c = 0; c < 100; c++)
             if (r != 7 || c != 9) plant(&p, 100, r, c, 0x3f81);
     g = gemm_geom(100, 100);
-    moects_diag_compute(&g, MOECTS_BF16, p.got, p.want, &d);
+    moects__diag_compute(&g, MOECTS_BF16, p.got, p.want, &d);
     cr_assert_str_eq(d.pattern, "scattered: 9999 elements, all but 1 of every row x every column");
     drop(&p);
 }
@@ -157,7 +157,7 @@ Test(diag, worst_ten_by_ulp_and_nan)
     p.want[12] = 0xffc0;
     moects_out_geom g = gemm_geom(1, 16);
     moects_diag d;
-    moects_diag_compute(&g, MOECTS_BF16, p.got, p.want, &d);
+    moects__diag_compute(&g, MOECTS_BF16, p.got, p.want, &d);
     cr_assert_eq(d.nworst, 10);
     cr_assert_eq(d.worst[0].at[1], 11);
     cr_assert_eq(d.worst[0].ulp, UINT64_MAX);
@@ -174,11 +174,11 @@ Test(diag, f32_and_no_mismatch)
     float a[4] = {1, 2, 3, 4}, b[4] = {1, 2, 3, 4};
     moects_out_geom g = gemm_geom(2, 2);
     moects_diag d;
-    cr_assert_eq(moects_diag_compute(&g, MOECTS_F32, a, b, &d), 0);
+    cr_assert_eq(moects__diag_compute(&g, MOECTS_F32, a, b, &d), 0);
     cr_assert_eq(d.ndims, 0);
     cr_assert_str_eq(d.pattern, "");
     a[3] = 4.0000005f; /* 0x40800001: 1 ULP above 4 */
-    moects_diag_compute(&g, MOECTS_F32, a, b, &d);
+    moects__diag_compute(&g, MOECTS_F32, a, b, &d);
     cr_assert_eq(d.worst[0].got, 0x40800001u);
     cr_assert_eq(d.worst[0].ulp, 1);
     cr_assert_str_eq(d.pattern, "one element: row 1 (the last), column 1 (the last)");
@@ -203,7 +203,7 @@ Test(diag, every_row_of_one_expert)
         for (int c = 0; c < 8; c++) plant(&p, 8, r, c, 0x3f81);
     moects_out_geom g = moe_geom();
     moects_diag d;
-    moects_diag_compute(&g, MOECTS_BF16, p.got, p.want, &d);
+    moects__diag_compute(&g, MOECTS_BF16, p.got, p.want, &d);
     cr_assert_eq(d.ndims, 3);
     cr_assert_str_eq(d.axes[0], "expert");
     cr_assert_eq(d.first[0].at[0], 1);
@@ -223,7 +223,7 @@ Test(diag, rows_of_one_expert_and_every_expert)
     plant(&p, 8, 11, 7, 0x3f81);
     moects_out_geom g = moe_geom();
     moects_diag d;
-    moects_diag_compute(&g, MOECTS_BF16, p.got, p.want, &d);
+    moects__diag_compute(&g, MOECTS_BF16, p.got, p.want, &d);
     cr_assert_str_eq(d.pattern, "rows 2..3 of expert 2, column 7 (the last)");
     cr_assert_eq(d.first[1].at[0], 2);
     cr_assert_eq(d.first[1].at[1], 3);
@@ -231,7 +231,7 @@ Test(diag, rows_of_one_expert_and_every_expert)
     /* every compared row (0..2, 4..5, 8..11), column 0 */
     p = mk(12, 8);
     for (int r = 0; r < 12; r++) plant(&p, 8, r, 0, 0x3f81);
-    moects_diag_compute(&g, MOECTS_BF16, p.got, p.want, &d);
+    moects__diag_compute(&g, MOECTS_BF16, p.got, p.want, &d);
     cr_assert_str_eq(d.pattern, "every row of every expert, column 0");
     drop(&p);
 }
@@ -248,13 +248,13 @@ Test(diag, masked_layout)
                          .col_extent = "N", .rows = 8, .cols = 2, .group_rows = 4, .group_valid = valid,
                          .groups = 2, .group_word = "expert"};
     moects_diag d;
-    moects_diag_compute(&g, MOECTS_BF16, p.got, p.want, &d);
+    moects__diag_compute(&g, MOECTS_BF16, p.got, p.want, &d);
     cr_assert_eq(d.nfirst, 3);
     cr_assert_eq(d.first[2].at[0], 1);
     cr_assert_eq(d.first[2].at[1], 2);
     cr_assert_str_eq(d.pattern, "every row of expert 1, column 1 (the last)");
     int64_t at[3];
-    cr_assert_eq(moects_out_coords(&g, 7 * 2 + 1, at), 3);
+    cr_assert_eq(moects__out_coords(&g, 7 * 2 + 1, at), 3);
     cr_assert_eq(at[0], 1);
     cr_assert_eq(at[1], 3);
     cr_assert_eq(at[2], 1);

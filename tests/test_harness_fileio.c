@@ -53,15 +53,15 @@ TestSuite(fileio, .init = setup, .fini = teardown);
 Test(fileio, failed_stage_keeps_the_old_set)
 {
     char err[256];
-    cr_assert_eq(moects_write_file_atomic(pa, "old-a", 5, err, sizeof err), 0);
-    cr_assert_eq(moects_write_file_atomic(pb, "old-b", 5, err, sizeof err), 0);
+    cr_assert_eq(moects__write_file_atomic(pa, "old-a", 5, err, sizeof err), 0);
+    cr_assert_eq(moects__write_file_atomic(pb, "old-b", 5, err, sizeof err), 0);
     static moects_report_set s;
     char bad[160];
     snprintf(bad, sizeof bad, "%s/no-such-dir/b", dir);
-    cr_assert_eq(moects_report_stage(&s, pa, "new-a", 5, err, sizeof err), 0);
-    cr_assert_eq(moects_report_stage(&s, bad, "new-b", 5, err, sizeof err), -1);
+    cr_assert_eq(moects__report_stage(&s, pa, "new-a", 5, err, sizeof err), 0);
+    cr_assert_eq(moects__report_stage(&s, bad, "new-b", 5, err, sizeof err), -1);
     cr_assert_not_null(strstr(err, bad), "%s", err);
-    moects_report_abort(&s);
+    moects__report_abort(&s);
     expect(pa, "old-a");
     expect(pb, "old-b");
     cr_assert_eq(entries(), 2);
@@ -70,20 +70,20 @@ Test(fileio, failed_stage_keeps_the_old_set)
 Test(fileio, commit_renames_every_file)
 {
     char err[256];
-    cr_assert_eq(moects_write_file_atomic(pa, "old-a", 5, err, sizeof err), 0);
+    cr_assert_eq(moects__write_file_atomic(pa, "old-a", 5, err, sizeof err), 0);
     static moects_report_set s;
-    cr_assert_eq(moects_report_stage(&s, pa, "new-a", 5, err, sizeof err), 0);
-    cr_assert_eq(moects_report_stage(&s, pb, "new-b", 5, err, sizeof err), 0);
+    cr_assert_eq(moects__report_stage(&s, pa, "new-a", 5, err, sizeof err), 0);
+    cr_assert_eq(moects__report_stage(&s, pb, "new-b", 5, err, sizeof err), 0);
     /* a file the caller wrote at its temporary name itself (the kernels' log) */
     char pc[128], tmp[256];
     snprintf(pc, sizeof pc, "%s/c", dir);
-    cr_assert_eq(moects_report_tmp(pc, tmp, sizeof tmp, err, sizeof err), 0);
+    cr_assert_eq(moects__report_tmp(pc, tmp, sizeof tmp, err, sizeof err), 0);
     FILE *f = fopen(tmp, "wb");
     fputs("log", f);
     fclose(f);
-    cr_assert_eq(moects_report_adopt(&s, pc, err, sizeof err), 0);
+    cr_assert_eq(moects__report_adopt(&s, pc, err, sizeof err), 0);
     cr_assert_eq(entries(), 4); /* old a, three temps */
-    cr_assert_eq(moects_report_commit(&s, err, sizeof err), 0);
+    cr_assert_eq(moects__report_commit(&s, err, sizeof err), 0);
     expect(pa, "new-a");
     expect(pb, "new-b");
     expect(pc, "log");
@@ -96,9 +96,9 @@ Test(fileio, failed_commit_removes_the_temps)
     char err[256];
     cr_assert_eq(mkdir(pb, 0777), 0);
     static moects_report_set s;
-    cr_assert_eq(moects_report_stage(&s, pa, "new-a", 5, err, sizeof err), 0);
-    cr_assert_eq(moects_report_stage(&s, pb, "new-b", 5, err, sizeof err), 0);
-    cr_assert_eq(moects_report_commit(&s, err, sizeof err), -1);
+    cr_assert_eq(moects__report_stage(&s, pa, "new-a", 5, err, sizeof err), 0);
+    cr_assert_eq(moects__report_stage(&s, pb, "new-b", 5, err, sizeof err), 0);
+    cr_assert_eq(moects__report_commit(&s, err, sizeof err), -1);
     cr_assert_not_null(strstr(err, pb), "%s", err);
     cr_assert_eq(entries(), 2); /* a (renamed before the failure) and the directory b */
 }

@@ -43,7 +43,7 @@ static void teardown(void)
 
 static int gate(int argc, const char **argv)
 {
-    return moects_cmd_gate(argc, (char **)argv);
+    return moects__cmd_gate(argc, (char **)argv);
 }
 
 /* file contents with @MUSTPASS@ replaced by the must-pass file's path, @PROG@ by the program repro lines call */
@@ -54,7 +54,7 @@ static char *expected(const char *name)
     while ((q = strstr(p, "@"))) {
         strncat(out, p, (size_t)(q - p));
         if (!strncmp(q, "@MUSTPASS@", 10)) strcat(out, DATA "mustpass.txt"), p = q + 10;
-        else if (!strncmp(q, "@PROG@", 6)) strcat(out, moects_self_program()), p = q + 6;
+        else if (!strncmp(q, "@PROG@", 6)) strcat(out, moects__self_program()), p = q + 6;
         else strcat(out, "@"), p = q + 1;
     }
     strcat(out, p);

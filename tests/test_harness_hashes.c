@@ -13,9 +13,9 @@
 
 Test(xxh64, published_vectors)
 {
-    cr_assert_eq(moects_xxh64(NULL, 0), 0xef46db3751d8e999ull);
-    cr_assert_eq(moects_xxh64("abc", 3), 0x44bc2cf5ad770999ull);
-    cr_assert_eq(moects_xxh64("Nobody inspects the spammish repetition", 39), 0xfbcea83c8a378bf1ull);
+    cr_assert_eq(moects__xxh64(NULL, 0), 0xef46db3751d8e999ull);
+    cr_assert_eq(moects__xxh64("abc", 3), 0x44bc2cf5ad770999ull);
+    cr_assert_eq(moects__xxh64("Nobody inspects the spammish repetition", 39), 0xfbcea83c8a378bf1ull);
 }
 
 static const moects_case *find_case(const moects_case_list *l, const char *id)
@@ -29,31 +29,31 @@ static const moects_case *find_case(const moects_case_list *l, const char *id)
 static const moects_kernel *find_kernel(const char *name)
 {
     size_t n;
-    const moects_kernel *const *k = moects_builtin_kernels(&n);
+    const moects_kernel *const *k = moects__builtin_kernels(&n);
     for (size_t i = 0; i < n; i++)
         if (!strcmp(k[i]->name, name)) return k[i];
     cr_assert_fail("no kernel %s", name);
     return NULL;
 }
 
-/* A task records the XXH64 of each input tensor as moects_inputs_build makes it, and of the
+/* A task records the XXH64 of each input tensor as moects__inputs_build makes it, and of the
  * reference: the kernel passes bit-exact, so the hash of its own output (run here) is the
  * reference's. Another seed gives other bytes. */
 Test(task, records_the_hashes_of_its_inputs_and_reference)
 {
     moects_case_list all = {0};
     char err[512];
-    cr_assert_eq(moects_cases_builtin(MOECTS_SOURCE_DIR, &all, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__cases_builtin(MOECTS_SOURCE_DIR, &all, err, sizeof err), 0, "%s", err);
     const moects_case *c = find_case(&all, "ep_gather/kimi-k3/tp8/t16");
     moects_inputs in;
-    cr_assert_eq(moects_inputs_build(c, 7, &in, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__inputs_build(c, 7, &in, err, sizeof err), 0, "%s", err);
     moects_result r;
-    moects_runner_task(c, find_kernel("cpu.ep_gather"), 7, 0, &r);
+    moects__runner_task(c, find_kernel("cpu.ep_gather"), 7, 0, &r);
     cr_assert_eq(r.verdict, MOECTS_PASS_EXACT, "%s", r.reason);
     cr_assert_eq(r.n_hashes, in.nt);
     for (int i = 0; i < in.nt; i++) {
         cr_assert_str_eq(r.hashes[i].name, in.t[i].name);
-        cr_assert_eq(r.hashes[i].xxh64, moects_xxh64(in.t[i].host, in.t[i].bytes), "%s", in.t[i].name);
+        cr_assert_eq(r.hashes[i].xxh64, moects__xxh64(in.t[i].host, in.t[i].bytes), "%s", in.t[i].name);
     }
     cr_assert(r.has_ref_hash);
     /* the kernel passed bit-exact: its output is the reference, so their hashes agree */
@@ -61,17 +61,17 @@ Test(task, records_the_hashes_of_its_inputs_and_reference)
     void *ptr[MOECTS_INPUTS_MAX];
     for (int i = 0; i < MOECTS_INPUTS_MAX; i++) ptr[i] = i < in.nt ? in.t[i].host : NULL;
     moects_op_args a;
-    moects_inputs_bind(&in, ptr, out, &a);
+    moects__inputs_bind(&in, ptr, out, &a);
     const moects_kernel *k = find_kernel("cpu.ep_gather");
-    cr_assert_eq(k->run(moects_inputs_shape(&in), &a, NULL), 0);
-    cr_assert_eq(r.ref_xxh64, moects_xxh64(out, in.out_bytes));
+    cr_assert_eq(k->run(moects__inputs_shape(&in), &a, NULL), 0);
+    cr_assert_eq(r.ref_xxh64, moects__xxh64(out, in.out_bytes));
     free(out);
-    moects_inputs_free(&in);
+    moects__inputs_free(&in);
     /* another seed, other bytes */
     moects_result r2;
-    moects_runner_task(c, find_kernel("cpu.ep_gather"), 8, 0, &r2);
+    moects__runner_task(c, find_kernel("cpu.ep_gather"), 8, 0, &r2);
     cr_assert_neq(r2.hashes[0].xxh64, r.hashes[0].xxh64);
-    moects_case_list_free(&all);
+    moects__case_list_free(&all);
 }
 
 static const char *put(const char *name, const char *text)
@@ -101,7 +101,7 @@ Test(results_json, hashes_round_trip_and_older_files_read)
     const char *p = put("a.json", text);
     moects_run run;
     char err[512];
-    cr_assert_eq(moects_results_read(p, &run, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__results_read(p, &run, err, sizeof err), 0, "%s", err);
     cr_assert_eq(run.v[0].n_hashes, 2);
     cr_assert_str_eq(run.v[0].hashes[1].name, "topk_ids");
     cr_assert_eq(run.v[0].hashes[0].xxh64, 0x0123456789abcdefull);
@@ -110,18 +110,18 @@ Test(results_json, hashes_round_trip_and_older_files_read)
     cr_assert_eq(run.v[0].ref_xxh64, 1);
     char out[512];
     snprintf(out, sizeof out, "%s/b.json", tmpdir);
-    cr_assert_eq(moects_results_write(out, &run, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__results_write(out, &run, err, sizeof err), 0, "%s", err);
     char *back = slurp(out);
     cr_assert_str_eq(back, text);
     free(back);
-    moects_run_free(&run);
+    moects__run_free(&run);
     /* a file written before hashes existed reads, and writes back without them */
     const char *old = HEAD "  " RES "}\n]\n}\n";
     p = put("old.json", old);
-    cr_assert_eq(moects_results_read(p, &run, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__results_read(p, &run, err, sizeof err), 0, "%s", err);
     cr_assert_eq(run.v[0].n_hashes, 0);
     cr_assert_eq(run.v[0].has_ref_hash, 0);
-    moects_run_free(&run);
+    moects__run_free(&run);
     rm_tmp();
 }
 
@@ -147,7 +147,7 @@ Test(results_json, bad_hashes_are_one_line_errors)
         const char *p = put("bad.json", text);
         moects_run run;
         char err[512];
-        cr_assert_eq(moects_results_read(p, &run, err, sizeof err), -1, "case %zu read", i);
+        cr_assert_eq(moects__results_read(p, &run, err, sizeof err), -1, "case %zu read", i);
         cr_assert_not_null(strstr(err, bad[i].want), "case %zu: %s", i, err);
         cr_assert_null(strchr(err, '\n'));
     }

@@ -52,7 +52,7 @@ static moects_case fg_case(const char *id, int64_t M, int64_t N, int64_t K, moec
 static void build(const moects_case *c, uint64_t seed, moects_inputs *in)
 {
     char err[256] = "";
-    int rc = moects_inputs_build(c, seed, in, err, sizeof err);
+    int rc = moects__inputs_build(c, seed, in, err, sizeof err);
     cr_assert_eq(rc, 0, "build %s: %s", c->id, err);
 }
 
@@ -75,17 +75,17 @@ static int64_t id_at(const moects_inputs *in, int64_t i)
 Test(hash, splitmix64_vector)
 {
     /* Vigna's splitmix64.c seeded with 0: first outputs 0xe220a8397b1dcdaf, 0x6e789e6aa1b965f4 */
-    cr_assert_eq(moects_input_u64(0, 0), 0xe220a8397b1dcdafull);
-    cr_assert_eq(moects_input_u64(0, 1), 0x6e789e6aa1b965f4ull);
+    cr_assert_eq(moects__input_u64(0, 0), 0xe220a8397b1dcdafull);
+    cr_assert_eq(moects__input_u64(0, 1), 0x6e789e6aa1b965f4ull);
 }
 
 Test(hash, key_depends_on_each_part)
 {
-    uint64_t k = moects_input_key(1, "ep_gather/a/tp1/t1", "x");
-    cr_assert_eq(k, moects_input_key(1, "ep_gather/a/tp1/t1", "x"));
-    cr_assert_neq(k, moects_input_key(2, "ep_gather/a/tp1/t1", "x"));
-    cr_assert_neq(k, moects_input_key(1, "ep_gather/a/tp1/t2", "x"));
-    cr_assert_neq(k, moects_input_key(1, "ep_gather/a/tp1/t1", "topk_ids"));
+    uint64_t k = moects__input_key(1, "ep_gather/a/tp1/t1", "x");
+    cr_assert_eq(k, moects__input_key(1, "ep_gather/a/tp1/t1", "x"));
+    cr_assert_neq(k, moects__input_key(2, "ep_gather/a/tp1/t1", "x"));
+    cr_assert_neq(k, moects__input_key(1, "ep_gather/a/tp1/t2", "x"));
+    cr_assert_neq(k, moects__input_key(1, "ep_gather/a/tp1/t1", "topk_ids"));
 }
 
 Test(determinism, case_alone_equals_case_in_a_run)
@@ -98,7 +98,7 @@ Test(determinism, case_alone_equals_case_in_a_run)
     build(&a, 7, &a1);                 /* alone */
     build(&b, 7, &b1);                 /* "a run": other cases first, other seeds in between */
     build(&b, 8, &other);
-    moects_inputs_free(&other);
+    moects__inputs_free(&other);
     build(&a, 7, &a2);
     build(&b, 7, &b2);
     cr_assert(same_bytes(&a1, &a2));
@@ -106,16 +106,16 @@ Test(determinism, case_alone_equals_case_in_a_run)
     cr_assert_eq(b1.alpha, b2.alpha);
     build(&a, 8, &other);              /* another seed: other bytes */
     cr_assert_not(same_bytes(&a1, &other));
-    moects_inputs_free(&other);
+    moects__inputs_free(&other);
     moects_case a3 = a;                /* same shape, other id: other bytes */
     snprintf(a3.id, sizeof a3.id, "ep_gather/m/ep4/t64b");
     build(&a3, 7, &other);
     cr_assert_not(same_bytes(&a1, &other));
-    moects_inputs_free(&other);
-    moects_inputs_free(&a1);
-    moects_inputs_free(&a2);
-    moects_inputs_free(&b1);
-    moects_inputs_free(&b2);
+    moects__inputs_free(&other);
+    moects__inputs_free(&a1);
+    moects__inputs_free(&a2);
+    moects__inputs_free(&b1);
+    moects__inputs_free(&b2);
 }
 
 Test(ep_gather, local_experts_follow_the_derivation)
@@ -133,7 +133,7 @@ Test(ep_gather, local_experts_follow_the_derivation)
         const int32_t *map = in.t[MOECTS_EG_MAP].host;
         for (int g = 0; g < 10; g++)
             cr_assert_eq(map[g], (g >= first[r] && g < first[r] + n[r]) ? g - first[r] : -1);
-        moects_inputs_free(&in);
+        moects__inputs_free(&in);
     }
 }
 
@@ -193,7 +193,7 @@ Test(ep_gather, uniform_exact_values)
             cr_assert_eq(b & 0xf, 0);
             cr_assert(e >= 124 && e <= 130);
         }
-    moects_inputs_free(&in);
+    moects__inputs_free(&in);
 }
 
 Test(ep_gather, rows_sorted_by_expert_and_padding_is_garbage)
@@ -233,7 +233,7 @@ Test(ep_gather, rows_sorted_by_expert_and_padding_is_garbage)
     cr_assert_eq(row, in.eg.M_sum);
     cr_assert_gt(pad_total, 0);
     cr_assert_gt(pad_special, pad_total / 4, "padding rows should be mostly NaN/Inf garbage");
-    moects_inputs_free(&in);
+    moects__inputs_free(&in);
 }
 
 Test(ep_gather, zero_expert_and_one_expert)
@@ -248,7 +248,7 @@ Test(ep_gather, zero_expert_and_one_expert)
     int zero_local = 0; /* rank 2 of 4 holds 8..11 */
     for (int e = 8; e < 12; e++) zero_local += hits[e] == 0;
     cr_assert_eq(zero_local, 1);
-    moects_inputs_free(&in);
+    moects__inputs_free(&in);
 
     moects_case o = eg_case("ep_gather/x/ep4/one", 300, 4, 16, 16, 4, 2, MOECTS_ROUTE_ONE_EXPERT,
                             MOECTS_DATA_EXACT);
@@ -257,7 +257,7 @@ Test(ep_gather, zero_expert_and_one_expert)
     int64_t e0 = id_at(&in, 0);
     cr_assert(e0 >= 8 && e0 < 12);
     for (int64_t t = 0; t < 300; t++) cr_assert_eq(id_at(&in, t * 4), e0);
-    moects_inputs_free(&in);
+    moects__inputs_free(&in);
 }
 
 Test(ep_gather, stale_ids_with_map)
@@ -276,7 +276,7 @@ Test(ep_gather, stale_ids_with_map)
     cr_assert_eq(saw_example, 1);
     cr_assert_gt(stale, 8);
     for (int j = 0; j < 8; j++) cr_assert_geq(id_at(&in, 63 * 8 + j), 64, "last token all stale");
-    moects_inputs_free(&in);
+    moects__inputs_free(&in);
 }
 
 Test(ep_gather, stale_int64_ids_truncate_to_local_experts)
@@ -297,7 +297,7 @@ Test(ep_gather, stale_int64_ids_truncate_to_local_experts)
         }
     }
     cr_assert_gt(trunc, 0);
-    moects_inputs_free(&in);
+    moects__inputs_free(&in);
 }
 
 Test(ep_gather, stale_ids_without_map_are_valid_slots)
@@ -308,7 +308,7 @@ Test(ep_gather, stale_ids_without_map_are_valid_slots)
     moects_inputs in;
     build(&c, 1, &in);
     cr_assert_eq(check_ep_gather(&in), 128);
-    moects_inputs_free(&in);
+    moects__inputs_free(&in);
 }
 
 Test(ep_gather, negative_ids)
@@ -320,7 +320,7 @@ Test(ep_gather, negative_ids)
     int64_t valid = check_ep_gather(&in);
     cr_assert_lt(valid, 160);
     for (int j = 0; j < 4; j++) cr_assert_lt(id_at(&in, 39 * 4 + j), 0, "last token has no valid slot");
-    moects_inputs_free(&in);
+    moects__inputs_free(&in);
 }
 
 Test(ep_gather, no_local_routes_every_slot_elsewhere)
@@ -337,7 +337,7 @@ Test(ep_gather, no_local_routes_every_slot_elsewhere)
         int64_t e = id_at(&in, i);
         cr_assert(e >= 0 && e < 64 && (e < 24 || e >= 32), "id %lld is local to rank 3 (24..31)", (long long)e);
     }
-    moects_inputs_free(&in);
+    moects__inputs_free(&in);
 }
 
 Test(ep_gather, zero_tokens_give_empty_tensors)
@@ -351,7 +351,7 @@ Test(ep_gather, zero_tokens_give_empty_tensors)
     cr_assert_null(in.t[MOECTS_EG_IDS].host);
     cr_assert_eq(in.out_bytes, 0);
     cr_assert_not_null(in.t[MOECTS_EG_MAP].host);
-    moects_inputs_free(&in);
+    moects__inputs_free(&in);
 }
 
 Test(ep_gather, adversarial_cancellation_pairs)
@@ -375,7 +375,7 @@ Test(ep_gather, adversarial_cancellation_pairs)
     }
     cr_assert(pairs > 10 && pairs < 54, "about half the tokens cancel, got %d", pairs);
     cr_assert_gt(inexact, 32);
-    moects_inputs_free(&in);
+    moects__inputs_free(&in);
 }
 
 Test(ep_gather, nan_data_has_nan_and_inf)
@@ -395,7 +395,7 @@ Test(ep_gather, nan_data_has_nan_and_inf)
         }
     cr_assert_gt(nan, 0);
     cr_assert_gt(inf, 0);
-    moects_inputs_free(&in);
+    moects__inputs_free(&in);
 }
 
 Test(ep_gather, pooled_generation_is_deterministic_and_rows_differ)
@@ -404,8 +404,8 @@ Test(ep_gather, pooled_generation_is_deterministic_and_rows_differ)
                             MOECTS_DATA_EXACT);
     moects_inputs a, b;
     char err[256];
-    cr_assert_eq(moects_inputs_build_ex(&c, 1, 1000, &a, err, sizeof err), 0);
-    cr_assert_eq(moects_inputs_build_ex(&c, 1, 1000, &b, err, sizeof err), 0);
+    cr_assert_eq(moects__inputs_build_ex(&c, 1, 1000, &a, err, sizeof err), 0);
+    cr_assert_eq(moects__inputs_build_ex(&c, 1, 1000, &b, err, sizeof err), 0);
     cr_assert(a.pooled);
     cr_assert(same_bytes(&a, &b));
     check_ep_gather(&a);
@@ -414,8 +414,8 @@ Test(ep_gather, pooled_generation_is_deterministic_and_rows_differ)
     int same = 0;
     for (int s = 1; s < 1024; s++) same += !memcmp(x + (size_t)idx[0] * 640, x + (size_t)idx[s] * 640, 1280);
     cr_assert_eq(same, 0, "each valid row holds its own values");
-    moects_inputs_free(&a);
-    moects_inputs_free(&b);
+    moects__inputs_free(&a);
+    moects__inputs_free(&b);
 }
 
 Test(ep_gather, bad_case_is_an_error_naming_the_field)
@@ -424,7 +424,7 @@ Test(ep_gather, bad_case_is_an_error_naming_the_field)
                             MOECTS_DATA_EXACT);
     moects_inputs in;
     char err[256] = "";
-    cr_assert_eq(moects_inputs_build(&c, 1, &in, err, sizeof err), -1);
+    cr_assert_eq(moects__inputs_build(&c, 1, &in, err, sizeof err), -1);
     cr_assert(strstr(err, "ep_gather/x/tp1/bad") && strstr(err, "k:"), "%s", err);
 }
 
@@ -433,9 +433,9 @@ Test(ep_gather, bad_case_is_an_error_naming_the_field)
 Test(fp4_gemm, swizzle_offsets_by_hand)
 {
     /* DESIGN.md: ((r/128)*ceil(nkb/4) + kb/4)*512 + (r%32)*16 + ((r/32)%4)*4 + kb%4 */
-    cr_assert_eq(moects_swizzle_offset(0, 0, 5), 0);
-    cr_assert_eq(moects_swizzle_offset(129, 4, 5), 1552); /* (1*2+1)*512 + 1*16 + 0 + 0 */
-    cr_assert_eq(moects_swizzle_offset(70, 2, 5), 106); /* 70%32 = 6: 6*16 + (70/32)%4 = 2: 2*4 + 2 */
+    cr_assert_eq(moects__swizzle_offset(0, 0, 5), 0);
+    cr_assert_eq(moects__swizzle_offset(129, 4, 5), 1552); /* (1*2+1)*512 + 1*16 + 0 + 0 */
+    cr_assert_eq(moects__swizzle_offset(70, 2, 5), 106); /* 70%32 = 6: 6*16 + (70/32)%4 = 2: 2*4 + 2 */
     cr_assert_eq(moects_swizzle_bytes(130, 5), 256 * 8);
     cr_assert_eq(moects_swizzle_bytes(1, 1), 128 * 4);
 }
@@ -457,7 +457,7 @@ Test(fp4_gemm, mxfp4_exact_scales_and_alpha)
     for (int i = 0; i < 240; i++) neg_zero += (a[i] & 15) == 8 || (a[i] >> 4) == 8;
     cr_assert_gt(neg_zero, 0, "-0 codes appear");
     cr_assert_eq(in.out_elems, 35);
-    moects_inputs_free(&in);
+    moects__inputs_free(&in);
 }
 
 Test(fp4_gemm, nvfp4_scales_normal_and_alpha_from_global_scales)
@@ -476,7 +476,7 @@ Test(fp4_gemm, nvfp4_scales_normal_and_alpha_from_global_scales)
     cr_assert(amax_a >= 0.0625 * 0.999 && amax_a <= 256.001);
     volatile float p = in.gs_a * in.gs_b;
     cr_assert_eq(in.alpha, 1.0f / p);
-    moects_inputs_free(&in);
+    moects__inputs_free(&in);
 }
 
 Test(fp4_gemm, swizzled_holds_the_same_scales_as_linear)
@@ -505,8 +505,8 @@ Test(fp4_gemm, swizzled_holds_the_same_scales_as_linear)
      * adversarial MXFP4 codes (0..2, 107..147, 253, 254: never 0xFF), so exactly 2048 - 650 bytes are 0xFF */
     cr_assert_eq(poison, 2048 - nonpad, "padding of the swizzled layout is 0xFF poison");
     cr_assert_eq(memcmp(li.t[MOECTS_FG_A].host, si.t[MOECTS_FG_A].host, li.t[MOECTS_FG_A].bytes), 0);
-    moects_inputs_free(&li);
-    moects_inputs_free(&si);
+    moects__inputs_free(&li);
+    moects__inputs_free(&si);
 }
 
 Test(fp4_gemm, adversarial_and_nan_scales)
@@ -527,7 +527,7 @@ Test(fp4_gemm, adversarial_and_nan_scales)
             zero_blocks += z;
         }
     cr_assert_gt(zero_blocks, 0);
-    moects_inputs_free(&in);
+    moects__inputs_free(&in);
 
     c = fg_case("fp4_gemm.nvfp4/x/tp1/gemm1/adv", 64, 64, 256, MOECTS_FP4_NVFP4,
                 MOECTS_SCALES_LINEAR, MOECTS_DATA_ADVERSARIAL);
@@ -537,7 +537,7 @@ Test(fp4_gemm, adversarial_and_nan_scales)
     for (int i = 0; i < 64 * 16; i++) sub += sa[i] >= 1 && sa[i] <= 7, nan += (sa[i] & 0x7f) == 0x7f;
     cr_assert_gt(sub, 0);
     cr_assert_eq(nan, 0);
-    moects_inputs_free(&in);
+    moects__inputs_free(&in);
 
     c = fg_case("fp4_gemm.mxfp4/x/tp1/gemm1/nan", 64, 64, 256, MOECTS_FP4_MXFP4,
                 MOECTS_SCALES_LINEAR, MOECTS_DATA_NAN);
@@ -546,7 +546,7 @@ Test(fp4_gemm, adversarial_and_nan_scales)
     nan = 0;
     for (int i = 0; i < 64 * 8; i++) nan += sa[i] == 0xff;
     cr_assert_gt(nan, 0);
-    moects_inputs_free(&in);
+    moects__inputs_free(&in);
 }
 
 Test(fp4_gemm, odd_k_pad_nibble)
@@ -559,7 +559,7 @@ Test(fp4_gemm, odd_k_pad_nibble)
     cr_assert_eq(in.t[MOECTS_FG_SA].bytes, 3 * 2);
     const uint8_t *a = in.t[MOECTS_FG_A].host;
     for (int r = 0; r < 3; r++) cr_assert_eq(a[r * 17 + 16] >> 4, 7);
-    moects_inputs_free(&in);
+    moects__inputs_free(&in);
 }
 
 /* ---- negzero (cases/regressions/21-signed-zero.json) ---- */
@@ -623,9 +623,9 @@ Test(fp4_gemm, negzero_rows_and_reference)
         s.out_dtype = f32 ? MOECTS_F32 : MOECTS_BF16;
         static uint32_t bw[M * N], ex[M * N];
         moects_fp4_gemm_args args = {.a = a, .b = b, .sa = sa, .sb = sb, .alpha = 1.0f, .d = bw};
-        cr_assert_eq(moects_ref_fp4_gemm(&s, &args, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
+        cr_assert_eq(moects__ref_fp4_gemm(&s, &args, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
         args.d = ex;
-        cr_assert_eq(moects_ref_fp4_gemm(&s, &args, MOECTS_RECIPE_EXACT_V1), 0);
+        cr_assert_eq(moects__ref_fp4_gemm(&s, &args, MOECTS_RECIPE_EXACT_V1), 0);
         for (int m = 1; m < M; m += 4)
             for (int n = 2; n < N; n += 4) {
                 uint32_t vb = f32 ? bw[m * N + n] : ((uint16_t *)bw)[m * N + n];
@@ -636,7 +636,7 @@ Test(fp4_gemm, negzero_rows_and_reference)
                              n, ve);
             }
     }
-    moects_inputs_free(&in);
+    moects__inputs_free(&in);
 }
 
 Test(fp4_gemm, negzero_needs_mxfp4)
@@ -645,7 +645,7 @@ Test(fp4_gemm, negzero_needs_mxfp4)
                             MOECTS_DATA_NEGZERO);
     moects_inputs in;
     char err[256] = "";
-    cr_assert_eq(moects_inputs_build(&c, 1, &in, err, sizeof err), -1);
+    cr_assert_eq(moects__inputs_build(&c, 1, &in, err, sizeof err), -1);
     cr_assert_str_eq(err, "case fp4_gemm.nvfp4/x/negzero: data: negzero is defined for MXFP4 only");
 }
 
@@ -684,7 +684,7 @@ Test(inputs, moe_contiguous_rows_padding_and_names)
                             MOECTS_DATA_EXACT);
     moects_inputs in, again, other;
     char err[256];
-    cr_assert_eq(moects_inputs_build(&c, 7, &in, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__inputs_build(&c, 7, &in, err, sizeof err), 0, "%s", err);
     static const char *const names[] = {"a", "sa", "b", "sb", "alpha", "gs_a", "gs_b", "m_indices", "masked_m",
                                         "expert_offsets"};
     for (int i = 0; i < MOECTS_MG_NT; i++) cr_expect_str_eq(in.t[i].name, names[i]);
@@ -704,8 +704,8 @@ Test(inputs, moe_contiguous_rows_padding_and_names)
     cr_expect_eq(in.t[MOECTS_MG_B].bytes, 3 * 40 * 48);
     const float *alpha = in.t[MOECTS_MG_ALPHA].host;
     cr_expect(alpha[0] == 1 && alpha[2] == 1);
-    cr_assert_eq(moects_inputs_build(&c, 7, &again, err, sizeof err), 0);
-    cr_assert_eq(moects_inputs_build(&c, 8, &other, err, sizeof err), 0);
+    cr_assert_eq(moects__inputs_build(&c, 7, &again, err, sizeof err), 0);
+    cr_assert_eq(moects__inputs_build(&c, 8, &other, err, sizeof err), 0);
     for (int i = 0; i < MOECTS_MG_NT; i++) {
         cr_expect_eq(in.t[i].bytes, again.t[i].bytes);
         if (in.t[i].bytes) cr_expect_eq(memcmp(in.t[i].host, again.t[i].host, in.t[i].bytes), 0, "%s", names[i]);
@@ -715,12 +715,12 @@ Test(inputs, moe_contiguous_rows_padding_and_names)
         moects_op_args a;
         void *p[MOECTS_INPUTS_MAX];
         for (int i = 0; i < MOECTS_INPUTS_MAX; i++) p[i] = in.t[i].host;
-        moects_inputs_bind(&in, p, NULL, &a);
+        moects__inputs_bind(&in, p, NULL, &a);
         cr_expect(a.mg.m_indices == mi && a.mg.masked_m == NULL && a.mg.expert_offsets == NULL && a.mg.gs_a == NULL);
     }
-    moects_inputs_free(&in);
-    moects_inputs_free(&again);
-    moects_inputs_free(&other);
+    moects__inputs_free(&in);
+    moects__inputs_free(&again);
+    moects__inputs_free(&other);
 }
 
 /* Masked: max_m = 130 rounded up to 256; masked_m = {1, 0, 130, 1}; rows e*256 + i valid iff
@@ -730,7 +730,7 @@ Test(inputs, moe_masked_and_offsets_rows)
     moects_case c = mg_case("moe/m", 4, MOECTS_MOE_MXFP4, MOECTS_ROWS_MASKED, MOECTS_SCALES_LINEAR, MOECTS_DATA_EXACT);
     moects_inputs in;
     char err[256];
-    cr_assert_eq(moects_inputs_build(&c, 1, &in, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__inputs_build(&c, 1, &in, err, sizeof err), 0, "%s", err);
     cr_expect_eq(in.mg.M, 256);
     cr_expect_eq(in.rows, 4 * 256);
     const int32_t *mm = in.t[MOECTS_MG_MASKED_M].host;
@@ -741,15 +741,15 @@ Test(inputs, moe_masked_and_offsets_rows)
             cr_expect_eq(in.row_valid[e * 256 + i], i < mm[e]);
             if (i >= mm[e]) cr_expect_eq(sa[(e * 256 + i) * 3 + 1], 0xFF);
         }
-    moects_inputs_free(&in);
+    moects__inputs_free(&in);
     c = mg_case("moe/o", 4, MOECTS_MOE_W4A16, MOECTS_ROWS_OFFSETS, MOECTS_SCALES_LINEAR, MOECTS_DATA_EXACT);
-    cr_assert_eq(moects_inputs_build(&c, 1, &in, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__inputs_build(&c, 1, &in, err, sizeof err), 0, "%s", err);
     const int64_t *off = in.t[MOECTS_MG_EXPERT_OFFSETS].host;
     cr_expect(off[0] == 0 && off[1] == 1 && off[2] == 1 && off[3] == 131 && off[4] == 132);
     cr_expect_eq(in.rows, 132);
     cr_expect_eq(in.t[MOECTS_MG_A].bytes, 132 * 96 * 2);
     cr_expect_eq(in.t[MOECTS_MG_SA].bytes, 0);
-    moects_inputs_free(&in);
+    moects__inputs_free(&in);
 }
 
 /* NVFP4: alpha[e] = 1 / (gs_a[e] * gs_b[e]) in FP32, different per expert; swizzled B scales: each
@@ -761,7 +761,7 @@ Test(inputs, moe_nvfp4_alpha_swizzle_padding_and_nan_expert)
                             MOECTS_DATA_NAN);
     moects_inputs in;
     char err[256];
-    cr_assert_eq(moects_inputs_build(&c, 3, &in, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__inputs_build(&c, 3, &in, err, sizeof err), 0, "%s", err);
     const float *alpha = in.t[MOECTS_MG_ALPHA].host, *ga = in.t[MOECTS_MG_GS_A].host, *gb = in.t[MOECTS_MG_GS_B].host;
     for (int e = 0; e < 3; e++) {
         float prod = ga[e] * gb[e];
@@ -772,16 +772,16 @@ Test(inputs, moe_nvfp4_alpha_swizzle_padding_and_nan_expert)
     const uint8_t *sb = in.t[MOECTS_MG_SB].host;
     cr_expect_eq(sb[0], 0xFF);
     for (int e = 0; e < 3; e++) {
-        cr_expect_eq(sb[e * 1024 + moects_swizzle_offset(40, 0, 6)], 0xFF, "row padding of expert %d", e);
-        cr_expect_eq(sb[e * 1024 + moects_swizzle_offset(0, 7, 6)], 0xFF, "K-block padding of expert %d", e);
+        cr_expect_eq(sb[e * 1024 + moects__swizzle_offset(40, 0, 6)], 0xFF, "row padding of expert %d", e);
+        cr_expect_eq(sb[e * 1024 + moects__swizzle_offset(0, 7, 6)], 0xFF, "K-block padding of expert %d", e);
         if (e == 0) continue;
         for (int n = 0; n < 40; n++)
             for (int kb = 0; kb < 6; kb++) {
-                uint8_t x = sb[e * 1024 + moects_swizzle_offset(n, kb, 6)];
+                uint8_t x = sb[e * 1024 + moects__swizzle_offset(n, kb, 6)];
                 cr_expect(x != 0xFF && x != 0x7F, "expert %d has a NaN scale", e);
             }
     }
-    moects_inputs_free(&in);
+    moects__inputs_free(&in);
 }
 
 /* Routed counts: with every expert local (ep 1) the counts add up to T * k; zero-expert leaves one
@@ -792,17 +792,17 @@ Test(inputs, moe_counts_from_the_routing)
     c.n_counts = 0, c.T = 100, c.k = 4, c.E_global = 16, c.ep_size = 1;
     int64_t cnt[16], sum = 0;
     char err[256];
-    cr_assert_eq(moects_moe_counts(&c, 1, cnt, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__moe_counts(&c, 1, cnt, err, sizeof err), 0, "%s", err);
     for (int e = 0; e < 16; e++) sum += cnt[e];
     cr_expect_eq(sum, 400);
     c.routing = MOECTS_ROUTE_ZERO_EXPERT;
-    cr_assert_eq(moects_moe_counts(&c, 1, cnt, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__moe_counts(&c, 1, cnt, err, sizeof err), 0, "%s", err);
     int zeros = 0;
     for (int e = 0; e < 16; e++) zeros += cnt[e] == 0;
     cr_expect_geq(zeros, 1);
     c.E = 4, c.ep_size = 4, c.routing = MOECTS_ROUTE_UNIFORM;
-    cr_assert_eq(moects_moe_counts(&c, 1, cnt, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__moe_counts(&c, 1, cnt, err, sizeof err), 0, "%s", err);
     c.E = 5;
-    cr_expect_eq(moects_moe_counts(&c, 1, cnt, err, sizeof err), -1);
+    cr_expect_eq(moects__moe_counts(&c, 1, cnt, err, sizeof err), -1);
     cr_expect_not_null(strstr(err, "E: 5 local experts"), "%s", err);
 }

@@ -21,21 +21,21 @@ static void setup(void)
     c.op = MOECTS_OP_FP4_GEMM, c.M = 4, c.N = 64, c.K = 256, c.format = MOECTS_FP4_MXFP4;
     c.scale_layout = MOECTS_SCALES_LINEAR, c.out_dtype = MOECTS_BF16;
     char err[256];
-    cr_assert_eq(moects_inputs_build(&c, 1, &in, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__inputs_build(&c, 1, &in, err, sizeof err), 0, "%s", err);
     const size_t n = (size_t)in.out_elems;
     want = calloc(n, 2), got[0] = calloc(n, 2), got[1] = calloc(n, 2), bound = calloc(n, sizeof *bound);
     void *p[MOECTS_INPUTS_MAX] = {0};
     for (int i = 0; i < in.nt; i++) p[i] = in.t[i].host;
     moects_op_args a;
-    moects_inputs_bind(&in, p, want, &a);
-    cr_assert_eq(moects_ref_fp4_gemm(&in.fg, &a.fg, MOECTS_RECIPE_EXACT_V1), 0);
+    moects__inputs_bind(&in, p, want, &a);
+    cr_assert_eq(moects__ref_fp4_gemm(&in.fg, &a.fg, MOECTS_RECIPE_EXACT_V1), 0);
     const moects_acc_class cls = {24, 0, 0};
-    cr_assert_eq(moects_ref_fp4_gemm_bound_class(&in.fg, &a.fg, &cls, bound, NULL), 0);
+    cr_assert_eq(moects__ref_fp4_gemm_bound_class(&in.fg, &a.fg, &cls, bound, NULL), 0);
     memcpy(got[0], want, n * 2), memcpy(got[1], want, n * 2);
 }
 static void teardown(void)
 {
-    moects_inputs_free(&in);
+    moects__inputs_free(&in);
     free(want), free(got[0]), free(got[1]), free(bound);
 }
 TestSuite(judge, .init = setup, .fini = teardown);
@@ -52,7 +52,7 @@ static moects_result judged(const moects_kernel *k, int runs, int *run)
     moects_result r;
     memset(&r, 0, sizeof r);
     const moects_judge_ref ref = {&in, want, k->acc.bits ? bound : NULL, NULL};
-    *run = moects_judge_runs(&ref, k, (void *const *)got, runs, &r);
+    *run = moects__judge_runs(&ref, k, (void *const *)got, runs, &r);
     return r;
 }
 

@@ -22,7 +22,7 @@ static void expect_error(const char *text, const char *want)
 {
     moects_known kf;
     char err[512] = "";
-    cr_assert_eq(moects_known_parse(text, "kf.txt", &kf, err, sizeof err), -1, "accepted: %s", text);
+    cr_assert_eq(moects__known_parse(text, "kf.txt", &kf, err, sizeof err), -1, "accepted: %s", text);
     cr_assert_str_eq(err, want);
     cr_assert_eq(kf.n, 0);
     cr_assert_null(kf.v);
@@ -38,7 +38,7 @@ Test(known, parses_entries_comments_and_blanks)
                        "x y z";
     moects_known kf;
     char err[512] = "";
-    cr_assert_eq(moects_known_parse(text, "kf.txt", &kf, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__known_parse(text, "kf.txt", &kf, err, sizeof err), 0, "%s", err);
     cr_assert_eq(kf.n, 3);
     cr_assert_str_eq(kf.v[0].kernel_glob, "cpu.fp4_gemm.dequant_sgemm");
     cr_assert_str_eq(kf.v[0].case_glob, "fp4_gemm.mxfp4/*/adversarial");
@@ -50,12 +50,12 @@ Test(known, parses_entries_comments_and_blanks)
     cr_assert_eq(kf.v[1].line, 5);
     cr_assert_str_eq(kf.v[2].reason, "z"); /* last line without a newline */
     cr_assert_eq(kf.v[2].line, 6);
-    moects_known_free(&kf);
+    moects__known_free(&kf);
     cr_assert_eq(kf.n, 0);
 
-    cr_assert_eq(moects_known_parse("", "kf.txt", &kf, err, sizeof err), 0);
+    cr_assert_eq(moects__known_parse("", "kf.txt", &kf, err, sizeof err), 0);
     cr_assert_eq(kf.n, 0);
-    cr_assert_eq(moects_known_parse("# only\n\n  \n", "kf.txt", &kf, err, sizeof err), 0);
+    cr_assert_eq(moects__known_parse("# only\n\n  \n", "kf.txt", &kf, err, sizeof err), 0);
     cr_assert_eq(kf.n, 0);
 }
 
@@ -79,16 +79,16 @@ Test(known, malformed_lines_are_one_line_errors)
     line[10 + 255] = '\0'; /* 255: the most allowed */
     moects_known kf;
     char err[512];
-    cr_assert_eq(moects_known_parse(line, "kf.txt", &kf, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__known_parse(line, "kf.txt", &kf, err, sizeof err), 0, "%s", err);
     cr_assert_eq(strlen(kf.v[0].reason), 255);
-    moects_known_free(&kf);
+    moects__known_free(&kf);
 }
 
 Test(known, load_missing_file_is_empty_and_names_the_file)
 {
     moects_known kf;
     char err[512] = "";
-    cr_assert_eq(moects_known_load("/nonexistent/known-findings.txt", &kf, err, sizeof err), 0);
+    cr_assert_eq(moects__known_load("/nonexistent/known-findings.txt", &kf, err, sizeof err), 0);
     cr_assert_eq(kf.n, 0);
     char path[] = "/tmp/moects_known_XXXXXX";
     int fd = mkstemp(path);
@@ -96,7 +96,7 @@ Test(known, load_missing_file_is_empty_and_names_the_file)
     const char *text = "# ok\na.b c/d fine\nbroken-line\n";
     cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
     close(fd);
-    cr_assert_eq(moects_known_load(path, &kf, err, sizeof err), -1);
+    cr_assert_eq(moects__known_load(path, &kf, err, sizeof err), -1);
     char want[128];
     snprintf(want, sizeof want, "%s:3: missing CASE_GLOB (want: KERNEL_GLOB CASE_GLOB reason...)", path);
     cr_assert_str_eq(err, want);
@@ -107,24 +107,24 @@ Test(known, match_first_entry_in_file_order)
 {
     moects_known kf;
     char err[512];
-    cr_assert_eq(moects_known_parse("cpu.fp4_gemm.dequant_* fp4_gemm.mxfp4/*/adversarial first\n"
+    cr_assert_eq(moects__known_parse("cpu.fp4_gemm.dequant_* fp4_gemm.mxfp4/*/adversarial first\n"
                                     "cpu.* fp4_gemm.*/regression/* second\n",
                                     "kf.txt", &kf, err, sizeof err),
                  0, "%s", err);
     const moects_known_entry *e;
-    e = moects_known_match(&kf, "cpu.fp4_gemm.dequant_sgemm", "fp4_gemm.mxfp4/regression/k-tail/n256/k48/m16/adversarial");
+    e = moects__known_match(&kf, "cpu.fp4_gemm.dequant_sgemm", "fp4_gemm.mxfp4/regression/k-tail/n256/k48/m16/adversarial");
     cr_assert_not_null(e);
     cr_assert_str_eq(e->reason, "first"); /* both match: the first line wins */
-    e = moects_known_match(&kf, "cpu.fp4_gemm.blockwise", "fp4_gemm.mxfp4/regression/k-tail/n256/k48/m16/adversarial");
+    e = moects__known_match(&kf, "cpu.fp4_gemm.blockwise", "fp4_gemm.mxfp4/regression/k-tail/n256/k48/m16/adversarial");
     cr_assert_str_eq(e->reason, "second");
     /* '*' crosses '/' (fnmatch flags 0): kimi-k3/tp8/gemm1/m100 is one '*' */
-    cr_assert_not_null(moects_known_match(&kf, "cpu.fp4_gemm.dequant_sgemm", "fp4_gemm.mxfp4/kimi-k3/tp8/gemm1/m100/adversarial"));
+    cr_assert_not_null(moects__known_match(&kf, "cpu.fp4_gemm.dequant_sgemm", "fp4_gemm.mxfp4/kimi-k3/tp8/gemm1/m100/adversarial"));
     /* neither: NVFP4, nan data, another kernel family */
-    cr_assert_null(moects_known_match(&kf, "cpu.fp4_gemm.dequant_sgemm", "fp4_gemm.nvfp4/kimi-k3/tp8/gemm1/m100/adversarial"));
-    cr_assert_null(moects_known_match(&kf, "cpu.fp4_gemm.dequant_sgemm", "fp4_gemm.mxfp4/kimi-k3/tp8/gemm2/m16/nan"));
-    cr_assert_null(moects_known_match(&kf, "cuda.fp4_gemm.dequant_cublas", "fp4_gemm.mxfp4/kimi-k3/tp8/gemm1/m100/adversarial"));
-    cr_assert_null(moects_known_match(NULL, "a", "b"));
-    moects_known_free(&kf);
+    cr_assert_null(moects__known_match(&kf, "cpu.fp4_gemm.dequant_sgemm", "fp4_gemm.nvfp4/kimi-k3/tp8/gemm1/m100/adversarial"));
+    cr_assert_null(moects__known_match(&kf, "cpu.fp4_gemm.dequant_sgemm", "fp4_gemm.mxfp4/kimi-k3/tp8/gemm2/m16/nan"));
+    cr_assert_null(moects__known_match(&kf, "cuda.fp4_gemm.dequant_cublas", "fp4_gemm.mxfp4/kimi-k3/tp8/gemm1/m100/adversarial"));
+    cr_assert_null(moects__known_match(NULL, "a", "b"));
+    moects__known_free(&kf);
 }
 
 Test(known, check_cases_names_a_stale_entry)
@@ -133,19 +133,19 @@ Test(known, check_cases_names_a_stale_entry)
     moects_case c;
     memset(&c, 0, sizeof c);
     strcpy(c.id, "fp4_gemm.mxfp4/m/tp8/gemm1/m100/adversarial");
-    cr_assert_eq(moects_case_list_push(&all, &c), 0);
+    cr_assert_eq(moects__case_list_push(&all, &c), 0);
     moects_known kf;
     char err[512] = "";
-    cr_assert_eq(moects_known_parse("k fp4_gemm.mxfp4/*/adversarial ok\n# gone:\nk fp4_gemm.nvfp4/*/adversarial stale\n",
+    cr_assert_eq(moects__known_parse("k fp4_gemm.mxfp4/*/adversarial ok\n# gone:\nk fp4_gemm.nvfp4/*/adversarial stale\n",
                                     "kf.txt", &kf, err, sizeof err),
                  0);
-    cr_assert_eq(moects_known_check_cases(&kf, "kf.txt", &all, err, sizeof err), -1);
+    cr_assert_eq(moects__known_check_cases(&kf, "kf.txt", &all, err, sizeof err), -1);
     cr_assert_str_eq(err, "kf.txt:3: CASE_GLOB \"fp4_gemm.nvfp4/*/adversarial\" matches no registered case");
     kf.n = 1; /* the first entry alone is fine */
-    cr_assert_eq(moects_known_check_cases(&kf, "kf.txt", &all, err, sizeof err), 0);
+    cr_assert_eq(moects__known_check_cases(&kf, "kf.txt", &all, err, sizeof err), 0);
     kf.n = 2;
-    moects_known_free(&kf);
-    moects_case_list_free(&all);
+    moects__known_free(&kf);
+    moects__case_list_free(&all);
 }
 
 /* ---- a run with known findings ---- */
@@ -168,7 +168,7 @@ static void add(moects_run *run, const moects_kernel *k, const char *id, moects_
     r.verdict = v;
     r.first_index = -1;
     r.seed = 1;
-    cr_assert_eq(moects_run_push(run, &r), 0);
+    cr_assert_eq(moects__run_push(run, &r), 0);
 }
 
 #define ADV "fp4_gemm.mxfp4/m/tp8/gemm1/m100/adversarial"
@@ -179,7 +179,7 @@ static moects_known entries(const char *text)
 {
     moects_known kf;
     char err[512] = "";
-    cr_assert_eq(moects_known_parse(text, "kf.txt", &kf, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__known_parse(text, "kf.txt", &kf, err, sizeof err), 0, "%s", err);
     return kf;
 }
 
@@ -192,7 +192,7 @@ Test(known, apply_marks_honest_fail_and_pass_only)
     add(&run, &k_mut, ADV, MOECTS_FAIL_MISMATCH);
     add(&run, &k_tol, NAN_ID, MOECTS_UNSUPPORTED);
     moects_known kf = entries("cpu.* */adversarial overflow\ncpu.fp4_gemm.dequant_sgemm */nan nan reason\n");
-    cr_assert_eq(moects_known_apply(&kf, &run), 1);
+    cr_assert_eq(moects__known_apply(&kf, &run), 1);
     cr_assert_str_eq(run.v[0].known, "");           /* no entry matches */
     cr_assert_str_eq(run.v[1].known, "");           /* a mutant: never known */
     cr_assert_str_eq(run.v[2].known, "overflow");   /* honest FAIL_MISMATCH */
@@ -200,33 +200,33 @@ Test(known, apply_marks_honest_fail_and_pass_only)
     cr_assert_str_eq(run.v[4].known, "");           /* UNSUPPORTED is neither a pass nor a fail */
     /* honest kernel: known failure only -> PASS status, run not failed */
     size_t fixed = 99;
-    cr_assert_eq(moects_kernel_status_of(&run, k_tol.name, 0, NULL), MOECTS_KS_PASS);
-    cr_assert_eq(moects_kernel_known_of(&run, k_tol.name, 0, &fixed), 1);
+    cr_assert_eq(moects__kernel_status_of(&run, k_tol.name, 0, NULL), MOECTS_KS_PASS);
+    cr_assert_eq(moects__kernel_known_of(&run, k_tol.name, 0, &fixed), 1);
     cr_assert_eq(fixed, 0);
-    cr_assert_eq(moects_kernel_status_of(&run, k_mut.name, 1, NULL), MOECTS_KS_CAUGHT);
-    cr_assert_eq(moects_kernel_known_of(&run, k_mut.name, 1, NULL), 0);
+    cr_assert_eq(moects__kernel_status_of(&run, k_mut.name, 1, NULL), MOECTS_KS_CAUGHT);
+    cr_assert_eq(moects__kernel_known_of(&run, k_mut.name, 1, NULL), 0);
     /* the same failure without the entry fails the kernel */
     moects_known none = {0};
-    moects_known_apply(&none, &run);
-    cr_assert_eq(moects_kernel_status_of(&run, k_tol.name, 0, NULL), MOECTS_KS_FAIL);
+    moects__known_apply(&none, &run);
+    cr_assert_eq(moects__kernel_status_of(&run, k_tol.name, 0, NULL), MOECTS_KS_FAIL);
     /* an entry on a passing case: "fixed?" */
     moects_known kf2 = entries("cpu.fp4_gemm.dequant_sgemm fp4_gemm.mxfp4/m/tp8/gemm1/* was broken\n");
-    cr_assert_eq(moects_known_apply(&kf2, &run), 1);
+    cr_assert_eq(moects__known_apply(&kf2, &run), 1);
     cr_assert_str_eq(run.v[0].known, "was broken");
-    cr_assert_eq(moects_kernel_known_of(&run, k_tol.name, 0, &fixed), 1);
+    cr_assert_eq(moects__kernel_known_of(&run, k_tol.name, 0, &fixed), 1);
     cr_assert_eq(fixed, 1);
-    cr_assert_eq(moects_kernel_status_of(&run, k_tol.name, 0, NULL), MOECTS_KS_PASS);
+    cr_assert_eq(moects__kernel_status_of(&run, k_tol.name, 0, NULL), MOECTS_KS_PASS);
     /* a host-dependent entry: its failure is known, a pass (another host) is not "fixed?" */
     moects_known kf3 = entries("cpu.fp4_gemm.dequant_sgemm fp4_gemm.mxfp4/m/tp8/* host-dependent: unfused BLAS\n");
-    cr_assert_eq(moects_known_apply(&kf3, &run), 1);
+    cr_assert_eq(moects__known_apply(&kf3, &run), 1);
     cr_assert_str_eq(run.v[0].known, "");
     cr_assert_str_eq(run.v[2].known, "host-dependent: unfused BLAS");
-    cr_assert_eq(moects_kernel_known_of(&run, k_tol.name, 0, &fixed), 1);
+    cr_assert_eq(moects__kernel_known_of(&run, k_tol.name, 0, &fixed), 1);
     cr_assert_eq(fixed, 0);
-    moects_known_free(&kf3);
-    moects_known_free(&kf);
-    moects_known_free(&kf2);
-    moects_run_free(&run);
+    moects__known_free(&kf3);
+    moects__known_free(&kf);
+    moects__known_free(&kf2);
+    moects__run_free(&run);
 }
 
 Test(known, an_unknown_failure_still_fails_the_kernel)
@@ -235,17 +235,17 @@ Test(known, an_unknown_failure_still_fails_the_kernel)
     add(&run, &k_tol, ADV, MOECTS_FAIL_MISMATCH);
     add(&run, &k_tol, PLAIN, MOECTS_FAIL_CRASH);
     moects_known kf = entries("cpu.fp4_gemm.dequant_sgemm */adversarial overflow\n");
-    cr_assert_eq(moects_known_apply(&kf, &run), 1);
-    cr_assert_eq(moects_kernel_status_of(&run, k_tol.name, 0, NULL), MOECTS_KS_FAIL);
+    cr_assert_eq(moects__known_apply(&kf, &run), 1);
+    cr_assert_eq(moects__kernel_status_of(&run, k_tol.name, 0, NULL), MOECTS_KS_FAIL);
     const moects_kernel *ks[] = {&k_tol};
     moects_tap_opts o = {.version = 13};
-    char *tap = moects_tap_render(&run, ks, 1, &o, NULL);
+    char *tap = moects__tap_render(&run, ks, 1, &o, NULL);
     cr_assert_not_null(strstr(tap, "not ok 1 - cpu.fp4_gemm.dequant_sgemm: 1 of 2 cases fail (and 1 known finding)\n"), "%s", tap);
     /* the YAML list of failures names the unknown one only */
     cr_assert_not_null(strstr(tap, "  known_findings: 1\n  failed:\n    - \"" PLAIN "\"\n  ...\n"), "%s", tap);
     free(tap);
-    moects_known_free(&kf);
-    moects_run_free(&run);
+    moects__known_free(&kf);
+    moects__run_free(&run);
 }
 
 Test(known, tap_todo_summary_and_results_json)
@@ -259,10 +259,10 @@ Test(known, tap_todo_summary_and_results_json)
     add(&run, &k_tol, NAN_ID, MOECTS_PASS_TOLERANCE);
     moects_known kf = entries("cpu.fp4_gemm.dequant_sgemm */adversarial overflow # FP32\n"
                               "cpu.fp4_gemm.dequant_sgemm */nan old entry\n");
-    moects_known_apply(&kf, &run);
+    moects__known_apply(&kf, &run);
     const moects_kernel *ks[] = {&k_tol, &k_mut};
     moects_tap_opts o = {.version = 13};
-    char *tap = moects_tap_render(&run, ks, 2, &o, NULL);
+    char *tap = moects__tap_render(&run, ks, 2, &o, NULL);
     cr_assert_not_null(strstr(tap, "    ok 1 - " PLAIN "\n"), "%s", tap);
     cr_assert_not_null(strstr(tap, "    not ok 2 - " ADV " # TODO known finding: overflow # FP32\n"), "%s", tap);
     cr_assert_not_null(strstr(tap, "      known: \"overflow # FP32\"\n"), "%s", tap);
@@ -274,7 +274,7 @@ Test(known, tap_todo_summary_and_results_json)
     cr_assert_not_null(strstr(tap, "ok 2 - cpu.mutant.fp4_gemm.x: mutant caught by 2 of 2 cases\n"), "%s", tap);
     free(tap);
 
-    char *sum = moects_summary_render(&run, ks, 2, &o, NULL);
+    char *sum = moects__summary_render(&run, ks, 2, &o, NULL);
     cr_assert_not_null(strstr(sum, "| `cpu.fp4_gemm.dequant_sgemm` | kernel | 0 | 0 | 2 | 1 | 0 | 0 | 0 | 0 | 0 | 0 | pass (1 known finding) |"), "%s", sum);
     cr_assert_not_null(strstr(sum, "Known findings: 1 of the FAIL_* results above is a known finding of honest kernels"), "%s", sum);
     cr_assert_null(strstr(sum, "## Failures (honest kernels)"), "%s", sum);
@@ -290,7 +290,7 @@ Test(known, tap_todo_summary_and_results_json)
     cr_assert_not_null(mkdtemp(dir));
     char path[128], err[512] = "";
     snprintf(path, sizeof path, "%s/results.json", dir);
-    cr_assert_eq(moects_results_write(path, &run, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__results_write(path, &run, err, sizeof err), 0, "%s", err);
     FILE *f = fopen(path, "r");
     char text[8192];
     size_t n = fread(text, 1, sizeof text - 1, f);
@@ -301,13 +301,13 @@ Test(known, tap_todo_summary_and_results_json)
     cr_assert_eq(count, 2, "%s", text);
     cr_assert_not_null(strstr(text, "\"reason\": \"\", \"known\": \"overflow # FP32\", \"seed\": 1"), "%s", text);
     moects_run back;
-    cr_assert_eq(moects_results_read(path, &back, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__results_read(path, &back, err, sizeof err), 0, "%s", err);
     cr_assert_eq(back.n, 5);
     cr_assert_str_eq(back.v[2].known, "overflow # FP32");
     cr_assert_str_eq(back.v[4].known, "old entry");
     cr_assert_str_eq(back.v[0].known, "");
-    cr_assert_eq(moects_kernel_status_of(&back, k_tol.name, 0, NULL), MOECTS_KS_PASS);
-    moects_run_free(&back);
+    cr_assert_eq(moects__kernel_status_of(&back, k_tol.name, 0, NULL), MOECTS_KS_PASS);
+    moects__run_free(&back);
 
     /* the reader is strict about "known": a string, and only on an honest FAIL_* / PASS_* (the
      * other fields are all required: RUN_TOP and REST fill them in) */
@@ -326,15 +326,15 @@ Test(known, tap_todo_summary_and_results_json)
                    "\"layout\": \"-\", \"op\": \"fp4_gemm\", %s, \"mismatches\": 0" REST "}]}\n",
                 bad[i].field);
         fclose(f);
-        cr_assert_eq(moects_results_read(path, &back, err, sizeof err), -1, "%s", bad[i].field);
+        cr_assert_eq(moects__results_read(path, &back, err, sizeof err), -1, "%s", bad[i].field);
         char want[512];
         snprintf(want, sizeof want, "%s: %s", path, bad[i].want);
         cr_assert_str_eq(err, want);
     }
     unlink(path);
     rmdir(dir);
-    moects_known_free(&kf);
-    moects_run_free(&run);
+    moects__known_free(&kf);
+    moects__run_free(&run);
 }
 
 /* ---- moects gate on a run with known findings ---- */
@@ -367,7 +367,7 @@ static int gate_on(const char *dir, int known, char **summary_text)
     fclose(f);
     cr_assert_not_null(freopen("/dev/null", "w", stdout));
     const char *argv[] = {"gate", run_path, "--mustpass", mp, "--summary", sum};
-    int rc = moects_cmd_gate(6, (char **)argv);
+    int rc = moects__cmd_gate(6, (char **)argv);
     *summary_text = slurp(sum);
     return rc;
 }

@@ -33,7 +33,7 @@ static void teardown(void)
 
 static int merge(int argc, const char **argv)
 {
-    int rc = moects_cmd_merge(argc, (char **)argv);
+    int rc = moects__cmd_merge(argc, (char **)argv);
     fflush(stderr);
     return rc;
 }
@@ -91,11 +91,11 @@ Test(merge, two_shards_equal_the_hand_built_run, .init = setup, .fini = teardown
 
     moects_run got, want;
     snprintf(path, sizeof path, "%s/results.json", out);
-    cr_assert_eq(moects_results_read(path, &got, err, sizeof err), 0, "%s", err);
-    cr_assert_eq(moects_results_read(DATA "expected.json", &want, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__results_read(path, &got, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__results_read(DATA "expected.json", &want, err, sizeof err), 0, "%s", err);
     assert_same_run(&got, &want);
-    moects_run_free(&got);
-    moects_run_free(&want);
+    moects__run_free(&got);
+    moects__run_free(&want);
 
     snprintf(path, sizeof path, "%s/run.tap", out);
     char *tap = slurp(path);
@@ -238,9 +238,9 @@ Test(merge, out_dir_holding_an_input_is_refused, .init = setup, .fini = teardown
     moects_run got, want;
     char path[192], err[512];
     snprintf(path, sizeof path, "%s/results.json", s0);
-    cr_assert_eq(moects_results_read(path, &got, err, sizeof err), 0, "%s", err);
-    cr_assert_eq(moects_results_read(DATA "expected.json", &want, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__results_read(path, &got, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__results_read(DATA "expected.json", &want, err, sizeof err), 0, "%s", err);
     assert_same_run(&got, &want);
-    moects_run_free(&got);
-    moects_run_free(&want);
+    moects__run_free(&got);
+    moects__run_free(&want);
 }

@@ -56,16 +56,16 @@ Test(verdict, names_are_the_design_words)
                                         "UNSUPPORTED", "SKIP"};
     cr_assert_eq(MOECTS_VERDICT_COUNT, 10);
     for (int v = 0; v < 10; v++) {
-        cr_assert_str_eq(moects_verdict_name((moects_verdict)v), words[v]);
+        cr_assert_str_eq(moects__verdict_name((moects_verdict)v), words[v]);
         moects_verdict got;
-        cr_assert_eq(moects_verdict_parse(words[v], &got), 0);
+        cr_assert_eq(moects__verdict_parse(words[v], &got), 0);
         cr_assert_eq(got, (moects_verdict)v);
     }
     moects_verdict got;
-    cr_assert_eq(moects_verdict_parse("pass_exact", &got), -1);
-    cr_assert_eq(moects_verdict_parse("PASS", &got), -1);
-    cr_assert_eq(moects_verdict_parse("", &got), -1);
-    cr_assert_str_eq(moects_verdict_name((moects_verdict)99), "?");
+    cr_assert_eq(moects__verdict_parse("pass_exact", &got), -1);
+    cr_assert_eq(moects__verdict_parse("PASS", &got), -1);
+    cr_assert_eq(moects__verdict_parse("", &got), -1);
+    cr_assert_str_eq(moects__verdict_name((moects_verdict)99), "?");
     cr_assert(moects_verdict_is_pass(MOECTS_PASS_TOLERANCE) && !moects_verdict_is_pass(MOECTS_UNSUPPORTED));
     cr_assert(moects_verdict_is_fail(MOECTS_FAIL_TIMEOUT) && !moects_verdict_is_fail(MOECTS_SKIP));
     cr_assert(moects_verdict_is_fail(MOECTS_FAIL_OOB_WRITE) && moects_verdict_is_fail(MOECTS_FAIL_NONDETERMINISTIC));
@@ -76,7 +76,7 @@ Test(results, reads_hand_written_fixture)
 {
     moects_run run;
     char err[512] = "";
-    cr_assert_eq(moects_results_read(DATA "basic.json", &run, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__results_read(DATA "basic.json", &run, err, sizeof err), 0, "%s", err);
     cr_assert_str_eq(run.moects_version, "0.1");
     cr_assert_str_eq(run.commit, "0123456789abcdef0123456789abcdef01234567");
     cr_assert_str_eq(run.date, "2026-11-30T12:00:00Z");
@@ -119,7 +119,7 @@ Test(results, reads_hand_written_fixture)
     cr_assert_eq(c->mismatches, 0);
     cr_assert_eq(c->max_ulp, 0);
     cr_assert_eq(c->first_index, -1);
-    moects_run_free(&run);
+    moects__run_free(&run);
     cr_assert_eq(run.n, 0);
     cr_assert_null(run.v);
 }
@@ -173,17 +173,17 @@ Test(results, write_read_round_trip_keeps_every_bit, .init = mk_tmp, .fini = rm_
             strcpy(r.got, "0x3f80 (1)");
             strcpy(r.want, "0xbf80 (-1)");
         }
-        cr_assert_eq(moects_run_push(&run, &r), 0);
+        cr_assert_eq(moects__run_push(&run, &r), 0);
     }
     moects_result r = mk("cpu.ep_gather", "ep_gather/kimi-k3/tp8/t6", MOECTS_FAIL_MISMATCH);
     r.calc_diff = NAN;
     r.perf_value = INFINITY;
     r.perf_fraction = -INFINITY;
-    cr_assert_eq(moects_run_push(&run, &r), 0);
+    cr_assert_eq(moects__run_push(&run, &r), 0);
 
     char path[128], err[512] = "";
     snprintf(path, sizeof path, "%s/results.json", tmpdir);
-    cr_assert_eq(moects_results_write(path, &run, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__results_write(path, &run, err, sizeof err), 0, "%s", err);
 
     /* the number conventions, by hand: 2^53-1 stays an integer, 2^53 and UINT64_MAX are strings */
     const char *text = slurp(path);
@@ -203,7 +203,7 @@ Test(results, write_read_round_trip_keeps_every_bit, .init = mk_tmp, .fini = rm_
     cr_assert_eq(lines, 7);
 
     moects_run back;
-    cr_assert_eq(moects_results_read(path, &back, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__results_read(path, &back, err, sizeof err), 0, "%s", err);
     cr_assert_str_eq(back.machine, run.machine);
     cr_assert_str_eq(back.filter, "ep_gather/*");
     cr_assert_str_eq(back.shard, "1/4");
@@ -226,8 +226,8 @@ Test(results, write_read_round_trip_keeps_every_bit, .init = mk_tmp, .fini = rm_
         cr_assert_eq(bits(y->perf_value), bits(x->perf_value));
         cr_assert_eq(bits(y->perf_fraction), bits(x->perf_fraction));
     }
-    moects_run_free(&back);
-    moects_run_free(&run);
+    moects__run_free(&back);
+    moects__run_free(&run);
 }
 
 Test(results, write_is_atomic_and_leaves_no_temp, .init = mk_tmp, .fini = rm_tmp)
@@ -237,7 +237,7 @@ Test(results, write_is_atomic_and_leaves_no_temp, .init = mk_tmp, .fini = rm_tmp
     strcpy(run.moects_version, "0.1");
     char path[128], err[512];
     snprintf(path, sizeof path, "%s/r.json", tmpdir);
-    cr_assert_eq(moects_results_write(path, &run, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__results_write(path, &run, err, sizeof err), 0, "%s", err);
     cr_assert_str_eq(slurp(path), "{\n\"moects_version\": \"0.1\",\n\"commit\": \"\",\n\"date\": \"\",\n"
                                   "\"machine\": \"\",\n\"filter\": \"\",\n\"shard\": \"\",\n\"seed\": 0,\n"
                                   "\"results\": []\n}\n");
@@ -245,7 +245,7 @@ Test(results, write_is_atomic_and_leaves_no_temp, .init = mk_tmp, .fini = rm_tmp
     snprintf(cmd, sizeof cmd, "test $(ls %s | wc -l) -eq 1", tmpdir);
     cr_assert_eq(system(cmd), 0);
     snprintf(path, sizeof path, "%s/no/such/dir/r.json", tmpdir);
-    cr_assert_eq(moects_results_write(path, &run, err, sizeof err), -1);
+    cr_assert_eq(moects__results_write(path, &run, err, sizeof err), -1);
 }
 
 /* Bad files: each gives exactly one line "path: field: problem". */
@@ -254,7 +254,7 @@ static void expect_error(const char *body, const char *want_suffix)
     const char *path = put("bad.json", body);
     moects_run run;
     char err[512] = "", want[768];
-    cr_assert_eq(moects_results_read(path, &run, err, sizeof err), -1, "accepted: %s", body);
+    cr_assert_eq(moects__results_read(path, &run, err, sizeof err), -1, "accepted: %s", body);
     snprintf(want, sizeof want, "%s: %s", path, want_suffix);
     cr_assert_str_eq(err, want);
     cr_assert_null(strchr(err, '\n'));
@@ -328,14 +328,14 @@ Test(results, complete_file_reads, .init = mk_tmp, .fini = rm_tmp)
 {
     moects_run run;
     char err[512] = "";
-    cr_assert_eq(moects_results_read(put("ok.json", file_with(4, NULL, NULL, NULL, NULL)), &run, err, sizeof err), 0,
+    cr_assert_eq(moects__results_read(put("ok.json", file_with(4, NULL, NULL, NULL, NULL)), &run, err, sizeof err), 0,
                  "%s", err);
     cr_assert_eq(run.n, 4);
     cr_assert_str_eq(run.v[3].case_id, "c3");
     cr_assert_eq(run.v[3].verdict, MOECTS_SKIP);
     cr_assert_eq(run.v[3].first_index, -1);
     cr_assert_str_eq(run.v[3].known, "");
-    moects_run_free(&run);
+    moects__run_free(&run);
 }
 
 /* Every field the writer always writes is required: leaving one out is "FILE: FIELD: missing". The
@@ -405,7 +405,7 @@ Test(results, missing_file_is_an_error)
 {
     moects_run run;
     char err[512];
-    cr_assert_eq(moects_results_read("/nonexistent/results.json", &run, err, sizeof err), -1);
+    cr_assert_eq(moects__results_read("/nonexistent/results.json", &run, err, sizeof err), -1);
     cr_assert_eq(strncmp(err, "/nonexistent/results.json: cannot read: ", 40), 0, "%s", err);
 }
 
@@ -427,16 +427,16 @@ Test(results, diag_round_trip, .init = mk_tmp, .fini = rm_tmp)
     moects_diag_elem e = {.index = 99, .at = {3, 1, 7}, .got = 0x3f81, .want = 0x3f80, .ulp = 1};
     r.diag.first[0] = r.diag.worst[0] = e;
     r.diag.nfirst = r.diag.nworst = 1;
-    cr_assert_eq(moects_run_push(&run, &r), 0);
+    cr_assert_eq(moects__run_push(&run, &r), 0);
     char path[128], err[512] = "";
     snprintf(path, sizeof path, "%s/results.json", tmpdir);
-    cr_assert_eq(moects_results_write(path, &run, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__results_write(path, &run, err, sizeof err), 0, "%s", err);
     const char *text = slurp(path);
     cr_assert_not_null(strstr(text, "\"diag\": {\"axes\": [\"expert\", \"row\", \"col\"], \"pattern\": \"every row of "
                                     "expert 3, column 7\", \"first\": [{\"at\": [3, 1, 7], \"index\": 99, \"got\": "
                                     "\"0x3f81 (1.0078125)\", \"want\": \"0x3f80 (1)\", \"ulp\": 1}]"));
     moects_run back;
-    cr_assert_eq(moects_results_read(path, &back, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__results_read(path, &back, err, sizeof err), 0, "%s", err);
     const moects_diag *d = &back.v[0].diag;
     cr_assert_eq(d->ndims, 3);
     cr_assert_str_eq(d->axes[2], "col");
@@ -449,8 +449,8 @@ Test(results, diag_round_trip, .init = mk_tmp, .fini = rm_tmp)
     cr_assert_eq(d->worst[0].index, 99);
     cr_assert_eq(d->worst[0].got, 0x3f81);
     cr_assert_eq(d->worst[0].ulp, 1);
-    moects_run_free(&back);
-    moects_run_free(&run);
+    moects__run_free(&back);
+    moects__run_free(&run);
 }
 
 /* text (a file_with file) with every "SKIP" verdict made `verdict` (static buffer). */
@@ -479,16 +479,16 @@ Test(results, acc_check_reads_writes_and_refuses, .init = mk_tmp, .fini = rm_tmp
     char err[512] = "", path[128];
     const char *acc = "{\"rms_sigma\": 0.25, \"elements\": 4096}";
     const char *ok = verdicts_made(file_with(2, NULL, NULL, "acc_check", acc), "PASS_BOUNDED");
-    cr_assert_eq(moects_results_read(put("acc.json", ok), &run, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__results_read(put("acc.json", ok), &run, err, sizeof err), 0, "%s", err);
     cr_assert_eq(run.v[1].acc_rms, 0.25);
     cr_assert_eq(run.v[1].acc_n, 4096);
     cr_assert_eq(run.v[0].acc_n, 0);
     snprintf(path, sizeof path, "%s/back.json", tmpdir);
-    cr_assert_eq(moects_results_write(path, &run, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__results_write(path, &run, err, sizeof err), 0, "%s", err);
     const char *text = slurp(path);
     cr_assert_not_null(strstr(text, "\"acc_check\": {\"rms_sigma\": 0.25, \"elements\": 4096}"), "%s", text);
     cr_assert_null(strstr(strstr(text, "acc_check") + 1, "acc_check"), "only the result that has it: %s", text);
-    moects_run_free(&run);
+    moects__run_free(&run);
 #define BAD_ACC(v, want) expect_error(verdicts_made(file_with(1, NULL, NULL, "acc_check", v), "FAIL_MISMATCH"), want)
     BAD_ACC("[]", "results[0].acc_check: expected an object, got an array");
     BAD_ACC("{\"rms_sigma\": 1.0}", "results[0].acc_check.elements: missing");

@@ -291,7 +291,7 @@ static void setup_cases(void)
     cases[ncases++] = fg_case("fp4_gemm.nvfp4/m/tp1/gemm2/m16", 16, 2048, 768, MOECTS_FP4_NVFP4, MOECTS_SCALES_LINEAR);
     cases[ncases++] = eg_case("ep_gather/m/tp1/t40", 40, 8, 1000, 64);
     size_t nb;
-    const moects_kernel *const *b = moects_builtin_kernels(&nb);
+    const moects_kernel *const *b = moects__builtin_kernels(&nb);
     nkernels = 0;
     for (size_t i = 0; i < nb && nkernels < 32; i++)
         if (b[i]->device == MOECTS_DEVICE_CPU) kernels[nkernels++] = b[i];
@@ -307,17 +307,17 @@ static void run_to_json(int jobs, int ncpu, double big, const char *name, moects
     memset(&run, 0, sizeof run);
     snprintf(run.moects_version, sizeof run.moects_version, "0.1");
     char err[512] = "", path[512];
-    cr_assert_eq(moects_runner_run(&o, &run, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__runner_run(&o, &run, err, sizeof err), 0, "%s", err);
     snprintf(path, sizeof path, "%s/%s.json", tmpdir, name);
-    cr_assert_eq(moects_results_write(path, &run, err, sizeof err), 0, "%s", err);
-    cr_assert_eq(moects_results_read(path, back, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__results_write(path, &run, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__results_read(path, back, err, sizeof err), 0, "%s", err);
     cr_assert_eq(back->n, run.n);
     for (size_t i = 0; i < run.n; i++) { /* the timing survives the file */
         cr_assert_eq(back->v[i].wall_s, run.v[i].wall_s);
         cr_assert_eq(back->v[i].reference_s, run.v[i].reference_s);
         cr_assert_eq(back->v[i].ref_threads, run.v[i].ref_threads);
     }
-    moects_run_free(&run);
+    moects__run_free(&run);
 }
 
 static int same_bits(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
@@ -343,7 +343,7 @@ Test(sched, weighted_run_equals_one_job_through_results_json, .init = setup, .fi
         cr_assert_str_eq(x->kernel, y->kernel, "results[%zu]", i);
         cr_assert_str_eq(x->case_id, y->case_id, "results[%zu]", i);
         cr_assert_eq(x->verdict, y->verdict, "%s %s: %s vs %s", x->kernel, x->case_id,
-                     moects_verdict_name(x->verdict), moects_verdict_name(y->verdict));
+                     moects__verdict_name(x->verdict), moects__verdict_name(y->verdict));
         cr_assert_str_eq(x->recipe, y->recipe);
         cr_assert_eq(x->mismatches, y->mismatches, "%s %s", x->kernel, x->case_id);
         cr_assert_eq(x->max_ulp, y->max_ulp, "%s %s", x->kernel, x->case_id);
@@ -361,8 +361,8 @@ Test(sched, weighted_run_equals_one_job_through_results_json, .init = setup, .fi
      * and mutants' mismatches (got/want bits, calc_diff) fingerprint the references compared */
     cr_assert_eq(max_threads, 6);
     cr_assert_gt(mismatching, 0);
-    moects_run_free(&w);
-    moects_run_free(&one);
+    moects__run_free(&w);
+    moects__run_free(&one);
 }
 
 /* The timing of every task: present, >= 0, phases within the wall time; a case's inputs and its
@@ -399,7 +399,7 @@ Test(sched, timing_is_present_and_adds_up, .init = setup, .fini = rm_tmp, .timeo
             cr_assert_geq(with_ref, 1); /* ep_gather: one reference per recipe */
         }
     }
-    moects_run_free(&w);
+    moects__run_free(&w);
 }
 
 static int n_on_result;
@@ -437,7 +437,7 @@ Test(sched, prior_results_take_their_places_and_are_not_run, .init = setup, .fin
     memset(&run, 0, sizeof run);
     char err[512] = "";
     n_on_result = 0;
-    cr_assert_eq(moects_runner_run(&o, &run, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__runner_run(&o, &run, err, sizeof err), 0, "%s", err);
     cr_assert_eq(run.n, 2 * neg);
     cr_assert_eq(n_on_result, (int)neg - 1, "tasks reported: %d, want %zu", n_on_result, neg - 1);
     for (size_t i = 0; i < run.n; i++) {
@@ -449,7 +449,7 @@ Test(sched, prior_results_take_their_places_and_are_not_run, .init = setup, .fin
             cr_assert(r->verdict == MOECTS_SKIP && strstr(r->reason, "not run: cpu.ep_gather stopped"), "%s", r->reason);
         else cr_assert(r->verdict != MOECTS_SKIP && strcmp(r->reason, "from the journal"), "%s: %s", r->kernel, r->reason);
     }
-    moects_run_free(&run);
+    moects__run_free(&run);
 }
 
 /* By hand: ep_gather x [T*k, H] BF16 + out [T, H] BF16 = 1024 * 4096 * (8*2 + 2) bytes = 72 MiB;

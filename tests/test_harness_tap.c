@@ -39,7 +39,7 @@ static void add(moects_run *run, const moects_kernel *k, const char *id, moects_
         snprintf(r.want, sizeof r.want, "0x3f81 (1.0078125)");
         r.calc_diff = 0.25;
     }
-    cr_assert_eq(moects_run_push(run, &r), 0);
+    cr_assert_eq(moects__run_push(run, &r), 0);
 }
 
 static moects_run sample(void)
@@ -136,24 +136,24 @@ Test(tap, full_text_v13)
     char *missing[] = {"ep_gather/zz/tp1/t1"};
     moects_tap_opts o = {.version = 13, .missing = missing, .nmissing = 1, .missing_file = "mp.txt"};
     size_t len;
-    char *t = moects_tap_render(&run, kernels, 4, &o, &len);
+    char *t = moects__tap_render(&run, kernels, 4, &o, &len);
     cr_assert_not_null(t);
     cr_assert_eq(len, strlen(t));
     cr_assert_str_eq(t, expected13);
     free(t);
-    moects_run_free(&run);
+    moects__run_free(&run);
 }
 
 Test(tap, version14_header_and_verbose_yaml_on_pass)
 {
     moects_run run = sample();
     moects_tap_opts o = {.version = 14, .verbose = 1, .repro_extra = " --kernel-lib 'x.so'"};
-    char *t = moects_tap_render(&run, kernels, 1, &o, NULL);
+    char *t = moects__tap_render(&run, kernels, 1, &o, NULL);
     cr_assert(strncmp(t, "TAP version 14\n1..1\n", 20) == 0, "%s", t);
     cr_assert_not_null(strstr(t, "    ok 1 - ep_gather/a/tp1/t1\n      ---\n      verdict: PASS_EXACT\n"));
     cr_assert_not_null(strstr(t, "--seed 42 --out reports/repro/ep_gather_a_tp1_t1 --kernel-lib 'x.so' 'ep_gather/a/tp1/t1'"));
     free(t);
-    moects_run_free(&run);
+    moects__run_free(&run);
 }
 
 Test(tap, empty_run_has_skip_plan)
@@ -161,7 +161,7 @@ Test(tap, empty_run_has_skip_plan)
     moects_run run;
     memset(&run, 0, sizeof run);
     moects_tap_opts o = {.version = 13, .empty_reason = "no cases in shard 3/4"};
-    char *t = moects_tap_render(&run, kernels, 4, &o, NULL);
+    char *t = moects__tap_render(&run, kernels, 4, &o, NULL);
     cr_assert(strncmp(t, "TAP version 13\n1..0 # SKIP no cases in shard 3/4\n", 48) == 0, "%s", t);
     free(t);
 }
@@ -169,15 +169,15 @@ Test(tap, empty_run_has_skip_plan)
 Test(tap, status_rules)
 {
     moects_run run = sample();
-    cr_assert_eq(moects_kernel_status_of(&run, "cpu.ep_gather", 0, NULL), MOECTS_KS_FAIL);
-    cr_assert_eq(moects_kernel_status_of(&run, "cpu.mutant.ep_gather.block", 1, NULL), MOECTS_KS_CAUGHT);
-    cr_assert_eq(moects_kernel_status_of(&run, "cpu.mutant.escapes", 1, NULL), MOECTS_KS_ESCAPED);
-    cr_assert_eq(moects_kernel_status_of(&run, "cuda.ep_gather", 0, NULL), MOECTS_KS_NOT_EXERCISED);
-    cr_assert(moects_kernel_status_fails(MOECTS_KS_FAIL));
-    cr_assert(moects_kernel_status_fails(MOECTS_KS_ESCAPED));
-    cr_assert_not(moects_kernel_status_fails(MOECTS_KS_CAUGHT));
-    cr_assert_not(moects_kernel_status_fails(MOECTS_KS_NOT_EXERCISED));
-    moects_run_free(&run);
+    cr_assert_eq(moects__kernel_status_of(&run, "cpu.ep_gather", 0, NULL), MOECTS_KS_FAIL);
+    cr_assert_eq(moects__kernel_status_of(&run, "cpu.mutant.ep_gather.block", 1, NULL), MOECTS_KS_CAUGHT);
+    cr_assert_eq(moects__kernel_status_of(&run, "cpu.mutant.escapes", 1, NULL), MOECTS_KS_ESCAPED);
+    cr_assert_eq(moects__kernel_status_of(&run, "cuda.ep_gather", 0, NULL), MOECTS_KS_NOT_EXERCISED);
+    cr_assert(moects__kernel_status_fails(MOECTS_KS_FAIL));
+    cr_assert(moects__kernel_status_fails(MOECTS_KS_ESCAPED));
+    cr_assert_not(moects__kernel_status_fails(MOECTS_KS_CAUGHT));
+    cr_assert_not(moects__kernel_status_fails(MOECTS_KS_NOT_EXERCISED));
+    moects__run_free(&run);
 }
 
 Test(tap, shell_quote)
@@ -185,7 +185,7 @@ Test(tap, shell_quote)
     char *b = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&b, &n);
-    moects_shell_quote(f, "it's");
+    moects__shell_quote_file(f, "it's");
     fclose(f);
     cr_assert_str_eq(b, "'it'\\''s'");
     free(b);
@@ -199,7 +199,7 @@ Test(tap, perl_tap_parser_accepts_it)
     moects_run run = sample();
     char *missing[] = {"ep_gather/zz/tp1/t1"};
     moects_tap_opts o = {.version = 13, .verbose = 1, .missing = missing, .nmissing = 1, .missing_file = "mp.txt"};
-    char *t = moects_tap_render(&run, kernels, 4, &o, NULL);
+    char *t = moects__tap_render(&run, kernels, 4, &o, NULL);
     char path[] = "/tmp/moects_tap_XXXXXX";
     int fd = mkstemp(path);
     cr_assert_geq(fd, 0);
@@ -220,19 +220,19 @@ Test(tap, perl_tap_parser_accepts_it)
     unlink(path);
     cr_assert_str_eq(out, "nok\nok\nnok\nok+skip\nnok\nerrors:0\n");
     free(t);
-    moects_run_free(&run);
+    moects__run_free(&run);
 }
 
 Test(summary, counts_per_kernel)
 {
     moects_run run = sample();
     moects_tap_opts o = {.version = 13};
-    char *s = moects_summary_render(&run, kernels, 4, &o, NULL);
+    char *s = moects__summary_render(&run, kernels, 4, &o, NULL);
     cr_assert_not_null(strstr(s, "| `cpu.ep_gather` | kernel | 1 | 0 | 0 | 1 | 0 | 0 | 0 | 0 | 0 | 0 | **FAIL** |"), "%s", s);
     cr_assert_not_null(strstr(s, "| `cpu.mutant.escapes` | mutant | 1 | 0 | 0 | 0 | 0 | 0 | 0 | 0 | 1 | 0 | **ESCAPED** |"));
     cr_assert_not_null(strstr(s, "| total | | 3 | 0 | 0 | 1 | 1 | 0 | 0 | 0 | 2 | 1 |"));
     free(s);
-    moects_run_free(&run);
+    moects__run_free(&run);
 }
 
 /* A shard cannot judge a mutant that escapes it (another shard may catch it): its point is "ok"
@@ -243,7 +243,7 @@ Test(tap, shard_escape_is_todo)
     snprintf(run.shard, sizeof run.shard, "0/2");
     moects_tap_opts o = {.version = 13};
     size_t len = 0;
-    char *t = moects_tap_render(&run, kernels, 4, &o, &len);
+    char *t = moects__tap_render(&run, kernels, 4, &o, &len);
     cr_assert_not_null(t);
     cr_assert_not_null(strstr(t, "\nok 3 - cpu.mutant.escapes: mutant escaped in this shard, passed all 1 exercised "
                                  "cases # TODO judged on the merged run (moects merge)\n# Subtest"),
@@ -251,11 +251,11 @@ Test(tap, shard_escape_is_todo)
     cr_assert_not_null(strstr(t, "\nnot ok 1 - cpu.ep_gather: 1 of 2 cases fail\n"), "%s", t);
     cr_assert_null(strstr(t, "  bug: "), "%s", t);
     free(t);
-    char *s = moects_summary_render(&run, kernels, 4, &o, &len);
+    char *s = moects__summary_render(&run, kernels, 4, &o, &len);
     cr_assert_not_null(s);
     cr_assert_not_null(strstr(s, "escaped in this shard (judged on the merged run) |"), "%s", s);
     free(s);
-    moects_run_free(&run);
+    moects__run_free(&run);
 }
 
 /* UNSUPPORTED is a gap, never a pass: an honest kernel that refused every case it was given fails;
@@ -268,11 +268,11 @@ Test(tap, refused_every_case_fails)
     add(&run, &k_honest, "ep_gather/b/tp1/t1", MOECTS_UNSUPPORTED, "H % 7 != 0");
     add(&run, &k_uns, "ep_gather/a/tp1/t1", MOECTS_UNSUPPORTED, "needs sm_100");
     add(&run, &k_uns, "ep_gather/b/tp1/t1", MOECTS_SKIP, "no CUDA device");
-    cr_assert_eq(moects_kernel_status_of(&run, "cpu.ep_gather", 0, NULL), MOECTS_KS_REFUSED);
-    cr_assert(moects_kernel_status_fails(MOECTS_KS_REFUSED));
-    cr_assert_eq(moects_kernel_status_of(&run, "cuda.ep_gather", 0, NULL), MOECTS_KS_NOT_EXERCISED);
+    cr_assert_eq(moects__kernel_status_of(&run, "cpu.ep_gather", 0, NULL), MOECTS_KS_REFUSED);
+    cr_assert(moects__kernel_status_fails(MOECTS_KS_REFUSED));
+    cr_assert_eq(moects__kernel_status_of(&run, "cuda.ep_gather", 0, NULL), MOECTS_KS_NOT_EXERCISED);
     moects_tap_opts o = {.version = 13};
-    char *t = moects_tap_render(&run, kernels, 4, &o, NULL);
+    char *t = moects__tap_render(&run, kernels, 4, &o, NULL);
     cr_assert_not_null(strstr(t, "\nnot ok 1 - cpu.ep_gather: refused all 2 cases it was given (UNSUPPORTED): "
                                  "H % 7 != 0\n  ---\n  kernel: \"cpu.ep_gather\"\n  cases: 2\n  UNSUPPORTED: 2\n"
                                  "  refused:\n    - \"ep_gather/a/tp1/t1\"\n    - \"ep_gather/b/tp1/t1\"\n  ...\n"),
@@ -281,17 +281,17 @@ Test(tap, refused_every_case_fails)
     free(t);
     /* a shard may hold only cases the kernel refuses: TODO there, judged on the merged run */
     snprintf(run.shard, sizeof run.shard, "0/2");
-    t = moects_tap_render(&run, kernels, 4, &o, NULL);
+    t = moects__tap_render(&run, kernels, 4, &o, NULL);
     cr_assert_not_null(strstr(t, "\nok 1 - cpu.ep_gather: refused all 2 cases it was given in this shard (UNSUPPORTED): "
                                  "H % 7 != 0 # TODO judged on the merged run (moects merge)\n"),
                        "%s", t);
     free(t);
-    t = moects_summary_render(&run, kernels, 4, &o, NULL); /* the summary says the same */
+    t = moects__summary_render(&run, kernels, 4, &o, NULL); /* the summary says the same */
     cr_assert_not_null(strstr(t, "| `cpu.ep_gather` | kernel | 0 | 0 | 0 | 0 | 0 | 0 | 0 | 0 | 2 | 0 | refused in this shard "
                                  "(judged on the merged run) |\n"),
                        "%s", t);
     free(t);
-    moects_run_free(&run);
+    moects__run_free(&run);
 }
 
 /* Must-pass lists: a case is judged when an honest kernel passed or failed it; a mutant's verdict or
@@ -306,13 +306,13 @@ Test(tap, unjudged_mustpass_cases)
     add(&run, &k_mut, "ep_gather/c/tp1/t1", MOECTS_FAIL_CRASH, "SEGV");                    /* c: mutant only */
     add(&run, &k_honest, "ep_gather/b/tp1/t1", MOECTS_FAIL_MISMATCH, "");                  /* b: judged (fails) */
     const char **ids, **why;
-    cr_assert_eq(moects_unjudged_cases(&run, &ids, &why), 2);
+    cr_assert_eq(moects__unjudged_cases(&run, &ids, &why), 2);
     cr_assert_str_eq(ids[0], "ep_gather/d/tp1/t1"); /* first-appearance order */
     cr_assert_str_eq(why[0], "no CUDA device");      /* cuda.ep_gather is honest too */
     cr_assert_str_eq(ids[1], "ep_gather/c/tp1/t1");
     cr_assert_str_eq(why[1], "no honest kernel selected");
     moects_tap_opts o = {.version = 13, .unjudged = ids, .unjudged_why = why, .nunjudged = 2};
-    char *t = moects_tap_render(&run, kernels, 4, &o, NULL);
+    char *t = moects__tap_render(&run, kernels, 4, &o, NULL);
     cr_assert_not_null(strstr(t, "\n1..5\n"), "%s", t); /* 3 kernels with results + 2 unjudged cases */
     cr_assert_not_null(strstr(t, "\nnot ok 5 - must-pass case ep_gather/c/tp1/t1 was not judged: no honest kernel "
                                  "passed or failed it (no honest kernel selected)\n"),
@@ -320,5 +320,5 @@ Test(tap, unjudged_mustpass_cases)
     free(t);
     free(ids);
     free(why);
-    moects_run_free(&run);
+    moects__run_free(&run);
 }

@@ -57,7 +57,7 @@ Test(timing, baseline_without_timing_loads_and_writes_back_unchanged, .init = se
     const char *base = MOECTS_SOURCE_DIR "/reports/baseline/results.json";
     moects_run run;
     char err[512], path[300];
-    cr_assert_eq(moects_results_read(base, &run, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__results_read(base, &run, err, sizeof err), 0, "%s", err);
     cr_assert_gt(run.n, 0u);
     for (size_t i = 0; i < run.n; i++) {
         const moects_result *r = &run.v[i];
@@ -66,9 +66,9 @@ Test(timing, baseline_without_timing_loads_and_writes_back_unchanged, .init = se
     }
     /* untimed results write no "timing": an old file reads and writes back byte for byte */
     snprintf(path, sizeof path, "%s/back.json", tmpdir);
-    cr_assert_eq(moects_results_write(path, &run, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__results_write(path, &run, err, sizeof err), 0, "%s", err);
     cr_assert(same_file(base, path), "%s written back differs from %s", path, base);
-    moects_run_free(&run);
+    moects__run_free(&run);
 }
 
 Test(timing, round_trip_and_text, .init = setup, .fini = rm_tmp)
@@ -79,25 +79,25 @@ Test(timing, round_trip_and_text, .init = setup, .fini = rm_tmp)
     moects_result r = res("k", "c1");
     r.wall_s = 0.25, r.inputs_s = 0.01, r.reference_s = 0.2, r.kernel_s = 0.03, r.compare_s = 0.005;
     r.ref_threads = 4;
-    cr_assert_eq(moects_run_push(&run, &r), 0);
+    cr_assert_eq(moects__run_push(&run, &r), 0);
     moects_result u = res("k", "c2"); /* untimed: no "timing" */
-    cr_assert_eq(moects_run_push(&run, &u), 0);
+    cr_assert_eq(moects__run_push(&run, &u), 0);
     char err[512], path[300];
     snprintf(path, sizeof path, "%s/t.json", tmpdir);
-    cr_assert_eq(moects_results_write(path, &run, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__results_write(path, &run, err, sizeof err), 0, "%s", err);
     char *t = slurp(path);
     cr_assert_not_null(strstr(t, "\"perf_fraction\": 0.0, \"timing\": {\"wall_s\": 0.25, \"inputs_s\": 0.01, "
                                  "\"reference_s\": 0.2, \"kernel_s\": 0.03, \"compare_s\": 0.005, \"ref_threads\": 4}}"),
                       "%s", t);
     cr_assert_eq(strstr(strstr(t, "\"timing\"") + 1, "\"timing\""), NULL, "second result timed: %s", t);
     free(t);
-    cr_assert_eq(moects_results_read(path, &back, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__results_read(path, &back, err, sizeof err), 0, "%s", err);
     cr_assert_eq(back.n, 2u);
     cr_assert(back.v[0].wall_s == 0.25 && back.v[0].inputs_s == 0.01 && back.v[0].reference_s == 0.2 &&
               back.v[0].kernel_s == 0.03 && back.v[0].compare_s == 0.005 && back.v[0].ref_threads == 4);
     cr_assert(back.v[1].wall_s == 0 && back.v[1].ref_threads == 0);
-    moects_run_free(&back);
-    moects_run_free(&run);
+    moects__run_free(&back);
+    moects__run_free(&run);
 }
 
 /* a complete file but for the closing of its one result (every field but "timing" is required) */
@@ -116,7 +116,7 @@ static void expect_error(const char *timing, const char *want)
     snprintf(path, sizeof path, "%s/bad.json", tmpdir);
     write_text(path, text);
     moects_run run;
-    cr_assert_eq(moects_results_read(path, &run, err, sizeof err), -1, "accepted %s", timing);
+    cr_assert_eq(moects__results_read(path, &run, err, sizeof err), -1, "accepted %s", timing);
     char full[600];
     snprintf(full, sizeof full, "%s: %s", path, want);
     cr_assert_str_eq(err, full);
@@ -167,16 +167,16 @@ Test(timing, timing_object_missing_a_key_is_an_error, .init = setup, .fini = rm_
     snprintf(path, sizeof path, "%s/full.json", tmpdir);
     write_text(path, text);
     moects_run run;
-    cr_assert_eq(moects_results_read(path, &run, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__results_read(path, &run, err, sizeof err), 0, "%s", err);
     cr_assert(run.v[0].wall_s == 2 && run.v[0].reference_s == 1.5 && run.v[0].inputs_s == 0 &&
               run.v[0].kernel_s == 0.25 && run.v[0].compare_s == 0 && run.v[0].ref_threads == 3);
-    moects_run_free(&run);
+    moects__run_free(&run);
     /* and absent: all zero */
     snprintf(text, sizeof text, "%s}\n]}\n", head_json);
     write_text(path, text);
-    cr_assert_eq(moects_results_read(path, &run, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(moects__results_read(path, &run, err, sizeof err), 0, "%s", err);
     cr_assert(run.v[0].wall_s == 0 && run.v[0].ref_threads == 0);
-    moects_run_free(&run);
+    moects__run_free(&run);
 }
 
 /* 12 cases c01..c12, two tasks each: the first (wall i, inputs 0.1, reference i/2 on 2 threads,
@@ -194,11 +194,11 @@ Test(timing, summary_lists_the_slowest_cases, .init = setup, .fini = rm_tmp)
         moects_result a = res("k1", id), b = res("k2", id);
         a.wall_s = i, a.inputs_s = 0.1, a.reference_s = i / 2.0, a.ref_threads = 2, a.kernel_s = 0.2, a.compare_s = 0.05;
         b.wall_s = 0.5, b.kernel_s = 0.4, b.compare_s = 0.05;
-        cr_assert_eq(moects_run_push(&run, &a), 0);
-        cr_assert_eq(moects_run_push(&run, &b), 0);
+        cr_assert_eq(moects__run_push(&run, &a), 0);
+        cr_assert_eq(moects__run_push(&run, &b), 0);
     }
     size_t len;
-    char *md = moects_summary_render(&run, NULL, 0, NULL, &len);
+    char *md = moects__summary_render(&run, NULL, 0, NULL, &len);
     cr_assert_not_null(md);
     cr_assert_not_null(strstr(md, "## Where the time went\n\n24 tasks took 84.0 s of worker time (summed over the "
                                   "workers): inputs 1.2 s, reference 39.0 s, kernel 7.2 s, compare 1.2 s, other 35.4 s.\n"),
@@ -220,8 +220,8 @@ Test(timing, summary_lists_the_slowest_cases, .init = setup, .fini = rm_tmp)
         r->wall_s = r->inputs_s = r->reference_s = r->kernel_s = r->compare_s = 0;
         r->ref_threads = 0;
     }
-    md = moects_summary_render(&run, NULL, 0, NULL, &len);
+    md = moects__summary_render(&run, NULL, 0, NULL, &len);
     cr_assert_null(strstr(md, "Where the time went"));
     free(md);
-    moects_run_free(&run);
+    moects__run_free(&run);
 }

@@ -15,7 +15,7 @@ static float from_bits(uint32_t u)
     memcpy(&f, &u, sizeof f);
     return f;
 }
-static uint16_t cvt(uint32_t u) { return moects_bf16_from_f32(from_bits(u)); }
+static uint16_t cvt(uint32_t u) { return moects__bf16_from_f32(from_bits(u)); }
 
 Test(bf16, rne_ties_hand_worked)
 {
@@ -40,8 +40,8 @@ Test(bf16, subnormals)
     cr_assert_eq(cvt(0x00008001u), 0x0001);  /* above the tie -> 2^-133 */
     cr_assert_eq(cvt(0x00018000u), 0x0002);  /* 3*2^-134: tie 0x0001/0x0002 -> even */
     cr_assert_eq(cvt(0x007F8000u), 0x0080);  /* largest subnormals round up to 2^-126 */
-    cr_assert_eq(moects_bf16_to_f32(0x0001), 0x1p-133f);
-    cr_assert_eq(moects_bf16_to_f32(0x807F), -0x7Fp-133f);
+    cr_assert_eq(moects__bf16_to_f32(0x0001), 0x1p-133f);
+    cr_assert_eq(moects__bf16_to_f32(0x807F), -0x7Fp-133f);
 }
 
 Test(bf16, overflow_inf_nan)
@@ -59,8 +59,8 @@ Test(bf16, overflow_inf_nan)
     cr_assert_eq(cvt(0xFF800001u), 0xFFC0);
     cr_assert_eq(cvt(0x7FFFFFFFu), 0x7FFF);
     cr_assert_eq(cvt(0x7FA00000u), 0x7FE0);
-    cr_assert(isnan(moects_bf16_to_f32(0x7FC1)));
-    cr_assert(isinf(moects_bf16_to_f32(0xFF80)) && moects_bf16_to_f32(0xFF80) < 0);
+    cr_assert(isnan(moects__bf16_to_f32(0x7FC1)));
+    cr_assert(isinf(moects__bf16_to_f32(0xFF80)) && moects__bf16_to_f32(0xFF80) < 0);
 }
 
 /* MPFR's bf16 rounding of a finite float. */
@@ -106,8 +106,8 @@ Test(bf16, against_mpfr)
 Test(bf16, roundtrip_exact)
 {
     for (uint32_t b = 0; b < 0x10000u; b++) {
-        float f = moects_bf16_to_f32((uint16_t)b);
+        float f = moects__bf16_to_f32((uint16_t)b);
         if (isnan(f)) continue;
-        cr_assert_eq(moects_bf16_from_f32(f), b, "0x%04x", b);
+        cr_assert_eq(moects__bf16_from_f32(f), b, "0x%04x", b);
     }
 }

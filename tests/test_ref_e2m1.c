@@ -24,17 +24,17 @@ static uint32_t bits(float f)
 Test(e2m1, decode_every_code)
 {
     for (int c = 0; c < 16; c++) {
-        float v = moects_e2m1_decode((uint8_t)c);
+        float v = moects__e2m1_decode((uint8_t)c);
         cr_assert_eq(bits(v), bits(table[c]), "code %d: got %a want %a", c, v, table[c]);
     }
-    cr_assert(signbit(moects_e2m1_decode(0x8)), "0x8 is -0");
+    cr_assert(signbit(moects__e2m1_decode(0x8)), "0x8 is -0");
 }
 
 Test(e2m1, encode_every_value_round_trips)
 {
     for (int c = 0; c < 16; c++) {
-        cr_assert_eq(moects_e2m1_encode(table[c], MOECTS_ROUND_RNE), c);
-        cr_assert_eq(moects_e2m1_encode(table[c], MOECTS_ROUND_TIES_TO_ZERO), c);
+        cr_assert_eq(moects__e2m1_encode(table[c], MOECTS_ROUND_RNE), c);
+        cr_assert_eq(moects__e2m1_encode(table[c], MOECTS_ROUND_TIES_TO_ZERO), c);
     }
 }
 
@@ -60,13 +60,13 @@ Test(e2m1, every_midpoint_and_neighbours)
         for (int neg = 0; neg < 2; neg++) {
             float sg = neg ? -1.0f : 1.0f;
             int s = neg ? 8 : 0;
-            cr_assert_eq(moects_e2m1_encode(sg * m, MOECTS_ROUND_RNE), s | mids[i].rne, "RNE %a", sg * m);
-            cr_assert_eq(moects_e2m1_encode(sg * m, MOECTS_ROUND_TIES_TO_ZERO), s | mids[i].ttz,
+            cr_assert_eq(moects__e2m1_encode(sg * m, MOECTS_ROUND_RNE), s | mids[i].rne, "RNE %a", sg * m);
+            cr_assert_eq(moects__e2m1_encode(sg * m, MOECTS_ROUND_TIES_TO_ZERO), s | mids[i].ttz,
                          "TTZ %a", sg * m);
             for (int r = 0; r < 2; r++) {
-                cr_assert_eq(moects_e2m1_encode(sg * below, (moects_rounding)r), s | mids[i].lo,
+                cr_assert_eq(moects__e2m1_encode(sg * below, (moects_rounding)r), s | mids[i].lo,
                              "below %a", sg * below);
-                cr_assert_eq(moects_e2m1_encode(sg * above, (moects_rounding)r), s | mids[i].hi,
+                cr_assert_eq(moects__e2m1_encode(sg * above, (moects_rounding)r), s | mids[i].hi,
                              "above %a", sg * above);
             }
         }
@@ -78,19 +78,19 @@ Test(e2m1, saturation_nan_zero)
     const float big[] = {6.0f, nextafterf(6.0f, 7.0f), 7.0f, 8.0f, 1e30f, 0x1.fffffep127f, INFINITY};
     for (size_t i = 0; i < sizeof big / sizeof big[0]; i++)
         for (int r = 0; r < 2; r++) {
-            cr_assert_eq(moects_e2m1_encode(big[i], (moects_rounding)r), 0x7, "%a", big[i]);
-            cr_assert_eq(moects_e2m1_encode(-big[i], (moects_rounding)r), 0xF, "%a", -big[i]);
+            cr_assert_eq(moects__e2m1_encode(big[i], (moects_rounding)r), 0x7, "%a", big[i]);
+            cr_assert_eq(moects__e2m1_encode(-big[i], (moects_rounding)r), 0xF, "%a", -big[i]);
         }
     /* NaN has no E2M1 code: +6 as cuda_fp4.hpp (any sign, any payload). */
-    cr_assert_eq(moects_e2m1_encode(NAN, MOECTS_ROUND_RNE), 0x7);
-    cr_assert_eq(moects_e2m1_encode(-NAN, MOECTS_ROUND_RNE), 0x7);
-    cr_assert_eq(moects_e2m1_encode(NAN, MOECTS_ROUND_TIES_TO_ZERO), 0x7);
+    cr_assert_eq(moects__e2m1_encode(NAN, MOECTS_ROUND_RNE), 0x7);
+    cr_assert_eq(moects__e2m1_encode(-NAN, MOECTS_ROUND_RNE), 0x7);
+    cr_assert_eq(moects__e2m1_encode(NAN, MOECTS_ROUND_TIES_TO_ZERO), 0x7);
     /* zeros and underflow keep the sign */
-    cr_assert_eq(moects_e2m1_encode(0.0f, MOECTS_ROUND_RNE), 0x0);
-    cr_assert_eq(moects_e2m1_encode(-0.0f, MOECTS_ROUND_RNE), 0x8);
-    cr_assert_eq(moects_e2m1_encode(-0.1f, MOECTS_ROUND_RNE), 0x8);
-    cr_assert_eq(moects_e2m1_encode(0x1p-149f, MOECTS_ROUND_RNE), 0x0);
-    cr_assert_eq(moects_e2m1_encode(-0x1p-149f, MOECTS_ROUND_TIES_TO_ZERO), 0x8);
+    cr_assert_eq(moects__e2m1_encode(0.0f, MOECTS_ROUND_RNE), 0x0);
+    cr_assert_eq(moects__e2m1_encode(-0.0f, MOECTS_ROUND_RNE), 0x8);
+    cr_assert_eq(moects__e2m1_encode(-0.1f, MOECTS_ROUND_RNE), 0x8);
+    cr_assert_eq(moects__e2m1_encode(0x1p-149f, MOECTS_ROUND_RNE), 0x0);
+    cr_assert_eq(moects__e2m1_encode(-0x1p-149f, MOECTS_ROUND_TIES_TO_ZERO), 0x8);
 }
 
 /* Independent oracle: the nearest table value by distance in double; ties by the rule. */
@@ -121,9 +121,9 @@ Test(e2m1, brute_force_oracle)
             float v;
             memcpy(&v, &u, sizeof v);
             for (int r = 0; r < 2; r++) {
-                cr_assert_eq(moects_e2m1_encode(v, (moects_rounding)r), oracle(v, (moects_rounding)r),
+                cr_assert_eq(moects__e2m1_encode(v, (moects_rounding)r), oracle(v, (moects_rounding)r),
                              "%a rule %d", v, r);
-                cr_assert_eq(moects_e2m1_encode(-v, (moects_rounding)r), oracle(-v, (moects_rounding)r),
+                cr_assert_eq(moects__e2m1_encode(-v, (moects_rounding)r), oracle(-v, (moects_rounding)r),
                              "%a rule %d", -v, r);
             }
         }
@@ -133,22 +133,22 @@ Test(e2m1, pack_unpack_nibble_order)
 {
     const uint8_t codes[5] = {0x1, 0x2, 0xA, 0xF, 0x7};
     uint8_t packed[3] = {0xEE, 0xEE, 0xEE};
-    moects_e2m1_pack(codes, 5, packed);
+    moects__e2m1_pack(codes, 5, packed);
     /* element 2j in the low nibble, 2j+1 high; the odd tail's high nibble 0 */
     cr_assert_eq(packed[0], 0x21);
     cr_assert_eq(packed[1], 0xFA);
     cr_assert_eq(packed[2], 0x07);
     uint8_t back[5];
-    moects_e2m1_unpack(packed, 5, back);
+    moects__e2m1_unpack(packed, 5, back);
     cr_assert_arr_eq(back, codes, 5);
     /* exhaustive over byte values */
     for (int b = 0; b < 256; b++) {
         uint8_t p = (uint8_t)b, two[2];
-        moects_e2m1_unpack(&p, 2, two);
+        moects__e2m1_unpack(&p, 2, two);
         cr_assert_eq(two[0], b & 0xF);
         cr_assert_eq(two[1], b >> 4);
         uint8_t q;
-        moects_e2m1_pack(two, 2, &q);
+        moects__e2m1_pack(two, 2, &q);
         cr_assert_eq(q, b);
     }
 }

@@ -39,17 +39,17 @@ static uint32_t bits(float f)
 Test(e4m3, decode_every_code)
 {
     for (int c = 0; c < 256; c++) {
-        float v = moects_e4m3_decode((uint8_t)c), want = (c & 0x80) ? -pos[c & 0x7F] : pos[c & 0x7F];
+        float v = moects__e4m3_decode((uint8_t)c), want = (c & 0x80) ? -pos[c & 0x7F] : pos[c & 0x7F];
         if ((c & 0x7F) == 0x7F) {
             cr_assert(isnan(v), "code 0x%02x must be NaN", c);
             continue;
         }
         cr_assert_eq(bits(v), bits(want), "code 0x%02x: got %a want %a", c, v, want);
     }
-    cr_assert_eq(moects_e4m3_decode(0x7E), 448.0f);
-    cr_assert_eq(moects_e4m3_decode(0x01), 0x1p-9f);
-    cr_assert_eq(moects_e4m3_decode(0x08), 0x1p-6f);
-    cr_assert(signbit(moects_e4m3_decode(0x80)));
+    cr_assert_eq(moects__e4m3_decode(0x7E), 448.0f);
+    cr_assert_eq(moects__e4m3_decode(0x01), 0x1p-9f);
+    cr_assert_eq(moects__e4m3_decode(0x08), 0x1p-6f);
+    cr_assert(signbit(moects__e4m3_decode(0x80)));
 }
 
 Test(e4m3, encode_every_value)
@@ -57,7 +57,7 @@ Test(e4m3, encode_every_value)
     for (int c = 0; c < 256; c++) {
         if ((c & 0x7F) == 0x7F) continue;
         float v = (c & 0x80) ? -pos[c & 0x7F] : pos[c & 0x7F];
-        cr_assert_eq(moects_e4m3_encode(v), c, "%a", v);
+        cr_assert_eq(moects__e4m3_encode(v), c, "%a", v);
     }
 }
 
@@ -69,11 +69,11 @@ Test(e4m3, every_midpoint_and_neighbours)
     for (int c = 0; c < 0x7E; c++) {
         float lo = pos[c], hi = pos[c + 1], mid = 0.5f * (lo + hi); /* exact: 5 significant bits */
         int even = (c % 2 == 0) ? c : c + 1;
-        cr_assert_eq(moects_e4m3_encode(mid), even, "mid %a", mid);
-        cr_assert_eq(moects_e4m3_encode(-mid), 0x80 | even, "mid %a", -mid);
-        cr_assert_eq(moects_e4m3_encode(nextafterf(mid, 0.0f)), c, "below %a", mid);
-        cr_assert_eq(moects_e4m3_encode(nextafterf(mid, 1000.0f)), c + 1, "above %a", mid);
-        cr_assert_eq(moects_e4m3_encode(-nextafterf(mid, 1000.0f)), 0x80 | (c + 1));
+        cr_assert_eq(moects__e4m3_encode(mid), even, "mid %a", mid);
+        cr_assert_eq(moects__e4m3_encode(-mid), 0x80 | even, "mid %a", -mid);
+        cr_assert_eq(moects__e4m3_encode(nextafterf(mid, 0.0f)), c, "below %a", mid);
+        cr_assert_eq(moects__e4m3_encode(nextafterf(mid, 1000.0f)), c + 1, "above %a", mid);
+        cr_assert_eq(moects__e4m3_encode(-nextafterf(mid, 1000.0f)), 0x80 | (c + 1));
     }
 }
 
@@ -81,18 +81,18 @@ Test(e4m3, saturation_nan_zero_subnormal)
 {
     const float big[] = {448.0f, nextafterf(448.0f, 1e9f), 464.0f, 480.0f, 1e9f, 0x1.fffffep127f, INFINITY};
     for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) {
-        cr_assert_eq(moects_e4m3_encode(big[i]), 0x7E, "%a", big[i]);
-        cr_assert_eq(moects_e4m3_encode(-big[i]), 0xFE, "%a", -big[i]);
+        cr_assert_eq(moects__e4m3_encode(big[i]), 0x7E, "%a", big[i]);
+        cr_assert_eq(moects__e4m3_encode(-big[i]), 0xFE, "%a", -big[i]);
     }
-    cr_assert_eq(moects_e4m3_encode(NAN), 0x7F);
-    cr_assert_eq(moects_e4m3_encode(-NAN), 0x7F); /* cuda_fp8.hpp canonicalises NaN first */
-    cr_assert_eq(moects_e4m3_encode(0.0f), 0x00);
-    cr_assert_eq(moects_e4m3_encode(-0.0f), 0x80);
-    cr_assert_eq(moects_e4m3_encode(0x1p-10f), 0x00);                  /* tie 0 / 2^-9: even */
-    cr_assert_eq(moects_e4m3_encode(nextafterf(0x1p-10f, 1.0f)), 0x01); /* just above */
-    cr_assert_eq(moects_e4m3_encode(-0x1p-10f), 0x80);
-    cr_assert_eq(moects_e4m3_encode(0x1p-149f), 0x00);                   /* float subnormal */
-    cr_assert_eq(moects_e4m3_encode(-0x1p-149f), 0x80);
-    cr_assert_eq(moects_e4m3_encode(0x1.ep-7f), 0x08); /* 15 * 2^-10: tie 7*2^-9 / 2^-6 -> even 0x08 */
-    cr_assert_eq(moects_e4m3_encode(0x1.cp-7f), 0x07); /* 7 * 2^-9 exactly */
+    cr_assert_eq(moects__e4m3_encode(NAN), 0x7F);
+    cr_assert_eq(moects__e4m3_encode(-NAN), 0x7F); /* cuda_fp8.hpp canonicalises NaN first */
+    cr_assert_eq(moects__e4m3_encode(0.0f), 0x00);
+    cr_assert_eq(moects__e4m3_encode(-0.0f), 0x80);
+    cr_assert_eq(moects__e4m3_encode(0x1p-10f), 0x00);                  /* tie 0 / 2^-9: even */
+    cr_assert_eq(moects__e4m3_encode(nextafterf(0x1p-10f, 1.0f)), 0x01); /* just above */
+    cr_assert_eq(moects__e4m3_encode(-0x1p-10f), 0x80);
+    cr_assert_eq(moects__e4m3_encode(0x1p-149f), 0x00);                   /* float subnormal */
+    cr_assert_eq(moects__e4m3_encode(-0x1p-149f), 0x80);
+    cr_assert_eq(moects__e4m3_encode(0x1.ep-7f), 0x08); /* 15 * 2^-10: tie 7*2^-9 / 2^-6 -> even 0x08 */
+    cr_assert_eq(moects__e4m3_encode(0x1.cp-7f), 0x07); /* 7 * 2^-9 exactly */
 }

@@ -1,4 +1,4 @@
-/* test_ref_ep_gather.c: moects_ref_ep_gather (ref/ep_gather.c) on hand-worked inputs
+/* test_ref_ep_gather.c: moects__ref_ep_gather (ref/ep_gather.c) on hand-worked inputs
  * (DESIGN.md "Numeric recipes", slot-validity rules), then exact_v1 against MPFR and fma_v1 /
  * muladd_v1 against a loop written here from the DESIGN.md text on random inputs. */
 #include <criterion/criterion.h>
@@ -49,7 +49,7 @@ static uint32_t run1(moects_recipe r, moects_dtype out_dtype)
     uint32_t out = 0xDEADBEEF;
     moects_ep_gather_shape s = shape(1, 2, 2, 1, out_dtype);
     moects_ep_gather_args a = {fma_x, fma_ids, w, fma_rows, NULL, &out};
-    cr_assert_eq(moects_ref_ep_gather(&s, &a, r), 0);
+    cr_assert_eq(moects__ref_ep_gather(&s, &a, r), 0);
     return out_dtype == MOECTS_F32 ? out : (out & 0xFFFFu);
 }
 
@@ -77,12 +77,12 @@ Test(ref_ep_gather, exact_rounds_once)
     uint16_t out;
     moects_ep_gather_shape s = shape(1, 4, 4, 1, MOECTS_BF16);
     moects_ep_gather_args a = {x, ids, w, rows, NULL, &out};
-    cr_assert_eq(moects_ref_ep_gather(&s, &a, MOECTS_RECIPE_EPG_FMA_V1), 0);
+    cr_assert_eq(moects__ref_ep_gather(&s, &a, MOECTS_RECIPE_EPG_FMA_V1), 0);
     cr_assert_eq(out, 0x3F80);
-    cr_assert_eq(moects_ref_ep_gather(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
+    cr_assert_eq(moects__ref_ep_gather(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
     cr_assert_eq(out, 0x3F81);
     s.k = 3; /* without the 2^-24 slot: a true tie, even -> 0x3F80 both */
-    cr_assert_eq(moects_ref_ep_gather(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
+    cr_assert_eq(moects__ref_ep_gather(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
     cr_assert_eq(out, 0x3F80);
 }
 
@@ -100,7 +100,7 @@ Test(ref_ep_gather, no_valid_slot_and_neg1)
     moects_ep_gather_args a = {x, ids, w, rows, NULL, out};
     for (int r = 0; r < 3; r++) {
         memset(out, 0xFF, sizeof out);
-        cr_assert_eq(moects_ref_ep_gather(&s, &a, (moects_recipe)r), 0);
+        cr_assert_eq(moects__ref_ep_gather(&s, &a, (moects_recipe)r), 0);
         cr_assert_eq(out[0], 0x0000); /* +0, not -0 */
         cr_assert_eq(out[1], 0x0000);
         cr_assert_eq(out[2], 0x4000); /* 4 * 0.5 = 2 */
@@ -128,12 +128,12 @@ Test(ref_ep_gather, expert_map_rules)
     s.E_global = 4;
     moects_ep_gather_args a = {x, ids, w, rows, map, &out};
     for (int r = 0; r < 3; r++) {
-        cr_assert_eq(moects_ref_ep_gather(&s, &a, (moects_recipe)r), 0);
+        cr_assert_eq(moects__ref_ep_gather(&s, &a, (moects_recipe)r), 0);
         cr_assert_eq(out, 0x4110, "recipe %d: 0x%04x", r, out);
     }
     /* Without the map, slot 1 (row -3) is valid and out of range: an error. */
     s.has_expert_map = 0;
-    cr_assert_eq(moects_ref_ep_gather(&s, &a, MOECTS_RECIPE_EPG_FMA_V1), -1);
+    cr_assert_eq(moects__ref_ep_gather(&s, &a, MOECTS_RECIPE_EPG_FMA_V1), -1);
 }
 
 /* int64 ids: 2^32 + 2 is a huge stale id with a map (its low 32 bits, 2, would be a valid
@@ -152,11 +152,11 @@ Test(ref_ep_gather, int64_ids)
     s.E_global = 4;
     moects_ep_gather_args a = {x, ids, w, rows, map, &out};
     for (int r = 0; r < 3; r++) {
-        cr_assert_eq(moects_ref_ep_gather(&s, &a, (moects_recipe)r), 0);
+        cr_assert_eq(moects__ref_ep_gather(&s, &a, (moects_recipe)r), 0);
         cr_assert_eq(out, 1.5f); /* only slot 2: 2 * 0.75 */
     }
     s.has_expert_map = 0; /* slot 0 (2^32+2 >= 0) valid now: 1 + 1.5 */
-    cr_assert_eq(moects_ref_ep_gather(&s, &a, MOECTS_RECIPE_EPG_FMA_V1), 0);
+    cr_assert_eq(moects__ref_ep_gather(&s, &a, MOECTS_RECIPE_EPG_FMA_V1), 0);
     cr_assert_eq(out, 2.5f);
 }
 
@@ -164,19 +164,19 @@ Test(ref_ep_gather, zero_tokens_and_errors)
 {
     moects_ep_gather_shape s = shape(0, 8, 0, 7168, MOECTS_BF16);
     moects_ep_gather_args a = {0};
-    cr_assert_eq(moects_ref_ep_gather(&s, &a, MOECTS_RECIPE_EPG_FMA_V1), 0); /* T = 0: nothing */
-    cr_assert_eq(moects_ref_ep_gather(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
+    cr_assert_eq(moects__ref_ep_gather(&s, &a, MOECTS_RECIPE_EPG_FMA_V1), 0); /* T = 0: nothing */
+    cr_assert_eq(moects__ref_ep_gather(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
     s.T = -1;
-    cr_assert_eq(moects_ref_ep_gather(&s, &a, MOECTS_RECIPE_EPG_FMA_V1), -1);
+    cr_assert_eq(moects__ref_ep_gather(&s, &a, MOECTS_RECIPE_EPG_FMA_V1), -1);
     s.T = 0;
     s.id_dtype = MOECTS_F32;
-    cr_assert_eq(moects_ref_ep_gather(&s, &a, MOECTS_RECIPE_EPG_FMA_V1), -1);
+    cr_assert_eq(moects__ref_ep_gather(&s, &a, MOECTS_RECIPE_EPG_FMA_V1), -1);
     s.id_dtype = MOECTS_I32;
     s.out_dtype = MOECTS_I32;
-    cr_assert_eq(moects_ref_ep_gather(&s, &a, MOECTS_RECIPE_EPG_FMA_V1), -1);
+    cr_assert_eq(moects__ref_ep_gather(&s, &a, MOECTS_RECIPE_EPG_FMA_V1), -1);
     s.out_dtype = MOECTS_BF16;
-    cr_assert_eq(moects_ref_ep_gather(&s, &a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), -1);
-    cr_assert_eq(moects_ref_ep_gather(NULL, &a, MOECTS_RECIPE_EPG_FMA_V1), -1);
+    cr_assert_eq(moects__ref_ep_gather(&s, &a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), -1);
+    cr_assert_eq(moects__ref_ep_gather(NULL, &a, MOECTS_RECIPE_EPG_FMA_V1), -1);
 
     /* A valid slot's row outside [0, M_sum): -1 (both ends), and nothing written. */
     uint16_t x[2] = {0x3F80, 0x3F80};
@@ -185,17 +185,17 @@ Test(ref_ep_gather, zero_tokens_and_errors)
     uint16_t out = 0xABCD;
     moects_ep_gather_shape s2 = shape(1, 1, 2, 1, MOECTS_BF16);
     moects_ep_gather_args a2 = {x, ids, w, rows, NULL, &out};
-    cr_assert_eq(moects_ref_ep_gather(&s2, &a2, MOECTS_RECIPE_EPG_FMA_V1), -1);
+    cr_assert_eq(moects__ref_ep_gather(&s2, &a2, MOECTS_RECIPE_EPG_FMA_V1), -1);
     rows[0] = -1;
-    cr_assert_eq(moects_ref_ep_gather(&s2, &a2, MOECTS_RECIPE_EXACT_V1), -1);
+    cr_assert_eq(moects__ref_ep_gather(&s2, &a2, MOECTS_RECIPE_EXACT_V1), -1);
     cr_assert_eq(out, 0xABCD);
     rows[0] = 1;
-    cr_assert_eq(moects_ref_ep_gather(&s2, &a2, MOECTS_RECIPE_EPG_FMA_V1), 0);
+    cr_assert_eq(moects__ref_ep_gather(&s2, &a2, MOECTS_RECIPE_EPG_FMA_V1), 0);
     cr_assert_eq(out, 0x3F80);
     /* k = 0: every token gets +0 */
     s2.k = 0;
     out = 0xFFFF;
-    cr_assert_eq(moects_ref_ep_gather(&s2, &a2, MOECTS_RECIPE_EPG_MULADD_V1), 0);
+    cr_assert_eq(moects__ref_ep_gather(&s2, &a2, MOECTS_RECIPE_EPG_MULADD_V1), 0);
     cr_assert_eq(out, 0x0000);
 }
 
@@ -210,15 +210,15 @@ Test(ref_ep_gather, inf_nan)
     moects_ep_gather_args a = {x, ids, w, rows, NULL, &out};
     for (int r = 0; r < 3; r++) {
         s.k = 1;
-        cr_assert_eq(moects_ref_ep_gather(&s, &a, (moects_recipe)r), 0);
+        cr_assert_eq(moects__ref_ep_gather(&s, &a, (moects_recipe)r), 0);
         cr_assert_eq(out, 0x7F80);
         s.k = 2; /* Inf*2 + -Inf*0 = Inf + NaN */
-        cr_assert_eq(moects_ref_ep_gather(&s, &a, (moects_recipe)r), 0);
+        cr_assert_eq(moects__ref_ep_gather(&s, &a, (moects_recipe)r), 0);
         cr_assert((out & 0x7F80) == 0x7F80 && (out & 0x7F), "recipe %d: 0x%04x", r, out);
     }
     w[1] = 1.0f; /* Inf + -Inf = NaN */
     for (int r = 0; r < 3; r++) {
-        cr_assert_eq(moects_ref_ep_gather(&s, &a, (moects_recipe)r), 0);
+        cr_assert_eq(moects__ref_ep_gather(&s, &a, (moects_recipe)r), 0);
         cr_assert((out & 0x7F80) == 0x7F80 && (out & 0x7F), "recipe %d: 0x%04x", r, out);
     }
 }
@@ -259,7 +259,7 @@ Test(ref_ep_gather, random_against_mpfr_and_loop)
             for (int od = 0; od < 2; od++) {
                 s.out_dtype = od ? MOECTS_F32 : MOECTS_BF16;
                 a.out = od ? (void *)of : (void *)ob;
-                cr_assert_eq(moects_ref_ep_gather(&s, &a, (moects_recipe)r), 0);
+                cr_assert_eq(moects__ref_ep_gather(&s, &a, (moects_recipe)r), 0);
                 for (int t = 0; t < T; t++)
                     for (int d = 0; d < H; d++) {
                         float accf = 0.0f;
@@ -268,7 +268,7 @@ Test(ref_ep_gather, random_against_mpfr_and_loop)
                             int32_t id = ids[t * K + j];
                             int valid = s.has_expert_map ? (id >= 0 && id < E && map[id] >= 0) : id >= 0;
                             if (!valid) continue;
-                            float xv = moects_bf16_to_f32(x[rows[t * K + j] * H + d]), wv = w[t * K + j];
+                            float xv = moects__bf16_to_f32(x[rows[t * K + j] * H + d]), wv = w[t * K + j];
                             if (r == MOECTS_RECIPE_EPG_FMA_V1) accf = fmaf(xv, wv, accf);
                             else if (r == MOECTS_RECIPE_EPG_MULADD_V1) accf = accf + xv * wv;
                             mpfr_t p;
@@ -285,7 +285,7 @@ Test(ref_ep_gather, random_against_mpfr_and_loop)
                         } else {
                             want = f32_bits(accf);
                         }
-                        if (!od) want = moects_bf16_from_f32(f32_from(want));
+                        if (!od) want = moects__bf16_from_f32(f32_from(want));
                         uint32_t got = od ? f32_bits(of[t * H + d]) : ob[t * H + d];
                         cr_assert_eq(got, want, "iter %d recipe %d out %s t %d d %d: got 0x%x want 0x%x",
                                      iter, r, od ? "f32" : "bf16", t, d, got, want);

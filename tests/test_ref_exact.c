@@ -40,17 +40,17 @@ static uint16_t mpfr_bf16(mpfr_t acc) { return (uint16_t)(f32_bits(ref_round(acc
  * x + (-x) = +0 in RNE); the term lists here never hold -0. */
 static void check(const moects_xsum *s, mpfr_t acc, const char *what, int iter)
 {
-    float want = mpfr_f32(acc), got = moects_xsum_round_f32(s);
+    float want = mpfr_f32(acc), got = moects__xsum_round_f32(s);
     if (mpfr_zero_p(acc)) want = 0.0f;
     cr_assert_eq(f32_bits(got), f32_bits(want), "%s #%d f32: got %a (0x%08x) want %a (0x%08x)",
                  what, iter, (double)got, f32_bits(got), (double)want, f32_bits(want));
-    uint16_t wb = mpfr_zero_p(acc) ? 0 : mpfr_bf16(acc), gb = moects_xsum_round_bf16(s);
+    uint16_t wb = mpfr_zero_p(acc) ? 0 : mpfr_bf16(acc), gb = moects__xsum_round_bf16(s);
     cr_assert_eq(gb, wb, "%s #%d bf16: got 0x%04x want 0x%04x", what, iter, gb, wb);
 }
 
 static void add_both(moects_xsum *s, mpfr_t acc, double v)
 {
-    moects_xsum_add(s, v);
+    moects__xsum_add(s, v);
     cr_assert_eq(mpfr_add_d(acc, acc, v, MPFR_RNDN), 0, "MPFR accumulation not exact");
 }
 static void add_product_both(moects_xsum *s, mpfr_t acc, double a, double b)
@@ -61,7 +61,7 @@ static void add_product_both(moects_xsum *s, mpfr_t acc, double a, double b)
     cr_assert_eq(mpfr_mul_d(p, p, b, MPFR_RNDN), 0);
     cr_assert_eq(mpfr_add(acc, acc, p, MPFR_RNDN), 0, "MPFR accumulation not exact");
     mpfr_clear(p);
-    moects_xsum_add_product(s, a, b);
+    moects__xsum_add_product(s, a, b);
 }
 
 /* A sum of n doubles whose exact total is v (v finite): big random parts that cancel. */
@@ -82,7 +82,7 @@ static void run_random(const char *what, int iters, int nterm_max, int elo, int 
     mpfr_init2(acc, ACC_PREC);
     for (int it = 0; it < iters; it++) {
         moects_xsum s;
-        moects_xsum_init(&s);
+        moects__xsum_init(&s);
         mpfr_set_zero(acc, 1);
         int n = rnd_int(1, nterm_max);
         for (int i = 0; i < n; i++) add_both(&s, acc, rnd_double(elo, ehi));
@@ -123,7 +123,7 @@ Test(exact, cancellation)
     mpfr_init2(acc, ACC_PREC);
     for (int it = 0; it < 2000; it++) {
         moects_xsum s;
-        moects_xsum_init(&s);
+        moects__xsum_init(&s);
         mpfr_set_zero(acc, 1);
         double xs[32];
         int n = rnd_int(1, 32);
@@ -152,7 +152,7 @@ Test(exact, midpoints)
         double mid = ldexp((double)m, e - sig);
         if (rnd64() & 1) mid = -mid;
         moects_xsum s;
-        moects_xsum_init(&s);
+        moects__xsum_init(&s);
         mpfr_set_zero(acc, 1);
         add_split(&s, acc, mid, rnd_int(0, 4));
         switch (rnd_int(0, 3)) {
@@ -173,7 +173,7 @@ Test(exact, products)
     mpfr_init2(acc, ACC_PREC);
     for (int it = 0; it < 3000; it++) {
         moects_xsum s;
-        moects_xsum_init(&s);
+        moects__xsum_init(&s);
         mpfr_set_zero(acc, 1);
         int n = rnd_int(1, 40);
         for (int i = 0; i < n; i++) {
@@ -187,14 +187,14 @@ Test(exact, products)
     /* Tiny products (below 2^-969): the slow path, still exact while >= 2^-1074 bits. */
     for (int it = 0; it < 1000; it++) {
         moects_xsum s;
-        moects_xsum_init(&s);
+        moects__xsum_init(&s);
         mpfr_set_zero(acc, 1);
         double a = ldexp((double)(rnd64() >> 40 | 1), -520 - rnd_int(0, 17));
         double b = ldexp((double)(rnd64() >> 40 | 1), -520 - rnd_int(0, 17));
         add_product_both(&s, acc, a, b);
         add_both(&s, acc, rnd_double(-1000, -990));
         /* compare at double range: scale up by 2^1000 exactly and round to f32 there */
-        moects_xsum_scale(&s, 0x1p1000);
+        moects__xsum_scale(&s, 0x1p1000);
         mpfr_mul_2si(acc, acc, 1000, MPFR_RNDN);
         check(&s, acc, "tiny products", it);
     }
@@ -208,12 +208,12 @@ Test(exact, scale)
     mpfr_init2(acc, ACC_PREC + 60);
     for (int it = 0; it < 3000; it++) {
         moects_xsum s;
-        moects_xsum_init(&s);
+        moects__xsum_init(&s);
         mpfr_set_zero(acc, 1);
         int n = rnd_int(1, 30);
         for (int i = 0; i < n; i++) add_both(&s, acc, rnd_double(-400, 300));
         double a = rnd_double(-150, 150);
-        moects_xsum_scale(&s, a);
+        moects__xsum_scale(&s, a);
         cr_assert_eq(mpfr_mul_d(acc, acc, a, MPFR_RNDN), 0);
         check(&s, acc, "scale", it);
     }
@@ -224,16 +224,16 @@ Test(exact, scale)
 static float sum_f32(const double *v, int n)
 {
     moects_xsum s;
-    moects_xsum_init(&s);
-    for (int i = 0; i < n; i++) moects_xsum_add(&s, v[i]);
-    return moects_xsum_round_f32(&s);
+    moects__xsum_init(&s);
+    for (int i = 0; i < n; i++) moects__xsum_add(&s, v[i]);
+    return moects__xsum_round_f32(&s);
 }
 static uint16_t sum_bf16(const double *v, int n)
 {
     moects_xsum s;
-    moects_xsum_init(&s);
-    for (int i = 0; i < n; i++) moects_xsum_add(&s, v[i]);
-    return moects_xsum_round_bf16(&s);
+    moects__xsum_init(&s);
+    for (int i = 0; i < n; i++) moects__xsum_add(&s, v[i]);
+    return moects__xsum_round_bf16(&s);
 }
 
 Test(exact, hand_worked)
@@ -286,25 +286,25 @@ Test(exact, nan_inf)
     uint16_t nb = sum_bf16((double[]){NAN}, 1);
     cr_assert((nb & 0x7F80) == 0x7F80 && (nb & 0x7F) != 0, "bf16 NaN 0x%04x", nb);
     moects_xsum s;
-    moects_xsum_init(&s);
-    moects_xsum_add_product(&s, 0.0, INFINITY); /* 0 * Inf = NaN */
-    cr_assert(isnan(moects_xsum_round_f32(&s)));
-    moects_xsum_init(&s);
-    moects_xsum_add_product(&s, -2.0, INFINITY);
-    moects_xsum_add(&s, 1e308);
-    cr_assert_eq(moects_xsum_round_f32(&s), -INFINITY);
-    moects_xsum_scale(&s, -1.0);
-    cr_assert_eq(moects_xsum_round_f32(&s), INFINITY);
-    moects_xsum_scale(&s, 0.0); /* Inf * 0 = NaN */
-    cr_assert(isnan(moects_xsum_round_f32(&s)));
-    moects_xsum_init(&s);
-    moects_xsum_add(&s, 3.0);
-    moects_xsum_scale(&s, -INFINITY);
-    cr_assert_eq(moects_xsum_round_f32(&s), -INFINITY);
+    moects__xsum_init(&s);
+    moects__xsum_add_product(&s, 0.0, INFINITY); /* 0 * Inf = NaN */
+    cr_assert(isnan(moects__xsum_round_f32(&s)));
+    moects__xsum_init(&s);
+    moects__xsum_add_product(&s, -2.0, INFINITY);
+    moects__xsum_add(&s, 1e308);
+    cr_assert_eq(moects__xsum_round_f32(&s), -INFINITY);
+    moects__xsum_scale(&s, -1.0);
+    cr_assert_eq(moects__xsum_round_f32(&s), INFINITY);
+    moects__xsum_scale(&s, 0.0); /* Inf * 0 = NaN */
+    cr_assert(isnan(moects__xsum_round_f32(&s)));
+    moects__xsum_init(&s);
+    moects__xsum_add(&s, 3.0);
+    moects__xsum_scale(&s, -INFINITY);
+    cr_assert_eq(moects__xsum_round_f32(&s), -INFINITY);
     /* Products that overflow double are +-Inf, as IEEE multiplication gives. */
-    moects_xsum_init(&s);
-    moects_xsum_add_product(&s, 1e300, -1e300);
-    cr_assert_eq(moects_xsum_round_f32(&s), -INFINITY);
+    moects__xsum_init(&s);
+    moects__xsum_add_product(&s, 1e300, -1e300);
+    cr_assert_eq(moects__xsum_round_f32(&s), -INFINITY);
 }
 
 /* The expansion stays short (the CAP bound) under adversarial growth: one bit in every
@@ -316,7 +316,7 @@ Test(exact, expansion_length_bounded)
     mpfr_init2(acc, ACC_PREC);
     for (int it = 0; it < 200; it++) {
         moects_xsum s;
-        moects_xsum_init(&s);
+        moects__xsum_init(&s);
         mpfr_set_zero(acc, 1);
         for (int i = 0; i < 400; i++) {
             add_both(&s, acc, ldexp(rnd64() & 1 ? 1.0 : -1.0, rnd_int(-1074, 1000)));
@@ -340,11 +340,11 @@ Test(exact, store_fast_path)
         const double h = rnd_double(-140, 130);
         const float alpha = (it & 1) ? 1.0f : 0.125f;
         moects_xsum x;
-        moects_xsum_init(&x);
+        moects__xsum_init(&x);
         uint16_t gb;
         float gf;
         moects__exact_store(h, &x, alpha, 0, 1, &gb, 0);
-        moects_xsum_init(&x);
+        moects__xsum_init(&x);
         moects__exact_store(h, &x, alpha, 0, 0, &gf, 0);
         mpfr_set_d(acc, h * (double)alpha, MPFR_RNDN); /* exact: a power-of-two scale */
         const uint16_t wb = mpfr_bf16(acc);

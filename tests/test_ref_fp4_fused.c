@@ -1,4 +1,4 @@
-/* test_ref_fp4_fused.c: moects_ref_fp4_gemm_recipes (ref/fp4_gemm.c), both FP4 GEMM recipes from
+/* test_ref_fp4_fused.c: moects__ref_fp4_gemm_recipes (ref/fp4_gemm.c), both FP4 GEMM recipes from
  * one pass of block partials. Each output is checked bit for bit against an independent oracle:
  * blockwise_v1 by a plain-C evaluation of the recipe per element (codes and scales decoded here,
  * partials summed in integers, then fmaf in block order; on small problems also against the MPFR
@@ -76,10 +76,10 @@ static void make(prob *p, int64_t M, int64_t N, int64_t K, moects_fp4_format f, 
     p->sb_lin = malloc((size_t)(N * p->nkb + 1));
     for (int64_t i = 0; i < M * p->nkb; i++) p->sa_lin[i] = scale_code(f, sk);
     for (int64_t i = 0; i < N * p->nkb; i++) p->sb_lin[i] = scale_code(f, sk);
-    p->sa_sw = malloc((size_t)moects_scale_bytes(M, p->nkb, MOECTS_SCALES_SWIZZLED_128X4) + 1);
-    p->sb_sw = malloc((size_t)moects_scale_bytes(N, p->nkb, MOECTS_SCALES_SWIZZLED_128X4) + 1);
-    moects_scales_swizzle(p->sa_lin, M, p->nkb, p->sa_sw);
-    moects_scales_swizzle(p->sb_lin, N, p->nkb, p->sb_sw);
+    p->sa_sw = malloc((size_t)moects__scale_bytes(M, p->nkb, MOECTS_SCALES_SWIZZLED_128X4) + 1);
+    p->sb_sw = malloc((size_t)moects__scale_bytes(N, p->nkb, MOECTS_SCALES_SWIZZLED_128X4) + 1);
+    moects__scales_swizzle(p->sa_lin, M, p->nkb, p->sa_sw);
+    moects__scales_swizzle(p->sb_lin, N, p->nkb, p->sb_sw);
     float alpha = 1.0f;
     if (f == MOECTS_FP4_NVFP4) alpha = (float)ldexp(1.0 + (rnd() % 1000) / 1000.0, (int)(rnd() % 20) - 18);
     if (rnd() % 4 == 0) alpha = -alpha;
@@ -177,7 +177,7 @@ static void check_fused(prob *p, const char *what)
         memset(oe, 0x5A, bytes);
         memset(sentinel, 0x3C, sizeof sentinel);
         p->a.d = sentinel;
-        int rc = moects_ref_fp4_gemm_recipes(&p->s, &p->a, ob, oe);
+        int rc = moects__ref_fp4_gemm_recipes(&p->s, &p->a, ob, oe);
         cr_assert_eq(rc, 0, "%s: rc %d", desc, rc);
         for (size_t i = 0; i < sizeof sentinel; i++) cr_assert_eq(sentinel[i], 0x3C, "%s: a->d written", desc);
 
@@ -201,17 +201,17 @@ static void check_fused(prob *p, const char *what)
         /* one output at a time; and the single-recipe entry point */
         memset(o1, 0x11, bytes);
         memset(o2, 0x22, bytes);
-        cr_assert_eq(moects_ref_fp4_gemm_recipes(&p->s, &p->a, o1, NULL), 0, "%s", desc);
-        cr_assert_eq(moects_ref_fp4_gemm_recipes(&p->s, &p->a, NULL, o2), 0, "%s", desc);
+        cr_assert_eq(moects__ref_fp4_gemm_recipes(&p->s, &p->a, o1, NULL), 0, "%s", desc);
+        cr_assert_eq(moects__ref_fp4_gemm_recipes(&p->s, &p->a, NULL, o2), 0, "%s", desc);
         cr_assert(memcmp(o1, ob, bytes) == 0, "%s: blockwise alone differs from fused", desc);
         cr_assert(memcmp(o2, oe, bytes) == 0, "%s: exact alone differs from fused", desc);
         p->a.d = o1;
         memset(o1, 0x33, bytes);
-        cr_assert_eq(moects_ref_fp4_gemm(&p->s, &p->a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0, "%s", desc);
-        cr_assert(memcmp(o1, ob, bytes) == 0, "%s: moects_ref_fp4_gemm blockwise differs from fused", desc);
+        cr_assert_eq(moects__ref_fp4_gemm(&p->s, &p->a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0, "%s", desc);
+        cr_assert(memcmp(o1, ob, bytes) == 0, "%s: moects__ref_fp4_gemm blockwise differs from fused", desc);
         memset(o1, 0x44, bytes);
-        cr_assert_eq(moects_ref_fp4_gemm(&p->s, &p->a, MOECTS_RECIPE_EXACT_V1), 0, "%s", desc);
-        cr_assert(memcmp(o1, oe, bytes) == 0, "%s: moects_ref_fp4_gemm exact differs from fused", desc);
+        cr_assert_eq(moects__ref_fp4_gemm(&p->s, &p->a, MOECTS_RECIPE_EXACT_V1), 0, "%s", desc);
+        cr_assert(memcmp(o1, oe, bytes) == 0, "%s: moects__ref_fp4_gemm exact differs from fused", desc);
     }
     free(ob);
     free(oe);
@@ -310,7 +310,7 @@ Test(fp4_fused, hand_worked_order_matters)
     float db = 0, de = 0;
     moects_fp4_gemm_shape s = {1, 1, 96, MOECTS_FP4_MXFP4, MOECTS_SCALES_LINEAR, MOECTS_F32};
     moects_fp4_gemm_args a = {A, B, sa, sb, 1.0f, NULL};
-    cr_assert_eq(moects_ref_fp4_gemm_recipes(&s, &a, &db, &de), 0);
+    cr_assert_eq(moects__ref_fp4_gemm_recipes(&s, &a, &db, &de), 0);
     cr_assert_eq(db, 16777216.0f);
     cr_assert_eq(de, 16777218.0f);
 }
@@ -324,10 +324,10 @@ Test(fp4_fused, zero_sized)
     for (int which = 0; which < 2; which++) {
         moects_fp4_gemm_shape s = {which ? 4 : 0, which ? 0 : 4, 64, MOECTS_FP4_NVFP4, MOECTS_SCALES_SWIZZLED_128X4,
                                    MOECTS_BF16};
-        cr_assert_eq(moects_ref_fp4_gemm_recipes(&s, &none, out, out + 4), 0);
-        cr_assert_eq(moects_ref_fp4_gemm_recipes(&s, &none, out, NULL), 0);
-        cr_assert_eq(moects_ref_fp4_gemm_recipes(&s, &none, NULL, out), 0);
-        cr_assert_eq(moects_ref_fp4_gemm_recipes(&s, &none, NULL, NULL), -1);
+        cr_assert_eq(moects__ref_fp4_gemm_recipes(&s, &none, out, out + 4), 0);
+        cr_assert_eq(moects__ref_fp4_gemm_recipes(&s, &none, out, NULL), 0);
+        cr_assert_eq(moects__ref_fp4_gemm_recipes(&s, &none, NULL, out), 0);
+        cr_assert_eq(moects__ref_fp4_gemm_recipes(&s, &none, NULL, NULL), -1);
     }
     for (size_t i = 0; i < sizeof out; i++) cr_assert_eq(out[i], 0x77);
     /* and a real problem with zero rows, through check_fused (empty buffers) */
@@ -347,32 +347,32 @@ Test(fp4_fused, bad_arguments)
     float db = 5.0f, de = 5.0f;
     moects_fp4_gemm_shape s = {1, 1, 32, MOECTS_FP4_MXFP4, MOECTS_SCALES_LINEAR, MOECTS_F32};
     moects_fp4_gemm_args a = {A, B, sa, sb, 1.0f, NULL};
-    cr_assert_eq(moects_ref_fp4_gemm_recipes(&s, &a, NULL, NULL), -1, "both outputs NULL");
-    cr_assert_eq(moects_ref_fp4_gemm_recipes(NULL, &a, &db, &de), -1);
-    cr_assert_eq(moects_ref_fp4_gemm_recipes(&s, NULL, &db, &de), -1);
+    cr_assert_eq(moects__ref_fp4_gemm_recipes(&s, &a, NULL, NULL), -1, "both outputs NULL");
+    cr_assert_eq(moects__ref_fp4_gemm_recipes(NULL, &a, &db, &de), -1);
+    cr_assert_eq(moects__ref_fp4_gemm_recipes(&s, NULL, &db, &de), -1);
     moects_fp4_gemm_shape bad = s;
     bad.N = -2;
-    cr_assert_eq(moects_ref_fp4_gemm_recipes(&bad, &a, &db, &de), -1);
+    cr_assert_eq(moects__ref_fp4_gemm_recipes(&bad, &a, &db, &de), -1);
     bad = s;
     bad.format = (moects_fp4_format)7;
-    cr_assert_eq(moects_ref_fp4_gemm_recipes(&bad, &a, &db, &de), -1);
+    cr_assert_eq(moects__ref_fp4_gemm_recipes(&bad, &a, &db, &de), -1);
     bad = s;
     bad.out_dtype = MOECTS_I64;
-    cr_assert_eq(moects_ref_fp4_gemm_recipes(&bad, &a, &db, &de), -1);
+    cr_assert_eq(moects__ref_fp4_gemm_recipes(&bad, &a, &db, &de), -1);
     bad = s;
     bad.scale_layout = (moects_scale_layout)5;
-    cr_assert_eq(moects_ref_fp4_gemm_recipes(&bad, &a, &db, &de), -1);
+    cr_assert_eq(moects__ref_fp4_gemm_recipes(&bad, &a, &db, &de), -1);
     moects_fp4_gemm_args nul = a;
     nul.a = NULL;
-    cr_assert_eq(moects_ref_fp4_gemm_recipes(&s, &nul, &db, &de), -1);
+    cr_assert_eq(moects__ref_fp4_gemm_recipes(&s, &nul, &db, &de), -1);
     nul = a;
     nul.sa = NULL;
-    cr_assert_eq(moects_ref_fp4_gemm_recipes(&s, &nul, &db, NULL), -1);
+    cr_assert_eq(moects__ref_fp4_gemm_recipes(&s, &nul, &db, NULL), -1);
     cr_assert(db == 5.0f && de == 5.0f, "nothing written on error");
     /* K = 0: no blocks; blockwise +0 * alpha (-0 for alpha < 0), exact the exact 0, +0 */
     s.K = 0;
     a.alpha = -2.0f;
-    cr_assert_eq(moects_ref_fp4_gemm_recipes(&s, &a, &db, &de), 0);
+    cr_assert_eq(moects__ref_fp4_gemm_recipes(&s, &a, &db, &de), 0);
     cr_assert(db == 0.0f && signbit(db));
     cr_assert(de == 0.0f && !signbit(de));
 }
@@ -387,7 +387,7 @@ static uint16_t one_bf16(uint8_t a0, uint8_t b0, uint8_t sa0, uint8_t a1, uint8_
     uint16_t d = 0xABCD;
     moects_fp4_gemm_shape s = {1, 1, 64, MOECTS_FP4_MXFP4, MOECTS_SCALES_LINEAR, MOECTS_BF16};
     moects_fp4_gemm_args a = {A, B, sa, sb, 1.0f, &d};
-    cr_assert_eq(moects_ref_fp4_gemm(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
+    cr_assert_eq(moects__ref_fp4_gemm(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
     return d;
 }
 

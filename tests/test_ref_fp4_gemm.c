@@ -1,4 +1,4 @@
-/* test_ref_fp4_gemm.c: moects_ref_fp4_gemm (ref/fp4_gemm.c), recipes blockwise_v1 and exact_v1,
+/* test_ref_fp4_gemm.c: moects__ref_fp4_gemm (ref/fp4_gemm.c), recipes blockwise_v1 and exact_v1,
  * against the independent MPFR oracle of test_ref_fp4_oracle.h: random and adversarial inputs
  * (cancellation, UE8M0 codes 0, 1, 254, 255, subnormal and NaN E4M3 scales, all-zero blocks, K
  * tails with a garbage ignored nibble), both formats, both scale layouts, f32 and bf16 outputs,
@@ -74,10 +74,10 @@ static void make(prob *p, int64_t M, int64_t N, int64_t K, moects_fp4_format f, 
     p->sb_lin = malloc((size_t)(N * p->nkb + 1));
     for (int64_t i = 0; i < M * p->nkb; i++) p->sa_lin[i] = scale_code(f, sk);
     for (int64_t i = 0; i < N * p->nkb; i++) p->sb_lin[i] = scale_code(f, sk);
-    p->sa_sw = malloc((size_t)moects_scale_bytes(M, p->nkb, MOECTS_SCALES_SWIZZLED_128X4) + 1);
-    p->sb_sw = malloc((size_t)moects_scale_bytes(N, p->nkb, MOECTS_SCALES_SWIZZLED_128X4) + 1);
-    moects_scales_swizzle(p->sa_lin, M, p->nkb, p->sa_sw);
-    moects_scales_swizzle(p->sb_lin, N, p->nkb, p->sb_sw);
+    p->sa_sw = malloc((size_t)moects__scale_bytes(M, p->nkb, MOECTS_SCALES_SWIZZLED_128X4) + 1);
+    p->sb_sw = malloc((size_t)moects__scale_bytes(N, p->nkb, MOECTS_SCALES_SWIZZLED_128X4) + 1);
+    moects__scales_swizzle(p->sa_lin, M, p->nkb, p->sa_sw);
+    moects__scales_swizzle(p->sb_lin, N, p->nkb, p->sb_sw);
     p->d = malloc((size_t)(M * N + 1) * 4);
     float alpha = 1.0f;
     if (f == MOECTS_FP4_NVFP4) alpha = (float)ldexp(1.0 + (rnd() % 1000) / 1000.0, (int)(rnd() % 20) - 18);
@@ -107,7 +107,7 @@ static void check_all(prob *p, const char *what)
             p->a.sa = lay ? p->sa_sw : p->sa_lin;
             p->a.sb = lay ? p->sb_sw : p->sb_lin;
             memset(p->d, 0xA5, (size_t)(p->s.M * p->s.N) * 4);
-            int rc = moects_ref_fp4_gemm(&p->s, &p->a, exact ? MOECTS_RECIPE_EXACT_V1 : MOECTS_RECIPE_FP4_BLOCKWISE_V1);
+            int rc = moects__ref_fp4_gemm(&p->s, &p->a, exact ? MOECTS_RECIPE_EXACT_V1 : MOECTS_RECIPE_FP4_BLOCKWISE_V1);
             cr_assert_eq(rc, 0, "%s: rc %d", what, rc);
             int64_t first = -1;
             double got = 0, want = 0;
@@ -263,8 +263,8 @@ Test(fp4_gemm_oracle, cancellation)
                 p.sa_lin[r * p.nkb + 2] = small;
                 p.sb_lin[r * p.nkb + 3] = small;
             }
-            moects_scales_swizzle(p.sa_lin, 4, p.nkb, p.sa_sw);
-            moects_scales_swizzle(p.sb_lin, 4, p.nkb, p.sb_sw);
+            moects__scales_swizzle(p.sa_lin, 4, p.nkb, p.sa_sw);
+            moects__scales_swizzle(p.sb_lin, 4, p.nkb, p.sb_sw);
             check_all(&p, "cancel");
             release(&p);
         }
@@ -280,9 +280,9 @@ Test(fp4_gemm, zero_sum_signs)
     float d;
     moects_fp4_gemm_shape s = {1, 1, 32, MOECTS_FP4_MXFP4, MOECTS_SCALES_LINEAR, MOECTS_F32};
     moects_fp4_gemm_args a = {A, B, sa, sb, -0.5f, &d};
-    cr_assert_eq(moects_ref_fp4_gemm(&s, &a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
+    cr_assert_eq(moects__ref_fp4_gemm(&s, &a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
     cr_assert(d == 0.0f && signbit(d));
-    cr_assert_eq(moects_ref_fp4_gemm(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
+    cr_assert_eq(moects__ref_fp4_gemm(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
     cr_assert(d == 0.0f && !signbit(d));
     prob p;
     rng_state = 10;
@@ -306,21 +306,21 @@ Test(fp4_gemm, hand_worked_mxfp4)
     float d;
     moects_fp4_gemm_shape s = {1, 1, 64, MOECTS_FP4_MXFP4, MOECTS_SCALES_LINEAR, MOECTS_F32};
     moects_fp4_gemm_args a = {A, B, sa, sb, 1.0f, &d};
-    cr_assert_eq(moects_ref_fp4_gemm(&s, &a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
+    cr_assert_eq(moects__ref_fp4_gemm(&s, &a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
     cr_assert_eq(d, 64.0f);
-    cr_assert_eq(moects_ref_fp4_gemm(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
+    cr_assert_eq(moects__ref_fp4_gemm(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
     cr_assert_eq(d, 64.0f);
     sb[1] = 127 - 30;
-    cr_assert_eq(moects_ref_fp4_gemm(&s, &a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
+    cr_assert_eq(moects__ref_fp4_gemm(&s, &a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
     cr_assert_eq(d, 32.0f);
     /* three blocks where order matters: 2^25 - 2^25 + 1 with blockwise: acc = 2^25 * ... */
     s.K = 33;
     A[16] = 0xF2; /* element 32 = 1.0; the high nibble (element 33, absent) is garbage */
     B[16] = 0xA2;
     sb[1] = 127;
-    cr_assert_eq(moects_ref_fp4_gemm(&s, &a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
+    cr_assert_eq(moects__ref_fp4_gemm(&s, &a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
     cr_assert_eq(d, 32.0f + 2.0f); /* 32 * 1 * 1 + 1 * (2^1 * 2^0) */
-    cr_assert_eq(moects_ref_fp4_gemm(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
+    cr_assert_eq(moects__ref_fp4_gemm(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
     cr_assert_eq(d, 34.0f);
 }
 
@@ -337,9 +337,9 @@ Test(fp4_gemm, hand_worked_order_matters)
     float d;
     moects_fp4_gemm_shape s = {1, 1, 96, MOECTS_FP4_MXFP4, MOECTS_SCALES_LINEAR, MOECTS_F32};
     moects_fp4_gemm_args a = {A, B, sa, sb, 1.0f, &d};
-    cr_assert_eq(moects_ref_fp4_gemm(&s, &a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
+    cr_assert_eq(moects__ref_fp4_gemm(&s, &a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
     cr_assert_eq(d, 16777216.0f);
-    cr_assert_eq(moects_ref_fp4_gemm(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
+    cr_assert_eq(moects__ref_fp4_gemm(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
     cr_assert_eq(d, 16777218.0f);
 }
 
@@ -353,16 +353,16 @@ Test(fp4_gemm, hand_worked_nvfp4_subnormal_scale)
     uint16_t d;
     moects_fp4_gemm_shape s = {1, 1, 16, MOECTS_FP4_NVFP4, MOECTS_SCALES_LINEAR, MOECTS_BF16};
     moects_fp4_gemm_args a = {A, B, sa, sb, 2.0f, &d};
-    cr_assert_eq(moects_ref_fp4_gemm(&s, &a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
+    cr_assert_eq(moects__ref_fp4_gemm(&s, &a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
     cr_assert_eq(d, 0x42A8); /* 84 = 1.3125 * 2^6: bf16 0x42A8 */
-    cr_assert_eq(moects_ref_fp4_gemm(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
+    cr_assert_eq(moects__ref_fp4_gemm(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
     cr_assert_eq(d, 0x42A8);
     sb[0] = 0x7F; /* NaN scale propagates even with ... */
-    cr_assert_eq(moects_ref_fp4_gemm(&s, &a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
+    cr_assert_eq(moects__ref_fp4_gemm(&s, &a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
     cr_assert_eq(d & 0x7F80, 0x7F80);
     cr_assert_neq(d & 0x007F, 0);
     memset(A, 0, sizeof A); /* ... an all-zero block: 0 * NaN = NaN */
-    cr_assert_eq(moects_ref_fp4_gemm(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
+    cr_assert_eq(moects__ref_fp4_gemm(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
     cr_assert_eq(d & 0x7F80, 0x7F80);
     cr_assert_neq(d & 0x007F, 0);
 }
@@ -379,20 +379,20 @@ Test(fp4_gemm, ue8m0_extremes_by_hand)
     float d;
     moects_fp4_gemm_shape s = {1, 1, 32, MOECTS_FP4_MXFP4, MOECTS_SCALES_LINEAR, MOECTS_F32};
     moects_fp4_gemm_args a = {A, B, sa, sb, 1.0f, &d};
-    cr_assert_eq(moects_ref_fp4_gemm(&s, &a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
+    cr_assert_eq(moects__ref_fp4_gemm(&s, &a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
     cr_assert(isinf(d) && d > 0);
-    cr_assert_eq(moects_ref_fp4_gemm(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
+    cr_assert_eq(moects__ref_fp4_gemm(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
     cr_assert(isinf(d) && d > 0);
     memset(A, 0, sizeof A);
-    cr_assert_eq(moects_ref_fp4_gemm(&s, &a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
+    cr_assert_eq(moects__ref_fp4_gemm(&s, &a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
     cr_assert(isnan(d), "0 * Inf in the fma");
-    cr_assert_eq(moects_ref_fp4_gemm(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
+    cr_assert_eq(moects__ref_fp4_gemm(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
     cr_assert(d == 0.0f && !signbit(d), "exact value 0");
     memset(A, 0xAA, sizeof A); /* -1 */
     sa[0] = sb[0] = 0;
-    cr_assert_eq(moects_ref_fp4_gemm(&s, &a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
+    cr_assert_eq(moects__ref_fp4_gemm(&s, &a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
     cr_assert(d == 0.0f && !signbit(d), "fmaf(-32, 0, +0) = +0");
-    cr_assert_eq(moects_ref_fp4_gemm(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
+    cr_assert_eq(moects__ref_fp4_gemm(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
     cr_assert(d == 0.0f && signbit(d), "-32 * 2^-254 rounds to -0");
 }
 
@@ -404,32 +404,32 @@ Test(fp4_gemm, bad_arguments_and_empty)
     moects_fp4_gemm_args a = {A, B, sa, sb, 1.0f, &d};
     moects_fp4_gemm_shape bad = s;
     bad.M = -1;
-    cr_assert_eq(moects_ref_fp4_gemm(&bad, &a, MOECTS_RECIPE_EXACT_V1), -1);
+    cr_assert_eq(moects__ref_fp4_gemm(&bad, &a, MOECTS_RECIPE_EXACT_V1), -1);
     bad = s;
     bad.format = (moects_fp4_format)9;
-    cr_assert_eq(moects_ref_fp4_gemm(&bad, &a, MOECTS_RECIPE_EXACT_V1), -1);
+    cr_assert_eq(moects__ref_fp4_gemm(&bad, &a, MOECTS_RECIPE_EXACT_V1), -1);
     bad = s;
     bad.out_dtype = MOECTS_I32;
-    cr_assert_eq(moects_ref_fp4_gemm(&bad, &a, MOECTS_RECIPE_EXACT_V1), -1);
+    cr_assert_eq(moects__ref_fp4_gemm(&bad, &a, MOECTS_RECIPE_EXACT_V1), -1);
     bad = s;
     bad.scale_layout = (moects_scale_layout)3;
-    cr_assert_eq(moects_ref_fp4_gemm(&bad, &a, MOECTS_RECIPE_EXACT_V1), -1);
-    cr_assert_eq(moects_ref_fp4_gemm(&s, &a, MOECTS_RECIPE_EPG_FMA_V1), -1);
+    cr_assert_eq(moects__ref_fp4_gemm(&bad, &a, MOECTS_RECIPE_EXACT_V1), -1);
+    cr_assert_eq(moects__ref_fp4_gemm(&s, &a, MOECTS_RECIPE_EPG_FMA_V1), -1);
     moects_fp4_gemm_args nul = a;
     nul.sb = NULL;
-    cr_assert_eq(moects_ref_fp4_gemm(&s, &nul, MOECTS_RECIPE_EXACT_V1), -1);
-    cr_assert_eq(moects_ref_fp4_gemm(NULL, &a, MOECTS_RECIPE_EXACT_V1), -1);
+    cr_assert_eq(moects__ref_fp4_gemm(&s, &nul, MOECTS_RECIPE_EXACT_V1), -1);
+    cr_assert_eq(moects__ref_fp4_gemm(NULL, &a, MOECTS_RECIPE_EXACT_V1), -1);
     /* K = 0: no blocks, D = 0 * alpha */
     s.K = 0;
-    cr_assert_eq(moects_ref_fp4_gemm(&s, &a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
+    cr_assert_eq(moects__ref_fp4_gemm(&s, &a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
     cr_assert_eq(d, 0.0f);
     d = 5.0f;
-    cr_assert_eq(moects_ref_fp4_gemm(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
+    cr_assert_eq(moects__ref_fp4_gemm(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
     cr_assert_eq(d, 0.0f);
     /* M = 0: nothing written, even with NULL pointers */
     s.M = 0;
     moects_fp4_gemm_args none = {NULL, NULL, NULL, NULL, 1.0f, NULL};
-    cr_assert_eq(moects_ref_fp4_gemm(&s, &none, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
+    cr_assert_eq(moects__ref_fp4_gemm(&s, &none, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
 }
 
 /* The quantizers and the GEMM agree: quantize real-valued A and B, run exact_v1 with alpha =
@@ -443,18 +443,18 @@ Test(fp4_gemm, quantize_then_multiply)
     for (int i = 0; i < M * K; i++) x[i] = (float)((int)(rnd() % 2001) - 1000) / 100.0f;
     for (int i = 0; i < N * K; i++) y[i] = (float)((int)(rnd() % 2001) - 1000) / 100.0f;
     uint8_t ca[5 * 40], cb[6 * 40], sa[5 * 5], sb[6 * 5];
-    float gx = moects_nvfp4_global_scale(x, (size_t)(M * K)), gy = moects_nvfp4_global_scale(y, (size_t)(N * K));
-    cr_assert_eq(moects_quant_nvfp4(x, M, K, gx, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, ca, sa), 0);
-    cr_assert_eq(moects_quant_nvfp4(y, N, K, gy, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, cb, sb), 0);
+    float gx = moects__nvfp4_global_scale(x, (size_t)(M * K)), gy = moects__nvfp4_global_scale(y, (size_t)(N * K));
+    cr_assert_eq(moects__quant_nvfp4(x, M, K, gx, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, ca, sa), 0);
+    cr_assert_eq(moects__quant_nvfp4(y, N, K, gy, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, cb, sb), 0);
     float d[5 * 6];
     moects_fp4_gemm_shape s = {M, N, K, MOECTS_FP4_NVFP4, MOECTS_SCALES_LINEAR, MOECTS_F32};
     moects_fp4_gemm_args a = {ca, cb, sa, sb, 1.0f / (gx * gy), d};
-    cr_assert_eq(moects_ref_fp4_gemm(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
+    cr_assert_eq(moects__ref_fp4_gemm(&s, &a, MOECTS_RECIPE_EXACT_V1), 0);
     float rx[80], ry[80];
     for (int64_t m = 0; m < M; m++)
         for (int64_t n = 0; n < N; n++) {
-            moects_fp4_dequant_row(ca, sa, m, K, MOECTS_FP4_NVFP4, MOECTS_SCALES_LINEAR, rx);
-            moects_fp4_dequant_row(cb, sb, n, K, MOECTS_FP4_NVFP4, MOECTS_SCALES_LINEAR, ry);
+            moects__fp4_dequant_row(ca, sa, m, K, MOECTS_FP4_NVFP4, MOECTS_SCALES_LINEAR, rx);
+            moects__fp4_dequant_row(cb, sb, n, K, MOECTS_FP4_NVFP4, MOECTS_SCALES_LINEAR, ry);
             double ref = 0, mag = 0;
             for (int64_t k = 0; k < K; k++) {
                 ref += (double)rx[k] * ry[k];

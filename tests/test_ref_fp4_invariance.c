@@ -29,7 +29,7 @@ static uint64_t fnv(const void *p, size_t n)
 
 /* Problem i: format, recipe, layout, out dtype vary with i; shapes cross the tiles; scales over a
  * wide range so that the fma rounding and the exact sums are exercised; large codes in some blocks
- * for i >= 4; i = 8, 9: both recipes from one moects_ref_fp4_gemm_recipes call. Returns the hash
+ * for i >= 4; i = 8, 9: both recipes from one moects__ref_fp4_gemm_recipes call. Returns the hash
  * of the output(s). */
 static uint64_t run_problem(int i)
 {
@@ -44,8 +44,8 @@ static uint64_t run_problem(int i)
     const int64_t nkb = (K + g - 1) / g, rb = (K + 1) / 2;
     uint8_t *a = malloc((size_t)(M * rb)), *b = malloc((size_t)(N * rb));
     uint8_t *sa = malloc((size_t)(M * nkb)), *sb = malloc((size_t)(N * nkb));
-    uint8_t *sas = malloc((size_t)moects_scale_bytes(M, nkb, MOECTS_SCALES_SWIZZLED_128X4));
-    uint8_t *sbs = malloc((size_t)moects_scale_bytes(N, nkb, MOECTS_SCALES_SWIZZLED_128X4));
+    uint8_t *sas = malloc((size_t)moects__scale_bytes(M, nkb, MOECTS_SCALES_SWIZZLED_128X4));
+    uint8_t *sbs = malloc((size_t)moects__scale_bytes(N, nkb, MOECTS_SCALES_SWIZZLED_128X4));
     void *d = malloc((size_t)(M * N) * 4), *d2 = malloc((size_t)(M * N) * 4);
     for (int64_t j = 0; j < M * rb; j++) a[j] = (uint8_t)rnd();
     for (int64_t j = 0; j < N * rb; j++) b[j] = (uint8_t)rnd();
@@ -62,16 +62,16 @@ static uint64_t run_problem(int i)
         sa[j] = f == MOECTS_FP4_MXFP4 ? (uint8_t)(97 + rnd() % 60) : (uint8_t)(rnd() % 0x7F);
     for (int64_t j = 0; j < N * nkb; j++)
         sb[j] = f == MOECTS_FP4_MXFP4 ? (uint8_t)(97 + rnd() % 60) : (uint8_t)(rnd() % 0x7F);
-    moects_scales_swizzle(sa, M, nkb, sas);
-    moects_scales_swizzle(sb, N, nkb, sbs);
+    moects__scales_swizzle(sa, M, nkb, sas);
+    moects__scales_swizzle(sb, N, nkb, sbs);
     moects_fp4_gemm_shape s = {M, N, K, f, lay, out};
     int sw = lay == MOECTS_SCALES_SWIZZLED_128X4;
     moects_fp4_gemm_args args = {a, b, sw ? sas : sa, sw ? sbs : sb, f == MOECTS_FP4_NVFP4 ? 0.375f : 1.0f, d};
     uint64_t h = 0;
     const size_t bytes = (size_t)(M * N) * (out == MOECTS_BF16 ? 2 : 4);
     if (fused) {
-        if (moects_ref_fp4_gemm_recipes(&s, &args, d, d2) == 0) h = fnv(d, bytes) ^ (fnv(d2, bytes) << 1);
-    } else if (moects_ref_fp4_gemm(&s, &args, rec) == 0) {
+        if (moects__ref_fp4_gemm_recipes(&s, &args, d, d2) == 0) h = fnv(d, bytes) ^ (fnv(d2, bytes) << 1);
+    } else if (moects__ref_fp4_gemm(&s, &args, rec) == 0) {
         h = fnv(d, bytes);
     }
     free(a);

@@ -1,4 +1,4 @@
-/* Bounded verdicts (moects_ref_moe_gemm_bound, moects_ref_fp4_gemm_bound; DESIGN.md "Bounded
+/* Bounded verdicts (moects__ref_moe_gemm_bound, moects__ref_fp4_gemm_bound; DESIGN.md "Bounded
  * verdicts"): a simulated kernel of the declared accumulation class (terms rounded to p bits, summed
  * in a random order with every addition rounded to p bits, RNE or truncation, binary32 exponent
  * range; then times alpha in FP32 and rounded to the output) stays within the bound of every element
@@ -97,8 +97,8 @@ static double out_at(const prob *p, const void *d, int64_t i)
 static void exact_and_bound(prob *p, double **bound, int bits, int trunc)
 {
     *bound = malloc((size_t)(p->rows * p->s.N + 1) * sizeof(double));
-    cr_assert_eq(moects_ref_moe_gemm(&p->s, &p->a, MOECTS_RECIPE_EXACT_V1), 0);
-    cr_assert_eq(moects_ref_moe_gemm_bound(&p->s, &p->a, (uint32_t)bits, trunc, *bound), 0);
+    cr_assert_eq(moects__ref_moe_gemm(&p->s, &p->a, MOECTS_RECIPE_EXACT_V1), 0);
+    cr_assert_eq(moects__ref_moe_gemm_bound(&p->s, &p->a, (uint32_t)bits, trunc, *bound), 0);
 }
 
 /* The simulated kernel against exact_v1 and its bound on every valid element: returns how many
@@ -218,7 +218,7 @@ Test(moe_bound, one_scale_ulp_off_lands_outside)
             sc = p.SB + mo_bytes(5, K / g, MOECTS_SCALES_SWIZZLED_128X4) + mo_off(col, blk, K / g, MOECTS_SCALES_SWIZZLED_128X4);
         }
         *sc = (uint8_t)(*sc + 1);
-        cr_assert_eq(moects_ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), 0);
+        cr_assert_eq(moects__ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), 0);
         int64_t outside = 0;
         for (int64_t r = 0; r < p.rows; r++) {
             if (mo_expert(&p.s, &p.a, r, &lr) < 0) continue;
@@ -254,18 +254,18 @@ Test(moe_bound, dense_fp4_bound_is_one_expert)
         gen(&p, fm, bf, MOECTS_ROWS_OFFSETS, 1, counts, 7, 100, MOECTS_SCALES_LINEAR, MOECTS_F32, 0, 0, 0);
         run_kernel(&p, 24, 0, "dense");
         double bm[42], bd[42];
-        cr_assert_eq(moects_ref_moe_gemm_bound(&p.s, &p.a, 24, 0, bm), 0);
+        cr_assert_eq(moects__ref_moe_gemm_bound(&p.s, &p.a, 24, 0, bm), 0);
         moects_fp4_gemm_shape ds = {6, 7, 100, bf, MOECTS_SCALES_LINEAR, MOECTS_F32};
         moects_fp4_gemm_args da = {p.A, p.B, p.SA, p.SB, p.alpha[0], p.D};
-        cr_assert_eq(moects_ref_fp4_gemm_bound(&ds, &da, 24, 0, bd), 0);
+        cr_assert_eq(moects__ref_fp4_gemm_bound(&ds, &da, 24, 0, bd), 0);
         for (int i = 0; i < 42; i++) cr_assert_eq(bm[i], bd[i], "element %d", i);
-        cr_assert_eq(moects_ref_fp4_gemm_bound(&ds, &da, 1, 0, bd), -1, "bits < 2");
-        cr_assert_eq(moects_ref_fp4_gemm_bound(&ds, &da, 24, 2, bd), -1, "truncation not 0/1");
+        cr_assert_eq(moects__ref_fp4_gemm_bound(&ds, &da, 1, 0, bd), -1, "bits < 2");
+        cr_assert_eq(moects__ref_fp4_gemm_bound(&ds, &da, 24, 2, bd), -1, "truncation not 0/1");
         drop(&p);
     }
 }
 
-/* The accumulation check's inputs (moects_ref_moe_gemm_bound_stats, ref/moects_ref.h) against the
+/* The accumulation check's inputs (moects__ref_moe_gemm_bound_stats, ref/moects_ref.h) against the
  * MPFR terms: x within det of alpha * sum t_k; sigma the formula |alpha| (gamma(K+1, u) +
  * gamma(5, 2^-24)) sqrt(sum t_k^2), rounded up to float. Then the check as the harness runs it
  * (RMS over the elements of max(0, |y - x| - half an output ULP at |y| - det) / sigma, at most 2):
@@ -289,7 +289,7 @@ Test(moe_bound, accumulation_check_inputs_and_verdicts, .timeout = 300)
         double *bound = malloc((size_t)n_el * sizeof(double)), *x = malloc((size_t)n_el * sizeof(double));
         float *det = malloc((size_t)n_el * sizeof(float)), *sigma = malloc((size_t)n_el * sizeof(float));
         moects_bound_stats st = {x, det, sigma};
-        cr_assert_eq(moects_ref_moe_gemm_bound_stats(&p.s, &p.a, 24, 1, bound, &st), 0);
+        cr_assert_eq(moects__ref_moe_gemm_bound_stats(&p.s, &p.a, 24, 1, bound, &st), 0);
         double sum24 = 0, sum14 = 0;
         int64_t lr, n_checked = 0;
         mpfr_t *t = malloc((size_t)K * sizeof *t);
@@ -340,10 +340,10 @@ Test(moe_bound, accumulation_check_inputs_and_verdicts, .timeout = 300)
 /* A split-K kernel with a BF16 reduction, MPFR-simulated (cuBLASLt's REDUCTION_SCHEME_OUTPUT_TYPE,
  * the issue-25 shape: K 2688 in 132 pieces): each piece's terms summed with 24-bit RNE in a random
  * order, times alpha in FP32, then the partials added in BF16 (RNE after every addition, the first
- * partial rounded too) to a BF16 output. Against moects_ref_moe_gemm_bound_class: every element
+ * partial rounded too) to a BF16 output. Against moects__ref_moe_gemm_bound_class: every element
  * inside the class (24, RNE, 132 splits) bound; the accumulation check passes under that class (RMS
  * a small fraction of sigma) and fails under plain FP32 accumulation (RMS > 2), as it did on the H200;
- * moects_ref_acc_sigma_factor is the formula (1 + g)(1 + gamma(131, 2^-8)) - 1, g = gamma(2689,
+ * moects__ref_acc_sigma_factor is the formula (1 + g)(1 + gamma(131, 2^-8)) - 1, g = gamma(2689,
  * 2^-24) + gamma(5, 2^-24), worked out here in double. */
 static double splitk_element(const prob *p, int64_t r, int64_t n, int splits)
 {
@@ -396,14 +396,14 @@ Test(moe_bound, bf16_split_k_class_holds_its_kernel, .timeout = 300)
         st[c] = (moects_bound_stats){x[c], det[c], sigma[c]};
     }
     const moects_acc_class split = {24, 0, (uint32_t)S}, fp32 = {24, 0, 0}, bad = {24, 0, 257};
-    cr_assert_eq(moects_ref_moe_gemm_bound_class(&p.s, &p.a, &split, bound, &st[0]), 0);
-    cr_assert_eq(moects_ref_moe_gemm_bound_class(&p.s, &p.a, &fp32, bound0, &st[1]), 0);
-    cr_assert_eq(moects_ref_moe_gemm_bound_class(&p.s, &p.a, &bad, bound0, NULL), -1, "more than 256 splits");
+    cr_assert_eq(moects__ref_moe_gemm_bound_class(&p.s, &p.a, &split, bound, &st[0]), 0);
+    cr_assert_eq(moects__ref_moe_gemm_bound_class(&p.s, &p.a, &fp32, bound0, &st[1]), 0);
+    cr_assert_eq(moects__ref_moe_gemm_bound_class(&p.s, &p.a, &bad, bound0, NULL), -1, "more than 256 splits");
     const double g = gamma_k(K + 1, 0x1p-24) + gamma_k(5, 0x1p-24);
-    const double want = (1 + g) * (1 + gamma_k(S - 1, 0x1p-8)) - 1, got = moects_ref_acc_sigma_factor(K, &split);
+    const double want = (1 + g) * (1 + gamma_k(S - 1, 0x1p-8)) - 1, got = moects__ref_acc_sigma_factor(K, &split);
     cr_assert(fabs(got - want) <= 1e-12 * want, "sigma factor %a, by hand %a", got, want);
-    cr_assert(fabs(moects_ref_acc_sigma_factor(K, &fp32) - g) <= 1e-12 * g);
-    cr_assert_eq(moects_ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), 0);
+    cr_assert(fabs(moects__ref_acc_sigma_factor(K, &fp32) - g) <= 1e-12 * g);
+    cr_assert_eq(moects__ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), 0);
     double sum[2] = {0, 0};
     int64_t lr, n_checked = 0, differ = 0;
     for (int64_t r = 0; r < p.rows; r++) {

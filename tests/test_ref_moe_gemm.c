@@ -16,7 +16,7 @@ static void check(prob *p, int exact, const char *what)
 {
     size_t dbytes = (size_t)(p->rows * p->s.N) * (p->s.out_dtype == MOECTS_BF16 ? 2 : 4);
     memset(p->D, FILL, dbytes);
-    cr_assert_eq(moects_ref_moe_gemm(&p->s, &p->a, exact ? MOECTS_RECIPE_EXACT_V1 : MOECTS_RECIPE_FP4_BLOCKWISE_V1),
+    cr_assert_eq(moects__ref_moe_gemm(&p->s, &p->a, exact ? MOECTS_RECIPE_EXACT_V1 : MOECTS_RECIPE_FP4_BLOCKWISE_V1),
                  0, "%s", what);
     int64_t first = -1;
     double got = 0, want = 0;
@@ -146,9 +146,9 @@ Test(moe_gemm, w4a8_partial_wider_than_fp32)
     p.B[31] = 0x07;        /* element 63: 0 (A is 0 there too) */
     SA[0] = SA[1] = 127;
     p.SB[0] = p.SB[1] = 127;
-    cr_assert_eq(moects_ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
+    cr_assert_eq(moects__ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), 0);
     cr_assert_eq(((float *)p.D)[0], 0.0f, "blockwise_v1: got %a", ((float *)p.D)[0]);
-    cr_assert_eq(moects_ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), 0);
+    cr_assert_eq(moects__ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), 0);
     cr_assert_eq(((float *)p.D)[0], 0x1p-10f, "exact_v1: got %a", ((float *)p.D)[0]);
     check(&p, 0, "w4a8 wide partial");
     check(&p, 1, "w4a8 wide partial");
@@ -197,7 +197,7 @@ Test(moe_gemm, hand_worked_mxfp4_contiguous)
     memset(p.B + 20, 0xBB, 20);
     uint8_t sb[4] = {127, 127, 128, 126}; /* [e][n=0][kb]: e0 (1, 1), e1 (2, 1/2) */
     memcpy(p.SB, sb, 4);
-    cr_assert_eq(moects_ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), 0);
+    cr_assert_eq(moects__ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), 0);
     cr_assert_eq(((float *)p.D)[0], 18.0f, "got %a", ((float *)p.D)[0]);
     cr_assert_eq(((float *)p.D)[4], -99.0f, "got %a", ((float *)p.D)[4]);
     uint32_t u;
@@ -235,32 +235,32 @@ Test(moe_gemm, refusals)
     rng_state = 60;
     gen(&p, MOECTS_MOE_W4A16, MOECTS_FP4_MXFP4, MOECTS_ROWS_CONTIGUOUS, 2, counts, 3, 32, MOECTS_SCALES_LINEAR,
         MOECTS_F32, 0, 0, 0);
-    cr_assert_eq(moects_ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), -1, "W4A16 has no blockwise_v1");
+    cr_assert_eq(moects__ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_FP4_BLOCKWISE_V1), -1, "W4A16 has no blockwise_v1");
     p.mi[0] = 2;
-    cr_assert_eq(moects_ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), -1, "m_indices >= E");
+    cr_assert_eq(moects__ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), -1, "m_indices >= E");
     p.mi[0] = -2;
-    cr_assert_eq(moects_ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), -1, "m_indices < -1");
+    cr_assert_eq(moects__ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), -1, "m_indices < -1");
     drop(&p);
     gen(&p, MOECTS_MOE_MXFP4, MOECTS_FP4_MXFP4, MOECTS_ROWS_MASKED, 2, counts, 3, 32, MOECTS_SCALES_LINEAR,
         MOECTS_F32, 0, 0, 0);
     p.mm[1] = (int32_t)p.s.M + 1;
-    cr_assert_eq(moects_ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), -1, "masked_m > M");
+    cr_assert_eq(moects__ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), -1, "masked_m > M");
     p.mm[1] = -1;
-    cr_assert_eq(moects_ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), -1, "masked_m < 0");
+    cr_assert_eq(moects__ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), -1, "masked_m < 0");
     drop(&p);
     gen(&p, MOECTS_MOE_MXFP4, MOECTS_FP4_MXFP4, MOECTS_ROWS_OFFSETS, 2, counts, 3, 32, MOECTS_SCALES_LINEAR,
         MOECTS_F32, 0, 0, 0);
     p.off[1] = 4;
-    cr_assert_eq(moects_ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), -1, "offsets decreasing");
+    cr_assert_eq(moects__ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), -1, "offsets decreasing");
     p.off[1] = 2;
     p.off[2] = 2;
-    cr_assert_eq(moects_ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), -1, "off[E] != M");
+    cr_assert_eq(moects__ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), -1, "off[E] != M");
     p.off[2] = 3;
     p.s.b_format = MOECTS_FP4_NVFP4;
-    cr_assert_eq(moects_ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), -1, "MXFP4 with NVFP4 B");
+    cr_assert_eq(moects__ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), -1, "MXFP4 with NVFP4 B");
     p.s.b_format = MOECTS_FP4_MXFP4;
     p.s.E = 0;
-    cr_assert_eq(moects_ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), -1, "E = 0");
+    cr_assert_eq(moects__ref_moe_gemm(&p.s, &p.a, MOECTS_RECIPE_EXACT_V1), -1, "E = 0");
     uint32_t u;
     memcpy(&u, p.D, 4);
     cr_assert_eq(u, 0xA5A5A5A5u, "written on refusal");
@@ -308,9 +308,9 @@ Test(moe_gemm, thread_count_invariance)
         memset(one, FILL, bytes * 2);
         memset(two, FILL, bytes * 2);
         openblas_set_num_threads(1);
-        cr_assert_eq(moects_ref_moe_gemm_recipes(&p.s, &p.a, one, (uint8_t *)one + bytes), 0);
+        cr_assert_eq(moects__ref_moe_gemm_recipes(&p.s, &p.a, one, (uint8_t *)one + bytes), 0);
         openblas_set_num_threads(4);
-        cr_assert_eq(moects_ref_moe_gemm_recipes(&p.s, &p.a, two, (uint8_t *)two + bytes), 0);
+        cr_assert_eq(moects__ref_moe_gemm_recipes(&p.s, &p.a, two, (uint8_t *)two + bytes), 0);
         cr_assert_eq(memcmp(one, two, bytes * 2), 0);
         memcpy(p.D, one, bytes); /* and the fused call equals the oracle */
         int64_t first = -1;
@@ -341,9 +341,9 @@ Test(moe_gemm_oracle, scalar_path)
             MOECTS_SCALES_LINEAR, MOECTS_BF16, 128, 0, 1);
         size_t n = (size_t)(p.rows * 11);
         double *vec = malloc(n * sizeof(double)), *sc = malloc(n * sizeof(double));
-        cr_assert_eq(moects_ref_moe_gemm_bound(&p.s, &p.a, 24, 1, vec), 0);
+        cr_assert_eq(moects__ref_moe_gemm_bound(&p.s, &p.a, 24, 1, vec), 0);
         setenv("MOECTS_FP4_REF_ISA", "c", 1);
-        cr_assert_eq(moects_ref_moe_gemm_bound(&p.s, &p.a, 24, 1, sc), 0);
+        cr_assert_eq(moects__ref_moe_gemm_bound(&p.s, &p.a, 24, 1, sc), 0);
         unsetenv("MOECTS_FP4_REF_ISA");
         cr_assert_eq(memcmp(vec, sc, n * sizeof(double)), 0, "format %d: scalar and vector bounds differ", f);
         free(vec);

@@ -18,7 +18,7 @@ static void mx1(const float *v, int n, moects_mx_scale_rule rule, moects_roundin
 {
     float x[32] = {0};
     memcpy(x, v, sizeof(float) * (size_t)n);
-    cr_assert_eq(moects_quant_mxfp4(x, 1, 32, rule, rd, MOECTS_SCALES_LINEAR, codes, scale), 0);
+    cr_assert_eq(moects__quant_mxfp4(x, 1, 32, rule, rd, MOECTS_SCALES_LINEAR, codes, scale), 0);
 }
 
 Test(quant_mxfp4, ocp_hand_examples)
@@ -126,7 +126,7 @@ Test(quant_mxfp4, k_tail_and_odd_k)
     x[33 + 32] = -0.0625f;  /* tail of row 1: X = 2^-6, element -4 */
     uint8_t codes[2 * 17], sc[2 * 2];
     memset(codes, 0xEE, sizeof codes);
-    cr_assert_eq(moects_quant_mxfp4(x, 2, 33, MOECTS_MX_SCALE_OCP, MOECTS_ROUND_RNE,
+    cr_assert_eq(moects__quant_mxfp4(x, 2, 33, MOECTS_MX_SCALE_OCP, MOECTS_ROUND_RNE,
                                     MOECTS_SCALES_LINEAR, codes, sc), 0);
     const uint8_t want_sc[4] = {124, 129, 125, 121};
     cr_assert_arr_eq(sc, want_sc, 4);
@@ -139,25 +139,25 @@ Test(quant, bad_arguments)
 {
     float x[4] = {0};
     uint8_t c[4], s[4];
-    cr_assert_eq(moects_quant_mxfp4(x, -1, 4, MOECTS_MX_SCALE_OCP, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, c, s), -1);
-    cr_assert_eq(moects_quant_mxfp4(x, 1, 4, (moects_mx_scale_rule)7, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, c, s), -1);
-    cr_assert_eq(moects_quant_nvfp4(x, 1, 4, INFINITY, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, c, s), -1);
-    cr_assert_eq(moects_quant_nvfp4(x, 1, 4, 0.0f, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, c, s), -1);
-    cr_assert_eq(moects_quant_nvfp4(x, 1, 4, 1.0f, (moects_rounding)3, MOECTS_SCALES_LINEAR, c, s), -1);
-    cr_assert_eq(moects_quant_nvfp4(x, 1, 4, 1.0f, MOECTS_ROUND_RNE, (moects_scale_layout)5, c, s), -1);
+    cr_assert_eq(moects__quant_mxfp4(x, -1, 4, MOECTS_MX_SCALE_OCP, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, c, s), -1);
+    cr_assert_eq(moects__quant_mxfp4(x, 1, 4, (moects_mx_scale_rule)7, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, c, s), -1);
+    cr_assert_eq(moects__quant_nvfp4(x, 1, 4, INFINITY, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, c, s), -1);
+    cr_assert_eq(moects__quant_nvfp4(x, 1, 4, 0.0f, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, c, s), -1);
+    cr_assert_eq(moects__quant_nvfp4(x, 1, 4, 1.0f, (moects_rounding)3, MOECTS_SCALES_LINEAR, c, s), -1);
+    cr_assert_eq(moects__quant_nvfp4(x, 1, 4, 1.0f, MOECTS_ROUND_RNE, (moects_scale_layout)5, c, s), -1);
 }
 
 Test(quant_nvfp4, global_scale)
 {
     const float a[] = {1.0f, -2688.0f, 3.0f};
-    cr_assert_eq(moects_nvfp4_global_scale(a, 3), 1.0f);
+    cr_assert_eq(moects__nvfp4_global_scale(a, 3), 1.0f);
     const float b[] = {0.0f, -0.0f};
-    cr_assert_eq(moects_nvfp4_global_scale(b, 2), 1.0f);
+    cr_assert_eq(moects__nvfp4_global_scale(b, 2), 1.0f);
     const float c[] = {-5.25f};
-    cr_assert_eq(moects_nvfp4_global_scale(c, 1), 2688.0f / 5.25f); /* = 512 exactly */
-    cr_assert_eq(moects_nvfp4_global_scale(c, 1), 512.0f);
+    cr_assert_eq(moects__nvfp4_global_scale(c, 1), 2688.0f / 5.25f); /* = 512 exactly */
+    cr_assert_eq(moects__nvfp4_global_scale(c, 1), 512.0f);
     const float d[] = {1.0f, NAN};
-    cr_assert(isnan(moects_nvfp4_global_scale(d, 2)));
+    cr_assert(isnan(moects__nvfp4_global_scale(d, 2)));
 }
 
 Test(quant_nvfp4, hand_examples)
@@ -174,7 +174,7 @@ Test(quant_nvfp4, hand_examples)
     x[18] = 2.05f;
     x[19] = -1.25f;
     uint8_t codes[16], sc[2];
-    cr_assert_eq(moects_quant_nvfp4(x, 1, 32, 1.0f, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, codes, sc), 0);
+    cr_assert_eq(moects__quant_nvfp4(x, 1, 32, 1.0f, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, codes, sc), 0);
     cr_assert_eq(sc[0], 0x30);
     cr_assert_eq(sc[1], 0x35);
     const uint8_t want0[5] = {0x7, 0x5, 0xB, 0x2, 0x1};
@@ -182,7 +182,7 @@ Test(quant_nvfp4, hand_examples)
     const uint8_t want1[4] = {0x7, 0x4, 0x5, 0xB};
     for (int k = 0; k < 4; k++) cr_assert_eq(code_at(codes, 16 + k), want1[k], "k=%d", 16 + k);
     /* gs = 2: block 0 sf = 1.0 -> 0x38, oscl = 1 / (1 * 0.5) = 2: same elements */
-    cr_assert_eq(moects_quant_nvfp4(x, 1, 32, 2.0f, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, codes, sc), 0);
+    cr_assert_eq(moects__quant_nvfp4(x, 1, 32, 2.0f, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, codes, sc), 0);
     cr_assert_eq(sc[0], 0x38);
     for (int k = 0; k < 5; k++) cr_assert_eq(code_at(codes, k), want0[k]);
 }
@@ -194,7 +194,7 @@ Test(quant_nvfp4, zero_tiny_and_nan_blocks)
     x[32] = NAN;    /* block 2: NaN scale */
     x[33] = 1.0f;
     uint8_t codes[24], sc[3];
-    cr_assert_eq(moects_quant_nvfp4(x, 1, 48, 1.0f, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, codes, sc), 0);
+    cr_assert_eq(moects__quant_nvfp4(x, 1, 48, 1.0f, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, codes, sc), 0);
     cr_assert_eq(sc[0], 0x00);
     cr_assert_eq(sc[1], 0x00);
     cr_assert_eq(code_at(codes, 16), 0x0);
@@ -205,18 +205,18 @@ Test(quant_nvfp4, zero_tiny_and_nan_blocks)
 Test(scales, swizzle_offsets_by_hand)
 {
     /* rows 130 -> 256 padded, nkb 5 -> 8 padded: ceil(5/4) = 2 K-tiles of 512 bytes per 128 rows */
-    cr_assert_eq(moects_scale_bytes(130, 5, MOECTS_SCALES_SWIZZLED_128X4), 2048);
-    cr_assert_eq(moects_scale_bytes(130, 5, MOECTS_SCALES_LINEAR), 650);
+    cr_assert_eq(moects__scale_bytes(130, 5, MOECTS_SCALES_SWIZZLED_128X4), 2048);
+    cr_assert_eq(moects__scale_bytes(130, 5, MOECTS_SCALES_LINEAR), 650);
     const moects_scale_layout S = MOECTS_SCALES_SWIZZLED_128X4;
-    cr_assert_eq(moects_scale_offset(0, 0, 5, S), 0);
-    cr_assert_eq(moects_scale_offset(0, 1, 5, S), 1);
-    cr_assert_eq(moects_scale_offset(0, 4, 5, S), 512);
-    cr_assert_eq(moects_scale_offset(1, 0, 5, S), 16);
-    cr_assert_eq(moects_scale_offset(32, 0, 5, S), 4);
-    cr_assert_eq(moects_scale_offset(127, 3, 5, S), 31 * 16 + 3 * 4 + 3); /* 511 */
-    cr_assert_eq(moects_scale_offset(128, 0, 5, S), 1024);
-    cr_assert_eq(moects_scale_offset(129, 4, 5, S), 1024 + 512 + 16);
-    cr_assert_eq(moects_scale_offset(3, 2, 5, MOECTS_SCALES_LINEAR), 17);
+    cr_assert_eq(moects__scale_offset(0, 0, 5, S), 0);
+    cr_assert_eq(moects__scale_offset(0, 1, 5, S), 1);
+    cr_assert_eq(moects__scale_offset(0, 4, 5, S), 512);
+    cr_assert_eq(moects__scale_offset(1, 0, 5, S), 16);
+    cr_assert_eq(moects__scale_offset(32, 0, 5, S), 4);
+    cr_assert_eq(moects__scale_offset(127, 3, 5, S), 31 * 16 + 3 * 4 + 3); /* 511 */
+    cr_assert_eq(moects__scale_offset(128, 0, 5, S), 1024);
+    cr_assert_eq(moects__scale_offset(129, 4, 5, S), 1024 + 512 + 16);
+    cr_assert_eq(moects__scale_offset(3, 2, 5, MOECTS_SCALES_LINEAR), 17);
 }
 
 Test(scales, swizzle_round_trip_and_padding)
@@ -224,15 +224,15 @@ Test(scales, swizzle_round_trip_and_padding)
     const int64_t dims[][2] = {{1, 1}, {130, 5}, {128, 4}, {257, 9}, {7, 224}};
     for (size_t t = 0; t < sizeof dims / sizeof dims[0]; t++) {
         int64_t rows = dims[t][0], nkb = dims[t][1];
-        int64_t nb = moects_scale_bytes(rows, nkb, MOECTS_SCALES_SWIZZLED_128X4);
+        int64_t nb = moects__scale_bytes(rows, nkb, MOECTS_SCALES_SWIZZLED_128X4);
         uint8_t *lin = malloc((size_t)(rows * nkb)), *sw = malloc((size_t)nb), *back = malloc((size_t)(rows * nkb));
         for (int64_t i = 0; i < rows * nkb; i++) lin[i] = (uint8_t)(1 + (i * 37) % 255); /* never 0 */
         memset(sw, 0xAA, (size_t)nb);
-        cr_assert_eq(moects_scales_swizzle(lin, rows, nkb, sw), 0);
+        cr_assert_eq(moects__scales_swizzle(lin, rows, nkb, sw), 0);
         int64_t nonzero = 0;
         for (int64_t i = 0; i < nb; i++) nonzero += sw[i] != 0;
         cr_assert_eq(nonzero, rows * nkb, "padding must be zeros (every offset distinct)");
-        cr_assert_eq(moects_scales_unswizzle(sw, rows, nkb, back), 0);
+        cr_assert_eq(moects__scales_unswizzle(sw, rows, nkb, back), 0);
         cr_assert_arr_eq(back, lin, (size_t)(rows * nkb));
         free(lin);
         free(sw);
@@ -258,14 +258,14 @@ Test(quant_mxfp4, round_trips)
     float x[5 * 100], dq[100];
     for (int i = 0; i < R * K; i++) x[i] = (float)((urand() - 0.5) * ldexp(1.0, (int)(urand() * 40) - 20));
     uint8_t c1[5 * 50], s1[5 * 4], c2[5 * 50], sw[128 * 4], s2[5 * 4];
-    cr_assert_eq(moects_quant_mxfp4(x, R, K, MOECTS_MX_SCALE_OCP, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, c1, s1), 0);
-    cr_assert_eq(moects_quant_mxfp4(x, R, K, MOECTS_MX_SCALE_OCP, MOECTS_ROUND_RNE, MOECTS_SCALES_SWIZZLED_128X4, c2, sw), 0);
+    cr_assert_eq(moects__quant_mxfp4(x, R, K, MOECTS_MX_SCALE_OCP, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, c1, s1), 0);
+    cr_assert_eq(moects__quant_mxfp4(x, R, K, MOECTS_MX_SCALE_OCP, MOECTS_ROUND_RNE, MOECTS_SCALES_SWIZZLED_128X4, c2, sw), 0);
     cr_assert_arr_eq(c1, c2, sizeof c1);
-    cr_assert_eq(moects_scales_unswizzle(sw, R, nkb, s2), 0);
+    cr_assert_eq(moects__scales_unswizzle(sw, R, nkb, s2), 0);
     cr_assert_arr_eq(s1, s2, sizeof s1);
     float xq[5 * 100];
     for (int64_t r = 0; r < R; r++) {
-        moects_fp4_dequant_row(c1, s1, r, K, MOECTS_FP4_MXFP4, MOECTS_SCALES_LINEAR, dq);
+        moects__fp4_dequant_row(c1, s1, r, K, MOECTS_FP4_MXFP4, MOECTS_SCALES_LINEAR, dq);
         for (int64_t k = 0; k < K; k++) {
             double X = ldexp(1.0, s1[r * nkb + k / 32] - 127), q = x[r * K + k] / X, d = dq[k] / X;
             static const double grid[] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
@@ -279,7 +279,7 @@ Test(quant_mxfp4, round_trips)
         }
     }
     uint8_t c3[5 * 50], s3[5 * 4];
-    cr_assert_eq(moects_quant_mxfp4(xq, R, K, MOECTS_MX_SCALE_OCP, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, c3, s3), 0);
+    cr_assert_eq(moects__quant_mxfp4(xq, R, K, MOECTS_MX_SCALE_OCP, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, c3, s3), 0);
     cr_assert_arr_eq(s3, s1, sizeof s1);
     for (int64_t r = 0; r < R; r++)
         for (int64_t k = 0; k < K; k++) {
@@ -294,19 +294,19 @@ Test(quant_nvfp4, round_trip_swizzled)
     const int64_t R = 3, K = 40;
     float x[3 * 40];
     for (int i = 0; i < R * K; i++) x[i] = (float)((urand() - 0.5) * 100.0);
-    float gs = moects_nvfp4_global_scale(x, (size_t)(R * K));
+    float gs = moects__nvfp4_global_scale(x, (size_t)(R * K));
     uint8_t c1[3 * 20], s1[3 * 3], c2[3 * 20], sw[128 * 4], s2[3 * 3];
-    cr_assert_eq(moects_quant_nvfp4(x, R, K, gs, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, c1, s1), 0);
-    cr_assert_eq(moects_quant_nvfp4(x, R, K, gs, MOECTS_ROUND_RNE, MOECTS_SCALES_SWIZZLED_128X4, c2, sw), 0);
+    cr_assert_eq(moects__quant_nvfp4(x, R, K, gs, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, c1, s1), 0);
+    cr_assert_eq(moects__quant_nvfp4(x, R, K, gs, MOECTS_ROUND_RNE, MOECTS_SCALES_SWIZZLED_128X4, c2, sw), 0);
     cr_assert_arr_eq(c1, c2, sizeof c1);
-    cr_assert_eq(moects_scales_unswizzle(sw, R, 3, s2), 0);
+    cr_assert_eq(moects__scales_unswizzle(sw, R, 3, s2), 0);
     cr_assert_arr_eq(s1, s2, sizeof s1);
     /* dq / gs approximates x: the block unit u = dec(scale) / gs is amax/6 within the E4M3
      * rounding (2^-4 relative), and an element is off by at most half the largest E2M1 step (1)
      * times u, or by the saturation at 6u: |x - dq/gs| <= 0.1 amax; 0.26 leaves room. */
     float dq[40];
     for (int64_t r = 0; r < R; r++) {
-        moects_fp4_dequant_row(c1, s1, r, K, MOECTS_FP4_NVFP4, MOECTS_SCALES_LINEAR, dq);
+        moects__fp4_dequant_row(c1, s1, r, K, MOECTS_FP4_NVFP4, MOECTS_SCALES_LINEAR, dq);
         for (int64_t k = 0; k < K; k++) {
             float amax = 0;
             for (int64_t j = k / 16 * 16; j < (k / 16 + 1) * 16 && j < K; j++)

@@ -15,7 +15,7 @@ static void e4(const float *v, int n, int K, int block, moects_e4m3_scale_rule r
 {
     float x[256] = {0};
     memcpy(x, v, sizeof(float) * (size_t)n);
-    cr_assert_eq(moects_quant_e4m3(x, 1, K, block, rule, 0.0f, codes, scales), 0);
+    cr_assert_eq(moects__quant_e4m3(x, 1, K, block, rule, 0.0f, codes, scales), 0);
 }
 
 Test(quant_e4m3, ocp_rule_hand_examples)
@@ -84,7 +84,7 @@ Test(quant_e4m3, fp32_rule_hand_examples)
     cr_assert_eq(s, 0.0f);
     cr_assert_eq(c[0], 0);
     float x[32] = {0};
-    cr_assert_eq(moects_quant_e4m3(x, 1, 32, 32, MOECTS_E4M3_SCALE_F32, 1e-4f, c, &s), 0);
+    cr_assert_eq(moects__quant_e4m3(x, 1, 32, 32, MOECTS_E4M3_SCALE_F32, 1e-4f, c, &s), 0);
     cr_assert_eq(s, 1e-4f / 448.0f);
 }
 
@@ -97,19 +97,19 @@ Test(quant_e4m3, blocks_tail_and_nan)
     x[130] = 3.5f;   /* block 1: floor(log2 3.5) - 8 = -7: code 120, 3.5 * 128 = 448 (0x7E) */
     x[40] = NAN;     /* a 1x32 block 1 (elements 32..63) */
     uint8_t c[160], s[5];
-    cr_assert_eq(moects_quant_e4m3(x, 1, 160, 128, MOECTS_E4M3_SCALE_UE8M0_OCP, 0.0f, c, s), 0);
+    cr_assert_eq(moects__quant_e4m3(x, 1, 160, 128, MOECTS_E4M3_SCALE_UE8M0_OCP, 0.0f, c, s), 0);
     cr_assert_eq(s[0], 0xFF, "the NaN is in the first 128-block");
     cr_assert_eq(s[1], 120);
     cr_assert_eq(c[130], 0x7E);
     cr_assert_eq(c[5], 0x00, "codes of a NaN block are 0");
-    cr_assert_eq(moects_quant_e4m3(x, 1, 160, 32, MOECTS_E4M3_SCALE_UE8M0_OCP, 0.0f, c, s), 0);
+    cr_assert_eq(moects__quant_e4m3(x, 1, 160, 32, MOECTS_E4M3_SCALE_UE8M0_OCP, 0.0f, c, s), 0);
     cr_assert_eq(s[0], 127);
     cr_assert_eq(s[1], 0xFF);
     cr_assert_eq(s[2], 0, "all-zero block: 2^-127");
     cr_assert_eq(s[4], 120);
     cr_assert_eq(c[5], 0x7E);
-    cr_assert_eq(moects_quant_e4m3(x, 1, 160, 0, MOECTS_E4M3_SCALE_F32, 0.0f, c, s), -1);
-    cr_assert_eq(moects_quant_e4m3(x, 1, 160, 32, MOECTS_E4M3_SCALE_F32, -1.0f, c, s), -1);
+    cr_assert_eq(moects__quant_e4m3(x, 1, 160, 0, MOECTS_E4M3_SCALE_F32, 0.0f, c, s), -1);
+    cr_assert_eq(moects__quant_e4m3(x, 1, 160, 32, MOECTS_E4M3_SCALE_F32, -1.0f, c, s), -1);
 }
 
 /* Three rows: expert 0, padding, expert 1. Expert 0's amax 6 gives gs = 2688 / 6 = 448; its block:
@@ -124,7 +124,7 @@ Test(quant_nvfp4, per_expert_global_scales)
     const int32_t ids[3] = {0, -1, 1};
     uint8_t codes[3 * 8], scales[3];
     float gs[2];
-    cr_assert_eq(moects_quant_nvfp4_experts(&x[0][0], 3, 16, 2, ids, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, codes,
+    cr_assert_eq(moects__quant_nvfp4_experts(&x[0][0], 3, 16, 2, ids, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, codes,
                                             scales, gs),
                  0);
     cr_assert_eq(gs[0], 448.0f);
@@ -138,18 +138,18 @@ Test(quant_nvfp4, per_expert_global_scales)
     cr_assert_eq(codes[16], 0x07);
     /* an expert without rows gets 1; a NaN in an expert's rows is refused; ids out of range too */
     const int32_t ids2[3] = {0, -1, 0};
-    cr_assert_eq(moects_quant_nvfp4_experts(&x[0][0], 3, 16, 2, ids2, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, codes,
+    cr_assert_eq(moects__quant_nvfp4_experts(&x[0][0], 3, 16, 2, ids2, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, codes,
                                             scales, gs),
                  0);
     cr_assert_eq(gs[0], 1.0f);
     cr_assert_eq(gs[1], 1.0f);
     x[2][3] = NAN;
-    cr_assert_eq(moects_quant_nvfp4_experts(&x[0][0], 3, 16, 2, ids, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, codes,
+    cr_assert_eq(moects__quant_nvfp4_experts(&x[0][0], 3, 16, 2, ids, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, codes,
                                             scales, gs),
                  -1);
     const int32_t ids3[3] = {0, -1, 2};
     x[2][3] = 0.0f;
-    cr_assert_eq(moects_quant_nvfp4_experts(&x[0][0], 3, 16, 2, ids3, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, codes,
+    cr_assert_eq(moects__quant_nvfp4_experts(&x[0][0], 3, 16, 2, ids3, MOECTS_ROUND_RNE, MOECTS_SCALES_LINEAR, codes,
                                             scales, gs),
                  -1);
 }

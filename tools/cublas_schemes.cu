@@ -2,7 +2,7 @@
  * kernels (cuda.fp4_gemm.dequant_cublas, cuda.moe_gemm.w4a16_cublas, cuda.moe_gemm.w4a8_cublas) on
  * every GEMM shape of the registry's smoke and full cases they support (issue 25). Each case's calls
  * are made as the kernel makes them (moects__cublas_gemm_nt_bf16 / moects__cublas_moe_gemm on the
- * process's handle, its math mode included; per-expert rows from moects_moe_counts, segments at the
+ * process's handle, its math mode included; per-expert rows from moects__moe_counts, segments at the
  * row offsets of the case's row layout) on device buffers of the case's size, without dequantizing
  * or judging: cuBLASLt's heuristic looks at shapes, types, alignment and math mode, not at values.
  * cuBLASLt's logger (level 5, a callback) reports each chosen algorithm's reductionScheme and
@@ -128,9 +128,9 @@ int call_case(const moects_case *c, const moects__cublas *cb, const char *k, buf
         return moects__cublas_gemm_nt_bf16(cb, st, c->M, c->N, c->K, 1.0f, bf->a, bf->b, bf->d, dt, why, len);
     }
     moects_moe_gemm_shape s;
-    moects_moe_case_shape(c, &s);
+    moects__moe_case_shape(c, &s);
     std::vector<int64_t> cnt((size_t)c->E);
-    if (moects_moe_counts(c, 1, cnt.data(), why, len)) return -1;
+    if (moects__moe_counts(c, 1, cnt.data(), why, len)) return -1;
     const int w4a8 = !strcmp(k, "cuda.moe_gemm.w4a8_cublas");
     const int in = w4a8 ? MOECTS__CUDA_R_32F : MOECTS__CUDA_R_16BF;
     const int out = c->out_dtype == MOECTS_BF16 && !w4a8 ? MOECTS__CUDA_R_16BF : MOECTS__CUDA_R_32F;
@@ -167,14 +167,14 @@ int supported(const moects_kernel *k, const moects_case *c)
         return k->supports(&s, why, sizeof why);
     }
     moects_moe_gemm_shape s;
-    moects_moe_case_shape(c, &s);
+    moects__moe_case_shape(c, &s);
     return k->supports(&s, why, sizeof why);
 }
 
 const moects_kernel *find_kernel(const char *name)
 {
     size_t n = 0;
-    const moects_kernel *const *v = moects_builtin_kernels(&n);
+    const moects_kernel *const *v = moects__builtin_kernels(&n);
     for (size_t i = 0; i < n; i++)
         if (!strcmp(v[i]->name, name)) return v[i];
     return NULL;
@@ -226,7 +226,7 @@ int main(int argc, char **argv)
     if (install_logger(why, sizeof why)) return fprintf(stderr, "cublas_schemes: %s\n", why), 2;
     moects_case_list all = {0};
     const char *root = getenv("MOECTS_ROOT") ? getenv("MOECTS_ROOT") : ".";
-    if (moects_cases_builtin(root, &all, why, sizeof why)) return fprintf(stderr, "cublas_schemes: %s\n", why), 2;
+    if (moects__cases_builtin(root, &all, why, sizeof why)) return fprintf(stderr, "cublas_schemes: %s\n", why), 2;
     tally tk[3] = {};
     tk[0].kernel = "cuda.fp4_gemm.dequant_cublas", tk[1].kernel = "cuda.moe_gemm.w4a16_cublas";
     tk[2].kernel = "cuda.moe_gemm.w4a8_cublas";
@@ -261,6 +261,6 @@ int main(int argc, char **argv)
     if (!calls || silent) printf("FAIL: %ld of %ld calls logged no algorithm and ran no grouped GEMM: their reduction is unknown\n", silent, calls);
     else if (bad) printf("FAIL: split-K partials reduced in the output type (BF16) on %ld calls\n", bad);
     else printf("PASS: no call of %ld reduced split-K partials in the output type\n", calls);
-    moects_case_list_free(&all);
+    moects__case_list_free(&all);
     return !calls || silent || bad;
 }

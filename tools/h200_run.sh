@@ -19,7 +19,7 @@
 # and reference hashes: `moects hashes` compares them with a CPU run of the same cases elsewhere.
 # The grouped MoE GEMM (moe_gemm) steps (moeself,moesan,moecheck,moeperf are in the default list,
 # moefull0..moefull<NM-1> run only when named): moeself: moects_gpu_selftest (beside BIN) on the CUDA
-# moe_gemm kernels and mutants against moects_ref_moe_gemm (small shapes, no harness cases needed);
+# moe_gemm kernels and mutants against moects__ref_moe_gemm (small shapes, no harness cases needed);
 # moesan: the same for the honest kernels under compute-sanitizer memcheck and initcheck; moecheck:
 # memcheck and initcheck (racecheck on every 4th case) of the CUDA moe_gemm kernels on the moe_gemm
 # smoke cases of the harness;

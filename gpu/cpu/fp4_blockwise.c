@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "fp4_internal.h"
-#include "moects_ref.h" /* moects_bf16_from_f32 only (a codec, DESIGN.md) */
+#include "moects_ref.h" /* moects__bf16_from_f32 only (a codec, DESIGN.md) */
 
 int moects__fp4_shape_ok(const moects_fp4_gemm_shape *s, char *why, size_t why_len)
 {
@@ -125,9 +125,9 @@ SPECIALISE static void store(const moects__mut *mu, const moects_fp4_gemm_shape 
     int64_t off = m * s->N + n;
     if (mu->op == MOECTS__FP4_DOFF32) off = (int32_t)(uint32_t)((uint32_t)m * (uint32_t)s->N + (uint32_t)n);
     if (s->out_dtype == MOECTS_BF16)
-        ((uint16_t *)a->d)[off] = mu->op == MOECTS__FP4_ROUND ? moects__bf16_round(v, (int)mu->p) : moects_bf16_from_f32(v);
+        ((uint16_t *)a->d)[off] = mu->op == MOECTS__FP4_ROUND ? moects__bf16_round(v, (int)mu->p) : moects__bf16_from_f32(v);
     else
-        ((float *)a->d)[off] = mu->op == MOECTS__FP4_F32_VIA_BF16 ? moects_bf16_to_f32(moects_bf16_from_f32(v)) : v;
+        ((float *)a->d)[off] = mu->op == MOECTS__FP4_F32_VIA_BF16 ? moects__bf16_to_f32(moects__bf16_from_f32(v)) : v;
 }
 
 /* The kernel, mutated by mu. Inlined into the honest run(), where mu is a constant: every mutation

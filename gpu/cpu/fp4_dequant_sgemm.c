@@ -53,7 +53,7 @@ void moects__fp4_dequant_rows(const moects__fp4_luts *l, const uint8_t *codes, c
     for (int64_t r = r0; r < r0 + nr; r++, out += K) {
         const uint8_t *row = codes + r * rb;
         for (int64_t b = 0; b < nkb; b++) {
-            const float x = l->scale[sc[moects_scale_offset(r, b, nkb, layout)]];
+            const float x = l->scale[sc[moects__scale_offset(r, b, nkb, layout)]];
             const int64_t k1 = (b + 1) * g < K ? (b + 1) * g : K;
             int64_t k = b * g; /* even: g is 16 or 32 */
             for (; k + 1 < k1; k += 2) {
@@ -110,7 +110,7 @@ void moects__store_scaled(moects_dtype dt, void *out, int64_t o, const float *c,
 {
     for (int64_t j = 0; j < n; j++) {
         float v = (c ? c[j] : 0.0f) * alpha;
-        if (dt == MOECTS_BF16) ((uint16_t *)out)[o + j] = moects_bf16_from_f32(v);
+        if (dt == MOECTS_BF16) ((uint16_t *)out)[o + j] = moects__bf16_from_f32(v);
         else ((float *)out)[o + j] = v;
     }
 }

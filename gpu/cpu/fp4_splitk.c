@@ -23,7 +23,7 @@ static void reduce(moects_dtype dt, float *acc, const float *part, int64_t n, fl
     for (int64_t i = 0; i < n; i++) {
         float v = part[i] * alpha;
         v = first ? v : acc[i] + v;
-        if (dt == MOECTS_BF16) v = moects_bf16_to_f32(moects_bf16_from_f32(v));
+        if (dt == MOECTS_BF16) v = moects__bf16_to_f32(moects__bf16_from_f32(v));
         acc[i] = v;
     }
 }

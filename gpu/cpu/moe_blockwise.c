@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "moe_internal.h"
-#include "moects_ref.h" /* moects_bf16_from_f32 only (a codec, DESIGN.md) */
+#include "moects_ref.h" /* moects__bf16_from_f32 only (a codec, DESIGN.md) */
 
 int moects__moe_shape_ok(const moects_moe_gemm_shape *s, char *why, size_t why_len)
 {
@@ -198,7 +198,7 @@ static void one_row(const ctx *c, int64_t r, int64_t e, const int8_t *bv, const 
         float v = acc * alpha;
         if (f != 1.0f) v *= f;
         int64_t o = r * N + n;
-        if (s->out_dtype == MOECTS_BF16) ((uint16_t *)c->a->d)[o] = moects_bf16_from_f32(v);
+        if (s->out_dtype == MOECTS_BF16) ((uint16_t *)c->a->d)[o] = moects__bf16_from_f32(v);
         else ((float *)c->a->d)[o] = v;
     }
 }

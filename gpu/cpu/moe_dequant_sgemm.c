@@ -38,9 +38,9 @@ static int64_t a_scale_off(const moects_moe_gemm_shape *s, int64_t r, int64_t kb
 {
     if (s->rows == MOECTS_ROWS_OFFSETS) return r * nkb + kb;
     if (s->rows == MOECTS_ROWS_MASKED)
-        return (r / s->M) * moects_scale_bytes(s->M, nkb, s->scale_layout) +
-               moects_scale_offset(r % s->M, kb, nkb, s->scale_layout);
-    return moects_scale_offset(r, kb, nkb, s->scale_layout);
+        return (r / s->M) * moects__scale_bytes(s->M, nkb, s->scale_layout) +
+               moects__scale_offset(r % s->M, kb, nkb, s->scale_layout);
+    return moects__scale_offset(r, kb, nkb, s->scale_layout);
 }
 
 /* Row r of A dequantized to FP32 [K]; t: the decoding tables of MXFP4 (t[0].scale: UE8M0) and
@@ -51,7 +51,7 @@ static void dequant_a(const moects_moe_gemm_shape *s, const moects_moe_gemm_args
     const int64_t K = s->K;
     if (s->format == MOECTS_MOE_W4A16) {
         const uint16_t *row = (const uint16_t *)a->a + r * K;
-        for (int64_t k = 0; k < K; k++) out[k] = moects_bf16_to_f32(row[k]);
+        for (int64_t k = 0; k < K; k++) out[k] = moects__bf16_to_f32(row[k]);
     } else if (s->format == MOECTS_MOE_W4A8) {
         const uint8_t *row = (const uint8_t *)a->a + r * K, *sa = a->sa;
         int64_t nsa = (K + s->a_scale_block - 1) / s->a_scale_block;

@@ -13,7 +13,7 @@ static void put(char *buf, size_t len, const char *what, cudaError_t e)
     if (buf && len) snprintf(buf, len, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
-int moects_cuda_device_count(char *why, size_t why_len)
+int moects__cuda_device_count(char *why, size_t why_len)
 {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
@@ -26,7 +26,7 @@ int moects_cuda_device_count(char *why, size_t why_len)
     return n;
 }
 
-int moects_cuda_set_device(int dev, char *err, size_t err_len)
+int moects__cuda_set_device(int dev, char *err, size_t err_len)
 {
     cudaError_t e = cudaSetDevice(dev);
     if (e == cudaSuccess) e = cudaFree(0); /* create the context now */
@@ -45,7 +45,7 @@ int moects_cuda_set_device(int dev, char *err, size_t err_len)
     return 0;
 }
 
-void *moects_cuda_malloc(size_t bytes)
+void *moects__cuda_malloc(size_t bytes)
 {
     void *p = NULL;
     if (bytes == 0) return NULL;
@@ -56,7 +56,7 @@ void *moects_cuda_malloc(size_t bytes)
     return p;
 }
 
-void moects_cuda_free(void *p)
+void moects__cuda_free(void *p)
 {
     if (p) (void)cudaFree(p);
 }
@@ -69,28 +69,28 @@ void moects_cuda_free(void *p)
 static int on_stream(cudaError_t e)
 {
     if (MOECTS_CU(e)) return -1;
-    return MOECTS_CU(cudaStreamSynchronize((cudaStream_t)moects_cuda_stream())) ? -1 : 0;
+    return MOECTS_CU(cudaStreamSynchronize((cudaStream_t)moects__cuda_stream())) ? -1 : 0;
 }
 
-int moects_cuda_h2d(void *dst, const void *src, size_t bytes)
+int moects__cuda_h2d(void *dst, const void *src, size_t bytes)
 {
     if (bytes == 0) return 0;
-    return on_stream(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, (cudaStream_t)moects_cuda_stream()));
+    return on_stream(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, (cudaStream_t)moects__cuda_stream()));
 }
 
-int moects_cuda_d2h(void *dst, const void *src, size_t bytes)
+int moects__cuda_d2h(void *dst, const void *src, size_t bytes)
 {
     if (bytes == 0) return 0;
-    return on_stream(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)moects_cuda_stream()));
+    return on_stream(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)moects__cuda_stream()));
 }
 
-int moects_cuda_memset(void *dst, int value, size_t bytes)
+int moects__cuda_memset(void *dst, int value, size_t bytes)
 {
     if (bytes == 0) return 0;
-    return on_stream(cudaMemsetAsync(dst, value, bytes, (cudaStream_t)moects_cuda_stream()));
+    return on_stream(cudaMemsetAsync(dst, value, bytes, (cudaStream_t)moects__cuda_stream()));
 }
 
-void *moects_cuda_stream(void)
+void *moects__cuda_stream(void)
 {
     static cudaStream_t s;
     static int made;
@@ -101,7 +101,7 @@ void *moects_cuda_stream(void)
     return (void *)s;
 }
 
-int moects_cuda_sync(void *stream, char *err, size_t err_len)
+int moects__cuda_sync(void *stream, char *err, size_t err_len)
 {
     cudaError_t e = cudaStreamSynchronize((cudaStream_t)stream);
     if (e == cudaSuccess) e = cudaGetLastError();
@@ -113,13 +113,13 @@ int moects_cuda_sync(void *stream, char *err, size_t err_len)
     return 0;
 }
 
-int moects_cuda_mem_free(size_t *free_bytes)
+int moects__cuda_mem_free(size_t *free_bytes)
 {
     size_t total = 0;
     return cudaMemGetInfo(free_bytes, &total) == cudaSuccess ? 0 : -1;
 }
 
-int moects_cuda_device_name(char *name, size_t len)
+int moects__cuda_device_name(char *name, size_t len)
 {
     int dev = 0;
     cudaDeviceProp p;
@@ -137,9 +137,9 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-int moects_cuda_time(int (*fn)(void *ctx), void *ctx, int warmup, int iters, double *median_ms)
+int moects__cuda_time(int (*fn)(void *ctx), void *ctx, int warmup, int iters, double *median_ms)
 {
-    cudaStream_t s = (cudaStream_t)moects_cuda_stream();
+    cudaStream_t s = (cudaStream_t)moects__cuda_stream();
     if (iters < 1) iters = 1;
     double *t = (double *)malloc(sizeof(double) * (size_t)iters);
     cudaEvent_t ev[2];
@@ -197,30 +197,30 @@ static int copy_once(void *c)
     return MOECTS_CU(cudaMemcpyAsync(x->dst, x->src, x->bytes, cudaMemcpyDeviceToDevice, x->s)) ? -1 : 0;
 }
 
-int moects_cuda_copy_gbps(size_t bytes, double *gbps, char *err, size_t err_len)
+int moects__cuda_copy_gbps(size_t bytes, double *gbps, char *err, size_t err_len)
 {
     copy_ctx c;
     double ms = 0;
     int rc = -1;
     size_t n = bytes / 2;
     c.bytes = n * 2;
-    c.s = (cudaStream_t)moects_cuda_stream();
-    c.src = moects_cuda_malloc(c.bytes);
-    c.dst = moects_cuda_malloc(c.bytes);
+    c.s = (cudaStream_t)moects__cuda_stream();
+    c.src = moects__cuda_malloc(c.bytes);
+    c.dst = moects__cuda_malloc(c.bytes);
     if (!c.src || !c.dst || !c.s) {
         if (err && err_len) snprintf(err, err_len, "copy ceiling: cannot allocate 2 x %zu bytes", c.bytes);
         goto out;
     }
     fill_bf16_kernel<<<1024, 256, 0, c.s>>>((__nv_bfloat16 *)c.src, n, 1u);
-    if (MOECTS_CU_LAUNCH("fill_bf16_kernel") || moects_cuda_time(copy_once, &c, 3, 21, &ms) || ms <= 0) {
+    if (MOECTS_CU_LAUNCH("fill_bf16_kernel") || moects__cuda_time(copy_once, &c, 3, 21, &ms) || ms <= 0) {
         if (err && err_len) snprintf(err, err_len, "copy ceiling: timing failed");
         goto out;
     }
     *gbps = 2.0 * (double)c.bytes / (ms * 1e-3) / 1e9; /* read + written */
     rc = 0;
 out:
-    moects_cuda_free((void *)c.src);
-    moects_cuda_free(c.dst);
+    moects__cuda_free((void *)c.src);
+    moects__cuda_free(c.dst);
     return rc;
 }
 
@@ -239,7 +239,7 @@ static int gemm_once(void *c)
                                        MOECTS__CUDA_R_16BF, g->why, sizeof g->why);
 }
 
-int moects_cuda_cublas_bf16_tflops(long M, long N, long K, double *tflops, char *err, size_t err_len)
+int moects__cuda_cublas_bf16_tflops(long M, long N, long K, double *tflops, char *err, size_t err_len)
 {
     gemm_ctx g;
     double ms = 0;
@@ -252,10 +252,10 @@ int moects_cuda_cublas_bf16_tflops(long M, long N, long K, double *tflops, char 
     g.cb = moects__cublas_get(err, err_len);
     if (!g.cb) return -1;
     g.M = M, g.N = N, g.K = K;
-    g.s = (cudaStream_t)moects_cuda_stream();
-    g.a = moects_cuda_malloc((size_t)M * (size_t)K * 2);
-    g.b = moects_cuda_malloc((size_t)N * (size_t)K * 2);
-    g.d = moects_cuda_malloc((size_t)M * (size_t)N * 2);
+    g.s = (cudaStream_t)moects__cuda_stream();
+    g.a = moects__cuda_malloc((size_t)M * (size_t)K * 2);
+    g.b = moects__cuda_malloc((size_t)N * (size_t)K * 2);
+    g.d = moects__cuda_malloc((size_t)M * (size_t)N * 2);
     if (!g.a || !g.b || !g.d || !g.s) {
         if (err && err_len) snprintf(err, err_len, "cuBLAS ceiling: cannot allocate operands");
         goto out;
@@ -263,16 +263,16 @@ int moects_cuda_cublas_bf16_tflops(long M, long N, long K, double *tflops, char 
     fill_bf16_kernel<<<1024, 256, 0, g.s>>>((__nv_bfloat16 *)g.a, (size_t)M * (size_t)K, 2u);
     fill_bf16_kernel<<<1024, 256, 0, g.s>>>((__nv_bfloat16 *)g.b, (size_t)N * (size_t)K, 3u);
     if (MOECTS_CU_LAUNCH("fill_bf16_kernel")) goto out;
-    if (moects_cuda_time(gemm_once, &g, 5, 31, &ms) || ms <= 0) {
+    if (moects__cuda_time(gemm_once, &g, 5, 31, &ms) || ms <= 0) {
         if (err && err_len) snprintf(err, err_len, "cuBLAS ceiling: %s", g.why[0] ? g.why : "timing failed");
         goto out;
     }
     *tflops = 2.0 * (double)M * (double)N * (double)K / (ms * 1e-3) / 1e12;
     rc = 0;
 out:
-    moects_cuda_free(g.a);
-    moects_cuda_free(g.b);
-    moects_cuda_free(g.d);
+    moects__cuda_free(g.a);
+    moects__cuda_free(g.b);
+    moects__cuda_free(g.d);
     return rc;
 }
 
@@ -293,7 +293,7 @@ static int moe_once(void *c)
                                    MOECTS__CUDA_R_16BF, g->ptrs, g->why, sizeof g->why);
 }
 
-int moects_cuda_cublas_moe_bf16_tflops(long E, const long *rows, long N, long K, double *tflops, char *err,
+int moects__cuda_cublas_moe_bf16_tflops(long E, const long *rows, long N, long K, double *tflops, char *err,
                                        size_t err_len)
 {
     moe_ctx g;
@@ -314,11 +314,11 @@ int moects_cuda_cublas_moe_bf16_tflops(long E, const long *rows, long N, long K,
         total += rows[e];
     }
     g.nseg = (int)E, g.N = N, g.K = K;
-    g.s = (cudaStream_t)moects_cuda_stream();
-    g.a = moects_cuda_malloc((size_t)(total > 0 ? total : 1) * (size_t)K * 2);
-    g.b = moects_cuda_malloc((size_t)E * (size_t)N * (size_t)K * 2);
-    g.d = moects_cuda_malloc((size_t)(total > 0 ? total : 1) * (size_t)N * 2);
-    g.ptrs = (void **)moects_cuda_malloc((size_t)E * 3 * sizeof(void *));
+    g.s = (cudaStream_t)moects__cuda_stream();
+    g.a = moects__cuda_malloc((size_t)(total > 0 ? total : 1) * (size_t)K * 2);
+    g.b = moects__cuda_malloc((size_t)E * (size_t)N * (size_t)K * 2);
+    g.d = moects__cuda_malloc((size_t)(total > 0 ? total : 1) * (size_t)N * 2);
+    g.ptrs = (void **)moects__cuda_malloc((size_t)E * 3 * sizeof(void *));
     if (!g.a || !g.b || !g.d || !g.ptrs || !g.s) {
         if (err && err_len) snprintf(err, err_len, "cuBLAS grouped ceiling: cannot allocate operands");
         goto out;
@@ -326,14 +326,14 @@ int moects_cuda_cublas_moe_bf16_tflops(long E, const long *rows, long N, long K,
     fill_bf16_kernel<<<1024, 256, 0, g.s>>>((__nv_bfloat16 *)g.a, (size_t)total * (size_t)K, 2u);
     fill_bf16_kernel<<<1024, 256, 0, g.s>>>((__nv_bfloat16 *)g.b, (size_t)E * (size_t)N * (size_t)K, 3u);
     if (MOECTS_CU_LAUNCH("fill_bf16_kernel")) goto out;
-    if (moects_cuda_time(moe_once, &g, 3, 21, &ms) || ms <= 0) {
+    if (moects__cuda_time(moe_once, &g, 3, 21, &ms) || ms <= 0) {
         if (err && err_len) snprintf(err, err_len, "cuBLAS grouped ceiling: %s", g.why[0] ? g.why : "timing failed");
         goto out;
     }
     *tflops = 2.0 * (double)total * (double)N * (double)K / (ms * 1e-3) / 1e12;
     rc = 0;
 out:
-    moects_cuda_free(g.a), moects_cuda_free(g.b), moects_cuda_free(g.d), moects_cuda_free(g.ptrs);
+    moects__cuda_free(g.a), moects__cuda_free(g.b), moects__cuda_free(g.d), moects__cuda_free(g.ptrs);
     free(g.seg);
     return rc;
 }
@@ -349,14 +349,14 @@ __global__ void fill_bytes_kernel(uint8_t *p, size_t n, uint32_t seed)
     }
 }
 
-int moects_cuda_fill_random(void *p, size_t bytes, unsigned seed)
+int moects__cuda_fill_random(void *p, size_t bytes, unsigned seed)
 {
     if (!bytes) return 0;
-    fill_bytes_kernel<<<4096, 256, 0, (cudaStream_t)moects_cuda_stream()>>>((uint8_t *)p, bytes, seed);
+    fill_bytes_kernel<<<4096, 256, 0, (cudaStream_t)moects__cuda_stream()>>>((uint8_t *)p, bytes, seed);
     return MOECTS_CU_LAUNCH("fill_bytes_kernel") ? -1 : 0;
 }
 
-int moects_cuda_cublas_available(char *why, size_t why_len)
+int moects__cuda_cublas_available(char *why, size_t why_len)
 {
     return moects__cublas_probe(why, why_len);
 }

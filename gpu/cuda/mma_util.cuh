@@ -45,7 +45,7 @@ template <int N> __device__ __forceinline__ void cp_async_wait()
 }
 
 /* UE8M0: 2^(x-127), x = 0 is the subnormal 2^-127, 0xFF NaN. UE4M3 (E4M3 fn bits, sign honoured as
- * moects_e4m3_decode does): 0x7F/0xFF NaN, exponent 0 subnormal m * 2^-9. Exact, bit-built. */
+ * moects__e4m3_decode does): 0x7F/0xFF NaN, exponent 0 subnormal m * 2^-9. Exact, bit-built. */
 template <int G> __device__ __forceinline__ float decode_scale(uint32_t x)
 {
     if (G == 32) {

@@ -31,7 +31,7 @@ enum { MB_NONE = 0, MB_SCALE_STRIDE = 1, MB_PAD_ROWS = 2, MB_MASKED_M = 3, MB_ON
 static const char *g_err = "";
 static const char *last_error() { return g_err; }
 
-/* Bytes of one expert's [rows][nkb] scales in the layout (ref/quant.c moects_scale_bytes). */
+/* Bytes of one expert's [rows][nkb] scales in the layout (ref/quant.c moects__scale_bytes). */
 static int64_t scale_bytes(int64_t rows, int64_t nkb, int swizzled)
 {
     return swizzled ? (rows + 127) / 128 * 128 * ((nkb + 3) / 4) * 4 : rows * nkb;

@@ -13,7 +13,7 @@
  * Kimi K3 prefill shapes, FP4 GEMM TFLOP/s beside cuBLAS BF16 on the same shapes, grouped moe_gemm
  * TFLOP/s beside cuBLAS BF16 grouped GEMM on DeepSeek-V3 / Kimi K3 prefill routing at TP8 and EP8
  * (selftest_moe.c; medians of CUDA event timings). The moe_gemm kernels are checked against
- * moects_ref_moe_gemm in selftest_moe.c. Exit status: 0 all ok (or no device: SKIP), 1 otherwise. */
+ * moects__ref_moe_gemm in selftest_moe.c. Exit status: 0 all ok (or no device: SKIP), 1 otherwise. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,7 +31,7 @@
 #ifndef MOECTS_SELFTEST_MOE /* built without ref/moe_gemm.c: no moe_gemm reference to check against */
 int moects__selftest_moe(const moects_kernel *k, int *fails)
 {
-    printf("FAIL %s: this build has no moects_ref_moe_gemm (ref/moe_gemm.c)\n", k->name);
+    printf("FAIL %s: this build has no moects__ref_moe_gemm (ref/moe_gemm.c)\n", k->name);
     return ++*fails, 1;
 }
 void moects__selftest_moe_perf(const moects_kernel *const *ks, size_t nk) { (void)ks, (void)nk; }
@@ -165,13 +165,13 @@ static void set_cmp_msg(verdict *v, const cmp_result *c, const char *what, int b
 static int run_and_download(const moects_kernel *kern, const void *shape, const void *dargs, const void *dout,
                             void *got, size_t obytes, verdict *v)
 {
-    void *st = moects_cuda_stream();
+    void *st = moects__cuda_stream();
     char err[256] = "";
-    if (kern->run(shape, dargs, st) || moects_cuda_sync(st, err, sizeof err)) {
+    if (kern->run(shape, dargs, st) || moects__cuda_sync(st, err, sizeof err)) {
         snprintf(v->msg, sizeof v->msg, "run failed: %s", err[0] ? err : "run() returned an error");
         return -2;
     }
-    if (moects_cuda_d2h(got, dout, obytes)) {
+    if (moects__cuda_d2h(got, dout, obytes)) {
         snprintf(v->msg, sizeof v->msg, "download failed");
         return -1;
     }
@@ -223,11 +223,11 @@ static int run_epg_case(const moects_kernel *kern, const epg_case *c, verdict *v
     moects_ep_gather_args ha = {x, ids, w, idx, c->has_map ? map : NULL, want};
     moects_ep_gather_shape hs = s;
     hs.M_sum = msmall;
-    if (moects_recipe_parse(kern->recipe, MOECTS_OP_EP_GATHER, &recipe)) {
+    if (moects__recipe_parse(kern->recipe, MOECTS_OP_EP_GATHER, &recipe)) {
         snprintf(v->msg, sizeof v->msg, "unknown recipe %s", kern->recipe ? kern->recipe : "(null)");
         goto out;
     }
-    if (moects_ref_ep_gather(&hs, &ha, recipe)) {
+    if (moects__ref_ep_gather(&hs, &ha, recipe)) {
         snprintf(v->msg, sizeof v->msg, "reference refused the case");
         goto out;
     }
@@ -237,21 +237,21 @@ static int run_epg_case(const moects_kernel *kern, const epg_case *c, verdict *v
         goto out;
     }
     const size_t xbytes = (size_t)(s.M_sum * H) * 2, obytes = (size_t)(c->T * H) * osz;
-    dx = moects_cuda_malloc(xbytes);
-    dids = moects_cuda_malloc((size_t)nslot * idsz);
-    dw = moects_cuda_malloc((size_t)nslot * 4);
-    didx = moects_cuda_malloc((size_t)nslot * 4);
-    dmap = moects_cuda_malloc((size_t)c->E * 4);
-    dout = moects_cuda_malloc(obytes);
+    dx = moects__cuda_malloc(xbytes);
+    dids = moects__cuda_malloc((size_t)nslot * idsz);
+    dw = moects__cuda_malloc((size_t)nslot * 4);
+    didx = moects__cuda_malloc((size_t)nslot * 4);
+    dmap = moects__cuda_malloc((size_t)c->E * 4);
+    dout = moects__cuda_malloc(obytes);
     if ((xbytes && !dx) || (nslot && (!dids || !dw || !didx)) || (obytes && !dout)) {
         snprintf(v->msg, sizeof v->msg, "device out of memory (x: %zu bytes)", xbytes);
         goto out;
     }
-    if ((c->extra_rows && moects_cuda_memset(dx, 0, (size_t)(c->extra_rows * H) * 2)) ||
-        moects_cuda_h2d((uint16_t *)dx + c->extra_rows * H, x, (size_t)(msmall * H) * 2) ||
-        moects_cuda_h2d(dids, ids, (size_t)nslot * idsz) || moects_cuda_h2d(dw, w, (size_t)nslot * 4) ||
-        moects_cuda_h2d(didx, idx_dev, (size_t)nslot * 4) || moects_cuda_h2d(dmap, map, (size_t)c->E * 4) ||
-        moects_cuda_memset(dout, 0x7F, obytes)) {
+    if ((c->extra_rows && moects__cuda_memset(dx, 0, (size_t)(c->extra_rows * H) * 2)) ||
+        moects__cuda_h2d((uint16_t *)dx + c->extra_rows * H, x, (size_t)(msmall * H) * 2) ||
+        moects__cuda_h2d(dids, ids, (size_t)nslot * idsz) || moects__cuda_h2d(dw, w, (size_t)nslot * 4) ||
+        moects__cuda_h2d(didx, idx_dev, (size_t)nslot * 4) || moects__cuda_h2d(dmap, map, (size_t)c->E * 4) ||
+        moects__cuda_memset(dout, 0x7F, obytes)) {
         snprintf(v->msg, sizeof v->msg, "upload failed");
         goto out;
     }
@@ -263,8 +263,8 @@ static int run_epg_case(const moects_kernel *kern, const epg_case *c, verdict *v
     set_cmp_msg(v, &cr, v->pass ? "bit-exact" : "mismatch", c->out == MOECTS_BF16);
     rc = 0;
 out:
-    moects_cuda_free(dx), moects_cuda_free(dids), moects_cuda_free(dw), moects_cuda_free(didx);
-    moects_cuda_free(dmap), moects_cuda_free(dout);
+    moects__cuda_free(dx), moects__cuda_free(dids), moects__cuda_free(dw), moects__cuda_free(didx);
+    moects__cuda_free(dmap), moects__cuda_free(dout);
     free(x), free(ids), free(w), free(idx), free(idx_dev), free(map), free(got), free(want);
     return rc;
 }
@@ -323,14 +323,14 @@ static void fill_scales(uint8_t *buf, int64_t bytes, int64_t rows, int64_t nkb, 
 {
     for (int64_t i = 0; i < bytes; i++) buf[i] = (uint8_t)rnd(); /* padding of the swizzle: garbage */
     for (int64_t r = 0; r < rows; r++)
-        for (int64_t b = 0; b < nkb; b++) buf[moects_scale_offset(r, b, nkb, c->l)] = rnd_scale(c->f, c->data, is_a, r);
+        for (int64_t b = 0; b < nkb; b++) buf[moects__scale_offset(r, b, nkb, c->l)] = rnd_scale(c->f, c->data, is_a, r);
 }
 
 static int run_fp4_case(const moects_kernel *kern, const fp4_case *c, verdict *v)
 {
     moects_fp4_gemm_shape s = {c->M, c->N, c->K, c->f, c->l, c->out};
     const int64_t rb = (c->K + 1) / 2, g = moects_fp4_block(c->f), nkb = (c->K + g - 1) / g;
-    const int64_t sab = moects_scale_bytes(c->M, nkb, c->l), sbb = moects_scale_bytes(c->N, nkb, c->l);
+    const int64_t sab = moects__scale_bytes(c->M, nkb, c->l), sbb = moects__scale_bytes(c->N, nkb, c->l);
     const size_t osz = c->out == MOECTS_BF16 ? 2 : 4, obytes = (size_t)(c->M * c->N) * osz;
     uint8_t *a = malloc((size_t)(c->M * rb) + 1), *b = malloc((size_t)(c->N * rb) + 1);
     uint8_t *sa = malloc((size_t)sab + 1), *sb = malloc((size_t)sbb + 1);
@@ -349,11 +349,11 @@ static int run_fp4_case(const moects_kernel *kern, const fp4_case *c, verdict *v
     const float alpha = c->f == NV ? 1.0f / (726.5f * 527.0625f) : 1.0f; /* 1 / (gs_a * gs_b) */
     moects_fp4_gemm_args ha = {a, b, sa, sb, alpha, want};
     moects_recipe recipe = MOECTS_RECIPE_EXACT_V1;
-    if (kern->recipe && moects_recipe_parse(kern->recipe, MOECTS_OP_FP4_GEMM, &recipe)) {
+    if (kern->recipe && moects__recipe_parse(kern->recipe, MOECTS_OP_FP4_GEMM, &recipe)) {
         snprintf(v->msg, sizeof v->msg, "unknown recipe %s", kern->recipe);
         goto out;
     }
-    if (moects_ref_fp4_gemm(&s, &ha, recipe)) {
+    if (moects__ref_fp4_gemm(&s, &ha, recipe)) {
         snprintf(v->msg, sizeof v->msg, "reference refused the case");
         goto out;
     }
@@ -363,14 +363,14 @@ static int run_fp4_case(const moects_kernel *kern, const fp4_case *c, verdict *v
         rc = -3;
         goto out;
     }
-    da = moects_cuda_malloc((size_t)(c->M * rb));
-    db = moects_cuda_malloc((size_t)(c->N * rb));
-    dsa = moects_cuda_malloc((size_t)sab);
-    dsb = moects_cuda_malloc((size_t)sbb);
-    dd = moects_cuda_malloc(obytes);
-    if (moects_cuda_h2d(da, a, (size_t)(c->M * rb)) || moects_cuda_h2d(db, b, (size_t)(c->N * rb)) ||
-        moects_cuda_h2d(dsa, sa, (size_t)sab) || moects_cuda_h2d(dsb, sb, (size_t)sbb) ||
-        moects_cuda_memset(dd, 0x7F, obytes)) {
+    da = moects__cuda_malloc((size_t)(c->M * rb));
+    db = moects__cuda_malloc((size_t)(c->N * rb));
+    dsa = moects__cuda_malloc((size_t)sab);
+    dsb = moects__cuda_malloc((size_t)sbb);
+    dd = moects__cuda_malloc(obytes);
+    if (moects__cuda_h2d(da, a, (size_t)(c->M * rb)) || moects__cuda_h2d(db, b, (size_t)(c->N * rb)) ||
+        moects__cuda_h2d(dsa, sa, (size_t)sab) || moects__cuda_h2d(dsb, sb, (size_t)sbb) ||
+        moects__cuda_memset(dd, 0x7F, obytes)) {
         snprintf(v->msg, sizeof v->msg, "upload failed");
         goto out;
     }
@@ -388,7 +388,7 @@ static int run_fp4_case(const moects_kernel *kern, const fp4_case *c, verdict *v
     }
     rc = 0;
 out:
-    moects_cuda_free(da), moects_cuda_free(db), moects_cuda_free(dsa), moects_cuda_free(dsb), moects_cuda_free(dd);
+    moects__cuda_free(da), moects__cuda_free(db), moects__cuda_free(dsa), moects__cuda_free(dsb), moects__cuda_free(dd);
     free(a), free(b), free(sa), free(sb), free(got), free(want);
     return rc;
 }
@@ -433,13 +433,13 @@ typedef struct {
 static int launch_once(void *p)
 {
     launch_ctx *c = p;
-    return c->k->run(c->shape, c->args, moects_cuda_stream());
+    return c->k->run(c->shape, c->args, moects__cuda_stream());
 }
 
 static const moects_kernel *find_kernel(const char *name)
 {
     size_t n;
-    const moects_kernel *const *all = moects_builtin_kernels(&n);
+    const moects_kernel *const *all = moects__builtin_kernels(&n);
     for (size_t i = 0; i < n; i++)
         if (!strcmp(all[i]->name, name)) return all[i];
     return NULL;
@@ -456,7 +456,7 @@ static int upload_random(void *dst, size_t n)
         memcpy(h + i, &r, 8);
     }
     int rc = 0;
-    for (size_t off = 0; off < n && !rc; off += blk) rc = moects_cuda_h2d((uint8_t *)dst + off, h, n - off < blk ? n - off : blk);
+    for (size_t off = 0; off < n && !rc; off += blk) rc = moects__cuda_h2d((uint8_t *)dst + off, h, n - off < blk ? n - off : blk);
     free(h);
     return rc;
 }
@@ -468,9 +468,9 @@ static void perf_ep_gather(double copy_gbps, const char *model, int64_t T, int64
     moects_ep_gather_shape s = {T, k, rows, H, 256, MOECTS_I32, MOECTS_BF16, 0};
     int32_t *ids = malloc((size_t)rows * 4), *idx = malloc((size_t)rows * 4);
     float *w = malloc((size_t)rows * 4);
-    void *dx = moects_cuda_malloc((size_t)(rows * H) * 2), *dout = moects_cuda_malloc((size_t)(T * H) * 2);
-    void *dids = moects_cuda_malloc((size_t)rows * 4), *didx = moects_cuda_malloc((size_t)rows * 4);
-    void *dw = moects_cuda_malloc((size_t)rows * 4);
+    void *dx = moects__cuda_malloc((size_t)(rows * H) * 2), *dout = moects__cuda_malloc((size_t)(T * H) * 2);
+    void *dids = moects__cuda_malloc((size_t)rows * 4), *didx = moects__cuda_malloc((size_t)rows * 4);
+    void *dw = moects__cuda_malloc((size_t)rows * 4);
     if (!kern || !ids || !idx || !w || !dx || !dout || !dids || !didx || !dw) {
         printf("PERF ep_gather %s: allocation failed\n", model);
         goto out;
@@ -482,15 +482,15 @@ static void perf_ep_gather(double copy_gbps, const char *model, int64_t T, int64
         int32_t t = idx[i];
         idx[i] = idx[j], idx[j] = t;
     }
-    if (upload_random(dx, (size_t)(rows * H) * 2) || moects_cuda_h2d(dids, ids, (size_t)rows * 4) ||
-        moects_cuda_h2d(didx, idx, (size_t)rows * 4) || moects_cuda_h2d(dw, w, (size_t)rows * 4)) {
+    if (upload_random(dx, (size_t)(rows * H) * 2) || moects__cuda_h2d(dids, ids, (size_t)rows * 4) ||
+        moects__cuda_h2d(didx, idx, (size_t)rows * 4) || moects__cuda_h2d(dw, w, (size_t)rows * 4)) {
         printf("PERF ep_gather %s: upload failed\n", model);
         goto out;
     }
     moects_ep_gather_args a = {dx, dids, dw, didx, NULL, dout};
     launch_ctx lc = {kern, &s, &a};
     double ms;
-    if (moects_cuda_time(launch_once, &lc, 5, 41, &ms)) {
+    if (moects__cuda_time(launch_once, &lc, 5, 41, &ms)) {
         printf("PERF ep_gather %s: timing failed\n", model);
         goto out;
     }
@@ -500,14 +500,14 @@ static void perf_ep_gather(double copy_gbps, const char *model, int64_t T, int64
            model, (long long)T, (long long)k, (long long)H, ms, gbps, 100 * gbps / copy_gbps, copy_gbps);
 out:
     free(ids), free(idx), free(w);
-    moects_cuda_free(dx), moects_cuda_free(dout), moects_cuda_free(dids), moects_cuda_free(didx), moects_cuda_free(dw);
+    moects__cuda_free(dx), moects__cuda_free(dout), moects__cuda_free(dids), moects__cuda_free(didx), moects__cuda_free(dw);
 }
 
 static void perf_fp4(const char *label, int64_t M, int64_t N, int64_t K)
 {
     char err[256] = "";
     double cub = 0;
-    if (moects_cuda_cublas_bf16_tflops(M, N, K, &cub, err, sizeof err)) {
+    if (moects__cuda_cublas_bf16_tflops(M, N, K, &cub, err, sizeof err)) {
         printf("PERF cuBLAS BF16 %s: %s\n", label, err);
         cub = 0;
     } else {
@@ -518,9 +518,9 @@ static void perf_fp4(const char *label, int64_t M, int64_t N, int64_t K)
     for (int f = 0; f < 2; f++) {
         const moects_fp4_format fmt = f ? NV : MX;
         const int64_t rb = (K + 1) / 2, g = moects_fp4_block(fmt), nkb = (K + g - 1) / g;
-        void *da = moects_cuda_malloc((size_t)(M * rb)), *db = moects_cuda_malloc((size_t)(N * rb));
-        void *dsa = moects_cuda_malloc((size_t)(M * nkb)), *dsb = moects_cuda_malloc((size_t)(N * nkb));
-        void *dd = moects_cuda_malloc((size_t)(M * N) * 2);
+        void *da = moects__cuda_malloc((size_t)(M * rb)), *db = moects__cuda_malloc((size_t)(N * rb));
+        void *dsa = moects__cuda_malloc((size_t)(M * nkb)), *dsb = moects__cuda_malloc((size_t)(N * nkb));
+        void *dd = moects__cuda_malloc((size_t)(M * N) * 2);
         uint8_t *hs = malloc((size_t)((M > N ? M : N) * nkb));
         fp4_case c = {"perf", M, N, K, fmt, LIN, MOECTS_BF16, DATA_NORMAL};
         if (!da || !db || !dsa || !dsb || !dd || !hs || upload_random(da, (size_t)(M * rb)) ||
@@ -529,9 +529,9 @@ static void perf_fp4(const char *label, int64_t M, int64_t N, int64_t K)
             goto next;
         }
         fill_scales(hs, M * nkb, M, nkb, &c, 1);
-        if (moects_cuda_h2d(dsa, hs, (size_t)(M * nkb))) goto next;
+        if (moects__cuda_h2d(dsa, hs, (size_t)(M * nkb))) goto next;
         fill_scales(hs, N * nkb, N, nkb, &c, 0);
-        if (moects_cuda_h2d(dsb, hs, (size_t)(N * nkb))) goto next;
+        if (moects__cuda_h2d(dsb, hs, (size_t)(N * nkb))) goto next;
         moects_fp4_gemm_shape s = {M, N, K, fmt, LIN, MOECTS_BF16};
         moects_fp4_gemm_args a = {da, db, dsa, dsb, 1.0f, dd};
         for (int ki = 0; ki < 2; ki++) {
@@ -543,7 +543,7 @@ static void perf_fp4(const char *label, int64_t M, int64_t N, int64_t K)
             }
             launch_ctx lc = {kern, &s, &a};
             double ms;
-            if (moects_cuda_time(launch_once, &lc, 5, 41, &ms)) {
+            if (moects__cuda_time(launch_once, &lc, 5, 41, &ms)) {
                 printf("PERF %s: timing failed\n", names[ki]);
                 continue;
             }
@@ -553,7 +553,7 @@ static void perf_fp4(const char *label, int64_t M, int64_t N, int64_t K)
                    cub > 0 ? 100 * tf / cub : 0.0);
         }
     next:
-        moects_cuda_free(da), moects_cuda_free(db), moects_cuda_free(dsa), moects_cuda_free(dsb), moects_cuda_free(dd);
+        moects__cuda_free(da), moects__cuda_free(db), moects__cuda_free(dsa), moects__cuda_free(dsb), moects__cuda_free(dd);
         free(hs);
     }
 }
@@ -564,12 +564,12 @@ static int perf(void)
     double copy = 0;
     /* as the runner's workers: device 0, its memory pool keeping what cudaMallocAsync took (a release
      * threshold of 0 maps each call's workspace again: the W4A16 kernel's BF16 weights are GBs) */
-    if (moects_cuda_set_device(0, err, sizeof err)) {
+    if (moects__cuda_set_device(0, err, sizeof err)) {
         printf("PERF device set-up failed: %s\n", err);
         return 1;
     }
-    moects_cuda_device_name(name, sizeof name);
-    if (moects_cuda_copy_gbps((size_t)4 << 30, &copy, err, sizeof err)) {
+    moects__cuda_device_name(name, sizeof name);
+    if (moects__cuda_copy_gbps((size_t)4 << 30, &copy, err, sizeof err)) {
         printf("PERF copy ceiling failed: %s\n", err);
         return 1;
     }
@@ -589,7 +589,7 @@ static int perf(void)
     }
     if (opt_perf_moe) {
         size_t n;
-        const moects_kernel *const *all = moects_builtin_kernels(&n);
+        const moects_kernel *const *all = moects__builtin_kernels(&n);
         moects__selftest_moe_perf(all, n);
     }
     return 0;
@@ -637,12 +637,12 @@ static int probe_device(const moects_kernel *unused)
 {
     (void)unused;
     char why[256] = "", name[128] = "";
-    int n = moects_cuda_device_count(why, sizeof why);
+    int n = moects__cuda_device_count(why, sizeof why);
     if (n <= 0) {
         printf("SKIP: no CUDA device: %s\n", why);
         return 3;
     }
-    moects_cuda_device_name(name, sizeof name);
+    moects__cuda_device_name(name, sizeof name);
     printf("device: %s (%d visible)\n", name, n);
     return 0;
 }
@@ -681,7 +681,7 @@ int main(int argc, char **argv)
     }
     int bad = 0;
     size_t n;
-    const moects_kernel *const *all = moects_builtin_kernels(&n);
+    const moects_kernel *const *all = moects__builtin_kernels(&n);
     char summary[4096] = "";
     size_t used = 0;
     for (size_t i = 0; do_tests && i < n; i++) {

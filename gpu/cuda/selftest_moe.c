@@ -1,9 +1,9 @@
 /* selftest_moe.c: the grouped MoE GEMM part of moects_gpu_selftest (selftest.c): each CUDA moe_gemm
- * kernel against moects_ref_moe_gemm on small shapes in the three row layouts, and --perf of the
+ * kernel against moects__ref_moe_gemm on small shapes in the three row layouts, and --perf of the
  * grouped kernels on DeepSeek-V3 and Kimi K3 prefill routing beside cuBLAS BF16 grouped GEMM.
  *
  * A kernel declaring a recipe must give the reference's bits on every valid row; a kernel declaring an
- * accumulation class (acc.bits) must be within moects_ref_moe_gemm_bound of exact_v1 on every valid
+ * accumulation class (acc.bits) must be within moects__ref_moe_gemm_bound of exact_v1 on every valid
  * element (NaN only where the reference is NaN). Rows that are not valid (id -1 padding, rows past
  * masked_m[e]) hold NaN activations and NaN scales: they must neither leak into valid rows nor be
  * compared. Outputs start as NaN bytes, so a valid element left unwritten fails. */
@@ -95,7 +95,7 @@ static void fill_scales(uint8_t *dst, int64_t bytes, int64_t rows, int64_t nkb, 
     for (int64_t i = 0; i < bytes; i++) dst[i] = (uint8_t)rnd64();
     for (int64_t r = 0; r < rows; r++)
         for (int64_t kb = 0; kb < nkb; kb++)
-            dst[moects_scale_offset(r, kb, nkb, l)] =
+            dst[moects__scale_offset(r, kb, nkb, l)] =
                 valid && !valid[r] ? 0xFF : f == MXF ? (uint8_t)(110 + e + below(31)) : (uint8_t)(0x08 + below(0x6F));
 }
 
@@ -154,7 +154,7 @@ static int host_make(const moe_case *c, moe_host *h)
     h->a_bytes = (size_t)(h->rows * (w4a16 ? 2 * c->K : w4a8 ? c->K : h->rb));
     h->a = malloc(h->a_bytes + 2);
     h->b = malloc((size_t)(c->E * c->N * h->rb) + 1);
-    h->sb_e = moects_scale_bytes(c->N, h->nkb, c->l);
+    h->sb_e = moects__scale_bytes(c->N, h->nkb, c->l);
     h->sb = malloc((size_t)(c->E * h->sb_e) + 1);
     h->alpha = malloc((size_t)c->E * 4), h->gs_a = malloc((size_t)c->E * 4), h->gs_b = malloc((size_t)c->E * 4);
     if (!h->a || !h->b || !h->sb || !h->alpha || !h->gs_a || !h->gs_b || !h->valid) return -1;
@@ -181,7 +181,7 @@ static int host_make(const moe_case *c, moe_host *h)
         const int swz_a = c->l == SWZL && c->rows != OFFS; /* offsets: A's scales are linear */
         const moects_scale_layout la = swz_a ? SWZL : LINL;
         const int64_t per = c->rows == MASK ? c->max_m : h->rows, groups = c->rows == MASK ? c->E : 1;
-        const int64_t gb = moects_scale_bytes(per, h->nkb, la);
+        const int64_t gb = moects__scale_bytes(per, h->nkb, la);
         h->sa_bytes = groups * gb;
         h->sa = malloc((size_t)h->sa_bytes + 1);
         if (!h->sa) return -1;
@@ -251,13 +251,13 @@ static void judge(const moe_host *h, const void *got, const void *want, const do
 static int reference(const moects_kernel *k, const moe_host *h, void *want, double *bound, char *msg, size_t len)
 {
     moects_recipe recipe = MOECTS_RECIPE_EXACT_V1;
-    if (k->recipe && moects_recipe_parse(k->recipe, MOECTS_OP_MOE_GEMM, &recipe)) {
+    if (k->recipe && moects__recipe_parse(k->recipe, MOECTS_OP_MOE_GEMM, &recipe)) {
         snprintf(msg, len, "unknown recipe %s", k->recipe);
         return -1;
     }
     moects_moe_gemm_args a = bind(h, NULL, want);
-    if (moects_ref_moe_gemm(&h->s, &a, recipe) ||
-        (bound && moects_ref_moe_gemm_bound(&h->s, &a, k->acc.bits, k->acc.truncation, bound))) {
+    if (moects__ref_moe_gemm(&h->s, &a, recipe) ||
+        (bound && moects__ref_moe_gemm_bound(&h->s, &a, k->acc.bits, k->acc.truncation, bound))) {
         snprintf(msg, len, "the reference refused the case");
         return -1;
     }
@@ -275,27 +275,27 @@ static int run_device(const moects_kernel *k, const moe_host *h, void *got, char
                            ha.expert_offsets};
     void *dev[10] = {0};
     const size_t obytes = (size_t)(h->rows * h->s.N) * h->osz;
-    void *dd = moects_cuda_malloc(obytes);
-    int rc = dd && !moects_cuda_memset(dd, 0xFF, obytes) ? 0 : -1;
+    void *dd = moects__cuda_malloc(obytes);
+    int rc = dd && !moects__cuda_memset(dd, 0xFF, obytes) ? 0 : -1;
     for (int i = 0; i < 10 && rc == 0; i++)
-        if (sizes[i] && src[i] && (!(dev[i] = moects_cuda_malloc(sizes[i])) || moects_cuda_h2d(dev[i], src[i], sizes[i])))
+        if (sizes[i] && src[i] && (!(dev[i] = moects__cuda_malloc(sizes[i])) || moects__cuda_h2d(dev[i], src[i], sizes[i])))
             rc = -1;
     if (rc) snprintf(msg, len, "device allocation or upload failed");
     char err[256] = "";
     if (rc == 0) {
         moects_moe_gemm_args da = bind(h, dev, dd);
-        void *st = moects_cuda_stream();
-        if (k->run(&h->s, &da, st) || moects_cuda_sync(st, err, sizeof err)) {
+        void *st = moects__cuda_stream();
+        if (k->run(&h->s, &da, st) || moects__cuda_sync(st, err, sizeof err)) {
             const char *ke = k->last_error ? k->last_error() : NULL;
             snprintf(msg, len, "run failed: %s", ke && ke[0] ? ke : err[0] ? err : "run() returned an error");
             rc = -1;
-        } else if (moects_cuda_d2h(got, dd, obytes)) {
+        } else if (moects__cuda_d2h(got, dd, obytes)) {
             snprintf(msg, len, "download failed");
             rc = -1;
         }
     }
-    for (int i = 0; i < 10; i++) moects_cuda_free(dev[i]);
-    moects_cuda_free(dd);
+    for (int i = 0; i < 10; i++) moects__cuda_free(dev[i]);
+    moects__cuda_free(dd);
     return rc;
 }
 
@@ -342,7 +342,7 @@ typedef struct {
 static int perf_launch(void *p)
 {
     perf_ctx *c = p;
-    return c->k->run(c->s, c->a, moects_cuda_stream());
+    return c->k->run(c->s, c->a, moects__cuda_stream());
 }
 
 static const moects_kernel *kernel_named(const moects_kernel *const *ks, size_t n, const char *name)
@@ -384,10 +384,10 @@ static double time_kernel(const moects_kernel *k, moects_moe_format f, moects_fp
     int32_t *idx = malloc((size_t)M * 4 + 4);
     float *ones = malloc((size_t)E * 4);
     const size_t ab = (size_t)M * (size_t)(w4a16 ? 2 * K : rb), sab = w4a16 ? 0 : (size_t)(M * nkb);
-    void *da = moects_cuda_malloc(ab), *dsa = sab ? moects_cuda_malloc(sab) : NULL;
-    void *db = moects_cuda_malloc((size_t)(E * N * rb)), *dsb = moects_cuda_malloc((size_t)(E * N * nkb));
-    void *dal = moects_cuda_malloc((size_t)E * 4), *didx = moects_cuda_malloc((size_t)M * 4);
-    void *dd = moects_cuda_malloc((size_t)(M * N) * 2);
+    void *da = moects__cuda_malloc(ab), *dsa = sab ? moects__cuda_malloc(sab) : NULL;
+    void *db = moects__cuda_malloc((size_t)(E * N * rb)), *dsb = moects__cuda_malloc((size_t)(E * N * nkb));
+    void *dal = moects__cuda_malloc((size_t)E * 4), *didx = moects__cuda_malloc((size_t)M * 4);
+    void *dd = moects__cuda_malloc((size_t)(M * N) * 2);
     double ms = -1;
     if (idx && ones && da && (dsa || !sab) && db && dsb && dal && didx && dd) {
         int64_t r = 0;
@@ -395,16 +395,16 @@ static double time_kernel(const moects_kernel *k, moects_moe_format f, moects_fp
             for (int64_t i = 0; i < (cnt[e] + 127) / 128 * 128; i++) idx[r++] = i < cnt[e] ? (int32_t)e : -1;
         for (int64_t e = 0; e < E; e++) ones[e] = 1.0f;
         const int sc = bf == NVF ? 0x38 : 127; /* scale 1.0 */
-        if (!moects_cuda_fill_random(da, ab, 1) && !moects_cuda_fill_random(db, (size_t)(E * N * rb), 2) &&
-            (!sab || !moects_cuda_memset(dsa, sc, sab)) && !moects_cuda_memset(dsb, sc, (size_t)(E * N * nkb)) &&
-            !moects_cuda_h2d(dal, ones, (size_t)E * 4) && !moects_cuda_h2d(didx, idx, (size_t)M * 4)) {
+        if (!moects__cuda_fill_random(da, ab, 1) && !moects__cuda_fill_random(db, (size_t)(E * N * rb), 2) &&
+            (!sab || !moects__cuda_memset(dsa, sc, sab)) && !moects__cuda_memset(dsb, sc, (size_t)(E * N * nkb)) &&
+            !moects__cuda_h2d(dal, ones, (size_t)E * 4) && !moects__cuda_h2d(didx, idx, (size_t)M * 4)) {
             moects_moe_gemm_args a = {da, dsa, db, dsb, dal, NULL, NULL, didx, NULL, NULL, dd};
             perf_ctx c = {k, &s, &a};
-            if (moects_cuda_time(perf_launch, &c, 3, 20, &ms)) ms = -1;
+            if (moects__cuda_time(perf_launch, &c, 3, 20, &ms)) ms = -1;
         }
     }
-    moects_cuda_free(da), moects_cuda_free(dsa), moects_cuda_free(db), moects_cuda_free(dsb);
-    moects_cuda_free(dal), moects_cuda_free(didx), moects_cuda_free(dd);
+    moects__cuda_free(da), moects__cuda_free(dsa), moects__cuda_free(db), moects__cuda_free(dsb);
+    moects__cuda_free(dal), moects__cuda_free(didx), moects__cuda_free(dd);
     free(idx), free(ones);
     return ms;
 }
@@ -431,7 +431,7 @@ static void perf_layer(const moects_kernel *const *ks, size_t nk, const char *mo
         const int64_t N = gi ? hidden : 2 * I_rank, K = gi ? I_rank : hidden;
         char err[256] = "";
         double cub = 0;
-        if (moects_cuda_cublas_moe_bf16_tflops((long)E, cnt, (long)N, (long)K, &cub, err, sizeof err)) cub = 0;
+        if (moects__cuda_cublas_moe_bf16_tflops((long)E, cnt, (long)N, (long)K, &cub, err, sizeof err)) cub = 0;
         printf("PERF moe %-6s %s T=%-5lld gemm%d E=%-4lld rows=%-6ld N=%-5lld K=%-5lld cuBLAS BF16 grouped %7.1f TFLOP/s%s%s\n",
                model, par, (long long)T, gi + 1, (long long)E, valid, (long long)N, (long long)K, cub, err[0] ? " " : "",
                err);

@@ -5,7 +5,7 @@
 
 #include "moects_kernel.h"
 
-/* Every moe_gemm case kernel k supports, against moects_ref_moe_gemm: one PASS/FAIL line each; *fails
+/* Every moe_gemm case kernel k supports, against moects__ref_moe_gemm: one PASS/FAIL line each; *fails
  * counts the failed ones. Returns the number of cases run (0: k took none). Needs a device. */
 int moects__selftest_moe(const moects_kernel *k, int *fails);
 /* TFLOP/s (2 * valid rows * N * K) of cuda.moe_gemm.blockwise (MXFP4, NVFP4),

@@ -1,6 +1,6 @@
 /* capi.c: the public C API of libmoects (include/moects/moects.h) over the harness: case selection, case
  * data, references, judging, results.json. DESIGN.md "Kernels from Python, and from any language".
- * Judging runs the runner's own task body (moects_runner_task) with a kernel that hands back the
+ * Judging runs the runner's own task body (moects__runner_task) with a kernel that hands back the
  * caller's bytes, so a verdict here is the verdict `moects run` gives. */
 #include "moects.h"
 
@@ -64,11 +64,11 @@ static int config_cases(const char *config, int tp, int ep, moects_case_list *al
 {
     moects_model m;
     char err[1024];
-    if (moects_model_load(config, &m, err, sizeof err) != 0) return moects__set_error("%s", err), -1;
-    if (moects_derive_cases(&m, all) != 0) return moects__set_error("%s: out of memory deriving cases", config), -1;
+    if (moects__model_load(config, &m, err, sizeof err) != 0) return moects__set_error("%s", err), -1;
+    if (moects__derive_cases(&m, all) != 0) return moects__set_error("%s: out of memory deriving cases", config), -1;
     if (!tp && !ep) return 0;
     char why[256] = "";
-    if (!moects_layout_exists(&m, tp, ep, why, sizeof why))
+    if (!moects__layout_exists(&m, tp, ep, why, sizeof why))
         return moects__set_error("%s: %s %d: %s", config, tp ? "tp" : "ep", tp ? tp : ep, why), -1;
     char want[16];
     snprintf(want, sizeof want, "%s%d", tp ? "tp" : "ep", tp ? tp : ep);
@@ -83,20 +83,20 @@ moects_caselist *moects_cases_select(const char *root, const char *config, int t
                                      const char *const *globs, size_t nglobs)
 {
     unsigned tmask;
-    if (moects_tiers_parse(tiers && *tiers ? tiers : "smoke", &tmask) != 0)
+    if (moects__tiers_parse(tiers && *tiers ? tiers : "smoke", &tmask) != 0)
         return moects__set_error("tiers: unknown tier in \"%s\" (smoke, full, large, all)", tiers), NULL;
     if (tp < 0 || ep < 0 || (tp && ep)) return moects__set_error("tp %d, ep %d: give one of them, >= 0", tp, ep), NULL;
     if ((tp || ep) && !config) return moects__set_error("tp/ep: only with a config file"), NULL;
     moects_case_list all = {0};
     char err[1024];
     if (config) {
-        if (config_cases(config, tp, ep, &all) != 0) return moects_case_list_free(&all), NULL;
-    } else if (moects_cases_builtin(root ? root : moects_default_root(), &all, err, sizeof err) != 0) {
+        if (config_cases(config, tp, ep, &all) != 0) return moects__case_list_free(&all), NULL;
+    } else if (moects__cases_builtin(root ? root : moects_default_root(), &all, err, sizeof err) != 0) {
         moects__set_error("%s", err);
-        moects_case_list_free(&all);
+        moects__case_list_free(&all);
         return NULL;
     }
-    /* the one rule (moects_cases_pick), as `moects list` applies it: no tiers given: smoke (smoke and
+    /* the one rule (moects__cases_pick), as `moects list` applies it: no tiers given: smoke (smoke and
      * full from a config), and an id named exactly whatever its tier */
     const int given = tiers && *tiers;
     const moects_selection sel_rule = {globs, nglobs, given ? tmask : config ? MOECTS_TIER_SMOKE | MOECTS_TIER_FULL
@@ -104,22 +104,22 @@ moects_caselist *moects_cases_select(const char *root, const char *config, int t
                                        given || config, NULL, 0};
     moects_caselist *l = calloc(1, sizeof *l);
     char *sel = calloc(all.n + 1, 1);
-    if (!l || !sel) return free(l), free(sel), moects__set_error("out of memory"), moects_case_list_free(&all), NULL;
-    const int rc = moects_cases_pick(&all, &sel_rule, sel, NULL, NULL, err, sizeof err);
+    if (!l || !sel) return free(l), free(sel), moects__set_error("out of memory"), moects__case_list_free(&all), NULL;
+    const int rc = moects__cases_pick(&all, &sel_rule, sel, NULL, NULL, err, sizeof err);
     if (rc == -2 || rc == -3) memset(sel, 0, all.n); /* nothing selected: an empty list, not an error */
     else if (rc != 0) {
         moects__set_error("%s", err);
-        free(sel), free(l), moects_case_list_free(&all);
+        free(sel), free(l), moects__case_list_free(&all);
         return NULL;
     }
     for (size_t i = 0; i < all.n; i++)
-        if (sel[i] && moects_case_list_push(&l->l, &all.v[i]) != 0) {
+        if (sel[i] && moects__case_list_push(&l->l, &all.v[i]) != 0) {
             moects__set_error("out of memory");
-            free(sel), moects_case_list_free(&all), moects_caselist_free(l);
+            free(sel), moects__case_list_free(&all), moects_caselist_free(l);
             return NULL;
         }
     free(sel);
-    moects_case_list_free(&all);
+    moects__case_list_free(&all);
     l->json = calloc(l->l.n + 1, sizeof *l->json);
     if (!l->json) return moects__set_error("out of memory"), moects_caselist_free(l), NULL;
     return l;
@@ -130,7 +130,7 @@ void moects_caselist_free(moects_caselist *l)
     if (!l) return;
     for (size_t i = 0; l->json && i < l->l.n; i++) free(l->json[i]);
     free(l->json);
-    moects_case_list_free(&l->l);
+    moects__case_list_free(&l->l);
     free(l);
 }
 
@@ -195,7 +195,7 @@ moects_casedata *moects__casedata_of(const moects_case *c, uint64_t seed)
     d->c = *c;
     d->seed = seed;
     char err[512];
-    if (moects_inputs_build(c, seed, &d->in, err, sizeof err) != 0) {
+    if (moects__inputs_build(c, seed, &d->in, err, sizeof err) != 0) {
         moects__set_error("%s", err);
         free(d);
         return NULL;
@@ -211,7 +211,7 @@ moects_casedata *moects__casedata_of(const moects_case *c, uint64_t seed)
 void moects_casedata_free(moects_casedata *d)
 {
     if (!d) return;
-    moects_inputs_free(&d->in);
+    moects__inputs_free(&d->in);
     for (int i = 0; i < 4; i++) free(d->ref[i]);
     free(d->json);
     free(d);
@@ -253,7 +253,7 @@ int moects_casedata_scalar(const moects_casedata *d, const char *name, double *v
 static int recipe_of(const moects_case *c, const char *name, moects_recipe *r)
 {
     *r = MOECTS_RECIPE_EXACT_V1;
-    if (name && moects_recipe_parse(name, c->op, r) != 0)
+    if (name && moects__recipe_parse(name, c->op, r) != 0)
         return moects__set_error("recipe: unknown \"%s\" for op %s", name, moects__op_name(c->op)), -1;
     return 0;
 }
@@ -302,7 +302,7 @@ static moects_judgement *judgement_new(const moects_result *r)
     size_t len = 0;
     FILE *f = open_memstream(&j->text, &len);
     if (f) {
-        moects_tap_yaml(f, "", r, &o);
+        moects__tap_yaml(f, "", r, &o);
         fclose(f);
     }
     moects__buf b = {0};
@@ -321,10 +321,10 @@ static void put_hashes(const moects_casedata *d, const void *ref, moects_result 
     for (int i = 0; i < d->in.nt && r->n_hashes < MOECTS_RESULT_HASHES_MAX; i++) {
         if (!d->in.t[i].name) continue; /* a slot the case's format has no tensor for */
         snprintf(r->hashes[r->n_hashes].name, sizeof r->hashes[0].name, "%s", d->in.t[i].name);
-        r->hashes[r->n_hashes++].xxh64 = moects_xxh64(d->in.t[i].host, d->in.t[i].bytes);
+        r->hashes[r->n_hashes++].xxh64 = moects__xxh64(d->in.t[i].host, d->in.t[i].bytes);
     }
     r->has_ref_hash = 1;
-    r->ref_xxh64 = moects_xxh64(ref, d->in.out_bytes);
+    r->ref_xxh64 = moects__xxh64(ref, d->in.out_bytes);
 }
 
 /* The verdict of bytes out for kernel k under recipe: the judge (harness/judge/judge.c) on the case
@@ -332,7 +332,7 @@ static void put_hashes(const moects_casedata *d, const void *ref, moects_result 
 static void judge_bytes(moects_casedata *d, const moects_kernel *k, moects_recipe recipe, const void *out,
                         moects_result *r)
 {
-    if (!moects_judge_claim_ok(&d->c, k, recipe, r)) return;
+    if (!moects__judge_claim_ok(&d->c, k, recipe, r)) return;
     const void *want = moects__casedata_ref(d, recipe);
     if (!want) {
         r->verdict = strncmp(moects_errmsg(), MOECTS_HOST_OOM, strlen(MOECTS_HOST_OOM)) ? MOECTS_FAIL_CRASH : MOECTS_SKIP;
@@ -352,7 +352,7 @@ static void judge_bytes(moects_casedata *d, const moects_kernel *k, moects_recip
     } else {
         memcpy(got, out, d->in.out_bytes);
         const moects_judge_ref ref = {&d->in, want, b.bound, b.st.x ? &b.st : NULL};
-        moects_judge_runs(&ref, k, &got, 1, r);
+        moects__judge_runs(&ref, k, &got, 1, r);
     }
     free(got);
     moects__bounds_free(&b);
@@ -382,7 +382,7 @@ moects_judgement *moects_judge_outcome(const moects_casedata *d, const moects_ke
 {
     if (!d || !k || !k->name || !verdict) return moects__set_error("judge: no case data, kernel or verdict"), NULL;
     moects_verdict v;
-    if (moects_verdict_parse(verdict, &v) != 0 ||
+    if (moects__verdict_parse(verdict, &v) != 0 ||
         (v != MOECTS_FAIL_CRASH && v != MOECTS_UNSUPPORTED && v != MOECTS_SKIP && v != MOECTS_FAIL_TIMEOUT &&
          v != MOECTS_FAIL_OOB_WRITE))
         return moects__set_error("verdict: \"%s\" is not FAIL_CRASH, FAIL_TIMEOUT, FAIL_OOB_WRITE, UNSUPPORTED or SKIP",
@@ -402,7 +402,7 @@ void moects_judgement_free(moects_judgement *j)
     free(j);
 }
 
-const char *moects_judgement_verdict(const moects_judgement *j) { return j ? moects_verdict_name(j->r.verdict) : NULL; }
+const char *moects_judgement_verdict(const moects_judgement *j) { return j ? moects__verdict_name(j->r.verdict) : NULL; }
 int moects_judgement_passed(const moects_judgement *j)
 {
     return !j ? -1 : moects_verdict_is_pass(j->r.verdict) ? 1 : moects_verdict_is_fail(j->r.verdict) ? 0 : -1;
@@ -429,7 +429,7 @@ moects_resultset *moects_resultset_new(const char *filter, uint64_t seed)
 void moects_resultset_free(moects_resultset *s)
 {
     if (!s) return;
-    moects_run_free(&s->run);
+    moects__run_free(&s->run);
     free(s);
 }
 
@@ -444,7 +444,7 @@ int moects__resultset_push(moects_resultset *s, const moects_result *r)
     for (size_t i = 0; i < s->run.n; i++) /* one result per (kernel, case): the later replaces */
         if (!strcmp(s->run.v[i].kernel, r->kernel) && !strcmp(s->run.v[i].case_id, r->case_id))
             return s->run.v[i] = *r, 0;
-    if (moects_run_push(&s->run, r) != 0) return moects__set_error("out of memory"), -1;
+    if (moects__run_push(&s->run, r) != 0) return moects__set_error("out of memory"), -1;
     return 0;
 }
 
@@ -483,7 +483,7 @@ int moects_resultset_write(const moects_resultset *s, const char *path)
     moects_run run = s->run;
     moects__run_metadata(&run);
     char err[1024];
-    if (moects_results_write(path, &run, err, sizeof err) != 0) return moects__set_error("%s", err), -1;
+    if (moects__results_write(path, &run, err, sizeof err) != 0) return moects__set_error("%s", err), -1;
     return 0;
 }
 
@@ -492,7 +492,7 @@ moects_resultset *moects_resultset_read(const char *path)
     moects_resultset *s = calloc(1, sizeof *s);
     char err[1024];
     if (!s) return moects__set_error("out of memory"), NULL;
-    if (moects_results_read(path, &s->run, err, sizeof err) != 0) {
+    if (moects__results_read(path, &s->run, err, sizeof err) != 0) {
         moects__set_error("%s", err);
         free(s);
         return NULL;

@@ -1,5 +1,5 @@
 /* export.c: cases as safetensors files and the judgement of outputs written beside them
- * (include/moects/moects.h moects_export / moects_verify; the CLI in harness/cli/cli_export.c; run --dump).
+ * (include/moects/moects.h moects_export / moects_verify; the CLI in harness/cli/cmd_export.c and cmd_verify.c; run --dump).
  * DESIGN.md "Kernels from Python, and from any language".
  *
  * File layout (one case): DIR/<case id, '/' -> "__">.safetensors holds the inputs under their ABI
@@ -29,7 +29,7 @@ long moects_export(const moects_caselist *l, uint64_t seed, const char *dir)
 {
     char err[4600];
     if (!l || !dir) return moects__set_error("export: no cases or directory"), -1;
-    if (moects_mkdirs(dir, err, sizeof err)) return moects__set_error("%s", err), -1;
+    if (moects__mkdirs(dir, err, sizeof err)) return moects__set_error("%s", err), -1;
     long n = 0;
     for (size_t i = 0; i < moects_caselist_count(l); i++) {
         const moects_case *c = moects__caselist_case(l, i);
@@ -42,7 +42,7 @@ long moects_export(const moects_caselist *l, uint64_t seed, const char *dir)
         const void *refs[4];
         for (int r = 0; r < nr; r++) {
             moects_recipe rc;
-            moects_recipe_parse(rn[r], c->op, &rc);
+            moects__recipe_parse(rn[r], c->op, &rc);
             if (!(refs[r] = moects__casedata_ref(d, rc))) return moects_casedata_free(d), -1;
         }
         int rc = moects__export_case(dir, c, seed, moects__casedata_inputs(d), rn, refs, nr, err, sizeof err);
@@ -95,7 +95,7 @@ int moects__case_from_json(const char *path, const char *json, moects_case *c, c
         rc = (snprintf(err, errlen, "%s: moects.case: op: not ep_gather, fp4_gemm or moe_gemm", path), -1);
     else if (!moects__op(c->op)->shape_parse) /* moe_gemm: its rows come from the registry's routing */
         rc = registry_case(path, c->id, c, err, errlen);
-    else if (moects_data_parse(json_string_value(json_object_get(o, "data")) ? json_string_value(json_object_get(o, "data")) : "", &dd))
+    else if (moects__data_parse(json_string_value(json_object_get(o, "data")) ? json_string_value(json_object_get(o, "data")) : "", &dd))
         rc = (snprintf(err, errlen, "%s: moects.case: data: unknown", path), -1);
     else if (!c->id[0])
         rc = (snprintf(err, errlen, "%s: moects.case: id: missing", path), -1);
@@ -145,7 +145,7 @@ static int same_refs(const char *path, const moects__st_file *f, moects_casedata
         const moects__st_tensor *s = &f->t[i];
         moects_recipe rec;
         if (strncmp(s->name, "ref.", 4)) continue;
-        if (moects_recipe_parse(s->name + 4, moects__casedata_case(d)->op, &rec))
+        if (moects__recipe_parse(s->name + 4, moects__casedata_case(d)->op, &rec))
             return snprintf(err, errlen, "%.2000s: %.127s: not a recipe of the case's op", path, s->name), -1;
         const uint8_t *ref = moects__casedata_ref(d, rec);
         if (!ref) return snprintf(err, errlen, "%.2000s: %.127s: %s", path, s->name, moects_errmsg()), -1;

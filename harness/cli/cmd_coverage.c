@@ -18,7 +18,7 @@
  *
  * moects coverage --config CONFIG.json [--tp N]... [--ep N]... [--registry DIR] [--out DIR]
  *   Pre-launch check of a model not registered yet (a raw Hugging Face config.json of any family,
- *   or a registry file): derives its cases (moects_derive_cases) under the given layouts (all
+ *   or a registry file): derives its cases (moects__derive_cases) under the given layouts (all
  *   derived layouts when none is given), then lists
  *     - the shapes no registered case covers, by op and the dims that matter: ep_gather
  *       (H, topk, E, EP size, expert map), fp4_gemm.<format> (N, K); a dim value no registered case of the op has is
@@ -29,7 +29,7 @@
  *   DIR (a source tree holding cases/models, or a directory of model files), without the model
  *   itself (same registry name, or same hf_id). Markdown on stdout (and DIR/prelaunch.md with
  *   --out, written first). Exit 1 when a shape is uncovered or refused, else 0. A --tp/--ep layout
- *   the derivation does not have for the model (moects_layout_exists: TP t in {1,2,4,8,16} dividing
+ *   the derivation does not have for the model (moects__layout_exists: TP t in {1,2,4,8,16} dividing
  *   moe_intermediate_size, EP e in {2,...,64} with e <= E) is a usage error (exit 2), as is a
  *   registry without model files.
  *   ep_gather shapes are checked with M_sum = T*k + 127 * min(T*k, local experts), the largest
@@ -95,14 +95,14 @@ static int parse_size(const char *opt, const char *s, int *out)
 static int prelaunch_kernels(char **libs, int nlibs, char **globs, int nglobs, const moects_kernel ***out, size_t *n)
 {
     size_t nb;
-    const moects_kernel *const *bk = moects_builtin_kernels(&nb);
+    const moects_kernel *const *bk = moects__builtin_kernels(&nb);
     const moects_kernel **v = malloc((nb + 1) * sizeof *v);
     if (!v) return 2;
     memcpy(v, bk, nb * sizeof *v);
     *n = nb;
     char err[1024];
     for (int i = 0; i < nlibs; i++)
-        if (moects_plugin_load(libs[i], &v, n, err, sizeof err) != 0) {
+        if (moects__plugin_load(libs[i], &v, n, err, sizeof err) != 0) {
             fprintf(stderr, "moects coverage: --kernel-lib %s\n", err);
             free(v);
             return 2;
@@ -118,7 +118,7 @@ static int prelaunch_kernels(char **libs, int nlibs, char **globs, int nglobs, c
     return 0;
 }
 
-int moects_cmd_coverage(int argc, char **argv)
+int moects__cmd_coverage(int argc, char **argv)
 {
     const char *run_path = NULL, *out_dir = NULL, *root = NULL, *registry_dir = NULL, *config = NULL;
     int tps[20], eps[20], ntp = 0, nep = 0, nlibs = 0, nglobs = 0;
@@ -152,7 +152,7 @@ int moects_cmd_coverage(int argc, char **argv)
         } else if (a[0] == '-' || run_path) {
             static const char *const valued[] = {"--out", "--root", "--registry", "--config", "--tp", "--ep",
                                                  "--kernel-lib", "--kernel", NULL};
-            moects_bad_arg("coverage", a, valued);
+            moects__bad_arg("coverage", a, valued);
             return usage();
         } else {
             run_path = a;

@@ -32,15 +32,15 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *c = argv[1];
-    if (!strcmp(c, "list")) return moects_cmd_list(argc - 1, argv + 1);
-    if (!strcmp(c, "run")) return moects_cmd_run(argc - 1, argv + 1);
-    if (!strcmp(c, "gate")) return moects_cmd_gate(argc - 1, argv + 1);
-    if (!strcmp(c, "coverage")) return moects_cmd_coverage(argc - 1, argv + 1);
-    if (!strcmp(c, "merge")) return moects_cmd_merge(argc - 1, argv + 1);
-    if (!strcmp(c, "export")) return moects_cmd_export(argc - 1, argv + 1);
-    if (!strcmp(c, "verify")) return moects_cmd_verify(argc - 1, argv + 1);
-    if (!strcmp(c, "hashes")) return moects_cmd_hashes(argc - 1, argv + 1);
-    if (!strcmp(c, "killmatrix")) return moects_cmd_killmatrix(argc - 1, argv + 1);
+    if (!strcmp(c, "list")) return moects__cmd_list(argc - 1, argv + 1);
+    if (!strcmp(c, "run")) return moects__cmd_run(argc - 1, argv + 1);
+    if (!strcmp(c, "gate")) return moects__cmd_gate(argc - 1, argv + 1);
+    if (!strcmp(c, "coverage")) return moects__cmd_coverage(argc - 1, argv + 1);
+    if (!strcmp(c, "merge")) return moects__cmd_merge(argc - 1, argv + 1);
+    if (!strcmp(c, "export")) return moects__cmd_export(argc - 1, argv + 1);
+    if (!strcmp(c, "verify")) return moects__cmd_verify(argc - 1, argv + 1);
+    if (!strcmp(c, "hashes")) return moects__cmd_hashes(argc - 1, argv + 1);
+    if (!strcmp(c, "killmatrix")) return moects__cmd_killmatrix(argc - 1, argv + 1);
     if (!strcmp(c, "--version") || !strcmp(c, "version")) {
         printf("moects %s\n", MOECTS_VERSION);
         return 0;

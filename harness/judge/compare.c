@@ -29,11 +29,11 @@ static uint64_t ulp_distance(uint32_t a, uint32_t b, int bits, uint32_t inf)
     return dist(ordered(a, bits), ordered(b, bits));
 }
 
-uint64_t moects_ulp_distance_bf16(uint16_t a, uint16_t b) { return ulp_distance(a, b, 16, 0x7f80); }
+uint64_t moects__ulp_distance_bf16(uint16_t a, uint16_t b) { return ulp_distance(a, b, 16, 0x7f80); }
 
-uint64_t moects_ulp_distance_f32(uint32_t a, uint32_t b) { return ulp_distance(a, b, 32, 0x7f800000u); }
+uint64_t moects__ulp_distance_f32(uint32_t a, uint32_t b) { return ulp_distance(a, b, 32, 0x7f800000u); }
 
-int moects_compare(moects_dtype dt, const void *got, const void *want, int64_t n,
+int moects__compare(moects_dtype dt, const void *got, const void *want, int64_t n,
                    moects_compare_result *r)
 {
     memset(r, 0, sizeof *r);
@@ -45,16 +45,16 @@ int moects_compare(moects_dtype dt, const void *got, const void *want, int64_t n
     double num = 0.0, den = 0.0;
     for (int64_t i = 0; i < n; i++) {
         uint32_t gb, wb;
-        double x = moects_value_at(dt, got, i, &gb), y = moects_value_at(dt, want, i, &wb);
-        uint64_t d = dt == MOECTS_BF16 ? moects_ulp_distance_bf16((uint16_t)gb, (uint16_t)wb)
-                                       : moects_ulp_distance_f32(gb, wb);
+        double x = moects__value_at(dt, got, i, &gb), y = moects__value_at(dt, want, i, &wb);
+        uint64_t d = dt == MOECTS_BF16 ? moects__ulp_distance_bf16((uint16_t)gb, (uint16_t)wb)
+                                       : moects__ulp_distance_f32(gb, wb);
         int both_nan = isnan(x) && isnan(y);
         if (d == UINT64_MAX && r->first_unbounded < 0) r->first_unbounded = i;
         if (gb != wb && !both_nan) {
             if (r->mismatches++ == 0) {
                 r->first_index = i;
-                moects_format_value(dt, got, i, r->got, sizeof r->got);
-                moects_format_value(dt, want, i, r->want, sizeof r->want);
+                moects__format_value(dt, got, i, r->got, sizeof r->got);
+                moects__format_value(dt, want, i, r->want, sizeof r->want);
             }
         }
         if (d > r->max_ulp) r->max_ulp = d;
@@ -67,7 +67,7 @@ int moects_compare(moects_dtype dt, const void *got, const void *want, int64_t n
     return 0;
 }
 
-int moects_within_tolerance(const moects_compare_result *r, double max_calc_diff, uint32_t max_ulp, char *buf,
+int moects__within_tolerance(const moects_compare_result *r, double max_calc_diff, uint32_t max_ulp, char *buf,
                             size_t len)
 {
     const int cd_ok = r->calc_diff <= max_calc_diff, ulp_ok = r->max_ulp <= max_ulp;

@@ -51,7 +51,7 @@ static int row_place(const moects_out_geom *g, int64_t r, int64_t *start, int64_
     return 0;
 }
 
-int moects_out_coords(const moects_out_geom *g, int64_t i, int64_t at[3])
+int moects__out_coords(const moects_out_geom *g, int64_t i, int64_t at[3])
 {
     int64_t cols = g->cols > 0 ? g->cols : 1, r = i / cols, c = i % cols;
     if (!grouped(g)) {
@@ -74,16 +74,16 @@ static void coords_text(const char *const *axes, int nd, const int64_t *at, char
     cat(buf, len, ")");
 }
 
-void moects_diag_at(const moects_diag *d, const moects_diag_elem *e, char *buf, size_t len)
+void moects__diag_at(const moects_diag *d, const moects_diag_elem *e, char *buf, size_t len)
 {
     const char *axes[3] = {d->axes[0], d->axes[1], d->axes[2]};
     coords_text(axes, d->ndims, e->at, buf, len);
 }
 
-void moects_out_at(const moects_out_geom *g, int64_t i, char *buf, size_t len)
+void moects__out_at(const moects_out_geom *g, int64_t i, char *buf, size_t len)
 {
     int64_t at[3];
-    int nd = moects_out_coords(g, i, at);
+    int nd = moects__out_coords(g, i, at);
     coords_text(g->axis, nd, at, buf, len);
 }
 
@@ -223,7 +223,7 @@ static int describe_grouped_rows(const moects_out_geom *g, const int64_t *row_hi
     return 0;
 }
 
-void moects_mismatch_pattern(const moects_out_geom *g, const int64_t *row_hits, const int64_t *col_hits,
+void moects__mismatch_pattern(const moects_out_geom *g, const int64_t *row_hits, const int64_t *col_hits,
                              int64_t total, char *buf, size_t len)
 {
     buf[0] = '\0';
@@ -276,7 +276,7 @@ static void keep_worst(moects_diag *d, const moects_diag_elem *e)
     if (n < MOECTS_DIAG_WORST) d->nworst++;
 }
 
-int moects_diag_compute(const moects_out_geom *g, moects_dtype dt, const void *got, const void *want,
+int moects__diag_compute(const moects_out_geom *g, moects_dtype dt, const void *got, const void *want,
                         moects_diag *d)
 {
     memset(d, 0, sizeof *d);
@@ -301,8 +301,8 @@ int moects_diag_compute(const moects_out_geom *g, moects_dtype dt, const void *g
             uint32_t gb = bits_at(dt, got, i), wb = bits_at(dt, want, i);
             if (gb == wb || (is_nan(dt, gb) && is_nan(dt, wb))) continue;
             moects_diag_elem el = {.index = i, .got = gb, .want = wb};
-            el.ulp = dt == MOECTS_BF16 ? moects_ulp_distance_bf16((uint16_t)gb, (uint16_t)wb)
-                                       : moects_ulp_distance_f32(gb, wb);
+            el.ulp = dt == MOECTS_BF16 ? moects__ulp_distance_bf16((uint16_t)gb, (uint16_t)wb)
+                                       : moects__ulp_distance_f32(gb, wb);
             if (grouped(g)) {
                 el.at[0] = e;
                 el.at[1] = l;
@@ -323,7 +323,7 @@ int moects_diag_compute(const moects_out_geom *g, moects_dtype dt, const void *g
     if (total > 0) {
         d->dtype = dt;
         for (int k = 0; k < d->ndims; k++) snprintf(d->axes[k], sizeof d->axes[k], "%s", g->axis[k] ? g->axis[k] : "?");
-        moects_mismatch_pattern(g, row_hits, col_hits, total, d->pattern, sizeof d->pattern);
+        moects__mismatch_pattern(g, row_hits, col_hits, total, d->pattern, sizeof d->pattern);
     }
     free(row_hits);
     free(col_hits);

@@ -35,7 +35,7 @@ static void mask_invalid_rows(const moects_inputs *in, void *got, const void *wa
 static double out_value(moects_dtype dt, const void *p, int64_t i)
 {
     if (dt == MOECTS_F32) return ((const float *)p)[i];
-    return moects_bf16_to_f32(((const uint16_t *)p)[i]);
+    return moects__bf16_to_f32(((const uint16_t *)p)[i]);
 }
 
 /* Whether output element i is compared: every one but the invalid rows of an op with a row mask. */
@@ -122,22 +122,22 @@ static int accumulation_check(const moects_inputs *in, const void *got, const mo
 static int64_t reduction_k(const moects_inputs *in) { return moects__op_of_inputs(in)->reduction_k(in); }
 
 /* The classes whose expected accumulation error would explain an RMS of rms sigma under class cls
- * (sigma scales with moects_ref_acc_sigma_factor): the fewest BF16 split-K pieces over cls's
+ * (sigma scales with moects__ref_acc_sigma_factor): the fewest BF16 split-K pieces over cls's
  * accumulator, and the most accumulator bits with RNE and with truncation, each within
  * MOECTS_ACC_CHECK_LIMIT; into buf as one clause. */
 static void consistent_classes(int64_t K, const moects_acc_class *cls, double rms, char *buf, size_t len)
 {
-    const double t = rms * moects_ref_acc_sigma_factor(K, cls); /* RMS in |alpha| sqrt(sum term^2) */
+    const double t = rms * moects__ref_acc_sigma_factor(K, cls); /* RMS in |alpha| sqrt(sum term^2) */
     uint32_t splits = 0;
     int rne = 0, trunc = 0;
     for (uint32_t sp = 2; sp <= 256 && !splits; sp++) {
         const moects_acc_class c = {cls->bits, cls->truncation, sp};
-        if (t <= MOECTS_ACC_CHECK_LIMIT * moects_ref_acc_sigma_factor(K, &c)) splits = sp;
+        if (t <= MOECTS_ACC_CHECK_LIMIT * moects__ref_acc_sigma_factor(K, &c)) splits = sp;
     }
     for (int p = 2; p <= 24; p++) {
         const moects_acc_class cr = {(uint32_t)p, 0, 0}, ct = {(uint32_t)p, 1, 0};
-        if (t <= MOECTS_ACC_CHECK_LIMIT * moects_ref_acc_sigma_factor(K, &cr)) rne = p;
-        if (t <= MOECTS_ACC_CHECK_LIMIT * moects_ref_acc_sigma_factor(K, &ct)) trunc = p;
+        if (t <= MOECTS_ACC_CHECK_LIMIT * moects__ref_acc_sigma_factor(K, &cr)) rne = p;
+        if (t <= MOECTS_ACC_CHECK_LIMIT * moects__ref_acc_sigma_factor(K, &ct)) trunc = p;
     }
     size_t n = (size_t)snprintf(buf, len, "consistent with");
     if (splits)
@@ -192,12 +192,12 @@ static moects_verdict judge_bounded(const moects_inputs *in, const void *got, co
         return MOECTS_FAIL_MISMATCH;
     }
     char g0[64], g[96], w[64], at[128];
-    moects_format_value(in->out_dtype, got, worst, g0, sizeof g0);
-    moects_value_noted(g0, g, sizeof g);
-    moects_format_value(in->out_dtype, want, worst, w, sizeof w);
+    moects__format_value(in->out_dtype, got, worst, g0, sizeof g0);
+    moects__value_noted(g0, g, sizeof g);
+    moects__format_value(in->out_dtype, want, worst, w, sizeof w);
     moects_out_geom geo;
-    moects_out_geom_of(in, &geo);
-    moects_out_at(&geo, worst, at, sizeof at); /* as the diagnostics' at: lines */
+    moects__out_geom_of(in, &geo);
+    moects__out_at(&geo, worst, at, sizeof at); /* as the diagnostics' at: lines */
     char buf[512];
     if (isinf(worst_err))
         snprintf(buf, sizeof buf,
@@ -218,11 +218,11 @@ static moects_verdict judge_bounded(const moects_inputs *in, const void *got, co
 static void unbounded_at(const moects_inputs *in, const void *got, const void *want, int64_t i, moects_result *r)
 {
     moects_out_geom geo;
-    moects_out_geom_of(in, &geo);
+    moects__out_geom_of(in, &geo);
     char at[128], g[64], w[64];
-    moects_out_at(&geo, i, at, sizeof at);
-    moects_format_value(in->out_dtype, got, i, g, sizeof g);
-    moects_format_value(in->out_dtype, want, i, w, sizeof w);
+    moects__out_at(&geo, i, at, sizeof at);
+    moects__format_value(in->out_dtype, got, i, g, sizeof g);
+    moects__format_value(in->out_dtype, want, i, w, sizeof w);
     size_t l = strlen(r->reason);
     snprintf(r->reason + l, sizeof r->reason - l, "; there %s: got %s, want %s", at, g, w);
 }
@@ -241,7 +241,7 @@ static void judge_with_bound(const moects_judge_ref *ref, const moects_kernel *k
     moects_compare_result cr = {.first_index = -1}; /* a pass: nothing outside */
     if (r->verdict == MOECTS_FAIL_MISMATCH) {
         if (!(*only = outside_only(in, got, ref->want, &bj))) return; /* no memory: every differing element */
-        moects_compare(in->out_dtype, *only, ref->want, in->out_elems, &cr);
+        moects__compare(in->out_dtype, *only, ref->want, in->out_elems, &cr);
     }
     r->mismatches = cr.mismatches;
     r->first_index = cr.first_index;
@@ -258,7 +258,7 @@ static void judge_one(const moects_judge_ref *ref, const moects_kernel *k, void 
     moects_compare_result cr;
     void *only = NULL; /* a bounded failure's outside_only output, what the diagnostics read */
     mask_invalid_rows(in, got, ref->want);
-    moects_compare(in->out_dtype, got, ref->want, in->out_elems, &cr);
+    moects__compare(in->out_dtype, got, ref->want, in->out_elems, &cr);
     r->mismatches = cr.mismatches;
     r->max_ulp = cr.max_ulp;
     r->calc_diff = cr.calc_diff;
@@ -270,7 +270,7 @@ static void judge_one(const moects_judge_ref *ref, const moects_kernel *k, void 
     } else if (k->acc.bits) {
         judge_with_bound(ref, k, got, r, &only);
     } else {
-        r->verdict = moects_within_tolerance(&cr, k->tol.max_calc_diff, k->tol.max_ulp, r->reason, sizeof r->reason)
+        r->verdict = moects__within_tolerance(&cr, k->tol.max_calc_diff, k->tol.max_ulp, r->reason, sizeof r->reason)
                          ? MOECTS_PASS_TOLERANCE : MOECTS_FAIL_MISMATCH;
         if (r->verdict == MOECTS_FAIL_MISMATCH && cr.first_unbounded >= 0)
             unbounded_at(in, got, ref->want, cr.first_unbounded, r);
@@ -283,15 +283,15 @@ static void judge_one(const moects_judge_ref *ref, const moects_kernel *k, void 
     }
     if (r->verdict == MOECTS_FAIL_MISMATCH) {
         moects_out_geom geom;
-        moects_out_geom_of(in, &geom);
-        moects_diag_compute(&geom, in->out_dtype, only ? only : got, ref->want, &r->diag);
+        moects__out_geom_of(in, &geom);
+        moects__diag_compute(&geom, in->out_dtype, only ? only : got, ref->want, &r->diag);
     }
     free(only);
 }
 
-int moects_judge_acc_check_applies(const moects_case *c) { return c->data != MOECTS_DATA_NEGZERO; }
+int moects__judge_acc_check_applies(const moects_case *c) { return c->data != MOECTS_DATA_NEGZERO; }
 
-int moects_judge_claim_ok(const moects_case *c, const moects_kernel *k, moects_recipe recipe, moects_result *r)
+int moects__judge_claim_ok(const moects_case *c, const moects_kernel *k, moects_recipe recipe, moects_result *r)
 {
     const moects__op_def *op = moects__op(c->op);
     const char *why = op && op->claim_refused ? op->claim_refused(c, recipe) : NULL;
@@ -301,7 +301,7 @@ int moects_judge_claim_ok(const moects_case *c, const moects_kernel *k, moects_r
     return 0;
 }
 
-int moects_judge_runs(const moects_judge_ref *ref, const moects_kernel *k, void *const *got, int nruns,
+int moects__judge_runs(const moects_judge_ref *ref, const moects_kernel *k, void *const *got, int nruns,
                       moects_result *r)
 {
     const moects_inputs *in = ref->in;
@@ -322,7 +322,7 @@ int moects_judge_runs(const moects_judge_ref *ref, const moects_kernel *k, void 
     }
     if (!k->recipe || !differ) return 0;
     moects_compare_result cr;
-    moects_compare(in->out_dtype, got[1], got[0], in->out_elems, &cr);
+    moects__compare(in->out_dtype, got[1], got[0], in->out_elems, &cr);
     if (cr.mismatches) {
         r->verdict = MOECTS_FAIL_NONDETERMINISTIC;
         snprintf(r->reason, sizeof r->reason, "run 2 differs from run 1 in %lld elements, first at %lld: %s vs %s",

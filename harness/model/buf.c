@@ -123,6 +123,6 @@ int moects__buf_stage(const moects__buf *b, moects_report_set *set, const char *
         snprintf(err, errlen, "%s: out of memory building the file", path);
         return -1;
     }
-    return set ? moects_report_stage(set, path, b->s ? b->s : "", b->n, err, errlen)
-               : moects_write_file_atomic(path, b->s ? b->s : "", b->n, err, errlen);
+    return set ? moects__report_stage(set, path, b->s ? b->s : "", b->n, err, errlen)
+               : moects__write_file_atomic(path, b->s ? b->s : "", b->n, err, errlen);
 }

@@ -14,7 +14,7 @@
 
 static size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
-int moects_guard_alloc(moects_guarded *g, const char *name, size_t bytes, size_t row, int where)
+int moects__guard_alloc(moects_guarded *g, const char *name, size_t bytes, size_t row, int where)
 {
     memset(g, 0, sizeof *g);
     g->name = name;
@@ -26,7 +26,7 @@ int moects_guard_alloc(moects_guarded *g, const char *name, size_t bytes, size_t
         g->lo = g->hi = round_up(min, 256);
         g->map_len = g->lo + round_up(bytes, 256) + g->hi;
         g->hi = g->map_len - g->lo - bytes;
-        if (!(g->base = moects_cuda_malloc(g->map_len))) return -1;
+        if (!(g->base = moects__cuda_malloc(g->map_len))) return -1;
         g->data = g->base + g->lo;
         return 0;
     }
@@ -49,27 +49,27 @@ int moects_guard_alloc(moects_guarded *g, const char *name, size_t bytes, size_t
     return 0;
 }
 
-int moects_guard_readonly(const moects_guarded *g)
+int moects__guard_readonly(const moects_guarded *g)
 {
     if (!g->data || g->device) return 0;
     return mprotect(g->base + g->guard, g->map_len - 2 * g->guard, PROT_READ);
 }
 
-void moects_guard_free(moects_guarded *g)
+void moects__guard_free(moects_guarded *g)
 {
     if (g->base) {
-        if (g->device) moects_cuda_free(g->base);
+        if (g->device) moects__cuda_free(g->base);
         else munmap(g->base, g->map_len);
     }
     g->base = g->data = NULL;
 }
 
-int moects_guard_arm(moects_guarded *g, unsigned char c)
+int moects__guard_arm(moects_guarded *g, unsigned char c)
 {
     g->canary = c;
     if (!g->data) return 0;
     if (g->device)
-        return moects_cuda_memset(g->base, c, g->lo) || moects_cuda_memset(g->data + g->bytes, c, g->hi) ? -1 : 0;
+        return moects__cuda_memset(g->base, c, g->lo) || moects__cuda_memset(g->data + g->bytes, c, g->hi) ? -1 : 0;
     memset(g->data - g->lo, c, g->lo);
     memset(g->data + g->bytes, c, g->hi);
     return 0;
@@ -91,7 +91,7 @@ static size_t last_not(const unsigned char *p, size_t n, unsigned char c)
     return n;
 }
 
-int moects_guard_check(const moects_guarded *g, char *why, size_t len)
+int moects__guard_check(const moects_guarded *g, char *why, size_t len)
 {
     if (!g->data) return 0;
     const unsigned char *lo = g->data - g->lo, *hi = g->data + g->bytes;
@@ -101,7 +101,7 @@ int moects_guard_check(const moects_guarded *g, char *why, size_t len)
             snprintf(why, len, "%s: out of host memory reading the canaries back", g->name);
             return -1;
         }
-        if (moects_cuda_d2h(tmp, g->base, g->lo) || moects_cuda_d2h(tmp + g->lo, g->data + g->bytes, g->hi)) {
+        if (moects__cuda_d2h(tmp, g->base, g->lo) || moects__cuda_d2h(tmp + g->lo, g->data + g->bytes, g->hi)) {
             snprintf(why, len, "%s: reading the canaries back failed", g->name);
             free(tmp);
             return -1;
@@ -123,7 +123,7 @@ int moects_guard_check(const moects_guarded *g, char *why, size_t len)
     return bad;
 }
 
-int moects_guard_locate(const moects_guarded *g, size_t n, const void *addr, char *why, size_t len)
+int moects__guard_locate(const moects_guarded *g, size_t n, const void *addr, char *why, size_t len)
 {
     const unsigned char *a = addr;
     for (size_t i = 0; i < n; i++) {

@@ -1,5 +1,5 @@
 /* errline.c: the one-line errors: the command line's for an argument a command does not take
- * (moects_bad_arg, harness/moects_commands.h) and libmoects' last error (moects_errmsg,
+ * (moects__bad_arg, harness/moects_commands.h) and libmoects' last error (moects_errmsg,
  * include/moects/moects.h; moects__set_error, capi_internal.h), per thread. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,7 +10,7 @@
 
 #include "moects_commands.h"
 
-void moects_bad_arg(const char *cmd, const char *arg, const char *const *valued)
+void moects__bad_arg(const char *cmd, const char *arg, const char *const *valued)
 {
     for (; *valued; valued++)
         if (!strcmp(arg, *valued)) {

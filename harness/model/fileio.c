@@ -37,7 +37,7 @@ static int tmp_name(const char *path, char *tmp, size_t tmplen)
     return snprintf(tmp, tmplen, "%s.tmp.%ld", path, (long)getpid()) >= (int)tmplen ? -1 : 0;
 }
 
-int moects_report_tmp(const char *path, char *tmp, size_t tmplen, char *err, size_t errlen)
+int moects__report_tmp(const char *path, char *tmp, size_t tmplen, char *err, size_t errlen)
 {
     if (tmp_name(path, tmp, tmplen)) {
         snprintf(err, errlen, "%s: path too long", path);
@@ -46,7 +46,7 @@ int moects_report_tmp(const char *path, char *tmp, size_t tmplen, char *err, siz
     return 0;
 }
 
-void moects_report_remove_dead_tmps(const char *dir)
+void moects__report_remove_dead_tmps(const char *dir)
 {
     DIR *d = opendir(dir);
     struct dirent *de;
@@ -61,10 +61,10 @@ void moects_report_remove_dead_tmps(const char *dir)
     if (d) closedir(d);
 }
 
-int moects_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen)
+int moects__write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen)
 {
     char tmp[4096];
-    if (moects_report_tmp(path, tmp, sizeof tmp, err, errlen) || write_tmp(path, tmp, data, len, err, errlen))
+    if (moects__report_tmp(path, tmp, sizeof tmp, err, errlen) || write_tmp(path, tmp, data, len, err, errlen))
         return -1;
     if (rename(tmp, path) != 0) {
         snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
@@ -74,7 +74,7 @@ int moects_write_file_atomic(const char *path, const void *data, size_t len, cha
     return 0;
 }
 
-int moects_report_adopt(moects_report_set *s, const char *path, char *err, size_t errlen)
+int moects__report_adopt(moects_report_set *s, const char *path, char *err, size_t errlen)
 {
     if (s->n == MOECTS_REPORT_MAX || strlen(path) >= sizeof s->path[0]) {
         snprintf(err, errlen, "%s: too many reports or path too long", path);
@@ -84,20 +84,20 @@ int moects_report_adopt(moects_report_set *s, const char *path, char *err, size_
     return 0;
 }
 
-int moects_report_stage(moects_report_set *s, const char *path, const void *data, size_t len, char *err,
+int moects__report_stage(moects_report_set *s, const char *path, const void *data, size_t len, char *err,
                         size_t errlen)
 {
     char tmp[4096];
-    if (moects_report_tmp(path, tmp, sizeof tmp, err, errlen) || write_tmp(path, tmp, data, len, err, errlen))
+    if (moects__report_tmp(path, tmp, sizeof tmp, err, errlen) || write_tmp(path, tmp, data, len, err, errlen))
         return -1;
-    if (moects_report_adopt(s, path, err, errlen)) {
+    if (moects__report_adopt(s, path, err, errlen)) {
         unlink(tmp);
         return -1;
     }
     return 0;
 }
 
-int moects_report_commit(moects_report_set *s, char *err, size_t errlen)
+int moects__report_commit(moects_report_set *s, char *err, size_t errlen)
 {
     char tmp[4200]; /* path (< 4096) + ".tmp.<pid>" fits */
     for (size_t i = 0; i < s->n; i++) {
@@ -116,7 +116,7 @@ int moects_report_commit(moects_report_set *s, char *err, size_t errlen)
     return 0;
 }
 
-void moects_report_abort(moects_report_set *s)
+void moects__report_abort(moects_report_set *s)
 {
     char tmp[4200];
     for (size_t i = 0; i < s->n; i++) {
@@ -126,7 +126,7 @@ void moects_report_abort(moects_report_set *s)
     s->n = 0;
 }
 
-int moects_mkdirs(const char *path, char *err, size_t errlen)
+int moects__mkdirs(const char *path, char *err, size_t errlen)
 {
     char buf[4096];
     size_t n = strlen(path);
@@ -150,9 +150,9 @@ int moects_mkdirs(const char *path, char *err, size_t errlen)
     return 0;
 }
 
-int moects_dir_writable(const char *dir, char *err, size_t errlen)
+int moects__dir_writable(const char *dir, char *err, size_t errlen)
 {
-    if (moects_mkdirs(dir, err, errlen)) return -1;
+    if (moects__mkdirs(dir, err, errlen)) return -1;
     char p[4200];
     if (snprintf(p, sizeof p, "%s/.moects-write-test.XXXXXX", dir) >= (int)sizeof p) {
         snprintf(err, errlen, "%.200s...: path too long", dir);

@@ -86,13 +86,13 @@ static const char *const verdict_names[MOECTS_VERDICT_COUNT] = {
 };
 
 /* The words of DESIGN.md "Verdicts"; "?" for a value outside the enum. */
-const char *moects_verdict_name(moects_verdict v)
+const char *moects__verdict_name(moects_verdict v)
 {
     return (unsigned)v < MOECTS_VERDICT_COUNT ? verdict_names[v] : "?";
 }
 
 /* Exact, case-sensitive match of a verdict word. 0, or -1 for an unknown word. */
-int moects_verdict_parse(const char *s, moects_verdict *out)
+int moects__verdict_parse(const char *s, moects_verdict *out)
 {
     for (int i = 0; i < MOECTS_VERDICT_COUNT; i++)
         if (s && strcmp(s, verdict_names[i]) == 0) {
@@ -128,7 +128,7 @@ int moects__op_parse(const char *s, moects_op *out)
 
 /* ---- run ---- */
 
-int moects_run_push(moects_run *run, const moects_result *r)
+int moects__run_push(moects_run *run, const moects_result *r)
 {
     if (run->n == run->cap) {
         size_t cap = run->cap ? 2 * run->cap : 256;
@@ -141,7 +141,7 @@ int moects_run_push(moects_run *run, const moects_result *r)
     return 0;
 }
 
-void moects_run_free(moects_run *run)
+void moects__run_free(moects_run *run)
 {
     free(run->v);
     memset(run, 0, sizeof *run);
@@ -192,10 +192,10 @@ static void put_elems(moects__buf *b, const moects_diag *d, const moects_diag_el
         moects__buf_add(b, i ? ", {\"at\": [" : "{\"at\": [");
         for (int k = 0; k < d->ndims; k++) moects__buf_printf(b, "%s%" PRId64, k ? ", " : "", e[i].at[k]);
         moects__buf_printf(b, "], \"index\": %" PRId64 ", \"got\": ", e[i].index);
-        moects_diag_value(d, e[i].got, v, sizeof v);
+        moects__diag_value(d, e[i].got, v, sizeof v);
         moects__buf_json_str(b, v);
         moects__buf_add(b, ", \"want\": ");
-        moects_diag_value(d, e[i].want, v, sizeof v);
+        moects__diag_value(d, e[i].want, v, sizeof v);
         moects__buf_json_str(b, v);
         moects__buf_add(b, ", \"ulp\": ");
         put_u64(b, e[i].ulp);
@@ -231,7 +231,7 @@ void moects__buf_result(moects__buf *b, const moects_result *r)
     moects__buf_add(b, ", "); put_key(b, "layout"); moects__buf_json_str(b, r->layout);
     moects__buf_add(b, ", "); put_key(b, "op"); moects__buf_json_str(b, op ? op : "?");
     moects__buf_add(b, ", "); put_key(b, "mutant"); moects__buf_add(b, r->is_mutant ? "true" : "false");
-    moects__buf_add(b, ", "); put_key(b, "verdict"); moects__buf_json_str(b, moects_verdict_name(r->verdict));
+    moects__buf_add(b, ", "); put_key(b, "verdict"); moects__buf_json_str(b, moects__verdict_name(r->verdict));
     moects__buf_add(b, ", "); put_key(b, "recipe"); moects__buf_json_str(b, r->recipe);
     moects__buf_add(b, ", "); put_key(b, "mismatches"); moects__buf_printf(b, "%" PRId64, r->mismatches);
     moects__buf_add(b, ", "); put_key(b, "max_ulp"); put_u64(b, r->max_ulp);
@@ -327,7 +327,7 @@ static int render_results(moects__buf *b, const char *path, const moects_run *ru
 
 /* Serialise run to path, written atomically now (set NULL) or staged in set. 0, or -1 with err: an
  * op outside the enum, or the file cannot be written. */
-int moects_results_stage(moects_report_set *set, const char *path, const moects_run *run, char *err,
+int moects__results_stage(moects_report_set *set, const char *path, const moects_run *run, char *err,
                          size_t errlen)
 {
     moects__buf b = {0};
@@ -336,7 +336,7 @@ int moects_results_stage(moects_report_set *set, const char *path, const moects_
     return rc;
 }
 
-int moects_results_write(const char *path, const moects_run *run, char *err, size_t errlen)
+int moects__results_write(const char *path, const moects_run *run, char *err, size_t errlen)
 {
-    return moects_results_stage(NULL, path, run, err, errlen);
+    return moects__results_stage(NULL, path, run, err, errlen);
 }

@@ -185,7 +185,7 @@ static int read_acc_check(rd *c, const json_t *ac, moects_result *r)
     c->where[wl] = '\0';
     if (r->verdict != MOECTS_PASS_BOUNDED && r->verdict != MOECTS_FAIL_MISMATCH)
         return fail(c, "acc_check", "only on a bounded verdict's PASS_BOUNDED or FAIL_MISMATCH (not on %s)",
-                    moects_verdict_name(r->verdict));
+                    moects__verdict_name(r->verdict));
     if (r->verdict == MOECTS_PASS_BOUNDED && r->acc_n >= MOECTS_ACC_CHECK_MIN && r->acc_rms > MOECTS_ACC_CHECK_LIMIT)
         return fail(c, "acc_check", "rms_sigma %g over %" PRId64 " elements fails the accumulation check (over %g), "
                     "but the verdict is PASS_BOUNDED", r->acc_rms, r->acc_n, MOECTS_ACC_CHECK_LIMIT);
@@ -307,7 +307,7 @@ static int read_result(rd *c, const json_t *o, moects_result *r)
     if (!json_is_boolean(m)) return fail(c, "mutant", "expected a boolean, got %s", type_name(m));
     r->is_mutant = json_is_true(m);
     if (get_str(c, "verdict", json_object_get(o, "verdict"), tmp, sizeof tmp, 1)) return -1;
-    if (moects_verdict_parse(tmp, &r->verdict)) return fail(c, "verdict", "unknown verdict \"%s\"", tmp);
+    if (moects__verdict_parse(tmp, &r->verdict)) return fail(c, "verdict", "unknown verdict \"%s\"", tmp);
     if (get_str(c, "recipe", json_object_get(o, "recipe"), r->recipe, sizeof r->recipe, 1) ||
         get_i64(c, "mismatches", json_object_get(o, "mismatches"), &r->mismatches) ||
         get_u64(c, "max_ulp", json_object_get(o, "max_ulp"), &r->max_ulp) ||
@@ -321,7 +321,7 @@ static int read_result(rd *c, const json_t *o, moects_result *r)
         return -1;
     if (r->known[0] && (r->is_mutant || !(moects_verdict_is_fail(r->verdict) || moects_verdict_is_pass(r->verdict))))
         return fail(c, "known", "only on a FAIL_* or PASS_* result of an honest kernel (not on %s%s)",
-                    r->is_mutant ? "a mutant's " : "", moects_verdict_name(r->verdict));
+                    r->is_mutant ? "a mutant's " : "", moects__verdict_name(r->verdict));
     if (read_acc_check(c, json_object_get(o, "acc_check"), r)) return -1;
     const json_t *tm = json_object_get(o, "timing");
     if (tm) {
@@ -396,7 +396,7 @@ static int pair_cmp(const void *a, const void *b)
 /* Parse path into run (any previous content is not freed: pass a zeroed or freed run). The file
  * is strict JSON plus the conventions above. Returns 0, or -1 with "path: field: problem" in err
  * and run left empty. */
-int moects_results_read(const char *path, moects_run *run, char *err, size_t errlen)
+int moects__results_read(const char *path, moects_run *run, char *err, size_t errlen)
 {
     memset(run, 0, sizeof *run);
     rd c = {path, err, errlen, ""};
@@ -438,7 +438,7 @@ int moects_results_read(const char *path, moects_run *run, char *err, size_t err
         moects_result r;
         snprintf(c.where, sizeof c.where, "results[%zu].", i);
         if (read_result(&c, json_array_get(arr, i), &r)) goto out;
-        if (moects_run_push(run, &r)) {
+        if (moects__run_push(run, &r)) {
             snprintf(err, errlen, "%s: out of memory", path);
             goto out;
         }
@@ -464,7 +464,7 @@ int moects_results_read(const char *path, moects_run *run, char *err, size_t err
 out:
     json_decref(root);
     if (rc) {
-        moects_run_free(run);
+        moects__run_free(run);
         moects__oneline(err); /* JSON strings quoted in it may hold control characters */
     }
     return rc;

@@ -33,7 +33,7 @@ void moects__shell_quote(moects__buf *b, const char *s)
 
 /* One case alone under one kernel, same seed: `moects run --kernel K --seed S CASE` (the form
  * harness/report/tap.c prints). */
-const char *moects_self_program(void)
+const char *moects__self_program(void)
 {
     static char prog[4200];
     if (prog[0]) return prog;
@@ -63,7 +63,7 @@ const char *moects_self_program(void)
     return prog;
 }
 
-void moects_repro_dir(const char *case_id, char *buf, size_t len)
+void moects__repro_dir(const char *case_id, char *buf, size_t len)
 {
     int n = snprintf(buf, len, "reports/repro/");
     for (const char *c = case_id; *c && n >= 0 && (size_t)n + 1 < len; c++, n++)
@@ -74,8 +74,8 @@ void moects_repro_dir(const char *case_id, char *buf, size_t len)
 void moects__repro(moects__buf *b, const moects_result *r)
 {
     char dir[256];
-    moects_repro_dir(r->case_id, dir, sizeof dir);
-    moects__buf_add(b, moects_self_program());
+    moects__repro_dir(r->case_id, dir, sizeof dir);
+    moects__buf_add(b, moects__self_program());
     moects__buf_add(b, " run --kernel ");
     moects__shell_quote(b, r->kernel);
     moects__buf_printf(b, " --seed %" PRIu64 " --out ", r->seed);
@@ -113,7 +113,7 @@ void moects__md_counts(moects__buf *b, const moects_run *run)
     moects__buf_add(b, "| verdict | kernels | mutants |\n|---|---:|---:|\n");
     for (int v = 0; v < MOECTS_VERDICT_COUNT; v++)
         if (cnt[0][v] || cnt[1][v])
-            moects__buf_printf(b, "| %s | %zu | %zu |\n", moects_verdict_name((moects_verdict)v), cnt[0][v], cnt[1][v]);
+            moects__buf_printf(b, "| %s | %zu | %zu |\n", moects__verdict_name((moects_verdict)v), cnt[0][v], cnt[1][v]);
     size_t t0 = 0, t1 = 0;
     for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) t0 += cnt[0][v], t1 += cnt[1][v];
     moects__buf_printf(b, "| total | %zu | %zu |\n", t0, t1);

@@ -44,7 +44,7 @@ char *moects__case_json(const moects_case *c, const moects_inputs *in)
     if (c->tiers & MOECTS_TIER_LARGE) json_array_append_new(tiers, json_string("large"));
     const moects__op_def *op = moects__op(c->op);
     json_t *o = json_pack("{ss ss ss ss ss so ss so}", "id", c->id, "op", op ? op->name : "?", "model", c->model,
-                          "layout", c->layout, "source", c->source, "tiers", tiers, "data", moects_data_name(c->data),
+                          "layout", c->layout, "source", c->source, "tiers", tiers, "data", moects__data_name(c->data),
                           "shape", op ? op->shape_json(c, in) : json_object());
     char *s = o ? json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
     json_decref(o);

@@ -67,7 +67,7 @@ static int eg_check(const moects_case *c, moects_inputs *in, char *err, size_t e
     if (es > 1 && !c->has_map) BAD("case %s: has_map: ep_size %lld needs an expert_map", id, (long long)es);
     if (c->id_dtype != MOECTS_I32 && c->id_dtype != MOECTS_I64) BAD("case %s: id_dtype: not int32/int64", id);
     if (c->out_dtype != MOECTS_BF16 && c->out_dtype != MOECTS_F32) BAD("case %s: out_dtype: not bf16/f32", id);
-    in->n_local = moects_ep_local_experts(E, c->ep_size, c->ep_rank, &in->first_local);
+    in->n_local = moects__ep_local_experts(E, c->ep_size, c->ep_rank, &in->first_local);
     int64_t nl = in->n_local;
     int rt = c->routing;
     if (rt < MOECTS_ROUTE_UNIFORM || rt > MOECTS_ROUTE_NO_LOCAL) BAD("case %s: routing: unknown (%d)", id, rt);
@@ -87,9 +87,9 @@ static int eg_routing(const moects_case *c, uint64_t seed, moects_inputs *in, ch
 {
     const int64_t T = c->T, k = c->k, E = c->E_global, nl = in->n_local, fl = in->first_local;
     const int rt = c->routing;
-    uint64_t kid = moects_input_key(seed, c->id, "topk_ids");
-    uint64_t kbad = moects_input_key(seed, c->id, "topk_ids.invalid");
-    uint64_t kch = moects_input_key(seed, c->id, "routing");
+    uint64_t kid = moects__input_key(seed, c->id, "topk_ids");
+    uint64_t kbad = moects__input_key(seed, c->id, "topk_ids.invalid");
+    uint64_t kch = moects__input_key(seed, c->id, "routing");
     int64_t zero_e = nl ? fl + (int64_t)(moects__draw(kch, 0) % (uint64_t)nl) : -1;
     int64_t hot_e = nl ? fl + (int64_t)(moects__draw(kch, 1) % (uint64_t)nl) : -1;
     int64_t *prev = malloc((size_t)k * sizeof *prev);
@@ -155,7 +155,7 @@ static int eg_slots(const moects_case *c, uint64_t seed, int64_t nb, int64_t *cn
         return snprintf(err, errlen, "case %s: M_sum: %lld rows do not fit input_index (int32)", c->id,
                         (long long)M_sum), -1;
     in->eg.M_sum = M_sum;
-    uint64_t kw = moects_input_key(seed, c->id, "topk_weights");
+    uint64_t kw = moects__input_key(seed, c->id, "topk_weights");
     int64_t valid = 0;
     memset(cnt, 0, (size_t)nb * sizeof *cnt);
     for (size_t s = 0; s < TK; s++) {
@@ -182,17 +182,17 @@ static int eg_x(const moects_case *c, uint64_t seed, int64_t pool_min, int64_t n
     int rc = moects__input_alloc(in, MOECTS_EG_X, "x", (size_t)M_sum * (size_t)H * 2, c->id, err, errlen);
     if (rc) return rc;
     uint16_t *x = in->t[MOECTS_EG_X].host;
-    uint64_t kx = moects_input_key(seed, c->id, "x"), kpad = moects_input_key(seed, c->id, "x.padding");
+    uint64_t kx = moects__input_key(seed, c->id, "x"), kpad = moects__input_key(seed, c->id, "x.padding");
     in->pooled = M_sum * H > pool_min;
     uint16_t *pool = NULL;
     int64_t P = 0;
     if (in->pooled) {
         P = POOL_ELEMS > 2 * H ? POOL_ELEMS : 2 * H;
         if (!(pool = malloc((size_t)P * 2))) return snprintf(err, errlen, "case %s: " MOECTS_HOST_OOM " (pool)", c->id), -2;
-        uint64_t kp = moects_input_key(seed, c->id, "x.pool");
+        uint64_t kp = moects__input_key(seed, c->id, "x.pool");
         for (int64_t i = 0; i < P; i++) pool[i] = moects__bf16_input(c->data, moects__draw(kp, (uint64_t)i), i);
     }
-    uint64_t koff = moects_input_key(seed, c->id, "x.row_offset");
+    uint64_t koff = moects__input_key(seed, c->id, "x.row_offset");
     for (int64_t b = 0; b < nb; b++) {
         for (int64_t r = off[b]; r < off[b + 1]; r++) {
             uint16_t *row = x + (size_t)r * (size_t)H;
@@ -221,7 +221,7 @@ static void eg_cancel(const moects_case *c, uint64_t seed, moects_inputs *in)
     const int32_t *idx = in->t[MOECTS_EG_IDX].host;
     uint16_t *x = in->t[MOECTS_EG_X].host;
     float *w = in->t[MOECTS_EG_W].host;
-    uint64_t kc = moects_input_key(seed, c->id, "cancel");
+    uint64_t kc = moects__input_key(seed, c->id, "cancel");
     for (int64_t t = 0; t < c->T; t++) {
         if (moects__draw(kc, (uint64_t)t) % 2) continue;
         int64_t j1 = -1, j2 = -1;
@@ -276,7 +276,7 @@ static int eg_build(const moects_case *c, uint64_t seed, int64_t pool_min, moect
 
 static void eg_case_shape(const moects_case *c, moects__kshape *s)
 {
-    int64_t slots = c->T * c->k, local = moects_ep_local_experts(c->E_global, c->ep_size, c->ep_rank, NULL);
+    int64_t slots = c->T * c->k, local = moects__ep_local_experts(c->E_global, c->ep_size, c->ep_rank, NULL);
     if (local < 0) local = c->E_global;
     s->eg = (moects_ep_gather_shape){.T = c->T, .k = c->k, .M_sum = slots + 127 * (slots < local ? slots : local),
                                      .H = c->H, .E_global = c->E_global,
@@ -291,7 +291,7 @@ static json_t *eg_shape_json(const moects_case *c, const moects_inputs *in)
                      (json_int_t)(in ? in->eg.M_sum : -1), "H", (json_int_t)c->H, "E_global", (json_int_t)c->E_global,
                      "id_dtype", moects__abi_dtype(c->id_dtype), "out_dtype", moects__abi_dtype(c->out_dtype),
                      "has_expert_map", c->has_map, "ep_size", c->ep_size, "ep_rank", c->ep_rank, "routing",
-                     moects_routing_name(c->routing));
+                     moects__routing_name(c->routing));
 }
 
 static int eg_shape_parse(const char *path, json_t *sh, moects_case *c, char *err, size_t errlen)
@@ -306,7 +306,7 @@ static int eg_shape_parse(const char *path, json_t *sh, moects_case *c, char *er
         moects__json_dtype(path, "out_dtype", sh, &c->out_dtype, err, errlen))
         return -1;
     const char *rs = json_string_value(json_object_get(sh, "routing"));
-    if (moects_routing_parse(rs ? rs : "", &r)) return snprintf(err, errlen, "%s: moects.case: shape.routing: unknown", path), -1;
+    if (moects__routing_parse(rs ? rs : "", &r)) return snprintf(err, errlen, "%s: moects.case: shape.routing: unknown", path), -1;
     c->ep_size = (int)sz, c->ep_rank = (int)rk, c->has_map = json_is_true(json_object_get(sh, "has_expert_map")),
     c->routing = r;
     return 0;
@@ -384,7 +384,7 @@ static void eg_describe_out(const moects_inputs *in, moects_tensor_info *t) { t-
 
 static int eg_reference(const moects_inputs *in, const moects_op_args *a, moects_recipe r)
 {
-    return moects_ref_ep_gather(&in->eg, &a->eg, r);
+    return moects__ref_ep_gather(&in->eg, &a->eg, r);
 }
 
 static void eg_geometry(const moects_inputs *in, moects_out_geom *g)

@@ -98,10 +98,10 @@ static int fg_codes(const moects_case *c, uint64_t seed, int64_t pool_min, moect
         P = POOL_ELEMS > 2 * kbytes ? POOL_ELEMS : 2 * kbytes;
         if (!(pool = malloc((size_t)P))) return snprintf(err, errlen, "case %s: " MOECTS_HOST_OOM " (pool)", id), -2;
     }
-    fill_codes(in->t[MOECTS_FG_A].host, M, K, moects_input_key(seed, id, "a"), in->pooled,
-               moects_input_key(seed, id, "a.pool"), moects_input_key(seed, id, "a.row_offset"), pool, P);
-    fill_codes(in->t[MOECTS_FG_B].host, N, K, moects_input_key(seed, id, "b"), in->pooled,
-               moects_input_key(seed, id, "b.pool"), moects_input_key(seed, id, "b.row_offset"), pool, P);
+    fill_codes(in->t[MOECTS_FG_A].host, M, K, moects__input_key(seed, id, "a"), in->pooled,
+               moects__input_key(seed, id, "a.pool"), moects__input_key(seed, id, "a.row_offset"), pool, P);
+    fill_codes(in->t[MOECTS_FG_B].host, N, K, moects__input_key(seed, id, "b"), in->pooled,
+               moects__input_key(seed, id, "b.pool"), moects__input_key(seed, id, "b.row_offset"), pool, P);
     free(pool);
     return 0;
 }
@@ -116,12 +116,12 @@ static void fg_scales(const moects_case *c, uint64_t seed, int64_t nkb, uint8_t 
     const int64_t rows[2] = {c->M, c->N};
     const char *sname[2] = {"sa", "sb"};
     for (int o = 0; o < 2; o++) {
-        uint64_t ks = moects_input_key(seed, c->id, sname[o]);
+        uint64_t ks = moects__input_key(seed, c->id, sname[o]);
         for (int64_t i = 0; i < rows[o] * nkb; i++)
             ls[o][i] = moects__fp4_scale_code(c->format, c->data, moects__draw(ks, (uint64_t)i));
     }
     if (c->format != MOECTS_FP4_MXFP4 || c->data != MOECTS_DATA_ADVERSARIAL) return;
-    uint64_t kr = moects_input_key(seed, c->id, "subnormal_rows");
+    uint64_t kr = moects__input_key(seed, c->id, "subnormal_rows");
     for (int o = 0; o < 2; o++)
         for (int64_t r = 0; r < rows[o]; r++) {
             uint64_t u = moects__draw(kr, ((uint64_t)o << 62) ^ (uint64_t)r);
@@ -140,7 +140,7 @@ static void fg_adversarial(const moects_case *c, uint64_t seed, int64_t blk, int
     uint8_t *op[2] = {a, b};
     int64_t bb = blk / 2; /* bytes per K-block (blk is even) */
     /* all-zero blocks (+0 and -0 codes) */
-    uint64_t kz = moects_input_key(seed, id, "zero_blocks");
+    uint64_t kz = moects__input_key(seed, id, "zero_blocks");
     for (int o = 0; o < 2; o++)
         for (int64_t r = 0; r < rows[o]; r++)
             for (int64_t kb = 0; kb < nkb; kb++) {
@@ -155,7 +155,7 @@ static void fg_adversarial(const moects_case *c, uint64_t seed, int64_t blk, int
             }
     /* cancellation: K-block pairs (kb, kb+1) where A's second block is the first negated and
      * B's repeats, with equal scales: block partials cancel and only rounding residues stay */
-    uint64_t kp = moects_input_key(seed, id, "cancel_pairs");
+    uint64_t kp = moects__input_key(seed, id, "cancel_pairs");
     for (int64_t kb = 0; kb + 1 < nkb && (kb + 2) * blk <= K; kb += 2) {
         if (moects__draw(kp, (uint64_t)kb) % 2) continue;
         for (int o = 0; o < 2; o++)
@@ -180,7 +180,7 @@ static void fg_layout(const moects_case *c, int64_t nkb, uint8_t *ls[2], moects_
         }
         memset(phys[o], 0xff, moects_swizzle_bytes(rows[o], nkb)); /* padding: 0xFF poison (NaN), never read */
         for (int64_t r = 0; r < rows[o]; r++)
-            for (int64_t kb = 0; kb < nkb; kb++) phys[o][moects_swizzle_offset(r, kb, nkb)] = ls[o][r * nkb + kb];
+            for (int64_t kb = 0; kb < nkb; kb++) phys[o][moects__swizzle_offset(r, kb, nkb)] = ls[o][r * nkb + kb];
     }
 }
 
@@ -191,7 +191,7 @@ static void fg_global(const moects_case *c, uint64_t seed, moects_inputs *in)
         in->gs_a = in->gs_b = in->alpha = 1.0f;
         return;
     }
-    uint64_t kg = moects_input_key(seed, c->id, "global_scale");
+    uint64_t kg = moects__input_key(seed, c->id, "global_scale");
     float amax_a = (float)(1 + moects__draw(kg, 0) % 4096) / 16.0f, amax_b = (float)(1 + moects__draw(kg, 1) % 4096) / 16.0f;
     in->gs_a = 448.0f * 6.0f / amax_a;
     in->gs_b = 448.0f * 6.0f / amax_b;
@@ -345,18 +345,18 @@ static json_t *fg_scalars(const moects_inputs *in)
 
 static int fg_reference(const moects_inputs *in, const moects_op_args *a, moects_recipe r)
 {
-    return moects_ref_fp4_gemm(&in->fg, &a->fg, r);
+    return moects__ref_fp4_gemm(&in->fg, &a->fg, r);
 }
 
 static int fg_reference_pair(const moects_inputs *in, const moects_op_args *a, void *blockwise, void *exact)
 {
-    return moects_ref_fp4_gemm_recipes(&in->fg, &a->fg, blockwise, exact);
+    return moects__ref_fp4_gemm_recipes(&in->fg, &a->fg, blockwise, exact);
 }
 
 static int fg_bound(const moects_inputs *in, const moects_op_args *a, const moects_acc_class *cls, double *bound,
                     const moects_bound_stats *st)
 {
-    return moects_ref_fp4_gemm_bound_class(&in->fg, &a->fg, cls, bound, st);
+    return moects__ref_fp4_gemm_bound_class(&in->fg, &a->fg, cls, bound, st);
 }
 
 static int64_t fg_reduction_k(const moects_inputs *in) { return in->fg.K; }

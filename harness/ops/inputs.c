@@ -32,17 +32,17 @@ static uint64_t fnv1a(const char *s)
     return h;
 }
 
-uint64_t moects_input_key(uint64_t seed, const char *case_id, const char *tensor)
+uint64_t moects__input_key(uint64_t seed, const char *case_id, const char *tensor)
 {
     uint64_t k = mix64(seed + GOLDEN);
     k = mix64(k ^ fnv1a(case_id));
     return mix64(k ^ fnv1a(tensor));
 }
 
-uint64_t moects_input_u64(uint64_t key, uint64_t i) { return mix64(key + (i + 1) * GOLDEN); }
+uint64_t moects__input_u64(uint64_t key, uint64_t i) { return mix64(key + (i + 1) * GOLDEN); }
 
 
-size_t moects_swizzle_offset(int64_t r, int64_t kb, int64_t nkb)
+size_t moects__swizzle_offset(int64_t r, int64_t kb, int64_t nkb)
 {
     int64_t kb4 = (nkb + 3) / 4;
     return (size_t)(((r / 128) * kb4 + kb / 4) * 512 + (r % 32) * 16 + ((r / 32) % 4) * 4 + kb % 4);
@@ -54,9 +54,9 @@ size_t moects_swizzle_bytes(int64_t rows, int64_t nkb)
 }
 
 
-void moects_inputs_free(moects_inputs *in)
+void moects__inputs_free(moects_inputs *in)
 {
-    for (int i = 0; i < in->nt; i++) moects_guard_free(&in->t[i].g);
+    for (int i = 0; i < in->nt; i++) moects__guard_free(&in->t[i].g);
     free(in->row_valid);
     free(in->row_expert);
     memset(in, 0, sizeof *in);
@@ -75,7 +75,7 @@ int moects__input_alloc(moects_inputs *in, int i, const char *name, size_t bytes
      * a fork for a kernel's call copies none of its page table (the child maps it read-only).
      * Measured against private mappings: 4 KiB pages built ~15% faster (48 ep_gather cases), with
      * MADV_HUGEPAGE the 5.5 GB addr64 case's inputs took 20-28 s instead of ~5 (page allocation). */
-    if (moects_guard_alloc(&in->t[i].g, name, bytes, moects_guard_row_bytes(in, i), MOECTS_GUARD_SHARED) == 0)
+    if (moects__guard_alloc(&in->t[i].g, name, bytes, moects__guard_row_bytes(in, i), MOECTS_GUARD_SHARED) == 0)
         in->t[i].host = in->t[i].g.data;
     if (!in->t[i].host) {
         snprintf(err, errlen, "case %s: " MOECTS_HOST_OOM " (%zu bytes for %s)", id, bytes, name);
@@ -177,18 +177,18 @@ uint8_t moects__fp4_scale_code(moects_fp4_format f, moects_data d, uint64_t u)
     return (uint8_t)((4 + (u >> 12) % 7) << 3 | m);       /* normal, 2^-3 .. 15 */
 }
 
-const void *moects_inputs_shape(const moects_inputs *in) { return moects__op_of_inputs(in)->shape(in); }
+const void *moects__inputs_shape(const moects_inputs *in) { return moects__op_of_inputs(in)->shape(in); }
 
-void moects_inputs_bind(const moects_inputs *in, void *const ptr[MOECTS_INPUTS_MAX], void *out,
+void moects__inputs_bind(const moects_inputs *in, void *const ptr[MOECTS_INPUTS_MAX], void *out,
                         moects_op_args *args)
 {
     memset(args, 0, sizeof *args);
     moects__op_of_inputs(in)->bind(in, ptr, out, args);
 }
 
-size_t moects_guard_row_bytes(const moects_inputs *in, int i) { return moects__op_of_inputs(in)->row_bytes(in, i); }
+size_t moects__guard_row_bytes(const moects_inputs *in, int i) { return moects__op_of_inputs(in)->row_bytes(in, i); }
 
-int moects_inputs_build_ex(const moects_case *c, uint64_t seed, int64_t pool_min_elems, moects_inputs *in, char *err,
+int moects__inputs_build_ex(const moects_case *c, uint64_t seed, int64_t pool_min_elems, moects_inputs *in, char *err,
                            size_t errlen)
 {
     memset(in, 0, sizeof *in);
@@ -196,11 +196,11 @@ int moects_inputs_build_ex(const moects_case *c, uint64_t seed, int64_t pool_min
     if (!op) return snprintf(err, errlen, "case %s: op: unknown (%d)", c->id, (int)c->op), -1;
     in->op = c->op;
     int rc = op->build(c, seed, pool_min_elems, in, err, errlen);
-    if (rc) moects_inputs_free(in);
+    if (rc) moects__inputs_free(in);
     return rc;
 }
 
-int moects_inputs_build(const moects_case *c, uint64_t seed, moects_inputs *in, char *err, size_t errlen)
+int moects__inputs_build(const moects_case *c, uint64_t seed, moects_inputs *in, char *err, size_t errlen)
 {
-    return moects_inputs_build_ex(c, seed, MOECTS_POOL_MIN_ELEMS, in, err, errlen);
+    return moects__inputs_build_ex(c, seed, MOECTS_POOL_MIN_ELEMS, in, err, errlen);
 }

@@ -12,14 +12,14 @@
 #include "moects_op.h"
 #include "ops_internal.h"
 
-int moects_moe_counts(const moects_case *c, uint64_t seed, int64_t *cnt, char *err, size_t errlen)
+int moects__moe_counts(const moects_case *c, uint64_t seed, int64_t *cnt, char *err, size_t errlen)
 {
     const int64_t E = c->E;
     if (c->n_counts > 0) {
         for (int64_t e = 0; e < E; e++) cnt[e] = c->counts[e % c->n_counts];
         return 0;
     }
-    int64_t first = 0, nl = moects_ep_local_experts(c->E_global, c->ep_size, c->ep_rank, &first);
+    int64_t first = 0, nl = moects__ep_local_experts(c->E_global, c->ep_size, c->ep_rank, &first);
     int rt = c->routing;
     if (nl != E) {
         snprintf(err, errlen, "case %s: E: %lld local experts, but rank %d of %d holds %lld of %lld", c->id,
@@ -30,7 +30,7 @@ int moects_moe_counts(const moects_case *c, uint64_t seed, int64_t *cnt, char *e
         (rt != MOECTS_ROUTE_UNIFORM && rt != MOECTS_ROUTE_SKEWED && rt != MOECTS_ROUTE_ZERO_EXPERT &&
          rt != MOECTS_ROUTE_ONE_EXPERT)) {
         snprintf(err, errlen, "case %s: routing: T %lld, k %lld of %lld experts, %s: not a moe_gemm routing",
-                 c->id, (long long)c->T, (long long)c->k, (long long)c->E_global, moects_routing_name(c->routing));
+                 c->id, (long long)c->T, (long long)c->k, (long long)c->E_global, moects__routing_name(c->routing));
         return -1;
     }
     int64_t *prev = malloc((size_t)c->k * sizeof *prev);
@@ -38,7 +38,7 @@ int moects_moe_counts(const moects_case *c, uint64_t seed, int64_t *cnt, char *e
         snprintf(err, errlen, "case %s: " MOECTS_HOST_OOM, c->id);
         return -2;
     }
-    uint64_t kid = moects_input_key(seed, c->id, "topk_ids"), kch = moects_input_key(seed, c->id, "routing");
+    uint64_t kid = moects__input_key(seed, c->id, "topk_ids"), kch = moects__input_key(seed, c->id, "routing");
     int64_t zero_e = first + (int64_t)(moects__draw(kch, 0) % (uint64_t)nl), hot_e = first + (int64_t)(moects__draw(kch, 1) % (uint64_t)nl);
     memset(cnt, 0, (size_t)E * sizeof *cnt);
     for (int64_t t = 0; t < c->T; t++)
@@ -55,11 +55,11 @@ int moects_moe_counts(const moects_case *c, uint64_t seed, int64_t *cnt, char *e
     return 0;
 }
 
-void moects_moe_case_shape(const moects_case *c, moects_moe_gemm_shape *s)
+void moects__moe_case_shape(const moects_case *c, moects_moe_gemm_shape *s)
 {
     memset(s, 0, sizeof *s);
     if (c->op != MOECTS_OP_MOE_GEMM || c->E < 1) return;
-    double rows = moects_moe_expected_rows(c), per = rows / (double)c->E;
+    double rows = moects__moe_expected_rows(c), per = rows / (double)c->E;
     int64_t M = (int64_t)rows;
     if (c->rows == MOECTS_ROWS_CONTIGUOUS) M += c->E * (c->align - 1);
     if (c->rows == MOECTS_ROWS_MASKED) M = ((int64_t)(2 * per) + 128) / 128 * 128;
@@ -157,11 +157,11 @@ static size_t scale_bytes(int64_t rows, int64_t nkb, moects_scale_layout l)
 }
 static size_t scale_offset(int64_t r, int64_t kb, int64_t nkb, moects_scale_layout l)
 {
-    return l == MOECTS_SCALES_SWIZZLED_128X4 ? moects_swizzle_offset(r, kb, nkb) : (size_t)(r * nkb + kb);
+    return l == MOECTS_SCALES_SWIZZLED_128X4 ? moects__swizzle_offset(r, kb, nkb) : (size_t)(r * nkb + kb);
 }
 
 /* Row metadata of the grouped layout from the per-expert counts: rows, row_valid, m_indices /
- * masked_m / expert_offsets. -1/-2 with err as moects_inputs_build. */
+ * masked_m / expert_offsets. -1/-2 with err as moects__inputs_build. */
 static int moe_rows(const moects_case *c, const int64_t *cnt, moects_inputs *in, char *err, size_t errlen)
 {
     const int64_t E = c->E;
@@ -230,10 +230,10 @@ static int moe_a(const moects_case *c, uint64_t seed, int64_t pool_min, moects_i
     if (rc) return rc;
     uint8_t *a = in->t[MOECTS_MG_A].host;
     moects_data d = c->data == MOECTS_DATA_NAN ? MOECTS_DATA_EXACT : c->data; /* NaN data: expert 0's B scales */
-    row_gen g = {kind, d, row_bytes, moects_input_key(seed, c->id, "a"), moects_input_key(seed, c->id, "a.row_offset"),
+    row_gen g = {kind, d, row_bytes, moects__input_key(seed, c->id, "a"), moects__input_key(seed, c->id, "a.row_offset"),
                  NULL, 0};
-    uint8_t *pool = gen_pool(&g, rows, pool_min, moects_input_key(seed, c->id, "a.pool"));
-    uint64_t kpad = moects_input_key(seed, c->id, "a.padding");
+    uint8_t *pool = gen_pool(&g, rows, pool_min, moects__input_key(seed, c->id, "a.pool"));
+    uint64_t kpad = moects__input_key(seed, c->id, "a.padding");
     for (int64_t r = 0; r < rows; r++) {
         uint8_t *row = a + (size_t)r * (size_t)row_bytes;
         if (in->row_valid[r]) gen_row(&g, r, row);
@@ -252,7 +252,7 @@ static int moe_a(const moects_case *c, uint64_t seed, int64_t pool_min, moects_i
     if ((rc = moects__input_alloc(in, MOECTS_MG_SA, "sa", gbytes * (size_t)groups, c->id, err, errlen))) return rc;
     uint8_t *sa = in->t[MOECTS_MG_SA].host;
     if (sa) memset(sa, 0xff, gbytes * (size_t)groups); /* swizzle padding: NaN */
-    uint64_t ks = moects_input_key(seed, c->id, "sa");
+    uint64_t ks = moects__input_key(seed, c->id, "sa");
     moects_fp4_format sf = fp4 ? s->b_format : MOECTS_FP4_MXFP4;
     for (int64_t r = 0; r < rows; r++)
         for (int64_t kb = 0; kb < nkb; kb++) {
@@ -285,9 +285,9 @@ static int moe_b(const moects_case *c, uint64_t seed, int64_t pool_min, moects_i
         (rc = moects__input_alloc(in, MOECTS_MG_GS_B, "gs_b", nv || w16nv ? (size_t)E * 4 : 0, c->id, err, errlen)))
         return rc;
     uint8_t *b = in->t[MOECTS_MG_B].host, *sb = in->t[MOECTS_MG_SB].host;
-    row_gen g = {0, c->data, kbytes, moects_input_key(seed, c->id, "b"), moects_input_key(seed, c->id, "b.row_offset"),
+    row_gen g = {0, c->data, kbytes, moects__input_key(seed, c->id, "b"), moects__input_key(seed, c->id, "b.row_offset"),
                  NULL, 0};
-    uint8_t *pool = gen_pool(&g, E * N, pool_min, moects_input_key(seed, c->id, "b.pool"));
+    uint8_t *pool = gen_pool(&g, E * N, pool_min, moects__input_key(seed, c->id, "b.pool"));
     for (int64_t r = 0; r < E * N; r++) {
         uint8_t *row = b + (size_t)r * (size_t)kbytes;
         gen_row(&g, r, row);
@@ -295,7 +295,7 @@ static int moe_b(const moects_case *c, uint64_t seed, int64_t pool_min, moects_i
     }
     free(pool);
     if (sb) memset(sb, 0xff, ebytes * (size_t)E);
-    uint64_t ks = moects_input_key(seed, c->id, "sb");
+    uint64_t ks = moects__input_key(seed, c->id, "sb");
     /* NaN data (bug-reports.md row 22): only expert 0's scales hold NaNs, its first byte among them;
      * every other expert's output must stay what exact_v1 says */
     for (int64_t e = 0; e < E; e++) {
@@ -308,7 +308,7 @@ static int moe_b(const moects_case *c, uint64_t seed, int64_t pool_min, moects_i
     if (c->data == MOECTS_DATA_NAN && N && nkb) sb[0] = 0xff;
     /* alpha: 1, or from per-expert global scales 448*6/amax, amax in [1/16, 256] (FP32 ops) */
     float *alpha = in->t[MOECTS_MG_ALPHA].host, *gsa = in->t[MOECTS_MG_GS_A].host, *gsb = in->t[MOECTS_MG_GS_B].host;
-    uint64_t kg = moects_input_key(seed, c->id, "global_scale");
+    uint64_t kg = moects__input_key(seed, c->id, "global_scale");
     for (int64_t e = 0; e < E; e++) {
         float amax_a = (float)(1 + moects__draw(kg, (uint64_t)(2 * e)) % 4096) / 16.0f;
         float amax_b = (float)(1 + moects__draw(kg, (uint64_t)(2 * e + 1)) % 4096) / 16.0f;
@@ -340,18 +340,18 @@ static int mg_build(const moects_case *c, uint64_t seed, int64_t pool_min, moect
     if (c->b_format != (c->moe_format == MOECTS_MOE_NVFP4 ? MOECTS_FP4_NVFP4 : c->b_format) ||
         (c->moe_format != MOECTS_MOE_W4A16 && c->moe_format != MOECTS_MOE_NVFP4 && c->b_format != MOECTS_FP4_MXFP4))
         BAD("case %s: b_format: %s with %s", id, c->b_format == MOECTS_FP4_NVFP4 ? "nvfp4" : "mxfp4",
-            moects_moe_format_name(c->moe_format));
+            moects__moe_format_name(c->moe_format));
     if (c->data == MOECTS_DATA_NEGZERO) BAD("case %s: data: negzero is defined for fp4_gemm MXFP4 only", id);
     if (c->out_dtype != MOECTS_BF16 && c->out_dtype != MOECTS_F32) BAD("case %s: out_dtype: not bf16/f32", id);
 #undef BAD
     in->op = MOECTS_OP_MOE_GEMM;
-    moects_moe_case_shape(c, &in->mg); /* M set by moe_rows */
+    moects__moe_case_shape(c, &in->mg); /* M set by moe_rows */
     int64_t *cnt = malloc((size_t)c->E * sizeof *cnt);
     if (!cnt) {
         snprintf(err, errlen, "case %s: " MOECTS_HOST_OOM, id);
         return -2;
     }
-    int rc = moects_moe_counts(c, seed, cnt, err, errlen);
+    int rc = moects__moe_counts(c, seed, cnt, err, errlen);
     if (!rc) rc = moe_rows(c, cnt, in, err, errlen);
     free(cnt);
     if (!rc) rc = moe_a(c, seed, pool_min, in, err, errlen);
@@ -365,17 +365,17 @@ static int mg_build(const moects_case *c, uint64_t seed, int64_t pool_min, moect
 
 /* ---- the case ---- */
 
-static void mg_case_shape(const moects_case *c, moects__kshape *s) { moects_moe_case_shape(c, &s->mg); }
+static void mg_case_shape(const moects_case *c, moects__kshape *s) { moects__moe_case_shape(c, &s->mg); }
 
 /* moects_moe_gemm_shape's fields (include/moects/moects_types.h), enums by name; M -1 unbuilt. */
 static json_t *mg_shape_json(const moects_case *c, const moects_inputs *in)
 {
     moects_moe_gemm_shape s;
-    moects_moe_case_shape(c, &s);
+    moects__moe_case_shape(c, &s);
     return json_pack("{sI sI sI sI ss ss ss sI sI sb ss ss ss}", "E", (json_int_t)s.E, "M",
                      (json_int_t)(in ? in->mg.M : -1), "N", (json_int_t)s.N, "K", (json_int_t)s.K, "format",
-                     moects_moe_format_name(s.format), "b_format", moects__fp4_format_name(s.b_format), "rows",
-                     moects_row_layout_name(s.rows), "align", (json_int_t)s.align, "a_scale_block",
+                     moects__moe_format_name(s.format), "b_format", moects__fp4_format_name(s.b_format), "rows",
+                     moects__row_layout_name(s.rows), "align", (json_int_t)s.align, "a_scale_block",
                      (json_int_t)s.a_scale_block, "a_scale_f32", s.a_scale_f32, "scale_layout",
                      moects__scale_layout_name(s.scale_layout), "out_dtype", moects__abi_dtype(s.out_dtype), "gemm",
                      c->gemm);
@@ -392,17 +392,17 @@ static int mg_recipes(const moects_case *c, const char **names)
 /* Its expected valid rows x N x (K+1), plus E*N*K/8 for generating the weights. */
 static double mg_cost(const moects_case *c)
 {
-    return (moects_moe_expected_rows(c) + (double)c->E / 8) * (double)c->N * (double)(c->K + 1);
+    return (moects__moe_expected_rows(c) + (double)c->E / 8) * (double)c->N * (double)(c->K + 1);
 }
 
 /* A [rows, K] (BF16 at most), B [E, N, K] codes and out [rows, N], rows its expected valid rows. */
 static double mg_bytes(const moects_case *c)
 {
-    const double n = (double)c->N, k = (double)c->K, rows = moects_moe_expected_rows(c);
+    const double n = (double)c->N, k = (double)c->K, rows = moects__moe_expected_rows(c);
     return rows * k * 2 + (double)c->E * n * k / 2 + rows * n * (c->out_dtype == MOECTS_F32 ? 4 : 2);
 }
 
-static double mg_ref_flops(const moects_case *c) { return 2.0 * moects_moe_expected_rows(c) * (double)c->N * (double)c->K; }
+static double mg_ref_flops(const moects_case *c) { return 2.0 * moects__moe_expected_rows(c) * (double)c->N * (double)c->K; }
 
 static void mg_shape_key(const moects_case *c, char *dst, size_t cap)
 {
@@ -501,18 +501,18 @@ static void mg_describe_out(const moects_inputs *in, moects_tensor_info *t)
 
 static int mg_reference(const moects_inputs *in, const moects_op_args *a, moects_recipe r)
 {
-    return moects_ref_moe_gemm(&in->mg, &a->mg, r); /* rows not valid: left as they were */
+    return moects__ref_moe_gemm(&in->mg, &a->mg, r); /* rows not valid: left as they were */
 }
 
 static int mg_reference_pair(const moects_inputs *in, const moects_op_args *a, void *blockwise, void *exact)
 {
-    return moects_ref_moe_gemm_recipes(&in->mg, &a->mg, blockwise, exact);
+    return moects__ref_moe_gemm_recipes(&in->mg, &a->mg, blockwise, exact);
 }
 
 static int mg_bound(const moects_inputs *in, const moects_op_args *a, const moects_acc_class *cls, double *bound,
                     const moects_bound_stats *st)
 {
-    return moects_ref_moe_gemm_bound_class(&in->mg, &a->mg, cls, bound, st);
+    return moects__ref_moe_gemm_bound_class(&in->mg, &a->mg, cls, bound, st);
 }
 
 static int64_t mg_reduction_k(const moects_inputs *in) { return in->mg.K; }

@@ -44,7 +44,7 @@ void moects__host_args(const moects_inputs *in, void *out, moects_op_args *a)
     static uint64_t dummy[8];
     void *hp[MOECTS_INPUTS_MAX];
     for (int i = 0; i < MOECTS_INPUTS_MAX; i++) hp[i] = i < in->nt && in->t[i].host ? in->t[i].host : (void *)dummy;
-    moects_inputs_bind(in, hp, out, a);
+    moects__inputs_bind(in, hp, out, a);
 }
 
 int moects__reference(const moects_inputs *in, moects_recipe r, void *out)
@@ -54,7 +54,7 @@ int moects__reference(const moects_inputs *in, moects_recipe r, void *out)
     return moects__op_of_inputs(in)->reference(in, &a, r);
 }
 
-void moects_out_geom_of(const moects_inputs *in, moects_out_geom *g)
+void moects__out_geom_of(const moects_inputs *in, moects_out_geom *g)
 {
     memset(g, 0, sizeof *g);
     g->row_word = "row";

@@ -12,8 +12,8 @@
 
 #define POOL_ELEMS (1ll << 20) /* elements of the random pool large tensors are tiled from */
 
-/* Draw i of a tensor's stream (moects_input_u64). */
-static inline uint64_t moects__draw(uint64_t key, uint64_t i) { return moects_input_u64(key, i); }
+/* Draw i of a tensor's stream (moects__input_u64). */
+static inline uint64_t moects__draw(uint64_t key, uint64_t i) { return moects__input_u64(key, i); }
 
 /* Tensor slot i of in, between guard pages (zero bytes: NULL); in->op set. 0, or -2 with "case ID:
  * out of host memory (N bytes for NAME)" in err. */

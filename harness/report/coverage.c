@@ -40,8 +40,8 @@ int moects__cov_registry_load(moects__cov_registry *r, const char *dir, const ch
     if (!dir || is_dir(models_dir)) {
         snprintf(r->where, sizeof r->where, "%s/cases", tree);
         snprintf(r->models_dir, sizeof r->models_dir, "%s", models_dir);
-        if ((r->nmodels = moects_models_load_dir(models_dir, &r->models, err, errlen)) < 0) return -1;
-        return moects_cases_builtin(tree, &r->cases, err, errlen);
+        if ((r->nmodels = moects__models_load_dir(models_dir, &r->models, err, errlen)) < 0) return -1;
+        return moects__cases_builtin(tree, &r->cases, err, errlen);
     }
     if (!is_dir(dir)) {
         snprintf(err, errlen, "%s: --registry: not a directory", dir);
@@ -49,9 +49,9 @@ int moects__cov_registry_load(moects__cov_registry *r, const char *dir, const ch
     }
     snprintf(r->where, sizeof r->where, "%s", dir);
     snprintf(r->models_dir, sizeof r->models_dir, "%s", dir);
-    if ((r->nmodels = moects_models_load_dir(dir, &r->models, err, errlen)) < 0) return -1;
+    if ((r->nmodels = moects__models_load_dir(dir, &r->models, err, errlen)) < 0) return -1;
     for (int i = 0; i < r->nmodels; i++)
-        if (moects_derive_cases(&r->models[i], &r->cases)) {
+        if (moects__derive_cases(&r->models[i], &r->cases)) {
             snprintf(err, errlen, "%s: %s: case derivation failed", dir, r->models[i].name);
             return -1;
         }
@@ -67,19 +67,19 @@ int moects__cov_registry_has_models(const moects__cov_registry *r, const char *r
     return -1;
 }
 
-/* moects_dir_writable (as `moects run` checks --out): 0, or -1 with one line
+/* moects__dir_writable (as `moects run` checks --out): 0, or -1 with one line
  * "moects coverage: OPT: DIR: problem". */
 int moects__cov_dir_writable(const char *opt, const char *dir)
 {
     char err[4400];
-    if (!moects_dir_writable(dir, err, sizeof err)) return 0;
+    if (!moects__dir_writable(dir, err, sizeof err)) return 0;
     fprintf(stderr, "moects coverage: %s: %s\n", opt, err);
     return -1;
 }
 
 void moects__cov_registry_free(moects__cov_registry *r)
 {
-    moects_case_list_free(&r->cases);
+    moects__case_list_free(&r->cases);
     free(r->models);
     memset(r, 0, sizeof *r);
 }
@@ -211,7 +211,7 @@ static int table_build(table *t, const moects__cov_registry *reg, const moects_r
 
     /* kernels: honest ones; the run's (built-in order first), or every built-in one */
     size_t nb;
-    const moects_kernel *const *bk = moects_builtin_kernels(&nb);
+    const moects_kernel *const *bk = moects__builtin_kernels(&nb);
     t->k = calloc(nb + (run ? run->n : 0) + 1, sizeof *t->k);
     if (!t->k) return -1;
     for (size_t i = 0; i < nb; i++) {
@@ -301,13 +301,13 @@ static void cell_detail(moects__buf *b, table *t, int k, int m, int l)
     int first = 1;
     for (int v = 0; v < MOECTS_VERDICT_COUNT; v++)
         if (c->n[v]) {
-            moects__buf_printf(b, "%s%zu %s", first ? "; run: " : ", ", c->n[v], moects_verdict_name((moects_verdict)v));
+            moects__buf_printf(b, "%s%zu %s", first ? "; run: " : ", ", c->n[v], moects__verdict_name((moects_verdict)v));
             first = 0;
         }
     if (first) moects__buf_add(b, "; no verdict in the run");
     if (c->first_bad >= 0) {
         const moects_result *r = &t->run->v[c->first_bad];
-        moects__buf_printf(b, "\nfirst: %s: %s", r->case_id, moects_verdict_name(r->verdict));
+        moects__buf_printf(b, "\nfirst: %s: %s", r->case_id, moects__verdict_name(r->verdict));
         if (r->verdict == MOECTS_FAIL_MISMATCH)
             moects__buf_printf(b, " (%" PRId64 " mismatches)", r->mismatches);
         if (r->reason[0]) moects__buf_printf(b, ": %s", r->reason);
@@ -507,13 +507,13 @@ static void md_bad_cells(moects__buf *b, table *t)
                     shown++;
                     moects__buf_add(b, "- `");
                     moects__buf_md_code(b, r->case_id);
-                    moects__buf_printf(b, "` %s: ", moects_verdict_name(r->verdict));
+                    moects__buf_printf(b, "` %s: ", moects__verdict_name(r->verdict));
                     moects__buf_md(b, r->diag.ndims ? r->diag.pattern : r->reason[0] ? r->reason : "-");
                     if (r->diag.nfirst) {
                         char at[96], got[64], want[64];
-                        moects_diag_at(&r->diag, &r->diag.first[0], at, sizeof at);
-                        moects_diag_value(&r->diag, r->diag.first[0].got, got, sizeof got);
-                        moects_diag_value(&r->diag, r->diag.first[0].want, want, sizeof want);
+                        moects__diag_at(&r->diag, &r->diag.first[0], at, sizeof at);
+                        moects__diag_value(&r->diag, r->diag.first[0].got, got, sizeof got);
+                        moects__diag_value(&r->diag, r->diag.first[0].want, want, sizeof want);
                         moects__buf_printf(b, "; %" PRId64 " mismatches, first at ", r->mismatches);
                         moects__buf_md(b, at);
                         moects__buf_add(b, ": got ");
@@ -804,7 +804,7 @@ int moects__coverage_table(const char *run_path, const char *out_dir, const char
     table t = {0};
     moects__buf md = {0}, html = {0};
     int rc = 2;
-    if (run_path && moects_results_read(run_path, &run, err, sizeof err)) {
+    if (run_path && moects__results_read(run_path, &run, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return 2;
     }
@@ -848,6 +848,6 @@ out:
     moects__buf_free(&html);
     table_free(&t);
     moects__cov_registry_free(&reg);
-    moects_run_free(&run);
+    moects__run_free(&run);
     return rc;
 }

@@ -23,7 +23,7 @@ int moects__cov_registry_load(moects__cov_registry *r, const char *dir, const ch
 /* A registry without model files checks nothing: -1 with "DIR: --registry: no model files (*.json)". */
 int moects__cov_registry_has_models(const moects__cov_registry *r, const char *registry_dir);
 void moects__cov_registry_free(moects__cov_registry *r);
-/* moects_dir_writable (as `moects run` checks --out): 0, or -1 with one line
+/* moects__dir_writable (as `moects run` checks --out): 0, or -1 with one line
  * "moects coverage: OPT: DIR: problem" on stderr. */
 int moects__cov_dir_writable(const char *opt, const char *dir);
 /* 1 when kernel k takes case c (its supports() on the op's kernel shape); else 0 with the reason in why. */

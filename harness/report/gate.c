@@ -109,7 +109,7 @@ static void problems_free(problems *p)
 /* "FAIL_MISMATCH: 12 mismatches, max ULP 3, first at 5: got 0x.. want 0x.." or "VERDICT: reason". */
 static void describe(moects__buf *b, const moects_result *r)
 {
-    moects__buf_add(b, moects_verdict_name(r->verdict));
+    moects__buf_add(b, moects__verdict_name(r->verdict));
     if (r->verdict == MOECTS_FAIL_MISMATCH || r->mismatches) {
         moects__buf_printf(b, ": %" PRId64 " mismatches", r->mismatches);
         if (r->max_ulp == UINT64_MAX) moects__buf_add(b, ", NaN or Inf against another value");
@@ -135,12 +135,12 @@ static void code_line(moects__buf *b, const moects__buf *cmd)
     moects__buf_add(b, "`\n");
 }
 
-/* " reports/repro/<a>[_<b>]" (moects_repro_dir): a folder of its own for a command's reports. */
+/* " reports/repro/<a>[_<b>]" (moects__repro_dir): a folder of its own for a command's reports. */
 static void out_dir(moects__buf *b, const char *a, const char *c)
 {
     char name[512], dir[600];
     snprintf(name, sizeof name, "%s%s%s", a, c ? "_" : "", c ? c : "");
-    moects_repro_dir(name, dir, sizeof dir);
+    moects__repro_dir(name, dir, sizeof dir);
     moects__shell_quote(b, dir);
 }
 
@@ -240,7 +240,7 @@ static int summary_writable(const char *path)
     return 0;
 }
 
-/* The state of one `moects gate`, carried through its stages (moects_cmd_gate). */
+/* The state of one `moects gate`, carried through its stages (moects__cmd_gate). */
 typedef struct {
     const char *run_path, *base_path, *summary_path;
     int summary_empty; /* --summary "" ($GITHUB_STEP_SUMMARY outside Actions): no file, noted after */
@@ -271,14 +271,14 @@ static int gate_mustpass_arg(gate_ctx *g, int argc, char **argv, int *i)
         }
         idlist *l = &g->lists[g->nlists];
         l->file = argv[++*i];
-        l->n = moects_idlist_load(argv[*i], &l->ids, err, sizeof err);
+        l->n = moects__idlist_load(argv[*i], &l->ids, err, sizeof err);
         if (l->n < 0) {
             fprintf(stderr, "%s\n", err);
             return 2;
         }
         if (l->n == 0) {
             fprintf(stderr, "moects gate: --mustpass %s: no case ids\n", argv[*i]);
-            moects_idlist_free(l->ids, 0);
+            moects__idlist_free(l->ids, 0);
             return 2;
         }
         g->nlists++;
@@ -313,7 +313,7 @@ static int gate_args(gate_ctx *g, int argc, char **argv)
             return 0;
         } else if (a[0] == '-' || g->run_path) {
             static const char *const valued[] = {"--baseline", "--summary", "--limit", NULL};
-            moects_bad_arg("gate", a, valued);
+            moects__bad_arg("gate", a, valued);
             return usage();
         } else {
             g->run_path = a;
@@ -334,7 +334,7 @@ static int gate_read(gate_ctx *g)
     const char *paths[2] = {g->run_path, g->base_path}, *what[2] = {"the run", "the baseline"};
     moects_run *runs[2] = {&g->run, &g->base};
     for (int i = 0; i < 2 && paths[i]; i++) {
-        if (moects_results_read(paths[i], runs[i], err, sizeof err)) {
+        if (moects__results_read(paths[i], runs[i], err, sizeof err)) {
             fprintf(stderr, "%s\n", err);
             return 2;
         }
@@ -409,7 +409,7 @@ static void check_failures(gate_ctx *g)
         moects__buf_md_code(it, r->kernel);
         moects__buf_add(it, "`: ");
         describe(it, r);
-        if (was) moects__buf_printf(it, " (baseline: %s)", moects_verdict_name(was->verdict));
+        if (was) moects__buf_printf(it, " (baseline: %s)", moects__verdict_name(was->verdict));
         else if (g->base_path) moects__buf_add(it, " (not in the baseline)");
         moects__buf_add(it, "\n");
         repro_line(it, r, run->filter);
@@ -454,7 +454,7 @@ static void check_mustpass_id(gate_ctx *g, const idlist *l, const char *id)
     moects__buf_md_code(it, l->file);
     moects__buf_add(it, "`)\n");
     g->cmd.n = 0;
-    moects__buf_add(&g->cmd, moects_self_program());
+    moects__buf_add(&g->cmd, moects__self_program());
     moects__buf_add(&g->cmd, " run --out ");
     out_dir(&g->cmd, id, NULL);
     moects__buf_add(&g->cmd, " ");
@@ -496,7 +496,7 @@ static void check_lost_cells(gate_ctx *g)
         else
             snprintf(glob, sizeof glob, "*/%s/%s/*", bc->model, bc->layout);
         g->cmd.n = 0;
-        moects__buf_add(&g->cmd, moects_self_program());
+        moects__buf_add(&g->cmd, moects__self_program());
         moects__buf_add(&g->cmd, " run --kernel ");
         moects__shell_quote(&g->cmd, bc->kernel);
         moects__buf_add(&g->cmd, " --out ");
@@ -532,7 +532,7 @@ static void check_mutants(gate_ctx *g)
         moects__buf_printf(&g->item, "`: caught in %zu baseline case%s, in none of its %zu case%s now\n", caught_was,
                            caught_was == 1 ? "" : "s", ran_now, ran_now == 1 ? "" : "s");
         g->cmd.n = 0;
-        moects__buf_add(&g->cmd, moects_self_program());
+        moects__buf_add(&g->cmd, moects__self_program());
         moects__buf_add(&g->cmd, " run --kernel ");
         moects__shell_quote(&g->cmd, bc->kernel);
         moects__buf_add(&g->cmd, " --out ");
@@ -666,13 +666,13 @@ static void gate_free(gate_ctx *g)
     free(g->flagged);
     moects__index_free(&g->run_ix);
     moects__index_free(&g->base_ix);
-    moects_run_free(&g->run);
-    moects_run_free(&g->base);
-    for (int l = 0; l < g->nlists; l++) moects_idlist_free(g->lists[l].ids, (size_t)g->lists[l].n);
+    moects__run_free(&g->run);
+    moects__run_free(&g->base);
+    for (int l = 0; l < g->nlists; l++) moects__idlist_free(g->lists[l].ids, (size_t)g->lists[l].n);
 }
 
 /* `moects gate`: arguments, the two runs, the checks (stage 3), the summary. */
-int moects_cmd_gate(int argc, char **argv)
+int moects__cmd_gate(int argc, char **argv)
 {
     static gate_ctx g; /* large (two runs' headers, 64 lists): not on the stack */
     memset(&g, 0, sizeof g);

@@ -1,4 +1,4 @@
-/* hashes.c: the tensor hash of results.json (moects_xxh64) and `moects hashes A.json B.json`, which
+/* hashes.c: the tensor hash of results.json (moects__xxh64) and `moects hashes A.json B.json`, which
  * checks that two runs saw the same bytes (DESIGN.md "Determinism"): a case's inputs come from a
  * counter-based generator and its reference is bit-exact whatever the thread count or OpenBLAS core,
  * so the committed H200 report and a CPU run of the same cases must agree on every hash.
@@ -23,7 +23,7 @@
 #include "moects_commands.h"
 #include "moects_harness.h"
 
-uint64_t moects_xxh64(const void *p, size_t len)
+uint64_t moects__xxh64(const void *p, size_t len)
 {
     static const char empty[1];
     return XXH64(len ? p : empty, len, 0);
@@ -138,7 +138,7 @@ static int usage(FILE *f, int rc)
     return rc;
 }
 
-int moects_cmd_hashes(int argc, char **argv)
+int moects__cmd_hashes(int argc, char **argv)
 {
     const char *path[2] = {NULL, NULL};
     size_t limit = 20;
@@ -155,7 +155,7 @@ int moects_cmd_hashes(int argc, char **argv)
             limit = (size_t)v;
         } else if (argv[i][0] == '-' || np == 2) {
             static const char *const valued[] = {"--limit", NULL};
-            moects_bad_arg("hashes", argv[i], valued);
+            moects__bad_arg("hashes", argv[i], valued);
             return 2;
         } else {
             path[np++] = argv[i];
@@ -170,7 +170,7 @@ int moects_cmd_hashes(int argc, char **argv)
     int rc = 2;
     size_t inconsistent = 0, shown = 0;
     for (int f = 0; f < 2; f++) {
-        if (moects_results_read(path[f], &run[f], err, sizeof err)) {
+        if (moects__results_read(path[f], &run[f], err, sizeof err)) {
             fprintf(stderr, "%s\n", err);
             goto out;
         }
@@ -192,7 +192,7 @@ int moects_cmd_hashes(int argc, char **argv)
 out:
     for (int f = 0; f < 2; f++) {
         free(l[f].v);
-        moects_run_free(&run[f]);
+        moects__run_free(&run[f]);
     }
     return rc;
 }

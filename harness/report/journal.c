@@ -40,7 +40,7 @@ static json_t *header_json(const moects_journal_sel *s, int fmt)
     snprintf(seed, sizeof seed, "%" PRIu64, run->seed);
     moects__buf ids = {0};
     for (size_t c = 0; c < s->ncases; c++) moects__buf_printf(&ids, "%s\n", s->cases[c].id);
-    snprintf(xx, sizeof xx, "%016" PRIx64, moects_xxh64(ids.s, ids.n));
+    snprintf(xx, sizeof xx, "%016" PRIx64, moects__xxh64(ids.s, ids.n));
     int oom = ids.oom;
     moects__buf_free(&ids);
     json_t *kernels = json_array(), *libs = json_array();
@@ -85,7 +85,7 @@ static int write_header(moects_journal *j, const moects_journal_sel *s, off_t ke
     return rc;
 }
 
-int moects_journal_start(moects_journal *j, const char *outdir, const moects_journal_sel *s, char *err,
+int moects__journal_start(moects_journal *j, const char *outdir, const moects_journal_sel *s, char *err,
                          size_t errlen)
 {
     snprintf(j->path, sizeof j->path, "%s/%s", outdir, MOECTS_JOURNAL);
@@ -95,7 +95,7 @@ int moects_journal_start(moects_journal *j, const char *outdir, const moects_jou
         return -1;
     }
     if (write_header(j, s, 0, err, errlen) == 0) return 0;
-    moects_journal_close(j, 1);
+    moects__journal_close(j, 1);
     return -1;
 }
 
@@ -210,7 +210,7 @@ static int read_results(const char *path, const char *text, size_t n, size_t fro
         char where[40];
         snprintf(where, sizeof where, "line %zu ", line);
         if (moects__result_parse(text + at, end - 1 - at, path, where, &r, err, errlen) != 0) return -1;
-        if (moects_run_push(done, &r) != 0) {
+        if (moects__run_push(done, &r) != 0) {
             snprintf(err, errlen, "%s: out of memory", path);
             return -1;
         }
@@ -219,7 +219,7 @@ static int read_results(const char *path, const char *text, size_t n, size_t fro
     return 0;
 }
 
-int moects_journal_resume(moects_journal *j, const char *outdir, const moects_journal_sel *s, moects_run *done,
+int moects__journal_resume(moects_journal *j, const char *outdir, const moects_journal_sel *s, moects_run *done,
                           char *err, size_t errlen)
 {
     memset(done, 0, sizeof *done);
@@ -229,7 +229,7 @@ int moects_journal_resume(moects_journal *j, const char *outdir, const moects_jo
     j->fd = open(j->path, O_RDWR | O_APPEND | O_CLOEXEC);
     if (j->fd < 0 || slurp_fd(j->fd, &text, &n) != 0) {
         snprintf(err, errlen, "%s: cannot open: %s", j->path, strerror(errno));
-        moects_journal_close(j, 0);
+        moects__journal_close(j, 0);
         return -1;
     }
     const char *nl = memchr(text, '\n', n);
@@ -244,13 +244,13 @@ int moects_journal_resume(moects_journal *j, const char *outdir, const moects_jo
     free(text);
     if (rc) {
         moects__oneline(err); /* jansson's "near '...'" quotes the file's bytes */
-        moects_run_free(done);
-        moects_journal_close(j, 0);
+        moects__run_free(done);
+        moects__journal_close(j, 0);
     }
     return rc;
 }
 
-int moects_journal_prior(const moects_run *done, const char *path, const moects_journal_sel *s,
+int moects__journal_prior(const moects_run *done, const char *path, const moects_journal_sel *s,
                          const moects_result ***prior, char *err, size_t errlen)
 {
     size_t nk = s->nkernels;
@@ -279,7 +279,7 @@ int moects_journal_prior(const moects_run *done, const char *path, const moects_
     return -1;
 }
 
-void moects_journal_add(moects_journal *j, const moects_result *r)
+void moects__journal_add(moects_journal *j, const moects_result *r)
 {
     if (!j->path[0] || j->fd < 0) return;
     moects__buf b = {0};
@@ -288,12 +288,12 @@ void moects_journal_add(moects_journal *j, const moects_result *r)
     if (b.oom || write_all(j->fd, b.s, b.n) != 0) {
         fprintf(stderr, "moects run: %s: %s: the journal stops here (the run goes on)\n", j->path,
                 b.oom ? "out of memory" : strerror(errno));
-        moects_journal_close(j, 0);
+        moects__journal_close(j, 0);
     }
     moects__buf_free(&b);
 }
 
-void moects_journal_close(moects_journal *j, int remove)
+void moects__journal_close(moects_journal *j, int remove)
 {
     if (!j->path[0]) return; /* never opened (a zeroed journal) */
     if (j->fd >= 0) close(j->fd);

@@ -1,4 +1,4 @@
-/* junit.c: a run's JUnit XML, written by moects itself (moects_tap.h moects_junit_render). The
+/* junit.c: a run's JUnit XML, written by moects itself (moects_tap.h moects__junit_render). The
  * structure follows the Jenkins/Ant JUnit schema (tests/data/junit/junit.xsd). */
 #include <inttypes.h>
 #include <stdio.h>
@@ -31,7 +31,7 @@ static void diagnostics(FILE *f, const moects_result *r, const moects_tap_opts *
     size_t n = 0;
     FILE *m = open_memstream(&y, &n);
     if (!m) return;
-    moects_tap_yaml(m, "", r, o);
+    moects__tap_yaml(m, "", r, o);
     fclose(m);
     if (y) xml(f, y);
     free(y);
@@ -41,9 +41,9 @@ static void diagnostics(FILE *f, const moects_result *r, const moects_tap_opts *
 static void message(FILE *f, const moects_result *r)
 {
     char m[1200];
-    if (r->diag.ndims) snprintf(m, sizeof m, "%s: %" PRId64 " mismatches: %s", moects_verdict_name(r->verdict),
+    if (r->diag.ndims) snprintf(m, sizeof m, "%s: %" PRId64 " mismatches: %s", moects__verdict_name(r->verdict),
                                 r->mismatches, r->diag.pattern);
-    else snprintf(m, sizeof m, "%s: %s", moects_verdict_name(r->verdict), r->reason[0] ? r->reason : "-");
+    else snprintf(m, sizeof m, "%s: %s", moects__verdict_name(r->verdict), r->reason[0] ? r->reason : "-");
     xml(f, m);
 }
 
@@ -63,7 +63,7 @@ static void testcase(FILE *f, const moects_result *r, const moects_tap_opts *o)
     fprintf(f, "\" time=\"%.6f\"", r->wall_s);
     if (honest_fail(r)) {
         const char *el = r->verdict == MOECTS_FAIL_MISMATCH ? "failure" : "error";
-        fprintf(f, ">\n      <%s type=\"%s\" message=\"", el, moects_verdict_name(r->verdict));
+        fprintf(f, ">\n      <%s type=\"%s\" message=\"", el, moects__verdict_name(r->verdict));
         message(f, r);
         fputs("\">", f);
         diagnostics(f, r, o);
@@ -71,7 +71,7 @@ static void testcase(FILE *f, const moects_result *r, const moects_tap_opts *o)
     } else if (skipped(r)) {
         char m[1200];
         if (r->known[0]) snprintf(m, sizeof m, "known finding: %s", r->known);
-        else snprintf(m, sizeof m, "%s: %s", moects_verdict_name(r->verdict), r->reason[0] ? r->reason : "-");
+        else snprintf(m, sizeof m, "%s: %s", moects__verdict_name(r->verdict), r->reason[0] ? r->reason : "-");
         fputs(">\n      <skipped message=\"", f);
         xml(f, m);
         fputs("\"", f);
@@ -135,7 +135,7 @@ static void must_pass_suite(FILE *f, const moects_tap_opts *o)
     fputs("  </testsuite>\n", f);
 }
 
-char *moects_junit_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
+char *moects__junit_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
                           const moects_tap_opts *o, size_t *len)
 {
     char *buf = NULL;
@@ -160,7 +160,7 @@ char *moects_junit_render(const moects_run *run, const moects_kernel *const *ker
                 c[3] += skipped(r);
             }
             if (!c[0]) continue;
-            moects_kernel_status st = moects_kernel_status_of(run, k->name, k->bug != NULL, NULL);
+            moects_kernel_status st = moects__kernel_status_of(run, k->name, k->bug != NULL, NULL);
             int extra = (st == MOECTS_KS_ESCAPED || st == MOECTS_KS_REFUSED) && !run->shard[0];
             c[0] += extra, c[1] += extra;
             if (pass == 0) {

@@ -229,8 +229,8 @@ static void km_free(km *m)
 static int km_bugs(km *m)
 {
     size_t nb, np;
-    const moects_kernel *const *b = moects_builtin_kernels(&nb);
-    const moects_kernel *const *p = moects_pool_kernels(&np);
+    const moects_kernel *const *b = moects__builtin_kernels(&nb);
+    const moects_kernel *const *p = moects__pool_kernels(&np);
     if (!(m->bug = calloc(m->nmut + 1, sizeof *m->bug))) return -1;
     for (size_t i = 0; i < m->nmut; i++) {
         m->bug[i] = "";
@@ -259,22 +259,22 @@ static int km_short(const km *m, int min_smoke)
 /* The results of every file into one run (the first file's header). 0, or -1 with err. */
 static int read_all(const char *const *paths, int n, moects_run *run, char *err, size_t len)
 {
-    if (moects_results_read(paths[0], run, err, len)) return -1;
+    if (moects__results_read(paths[0], run, err, len)) return -1;
     for (int f = 1; f < n; f++) {
         moects_run more = {0};
-        if (moects_results_read(paths[f], &more, err, len)) return -1;
+        if (moects__results_read(paths[f], &more, err, len)) return -1;
         for (size_t i = 0; i < more.n; i++)
-            if (moects_run_push(run, &more.v[i])) {
-                moects_run_free(&more);
+            if (moects__run_push(run, &more.v[i])) {
+                moects__run_free(&more);
                 snprintf(err, len, "out of memory");
                 return -1;
             }
-        moects_run_free(&more);
+        moects__run_free(&more);
     }
     return 0;
 }
 
-int moects_cmd_killmatrix(int argc, char **argv)
+int moects__cmd_killmatrix(int argc, char **argv)
 {
     const char *in[64], *out = NULL, *root = moects__source_root();
     int nin = 0;
@@ -297,7 +297,7 @@ int moects_cmd_killmatrix(int argc, char **argv)
             min_smoke = (int)v;
         } else if (argv[i][0] != '-' && nin < 64) in[nin++] = argv[i];
         else {
-            moects_bad_arg("killmatrix", argv[i], valued);
+            moects__bad_arg("killmatrix", argv[i], valued);
             return 2;
         }
     }
@@ -311,7 +311,7 @@ int moects_cmd_killmatrix(int argc, char **argv)
     km_tiers t = {{0}, NULL};
     moects__buf b = {0};
     int rc = 2;
-    if (read_all(in, nin, &run, err, sizeof err) || moects_cases_builtin(root, &t.cl, err, sizeof err)) {
+    if (read_all(in, nin, &run, err, sizeof err) || moects__cases_builtin(root, &t.cl, err, sizeof err)) {
         fprintf(stderr, "moects killmatrix: %s\n", err);
         goto done;
     }
@@ -336,7 +336,7 @@ done:
     moects__buf_free(&b);
     km_free(&m);
     free(t.byid);
-    moects_case_list_free(&t.cl);
-    moects_run_free(&run);
+    moects__case_list_free(&t.cl);
+    moects__run_free(&run);
     return rc;
 }

@@ -62,7 +62,7 @@ static char *dup_n(const char *s, size_t n)
     return d;
 }
 
-void moects_known_free(moects_known *kf)
+void moects__known_free(moects_known *kf)
 {
     for (size_t i = 0; i < kf->n; i++) {
         free(kf->v[i].kernel_glob);
@@ -126,7 +126,7 @@ static int parse_line(const char *s, size_t len, const char *path, int line, moe
     return 0;
 }
 
-int moects_known_parse(const char *text, const char *path, moects_known *kf, char *err, size_t errlen)
+int moects__known_parse(const char *text, const char *path, moects_known *kf, char *err, size_t errlen)
 {
     memset(kf, 0, sizeof *kf);
     size_t cap = 0;
@@ -135,7 +135,7 @@ int moects_known_parse(const char *text, const char *path, moects_known *kf, cha
         const char *nl = strchr(s, '\n');
         size_t len = nl ? (size_t)(nl - s) : strlen(s);
         if (parse_line(s, len, path, ++line, kf, &cap, err, errlen)) {
-            moects_known_free(kf);
+            moects__known_free(kf);
             return -1;
         }
         s += len + (nl != NULL);
@@ -143,7 +143,7 @@ int moects_known_parse(const char *text, const char *path, moects_known *kf, cha
     return 0;
 }
 
-int moects_known_load(const char *path, moects_known *kf, char *err, size_t errlen)
+int moects__known_load(const char *path, moects_known *kf, char *err, size_t errlen)
 {
     memset(kf, 0, sizeof *kf);
     FILE *f = fopen(path, "rb");
@@ -186,14 +186,14 @@ int moects_known_load(const char *path, moects_known *kf, char *err, size_t errl
             for (size_t i = 0, z = strlen(text); i < z; i++) line += text[i] == '\n';
             rc = fail(err, errlen, path, line, "NUL byte in the line");
         } else {
-            rc = moects_known_parse(text, path, kf, err, errlen);
+            rc = moects__known_parse(text, path, kf, err, errlen);
         }
     }
     free(text);
     return rc;
 }
 
-int moects_known_check_cases(const moects_known *kf, const char *path, const moects_case_list *all, char *err,
+int moects__known_check_cases(const moects_known *kf, const char *path, const moects_case_list *all, char *err,
                              size_t errlen)
 {
     for (size_t i = 0; i < kf->n; i++) {
@@ -206,7 +206,7 @@ int moects_known_check_cases(const moects_known *kf, const char *path, const moe
     return 0;
 }
 
-const moects_known_entry *moects_known_match(const moects_known *kf, const char *kernel, const char *case_id)
+const moects_known_entry *moects__known_match(const moects_known *kf, const char *kernel, const char *case_id)
 {
     for (size_t i = 0; kf && i < kf->n; i++)
         if (fnmatch(kf->v[i].kernel_glob, kernel, 0) == 0 && fnmatch(kf->v[i].case_glob, case_id, 0) == 0)
@@ -214,20 +214,20 @@ const moects_known_entry *moects_known_match(const moects_known *kf, const char 
     return NULL;
 }
 
-int moects_known_mark(const moects_known *kf, moects_result *r)
+int moects__known_mark(const moects_known *kf, moects_result *r)
 {
     r->known[0] = '\0';
     if (r->is_mutant || !(moects_verdict_is_fail(r->verdict) || moects_verdict_is_pass(r->verdict))) return 0;
-    const moects_known_entry *e = moects_known_match(kf, r->kernel, r->case_id);
+    const moects_known_entry *e = moects__known_match(kf, r->kernel, r->case_id);
     if (!e || (moects_verdict_is_pass(r->verdict) && !strncmp(e->reason, HOST_DEPENDENT, strlen(HOST_DEPENDENT))))
         return 0; /* a host-dependent finding that did not occur on this host is not "fixed?" */
     snprintf(r->known, sizeof r->known, "%s", e->reason);
     return moects_verdict_is_fail(r->verdict);
 }
 
-size_t moects_known_apply(const moects_known *kf, moects_run *run)
+size_t moects__known_apply(const moects_known *kf, moects_run *run)
 {
     size_t marked = 0;
-    for (size_t i = 0; i < run->n; i++) marked += (size_t)moects_known_mark(kf, &run->v[i]);
+    for (size_t i = 0; i < run->n; i++) marked += (size_t)moects__known_mark(kf, &run->v[i]);
     return marked;
 }

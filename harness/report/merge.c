@@ -4,7 +4,7 @@
  * have written unsharded (DESIGN.md "Harness", Scale-out).
  *
  * Order (case-major, as a run writes it): cases in the order of --cases FILE (one id per line) or
- * else of the built-in registry (moects_cases_builtin of --root, default the source tree); within a
+ * else of the built-in registry (moects__cases_builtin of --root, default the source tree); within a
  * case, kernels in the built-in registry's order. Cases or kernels the order does not know (an
  * out-of-tree registry or kernel library) follow the known ones in order of first appearance
  * (shard index, then position in the shard), with a note on stderr.
@@ -143,7 +143,7 @@ static int usage_to(FILE *f)
 }
 static int usage(void) { return usage_to(stderr); }
 
-/* The state of one `moects merge`, carried through its stages (moects_cmd_merge). */
+/* The state of one `moects merge`, carried through its stages (moects__cmd_merge). */
 typedef struct {
     const char *out_dir, *cases_file, *root;
     shard *sh;
@@ -174,7 +174,7 @@ static int merge_args(merge_ctx *m, int argc, char **argv)
             return 0;
         } else if (argv[i][0] == '-') {
             static const char *const valued[] = {"--cases", "--root", NULL};
-            moects_bad_arg("merge", argv[i], valued);
+            moects__bad_arg("merge", argv[i], valued);
             return usage();
         } else if (!m->out_dir) m->out_dir = argv[i];
         else m->sh[m->ns++].path = argv[i];
@@ -212,7 +212,7 @@ static int merge_read_shards(merge_ctx *m)
     char err[1024];
     shard *sh = m->sh;
     for (int s = 0; s < m->ns; s++) {
-        if (moects_results_read(sh[s].path, &sh[s].run, err, sizeof err)) {
+        if (moects__results_read(sh[s].path, &sh[s].run, err, sizeof err)) {
             fprintf(stderr, "%s\n", err);
             return 2;
         }
@@ -262,21 +262,21 @@ static int merge_order(merge_ctx *m)
     char err[1024];
     int oom = 0;
     if (m->cases_file) {
-        m->n_order_ids = moects_idlist_load(m->cases_file, &m->order_ids, err, sizeof err);
+        m->n_order_ids = moects__idlist_load(m->cases_file, &m->order_ids, err, sizeof err);
         if (m->n_order_ids < 0) {
             fprintf(stderr, "%s\n", err);
             return 2;
         }
         for (int i = 0; i < m->n_order_ids && !oom; i++) map_rank(&m->cases, m->order_ids[i], 1, &oom);
     } else {
-        if (moects_cases_builtin(m->root ? m->root : moects__source_root(), &m->reg, err, sizeof err)) {
+        if (moects__cases_builtin(m->root ? m->root : moects__source_root(), &m->reg, err, sizeof err)) {
             fprintf(stderr, "%s\n", err);
             return 2;
         }
         for (size_t i = 0; i < m->reg.n && !oom; i++) map_rank(&m->cases, m->reg.v[i].id, 1, &oom);
     }
     size_t nbk;
-    const moects_kernel *const *bk = moects_builtin_kernels(&nbk);
+    const moects_kernel *const *bk = moects__builtin_kernels(&nbk);
     for (size_t i = 0; i < nbk && !oom; i++) map_rank(&m->kernels, bk[i]->name, 1, &oom);
     m->known_cases = m->cases.n, m->known_kernels = m->kernels.n;
     for (int s = 0; s < m->ns; s++) m->n += m->sh[s].run.n;
@@ -330,7 +330,7 @@ static int merge_build(merge_ctx *m)
             snprintf(merged->machine + L, sizeof merged->machine - L, "%s%s", L ? " + " : "", r->machine);
     }
     int oom = 0;
-    for (size_t i = 0; i < m->n && !oom; i++) oom = moects_run_push(merged, &m->sh[m->e[i].shard].run.v[m->e[i].pos]) != 0;
+    for (size_t i = 0; i < m->n && !oom; i++) oom = moects__run_push(merged, &m->sh[m->e[i].shard].run.v[m->e[i].pos]) != 0;
     m->kdesc = calloc(m->kernels.n ? m->kernels.n : 1, sizeof *m->kdesc);
     m->synth = calloc(m->kernels.n ? m->kernels.n : 1, sizeof *m->synth);
     if (oom || !m->kdesc || !m->synth) {
@@ -338,7 +338,7 @@ static int merge_build(merge_ctx *m)
         return 2;
     }
     size_t nbk;
-    const moects_kernel *const *bk = moects_builtin_kernels(&nbk);
+    const moects_kernel *const *bk = moects__builtin_kernels(&nbk);
     for (size_t i = 0; i < merged->n; i++) {
         const moects_result *r = &merged->v[i];
         long kr = map_rank(&m->kernels, r->kernel, 0, &oom); /* every merged kernel was added above */
@@ -365,7 +365,7 @@ static int merge_write_one(const merge_ctx *m, const char *name, char *text, siz
 {
     char path[4096], err[1024];
     snprintf(path, sizeof path, "%s/%s", m->out_dir, name);
-    int bad = !text || moects_write_file_atomic(path, text, len, err, sizeof err);
+    int bad = !text || moects__write_file_atomic(path, text, len, err, sizeof err);
     if (bad) fprintf(stderr, "%s\n", text ? err : "moects merge: out of memory");
     free(text);
     return bad ? 2 : 0;
@@ -375,22 +375,22 @@ static int merge_write_one(const merge_ctx *m, const char *name, char *text, siz
 static int merge_write(merge_ctx *m)
 {
     char err[1024], path[4096];
-    if (moects_mkdirs(m->out_dir, err, sizeof err)) {
+    if (moects__mkdirs(m->out_dir, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return 2;
     }
     snprintf(path, sizeof path, "%s/results.json", m->out_dir);
-    if (moects_results_write(path, &m->merged, err, sizeof err)) {
+    if (moects__results_write(path, &m->merged, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return 2;
     }
-    moects_tap_opts o = {.version = 13, .program = moects_self_program()};
+    moects_tap_opts o = {.version = 13, .program = moects__self_program()};
     size_t len = 0;
-    char *text = moects_tap_render(&m->merged, m->kdesc, m->nk, &o, &len);
+    char *text = moects__tap_render(&m->merged, m->kdesc, m->nk, &o, &len);
     if (merge_write_one(m, "run.tap", text, len)) return 2;
-    text = moects_summary_render(&m->merged, m->kdesc, m->nk, &o, &len);
+    text = moects__summary_render(&m->merged, m->kdesc, m->nk, &o, &len);
     if (merge_write_one(m, "summary.md", text, len)) return 2;
-    text = moects_junit_render(&m->merged, m->kdesc, m->nk, &o, &len);
+    text = moects__junit_render(&m->merged, m->kdesc, m->nk, &o, &len);
     if (merge_write_one(m, "junit.xml", text, len)) return 2;
     fprintf(stderr, "moects merge: %d shards, %zu results -> %s/results.json, run.tap, summary.md, junit.xml\n", m->ns,
             m->merged.n, m->out_dir);
@@ -404,8 +404,8 @@ static int merge_judge(const merge_ctx *m)
     int rc = 0;
     for (size_t k = 0; k < m->nk; k++) {
         const moects_kernel *d = m->kdesc[k];
-        moects_kernel_status st = moects_kernel_status_of(&m->merged, d->name, d->bug != NULL, NULL);
-        if (!moects_kernel_status_deferred(st)) continue;
+        moects_kernel_status st = moects__kernel_status_of(&m->merged, d->name, d->bug != NULL, NULL);
+        if (!moects__kernel_status_deferred(st)) continue;
         if (st == MOECTS_KS_ESCAPED) fprintf(stderr, "moects merge: mutant %s escaped the merged run\n", d->name);
         else fprintf(stderr, "moects merge: kernel %s refused every case of the merged run\n", d->name);
         rc = 1;
@@ -417,18 +417,18 @@ static void merge_free(merge_ctx *m)
 {
     free(m->kdesc);
     free(m->synth);
-    moects_run_free(&m->merged);
+    moects__run_free(&m->merged);
     free(m->e);
     map_free(&m->cases);
     map_free(&m->kernels);
-    moects_case_list_free(&m->reg);
-    moects_idlist_free(m->order_ids, m->n_order_ids > 0 ? (size_t)m->n_order_ids : 0);
-    for (int s = 0; s < m->ns; s++) moects_run_free(&m->sh[s].run);
+    moects__case_list_free(&m->reg);
+    moects__idlist_free(m->order_ids, m->n_order_ids > 0 ? (size_t)m->n_order_ids : 0);
+    for (int s = 0; s < m->ns; s++) moects__run_free(&m->sh[s].run);
     free(m->sh);
 }
 
 /* `moects merge`: a sequence of stages, each of which may end the command with its exit status. */
-int moects_cmd_merge(int argc, char **argv)
+int moects__cmd_merge(int argc, char **argv)
 {
     merge_ctx m;
     memset(&m, 0, sizeof m);

@@ -165,7 +165,7 @@ typedef struct {
 static int pre_model(prelaunch *x, const int *tps, int ntp, const int *eps, int nep)
 {
     char err[1024];
-    if (moects_model_load(x->config, &x->m, err, sizeof err)) {
+    if (moects__model_load(x->config, &x->m, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return 2;
     }
@@ -173,7 +173,7 @@ static int pre_model(prelaunch *x, const int *tps, int ntp, const int *eps, int 
         int tp = i < ntp ? tps[i] : 0, ep = i < ntp ? 0 : eps[i - ntp];
         char name[16], why[200];
         snprintf(name, sizeof name, "%s%d", tp ? "tp" : "ep", tp ? tp : ep);
-        if (!moects_layout_exists(&x->m, tp, ep, why, sizeof why)) {
+        if (!moects__layout_exists(&x->m, tp, ep, why, sizeof why)) {
             fprintf(stderr, "%s: --%.2s %d: %s\n", x->config, name, tp ? tp : ep, why);
             return 2;
         }
@@ -193,7 +193,7 @@ static int pre_load(prelaunch *x, const char *registry_dir, const char *root, co
         return 2;
     }
     if (moects__cov_registry_has_models(&x->reg, registry_dir) || (out_dir && moects__cov_dir_writable("--out", out_dir))) return 2;
-    if (moects_derive_cases(&x->m, &x->mine)) {
+    if (moects__derive_cases(&x->m, &x->mine)) {
         fprintf(stderr, "%s: case derivation failed\n", x->config);
         return 2;
     }
@@ -381,7 +381,7 @@ static void pre_free(prelaunch *x)
     free(x->ref.v);
     set_free(&x->keys);
     set_free(&x->dims);
-    moects_case_list_free(&x->mine);
+    moects__case_list_free(&x->mine);
     moects__cov_registry_free(&x->reg);
 }
 

@@ -19,7 +19,7 @@
 #include "moects_compare.h"
 #include "moects_op.h"
 
-moects_kernel_status moects_kernel_status_of(const moects_run *run, const char *name, int is_mutant,
+moects_kernel_status moects__kernel_status_of(const moects_run *run, const char *name, int is_mutant,
                                              size_t counts[MOECTS_VERDICT_COUNT])
 {
     size_t c[MOECTS_VERDICT_COUNT] = {0}, pass = 0, fail = 0, known = 0;
@@ -42,7 +42,7 @@ moects_kernel_status moects_kernel_status_of(const moects_run *run, const char *
     return c[MOECTS_UNSUPPORTED] && !c[MOECTS_SKIP] ? MOECTS_KS_REFUSED : MOECTS_KS_NOT_EXERCISED;
 }
 
-size_t moects_kernel_known_of(const moects_run *run, const char *name, int is_mutant, size_t *fixed)
+size_t moects__kernel_known_of(const moects_run *run, const char *name, int is_mutant, size_t *fixed)
 {
     size_t known = 0, fx = 0;
     for (size_t i = 0; i < run->n && !is_mutant; i++) {
@@ -80,7 +80,7 @@ static int by_first(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-size_t moects_unjudged_cases(const moects_run *run, const char ***ids, const char ***why)
+size_t moects__unjudged_cases(const moects_run *run, const char ***ids, const char ***why)
 {
     *ids = NULL, *why = NULL;
     size_t *ix = malloc((run->n ? run->n : 1) * sizeof *ix);
@@ -115,23 +115,23 @@ size_t moects_unjudged_cases(const moects_run *run, const char ***ids, const cha
     for (size_t k = 0; k < n; k++) {
         const moects_result *h = u[k].honest == SIZE_MAX ? NULL : &run->v[u[k].honest];
         (*ids)[k] = run->v[u[k].first].case_id;
-        (*why)[k] = !h ? "no honest kernel selected" : h->reason[0] ? h->reason : moects_verdict_name(h->verdict);
+        (*why)[k] = !h ? "no honest kernel selected" : h->reason[0] ? h->reason : moects__verdict_name(h->verdict);
     }
     free(u);
     return n;
 }
 
-int moects_kernel_status_fails(moects_kernel_status s)
+int moects__kernel_status_fails(moects_kernel_status s)
 {
     return s == MOECTS_KS_FAIL || s == MOECTS_KS_ESCAPED || s == MOECTS_KS_REFUSED;
 }
 
-int moects_kernel_status_deferred(moects_kernel_status s)
+int moects__kernel_status_deferred(moects_kernel_status s)
 {
     return s == MOECTS_KS_ESCAPED || s == MOECTS_KS_REFUSED;
 }
 
-void moects_shell_quote(FILE *f, const char *s)
+void moects__shell_quote_file(FILE *f, const char *s)
 {
     fputc('\'', f);
     for (; *s; s++) {
@@ -166,7 +166,7 @@ static void line_text(FILE *f, const char *s, int escape_hash)
 }
 
 /* PROGRAM run --kernel K --seed S --out reports/repro/ID [extra] CASE: the case alone, into a folder
- * of its own (moects_repro_dir), never over reports/latest. */
+ * of its own (moects__repro_dir), never over reports/latest. */
 static void repro(FILE *f, const moects_result *r, const moects_tap_opts *o)
 {
     char dir[256];
@@ -174,14 +174,14 @@ static void repro(FILE *f, const moects_result *r, const moects_tap_opts *o)
         fputs(o->repro_fixed, f);
         return;
     }
-    moects_repro_dir(r->case_id, dir, sizeof dir);
+    moects__repro_dir(r->case_id, dir, sizeof dir);
     fputs(o->program ? o->program : "moects", f);
     fputs(" run --kernel ", f);
-    moects_shell_quote(f, r->kernel);
+    moects__shell_quote_file(f, r->kernel);
     fprintf(f, " --seed %" PRIu64 " --out %s", r->seed, dir);
     if (o->repro_extra) fputs(o->repro_extra, f);
     fputc(' ', f);
-    moects_shell_quote(f, r->case_id);
+    moects__shell_quote_file(f, r->case_id);
 }
 
 /* An ULP distance and its line end; UINT64_MAX (unbounded: moects_compare_result.max_ulp) in words. */
@@ -198,15 +198,15 @@ static void yaml_elems(FILE *f, const char *ind, const char *key, const moects_d
     fprintf(f, "%s%s:\n", ind, key);
     for (int i = 0; i < n; i++) {
         char at[96], v[64], noted[96];
-        moects_diag_at(d, &e[i], at, sizeof at);
+        moects__diag_at(d, &e[i], at, sizeof at);
         fprintf(f, "%s  - at: ", ind);
         yaml_str(f, at);
         fprintf(f, "\n%s    index: %" PRId64 "\n%s    got: ", ind, e[i].index, ind);
-        moects_diag_value(d, e[i].got, v, sizeof v);
-        moects_value_noted(v, noted, sizeof noted);
+        moects__diag_value(d, e[i].got, v, sizeof v);
+        moects__value_noted(v, noted, sizeof noted);
         yaml_str(f, noted);
         fprintf(f, "\n%s    want: ", ind);
-        moects_diag_value(d, e[i].want, v, sizeof v);
+        moects__diag_value(d, e[i].want, v, sizeof v);
         yaml_str(f, v);
         fprintf(f, "\n%s    ulp: ", ind);
         yaml_ulp(f, e[i].ulp);
@@ -223,10 +223,10 @@ static void yaml_diag(FILE *f, const char *ind, const moects_diag *d)
     yaml_elems(f, ind, "worst_mismatches", d, d->worst, d->nworst);
 }
 
-void moects_tap_yaml(FILE *f, const char *ind, const moects_result *r, const moects_tap_opts *o)
+void moects__tap_yaml(FILE *f, const char *ind, const moects_result *r, const moects_tap_opts *o)
 {
     fprintf(f, "%s---\n", ind);
-    fprintf(f, "%sverdict: %s\n", ind, moects_verdict_name(r->verdict));
+    fprintf(f, "%sverdict: %s\n", ind, moects__verdict_name(r->verdict));
     fprintf(f, "%skernel: ", ind);
     yaml_str(f, r->kernel);
     fprintf(f, "\n%srecipe: ", ind);
@@ -236,7 +236,7 @@ void moects_tap_yaml(FILE *f, const char *ind, const moects_result *r, const moe
     yaml_ulp(f, r->max_ulp);
     if (r->first_index >= 0) {
         char noted[sizeof r->got + 32];
-        moects_value_noted(r->got, noted, sizeof noted);
+        moects__value_noted(r->got, noted, sizeof noted);
         fprintf(f, "%sfirst_mismatch:\n%s  index: %" PRId64 "\n%s  got: ", ind, ind, r->first_index, ind);
         yaml_str(f, noted);
         fprintf(f, "\n%s  want: ", ind);
@@ -304,7 +304,7 @@ static void case_point(FILE *f, size_t num, const moects_result *r, const moects
     fputc('\n', f);
     if (!ok || (o->verbose && r->verdict != MOECTS_SKIP && r->verdict != MOECTS_UNSUPPORTED) ||
         (o->verbose && r->reason[0]))
-        moects_tap_yaml(f, "      ", r, o);
+        moects__tap_yaml(f, "      ", r, o);
 }
 
 /* "TAP version N", the plan (kernels with results, then the must-pass points) and the run's line. */
@@ -398,7 +398,7 @@ static void failing_yaml(FILE *f, const moects_run *run, const moects_kernel *k,
     yaml_str(f, k->name);
     fprintf(f, "\n  cases: %zu\n", t->cnt);
     for (int v = 0; v < MOECTS_VERDICT_COUNT; v++)
-        if (t->c[v]) fprintf(f, "  %s: %zu\n", moects_verdict_name((moects_verdict)v), t->c[v]);
+        if (t->c[v]) fprintf(f, "  %s: %zu\n", moects__verdict_name((moects_verdict)v), t->c[v]);
     if (t->known) fprintf(f, "  known_findings: %zu\n", t->known);
     if (t->st == MOECTS_KS_ESCAPED) {
         fputs("  bug: ", f);
@@ -438,13 +438,13 @@ static int kernel_point(FILE *f, const moects_run *run, const moects_kernel *k, 
     for (size_t j = 0; j < run->n; j++)
         if (strcmp(run->v[j].kernel, k->name) == 0) case_point(f, ++num, &run->v[j], k, o);
     int mutant = k->bug != NULL;
-    t.st = moects_kernel_status_of(run, k->name, mutant, t.c);
-    t.known = moects_kernel_known_of(run, k->name, mutant, &t.fixed);
+    t.st = moects__kernel_status_of(run, k->name, mutant, t.c);
+    t.known = moects__kernel_known_of(run, k->name, mutant, &t.fixed);
     t.fails = t.c[MOECTS_FAIL_MISMATCH] + t.c[MOECTS_FAIL_CRASH] + t.c[MOECTS_FAIL_TIMEOUT] + t.c[MOECTS_FAIL_OOB_WRITE] +
               t.c[MOECTS_FAIL_NONDETERMINISTIC] - t.known;
     t.passes = t.c[MOECTS_PASS_EXACT] + t.c[MOECTS_PASS_BOUNDED] + t.c[MOECTS_PASS_TOLERANCE];
-    t.deferred = moects_kernel_status_deferred(t.st) && run->shard[0]; /* moects merge judges it */
-    t.failing = moects_kernel_status_fails(t.st) && !t.deferred;
+    t.deferred = moects__kernel_status_deferred(t.st) && run->shard[0]; /* moects merge judges it */
+    t.failing = moects__kernel_status_fails(t.st) && !t.deferred;
     fprintf(f, "%s %zu - ", t.failing ? "not ok" : "ok", top);
     line_text(f, k->name, 1);
     status_words(f, run, k, &t);
@@ -475,7 +475,7 @@ static void mustpass_points(FILE *f, size_t top, const moects_tap_opts *o)
     }
 }
 
-char *moects_tap_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
+char *moects__tap_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
                         const moects_tap_opts *o, size_t *len)
 {
     char *buf = NULL;
@@ -621,10 +621,10 @@ static void summary_failures(FILE *f, const moects_run *run)
             fprintf(f, "| ... %zu more | | | each in run.tap (diagnostics, repro line) and results.json |\n", nfail - 50);
             break;
         }
-        fprintf(f, "| `%s` | `%s` | %s | ", r->kernel, r->case_id, moects_verdict_name(r->verdict));
+        fprintf(f, "| `%s` | `%s` | %s | ", r->kernel, r->case_id, moects__verdict_name(r->verdict));
         if (r->verdict == MOECTS_FAIL_MISMATCH && r->diag.ndims) {
             char at[96];
-            moects_diag_at(&r->diag, &r->diag.first[0], at, sizeof at);
+            moects__diag_at(&r->diag, &r->diag.first[0], at, sizeof at);
             fprintf(f, "%" PRId64 " mismatches: ", r->mismatches);
             for (const char *c = r->diag.pattern; *c; c++) fputc(*c == '|' ? '/' : *c, f);
             fprintf(f, "; first %s: got %s want %s", at, r->got, r->want);
@@ -664,14 +664,14 @@ static void summary_known(FILE *f, const moects_run *run, size_t tot_known, size
                 fprintf(f, "| ... %zu more | | | |\n", (pass ? tot_fixed : tot_known) - 50);
                 break;
             }
-            fprintf(f, "| `%s` | `%s` | %s | ", r->kernel, r->case_id, moects_verdict_name(r->verdict));
+            fprintf(f, "| `%s` | `%s` | %s | ", r->kernel, r->case_id, moects__verdict_name(r->verdict));
             md_text(f, r->known);
             fputs(pass ? " (fixed? remove from known-findings) |\n" : " |\n", f);
         }
     }
 }
 
-char *moects_summary_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
+char *moects__summary_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
                             const moects_tap_opts *o, size_t *len)
 {
     char *buf = NULL;
@@ -691,22 +691,22 @@ char *moects_summary_render(const moects_run *run, const moects_kernel *const *k
     if (run->shard[0]) fprintf(f, ", shard %s", run->shard);
     fputs("\n\n", f);
     fputs("| kernel | kind |", f);
-    for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) fprintf(f, " %s |", moects_verdict_name((moects_verdict)v));
+    for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) fprintf(f, " %s |", moects__verdict_name((moects_verdict)v));
     fputs(" status |\n|---|---|", f);
     for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) fputs("---:|", f);
     fputs("---|\n", f);
     size_t tot[MOECTS_VERDICT_COUNT] = {0}, tot_known = 0, tot_fixed = 0;
     for (size_t i = 0; i < nk; i++) {
         size_t c[MOECTS_VERDICT_COUNT], n = 0;
-        moects_kernel_status st = moects_kernel_status_of(run, kernels[i]->name, kernels[i]->bug != NULL, c);
+        moects_kernel_status st = moects__kernel_status_of(run, kernels[i]->name, kernels[i]->bug != NULL, c);
         for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) n += c[v], tot[v] += c[v];
         if (!n) continue;
-        size_t fixed = 0, known = moects_kernel_known_of(run, kernels[i]->name, kernels[i]->bug != NULL, &fixed);
+        size_t fixed = 0, known = moects__kernel_known_of(run, kernels[i]->name, kernels[i]->bug != NULL, &fixed);
         tot_known += known;
         tot_fixed += fixed;
         fprintf(f, "| `%s` | %s |", kernels[i]->name, kernels[i]->bug ? "mutant" : "kernel");
         for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) fprintf(f, " %zu |", c[v]);
-        if (moects_kernel_status_deferred(st) && run->shard[0])
+        if (moects__kernel_status_deferred(st) && run->shard[0])
             fprintf(f, " %s in this shard (judged on the merged run)", st == MOECTS_KS_ESCAPED ? "escaped" : "refused");
         else fprintf(f, " %s", status_word(st));
         if (known) fprintf(f, " (%zu known finding%s)", known, known == 1 ? "" : "s");

@@ -22,7 +22,7 @@ int moects__bounds_compute(const moects_case *c, const moects_inputs *in, const 
 {
     memset(b, 0, sizeof *b);
     const size_t n = (size_t)in->out_elems + 1;
-    const int check = moects_judge_acc_check_applies(c);
+    const int check = moects__judge_acc_check_applies(c);
     b->bound = malloc(n * sizeof(double));
     if (check) b->st = (moects_bound_stats){malloc(n * sizeof(double)), malloc(n * sizeof(float)), malloc(n * sizeof(float))};
     void *scratch = malloc(in->out_bytes ? in->out_bytes : 1);

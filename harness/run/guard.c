@@ -17,16 +17,16 @@
 
 #include "moects_device.h"
 
-void moects_poison_fill(void *p, size_t bytes, moects_dtype dt, int run)
+void moects__poison_fill(void *p, size_t bytes, moects_dtype dt, int run)
 {
-    const uint32_t v = moects_poison_value(dt, run);
+    const uint32_t v = moects__poison_value(dt, run);
     if (dt == MOECTS_F32)
         for (size_t i = 0; i < bytes / 4; i++) ((uint32_t *)p)[i] = v;
     else
         for (size_t i = 0; i < bytes / 2; i++) ((uint16_t *)p)[i] = (uint16_t)v;
 }
 
-moects_mem_probe moects_mem_now(int dev)
+moects_mem_probe moects__mem_now(int dev)
 {
     struct mallinfo2 mi = mallinfo2();
     moects_mem_probe m = {mi.uordblks + mi.hblkhd, 0, 0, 0};
@@ -34,7 +34,7 @@ moects_mem_probe moects_mem_now(int dev)
     unsigned long pages = 0;
     if (f && fscanf(f, "%lu", &pages) == 1) m.vm = pages * (size_t)sysconf(_SC_PAGESIZE);
     if (f) fclose(f);
-    m.has_dev = dev && moects_cuda_mem_free(&m.dev_free) == 0;
+    m.has_dev = dev && moects__cuda_mem_free(&m.dev_free) == 0;
     return m;
 }
 
@@ -61,7 +61,7 @@ static void child(const moects_kernel *k, const void *shape, const void *args, c
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);
-    for (size_t i = 0; i < nro; i++) moects_guard_readonly(&ro[i]);
+    for (size_t i = 0; i < nro; i++) moects__guard_readonly(&ro[i]);
     static char altstack[64 * 1024];
     stack_t ss = {.ss_sp = altstack, .ss_size = sizeof altstack};
     sigaltstack(&ss, NULL);
@@ -73,9 +73,9 @@ static void child(const moects_kernel *k, const void *shape, const void *args, c
     sigaction(SIGSEGV, &sa, NULL);
     sigaction(SIGBUS, &sa, NULL);
     child_result = res;
-    moects_mem_probe m0 = moects_mem_now(0);
+    moects_mem_probe m0 = moects__mem_now(0);
     int rc = k->run(shape, args, NULL);
-    moects_mem_probe m1 = moects_mem_now(0);
+    moects_mem_probe m1 = moects__mem_now(0);
     res->kept_heap = m1.heap > m0.heap ? m1.heap - m0.heap : 0;
     res->kept_vm = m1.vm > m0.vm ? m1.vm - m0.vm : 0;
     res->rc = rc;
@@ -88,7 +88,7 @@ static void child(const moects_kernel *k, const void *shape, const void *args, c
     _exit(0);
 }
 
-int moects_guard_cpu_call(const moects_kernel *k, const void *shape, const void *args, const moects_guarded *ro,
+int moects__guard_cpu_call(const moects_kernel *k, const void *shape, const void *args, const moects_guarded *ro,
                           size_t nro, moects_cpu_call *out)
 {
     moects_cpu_call *res = mmap(NULL, sizeof *res, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);

@@ -76,8 +76,8 @@ static moects_guarded *cpu_output(int run, size_t bytes, size_t row)
     moects_guarded *o = &cpu_out[run];
     size_t min = row > 4096 ? row : 4096;
     if (o->base && o->data && o->bytes == bytes && o->lo >= min) return o;
-    moects_guard_free(o);
-    return moects_guard_alloc(o, "out", bytes, row, MOECTS_GUARD_SHARED) ? NULL : o;
+    moects__guard_free(o);
+    return moects__guard_alloc(o, "out", bytes, row, MOECTS_GUARD_SHARED) ? NULL : o;
 }
 
 int moects__runs_of(const moects_kernel *k) { return k->bug ? 1 : MOECTS_RUNS; }
@@ -85,7 +85,7 @@ int moects__runs_of(const moects_kernel *k) { return k->bug ? 1 : MOECTS_RUNS; }
 void moects__twice_free(moects__twice *t)
 {
     for (int i = 0; i < MOECTS_RUNS; i++) {
-        moects_guard_free(&t->out[i]);
+        moects__guard_free(&t->out[i]);
         free(t->host_out[i]);
         t->host_out[i] = NULL;
         t->got[i] = NULL;
@@ -99,7 +99,7 @@ static int damaged(moects_guarded *g, size_t n, const moects_inputs *in, moects_
 {
     char why[200];
     for (size_t i = 0; i < n; i++) {
-        int c = moects_guard_check(&g[i], why, sizeof why);
+        int c = moects__guard_check(&g[i], why, sizeof why);
         if (c) {
             fail(r, c > 0 ? MOECTS_FAIL_OOB_WRITE : MOECTS_FAIL_CRASH, "%s", why);
             return c;
@@ -111,7 +111,7 @@ static int damaged(moects_guarded *g, size_t n, const moects_inputs *in, moects_
         const unsigned char *now = gi->data, *was = in->t[i].host;
         unsigned char *tmp = NULL;
         if (gi->device) {
-            if (!(tmp = malloc(gi->bytes)) || moects_cuda_d2h(tmp, gi->data, gi->bytes)) {
+            if (!(tmp = malloc(gi->bytes)) || moects__cuda_d2h(tmp, gi->data, gi->bytes)) {
                 free(tmp);
                 continue; /* cannot read it back: canaries only */
             }
@@ -139,7 +139,7 @@ static int call_verdict(const moects_cpu_call *c, const moects_inputs *in, const
         for (int i = 0; i < MOECTS_INPUTS_MAX; i++) all[i] = in->t[i].g;
         all[MOECTS_INPUTS_MAX] = *out;
         int in_guard = (c->signo == SIGSEGV || c->signo == SIGBUS) &&
-                       moects_guard_locate(all, MOECTS_INPUTS_MAX + 1, c->fault_addr, where, sizeof where);
+                       moects__guard_locate(all, MOECTS_INPUTS_MAX + 1, c->fault_addr, where, sizeof where);
         if (in_guard && c->fault_write != 0)
             fail(r, MOECTS_FAIL_OOB_WRITE, "%s: write, faulted at the write (guard page or read-only input)", where);
         else if (in_guard)
@@ -179,7 +179,7 @@ static int trusted(const moects_kernel *k, const moects_inputs *in)
     for (int i = 0; i < in->nt; i++) bytes += in->t[i].bytes;
     if (k->bug && bytes >= MUTANT_CHILD_BYTES) return 0;
     size_t n, np;
-    const moects_kernel *const *b = moects_builtin_kernels(&n), *const *pool = moects_pool_kernels(&np);
+    const moects_kernel *const *b = moects__builtin_kernels(&n), *const *pool = moects__pool_kernels(&np);
     for (size_t i = 0; i < n; i++)
         if (b[i] == k) return 1;
     for (size_t i = 0; i < np; i++)
@@ -189,16 +189,16 @@ static int trusted(const moects_kernel *k, const moects_inputs *in)
 
 void moects__inputs_readonly(const moects_inputs *in)
 {
-    for (int i = 0; i < in->nt; i++) moects_guard_readonly(&in->t[i].g);
+    for (int i = 0; i < in->nt; i++) moects__guard_readonly(&in->t[i].g);
 }
 
-/* k->run in this process, as moects_guard_cpu_call reports a child's call. */
+/* k->run in this process, as moects__guard_cpu_call reports a child's call. */
 static void call_here(const moects_kernel *k, const void *shape, const void *args, moects_cpu_call *c)
 {
     memset(c, 0, sizeof *c);
-    moects_mem_probe m0 = moects_mem_now(0);
+    moects_mem_probe m0 = moects__mem_now(0);
     c->rc = k->run(shape, args, NULL);
-    moects_mem_probe m1 = moects_mem_now(0);
+    moects_mem_probe m1 = moects__mem_now(0);
     c->kept_heap = m1.heap > m0.heap ? m1.heap - m0.heap : 0;
     c->kept_vm = m1.vm > m0.vm ? m1.vm - m0.vm : 0;
     const char *le = c->rc ? last_error(k) : NULL;
@@ -218,21 +218,21 @@ static int cpu_twice(const moects_kernel *k, const moects_inputs *in, moects__tw
         ro[i] = in->t[i].g;
     }
     for (int run = 0; run < runs; run++) {
-        moects_guarded *o = cpu_output(run, in->out_bytes, moects_guard_row_bytes(in, -1));
+        moects_guarded *o = cpu_output(run, in->out_bytes, moects__guard_row_bytes(in, -1));
         if (!o) {
             fail(r, MOECTS_SKIP, MOECTS_HOST_OOM " (%zu bytes for the output)", in->out_bytes);
             return 1;
         }
-        moects_guard_arm(o, CANARY[run]);
-        if (o->data) moects_poison_fill(o->data, in->out_bytes, in->out_dtype, run);
+        moects__guard_arm(o, CANARY[run]);
+        if (o->data) moects__poison_fill(o->data, in->out_bytes, in->out_dtype, run);
         moects_op_args a;
-        moects_inputs_bind(in, ptr, o->data, &a);
+        moects__inputs_bind(in, ptr, o->data, &a);
         moects__task_ptrs(ptr, o->data, NULL);
         moects_cpu_call c;
         if (trust) {
-            call_here(k, moects_inputs_shape(in), &a, &c); /* inputs read-only since their build */
+            call_here(k, moects__inputs_shape(in), &a, &c); /* inputs read-only since their build */
         }
-        else if (moects_guard_cpu_call(k, moects_inputs_shape(in), &a, ro, (size_t)in->nt, &c)) {
+        else if (moects__guard_cpu_call(k, moects__inputs_shape(in), &a, ro, (size_t)in->nt, &c)) {
             fail(r, MOECTS_SKIP, "the harness could not fork the kernel's process");
             return 1;
         }
@@ -250,13 +250,13 @@ int moects__dev_inputs(const moects_inputs *in, moects_guarded dev[MOECTS_INPUTS
 {
     for (int i = 0; i < in->nt; i++) {
         if (!in->t[i].bytes) continue;
-        if (moects_guard_alloc(&dev[i], in->t[i].name, in->t[i].bytes, moects_guard_row_bytes(in, i),
+        if (moects__guard_alloc(&dev[i], in->t[i].name, in->t[i].bytes, moects__guard_row_bytes(in, i),
                                MOECTS_GUARD_DEVICE)) {
             *fatal = 0;
             snprintf(err, len, "out of device memory (%zu bytes for %s)", in->t[i].bytes, in->t[i].name);
             return -1;
         }
-        if (moects_cuda_h2d(dev[i].data, in->t[i].host, in->t[i].bytes) != 0) {
+        if (moects__cuda_h2d(dev[i].data, in->t[i].host, in->t[i].bytes) != 0) {
             *fatal = 1;
             snprintf(err, len, "copying %s to the device failed", in->t[i].name);
             return -1;
@@ -270,36 +270,36 @@ static int cuda_twice(const moects_kernel *k, const moects_inputs *in, moects_gu
                       int perf, moects__kernel_env *env, moects__twice *t, moects_result *r, int *exit_after)
 {
     moects_guarded *o = &t->out[0];
-    if (moects_guard_alloc(o, "out", in->out_bytes, moects_guard_row_bytes(in, -1), MOECTS_GUARD_DEVICE)) {
+    if (moects__guard_alloc(o, "out", in->out_bytes, moects__guard_row_bytes(in, -1), MOECTS_GUARD_DEVICE)) {
         fail(r, MOECTS_SKIP, "out of device memory (%zu bytes for the output)", in->out_bytes);
         return 1;
     }
     void *ptr[MOECTS_INPUTS_MAX];
     for (int i = 0; i < MOECTS_INPUTS_MAX; i++) ptr[i] = dev[i].data;
     moects_op_args a;
-    moects_inputs_bind(in, ptr, o->data, &a);
-    moects__task_ptrs(ptr, o->data, moects_cuda_stream());
+    moects__inputs_bind(in, ptr, o->data, &a);
+    moects__task_ptrs(ptr, o->data, moects__cuda_stream());
     for (int run = 0; run < moects__runs_of(k); run++) {
         if (!(t->host_out[run] = malloc(in->out_bytes ? in->out_bytes : 1))) {
             fail(r, MOECTS_SKIP, MOECTS_HOST_OOM " (%zu bytes for the output)", in->out_bytes);
             return 1;
         }
-        moects_poison_fill(t->host_out[run], in->out_bytes, in->out_dtype, run);
+        moects__poison_fill(t->host_out[run], in->out_bytes, in->out_dtype, run);
         int rc = 0;
-        for (int i = 0; i < in->nt && rc == 0; i++) rc = moects_guard_arm(&dev[i], CANARY[run]);
-        if (rc == 0) rc = moects_guard_arm(o, CANARY[run]);
-        if (rc == 0 && o->data) rc = moects_cuda_h2d(o->data, t->host_out[run], in->out_bytes);
+        for (int i = 0; i < in->nt && rc == 0; i++) rc = moects__guard_arm(&dev[i], CANARY[run]);
+        if (rc == 0) rc = moects__guard_arm(o, CANARY[run]);
+        if (rc == 0 && o->data) rc = moects__cuda_h2d(o->data, t->host_out[run], in->out_bytes);
         char cerr[600] = "", serr[200] = "";
         if (rc == 0) {
-            moects_mem_probe m0 = moects_mem_now(env->dev_alone);
-            rc = k->run(moects_inputs_shape(in), &a, moects_cuda_stream());
+            moects_mem_probe m0 = moects__mem_now(env->dev_alone);
+            rc = k->run(moects__inputs_shape(in), &a, moects__cuda_stream());
             if (rc != 0) kernel_error(rc, last_error(k), cerr, sizeof cerr);
-            moects_mem_probe m1 = moects_mem_now(m0.has_dev);
+            moects_mem_probe m1 = moects__mem_now(m0.has_dev);
             measured(t, m1.heap > m0.heap ? m1.heap - m0.heap : 0, m1.vm > m0.vm ? m1.vm - m0.vm : 0,
                      m0.has_dev && m1.has_dev && m0.dev_free > m1.dev_free ? m0.dev_free - m1.dev_free : 0);
         }
-        int src = moects_cuda_sync(moects_cuda_stream(), serr, sizeof serr);
-        if (rc == 0 && src == 0 && o->data) src = moects_cuda_d2h(t->host_out[run], o->data, in->out_bytes);
+        int src = moects__cuda_sync(moects__cuda_stream(), serr, sizeof serr);
+        if (rc == 0 && src == 0 && o->data) src = moects__cuda_d2h(t->host_out[run], o->data, in->out_bytes);
         if (rc != 0 || src != 0) {
             fail(r, MOECTS_FAIL_CRASH, "%s%s%s", cerr, cerr[0] && serr[0] ? "; " : "",
                  serr[0] ? serr : (cerr[0] ? "" : "device error"));
@@ -312,7 +312,7 @@ static int cuda_twice(const moects_kernel *k, const moects_inputs *in, moects_gu
         if (damaged(chk, MOECTS_INPUTS_MAX + 1, in, r)) return 1;
         t->got[run] = t->host_out[run];
     }
-    if (perf) moects_perf_measure(k, in, &a, r);
+    if (perf) moects__perf_measure(k, in, &a, r);
     return 0;
 }
 

@@ -126,7 +126,7 @@ static int from_json(json_t *o, size_t i, moects_kernel *k, char *err, size_t er
     if (!k->name || !moects__op(k->op) ||
         (k->device != MOECTS_DEVICE_CPU && k->device != MOECTS_DEVICE_CUDA))
         return snprintf(err, errlen, "kernel %zu: name, op or device missing or unknown", i), -1;
-    if (k->recipe && moects_recipe_parse(k->recipe, k->op, &r) != 0)
+    if (k->recipe && moects__recipe_parse(k->recipe, k->op, &r) != 0)
         return snprintf(err, errlen, "kernel %s: recipe: unknown \"%s\"", k->name, k->recipe), -1;
     return 0;
 }

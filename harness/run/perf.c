@@ -24,7 +24,7 @@ typedef struct {
 static int launch(void *p)
 {
     launch_ctx *c = p;
-    return c->k->run(c->shape, c->args, moects_cuda_stream());
+    return c->k->run(c->shape, c->args, moects__cuda_stream());
 }
 
 /* Ceilings are cached per worker process: the copy rate once, the GEMM rate per (M, N, K). */
@@ -49,7 +49,7 @@ static void copy_rate(double bytes, double ms, moects_result *r)
     if (copy_gbps_cached < 0) {
         double g = 0;
         size_t b = COPY_CEILING_BYTES;
-        while (moects_cuda_copy_gbps(b, &g, e, sizeof e) != 0 && b > ((size_t)1 << 24)) b /= 4;
+        while (moects__cuda_copy_gbps(b, &g, e, sizeof e) != 0 && b > ((size_t)1 << 24)) b /= 4;
         copy_gbps_cached = g > 0 ? g : 0;
     }
     if (copy_gbps_cached > 0) r->perf_fraction = r->perf_value / copy_gbps_cached;
@@ -68,7 +68,7 @@ static void gemm_rate(const long mnk[3], double ms, moects_result *r)
         if (gemm_cache[i].M == M && gemm_cache[i].N == N && gemm_cache[i].K == K) ceil = gemm_cache[i].tflops;
     if (ceil < 0) {
         double t = 0;
-        ceil = moects_cuda_cublas_bf16_tflops(M, N, K, &t, e, sizeof e) == 0 ? t : 0;
+        ceil = moects__cuda_cublas_bf16_tflops(M, N, K, &t, e, sizeof e) == 0 ? t : 0;
         int slot = gemm_cache_n < 16 ? gemm_cache_n++ : (int)((unsigned)M % 16);
         gemm_cache[slot].M = M, gemm_cache[slot].N = N, gemm_cache[slot].K = K, gemm_cache[slot].tflops = ceil;
     }
@@ -76,13 +76,13 @@ static void gemm_rate(const long mnk[3], double ms, moects_result *r)
     else note(r, e[0] ? e : "cuBLAS ceiling unavailable");
 }
 
-void moects_perf_measure(const moects_kernel *k, const moects_inputs *in, const moects_op_args *dargs,
+void moects__perf_measure(const moects_kernel *k, const moects_inputs *in, const moects_op_args *dargs,
                          moects_result *r)
 {
     if (k->device != MOECTS_DEVICE_CUDA) return;
-    launch_ctx c = {k, moects_inputs_shape(in), dargs};
+    launch_ctx c = {k, moects__inputs_shape(in), dargs};
     double ms = 0;
-    if (moects_cuda_time(launch, &c, WARMUP, ITERS, &ms) != 0 || !(ms > 0)) {
+    if (moects__cuda_time(launch, &c, WARMUP, ITERS, &ms) != 0 || !(ms > 0)) {
         note(r, "timing failed");
         return;
     }
@@ -93,7 +93,7 @@ void moects_perf_measure(const moects_kernel *k, const moects_inputs *in, const 
     else copy_rate(bytes, ms, r);
 }
 
-char *moects_perf_render(const moects_run *run, size_t *len)
+char *moects__perf_render(const moects_run *run, size_t *len)
 {
     char *buf = NULL;
     size_t blen = 0;
@@ -112,7 +112,7 @@ char *moects_perf_render(const moects_run *run, size_t *len)
         if (!(r->kernel_ms > 0)) continue;
         const moects__op_def *op = moects__op(r->op);
         const char *unit = op ? op->perf_unit : "?";
-        fprintf(f, "| `%s` | `%s` | %s | %.4f | %.1f %s |", r->kernel, r->case_id, moects_verdict_name(r->verdict),
+        fprintf(f, "| `%s` | `%s` | %s | %.4f | %.1f %s |", r->kernel, r->case_id, moects__verdict_name(r->verdict),
                 r->kernel_ms, r->perf_value, unit);
         if (r->perf_fraction > 0)
             fprintf(f, " %.1f %s | %.0f%% |\n", r->perf_value / r->perf_fraction, unit, 100 * r->perf_fraction);

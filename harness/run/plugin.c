@@ -50,7 +50,7 @@ static int check_kernel(const char *path, size_t i, const moects_kernel *k, char
         return -1;
     }
     moects_recipe rc;
-    if (k->recipe && moects_recipe_parse(k->recipe, k->op, &rc) != 0) {
+    if (k->recipe && moects__recipe_parse(k->recipe, k->op, &rc) != 0) {
         snprintf(err, errlen, "%s: kernel %zu (%s): recipe: unknown \"%s\"", path, i, name, k->recipe);
         return -1;
     }
@@ -77,7 +77,7 @@ static int check_kernel(const char *path, size_t i, const moects_kernel *k, char
     return 0;
 }
 
-int moects_plugin_load(const char *path, const moects_kernel ***v, size_t *n, char *err, size_t errlen)
+int moects__plugin_load(const char *path, const moects_kernel ***v, size_t *n, char *err, size_t errlen)
 {
     struct stat st;
     if (stat(path, &st) != 0) {

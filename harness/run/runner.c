@@ -253,7 +253,7 @@ static const moects_kernel *find_kernel(const char *name, const moects_kernel *c
     for (size_t i = 0; i < npy; i++)
         if (py[i] && py[i]->name && !strcmp(py[i]->name, name)) return *is_py = 1, py[i];
     size_t nb;
-    const moects_kernel *const *b = moects_builtin_kernels(&nb);
+    const moects_kernel *const *b = moects__builtin_kernels(&nb);
     for (size_t i = 0; i < nb; i++)
         if (!strcmp(b[i]->name, name)) return b[i];
     for (size_t i = 0; i < nlibk; i++)
@@ -274,7 +274,7 @@ static int setup_table(int rfd, const setup_msg *s, const moects_kernel *const *
         path_slot pa;
         if (read_full(rfd, pa, sizeof pa) != 1) rc = -1;
         pa[sizeof pa - 1] = '\0';
-        if (rc == 0 && moects_plugin_load(pa, &libk, &nlibk, err, sizeof err) != 0)
+        if (rc == 0 && moects__plugin_load(pa, &libk, &nlibk, err, sizeof err) != 0)
             rc = -1, fprintf(stderr, "moects worker: --kernel-lib %s\n", err);
     }
     for (uint32_t i = 0; rc == 0 && i < s->nkernels; i++) {
@@ -562,7 +562,7 @@ static void log_lost(const parent *p, uint32_t ti)
 {
     if (p->log_fd < 0) return;
     const moects_result *r = &p->res[ti];
-    dprintf(p->log_fd, "moects: %s on %s: %s: %s\n", r->kernel, r->case_id, moects_verdict_name(r->verdict),
+    dprintf(p->log_fd, "moects: %s on %s: %s: %s\n", r->kernel, r->case_id, moects__verdict_name(r->verdict),
             r->reason);
 }
 
@@ -744,7 +744,7 @@ static int push_results(const parent *p, moects_run *run)
         for (size_t k = 0; k < o->nkernels; k++) {
             if (o->kernels[k]->op != o->cases[c].op) continue;
             const moects_result *old = o->prior ? o->prior[c * o->nkernels + k] : NULL;
-            if (moects_run_push(run, old ? old : &p->res[ti++]) != 0) return -1;
+            if (moects__run_push(run, old ? old : &p->res[ti++]) != 0) return -1;
         }
     return 0;
 }
@@ -886,7 +886,7 @@ static void kill_timed_out(parent *p)
     }
 }
 
-int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, size_t errlen)
+int moects__runner_run(const moects_runner_opts *o, moects_run *run, char *err, size_t errlen)
 {
     parent P, *p = &P;
     memset(p, 0, sizeof *p);
@@ -931,7 +931,7 @@ int moects_runner_run(const moects_runner_opts *o, moects_run *run, char *err, s
 
 /* ------------------------------------------------------------------ device probe ---- */
 
-void moects_probe_devices(moects_device_info *d)
+void moects__probe_devices(moects_device_info *d)
 {
     memset(d, 0, sizeof *d);
     int p[2];
@@ -952,10 +952,10 @@ void moects_probe_devices(moects_device_info *d)
         dup2(2, 1);
         moects_device_info c;
         memset(&c, 0, sizeof c);
-        c.count = moects_cuda_device_count(c.why, sizeof c.why);
+        c.count = moects__cuda_device_count(c.why, sizeof c.why);
         if (c.count > 0) {
             char e[128];
-            if (moects_cuda_set_device(0, e, sizeof e) == 0) moects_cuda_device_name(c.name, sizeof c.name);
+            if (moects__cuda_set_device(0, e, sizeof e) == 0) moects__cuda_device_name(c.name, sizeof c.name);
         }
         write_full(p[1], &c, sizeof c);
         _exit(0);

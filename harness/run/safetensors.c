@@ -236,7 +236,7 @@ int moects__st_write(const char *path, const moects__st_tensor *t, size_t n, con
     char *h = header_json(t, n, kv, nmeta, &hl);
     char tmp[4200];
     if (!h) return snprintf(err, errlen, "%s: out of memory", path), -1;
-    if (moects_report_tmp(path, tmp, sizeof tmp, err, errlen)) return free(h), -1;
+    if (moects__report_tmp(path, tmp, sizeof tmp, err, errlen)) return free(h), -1;
     FILE *f = fopen(tmp, "wb");
     if (!f) {
         free(h);

@@ -75,10 +75,10 @@ static void drop_case(worker_state *ws)
         ws->ref[i] = NULL;
         ws->ref_state[i] = 0;
     }
-    for (int i = 0; i < MOECTS_INPUTS_MAX; i++) moects_guard_free(&ws->dev[i]);
+    for (int i = 0; i < MOECTS_INPUTS_MAX; i++) moects__guard_free(&ws->dev[i]);
     ws->dev_state = 0;
     moects__bounds_free(&ws->bounds);
-    if (ws->case_idx >= 0 && ws->build_rc == 0) moects_inputs_free(&ws->in);
+    if (ws->case_idx >= 0 && ws->build_rc == 0) moects__inputs_free(&ws->in);
     ws->case_idx = -1;
 }
 
@@ -134,7 +134,7 @@ void moects__result_identity(moects_result *r, const moects_case *c, const moect
 int moects__kernel_recipe(const moects_kernel *k, moects_op op)
 {
     moects_recipe rc = MOECTS_RECIPE_EXACT_V1;
-    if (k->recipe && moects_recipe_parse(k->recipe, op, &rc) != 0) return -1;
+    if (k->recipe && moects__recipe_parse(k->recipe, op, &rc) != 0) return -1;
     return (int)rc;
 }
 
@@ -179,7 +179,7 @@ static void compute_reference(worker_state *ws, const moects_case *c, moects_rec
     t = now_s();
     for (int i = 0; i < NRECIPES; i++)
         if (ws->ref_state[i] == 1 && (i == (int)recipe || (both && i == (int)other)))
-            ws->ref_hash[i] = moects_xxh64(ws->ref[i], in->out_bytes);
+            ws->ref_hash[i] = moects__xxh64(ws->ref[i], in->out_bytes);
     r->reference_s += now_s() - t;
     announce(tc, PH_OTHER, r);
 }
@@ -262,7 +262,7 @@ static void dump(const worker_state *ws, const moects_case *c, const moects_kern
     if (!k->recipe) snprintf(full, sizeof full, "%.40s", r->recipe), *strchr(full, '+') = '\0', rn = full;
     const void *ref = ws->ref[recipe];
     moects__case_file(path, sizeof path, dir, c->id, ".out.safetensors");
-    if (moects_mkdirs(dir, err, sizeof err) || moects__export_case(dir, c, seed, &ws->in, &rn, &ref, 1, err, sizeof err) ||
+    if (moects__mkdirs(dir, err, sizeof err) || moects__export_case(dir, c, seed, &ws->in, &rn, &ref, 1, err, sizeof err) ||
         moects__write_out(path, &ws->in, got, err, sizeof err)) {
         size_t l = strlen(r->reason);
         snprintf(r->reason + l, sizeof r->reason - l, "%s--dump: %s", l ? "; " : "", err);
@@ -306,7 +306,7 @@ static int bounds_for(worker_state *ws, const moects_case *c, const moects_kerne
     if (oom) {
         r->verdict = MOECTS_SKIP;
         snprintf(r->reason, sizeof r->reason, MOECTS_HOST_OOM " (%zu bytes for the bounds)",
-                 (size_t)ws->in.out_elems * (moects_judge_acc_check_applies(c) ? 24 : 8));
+                 (size_t)ws->in.out_elems * (moects__judge_acc_check_applies(c) ? 24 : 8));
         return 1;
     }
     if (brc) {
@@ -328,7 +328,7 @@ static void judge_task(worker_state *ws, const moects_case *c, const moects_kern
     const moects_judge_ref ref = {&ws->in, ws->ref[recipe], bounded ? ws->bounds.bound : NULL,
                                   bounded && ws->bounds.st.x ? &ws->bounds.st : NULL};
     const double t0 = now_s();
-    const int run = moects_judge_runs(&ref, k, (void *const *)t->got, moects__runs_of(k), r);
+    const int run = moects__judge_runs(&ref, k, (void *const *)t->got, moects__runs_of(k), r);
     r->compare_s += now_s() - t0;
     if (r->verdict == MOECTS_FAIL_MISMATCH && ws->dump_dir) dump(ws, c, k, seed, recipe, t->got[run], r);
 }
@@ -352,9 +352,9 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
         ws->c = c;
         announce(tc, PH_INPUTS, r);
         double t = now_s();
-        ws->build_rc = moects_inputs_build(c, seed, &ws->in, ws->build_err, sizeof ws->build_err);
+        ws->build_rc = moects__inputs_build(c, seed, &ws->in, ws->build_err, sizeof ws->build_err);
         for (int i = 0; ws->build_rc == 0 && i < ws->in.nt; i++)
-            ws->in_hash[i] = moects_xxh64(ws->in.t[i].host, ws->in.t[i].bytes);
+            ws->in_hash[i] = moects__xxh64(ws->in.t[i].host, ws->in.t[i].bytes);
         if (ws->build_rc == 0) moects__inputs_readonly(&ws->in);
         r->inputs_s += now_s() - t;
         announce(tc, PH_OTHER, r);
@@ -370,7 +370,7 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
         return 0;
     }
     moects_inputs *in = &ws->in;
-    const void *shape = moects_inputs_shape(in);
+    const void *shape = moects__inputs_shape(in);
     put_hashes(ws, -1, r);
 
     char why[256] = "";
@@ -378,19 +378,19 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
     if (k->supports && !k->supports(shape, why, sizeof why)) {
         /* a CUDA kernel refusing because cuBLAS is missing lacks a resource: SKIP, not a gap */
         char cb[256] = "";
-        int no_cublas = k->device == MOECTS_DEVICE_CUDA && !moects_cuda_cublas_available(cb, sizeof cb) &&
+        int no_cublas = k->device == MOECTS_DEVICE_CUDA && !moects__cuda_cublas_available(cb, sizeof cb) &&
                         why[0] && strcmp(why, cb) == 0;
         r->verdict = no_cublas ? MOECTS_SKIP : MOECTS_UNSUPPORTED;
         set_reason(r, "%s%s", why[0] ? why : "refused by supports()", "");
         return 0;
     }
-    if (!moects_judge_claim_ok(c, k, recipe, r)) return 0;
+    if (!moects__judge_claim_ok(c, k, recipe, r)) return 0;
     if (k->device == MOECTS_DEVICE_CUDA) {
         if (!ws->cuda_checked) {
             double t = now_s();
             ws->cuda_checked = 1;
-            ws->ndev = moects_cuda_device_count(ws->nodev, sizeof ws->nodev);
-            if (ws->ndev > 0 && moects_cuda_set_device(0, ws->nodev, sizeof ws->nodev) != 0) ws->ndev = 0;
+            ws->ndev = moects__cuda_device_count(ws->nodev, sizeof ws->nodev);
+            if (ws->ndev > 0 && moects__cuda_set_device(0, ws->nodev, sizeof ws->nodev) != 0) ws->ndev = 0;
             if (ws->ndev <= 0 && !ws->nodev[0]) snprintf(ws->nodev, sizeof ws->nodev, "no CUDA device");
             r->kernel_s += now_s() - t;
         }
@@ -469,7 +469,7 @@ int moects__worker_task(worker_state *ws, long ci, const moects_case *c, const m
     return ex;
 }
 
-void moects_runner_task(const moects_case *c, const moects_kernel *k, uint64_t seed, int perf, moects_result *r)
+void moects__runner_task(const moects_case *c, const moects_kernel *k, uint64_t seed, int perf, moects_result *r)
 {
     worker_state ws;
     memset(&ws, 0, sizeof ws);

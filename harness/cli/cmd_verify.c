@@ -1,6 +1,5 @@
-/* cli_export.c: `moects export` (cases as safetensors files for a kernel in any language) and
- * `moects verify` (judge the outputs a program wrote beside them: TAP on stdout, results.json,
- * run.tap and summary.md as `moects run` writes them). Formats: harness/api/export.c. */
+/* cmd_verify.c: `moects verify`: judge the outputs a program wrote beside exported cases (TAP on
+ * stdout, results.json, run.tap and summary.md as `moects run` writes them; harness/api/export.c). */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -11,74 +10,7 @@
 #include "capi_internal.h"
 #include "moects_commands.h"
 #include "moects_tap.h"
-
-static int fail(const char *cmd, const char *msg)
-{
-    fprintf(stderr, "moects %s: %s\n", cmd, msg);
-    return 2;
-}
-
-static int usage_export(FILE *f)
-{
-    fputs("usage: moects export [GLOB...] --out DIR [--tier smoke|full|large|all] [--seed N] [--root DIR]\n"
-          "                     [--config CONFIG.json [--tp N | --ep N]]\n"
-          "  Writes each selected case as DIR/<case id, / as __>.safetensors: its inputs, its reference\n"
-          "  outputs (ref.<recipe>) and metadata (moects.case_id, moects.case, moects.shape, moects.dtypes,\n"
-          "  moects.out, moects.recipe, moects.seed, moects.version). A program writes its output beside\n"
-          "  each as <same name>.out.safetensors (one tensor \"out\", dtype and shape of moects.out);\n"
-          "  `moects verify DIR` judges them. Defaults: tier smoke, seed 1, all cases of the tier.\n",
-          f);
-    return f == stdout ? 0 : 2;
-}
-
-int moects_cmd_export(int argc, char **argv)
-{
-    static const struct option lo[] = {{"out", required_argument, 0, 'o'},  {"tier", required_argument, 0, 't'},
-                                       {"seed", required_argument, 0, 's'}, {"root", required_argument, 0, 'r'},
-                                       {"config", required_argument, 0, 'c'}, {"tp", required_argument, 0, 'T'},
-                                       {"ep", required_argument, 0, 'E'},   {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
-    const char *out = NULL, *tier = "smoke", *root = NULL, *config = NULL;
-    uint64_t seed = MOECTS_DEFAULT_SEED;
-    int tp = 0, ep = 0, c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        char *e = NULL;
-        switch (c) {
-        case 'o': out = optarg; break;
-        case 't': tier = optarg; break;
-        case 'r': root = optarg; break;
-        case 'c': config = optarg; break;
-        case 's':
-            errno = 0;
-            seed = strtoull(optarg, &e, 0);
-            if (errno || *e || *optarg == '-') return fail("export", "--seed: not a non-negative integer");
-            break;
-        case 'T': case 'E':
-            (c == 'T' ? &tp : &ep)[0] = (int)strtol(optarg, &e, 10);
-            if (*e || (c == 'T' ? tp : ep) < 1) return fail("export", c == 'T' ? "--tp: not a positive integer" : "--ep: not a positive integer");
-            break;
-        case 'h': return usage_export(stdout);
-        default:
-            moects_bad_arg("export", argv[optind - 1], (const char *const[]){"--out", "--tier", "--seed", "--root", "--config", "--tp", "--ep", NULL});
-            return 2;
-        }
-    }
-    if (!out) return fail("export", "--out DIR is required");
-    moects_caselist *l = moects_cases_select(root, config, tp, ep, tier, (const char *const *)argv + optind,
-                                             (size_t)(argc - optind));
-    if (!l) return fail("export", moects_errmsg());
-    if (!moects_caselist_count(l)) {
-        moects_caselist_free(l);
-        return fail("export", "no case matches the globs in the tier (see moects list)");
-    }
-    long n = moects_export(l, seed, out);
-    moects_caselist_free(l);
-    if (n < 0) return fail("export", moects_errmsg());
-    fprintf(stderr, "moects export: %ld case%s written to %s (seed %" PRIu64 ")\n", n, n == 1 ? "" : "s", out, seed);
-    return 0;
-}
+#include "cli_internal.h"
 
 static int usage_verify(FILE *f)
 {
@@ -126,13 +58,13 @@ static int parse_verify(verify_opts *o, int argc, char **argv)
         case 'v': o->verbose = 1; break;
         case 'V':
             o->tapv = (int)strtol(optarg, &e, 10);
-            if (*e || (o->tapv != 13 && o->tapv != 14)) return fail("verify", "--tap-version: 13 or 14");
+            if (*e || (o->tapv != 13 && o->tapv != 14)) return moects__cli_fail("verify", "--tap-version: 13 or 14");
             break;
         case 't': {
             unsigned long u = 0;
             o->k.tol.max_calc_diff = strtod(optarg, &e);
             if (*e == ',') u = strtoul(e + 1, &e, 10);
-            if (*e || !(o->k.tol.max_calc_diff >= 0) || u > UINT32_MAX) return fail("verify", "--tol: CALC_DIFF,MAX_ULP");
+            if (*e || !(o->k.tol.max_calc_diff >= 0) || u > UINT32_MAX) return moects__cli_fail("verify", "--tol: CALC_DIFF,MAX_ULP");
             o->k.tol.max_ulp = (uint32_t)u;
             break;
         }
@@ -142,7 +74,7 @@ static int parse_verify(verify_opts *o, int argc, char **argv)
             e += trunc ? 6 : rne ? 4 : 0;
             if (!strncmp(e, ",bf16-split-k=", 14)) splits = strtoul(e + 14, &e, 10), splits += !splits;
             if (*e || bits < 2 || bits > 64 || splits == 1 || splits > 256)
-                return fail("verify", "--bound: BITS[,trunc|,rne][,bf16-split-k=N], BITS 2..64 (24: FP32 "
+                return moects__cli_fail("verify", "--bound: BITS[,trunc|,rne][,bf16-split-k=N], BITS 2..64 (24: FP32 "
                                       "accumulation), N 2..256");
             o->k.acc.bits = (uint32_t)bits, o->k.acc.truncation = trunc;
             o->k.split_k = (moects_split_k){(uint32_t)splits, splits ? MOECTS_BF16 : 0};
@@ -150,14 +82,14 @@ static int parse_verify(verify_opts *o, int argc, char **argv)
         }
         case 'h': return usage_verify(stdout) - 1;
         default:
-            moects_bad_arg("verify", argv[optind - 1],
+            moects__bad_arg("verify", argv[optind - 1],
                            (const char *const[]){"--kernel", "--recipe", "--bound", "--tol", "--out", "--tap-version", NULL});
             return 2;
         }
     }
-    if (optind != argc - 1) return fail("verify", "one DIR (the directory `moects export` wrote)");
+    if (optind != argc - 1) return moects__cli_fail("verify", "one DIR (the directory `moects export` wrote)");
     if (!!o->k.recipe + !!o->k.acc.bits + (o->k.tol.max_calc_diff > 0 || o->k.tol.max_ulp) > 1)
-        return fail("verify", "one of --recipe, --bound and --tol");
+        return moects__cli_fail("verify", "one of --recipe, --bound and --tol");
     o->dir = argv[optind];
     if (!o->out) o->out = o->dir;
     return 0;
@@ -170,15 +102,15 @@ static int write_reports(const char *out, moects_run *run, const char *tap, size
     char p[4200], err[4400];
     snprintf(p, sizeof p, "%s/results.json", out);
     memset(&set, 0, sizeof set);
-    if (moects_dir_writable(out, err, sizeof err) || moects_results_stage(&set, p, run, err, sizeof err)) goto bad;
+    if (moects__dir_writable(out, err, sizeof err) || moects__results_stage(&set, p, run, err, sizeof err)) goto bad;
     snprintf(p, sizeof p, "%s/run.tap", out);
-    if (moects_report_stage(&set, p, tap, tlen, err, sizeof err)) goto bad;
+    if (moects__report_stage(&set, p, tap, tlen, err, sizeof err)) goto bad;
     snprintf(p, sizeof p, "%s/summary.md", out);
-    if (moects_report_stage(&set, p, sum, slen, err, sizeof err) || moects_report_commit(&set, err, sizeof err)) goto bad;
+    if (moects__report_stage(&set, p, sum, slen, err, sizeof err) || moects__report_commit(&set, err, sizeof err)) goto bad;
     return 0;
 bad:
-    moects_report_abort(&set);
-    return fail("verify", err);
+    moects__report_abort(&set);
+    return moects__cli_fail("verify", err);
 }
 
 /* The run's seed is its first result's. Files exported with several seeds: the summary's filter line
@@ -212,11 +144,11 @@ static char *verify_again(int argc, char **argv, const char *dir)
     size_t len = 0;
     FILE *m = open_memstream(&cmd, &len);
     if (m) {
-        fputs(moects_self_program(), m);
+        fputs(moects__self_program(), m);
         fputs(" verify", m);
         for (int i = 1; i < argc; i++) {
             fputc(' ', m);
-            moects_shell_quote(m, argv[i] == dir && abs ? abs : argv[i]);
+            moects__shell_quote_file(m, argv[i] == dir && abs ? abs : argv[i]);
         }
         fclose(m);
     }
@@ -224,7 +156,7 @@ static char *verify_again(int argc, char **argv, const char *dir)
     return cmd;
 }
 
-int moects_cmd_verify(int argc, char **argv)
+int moects__cmd_verify(int argc, char **argv)
 {
     verify_opts o = {.k = {.abi_version = MOECTS_KERNEL_ABI_VERSION, .name = "external"}, /* op: each file's */
                      .tapv = 13};
@@ -235,7 +167,7 @@ int moects_cmd_verify(int argc, char **argv)
     moects_resultset *s = moects_resultset_new(filter, 0);
     long fails = s ? moects_verify(o.dir, &o.k, s) : -1;
     if (fails < 0) {
-        rc = fail("verify", moects_errmsg());
+        rc = moects__cli_fail("verify", moects_errmsg());
         moects_resultset_free(s);
         return rc;
     }
@@ -247,14 +179,14 @@ int moects_cmd_verify(int argc, char **argv)
     moects_tap_opts to = {.version = o.tapv, .verbose = o.verbose, .empty_reason = "no exported case",
                           .repro_fixed = again};
     size_t tlen = 0, slen = 0;
-    char *tap = moects_tap_render(run, &kp, 1, &to, &tlen), *sum = moects_summary_render(run, &kp, 1, &to, &slen);
+    char *tap = moects__tap_render(run, &kp, 1, &to, &tlen), *sum = moects__summary_render(run, &kp, 1, &to, &slen);
     if (!tap || !sum) {
-        rc = fail("verify", "out of memory rendering the reports");
+        rc = moects__cli_fail("verify", "out of memory rendering the reports");
     } else {
         fwrite(tap, 1, tlen, stdout);
         fflush(stdout);
         rc = write_reports(o.out, run, tap, tlen, sum, slen);
-        if (!rc) rc = moects_kernel_status_fails(moects_kernel_status_of(run, o.k.name, 0, NULL)) ? 1 : 0;
+        if (!rc) rc = moects__kernel_status_fails(moects__kernel_status_of(run, o.k.name, 0, NULL)) ? 1 : 0;
     }
     free(tap);
     free(sum);

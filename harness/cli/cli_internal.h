@@ -1,0 +1,85 @@
+/* cli_internal.h: what the commands of harness/cli/ share (args.c): the parsed command line of
+ * `list` and `run`, its parser, and the case and kernel loading and selection they both do. */
+#ifndef MOECTS_CLI_INTERNAL_H
+#define MOECTS_CLI_INTERNAL_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "moects.h"
+#include "moects_cases.h"
+#include "moects_kernel.h"
+
+#ifndef MOECTS_VERSION
+#define MOECTS_VERSION "0.1"/* "moects CMD: msg" on stderr; returns 2 (bad usage or input). */
+int moects__cli_fail(const char *cmd, const char *msg);
+
+#endif
+
+typedef struct {
+    const char *cmd;
+    char **globs;
+    size_t nglobs;
+    unsigned tiers;
+    int tier_given;
+    char **case_files;
+    size_t ncase_files;
+    char **kernel_globs;
+    size_t nkernel_globs;
+    char **kernel_bufs; /* the strdup'ed --kernel arguments the globs point into */
+    size_t nkernel_bufs;
+    char **libs;
+    size_t nlibs;
+    uint64_t seed;
+    double timeout;
+    int jobs;
+    int verbose;
+    int long_list; /* list -l: the tier column */
+    int tap_version;
+    int shard_i, shard_n;
+    const char *out;
+    const char *root;
+    int perf;
+    int list_kernels;
+    const char *known_file;
+    int max_failures, max_kernel_failures, dead_after; /* fail fast (moects_runner_opts) */
+    const char *junit; /* --junit FILE: JUnit XML there too (OUT/junit.xml always) */
+    const char *config; /* --config FILE: that model's derived cases instead of the registry */
+    int tps[16], eps[16], ntp, nep; /* --tp N / --ep N: the layouts of --config (none: all) */
+    char **kernel_py; /* --kernel-py MODULE:NAME */
+    size_t nkernel_py;
+    const char *dump;
+    const char *resume; /* --resume DIR: continue the run whose journal is DIR/results.journal */
+    char libmoects[4096];
+} cli;
+
+/* "moects CMD: message" on stderr; returns 2 (bad usage). */
+int moects__cli_bad(const cli *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Frees what parse_args allocated. */
+void moects__cli_free(cli *o);
+/* The SHA-256 of a file in hex ("" when unreadable). */
+void moects__cli_file_sha256(const char *path, char *out, size_t len);
+/* The git commit of root ("-dirty" when tracked files differ), "unknown" outside a checkout. */
+void moects__cli_git_commit(const char *root, char *out, size_t len);
+/* The cases of the registry under root (or of --config): 0, or 2 with a line on stderr. */
+int moects__cli_load_cases(cli *o, const char *root, moects_case_list *all);
+/* The built-in kernels, then --kernel-lib's, then --kernel-py's: 0, or 2 with a line on stderr. */
+int moects__cli_load_kernels(cli *o, const moects_kernel ***out, size_t *n);
+/* argv of `list` (is_run 0) or `run` into o: 0, -1 for --help, 2 bad usage (one line on stderr). */
+int moects__cli_parse_args(cli *o, int argc, char **argv, int is_run);
+/* "i/n" with 0 <= i < n: 0, or -1. */
+int moects__cli_parse_shard(const char *s, int *i, int *n);
+/* Append s to the list v[n]: 0, or -1 out of memory. */
+int moects__cli_push_str(char ***v, size_t *n, const char *s);
+/* --root, else moects_default_root(). */
+const char *moects__cli_resolve_root(const char *given);
+/* The cases of all that the globs, --tier and --cases select (cases/select.c's rule) into sel[]; must-pass ids not registered into missing. 0, or 2. */
+int moects__cli_select_cases(cli *o, const moects_case_list *all, char *sel, char ***missing, size_t *nmissing,
+                        char **first_file);
+/* The kernels the --kernel globs select (all honest ones and mutants when none). 0, or 2. */
+int moects__cli_select_kernels(cli *o, const moects_kernel **v, size_t *n);
+/* "smoke,full" for tier bits t. */
+void moects__cli_tier_names(unsigned t, char *buf, size_t len);
+/* "moects CMD: msg" on stderr; returns 2 (bad usage or input). */
+int moects__cli_fail(const char *cmd, const char *msg);
+
+#endif

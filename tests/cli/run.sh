@@ -1,0 +1,187 @@
+#!/bin/sh
+# run.sh: end-to-end CLI checks: --dump, fail fast and --resume.
+# Usage: run.sh NAME MOECTS_BIN PLUGIN_SO SOURCE_ROOT WORK_DIR (NAME: dump, fail_fast, resume)
+. "$(dirname "$0")/lib.sh"
+
+case $name in
+dump)
+    # run --dump: a mismatching case's inputs, reference and output in the export format; verify
+    # judges them again with the same count; the case's reference written as the output passes.
+    c=ep_gather/regression/block-divides-h/h896/t16/adversarial
+    k=cpu.mutant.ep_gather.muladd
+    "$moects" run --kernel "$k" --dump d --out o "$c" > run.tap || fail "run: a caught mutant, exit not 0"
+    n=$(sed -n 's/^ *mismatches: //p' run.tap)
+    [ -n "$n" ] && [ "$n" -gt 0 ] || { cat run.tap; fail "no mismatch count"; }
+    f=d/$k/ep_gather__regression__block-divides-h__h896__t16__adversarial
+    [ -f "$f.safetensors" ] && [ -f "$f.out.safetensors" ] || { find d; fail "dump files"; }
+    "$moects" verify "d/$k" --kernel "$k" --out v > verify.tap
+    [ $? -eq 1 ] || { cat verify.tap; fail "verify of the dump: exit not 1"; }
+    [ "$(sed -n 's/^ *mismatches: //p' verify.tap)" = "$n" ] || { cat verify.tap; fail "verify: not $n mismatches"; }
+    grep -q '"verdict": "FAIL_MISMATCH"' v/results.json || fail "verify: results.json"
+    # an honest kernel leaves no dump
+    "$moects" run --kernel cpu.ep_gather --dump d2 --out o2 "$c" > /dev/null || fail "honest run"
+    [ ! -e d2 ] || fail "a passing run dumped"
+    ;;
+fail_fast)
+    # a kernel that hangs on every case stops after its first 3 (--stop-dead-after's default), the
+    # rest of its cases SKIP with one reason; --max-kernel-failures and --max-failures; the last
+    # stderr line is the run's verdict
+    "$moects" list -v --tier smoke 'fp4_gemm.mxfp4/*' | grep -F 'MXFP4, linear' | cut -f1 | head -n 6 > ids
+    [ "$(wc -l < ids)" = 6 ] || fail "6 smoke MXFP4 cases with linear scales wanted"
+    # shellcheck disable=SC2046
+    MOECTS_PLANTED=hang "$moects" run --out h --jobs 1 --timeout 1 --kernel-lib "$planted" --kernel planted.fp4_gemm \
+        $(cat ids) \
+        > h.tap 2> h.err && fail "a hanging kernel passed"
+    n=$(grep -c 'verdict: FAIL_TIMEOUT' h.tap)
+    [ "$n" = 3 ] || { cat h.tap; fail "$n timeouts, want 3"; }
+    n=$(grep -c "# SKIP not run: planted.fp4_gemm stopped: its first 3 cases crashed or timed out" h.tap)
+    [ "$n" = 3 ] || { cat h.tap; fail "$n cases not run, want 3"; }
+    grep -q "^moects run: planted.fp4_gemm: 3 cases not run: planted.fp4_gemm stopped: its first 3 cases" h.err ||
+        { cat h.err; fail "stderr: the one reason"; }
+    tail -n 1 h.err | grep -q "^moects run: FAIL: 1 of 1 honest kernel fail, 0 of 0 mutants escaped; 6 results: 0 passed, 3 failed, 3 skipped or unsupported; summary: h/summary.md$" ||
+        { cat h.err; fail "last stderr line is not the verdict"; }
+    # per kernel: 2 failures, then the kernel stops; the built-in honest kernel runs on
+    # shellcheck disable=SC2046
+    MOECTS_PLANTED=last_tile_elem "$moects" run --out k --jobs 1 --kernel-lib "$planted" --kernel planted.fp4_gemm \
+        --kernel cpu.fp4_gemm.blockwise --max-kernel-failures 2 $(cat ids) > k.tap 2> k.err
+    [ "$(grep -c 'verdict: FAIL_MISMATCH' k.tap)" = 2 ] || { cat k.tap; fail "--max-kernel-failures 2"; }
+    grep -q "^ok 1 - cpu.fp4_gemm.blockwise: 6 of 6 cases pass" k.tap || { cat k.tap; fail "the other kernel stopped too"; }
+    [ "$(grep -c 'SKIP not run: planted.fp4_gemm stopped: --max-kernel-failures 2 reached' k.tap)" = 4 ] ||
+        fail "4 cases not run"
+    # overall: the first failure stops the run (case-major: case 1's two kernels ran, nothing after)
+    # shellcheck disable=SC2046
+    MOECTS_PLANTED=last_tile_elem "$moects" run --out m --jobs 1 --kernel-lib "$planted" --kernel planted.fp4_gemm \
+        --kernel cpu.fp4_gemm.blockwise --max-failures 1 $(cat ids) > m.tap 2> m.err
+    [ "$(grep -c 'SKIP not run: the run stopped: --max-failures 1 reached' m.tap)" = 10 ] ||
+        { cat m.tap; fail "--max-failures 1: 10 of 12 tasks not run"; }
+    tail -n 1 m.err | grep -q "^moects run: FAIL: 1 of 2 honest kernels fail" || { cat m.err; fail "verdict line"; }
+    "$moects" run --max-failures x 2> e.txt; [ $? = 2 ] || fail "bad count accepted"
+    grep -qxF 'moects run: --max-failures: not a count 0..1000000000: "x"' e.txt || { cat e.txt; fail "bad count message"; }
+    ;;
+resume)
+    # a run killed after its first results (the example plugin's MOECTS_PLUGIN_EXAMPLE_KILL_AT: SIGKILL to
+    # the run's process group at the Nth call of its kernels) continues with --resume into the reports
+    # of an uninterrupted run, without running a journaled (kernel, case) again.
+    ids="ep_gather/regression/block-divides-h/kimi-k3-tp8/t1 ep_gather/regression/zero-tokens/no-local/h7168/ep8/t1
+         ep_gather/regression/zero-tokens/no-local/h7168/ep64/t1 ep_gather/regression/block-divides-h/kimi-k3-tp8/t16
+         ep_gather/regression/block-divides-h/h3584/t64"
+    ks="--jobs 1 --kernel-lib $plugin --kernel cpu.ep_gather,cpu.mutant.ep_gather.block_min1024"
+    ks="$ks --kernel plugin.ep_gather,plugin.mutant.segv"
+    # shellcheck disable=SC2086
+    MOECTS_PLUGIN_EXAMPLE_CALLS=$work/calls.full "$moects" run --out full $ks $ids > full.tap 2> full.err ||
+        { cat full.err; fail "uninterrupted run"; }
+    # 5 cases x (plugin.ep_gather twice, the mutant once) = 15 calls; 4 kernels x 5 cases = 20 results;
+    # the segv mutant is caught by the 2 cases with T >= 2 (t16, t64) only
+    [ "$(wc -c < calls.full)" = 15 ] || fail "uninterrupted: $(wc -c < calls.full) plugin calls, want 15"
+    [ "$(jq '.results | length' full/results.json)" = 20 ] || fail "uninterrupted: not 20 results"
+    grep -q "^ok 4 - plugin.mutant.segv: mutant caught by 2 of 5 cases" full.tap || { cat full.tap; fail "segv mutant"; }
+    [ -e full/results.journal ] && fail "a finished run left its journal"
+    # killed at the 5th call: each case runs its honest kernels first, then its mutants, each in kernel
+    # order (cpu.*, then the library's), one after the other (--jobs 1): the first case's 4 results
+    # (calls 1-3) and the second case's cpu.ep_gather are journaled; its plugin.ep_gather dies in its
+    # second call
+    # shellcheck disable=SC2086
+    MOECTS_PLUGIN_EXAMPLE_CALLS=$work/calls.cut MOECTS_PLUGIN_EXAMPLE_KILL_AT=5 setsid "$moects" run --out cut $ks $ids \
+        > cut.tap 2> cut.err && fail "the killed run exited 0"
+    [ -e cut/results.json ] && fail "the killed run wrote results.json"
+    [ "$(wc -l < cut/results.journal)" = 6 ] || { cat cut/results.journal; fail "journal: not a header and 5 results"; }
+    [ "$(tail -n 1 cut/results.journal | jq -r '.kernel')" = cpu.ep_gather ] || fail "journal: last result not cpu.ep_gather"
+    # another selection is refused, one line naming the journal and the field; the journal is kept as it was
+    cp -r cut cut1 # (for format 1 below)
+    cp cut/results.journal journal.before
+    refused() { # refused DIR FIELD ARG...: `moects run ARG... --resume DIR` exits 2, one line naming DIR's journal and FIELD
+        d=$1 f=$2; shift 2
+        "$moects" run "$@" --resume "$d" > bad.tap 2> bad.err
+        [ $? = 2 ] || { cat bad.err; fail "resume refused on $f: exit not 2"; }
+        [ "$(wc -l < bad.err)" = 1 ] || { cat bad.err; fail "resume refused on $f: not one stderr line"; }
+        grep -q "^moects run: --resume $d/results.journal: header field $f: " bad.err ||
+            { cat bad.err; fail "resume refused on $f: journal or field $f not named"; }
+    }
+    # shellcheck disable=SC2086,SC2116
+    idline=$(echo $ids) # the ids on one line, one space apart
+    four=$(echo "$idline" | cut -d' ' -f1-4)
+    # shellcheck disable=SC2086
+    {
+        refused cut seed $ks --seed 2 $ids
+        refused cut shard $ks --shard 0/2 $ids
+        # the selection is the cases and kernels selected: a case fewer, another case for the fifth, a kernel fewer
+        refused cut cases $ks $four
+        refused cut cases_xxh64 $ks $four ep_gather/regression/block-divides-h/h7168/t64
+        refused cut kernels --jobs 1 --kernel-lib "$plugin" --kernel cpu.ep_gather,cpu.mutant.ep_gather.block_min1024 \
+            --kernel plugin.ep_gather $ids
+    }
+    # the line says what the interrupted run was given (its filter: case globs, --kernel globs, --kernel-lib)
+    k3='"cpu.ep_gather","cpu.mutant.ep_gather.block_min1024","plugin.ep_gather"'
+    given="$idline --kernel cpu.ep_gather --kernel cpu.mutant.ep_gather.block_min1024 --kernel plugin.ep_gather"
+    given="$given --kernel plugin.mutant.segv --kernel-lib $(realpath "$plugin")"
+    grep -qxF "moects run: --resume cut/results.journal: header field kernels: the interrupted run had [$k3,\"plugin.mutant.segv\"], this run [$k3] (resume with its arguments; its selection: \"$given\")" bad.err ||
+        { cat bad.err; fail "the kernels line"; }
+    cmp -s journal.before cut/results.journal || fail "a refused resume changed the journal"
+    # a journal of format 1 (before config_xxh64) is read by its rule: every field equal, the spelling too
+    { head -n 1 cut1/results.journal | jq -c '.moects_journal = 1 | del(.config_xxh64)'; tail -n +2 cut1/results.journal; } \
+        > j1 && mv j1 cut1/results.journal
+    # shellcheck disable=SC2086
+    refused cut1 filter $ks --tier all $ids
+    # shellcheck disable=SC2086
+    MOECTS_PLUGIN_EXAMPLE_CALLS=$work/calls.res1 "$moects" run $ks --resume cut1 $ids > res1.tap 2> res1.err ||
+        { cat res1.err; fail "format 1: resumed run"; }
+    [ "$(wc -c < calls.res1)" = 12 ] || fail "format 1 resumed: $(wc -c < calls.res1) plugin calls, want 12"
+    cmp -s full.tap res1.tap || { diff full.tap res1.tap; fail "format 1: resumed TAP differs from the uninterrupted one"; }
+    # ... and one of a later format is refused naming it
+    sed '1s/"moects_journal": 2,/"moects_journal": 3,/' journal.before > cut1/results.journal
+    # shellcheck disable=SC2086
+    refused cut1 moects_journal $ks $ids
+    grep -q "header field moects_journal: the interrupted run had 3, this moects reads formats 1 and 2 (resume with the moects that wrote it)$" bad.err ||
+        { cat bad.err; fail "format 3 line"; }
+    # shellcheck disable=SC2086
+    "$moects" run $ks --out full --resume cut $ids 2> bad.err; [ $? = 2 ] || fail "--resume cut --out full accepted"
+    # a whole last line (its newline written) that is not a result is not torn: refused like one in the
+    # middle, one line naming the journal and the line (the header and 5 results are lines 1-6)
+    echo '{"kernel": "plugin.ep_gather"}' >> cut/results.journal
+    cp cut/results.journal journal.before
+    # shellcheck disable=SC2086
+    "$moects" run $ks --resume cut $ids > bad.tap 2> bad.err; [ $? = 2 ] || { cat bad.err; fail "a bad last line accepted"; }
+    [ "$(cat bad.err)" = "moects run: --resume cut/results.journal: line 7 case: missing" ] ||
+        { cat bad.err; fail "bad last line: not the one line naming the journal and line 7"; }
+    cmp -s journal.before cut/results.journal || fail "a refused resume changed the journal"
+    head -n 6 journal.before > cut/results.journal
+    # a torn last line (a kill inside a write) is left out; the 15 - 3 calls of the other tasks run. The
+    # selection spelled otherwise (kernel globs in another order and form, the ids reversed, --tier all:
+    # exact ids run whatever their tier) is the same selection: resumed
+    printf '{"kernel": "plugin.ep_gather", "case": "ep_gat' >> cut/results.journal
+    ks2="--jobs 1 --kernel-lib $plugin --kernel plugin.ep_gather,plugin.mutant.segv --kernel cpu.mutant.ep_gather.block_min*"
+    # shellcheck disable=SC2086,SC2046
+    MOECTS_PLUGIN_EXAMPLE_CALLS=$work/calls.res "$moects" run $ks2 --kernel cpu.ep_gather --tier all --resume cut \
+        $(printf '%s\n' $ids | tac) > res.tap 2> res.err || { cat res.err; fail "resumed run"; }
+    [ "$(wc -c < calls.res)" = 12 ] || fail "resumed: $(wc -c < calls.res) plugin calls, want 12"
+    grep -q "^moects run: --resume: 5 results kept from cut/results.journal" res.err || { cat res.err; fail "kept count"; }
+    cmp -s full.tap res.tap || { diff full.tap res.tap; fail "resumed TAP differs from the uninterrupted one"; }
+    python3 - <<'PY' || fail "resumed results.json differs from the uninterrupted one"
+import json
+a, b = (json.load(open(d + "/results.json")) for d in ("full", "cut"))
+strip = lambda r: {k: v for k, v in r.items() if k not in ("timing", "kernel_ms")}
+assert len(a["results"]) == len(b["results"]) == 20
+for x, y in zip(a["results"], b["results"]):
+    assert strip(x) == strip(y), (x, y)
+    assert "input_xxh64" in x and "reference_xxh64" in x, x
+# the 5 journaled results keep the timing of the run that made them
+assert sum(1 for r in b["results"] if "timing" in r) == 20
+PY
+    [ -e cut/results.journal ] && fail "the resumed run left its journal"
+    # the killed run's kernel-log temporary (no handler runs on SIGKILL) is gone with its process
+    ls cut | grep -q '\.tmp\.' && { ls cut; fail "a killed run's temporary file is left in cut/"; }
+    # shellcheck disable=SC2086
+    "$moects" run $ks --resume cut $ids 2> bad.err; [ $? = 2 ] || fail "--resume of a finished run accepted"
+    grep -q "^moects run: --resume cut: no results.journal there: that run finished" bad.err ||
+        { cat bad.err; fail "finished-run message"; }
+    # shellcheck disable=SC2086
+    "$moects" run $ks --resume none $ids 2> bad.err; [ $? = 2 ] || fail "--resume of a missing directory accepted"
+    grep -q "^moects run: --resume none: no results.journal there: No such file or directory" bad.err ||
+        { cat bad.err; fail "missing-directory message"; }
+    [ -e none ] && fail "--resume of a missing directory created it"
+    ;;
+*)
+    fail "unknown test"
+    ;;
+esac
+echo "ok [$name]"
