@@ -1,5 +1,5 @@
 /* fuzz_results.c: libFuzzer target of moects__results_read (harness/model/results.c): results.json of
- * run, merge, gate, coverage. Seeds: reports/baseline, tests/data/results, fuzz/corpus/results.
+ * run, merge, gate, coverage. Seeds: reports/baseline, tests/fixtures/data/results, fuzz/corpus/results.
  * A file that reads is written back (moects__results_write) and must read again to the same text
  * when written a second time: the writer and the reader agree on every value the reader accepts. */
 #include "fuzz_util.h"

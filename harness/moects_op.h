@@ -1,6 +1,6 @@
 /* moects_op.h: the op table (issue 26, DESIGN.md "The house"). Everything the harness knows of an op
  * is one moects__op_def, filled by harness/ops/<op>.c; harness/ops/ops.def lists the ops. Every other
- * place that depends on the op calls the table (tests/harness_layers.py counts op switches outside
+ * place that depends on the op calls the table (tests/unit/harness_layers.py counts op switches outside
  * harness/ops/: none). Adding an op: its file in ops/, one line in ops.def, its references in ref/ and
  * its derivation in cases/ (docs/extending.md). Internal: moects__ names. */
 #ifndef MOECTS_OP_H

@@ -79,7 +79,7 @@ void moects__tap_yaml(FILE *f, const char *ind, const moects_result *r, const mo
  * (a caught case carries its diagnostics in <system-out>); a mutant that escaped the whole run (not
  * a shard), or an honest kernel that refused every case, adds one failing testcase named
  * "<kernel>: kernel verdict". Must-pass ids not registered or not judged: failing testcases of a
- * suite "must-pass". Schema: tests/data/junit/junit.xsd (Jenkins/Ant JUnit). NULL out of memory. */
+ * suite "must-pass". Schema: tests/fixtures/data/junit/junit.xsd (Jenkins/Ant JUnit). NULL out of memory. */
 char *moects__junit_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
                           const moects_tap_opts *o, size_t *len);
 

@@ -7,11 +7,11 @@ if(NOT MOECTS_CHROMIUM)
   set(MOECTS_CHROMIUM "")
 endif()
 add_test(NAME coverage_html_chromium
-         COMMAND sh ${PROJECT_SOURCE_DIR}/tests/coverage_html.sh $<TARGET_FILE:moects> "${MOECTS_CHROMIUM}"
-                 ${PROJECT_SOURCE_DIR}/tests/data/coverage ${CMAKE_CURRENT_BINARY_DIR}/coverage_html)
+         COMMAND sh ${PROJECT_SOURCE_DIR}/tests/cli/coverage_html.sh $<TARGET_FILE:moects> "${MOECTS_CHROMIUM}"
+                 ${PROJECT_SOURCE_DIR}/tests/fixtures/data/coverage ${CMAKE_CURRENT_BINARY_DIR}/coverage_html)
 set_tests_properties(coverage_html_chromium PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
 # merge_equals_unsharded: ~20 cases run whole and in 3 shards; the merge must equal the whole run.
 add_test(NAME merge_equals_unsharded
-         COMMAND sh ${PROJECT_SOURCE_DIR}/tests/merge_shards.sh $<TARGET_FILE:moects>
+         COMMAND sh ${PROJECT_SOURCE_DIR}/tests/cli/merge_shards.sh $<TARGET_FILE:moects>
                  ${CMAKE_CURRENT_BINARY_DIR}/merge_shards)
 set_tests_properties(merge_equals_unsharded PROPERTIES TIMEOUT 600)

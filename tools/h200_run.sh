@@ -14,7 +14,7 @@
 # elements in one buffer, CUDA kernels: the built-ins pass, the int32 mutants fail), racecheck
 # (compute-sanitizer over the smoke cases memcheck takes; racecheck on every 4th of them),
 # initcheck0..initcheck<NI-1> (initcheck over the whole smoke tier, grouped kernels included, in
-# MOECTS_INITCHECK_PARTS parts, default 2), faults (tests/resource_faults_cuda.sh with
+# MOECTS_INITCHECK_PARTS parts, default 2), faults (tests/cli/resource_faults_cuda.sh with
 # MOECTS_FAULTS_LIB, default the plugin beside BIN's build: ../lib/libmoects_plugin_faults_cuda.so). The smoke run's results.json carries the input
 # and reference hashes: `moects hashes` compares them with a CPU run of the same cases elsewhere.
 # The grouped MoE GEMM (moe_gemm) steps (moeself,moesan,moecheck,moeperf are in the default list,
@@ -141,7 +141,7 @@ if has large; then
     --out "$D/large"
 fi
 if has faults; then
-  step faults 300 bash tests/resource_faults_cuda.sh "$B" \
+  step faults 300 bash tests/cli/resource_faults_cuda.sh "$B" \
     "${MOECTS_FAULTS_LIB:-$(dirname "$B")/../lib/libmoects_plugin_faults_cuda.so}" "$D/faults"
 fi
 if has paths; then # every FP4 path forced on the FP4 smoke cases: the default picks one per shape

@@ -3,7 +3,7 @@
  * but the ABI headers: include/moects/moects_kernel.h and the include/moects/moects_types.h it includes. Out of tree, against
  * an installed moects: `cc -shared -fPIC -ffp-contract=off $(pkg-config --cflags moects)
  * plugin_example.c -o plugin.so -lm` (or CMake: find_package(moects), the include directories of
- * moects::moects; tests/install_test.sh does both); in this tree the build puts it at
+ * moects::moects; tests/cli/install_test.sh does both); in this tree the build puts it at
  * build/lib/libmoects_plugin_example.so. It holds one honest CPU ep_gather (recipe ep_gather.fma_v1, its own code)
  * and two mutants that show the runner's isolation: one dies of SIGSEGV, one never returns (both
  * only on tokens counts T >= 2, so T = 1 cases pass). Build flags: -ffp-contract=off.

@@ -1,5 +1,5 @@
 /* ep_gather_internal.h: internals shared by the CPU ep_gather kernels under test
- * (gpu/cpu/ep_gather*.c); the offsets are exposed for tests/test_gpu_ep_gather_kernels.c. */
+ * (gpu/cpu/ep_gather*.c); the offsets are exposed for tests/unit/test_gpu_ep_gather_kernels.c. */
 #ifndef MOECTS_EP_GATHER_INTERNAL_H
 #define MOECTS_EP_GATHER_INTERNAL_H
 #include <stddef.h>

@@ -1,5 +1,5 @@
 /* junit.c: a run's JUnit XML, written by moects itself (moects_tap.h moects__junit_render). The
- * structure follows the Jenkins/Ant JUnit schema (tests/data/junit/junit.xsd). */
+ * structure follows the Jenkins/Ant JUnit schema (tests/fixtures/data/junit/junit.xsd). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

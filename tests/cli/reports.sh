@@ -50,7 +50,7 @@ junit_native)
         --kernel planted.fp4_gemm --kernel cpu.fp4_gemm.blockwise --kernel cpu.mutant.fp4_gemm.nibble_swap \
         $(cat ids) > o.tap 2> /dev/null
     cmp -s j.xml o/junit.xml || fail "--junit FILE and OUT/junit.xml differ"
-    xmllint --noout --schema "$root/tests/data/junit/junit.xsd" j.xml 2> xsd.err || { cat xsd.err; fail "schema"; }
+    xmllint --noout --schema "$root/tests/fixtures/data/junit/junit.xsd" j.xml 2> xsd.err || { cat xsd.err; fail "schema"; }
     n=$(xmllint --xpath 'count(//testcase)' j.xml)
     [ "$n" = 9 ] || fail "testcases: $n, want 9 (3 kernels x 3 cases)"
     # the planted kernel: 2 failures with (m, n) diagnostics, the NVFP4 case refused: skipped

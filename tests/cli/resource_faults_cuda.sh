@@ -1,7 +1,7 @@
 #!/bin/sh
 # resource_faults_cuda.sh MOECTS PLUGIN_CUDA OUTDIR: on a GPU host (the lead's H200 run; issue 15), a
 # CUDA kernel that leaks device memory, exhausts it, or leaves a sticky error costs only its own case.
-# PLUGIN_CUDA: build/lib/libmoects_plugin_faults_cuda.so (tests/plugin_faults_cuda.cu). One worker
+# PLUGIN_CUDA: build/lib/libmoects_plugin_faults_cuda.so (tests/fixtures/plugins/plugin_faults_cuda.cu). One worker
 # (--jobs 1: it has the GPU alone, so the device-memory check applies); on each T >= 2 case the
 # faulty kernels run next to cuda.ep_gather. Checks: cuda.ep_gather passes every case, the faults are
 # named (FAIL_CRASH for the mutants; the leak's result says "of device memory allocated; its worker

@@ -10,7 +10,7 @@ followed by '('. Prints every upward call (file -> file: function) and exits 1 i
 outside harness/ops/ that names an op's enum value (the MOECTS_OP_DEF lines of harness/ops/ops.def);
 one is a failure too (the op table is how the harness asks an op anything).
 
-    python3 tests/harness_layers.py [ROOT]
+    python3 tests/unit/harness_layers.py [ROOT]
 """
 import os
 import re
@@ -34,7 +34,7 @@ def rooms_of(root):
 
 
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
     rooms = rooms_of(root)
     defined = {}
     definition = re.compile(r"^(?:[a-z_]+\s+\**)+\**(moects_?_?[a-z0-9_]+)\(", re.M)

@@ -1,5 +1,5 @@
 /* test_harness_gate.c: `moects gate` (harness/report/gate.c) on hand-built results files under
- * tests/data/gate/. The scenario, worked by hand (honest kernels k.a, k.b; mutants m.x, m.y):
+ * tests/fixtures/data/gate/. The scenario, worked by hand (honest kernels k.a, k.b; mutants m.x, m.y):
  *   alpha/tp1/t1 k.b PASS_EXACT -> FAIL_CRASH           regression (and cell alpha x tp1 on k.b lost)
  *   alpha/tp8/t1 k.b UNSUPPORTED -> FAIL_MISMATCH       new failure (the cell was not PASS: not lost)
  *   beta/tp1/t1  k.b FAIL_MISMATCH in both              known; on the must-pass list: must-pass problem
@@ -22,7 +22,7 @@
 #include "moects_harness.h"
 #include "test_slurp.h"
 
-#define DATA MOECTS_SOURCE_DIR "/tests/data/gate/"
+#define DATA MOECTS_SOURCE_DIR "/tests/fixtures/data/gate/"
 
 static char tmpdir[64], summary[128];
 

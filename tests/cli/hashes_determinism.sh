@@ -48,7 +48,7 @@ if [ "$ncpu" -ge 2 ]; then
     [ "$(threads tn/results.json)" = "$ncpu" ] || fail "want $ncpu reference threads, got $(threads tn/results.json)"
     same t1/results.json tn/results.json "$ncpu OpenBLAS threads"
 fi
-# every OpenBLAS core type this CPU can run (as in tests/test_ref_fp4_invariance.c)
+# every OpenBLAS core type this CPU can run (as in tests/unit/test_ref_fp4_invariance.c)
 cores="Haswell Zen Sandybridge Nehalem Prescott Core2 Barcelona Atom"
 grep -qw avx512f /proc/cpuinfo && cores="$cores SkylakeX"
 grep -qw avx512_bf16 /proc/cpuinfo && cores="$cores Cooperlake"

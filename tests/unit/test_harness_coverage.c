@@ -1,5 +1,5 @@
 /* test_harness_coverage.c: `moects coverage` (harness/report/coverage.c): the models x layouts x kernels
- * table of a hand-built run (tests/data/coverage/run.json, against an empty registry so that every
+ * table of a hand-built run (tests/fixtures/data/coverage/run.json, against an empty registry so that every
  * cell comes from the fixture; expected.md worked out by hand from it), the HTML page's structure,
  * and the pre-launch check of Kimi K3 at TP8 against a registry copy without kimi-k3. Bad input
  * (a layout the model cannot be split into, an unwritable --out, a registry without model files) is
@@ -15,7 +15,7 @@
 #include "moects_commands.h"
 #include "moects_harness.h"
 
-#define DATA MOECTS_SOURCE_DIR "/tests/data/coverage/"
+#define DATA MOECTS_SOURCE_DIR "/tests/fixtures/data/coverage/"
 #define KIMI_K3 MOECTS_SOURCE_DIR "/../shared/data/hf-configs/moonshotai--Kimi-K3.config.json"
 #define DSV32 MOECTS_SOURCE_DIR "/../shared/data/hf-configs/deepseek-ai--DeepSeek-V3.2.config.json"
 

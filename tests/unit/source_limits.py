@@ -6,7 +6,7 @@ at column 0 and closes with "}" alone at column 0, as the sources are formatted;
 its signature's first line to the closing brace. Prints each file or function over its limit and
 exits 1 if there is one, 0 otherwise.
 
-    python3 tests/source_limits.py [ROOT] [--list N]   (--list: the N longest functions too)
+    python3 tests/unit/source_limits.py [ROOT] [--list N]   (--list: the N longest functions too)
 """
 import os
 import re
@@ -52,7 +52,7 @@ def functions(lines):
 
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    root = args[0] if args else os.path.join(os.path.dirname(__file__), "..")
+    root = args[0] if args else os.path.join(os.path.dirname(__file__), "..", "..")
     listing = int(sys.argv[sys.argv.index("--list") + 1]) if "--list" in sys.argv else 0
     over, allf = [], []
     for path in sources(root):

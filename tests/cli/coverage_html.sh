@@ -1,6 +1,6 @@
 #!/bin/sh
 # coverage_html.sh MOECTS CHROMIUM DATA_DIR WORK_DIR: render the coverage page of the hand-built run
-# (tests/data/coverage/run.json) and of the built-in registry, open both in headless Chromium and
+# (tests/fixtures/data/coverage/run.json) and of the built-in registry, open both in headless Chromium and
 # check that the DOM holds the summary table and one SVG heat map per kernel with every cell.
 # Exit 77 (CTest: skipped) when Chromium is not installed (Debian package `chromium`).
 set -eu

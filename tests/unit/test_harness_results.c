@@ -1,5 +1,5 @@
 /* test_harness_results.c: verdict words and results.json I/O (harness/model/results.c). Expected values
- * are written by hand from the fixture tests/data/results/basic.json and the schema comment. */
+ * are written by hand from the fixture tests/fixtures/data/results/basic.json and the schema comment. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -9,7 +9,7 @@
 
 #include "moects_harness.h"
 
-#define DATA MOECTS_SOURCE_DIR "/tests/data/results/"
+#define DATA MOECTS_SOURCE_DIR "/tests/fixtures/data/results/"
 
 static char tmpdir[64];
 

@@ -1,5 +1,5 @@
 /* test_harness_merge.c: `moects merge` (harness/report/merge.c) on hand-built shard files under
- * tests/data/merge/: the merged results.json must equal the hand-built expected.json (case order of
+ * tests/fixtures/data/merge/: the merged results.json must equal the hand-built expected.json (case order of
  * cases.txt, kernels by first appearance since none is built in, the case missing from cases.txt
  * last, date = the later shard's, machines joined), and bad shard sets must be refused. */
 #include <criterion/criterion.h>
@@ -12,7 +12,7 @@
 #include "moects_harness.h"
 #include "test_slurp.h"
 
-#define DATA MOECTS_SOURCE_DIR "/tests/data/merge/"
+#define DATA MOECTS_SOURCE_DIR "/tests/fixtures/data/merge/"
 
 static char tmpdir[64], errfile[128];
 

@@ -17,7 +17,7 @@ bad=$(nm -D --defined-only "$prefix/lib/libmoects.so" | awk '$3 !~ /^moects_/ &&
 
 echo "# pkg-config"
 cc -shared -fPIC -ffp-contract=off $(pkg-config --cflags moects) "$src/examples/c_plugin/plugin_example.c" -o "$work/plugin.so" -lm
-cc $(pkg-config --cflags moects) "$src/tests/install_consumer/api_demo.c" -o "$work/api_demo" $(pkg-config --libs moects)
+cc $(pkg-config --cflags moects) "$src/tests/fixtures/install_consumer/api_demo.c" -o "$work/api_demo" $(pkg-config --libs moects)
 "$work/api_demo" 'ep_gather/kimi-k3/tp8/*' | tee "$work/demo1.txt"
 grep -q ' PASS_EXACT$' "$work/demo1.txt"
 moects run --kernel-lib "$work/plugin.so" --kernel plugin.ep_gather --out "$work/run1" 'ep_gather/kimi-k3/tp8/t1' \
@@ -25,7 +25,7 @@ moects run --kernel-lib "$work/plugin.so" --kernel plugin.ep_gather --out "$work
 grep -q '^ok 1 - plugin.ep_gather' "$work/run1.tap"
 
 echo "# find_package"
-cmake -S "$src/tests/install_consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$prefix" \
+cmake -S "$src/tests/fixtures/install_consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$prefix" \
   -DPLUGIN_SOURCE="$src/examples/c_plugin/plugin_example.c" >"$work/consumer.log"
 cmake --build "$work/consumer" >>"$work/consumer.log"
 "$work/consumer/api_demo" 'ep_gather/deepseek-v3/*' | tee "$work/demo2.txt"

@@ -2,7 +2,7 @@
 # resource_faults.sh MOECTS PLUGIN WORKDIR: a kernel that leaks host memory, takes all of it, or maps
 # all the address space costs only its own case (issue 15): run under a 4 GB address-space limit
 # (ulimit -v; the kernels touch a page per block, so the machine's memory is not used), with one
-# worker, the faulty kernels of tests/plugin_faults.c run before the honest plugin.ep_gather on each
+# worker, the faulty kernels of tests/fixtures/plugins/plugin_faults.c run before the honest plugin.ep_gather on each
 # case. Each fault is named in its result and the kernel log, its worker is replaced, and every
 # later task passes: the honest kernel on every case, the faulty ones on the T = 1 case.
 set -eu
