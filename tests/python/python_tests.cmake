@@ -23,10 +23,17 @@ add_test(NAME py_unit COMMAND ${_pytest} ${_py_dir}/test_fma.py ${_py_dir}/test_
          ${_py_dir}/test_kernel_py.py ${_py_dir}/test_plugin.py ${_py_dir}/test_torch_examples.py
          ${_py_dir}/test_gpu_examples.py ${_py_dir}/test_gpu_moe_examples.py
          ${_py_dir}/test_descriptions.py ${_py_dir}/test_saxpy_overflow.py)
-add_test(NAME py_equivalence COMMAND ${_pytest} ${_py_dir}/test_equivalence.py)
+# The three routes of test_equivalence.py, each in two shards of the cases, side by side.
+foreach(_route pytest_plugin kernel_py export_verify)
+  foreach(_part 0 1)
+    add_test(NAME py_equivalence_${_route}_${_part}
+             COMMAND ${_pytest} ${_py_dir}/test_equivalence.py -k test_${_route}_route)
+    set_tests_properties(py_equivalence_${_route}_${_part} PROPERTIES
+                         ENVIRONMENT "${_py_env};MOECTS_EQ_SHARD=${_part}/2" TIMEOUT 3600)
+  endforeach()
+endforeach()
 add_test(NAME py_moe_gemm COMMAND ${_pytest} ${_py_dir}/test_moe_examples.py)
 add_test(NAME py_install COMMAND sh ${_py_dir}/install_test.sh ${MOECTS_PYTHON} ${PROJECT_SOURCE_DIR}
          ${CMAKE_BINARY_DIR} ${CMAKE_BINARY_DIR}/py_install)
-set_tests_properties(py_unit py_equivalence py_moe_gemm py_install PROPERTIES ENVIRONMENT "${_py_env}")
-set_tests_properties(py_equivalence PROPERTIES TIMEOUT 3600)
+set_tests_properties(py_unit py_moe_gemm py_install PROPERTIES ENVIRONMENT "${_py_env}")
 set_tests_properties(py_unit py_moe_gemm PROPERTIES TIMEOUT 1200)
