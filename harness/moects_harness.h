@@ -28,6 +28,19 @@ typedef enum {
  * `moects run` then exits non-zero (a resource limit of the runner, not a judgement). */
 #define MOECTS_HOST_OOM "out of host memory"
 
+/* The reason of a CUDA kernel's SKIP on a host with no usable CUDA device starts with this prefix,
+ * then " (" the probe's words ")": "no CUDA device (cudaGetDeviceCount: CUDA driver version is
+ * insufficient for CUDA runtime version)". The worker's one device probe decides it
+ * (harness/run/task.c), before the kernel's supports(): on such a host no CUDA case is UNSUPPORTED. */
+#define MOECTS__NO_DEVICE "no CUDA device"
+/* 1 when reason (NULL: 0) is such a SKIP's reason (MOECTS__NO_DEVICE, then the end or " ("), else 0:
+ * what reports count as "no device" apart from other skips. harness/model/results.c. */
+int moects__reason_is_no_device(const char *reason);
+
+/* How results.json spells an unbounded ULP distance (UINT64_MAX: a NaN or an Inf against another
+ * value, moects_compare.h); its reader also takes the older "18446744073709551615". */
+#define MOECTS__ULP_UNBOUNDED "unbounded"
+
 /* The accumulation check of bounded verdicts (DESIGN.md "Bounded verdicts"): a case of at least
  * MOECTS_ACC_CHECK_MIN compared elements fails when moects_result.acc_rms exceeds the limit. */
 #define MOECTS_ACC_CHECK_LIMIT 2.0
@@ -64,7 +77,8 @@ typedef struct {
     moects_verdict verdict;
     char recipe[64];        /* recipe compared under, "exact_v1+tol" for tolerance kernels */
     int64_t mismatches;     /* elements whose bits differ (NaN == NaN); bounded: outside their bounds */
-    uint64_t max_ulp;       /* ordered-integer distance; UINT64_MAX: moects_compare_result.max_ulp */
+    uint64_t max_ulp;       /* ordered-integer distance; UINT64_MAX: moects_compare_result.max_ulp,
+                               "unbounded" in results.json (MOECTS__ULP_UNBOUNDED) */
     double calc_diff;       /* sum (x-y)^2 / sum (x^2+y^2), double; 0 when both all zero */
     /* Bounded verdicts' accumulation check (DESIGN.md "Bounded verdicts"): the RMS, in units of
      * sigma, of the accumulation error the output implies, over acc_n elements; acc_n 0: not run
