@@ -168,9 +168,16 @@ void moects__report_abort(moects_report_set *s);
  * NULL: written now). */
 int moects__results_stage(moects_report_set *set, const char *path, const moects_run *run, char *err,
                          size_t errlen);
+/* How a report names a file the user gave (--kernel-lib, --kernel-py, --config) or the program: its
+ * path relative to the current directory when the file lies inside it (no "..": shorter than the
+ * absolute path, and correct where the report is printed; "./" prepended when it has no '/', so
+ * that neither dlopen nor the shell searches a path for it), else its absolute path (correct from
+ * any folder). path as given when it cannot be resolved. malloc'ed; NULL out of memory.
+ * DESIGN.md "Verdicts" (repro lines). */
+char *moects__path_here(const char *path);
 /* The program a repro line calls: "moects" when the first `moects` on PATH is this very binary
- * (/proc/self/exe), else this binary's absolute path (shell-quoted when it needs it); "moects" when
- * /proc/self/exe cannot be read. Computed once. */
+ * (/proc/self/exe), else this binary as moects__path_here names it (shell-quoted when it needs it);
+ * "moects" when /proc/self/exe cannot be read. Computed once. */
 const char *moects__self_program(void);
 /* The folder a repro line writes to, relative to where it is pasted: "reports/repro/" and the case id
  * with each character outside [A-Za-z0-9._-] (the '/' included) as '_'. Never reports/latest. */

@@ -12,8 +12,10 @@
  *     "filter":  "ep_gather/kimi-k3/tp8/t1", the run's case filter (a glob), "" for all
  *     "shard":   "0/4",                   "i/n" of a shard run, "" for a whole run
  *     "seed":    1,                       u64
- *     "kernel_libs": [{"path": "/abs/lib.so", "sha256": "64 hex digits"}],   optional: the --kernel-lib
- *                                         libraries the run loaded ("" sha256: the file was unreadable)
+ *     "kernel_libs": [{"path": "build/lib/x.so", "sha256": "64 hex digits"}],   optional: the --kernel-lib
+ *                                         libraries the run loaded, named as moects__path_here does
+ *                                         (relative to the run's folder when inside it, else absolute;
+ *                                         older files: absolute) ("" sha256: the file was unreadable)
  *     "results": [                        case-major: all kernels of case 1, then case 2...
  *       {"kernel": "cpu.ep_gather",       not empty
  *        "case": "ep_gather/kimi-k3/tp8/t128",   not empty, unique with kernel
