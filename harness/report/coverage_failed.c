@@ -106,7 +106,7 @@ static void failed_case(moects__buf *b, const moects_run *run, const moects_resu
     }
     moects__buf_add(b, "subtest ");
     add_code(b, r->kernel, html);
-    moects__buf_printf(b, ", point %zu (`not ok %zu`)", num, num);
+    moects__buf_printf(b, html ? ", point %zu (<code>not ok %zu</code>)" : ", point %zu (`not ok %zu`)", num, num);
     moects__buf cmd = {0};
     moects__repro_filter(&cmd, r, run->filter);
     moects__buf_add(b, html ? "<br>repro: " : "\n  repro: ");
