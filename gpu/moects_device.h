@@ -10,7 +10,9 @@ extern "C" {
 #endif
 
 /* Number of visible CUDA devices (>= 0); 0 with the reason in why when none (no driver, no GPU,
- * built without CUDA). Initialises CUDA: call it in a worker, never in the parent. */
+ * built without CUDA): "cudaGetDeviceCount: <cudaGetErrorString>", "cudaGetDeviceCount: 0 devices
+ * visible" or "built without CUDA: ...", which the harness puts after "no CUDA device (". Initialises
+ * CUDA: call it in a worker, never in the parent. */
 int moects__cuda_device_count(char *why, size_t why_len);
 int moects__cuda_set_device(int dev, char *err, size_t err_len);
 void *moects__cuda_malloc(size_t bytes); /* NULL on failure (or bytes == 0) */

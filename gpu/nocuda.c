@@ -5,7 +5,7 @@
 
 int moects__cuda_device_count(char *why, size_t why_len)
 {
-    if (why && why_len) snprintf(why, why_len, "built without CUDA (nvcc not found at configure time)");
+    if (why && why_len) snprintf(why, why_len, "built without CUDA: nvcc not found at configure time");
     return 0;
 }
 int moects__cuda_set_device(int dev, char *err, size_t err_len)

@@ -28,6 +28,19 @@ typedef enum {
  * `moects run` then exits non-zero (a resource limit of the runner, not a judgement). */
 #define MOECTS_HOST_OOM "out of host memory"
 
+/* The reason of a CUDA kernel's SKIP on a host with no usable CUDA device starts with this prefix,
+ * then " (" the probe's words ")": "no CUDA device (cudaGetDeviceCount: CUDA driver version is
+ * insufficient for CUDA runtime version)". The worker's one device probe decides it
+ * (harness/run/task.c), before the kernel's supports(): on such a host no CUDA case is UNSUPPORTED. */
+#define MOECTS__NO_DEVICE "no CUDA device"
+/* 1 when reason (NULL: 0) is such a SKIP's reason (MOECTS__NO_DEVICE, then the end or " ("), else 0:
+ * what reports count as "no device" apart from other skips. harness/model/results.c. */
+int moects__reason_is_no_device(const char *reason);
+
+/* How results.json spells an unbounded ULP distance (UINT64_MAX: a NaN or an Inf against another
+ * value, moects_compare.h); its reader also takes the older "18446744073709551615". */
+#define MOECTS__ULP_UNBOUNDED "unbounded"
+
 /* The accumulation check of bounded verdicts (DESIGN.md "Bounded verdicts"): a case of at least
  * MOECTS_ACC_CHECK_MIN compared elements fails when moects_result.acc_rms exceeds the limit. */
 #define MOECTS_ACC_CHECK_LIMIT 2.0
@@ -64,7 +77,8 @@ typedef struct {
     moects_verdict verdict;
     char recipe[64];        /* recipe compared under, "exact_v1+tol" for tolerance kernels */
     int64_t mismatches;     /* elements whose bits differ (NaN == NaN); bounded: outside their bounds */
-    uint64_t max_ulp;       /* ordered-integer distance; UINT64_MAX: moects_compare_result.max_ulp */
+    uint64_t max_ulp;       /* ordered-integer distance; UINT64_MAX: moects_compare_result.max_ulp,
+                               "unbounded" in results.json (MOECTS__ULP_UNBOUNDED) */
     double calc_diff;       /* sum (x-y)^2 / sum (x^2+y^2), double; 0 when both all zero */
     /* Bounded verdicts' accumulation check (DESIGN.md "Bounded verdicts"): the RMS, in units of
      * sigma, of the accumulation error the output implies, over acc_n elements; acc_n 0: not run
@@ -154,9 +168,16 @@ void moects__report_abort(moects_report_set *s);
  * NULL: written now). */
 int moects__results_stage(moects_report_set *set, const char *path, const moects_run *run, char *err,
                          size_t errlen);
+/* How a report names a file the user gave (--kernel-lib, --kernel-py, --config) or the program: its
+ * path relative to the current directory when the file lies inside it (no "..": shorter than the
+ * absolute path, and correct where the report is printed; "./" prepended when it has no '/', so
+ * that neither dlopen nor the shell searches a path for it), else its absolute path (correct from
+ * any folder). path as given when it cannot be resolved. malloc'ed; NULL out of memory.
+ * DESIGN.md "Verdicts" (repro lines). */
+char *moects__path_here(const char *path);
 /* The program a repro line calls: "moects" when the first `moects` on PATH is this very binary
- * (/proc/self/exe), else this binary's absolute path (shell-quoted when it needs it); "moects" when
- * /proc/self/exe cannot be read. Computed once. */
+ * (/proc/self/exe), else this binary as moects__path_here names it (shell-quoted when it needs it);
+ * "moects" when /proc/self/exe cannot be read. Computed once. */
 const char *moects__self_program(void);
 /* The folder a repro line writes to, relative to where it is pasted: "reports/repro/" and the case id
  * with each character outside [A-Za-z0-9._-] (the '/' included) as '_'. Never reports/latest. */

@@ -32,6 +32,12 @@ typedef struct {
  * passed, and a case nobody ran is not passed). */
 size_t moects__unjudged_cases(const moects_run *run, const char ***ids, const char ***why);
 
+/* Where r's first mismatch is, in the op's coordinates of its output geometry (harness/moects_op.h,
+ * carried by r->diag): "(t 0, d 5)", "(m 15, n 767)", "(expert 3, row 2, col 17)"; without diag (a
+ * results.json from before it, or none computed): "element 3072 (flat index)". "" when r has none
+ * (first_index < 0). Writes buf (96 bytes are enough); harness/report/tap.c. */
+void moects__first_at(const moects_result *r, char *buf, size_t len);
+
 /* How a kernel came out over the selected cases (the top-level test point). */
 typedef enum {
     MOECTS_KS_PASS,          /* honest: no FAIL_* but known findings, some PASS_* or known finding */

@@ -99,8 +99,17 @@ const moects__cell *moects__cell_find(const moects__cell *v, long n, const char 
 
 /* Directory holding cases/ and gpu/: $MOECTS_ROOT, else the source tree the binary was built in. */
 const char *moects__source_root(void);
+/* How a report shows a path of this machine (a results.json, a registry), never absolute: relative to
+ * the current folder when inside it (moects__path_here), else relative to the source root
+ * (moects__source_root) when inside that, else the file's base name. Writes buf. */
+void moects__path_shown(const char *path, char *buf, size_t len);
 
 /* ---- report/coverage.c, report/prelaunch.c (`moects coverage`: harness/cli/cmd_coverage.c) ---- */
+/* The head of a run's coverage page (report/coverage_failed.c): "What failed", each honest kernel
+ * with an unexplained FAIL_* and its failing cases (cell, verdict, first difference in the op's
+ * coordinates, TAP point: its line in the run.tap beside run_path when there, repro line), then the
+ * escaped mutants; "Nothing" when none. Markdown, or HTML when html. 0, or -1 out of memory. */
+int moects__cov_failed_section(moects__buf *b, const moects_run *run, const char *run_path, int html);
 /* The coverage table of a run (run_path) or of the kernels' supports() (NULL) over the registry
  * (registry_dir, or root's built-in one), as OUT/coverage.md and coverage.html. 0, or 2 with one
  * line on stderr. */

@@ -17,12 +17,12 @@ int moects__cuda_device_count(char *why, size_t why_len)
 {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess) {
-        put(why, why_len, "cudaGetDeviceCount", e);
+    if (e != cudaSuccess) { /* the runtime's words alone: the harness says "no CUDA device (...)" */
+        if (why && why_len) snprintf(why, why_len, "cudaGetDeviceCount: %s", cudaGetErrorString(e));
         (void)cudaGetLastError();
         return 0;
     }
-    if (n == 0 && why && why_len) snprintf(why, why_len, "no CUDA device visible");
+    if (n == 0 && why && why_len) snprintf(why, why_len, "cudaGetDeviceCount: 0 devices visible");
     return n;
 }
 

@@ -73,6 +73,8 @@ int moects__cmd_list(int argc, char **argv)
                     moects__bound_name(k, b, sizeof b);
                     printf("%s", b);
                 }
+                else if (k->tol.max_ulp == UINT32_MAX) /* no ULP limit (a NaN or Inf still fails) */
+                    printf("tol(calc_diff<=%g,ulp<=any)", k->tol.max_calc_diff);
                 else printf("tol(calc_diff<=%g,ulp<=%u)", k->tol.max_calc_diff, k->tol.max_ulp);
                 if (k->bug) printf("\tmutant: %s", k->bug);
                 putchar('\n');

@@ -374,22 +374,23 @@ static int run_prepare(run_ctx *x)
     return 0;
 }
 
-/* A --kernel-py FILE.py:NAME with its file's absolute path (malloc'ed), or NULL (a module name, or
- * out of memory): the spec as given then. */
+/* A --kernel-py FILE.py:NAME with its file as moects__path_here names it (malloc'ed), or NULL (a
+ * module name, or out of memory): the spec as given then. */
 static char *py_spec_abs(const char *spec)
 {
     const char *colon = strrchr(spec, ':');
     char file[4096], *abs = NULL, *full = NULL;
     if (colon && (size_t)(colon - spec) < sizeof file && (strchr(spec, '/') || strstr(spec, ".py:"))) {
         snprintf(file, sizeof file, "%.*s", (int)(colon - spec), spec);
-        if ((abs = realpath(file, NULL)) && asprintf(&full, "%s%s", abs, colon) < 0) full = NULL;
+        if ((abs = moects__path_here(file)) && asprintf(&full, "%s%s", abs, colon) < 0) full = NULL;
     }
     free(abs);
     return full;
 }
 
-/* run.filter: the selection as options (--kernel-lib, --kernel-py files and --config as absolute
- * paths: the gate's and the coverage's repro lines need them). */
+/* run.filter: the selection as options (--kernel-lib, --kernel-py files and --config as
+ * moects__path_here names them: relative inside the current folder, else absolute; the gate's and
+ * the coverage's repro lines carry them). */
 static void run_filter(const cli *o, moects_run *run)
 {
     size_t l = 0, cap = sizeof run->filter;
@@ -400,7 +401,7 @@ static void run_filter(const cli *o, moects_run *run)
     for (size_t g = 0; g < o->nkernel_globs && l < cap; g++)
         l += (size_t)snprintf(run->filter + l, cap - l, "%s--kernel %s", l ? " " : "", o->kernel_globs[g]);
     for (size_t i = 0; i < o->nlibs && l < cap; i++) {
-        char *abs = realpath(o->libs[i], NULL);
+        char *abs = moects__path_here(o->libs[i]);
         l += (size_t)snprintf(run->filter + l, cap - l, "%s--kernel-lib %s", l ? " " : "", abs ? abs : o->libs[i]);
         free(abs);
     }
@@ -410,7 +411,7 @@ static void run_filter(const cli *o, moects_run *run)
         free(full);
     }
     if (o->config && l < cap) {
-        char *abs = realpath(o->config, NULL);
+        char *abs = moects__path_here(o->config);
         l += (size_t)snprintf(run->filter + l, cap - l, "%s--config %s", l ? " " : "", abs ? abs : o->config);
         free(abs);
         for (int i = 0; i < o->ntp + o->nep && l < cap; i++)
@@ -444,7 +445,7 @@ static void run_metadata(run_ctx *x)
     if (o->shard_n) snprintf(run->shard, sizeof run->shard, "%d/%d", o->shard_i, o->shard_n);
     run->seed = o->seed;
     for (size_t i = 0; i < o->nlibs && run->nlibs < MOECTS_RUN_LIBS; i++, run->nlibs++) {
-        char *abs = realpath(o->libs[i], NULL);
+        char *abs = moects__path_here(o->libs[i]);
         snprintf(run->libs[i].path, sizeof run->libs[i].path, "%s", abs ? abs : o->libs[i]);
         free(abs);
         moects__cli_file_sha256(run->libs[i].path, run->libs[i].sha256, sizeof run->libs[i].sha256);
@@ -539,8 +540,9 @@ static int run_execute(run_ctx *x)
     return 0;
 }
 
-/* What every repro line appends, with absolute paths so that it runs from any folder: the libraries,
- * --root, --config (its cases are not in the registry: the repro derives them again). malloc'ed;
+/* What every repro line appends, the files as moects__path_here names them (relative inside the
+ * current folder, else absolute): the libraries, --root, --config (its cases are not in the
+ * registry: the repro derives them again). malloc'ed;
  * NULL out of memory. */
 static char *repro_extra(const cli *o)
 {
@@ -549,7 +551,7 @@ static char *repro_extra(const cli *o)
     FILE *ef = open_memstream(&extra, &elen);
     if (!ef) return NULL;
     for (size_t i = 0; i < o->nlibs; i++) {
-        char *abs = realpath(o->libs[i], NULL);
+        char *abs = moects__path_here(o->libs[i]);
         fputs(" --kernel-lib ", ef);
         moects__shell_quote_file(ef, abs ? abs : o->libs[i]);
         free(abs);
@@ -565,7 +567,7 @@ static char *repro_extra(const cli *o)
         moects__shell_quote_file(ef, o->root);
     }
     if (o->config) {
-        char *abs = realpath(o->config, NULL);
+        char *abs = moects__path_here(o->config);
         fputs(" --config ", ef);
         moects__shell_quote_file(ef, abs ? abs : o->config);
         free(abs);

@@ -12,8 +12,10 @@
  *     "filter":  "ep_gather/kimi-k3/tp8/t1", the run's case filter (a glob), "" for all
  *     "shard":   "0/4",                   "i/n" of a shard run, "" for a whole run
  *     "seed":    1,                       u64
- *     "kernel_libs": [{"path": "/abs/lib.so", "sha256": "64 hex digits"}],   optional: the --kernel-lib
- *                                         libraries the run loaded ("" sha256: the file was unreadable)
+ *     "kernel_libs": [{"path": "build/lib/x.so", "sha256": "64 hex digits"}],   optional: the --kernel-lib
+ *                                         libraries the run loaded, named as moects__path_here does
+ *                                         (relative to the run's folder when inside it, else absolute;
+ *                                         older files: absolute) ("" sha256: the file was unreadable)
  *     "results": [                        case-major: all kernels of case 1, then case 2...
  *       {"kernel": "cpu.ep_gather",       not empty
  *        "case": "ep_gather/kimi-k3/tp8/t128",   not empty, unique with kernel
@@ -26,7 +28,8 @@
  *        "recipe": "ep_gather.fma_v1",    "" when none
  *        "mismatches": 0,                 i64 >= 0: elements whose bits differ; bounded
  *                                           verdicts: elements outside their bounds
- *        "max_ulp": 0,                    u64
+ *        "max_ulp": 0,                    u64, or "unbounded": a NaN or an Inf against another value
+ *                                           (older files wrote "18446744073709551615": still read)
  *        "calc_diff": 0,                  double
  *        "acc_check": {"rms_sigma": 0.006, "elements": 4096},   optional: the accumulation check of a
  *                                           bounded verdict (moects_result.acc_rms, acc_n > 0)
@@ -60,8 +63,9 @@
  *   }
  *
  * Number conventions: a u64 (seed, max_ulp) is a JSON integer when below 2^53 (exact in every JSON
- * reader, JavaScript included), else its decimal digits as a string: UINT64_MAX (a NaN or Inf
- * against another value) is "18446744073709551615". A double is written with the fewest digits that
+ * reader, JavaScript included), else its decimal digits as a string; an ULP distance (max_ulp, a
+ * diag element's ulp) that is unbounded (UINT64_MAX: a NaN or Inf against another value) is the
+ * string "unbounded", read back as UINT64_MAX, as is the older spelling "18446744073709551615". A double is written with the fewest digits that
  * read back to the same bits, always with a '.' or an exponent (so -0.0 keeps its sign); NaN and the
  * infinities, which JSON lacks, are the strings "nan", "inf", "-inf". The reader accepts either
  * form of each. Unknown keys, wrong types, missing keys (all but the optional ones) and duplicate
@@ -100,6 +104,12 @@ int moects__verdict_parse(const char *s, moects_verdict *out)
             return 0;
         }
     return -1;
+}
+
+int moects__reason_is_no_device(const char *reason)
+{
+    const size_t n = strlen(MOECTS__NO_DEVICE);
+    return reason && !strncmp(reason, MOECTS__NO_DEVICE, n) && (!reason[n] || !strncmp(reason + n, " (", 2));
 }
 
 /* The op names, from the op list (harness/ops/ops.def): the result model sits below the op table. */
@@ -157,6 +167,13 @@ static void put_u64(moects__buf *b, uint64_t v)
     else moects__buf_printf(b, "\"%" PRIu64 "\"", v);
 }
 
+/* An ULP distance: UINT64_MAX (a NaN or an Inf against another value) as MOECTS__ULP_UNBOUNDED. */
+static void put_ulp(moects__buf *b, uint64_t v)
+{
+    if (v == UINT64_MAX) moects__buf_printf(b, "\"%s\"", MOECTS__ULP_UNBOUNDED);
+    else put_u64(b, v);
+}
+
 /* Fewest significant digits (up to 17) that strtod reads back to the same double. */
 static void put_double(moects__buf *b, double v)
 {
@@ -198,7 +215,7 @@ static void put_elems(moects__buf *b, const moects_diag *d, const moects_diag_el
         moects__diag_value(d, e[i].want, v, sizeof v);
         moects__buf_json_str(b, v);
         moects__buf_add(b, ", \"ulp\": ");
-        put_u64(b, e[i].ulp);
+        put_ulp(b, e[i].ulp);
         moects__buf_add(b, "}");
     }
     moects__buf_add(b, "]");
@@ -234,7 +251,7 @@ void moects__buf_result(moects__buf *b, const moects_result *r)
     moects__buf_add(b, ", "); put_key(b, "verdict"); moects__buf_json_str(b, moects__verdict_name(r->verdict));
     moects__buf_add(b, ", "); put_key(b, "recipe"); moects__buf_json_str(b, r->recipe);
     moects__buf_add(b, ", "); put_key(b, "mismatches"); moects__buf_printf(b, "%" PRId64, r->mismatches);
-    moects__buf_add(b, ", "); put_key(b, "max_ulp"); put_u64(b, r->max_ulp);
+    moects__buf_add(b, ", "); put_key(b, "max_ulp"); put_ulp(b, r->max_ulp);
     moects__buf_add(b, ", "); put_key(b, "calc_diff"); put_double(b, r->calc_diff);
     if (r->acc_n > 0) {
         moects__buf_add(b, ", "); put_key(b, "acc_check"); moects__buf_add(b, "{");

@@ -87,6 +87,13 @@ static int get_u64(rd *c, const char *field, const json_t *v, uint64_t *dst)
     return fail(c, field, "expected an integer, got %s", type_name(v));
 }
 
+/* An ULP distance: get_u64's forms, or MOECTS__ULP_UNBOUNDED for UINT64_MAX. */
+static int get_ulp(rd *c, const char *field, const json_t *v, uint64_t *dst)
+{
+    if (json_is_string(v) && !strcmp(json_string_value(v), MOECTS__ULP_UNBOUNDED)) return *dst = UINT64_MAX, 0;
+    return get_u64(c, field, v, dst);
+}
+
 static int get_i64(rd *c, const char *field, const json_t *v, int64_t *dst)
 {
     *dst = 0;
@@ -233,7 +240,7 @@ static int read_elems(rd *c, const char *key, const json_t *a, moects_diag *d, m
         if (get_i64(c, "index", json_object_get(o, "index"), &e[i].index) ||
             read_bits(c, "got", json_object_get(o, "got"), &e[i].got, &d->dtype) ||
             read_bits(c, "want", json_object_get(o, "want"), &e[i].want, &d->dtype) ||
-            get_u64(c, "ulp", json_object_get(o, "ulp"), &e[i].ulp))
+            get_ulp(c, "ulp", json_object_get(o, "ulp"), &e[i].ulp))
             return -1;
     }
     c->where[wl] = '\0';
@@ -310,7 +317,7 @@ static int read_result(rd *c, const json_t *o, moects_result *r)
     if (moects__verdict_parse(tmp, &r->verdict)) return fail(c, "verdict", "unknown verdict \"%s\"", tmp);
     if (get_str(c, "recipe", json_object_get(o, "recipe"), r->recipe, sizeof r->recipe, 1) ||
         get_i64(c, "mismatches", json_object_get(o, "mismatches"), &r->mismatches) ||
-        get_u64(c, "max_ulp", json_object_get(o, "max_ulp"), &r->max_ulp) ||
+        get_ulp(c, "max_ulp", json_object_get(o, "max_ulp"), &r->max_ulp) ||
         get_double(c, "calc_diff", json_object_get(o, "calc_diff"), &r->calc_diff) ||
         get_str(c, "reason", json_object_get(o, "reason"), r->reason, sizeof r->reason, 1) ||
         get_str(c, "known", json_object_get(o, "known"), r->known, sizeof r->known, 0) ||

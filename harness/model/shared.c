@@ -31,6 +31,21 @@ void moects__shell_quote(moects__buf *b, const char *s)
     moects__buf_add(b, "'");
 }
 
+char *moects__path_here(const char *path)
+{
+    char *abs = realpath(path, NULL), cwd[4096];
+    if (!abs) return strdup(path);
+    size_t n = getcwd(cwd, sizeof cwd) ? strlen(cwd) : 0;
+    if (n > 1 && !strncmp(abs, cwd, n) && abs[n] == '/' && abs[n + 1]) {
+        const char *rel = abs + n + 1;
+        char *out = malloc(strlen(rel) + 3);
+        if (out) sprintf(out, "%s%s", strchr(rel, '/') ? "" : "./", rel);
+        free(abs);
+        return out;
+    }
+    return abs;
+}
+
 /* One case alone under one kernel, same seed: `moects run --kernel K --seed S CASE` (the form
  * harness/report/tap.c prints). */
 const char *moects__self_program(void)
@@ -57,9 +72,11 @@ const char *moects__self_program(void)
         p += l + (p[l] == ':');
     }
     moects__buf b = {0};
-    moects__shell_quote(&b, self);
+    char *here = moects__path_here(self);
+    moects__shell_quote(&b, here ? here : self);
     if (b.s) snprintf(prog, sizeof prog, "%s", b.s);
     moects__buf_free(&b);
+    free(here);
     return prog;
 }
 
@@ -285,4 +302,16 @@ const char *moects__source_root(void)
 #else
     return ".";
 #endif
+}
+
+void moects__path_shown(const char *path, char *buf, size_t len)
+{
+    char *here = moects__path_here(path), *root = realpath(moects__source_root(), NULL);
+    const char *shown = here ? here : path;
+    size_t n = root ? strlen(root) : 0;
+    if (shown[0] == '/' && n > 1 && !strncmp(shown, root, n) && shown[n] == '/' && shown[n + 1]) shown += n + 1;
+    else if (shown[0] == '/' && strrchr(shown, '/')[1]) shown = strrchr(shown, '/') + 1;
+    snprintf(buf, len, "%s", shown);
+    free(here);
+    free(root);
 }

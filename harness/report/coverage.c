@@ -314,9 +314,12 @@ static void cell_detail(moects__buf *b, table *t, int k, int m, int l)
     }
 }
 
-static void header_line(moects__buf *b, const table *t, const char *run_path, int html)
+static void header_line(moects__buf *b, const table *t, const char *run_path_given, int html)
 {
     const moects_run *run = t->run;
+    char run_path[4096], where[4096]; /* no absolute path of this machine in the page */
+    moects__path_shown(run_path_given, run_path, sizeof run_path);
+    moects__path_shown(t->reg->where, where, sizeof where);
     if (run) {
         moects__buf_add(b, "Run ");
         if (html) {
@@ -352,11 +355,11 @@ static void header_line(moects__buf *b, const table *t, const char *run_path, in
                        t->nm, t->nl, t->reg->cases.n - t->regression_cases, t->regression_cases);
     if (html) {
         moects__buf_add(b, "<code>");
-        moects__buf_html(b, t->reg->where);
+        moects__buf_html(b, where);
         moects__buf_add(b, "</code>.");
     } else {
         moects__buf_add(b, "`");
-        moects__buf_md_code(b, t->reg->where);
+        moects__buf_md_code(b, where);
         moects__buf_add(b, "`.");
     }
 }
@@ -570,7 +573,9 @@ static void render_md(moects__buf *b, table *t, const char *run_path)
 {
     moects__buf_add(b, "# moects shape coverage\n\n");
     header_line(b, t, run_path, 0);
-    moects__buf_add(b, "\n\nCells:");
+    moects__buf_add(b, "\n");
+    if (t->run) moects__cov_failed_section(b, t->run, run_path, 0); /* what failed first, then the tables */
+    moects__buf_add(b, "\n## Coverage\n\nCells:");
     for (int s = 0; s < MOECTS__CELL_COUNT; s++) {
         const char *name = moects__cell_name((moects__cell_state)s);
         moects__buf_printf(b, "%s %s", s ? ";" : "", cell_md[s]);
@@ -706,7 +711,9 @@ static void render_html(moects__buf *b, table *t, const char *run_path)
     moects__buf_add(b, css);
     moects__buf_add(b, "</style>\n</head>\n<body>\n<h1>moects shape coverage</h1>\n<p class=\"meta\">");
     header_line(b, t, run_path, 1);
-    moects__buf_add(b, " Hover a cell for its cases and the first failing or refused one.</p>\n<ul class=\"legend\">\n");
+    moects__buf_add(b, " Hover a cell for its cases and the first failing or refused one.</p>\n");
+    if (t->run) moects__cov_failed_section(b, t->run, run_path, 1); /* what failed first, then the maps */
+    moects__buf_add(b, "<h2>Coverage</h2>\n<ul class=\"legend\">\n");
     for (int s = 0; s < MOECTS__CELL_COUNT; s++) {
         moects__buf_printf(b, "<li><span class=\"sw\" style=\"background:%s;color:%s%s\">%s</span><b>%s</b> %s</li>\n",
                            cell_color[s], cell_ink[s], s == MOECTS__CELL_NOT_RUN ? ";outline:1px dashed #6b8db5" : "",

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "moects_commands.h"
+#include "moects_tap.h"
 #include "reports_internal.h"
 
 enum { CAT_REGRESSION, CAT_NEW_FAIL, CAT_MUSTPASS, CAT_LOST_CELL, CAT_MUTANT, CAT_EMPTY, CAT_DISJOINT, CAT_COUNT };
@@ -106,7 +107,7 @@ static void problems_free(problems *p)
     }
 }
 
-/* "FAIL_MISMATCH: 12 mismatches, max ULP 3, first at 5: got 0x.. want 0x.." or "VERDICT: reason". */
+/* "FAIL_MISMATCH: 12 mismatches, max ULP 3, first at (t 0, d 5): got 0x.. want 0x.." or "VERDICT: reason". */
 static void describe(moects__buf *b, const moects_result *r)
 {
     moects__buf_add(b, moects__verdict_name(r->verdict));
@@ -115,7 +116,11 @@ static void describe(moects__buf *b, const moects_result *r)
         if (r->max_ulp == UINT64_MAX) moects__buf_add(b, ", NaN or Inf against another value");
         else moects__buf_printf(b, ", max ULP %" PRIu64, r->max_ulp);
         if (r->first_index >= 0) {
-            moects__buf_printf(b, ", first at %" PRId64 ": got ", r->first_index);
+            char at[96];
+            moects__first_at(r, at, sizeof at); /* the op's coordinates, as the TAP's */
+            moects__buf_add(b, ", first at ");
+            moects__buf_md(b, at);
+            moects__buf_add(b, ": got ");
             moects__buf_md(b, r->got);
             moects__buf_add(b, ", want ");
             moects__buf_md(b, r->want);

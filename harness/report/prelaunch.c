@@ -271,8 +271,10 @@ static void pre_head(const prelaunch *x, moects__buf *b)
     const moects_model *m = &x->m;
     moects__buf_add(b, "# moects pre-launch check: ");
     moects__buf_md(b, m->name);
+    char where[4096]; /* no absolute path of this machine in the report */
+    moects__path_shown(x->config, where, sizeof where);
     moects__buf_add(b, "\n\nConfig `");
-    moects__buf_md_code(b, x->config);
+    moects__buf_md_code(b, where);
     moects__buf_add(b, "`");
     if (m->hf_id[0]) {
         moects__buf_add(b, " (");
@@ -287,7 +289,8 @@ static void pre_head(const prelaunch *x, moects__buf *b)
     for (int j = 0; j < x->nwant; j++)
         moects__buf_printf(b, "%s%s (%d cases)", j ? ", " : "", x->want[j], x->layout_cases[j]);
     moects__buf_printf(b, "; %zu cases of the model checked. Registry `", x->nmine);
-    moects__buf_md_code(b, x->reg.where);
+    moects__path_shown(x->reg.where, where, sizeof where);
+    moects__buf_md_code(b, where);
     moects__buf_printf(b, "`: %zu cases", x->nreg);
     if (x->nexcl) {
         moects__buf_add(b, " (without ");

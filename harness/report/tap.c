@@ -184,6 +184,14 @@ static void repro(FILE *f, const moects_result *r, const moects_tap_opts *o)
     moects__shell_quote_file(f, r->case_id);
 }
 
+void moects__first_at(const moects_result *r, char *buf, size_t len)
+{
+    if (len) buf[0] = '\0';
+    if (r->first_index < 0) return;
+    if (r->diag.ndims && r->diag.nfirst) moects__diag_at(&r->diag, &r->diag.first[0], buf, len);
+    else snprintf(buf, len, "element %" PRId64 " (flat index)", r->first_index);
+}
+
 /* An ULP distance and its line end; UINT64_MAX (unbounded: moects_compare_result.max_ulp) in words. */
 static void yaml_ulp(FILE *f, uint64_t ulp)
 {
@@ -213,14 +221,26 @@ static void yaml_elems(FILE *f, const char *ind, const char *key, const moects_d
     }
 }
 
-/* Where the output differs (moects_diag.h): the pattern line, the first and the worst mismatches. */
+/* 1 when the worst list would only repeat the first: every mismatch is in both (5 or fewer), or
+ * every worst element has the same ULP distance (all NaN, say), so that the ranking is element order
+ * (moects_diag.h: an earlier element first among equals) and begins with the first list. */
+static int worst_repeats_first(const moects_diag *d)
+{
+    if (d->nworst <= d->nfirst) return 1;
+    for (int i = 1; i < d->nworst; i++)
+        if (d->worst[i].ulp != d->worst[0].ulp) return 0;
+    return 1;
+}
+
+/* Where the output differs (moects_diag.h): the pattern line, the first mismatches and, unless they
+ * would repeat them (worst_repeats_first), the worst. */
 static void yaml_diag(FILE *f, const char *ind, const moects_diag *d)
 {
     fprintf(f, "%spattern: ", ind);
     yaml_str(f, d->pattern);
     fputc('\n', f);
     yaml_elems(f, ind, "first_mismatches", d, d->first, d->nfirst);
-    yaml_elems(f, ind, "worst_mismatches", d, d->worst, d->nworst);
+    if (!worst_repeats_first(d)) yaml_elems(f, ind, "worst_mismatches", d, d->worst, d->nworst);
 }
 
 void moects__tap_yaml(FILE *f, const char *ind, const moects_result *r, const moects_tap_opts *o)
@@ -237,7 +257,15 @@ void moects__tap_yaml(FILE *f, const char *ind, const moects_result *r, const mo
     if (r->first_index >= 0) {
         char noted[sizeof r->got + 32];
         moects__value_noted(r->got, noted, sizeof noted);
-        fprintf(f, "%sfirst_mismatch:\n%s  index: %" PRId64 "\n%s  got: ", ind, ind, r->first_index, ind);
+        fprintf(f, "%sfirst_mismatch:\n", ind);
+        if (r->diag.ndims && r->diag.nfirst) {
+            char at[96];
+            moects__first_at(r, at, sizeof at);
+            fprintf(f, "%s  at: ", ind);
+            yaml_str(f, at);
+            fputc('\n', f);
+        }
+        fprintf(f, "%s  index: %" PRId64 "\n%s  got: ", ind, r->first_index, ind);
         yaml_str(f, noted);
         fprintf(f, "\n%s  want: ", ind);
         yaml_str(f, r->want);
@@ -628,9 +656,11 @@ static void summary_failures(FILE *f, const moects_run *run)
             fprintf(f, "%" PRId64 " mismatches: ", r->mismatches);
             for (const char *c = r->diag.pattern; *c; c++) fputc(*c == '|' ? '/' : *c, f);
             fprintf(f, "; first %s: got %s want %s", at, r->got, r->want);
-        } else if (r->verdict == MOECTS_FAIL_MISMATCH)
-            fprintf(f, "%" PRId64 " mismatches, first at %" PRId64 ": got %s want %s", r->mismatches,
-                    r->first_index, r->got, r->want);
+        } else if (r->verdict == MOECTS_FAIL_MISMATCH) {
+            char at[96];
+            moects__first_at(r, at, sizeof at);
+            fprintf(f, "%" PRId64 " mismatches, first at %s: got %s want %s", r->mismatches, at, r->got, r->want);
+        }
         /* a mismatch's reason, when it has one, is the bound or tolerance it broke ('|': a cell's \|) */
         if (r->verdict == MOECTS_FAIL_MISMATCH && r->reason[0]) fputs("; ", f);
         for (const char *s = r->reason; *s; s++) {

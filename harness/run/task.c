@@ -333,6 +333,26 @@ static void judge_task(worker_state *ws, const moects_case *c, const moects_kern
     if (r->verdict == MOECTS_FAIL_MISMATCH && ws->dump_dir) dump(ws, c, k, seed, recipe, t->got[run], r);
 }
 
+/* The worker's one device probe, made at its first CUDA task: 1 when a CUDA device is usable, else 0
+ * with r a SKIP "no CUDA device (<the probe's error>)" (MOECTS__NO_DEVICE): on a host without one a
+ * CUDA kernel is skipped, never UNSUPPORTED, whatever its supports() would say. */
+static int cuda_usable(worker_state *ws, moects_result *r)
+{
+    if (!ws->cuda_checked) {
+        double t = now_s();
+        char why[200] = "";
+        ws->cuda_checked = 1;
+        ws->ndev = moects__cuda_device_count(why, sizeof why);
+        if (ws->ndev > 0 && moects__cuda_set_device(0, why, sizeof why) != 0) ws->ndev = 0;
+        snprintf(ws->nodev, sizeof ws->nodev, MOECTS__NO_DEVICE " (%s)", why[0] ? why : "none visible");
+        r->kernel_s += now_s() - t;
+    }
+    if (ws->ndev > 0) return 1;
+    r->verdict = MOECTS_SKIP;
+    set_reason(r, "%s%s", ws->nodev, "");
+    return 0;
+}
+
 static int task_body(worker_state *ws, long ci, const moects_case *c, const moects_kernel *k, uint64_t seed,
                      int perf, const task_ctl *tc, moects_result *r)
 {
@@ -373,6 +393,7 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
     const void *shape = moects__inputs_shape(in);
     put_hashes(ws, -1, r);
 
+    if (k->device == MOECTS_DEVICE_CUDA && !cuda_usable(ws, r)) return 0; /* before any format refusal */
     char why[256] = "";
     task_view(c, in, NULL, NULL, NULL);
     if (k->supports && !k->supports(shape, why, sizeof why)) {
@@ -385,21 +406,6 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
         return 0;
     }
     if (!moects__judge_claim_ok(c, k, recipe, r)) return 0;
-    if (k->device == MOECTS_DEVICE_CUDA) {
-        if (!ws->cuda_checked) {
-            double t = now_s();
-            ws->cuda_checked = 1;
-            ws->ndev = moects__cuda_device_count(ws->nodev, sizeof ws->nodev);
-            if (ws->ndev > 0 && moects__cuda_set_device(0, ws->nodev, sizeof ws->nodev) != 0) ws->ndev = 0;
-            if (ws->ndev <= 0 && !ws->nodev[0]) snprintf(ws->nodev, sizeof ws->nodev, "no CUDA device");
-            r->kernel_s += now_s() - t;
-        }
-        if (ws->ndev <= 0) {
-            r->verdict = MOECTS_SKIP;
-            set_reason(r, "%s%s", ws->nodev, "");
-            return 0;
-        }
-    }
 
     if (ws->ref_state[recipe] == 0) {
         compute_reference(ws, c, recipe, tc, r);

@@ -1,6 +1,7 @@
 #!/bin/sh
 # reports.sh: end-to-end CLI checks: JUnit, TAP 14, provenance, repro lines and diagnostics in the reports.
-# Usage: reports.sh NAME MOECTS_BIN PLUGIN_SO SOURCE_ROOT WORK_DIR (NAME: junit, tap14, junit_native, provenance, repro, diag_planted)
+# Usage: reports.sh NAME MOECTS_BIN PLUGIN_SO SOURCE_ROOT WORK_DIR (NAME: junit, tap14, junit_native, provenance, repro,
+# diag_planted, repro_kernels, no_device)
 . "$(dirname "$0")/lib.sh"
 
 case $name in
@@ -89,6 +90,94 @@ assert libs == [{"path": sys.argv[1], "sha256": sys.argv[2]}], libs
 PY
     "$moects" merge m p/results.json > /dev/null 2>&1
     python3 -c 'import json; assert json.load(open("m/results.json"))["kernel_libs"]' || fail "merge drops kernel_libs"
+    ;;
+repro_kernels)
+    # Repro lines of kernels from outside, --kernel-lib (the planted C library) and --kernel-py (a
+    # numpy ep_gather with the last output element's lowest bit flipped, written here): each line is
+    # taken from run.tap and run from another folder, and must fail the same case with the same
+    # verdict (exit 1). Files outside the run's folder are named by absolute path; files inside it
+    # relative to it, and then the line runs where it was printed, and no report names a path of
+    # this machine (docs/usage.md "Debugging a failure from its report").
+    py=${MOECTS_PYTHON:-}
+    for p in "$py" /usr/bin/python3 python3; do [ -n "$p" ] && "$p" -c 'import numpy' 2> /dev/null && { py=$p; break; }; done
+    "$py" -c 'import numpy' 2> /dev/null || fail "no python3 with numpy (set MOECTS_PYTHON)"
+    export MOECTS_PYTHON="$py" PYTHONPATH="$root/python"
+    mkdir -p py run elsewhere here
+    {
+        echo 'import sys'
+        echo "sys.path.insert(0, '$root/examples')"
+        echo 'import numpy_ep_gather'
+        echo 'def run(shape, args):'
+        echo '    numpy_ep_gather.ep_gather(shape, args)'
+        echo '    out = args["out"].reshape(-1)'
+        echo '    out.view("u2" if out.dtype.itemsize == 2 else "u4")[-1] ^= 1'
+        echo 'kernel = {"name": "py.buggy.ep_gather", "op": "ep_gather", "device": "cpu", "recipe": "ep_gather.fma_v1", "run": run}'
+    } > py/buggy.py
+    eg=$(pick 'ep_gather/kimi-k3/tp8/*' 1)
+    fg=fp4_gemm.mxfp4/kimi-k3/tp8/gemm1/m16
+    cd run || fail "cd run"
+    MOECTS_PLANTED=last_tile_elem "$moects" run --out out --kernel-lib "$planted" --kernel-py ../py/buggy.py:kernel \
+        --kernel planted.fp4_gemm --kernel py.buggy.ep_gather "$fg" "$eg" > run.tap 2> run.err
+    [ $? -eq 1 ] || { cat run.err; fail "a run of two failing kernels: exit not 1"; }
+    for k in planted.fp4_gemm py.buggy.ep_gather; do
+        if [ "$k" = planted.fp4_gemm ]; then id=$fg; else id=$eg; fi
+        grep -q "^    not ok 1 - $id\$" run.tap || { cat run.tap; fail "$k: $id not failing"; }
+        line=$(sed -n "s/^ *repro: \"\(.*--kernel '$k'.*\)\"\$/\1/p" run.tap)
+        [ -n "$line" ] || fail "$k: no repro line"
+        case $line in "$(readlink -f "$moects") "*) ;; *) fail "$k: repro calls ${line%% *}, not $moects" ;; esac
+        case $line in *"--kernel-py '$(readlink -f "$work")/py/buggy.py:kernel'"*) ;; *) fail "$k: --kernel-py not absolute: $line" ;; esac
+        case $line in *"--kernel-lib '$(readlink -f "$planted")'"*) ;; *) fail "$k: --kernel-lib not absolute: $line" ;; esac
+        (cd ../elsewhere && MOECTS_PLANTED=last_tile_elem sh -c "$line" > r.tap 2> r.err)
+        rc=$?
+        [ $rc -eq 1 ] || { cat ../elsewhere/r.err; fail "$k: repro from another folder: exit $rc, want 1"; }
+        grep -q "^    not ok 1 - $id\$" ../elsewhere/r.tap || { cat ../elsewhere/r.tap; fail "$k: repro: $id not failing"; }
+        grep -q "^      verdict: FAIL_MISMATCH\$" ../elsewhere/r.tap || fail "$k: repro: verdict not FAIL_MISMATCH"
+        dir=reports/repro/$(echo "$id" | tr '/' '_')
+        [ -f "../elsewhere/$dir/results.json" ] || fail "$k: repro wrote no $dir/results.json"
+    done
+    # files inside the run's folder, moects on PATH: the lines are relative and run where printed
+    cd ../here || fail "cd here"
+    cp "$planted" planted.so && cp ../py/buggy.py buggy.py || fail "cp"
+    bindir=$(dirname "$(readlink -f "$moects")")
+    PATH="$bindir:$PATH" MOECTS_PLANTED=last_tile_elem moects run --out out --kernel-lib planted.so \
+        --kernel-py buggy.py:kernel --kernel planted.fp4_gemm --kernel py.buggy.ep_gather "$fg" "$eg" > run.tap 2> run.err
+    [ $? -eq 1 ] || { cat run.err; fail "inside: exit not 1"; }
+    PATH="$bindir:$PATH" moects coverage out/results.json > /dev/null 2>&1 || fail "coverage"
+    PATH="$bindir:$PATH" moects gate out/results.json > out/gate.md 2> /dev/null
+    grep -q "^      repro: \"moects run --kernel 'planted.fp4_gemm' .* --kernel-lib './planted.so' --kernel-py './buggy.py:kernel'" \
+        run.tap || { grep repro: run.tap; fail "inside: repro line not relative"; }
+    # no path of this machine in any report (TAP, summary, JUnit, results.json, coverage, gate)
+    for d in "$root" "$work" "$(readlink -f "$root")" "$(readlink -f "$work")"; do
+        grep -rlF "$d" run.tap out && fail "a report names $d"
+    done
+    line=$(sed -n "s/^ *repro: \"\(.*--kernel 'py.buggy.ep_gather'.*\)\"\$/\1/p" run.tap)
+    PATH="$bindir:$PATH" sh -c "$line" > r.tap 2> r.err
+    [ $? -eq 1 ] && grep -q "^    not ok 1 - $eg\$" r.tap || { cat r.err; fail "inside: repro where printed"; }
+    # the gate names the first mismatch as the TAP does: (m 15, n 767), the planted last element
+    grep -qF "first at (m 15, n 767)" out/gate.md || { cat out/gate.md; fail "gate: first mismatch not in (m, n)"; }
+    if git -C "$root" rev-parse 2> /dev/null; then
+        git -C "$root" check-ignore -q reports/repro/x || fail "reports/repro/ is not ignored by git"
+    fi
+    ;;
+no_device)
+    # a CUDA kernel on a host without a usable device (this build or this host): SKIP "no CUDA device
+    # (...)" on every case, the one its supports() refuses included, never UNSUPPORTED
+    [ "$(nvidia-smi -L 2> /dev/null | wc -l)" -eq 0 ] || { echo "a GPU here: nothing to check"; exit 0; }
+    {
+        echo '#include <string.h>'
+        echo '#include "moects_kernel.h"'
+        echo 'static int sup(const void *s, char *w, size_t n) { (void)s; strncpy(w, "refuses every shape", n); return 0; }'
+        echo 'static int run(const void *s, const void *a, void *st) { (void)s, (void)a, (void)st; return 0; }'
+        echo 'static const moects_kernel k = {.abi_version = MOECTS_KERNEL_ABI_VERSION, .name = "t.cuda",'
+        echo '    .op = MOECTS_OP_EP_GATHER, .device = MOECTS_DEVICE_CUDA, .recipe = "ep_gather.fma_v1", .supports = sup, .run = run};'
+        echo 'static const moects_kernel *const v[] = {&k};'
+        echo 'const moects_kernel *const *moects_plugin_kernels(size_t *n) { *n = 1; return v; }'
+    } > cudak.c
+    ${CC:-cc} -shared -fPIC -I"$root/include/moects" -o cudak.so cudak.c || fail "cannot build cudak.so"
+    # shellcheck disable=SC2046
+    "$moects" run --out out --kernel-lib ./cudak.so --kernel t.cuda $(pick 'ep_gather/*' 2) > run.tap 2> /dev/null
+    [ "$(grep -c '^    ok [12] - .* # SKIP no CUDA device (' run.tap)" -eq 2 ] || { cat run.tap; fail "not SKIP no CUDA device"; }
+    grep -q UNSUPPORTED out/results.json && fail "UNSUPPORTED on a host without a device"
     ;;
 repro)
     # a repro line pasted as printed, from another folder: it calls this binary, reruns the case into

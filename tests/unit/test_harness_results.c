@@ -185,11 +185,13 @@ Test(results, write_read_round_trip_keeps_every_bit, .init = mk_tmp, .fini = rm_
     snprintf(path, sizeof path, "%s/results.json", tmpdir);
     cr_assert_eq(moects__results_write(path, &run, err, sizeof err), 0, "%s", err);
 
-    /* the number conventions, by hand: 2^53-1 stays an integer, 2^53 and UINT64_MAX are strings */
+    /* the number conventions, by hand: 2^53-1 stays an integer, 2^53 is a string, an unbounded ULP
+     * distance (UINT64_MAX) the word "unbounded" (the fixture basic.json keeps the older digits) */
     const char *text = slurp(path);
     cr_assert_not_null(strstr(text, "\"seed\": \"9007199254740992\""));
     cr_assert_not_null(strstr(text, "\"seed\": 9007199254740991,"));
-    cr_assert_not_null(strstr(text, "\"max_ulp\": \"18446744073709551615\""));
+    cr_assert_not_null(strstr(text, "\"max_ulp\": \"unbounded\""));
+    cr_assert_null(strstr(text, "18446744073709551615"));
     cr_assert_not_null(strstr(text, "\"calc_diff\": 0.1,"));
     cr_assert_not_null(strstr(text, "\"kernel_ms\": -0.0,"));
     cr_assert_not_null(strstr(text, "\"kernel_ms\": 2.5e+17,"));
@@ -503,4 +505,51 @@ Test(results, acc_check_reads_writes_and_refuses, .init = mk_tmp, .fini = rm_tmp
                  "verdict is PASS_BOUNDED");
     expect_error(verdicts_made(file_with(1, NULL, NULL, "acc_check", acc), "PASS_EXACT"),
                  "results[0].acc_check: only on a bounded verdict's PASS_BOUNDED or FAIL_MISMATCH (not on PASS_EXACT)");
+}
+
+/* An unbounded diag element (a NaN against a number) is "ulp": "unbounded" and reads back as
+ * UINT64_MAX; a misspelt word is a one-line error naming the field. */
+Test(results, unbounded_ulp_is_a_word, .init = mk_tmp, .fini = rm_tmp)
+{
+    moects_run run;
+    memset(&run, 0, sizeof run);
+    strcpy(run.moects_version, "0.1");
+    moects_result r = mk("cpu.ep_gather", "ep_gather/kimi-k3/tp8/t1", MOECTS_FAIL_MISMATCH);
+    r.mismatches = 1;
+    r.max_ulp = UINT64_MAX;
+    r.diag.ndims = 2;
+    strcpy(r.diag.axes[0], "t");
+    strcpy(r.diag.axes[1], "d");
+    r.diag.dtype = MOECTS_BF16;
+    strcpy(r.diag.pattern, "one element");
+    moects_diag_elem e = {.index = 5, .at = {0, 5}, .got = 0x7fc0, .want = 0x3f80, .ulp = UINT64_MAX};
+    r.diag.first[0] = e;
+    r.diag.nfirst = 1;
+    cr_assert_eq(moects__run_push(&run, &r), 0);
+    char path[128], err[512] = "";
+    snprintf(path, sizeof path, "%s/results.json", tmpdir);
+    cr_assert_eq(moects__results_write(path, &run, err, sizeof err), 0, "%s", err);
+    const char *text = slurp(path);
+    cr_assert_not_null(strstr(text, "\"max_ulp\": \"unbounded\""));
+    cr_assert_not_null(strstr(text, "\"want\": \"0x3f80 (1)\", \"ulp\": \"unbounded\"}"));
+    moects_run back;
+    cr_assert_eq(moects__results_read(path, &back, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(back.v[0].max_ulp, UINT64_MAX);
+    cr_assert_eq(back.v[0].diag.first[0].ulp, UINT64_MAX);
+    moects__run_free(&back);
+    moects__run_free(&run);
+    expect_error(file_with(1, NULL, NULL, "max_ulp", "\"Unbounded\""),
+                 "results[0].max_ulp: \"Unbounded\" is not a decimal integer");
+}
+
+/* The reason of a no-device SKIP is recognised by its prefix (harness/moects_harness.h), and only it. */
+Test(results, no_device_reason)
+{
+    cr_assert(moects__reason_is_no_device("no CUDA device (cudaGetDeviceCount: CUDA driver version is insufficient "
+                                          "for CUDA runtime version)"));
+    cr_assert(moects__reason_is_no_device("no CUDA device"));
+    cr_assert(!moects__reason_is_no_device("no CUDA devices here"));
+    cr_assert(!moects__reason_is_no_device("out of device memory (4096 bytes for the output)"));
+    cr_assert(!moects__reason_is_no_device(""));
+    cr_assert(!moects__reason_is_no_device(NULL));
 }

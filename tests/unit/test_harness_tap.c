@@ -322,3 +322,67 @@ Test(tap, unjudged_mustpass_cases)
     free(why);
     moects__run_free(&run);
 }
+
+/* moects__tap_yaml of one FAIL_MISMATCH with diagnostics (ep_gather, (t, d) coordinates) into a string. */
+static char *yaml_of(const moects_result *r)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_not_null(f);
+    moects_tap_opts o = {.version = 13};
+    moects__tap_yaml(f, "", r, &o);
+    fclose(f);
+    return buf;
+}
+
+/* A diag whose n mismatches lie at (t 0, d i) for i < n, each with ULP distance ulp(i); first and
+ * worst filled as harness/judge/diag.c keeps them (worst: largest first, earlier first among equals). */
+static moects_result diag_result(int n, uint64_t (*ulp)(int))
+{
+    moects_result r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.kernel, sizeof r.kernel, "cpu.ep_gather");
+    snprintf(r.case_id, sizeof r.case_id, "ep_gather/a/tp1/t1");
+    r.verdict = MOECTS_FAIL_MISMATCH;
+    r.mismatches = n;
+    r.first_index = 0;
+    r.diag.ndims = 2;
+    strcpy(r.diag.axes[0], "t");
+    strcpy(r.diag.axes[1], "d");
+    r.diag.dtype = MOECTS_BF16;
+    strcpy(r.diag.pattern, "token 0");
+    for (int i = 0; i < n; i++) {
+        moects_diag_elem e = {.index = i, .at = {0, i}, .got = 0x7fc0, .want = 0x3f80, .ulp = ulp(i)};
+        if (r.diag.nfirst < MOECTS_DIAG_FIRST) r.diag.first[r.diag.nfirst++] = e;
+        int at = r.diag.nworst < MOECTS_DIAG_WORST ? r.diag.nworst++ : MOECTS_DIAG_WORST - 1;
+        if (at == MOECTS_DIAG_WORST - 1 && r.diag.nworst == MOECTS_DIAG_WORST && r.diag.worst[at].ulp >= e.ulp) continue;
+        while (at > 0 && r.diag.worst[at - 1].ulp < e.ulp) r.diag.worst[at] = r.diag.worst[at - 1], at--;
+        r.diag.worst[at] = e;
+    }
+    return r;
+}
+static uint64_t all_nan(int i) { return (void)i, UINT64_MAX; }
+static uint64_t growing(int i) { return (uint64_t)i + 1; }
+
+/* The worst list is left out when it would repeat the first (all NaN: a tie, so element order; or 5
+ * mismatches or fewer: the same elements), kept when the ranking says something; first_mismatch
+ * carries its coordinates, as the lists do. */
+Test(tap, worst_list_only_when_it_adds)
+{
+    moects_result r = diag_result(12, all_nan);
+    char *y = yaml_of(&r);
+    cr_assert_not_null(strstr(y, "first_mismatch:\n  at: \"(t 0, d 0)\"\n  index: 0\n"), "%s", y);
+    cr_assert_not_null(strstr(y, "first_mismatches:\n"), "%s", y);
+    cr_assert_null(strstr(y, "worst_mismatches"), "%s", y);
+    free(y);
+    r = diag_result(3, growing);
+    y = yaml_of(&r);
+    cr_assert_null(strstr(y, "worst_mismatches"), "%s", y);
+    free(y);
+    /* 12 elements of ULP 1..12: the worst is (t 0, d 11) with 12, listed first */
+    r = diag_result(12, growing);
+    y = yaml_of(&r);
+    cr_assert_not_null(strstr(y, "worst_mismatches:\n  - at: \"(t 0, d 11)\"\n    index: 11\n"), "%s", y);
+    free(y);
+}
