@@ -34,4 +34,21 @@ typedef struct {
  * harness/report/gate.c (DESIGN.md "Harness", Gate). */
 int moects__gate(const moects__gate_args *a);
 
+/* ---- report/merge.c ---- */
+
+/* The parsed command line of `moects merge` (harness/cli/cmd_merge.c). */
+typedef struct {
+    const char *out_dir;       /* OUT_DIR: results.json, run.tap, summary.md, junit.xml go there */
+    const char *const *shards; /* SHARD_RESULTS: nshards >= 1 results.json files of one run's shards */
+    int nshards;
+    const char *cases_file;    /* --cases FILE: the case order, or NULL: the registry's order */
+    const char *root;          /* --root DIR: where cases/ is, or NULL: moects__source_root() */
+} moects__merge_args;
+
+/* The merge of a run's shards into OUT_DIR, equal to what the unsharded run would have written:
+ * OUT_DIR/results.json refused as an input (before anything is read), the shards read and checked
+ * as one set, ordered, merged, written, the escaped mutants judged. 0, 1 a mutant escaped or a
+ * kernel refused every case, 2 bad input. harness/report/merge.c (DESIGN.md "Harness", Scale-out). */
+int moects__merge(const moects__merge_args *a);
+
 #endif
