@@ -9,7 +9,7 @@ int moects__cmd_run(int argc, char **argv);      /* harness/cli/cmd_run.c */
 int moects__cmd_gate(int argc, char **argv);     /* harness/cli/cmd_gate.c */
 int moects__cmd_coverage(int argc, char **argv); /* harness/cli/cmd_coverage.c */
 int moects__cmd_merge(int argc, char **argv);    /* harness/cli/cmd_merge.c */
-int moects__cmd_killmatrix(int argc, char **argv); /* harness/report/killmatrix.c */
+int moects__cmd_killmatrix(int argc, char **argv); /* harness/cli/cmd_killmatrix.c */
 int moects__cmd_export(int argc, char **argv);   /* harness/cli/cmd_export.c */
 int moects__cmd_verify(int argc, char **argv);   /* harness/cli/cmd_verify.c */
 int moects__cmd_hashes(int argc, char **argv);   /* harness/report/hashes.c */

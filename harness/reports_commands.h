@@ -51,4 +51,20 @@ typedef struct {
  * kernel refused every case, 2 bad input. harness/report/merge.c (DESIGN.md "Harness", Scale-out). */
 int moects__merge(const moects__merge_args *a);
 
+/* ---- report/killmatrix.c ---- */
+
+/* The parsed command line of `moects killmatrix` (harness/cli/cmd_killmatrix.c). */
+typedef struct {
+    const char *const *in; /* RESULTS.json...: nin in 1..64 files, read as one run */
+    int nin;
+    const char *out;       /* --out FILE, or NULL: Markdown on stdout */
+    int min_smoke;         /* --min-smoke N in 0..1000000; 0: not checked */
+    const char *root;      /* --root DIR: the registry the tiers come from (default: moects__source_root()) */
+} moects__killmatrix_args;
+
+/* The kill matrix of the runs' mutants (case families x mutants, smoke cases that caught each) as
+ * Markdown on stdout or to --out FILE (atomically). 0, 1 a mutant below --min-smoke (named on
+ * stderr), 2 bad input. harness/report/killmatrix.c (issue 13). */
+int moects__killmatrix(const moects__killmatrix_args *a);
+
 #endif
