@@ -67,4 +67,12 @@ typedef struct {
  * stderr), 2 bad input. harness/report/killmatrix.c (issue 13). */
 int moects__killmatrix(const moects__killmatrix_args *a);
 
+/* ---- report/hashes.c ---- */
+
+/* The input and reference XXH64 hashes of two results.json files (path_a, path_b) compared case by
+ * case (same seed); counts and at most limit differences on stdout. 0 all agree and some reference
+ * was compared, 1 a difference or nothing compared, 2 an unreadable file or out of memory.
+ * harness/report/hashes.c (DESIGN.md "Determinism"). */
+int moects__hashes_compare(const char *path_a, const char *path_b, size_t limit);
+
 #endif
