@@ -1,6 +1,9 @@
 /* moects_commands.h: the subcommands of the moects CLI; harness/cli/main.c dispatches argv to them.
- * Each returns the process exit status (0 ok, 1 failures found, 2 bad usage or bad input) and
- * prints one-line errors on stderr. */
+ * One file each, harness/cli/cmd_<name>.c: the command's usage, its arguments and its stages; the
+ * work of gate, merge, killmatrix and hashes is a function of harness/report/ on the parsed
+ * arguments (harness/reports_commands.h), coverage's too (reports_internal.h). Each takes argv from
+ * the command's name on (argv[0] "gate", argc >= 1), returns the process exit status (0 ok, 1
+ * failures found, 2 bad usage or bad input) and prints one-line errors on stderr. */
 #ifndef MOECTS_COMMANDS_H
 #define MOECTS_COMMANDS_H
 
