@@ -1,5 +1,6 @@
-/* gate.c: `moects gate RUN_RESULTS [--baseline BASE_RESULTS] [--mustpass FILE...] [--summary FILE.md]
- * [--limit N]`: the pass/fail decision of CI on a run (DESIGN.md "Harness", Gate).
+/* gate.c: the work of `moects gate RUN_RESULTS [--baseline BASE_RESULTS] [--mustpass FILE...] [--summary
+ * FILE.md] [--limit N]` (moects__gate, harness/reports_commands.h; its usage and arguments:
+ * harness/cli/cmd_gate.c): the pass/fail decision of CI on a run (DESIGN.md "Harness", Gate).
  *
  * The gate fails (exit 1) on:
  *   regression       an honest kernel's (kernel, case) passed in the baseline and now fails
@@ -40,8 +41,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "moects_commands.h"
 #include "moects_tap.h"
+#include "reports_commands.h"
 #include "reports_internal.h"
 
 enum { CAT_REGRESSION, CAT_NEW_FAIL, CAT_MUSTPASS, CAT_LOST_CELL, CAT_MUTANT, CAT_EMPTY, CAT_DISJOINT, CAT_COUNT };
@@ -158,22 +159,6 @@ static void repro_line(moects__buf *b, const moects_result *r, const char *filte
     moects__buf_free(&cmd);
 }
 
-static int usage_to(FILE *f)
-{
-    fprintf(f, "usage: moects gate RUN_RESULTS [--baseline BASE_RESULTS] [--mustpass FILE...] "
-               "[--summary FILE.md] [--limit N]\n"
-               "CI's pass/fail decision on a run's results.json: exit 1 on a regression, a new honest failure,\n"
-               "a must-pass case not passed, a lost coverage cell, a mutant no longer caught, an empty run or\n"
-               "nothing compared; 2 on bad input. A Markdown summary with a repro line per problem on stdout.\n"
-               "  --baseline BASE_RESULTS  the results.json to compare with (default: none; then every honest\n"
-               "                           failure is new)\n"
-               "  --mustpass FILE...       case-id lists (ids or globs) whose cases must pass (default: none)\n"
-               "  --summary FILE.md        the summary there too (default: none; an empty path writes none)\n"
-               "  --limit N                problems listed, shared among their kinds (default 20)\n");
-    return 2;
-}
-static int usage(void) { return usage_to(stderr); }
-
 static void short_commit(char *dst, size_t cap, const char *c)
 {
     snprintf(dst, cap, "%.12s", c[0] ? c : "unknown");
@@ -215,12 +200,6 @@ static int scope(const moects_run *run, const moects_run *base, int same_sel, ch
     return 0;
 }
 
-typedef struct {
-    char **ids;
-    int n;
-    const char *file;
-} idlist;
-
 /* Proves --summary PATH can be written the way moects__buf_write writes it (PATH.tmp.*, then a
  * rename onto PATH): creates and removes such a file. 0, or -1 with one line naming PATH. */
 static int summary_writable(const char *path)
@@ -245,11 +224,11 @@ static int summary_writable(const char *path)
     return 0;
 }
 
-/* The state of one `moects gate`, carried through its stages (moects__cmd_gate). */
+/* The state of one `moects gate`, carried through its stages (moects__gate). */
 typedef struct {
     const char *run_path, *base_path, *summary_path;
     int summary_empty; /* --summary "" ($GITHUB_STEP_SUMMARY outside Actions): no file, noted after */
-    idlist lists[64];
+    const moects__gate_list *lists; /* the --mustpass lists, owned by the caller */
     int nlists;
     long limit;
     moects_run run, base;
@@ -262,74 +241,6 @@ typedef struct {
     problems p;
     moects__buf item, cmd;
 } gate_ctx;
-
-/* --mustpass FILE...: each list read (a list without case ids is refused as `moects run --cases`
- * refuses it). 0, or 2 with one line. */
-static int gate_mustpass_arg(gate_ctx *g, int argc, char **argv, int *i)
-{
-    char err[1024];
-    int got = 0;
-    while (*i + 1 < argc && argv[*i + 1][0] != '-') {
-        if (g->nlists == (int)(sizeof g->lists / sizeof g->lists[0])) {
-            fprintf(stderr, "moects gate: --mustpass: more than 64 files\n");
-            return 2;
-        }
-        idlist *l = &g->lists[g->nlists];
-        l->file = argv[++*i];
-        l->n = moects__idlist_load(argv[*i], &l->ids, err, sizeof err);
-        if (l->n < 0) {
-            fprintf(stderr, "%s\n", err);
-            return 2;
-        }
-        if (l->n == 0) {
-            fprintf(stderr, "moects gate: --mustpass %s: no case ids\n", argv[*i]);
-            moects__idlist_free(l->ids, 0);
-            return 2;
-        }
-        g->nlists++;
-        got++;
-    }
-    if (!got) {
-        fprintf(stderr, "moects gate: --mustpass needs at least one file\n");
-        return 2;
-    }
-    return 0;
-}
-
-/* Stage 1: the arguments, and --summary proved writable before anything is read. -1 to go on, else
- * the exit status (0 after --help). */
-static int gate_args(gate_ctx *g, int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--baseline") && i + 1 < argc) g->base_path = argv[++i];
-        else if (!strcmp(a, "--summary") && i + 1 < argc) g->summary_path = argv[++i];
-        else if (!strcmp(a, "--limit") && i + 1 < argc) {
-            char *end;
-            g->limit = strtol(argv[++i], &end, 10);
-            if (*end || g->limit < 0) {
-                fprintf(stderr, "moects gate: --limit: \"%s\" is not a count\n", argv[i]);
-                return 2;
-            }
-        } else if (!strcmp(a, "--mustpass")) {
-            if (gate_mustpass_arg(g, argc, argv, &i)) return 2;
-        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage_to(stdout);
-            return 0;
-        } else if (a[0] == '-' || g->run_path) {
-            static const char *const valued[] = {"--baseline", "--summary", "--limit", NULL};
-            moects__bad_arg("gate", a, valued);
-            return usage();
-        } else {
-            g->run_path = a;
-        }
-    }
-    if (!g->run_path) return usage();
-    g->summary_empty = g->summary_path && !g->summary_path[0];
-    if (g->summary_empty) g->summary_path = NULL;
-    if (g->summary_path && summary_writable(g->summary_path)) return 2;
-    return -1;
-}
 
 /* Stage 2: the run and the baseline (no shard), their indexes, the part of the baseline compared and
  * both runs' coverage cells. 0, or 2 with one line. */
@@ -425,7 +336,7 @@ static void check_failures(gate_ctx *g)
 
 /* Problems of one must-pass id (or glob) of list l: each honest result of it neither passed nor
  * skipped nor listed already; the id itself when no honest kernel passed it. */
-static void check_mustpass_id(gate_ctx *g, const idlist *l, const char *id)
+static void check_mustpass_id(gate_ctx *g, const moects__gate_list *l, const char *id)
 {
     const moects_run *run = &g->run;
     moects__buf *it = &g->item;
@@ -673,16 +584,19 @@ static void gate_free(gate_ctx *g)
     moects__index_free(&g->base_ix);
     moects__run_free(&g->run);
     moects__run_free(&g->base);
-    for (int l = 0; l < g->nlists; l++) moects__idlist_free(g->lists[l].ids, (size_t)g->lists[l].n);
 }
 
-/* `moects gate`: arguments, the two runs, the checks (stage 3), the summary. */
-int moects__cmd_gate(int argc, char **argv)
+/* `moects gate` on its parsed arguments (harness/reports_commands.h): --summary proved writable
+ * before anything is read (stage 1), the two runs, the checks (stage 3), the summary. */
+int moects__gate(const moects__gate_args *a)
 {
-    static gate_ctx g; /* large (two runs' headers, 64 lists): not on the stack */
+    static gate_ctx g; /* large (two runs' headers): not on the stack */
     memset(&g, 0, sizeof g);
-    g.limit = 20;
-    int rc = gate_args(&g, argc, argv);
+    g.run_path = a->run_path, g.base_path = a->base_path, g.summary_path = a->summary_path;
+    g.summary_empty = a->summary_empty;
+    g.lists = a->lists, g.nlists = a->nlists;
+    g.limit = a->limit;
+    int rc = g.summary_path && summary_writable(g.summary_path) ? 2 : -1;
     if (rc < 0 && (rc = gate_read(&g)) == 0) {
         g.p.limit = (size_t)g.limit;
         check_empty(&g);

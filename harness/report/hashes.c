@@ -1,7 +1,9 @@
-/* hashes.c: the tensor hash of results.json (moects__xxh64) and `moects hashes A.json B.json`, which
- * checks that two runs saw the same bytes (DESIGN.md "Determinism"): a case's inputs come from a
- * counter-based generator and its reference is bit-exact whatever the thread count or OpenBLAS core,
- * so the committed H200 report and a CPU run of the same cases must agree on every hash.
+/* hashes.c: the tensor hash of results.json (moects__xxh64) and the work of `moects hashes A.json
+ * B.json` (moects__hashes_compare, harness/reports_commands.h; its usage and arguments:
+ * harness/cli/cmd_hashes.c), which checks that two runs saw the same bytes (DESIGN.md
+ * "Determinism"): a case's inputs come from a counter-based generator and its reference is
+ * bit-exact whatever the thread count or OpenBLAS core, so the committed H200 report and a CPU run
+ * of the same cases must agree on every hash.
  *
  * moects hashes A.json B.json [--limit N]
  *   For every case both files hold with the same seed: each input tensor's XXH64 ("input NAME") and
@@ -20,8 +22,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "moects_commands.h"
 #include "moects_harness.h"
+#include "reports_commands.h"
 
 uint64_t moects__xxh64(const void *p, size_t len)
 {
@@ -129,40 +131,11 @@ static void join(const hlist *a, const hlist *b, const char *pa, const char *pb,
     }
 }
 
-static int usage(FILE *f, int rc)
+/* `moects hashes` on its parsed arguments (harness/reports_commands.h): both files read, their hashes
+ * collected and joined, the counts printed. */
+int moects__hashes_compare(const char *path_a, const char *path_b, size_t limit)
 {
-    fputs("usage: moects hashes A.json B.json [--limit N]\n"
-          "Compares the XXH64 of every input tensor and reference of the cases both results.json files\n"
-          "hold (same seed). Exit 0 all agree, 1 a difference or nothing compared, 2 bad usage.\n",
-          f);
-    return rc;
-}
-
-int moects__cmd_hashes(int argc, char **argv)
-{
-    const char *path[2] = {NULL, NULL};
-    size_t limit = 20;
-    int np = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return usage(stdout, 0);
-        if (!strcmp(argv[i], "--limit") && i + 1 < argc) {
-            char *end;
-            unsigned long long v = strtoull(argv[++i], &end, 10);
-            if (*end || argv[i][0] == '-' || !argv[i][0]) {
-                fprintf(stderr, "moects hashes: --limit: not a count: \"%s\"\n", argv[i]);
-                return 2;
-            }
-            limit = (size_t)v;
-        } else if (argv[i][0] == '-' || np == 2) {
-            static const char *const valued[] = {"--limit", NULL};
-            moects__bad_arg("hashes", argv[i], valued);
-            return 2;
-        } else {
-            path[np++] = argv[i];
-        }
-    }
-    if (np != 2) return usage(stderr, 2);
-
+    const char *path[2] = {path_a, path_b};
     moects_run run[2];
     memset(run, 0, sizeof run);
     hlist l[2] = {{0}, {0}};

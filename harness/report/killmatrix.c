@@ -1,5 +1,6 @@
-/* killmatrix.c: `moects killmatrix RESULTS.json... [--out FILE] [--min-smoke N] [--root DIR]`: the
- * kill matrix of a run's mutants (of several runs or shards, read as one) (the CPU mutant pool, gpu/cpu/pool.def, and any other mutant in the
+/* killmatrix.c: the work of `moects killmatrix RESULTS.json... [--out FILE] [--min-smoke N] [--root
+ * DIR]` (moects__killmatrix, harness/reports_commands.h; its usage and arguments:
+ * harness/cli/cmd_killmatrix.c): the kill matrix of a run's mutants (of several runs or shards, read as one) (the CPU mutant pool, gpu/cpu/pool.def, and any other mutant in the
  * run): one row per mutant, one column per case family, each cell "k/n", k of the family's n cases
  * that caught the mutant (a FAIL_* verdict), and the number of smoke-tier cases that caught it.
  * Issue 13: the smoke tier is chosen so that every pool mutant is caught by at least two smoke
@@ -15,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "moects_commands.h"
 #include "moects_registry.h"
+#include "reports_commands.h"
 #include "reports_internal.h"
 
 /* 1 when s is a token or row count component: t128, m1024 */
@@ -197,22 +198,6 @@ static void km_render(moects__buf *b, const km *m, const moects_run *run)
     }
 }
 
-static void usage(FILE *f)
-{
-    fputs("usage: moects killmatrix RESULTS.json... [--out FILE] [--min-smoke N] [--root DIR]\n"
-          "Kill matrix of the run's mutants (e.g. `moects run --tier full --kernel 'pool.*'`, the CPU mutant\n"
-          "pool of gpu/cpu/pool.def): per op, case families x mutants, each cell k/n (k of the family's n\n"
-          "judged cases caught the mutant: FAIL_*), and per mutant the smoke-tier cases that caught it\n"
-          "(tiers from the registry at --root). Several RESULTS.json (runs, shards) count as one run.\n"
-          "Markdown on stdout, or to FILE.\n"
-          "Family: <op>/regression/<class>, or <op>/<tp|ep>/<variant> for derived cases (model, layout\n"
-          "size and token/row count dropped; 'plain' without a variant).\n"
-          "--min-smoke N: exit 1 when a mutant whose bug text says neither '(equivalent' nor '(large tier'\n"
-          "is caught by fewer than N smoke cases (named on stderr).\n"
-          "Exit: 0, 1 (--min-smoke not met), 2 bad input.\n",
-          f);
-}
-
 static void km_free(km *m)
 {
     for (size_t i = 0; i < m->nfam; i++) free(m->fam[i]);
@@ -274,44 +259,17 @@ static int read_all(const char *const *paths, int n, moects_run *run, char *err,
     return 0;
 }
 
-int moects__cmd_killmatrix(int argc, char **argv)
+/* `moects killmatrix` on its parsed arguments (harness/reports_commands.h): the runs read as one and
+ * the registry's tiers, the matrix counted and rendered, --min-smoke checked. */
+int moects__killmatrix(const moects__killmatrix_args *a)
 {
-    const char *in[64], *out = NULL, *root = moects__source_root();
-    int nin = 0;
-    int min_smoke = 0;
-    static const char *const valued[] = {"--out", "--min-smoke", "--root", NULL};
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
-        else if (!strcmp(argv[i], "--root") && i + 1 < argc) root = argv[++i];
-        else if (!strcmp(argv[i], "--min-smoke") && i + 1 < argc) {
-            char *e;
-            long v = strtol(argv[++i], &e, 10);
-            if (*e || v < 0 || v > 1000000) {
-                fprintf(stderr, "moects killmatrix: --min-smoke: not a count: \"%s\"\n", argv[i]);
-                return 2;
-            }
-            min_smoke = (int)v;
-        } else if (argv[i][0] != '-' && nin < 64) in[nin++] = argv[i];
-        else {
-            moects__bad_arg("killmatrix", argv[i], valued);
-            return 2;
-        }
-    }
-    if (!nin) {
-        usage(stderr);
-        return 2;
-    }
     char err[1024];
     moects_run run = {0};
     km m = {0};
     km_tiers t = {{0}, NULL};
     moects__buf b = {0};
     int rc = 2;
-    if (read_all(in, nin, &run, err, sizeof err) || moects__cases_builtin(root, &t.cl, err, sizeof err)) {
+    if (read_all(a->in, a->nin, &run, err, sizeof err) || moects__cases_builtin(a->root, &t.cl, err, sizeof err)) {
         fprintf(stderr, "moects killmatrix: %s\n", err);
         goto done;
     }
@@ -323,15 +281,15 @@ int moects__cmd_killmatrix(int argc, char **argv)
     qsort(t.byid, t.cl.n, sizeof *t.byid, cmp_case);
     km_count(&m, &run, &t);
     km_render(&b, &m, &run);
-    if (out) {
-        if (moects__buf_write(&b, out, err, sizeof err)) {
+    if (a->out) {
+        if (moects__buf_write(&b, a->out, err, sizeof err)) {
             fprintf(stderr, "moects killmatrix: %s\n", err);
             goto done;
         }
     } else {
         fwrite(b.s, 1, b.n, stdout);
     }
-    rc = min_smoke && km_short(&m, min_smoke) ? 1 : 0;
+    rc = a->min_smoke && km_short(&m, a->min_smoke) ? 1 : 0;
 done:
     moects__buf_free(&b);
     km_free(&m);

@@ -1,5 +1,6 @@
-/* merge.c: `moects merge OUT_DIR SHARD_RESULTS... [--cases FILE] [--root DIR]`: the results.json
- * files of the shards of one run (`moects run --shard i/n`, or TEST_SHARD_INDEX/TEST_TOTAL_SHARDS)
+/* merge.c: the work of `moects merge OUT_DIR SHARD_RESULTS... [--cases FILE] [--root DIR]`
+ * (moects__merge, harness/reports_commands.h; its usage and arguments: harness/cli/cmd_merge.c):
+ * the results.json files of the shards of one run (`moects run --shard i/n`, or TEST_SHARD_INDEX/TEST_TOTAL_SHARDS)
  * into OUT_DIR/results.json, OUT_DIR/run.tap, OUT_DIR/summary.md and OUT_DIR/junit.xml, equal to what the run would
  * have written unsharded (DESIGN.md "Harness", Scale-out).
  *
@@ -22,9 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "moects_commands.h"
 #include "moects_registry.h"
 #include "moects_tap.h"
+#include "reports_commands.h"
 #include "reports_internal.h"
 
 /* string -> rank, open addressing; keys are not owned */
@@ -131,19 +132,7 @@ static int shard_cmp(const void *a, const void *b)
     return (x->idx > y->idx) - (x->idx < y->idx);
 }
 
-static int usage_to(FILE *f)
-{
-    fprintf(f, "usage: moects merge OUT_DIR SHARD_RESULTS... [--cases FILE] [--root DIR]\n"
-               "Merges the results.json of the shards of one run (moects run --shard i/n) into OUT_DIR:\n"
-               "results.json, run.tap, summary.md and junit.xml, as the unsharded run would have written.\n"
-               "  --cases FILE  case order of the merged report (default: the built-in registry's order)\n"
-               "  --root DIR    where cases/ is (default: $MOECTS_ROOT, else the source tree)\n"
-               "Exit 0; 1 when a mutant escapes, or a kernel refuses every case of, the merged run; 2 bad input.\n");
-    return 2;
-}
-static int usage(void) { return usage_to(stderr); }
-
-/* The state of one `moects merge`, carried through its stages (moects__cmd_merge). */
+/* The state of one `moects merge`, carried through its stages (moects__merge). */
 typedef struct {
     const char *out_dir, *cases_file, *root;
     shard *sh;
@@ -160,27 +149,6 @@ typedef struct {
     moects_kernel *synth;
     size_t nk;
 } merge_ctx;
-
-/* Stage 1: the arguments. -1 to go on, else the exit status (0 after --help). */
-static int merge_args(merge_ctx *m, int argc, char **argv)
-{
-    m->sh = calloc((size_t)argc, sizeof *m->sh);
-    if (!m->sh) return 2;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--cases") && i + 1 < argc) m->cases_file = argv[++i];
-        else if (!strcmp(argv[i], "--root") && i + 1 < argc) m->root = argv[++i];
-        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage_to(stdout);
-            return 0;
-        } else if (argv[i][0] == '-') {
-            static const char *const valued[] = {"--cases", "--root", NULL};
-            moects__bad_arg("merge", argv[i], valued);
-            return usage();
-        } else if (!m->out_dir) m->out_dir = argv[i];
-        else m->sh[m->ns++].path = argv[i];
-    }
-    return !m->out_dir || !m->ns ? usage() : -1;
-}
 
 /* Stage 2: merging into a shard's own directory would overwrite that shard's results.json (real paths
  * compared, before anything is read). 0, or 2 with one line. */
@@ -427,12 +395,16 @@ static void merge_free(merge_ctx *m)
     free(m->sh);
 }
 
-/* `moects merge`: a sequence of stages, each of which may end the command with its exit status. */
-int moects__cmd_merge(int argc, char **argv)
+/* `moects merge` on its parsed arguments (harness/reports_commands.h): a sequence of stages (stage 1,
+ * the arguments, is harness/cli/cmd_merge.c), each of which may end the command with its exit status. */
+int moects__merge(const moects__merge_args *a)
 {
     merge_ctx m;
     memset(&m, 0, sizeof m);
-    int rc = merge_args(&m, argc, argv);
+    m.out_dir = a->out_dir, m.cases_file = a->cases_file, m.root = a->root;
+    m.sh = calloc(a->nshards > 0 ? (size_t)a->nshards : 1, sizeof *m.sh);
+    int rc = m.sh ? -1 : 2;
+    for (int s = 0; m.sh && s < a->nshards; s++) m.sh[m.ns++].path = a->shards[s];
     if (rc < 0 && !(rc = merge_out_not_input(&m)) && !(rc = merge_read_shards(&m)) && !(rc = merge_order(&m)) &&
         !(rc = merge_build(&m)) && !(rc = merge_write(&m)))
         rc = merge_judge(&m);

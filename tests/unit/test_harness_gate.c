@@ -1,4 +1,4 @@
-/* test_harness_gate.c: `moects gate` (harness/report/gate.c) on hand-built results files under
+/* test_harness_gate.c: `moects gate` (harness/report/gate.c, cli/cmd_gate.c) on hand-built results files under
  * tests/fixtures/data/gate/. The scenario, worked by hand (honest kernels k.a, k.b; mutants m.x, m.y):
  *   alpha/tp1/t1 k.b PASS_EXACT -> FAIL_CRASH           regression (and cell alpha x tp1 on k.b lost)
  *   alpha/tp8/t1 k.b UNSUPPORTED -> FAIL_MISMATCH       new failure (the cell was not PASS: not lost)

@@ -1,4 +1,4 @@
-/* test_harness_merge.c: `moects merge` (harness/report/merge.c) on hand-built shard files under
+/* test_harness_merge.c: `moects merge` (harness/report/merge.c, cli/cmd_merge.c) on hand-built shard files under
  * tests/fixtures/data/merge/: the merged results.json must equal the hand-built expected.json (case order of
  * cases.txt, kernels by first appearance since none is built in, the case missing from cases.txt
  * last, date = the later shard's, machines joined), and bad shard sets must be refused. */
