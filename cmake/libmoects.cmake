@@ -4,7 +4,8 @@
 # OpenBLAS is linked statically into libmoects as into the binary. jansson's static archive is not
 # position independent, so libmoects links libjansson.so.4 and carries a copy of it beside itself
 # (build/lib, and PREFIX/lib/moects when installed; RPATH $ORIGIN), so that a build tree or an
-# install copied to the GPU host needs nothing more there.
+# install copied to the GPU host needs nothing more there. The binary and the library find the registry
+# installed beside them (PREFIX/share/moects, moects__bundled_root), so an install can be moved.
 
 set(MOECTS_STATIC_LIBS moects_ref moects_cases moects_gpu moects_harness)
 set_target_properties(${MOECTS_STATIC_LIBS} PROPERTIES C_VISIBILITY_PRESET hidden CXX_VISIBILITY_PRESET hidden
@@ -57,13 +58,25 @@ add_custom_command(TARGET moects_shared POST_BUILD
 
 # ---- install ----
 install(TARGETS moects RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(TARGETS moects_shared EXPORT moectsTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+if(MOECTS_PYTHON_PACKAGE)
+  # A wheel stores symlinks as copies: one file, named as its soname (libmoects.so.0, what moects._lib
+  # and the runner load), with no libmoects.so name link.
+  set_target_properties(moects_shared PROPERTIES VERSION 0)
+  install(TARGETS moects_shared LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} NAMELINK_SKIP)
+else()
+  install(TARGETS moects_shared EXPORT moectsTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 install(FILES ${JANSSON_SHARED_REAL} DESTINATION ${CMAKE_INSTALL_LIBDIR}/moects RENAME libjansson.so.4)
 install(FILES ${PROJECT_SOURCE_DIR}/include/moects/moects.h ${PROJECT_SOURCE_DIR}/include/moects/moects_kernel.h
               ${PROJECT_SOURCE_DIR}/include/moects/moects_types.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/moects)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/cases/models ${PROJECT_SOURCE_DIR}/cases/regressions
                   ${PROJECT_SOURCE_DIR}/cases/mustpass DESTINATION ${CMAKE_INSTALL_DATADIR}/moects/cases)
 install(FILES ${PROJECT_SOURCE_DIR}/cases/known-findings.txt DESTINATION ${CMAKE_INSTALL_DATADIR}/moects/cases)
+if(MOECTS_PYTHON_PACKAGE)
+  # The pip build (python/pyproject.toml) installs into the package (moects/_native): bin, lib and the
+  # registry are all it needs; a pkg-config file there would name the build's temporary prefix.
+  return()
+endif()
 
 include(CMakePackageConfigHelpers)
 set(MOECTS_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/moects)

@@ -47,6 +47,9 @@ int moects__result_parse(const char *text, size_t len, const char *path, const c
 /* The command line that reproduces one (kernel, case) alone (DESIGN.md "Verdicts"): moects__self_program()
  * run --kernel K --seed S --out moects__repro_dir(CASE) CASE (its own folder, never reports/latest). */
 void moects__repro(moects__buf *b, const moects_result *r);
+/* The same with the program given (NULL: "moects") and extra (NULL, or options put before CASE, quoted by
+ * the caller, e.g. " --kernel-py '/abs/test_mine.py:kernel'"). */
+void moects__repro_as(moects__buf *b, const moects_result *r, const char *program, const char *extra);
 /* The same for a result read back from a run whose filter is given: each `--kernel-lib PATH`,
  * `--kernel-py FILE:NAME` and `--config PATH` of the filter (paths without spaces: the filter is
  * space-separated) is carried over (moects__filter_carried appends just those). */
@@ -97,7 +100,11 @@ long moects__cells(const moects_run *run, const char *keep, moects__cell **out);
 const moects__cell *moects__cell_find(const moects__cell *v, long n, const char *kernel, const char *model,
                                       const char *layout);
 
-/* Directory holding cases/ and gpu/: $MOECTS_ROOT, else the source tree the binary was built in. */
+/* The registry an installed or pip-bundled moects carries beside itself: DIR/../share/moects, DIR the
+ * folder of libmoects (when this code runs in it) or of the executable, when that holds cases/; else NULL. */
+const char *moects__bundled_root(void);
+/* Directory holding cases/ and gpu/: $MOECTS_ROOT, else moects__bundled_root(), else the source tree the
+ * binary was built in. */
 const char *moects__source_root(void);
 /* How a report shows a path of this machine (a results.json, a registry), never absolute: relative to
  * the current folder when inside it (moects__path_here), else relative to the source root

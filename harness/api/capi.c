@@ -40,6 +40,7 @@ const char *moects_default_root(void)
     static char root[4096];
     const char *e = getenv("MOECTS_ROOT");
     if (e && *e) return e;
+    if ((e = moects__bundled_root()) != NULL) return e; /* an installed or pip-bundled copy's own registry */
     char p[4200];
 #ifdef MOECTS_SOURCE_DIR
     snprintf(p, sizeof p, "%s/cases", MOECTS_SOURCE_DIR);
@@ -290,21 +291,29 @@ int moects_casedata_reference(moects_casedata *d, const char *recipe, moects_ten
 
 struct moects_judgement {
     moects_result r;
-    char *text, *json;
+    char *text, *json, *repro;
 };
+
+/* j->text: the TAP's YAML block of j->r, its repro line j->repro when set (moects_judgement_repro). */
+static void judgement_text(moects_judgement *j)
+{
+    moects_tap_opts o = {.version = 13, .repro_fixed = j->repro};
+    size_t len = 0;
+    free(j->text);
+    j->text = NULL;
+    FILE *f = open_memstream(&j->text, &len);
+    if (f) {
+        moects__tap_yaml(f, "", &j->r, &o);
+        fclose(f);
+    }
+}
 
 static moects_judgement *judgement_new(const moects_result *r)
 {
     moects_judgement *j = calloc(1, sizeof *j);
     if (!j) return moects__set_error("out of memory"), NULL;
     j->r = *r;
-    moects_tap_opts o = {.version = 13};
-    size_t len = 0;
-    FILE *f = open_memstream(&j->text, &len);
-    if (f) {
-        moects__tap_yaml(f, "", r, &o);
-        fclose(f);
-    }
+    judgement_text(j);
     moects__buf b = {0};
     moects__buf_result(&b, r);
     moects__buf_add(&b, "");
@@ -399,7 +408,22 @@ void moects_judgement_free(moects_judgement *j)
     if (!j) return;
     free(j->text);
     free(j->json);
+    free(j->repro);
     free(j);
+}
+
+const char *moects_judgement_repro(moects_judgement *j, const char *program, const char *extra)
+{
+    if (!j) return moects__set_error("judgement_repro: no judgement"), NULL;
+    moects__buf b = {0};
+    moects__repro_as(&b, &j->r, program, extra);
+    if (b.oom || !b.s) return moects__buf_free(&b), moects__set_error("out of memory"), NULL;
+    free(j->repro);
+    j->repro = strdup(b.s);
+    moects__buf_free(&b);
+    judgement_text(j);
+    if (!j->repro || !j->text) return moects__set_error("out of memory"), NULL;
+    return j->repro;
 }
 
 const char *moects_judgement_verdict(const moects_judgement *j) { return j ? moects__verdict_name(j->r.verdict) : NULL; }

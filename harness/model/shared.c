@@ -1,6 +1,7 @@
 /* shared.c: what several reports share (reports_internal.h): repro lines and their folder, the
  * Markdown verdict counts, layout order, the (kernel, case) index and the model x layout cells. */
 #include <ctype.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cases_internal.h"
@@ -47,11 +49,15 @@ char *moects__path_here(const char *path)
 }
 
 /* One case alone under one kernel, same seed: `moects run --kernel K --seed S CASE` (the form
- * harness/report/tap.c prints). */
+ * harness/report/tap.c prints). $MOECTS_PROGRAM, when set, is the command verbatim: the Python
+ * package's `moects` entry point and `python -m moects` set it to themselves, as the bundled binary
+ * they exec is not what a user types (its runner would not find their interpreter). */
 const char *moects__self_program(void)
 {
     static char prog[4200];
     if (prog[0]) return prog;
+    const char *given = getenv("MOECTS_PROGRAM");
+    if (given && *given) return snprintf(prog, sizeof prog, "%s", given), prog;
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     snprintf(prog, sizeof prog, "moects");
@@ -88,18 +94,21 @@ void moects__repro_dir(const char *case_id, char *buf, size_t len)
     if (n >= 0 && (size_t)n < len) buf[n] = '\0';
 }
 
-void moects__repro(moects__buf *b, const moects_result *r)
+void moects__repro_as(moects__buf *b, const moects_result *r, const char *program, const char *extra)
 {
     char dir[256];
     moects__repro_dir(r->case_id, dir, sizeof dir);
-    moects__buf_add(b, moects__self_program());
+    moects__buf_add(b, program ? program : "moects");
     moects__buf_add(b, " run --kernel ");
     moects__shell_quote(b, r->kernel);
     moects__buf_printf(b, " --seed %" PRIu64 " --out ", r->seed);
     moects__shell_quote(b, dir);
+    if (extra) moects__buf_add(b, extra);
     moects__buf_add(b, " ");
     moects__shell_quote(b, r->case_id);
 }
+
+void moects__repro(moects__buf *b, const moects_result *r) { moects__repro_as(b, r, moects__self_program(), NULL); }
 
 void moects__filter_carried(moects__buf *b, const char *filter)
 {
@@ -293,10 +302,47 @@ const moects__cell *moects__cell_find(const moects__cell *v, long n, const char 
     return NULL;
 }
 
+/* DIR/../share/moects of the file holding this code: libmoects when it is loaded (dladdr names it), else
+ * the executable (/proc/self/exe); "" when that folder has no cases/. */
+static void bundled_root_of(char *out, size_t len)
+{
+    char self[4096] = "";
+    Dl_info di;
+    if (dladdr((void *)bundled_root_of, &di) && di.dli_fname && strstr(di.dli_fname, "libmoects")) {
+        char *real = realpath(di.dli_fname, NULL);
+        if (real) snprintf(self, sizeof self, "%s", real);
+        free(real);
+    }
+    if (!self[0]) {
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        self[n > 0 ? n : 0] = '\0';
+    }
+    char *slash = strrchr(self, '/');
+    out[0] = '\0';
+    if (!slash) return;
+    *slash = '\0';
+    char dir[4200], cases[4300];
+    snprintf(dir, sizeof dir, "%s/../share/moects", self);
+    snprintf(cases, sizeof cases, "%s/cases", dir);
+    struct stat st;
+    char *real = stat(cases, &st) == 0 && S_ISDIR(st.st_mode) ? realpath(dir, NULL) : NULL;
+    if (real) snprintf(out, len, "%s", real);
+    free(real);
+}
+
+const char *moects__bundled_root(void)
+{
+    static char root[4096];
+    static int done;
+    if (!done) bundled_root_of(root, sizeof root), done = 1;
+    return root[0] ? root : NULL;
+}
+
 const char *moects__source_root(void)
 {
     const char *r = getenv("MOECTS_ROOT");
     if (r && *r) return r;
+    if ((r = moects__bundled_root()) != NULL) return r;
 #ifdef MOECTS_SOURCE_DIR
     return MOECTS_SOURCE_DIR;
 #else

@@ -166,6 +166,13 @@ MOECTS_API int moects_judgement_passed(const moects_judgement *j);
  * verdict, kernel, recipe, mismatches, max_ulp, first_mismatch, calc_diff, acc_check (a bounded verdict's
  * accumulation check), seed, reason, repro. */
 MOECTS_API const char *moects_judgement_text(const moects_judgement *j);
+/* The command line that reproduces this result alone: PROGRAM run --kernel K --seed S --out
+ * reports/repro/ID EXTRA CASE (program NULL: "moects"; extra NULL, or the options the kernel needs placed
+ * before CASE, shell-quoted by the caller, e.g. " --kernel-py '/abs/test_mine.py:kernel'"). It becomes
+ * the repro line of moects_judgement_text (which is rendered again) until the next call. The string
+ * is j's (valid until the next call or moects_judgement_free); NULL on no j or out of memory. Added
+ * within API version 1: a binding that may load an older library looks it up (dlsym) and does without. */
+MOECTS_API const char *moects_judgement_repro(moects_judgement *j, const char *program, const char *extra);
 /* The result as the JSON object results.json holds for it. */
 MOECTS_API const char *moects_judgement_json(const moects_judgement *j);
 

@@ -1,6 +1,6 @@
 """moects: judge MoE kernels (ep_gather, FP4 GEMMs) against bit-exact references, from Python.
 
-A pure-Python package over libmoects (ctypes, no compiled extension): cases and their
+A Python package over libmoects (ctypes, no compiled extension; pip bundles the library): cases and their
 deterministic inputs as numpy arrays or torch tensors, `case.check(out)` with the runner's verdicts
 and diagnostics, results.json for `moects gate`/`coverage`/`merge`, a pytest plugin
 (`@pytest.mark.moects(...)`, fixture `moects_case`), and the worker behind

@@ -2,10 +2,11 @@
 for ctypes. Only this module touches ctypes prototypes; the rest of the package calls `lib()`.
 
 Where the library is looked for, first found wins:
-1. $MOECTS_LIB (a file path; the runner sets it for `--kernel-py` workers);
-2. the checkout this package sits in (python/moects -> ../../build/lib), then the current
-   directory and its parents (build/lib), for a package installed from a checkout;
-3. an installed prefix: `pkg-config --variable=libdir moects`, sys.prefix/lib, /usr/local/lib,
+1. $MOECTS_LIB (a file path; the runner sets it for `--kernel-py` workers), an override;
+2. the copy `pip install ./python` bundles in the package (moects/_native/lib);
+3. the checkout this package sits in (python/moects -> ../../build/lib, PYTHONPATH=python), then
+   build/lib under the current directory and its parents;
+4. an installed prefix: `pkg-config --variable=libdir moects`, sys.prefix/lib, /usr/local/lib,
    /usr/lib, then ctypes.util.find_library("moects").
 """
 import ctypes
@@ -90,6 +91,7 @@ _PROTOS = {
     "moects_judgement_passed": (c_int, [_H]),
     "moects_judgement_text": (c_char_p, [_H]),
     "moects_judgement_json": (c_char_p, [_H]),
+    "moects_judgement_repro": (c_char_p, [_H, c_char_p, c_char_p]),
     "moects_resultset_new": (_H, [c_char_p, c_uint64]),
     "moects_resultset_free": (None, [_H]),
     "moects_resultset_add": (c_int, [_H, _H]),
@@ -108,19 +110,22 @@ _lib = None
 _path = None
 
 
+_HERE = os.path.dirname(os.path.abspath(__file__))
+NATIVE = os.path.join(_HERE, "_native")  # what pip bundles: bin/moects, lib/libmoects.so.0, share/moects
+
+
 def _checkout_dirs():
-    """build/lib folders of the checkout around this file and around the current directory."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    starts = [os.path.dirname(os.path.dirname(here)), os.getcwd()]
-    out = []
-    for start in starts:
-        d = start
-        while True:
-            out.append(os.path.join(d, "build", "lib"))
-            parent = os.path.dirname(d)
-            if parent == d:
-                break
-            d = parent
+    """build/lib of the checkout this package sits in (python/moects of a tree with CMakeLists.txt),
+    then build/lib under the current directory and each of its parents."""
+    root = os.path.dirname(os.path.dirname(_HERE))
+    out = [os.path.join(root, "build", "lib")] if os.path.exists(os.path.join(root, "CMakeLists.txt")) else []
+    d = os.getcwd()
+    while True:
+        out.append(os.path.join(d, "build", "lib"))
+        parent = os.path.dirname(d)
+        if parent == d:
+            break
+        d = parent
     return out
 
 
@@ -142,7 +147,8 @@ def candidates():
     env = os.environ.get("MOECTS_LIB")
     if env:
         return [env]
-    paths = [os.path.join(d, n) for d in _checkout_dirs() + _prefix_dirs() for n in _SONAMES]
+    dirs = [os.path.join(NATIVE, "lib")] + _checkout_dirs() + _prefix_dirs()
+    paths = [os.path.join(d, n) for d in dirs for n in _SONAMES]
     found = ctypes.util.find_library("moects")
     if found:
         paths.append(found)
@@ -180,10 +186,29 @@ def lib():
             raise MoectsError("%s: API version %d, this package speaks %d" % (p, v, API_VERSION))
         _lib, _path = h, p
         return h
-    where = "$MOECTS_LIB=" + os.environ["MOECTS_LIB"] if os.environ.get("MOECTS_LIB") else \
-        "the checkout's build/lib, an installed prefix"
-    raise MoectsError("libmoects not found (looked in %s; tried %s). Build it (cmake --build build) "
-                      "or set MOECTS_LIB=/path/to/libmoects.so.0" % (where, ", ".join(tried[:6]) or "nothing"))
+    raise MoectsError(_not_found(tried))
+
+
+def _not_found(tried):
+    """The one line saying where libmoects was looked for (the folders, in order) and what to do."""
+    env = os.environ.get("MOECTS_LIB")
+    if env:
+        why = tried[0].partition(" (")[2].rstrip(")") if tried and " (" in tried[0] else "no such file"
+        return "libmoects not loaded from $MOECTS_LIB=%s: %s (point it at a libmoects.so.0, or unset it)" % (env, why)
+    dirs, errors = [], []
+    for t in tried:
+        p, _, why = t.partition(" (")
+        d = os.path.dirname(p) if os.sep in p else p
+        if d not in dirs:
+            dirs.append(d)
+        if why:
+            errors.append(t)
+    cwd = os.path.join(os.getcwd(), "build", "lib")
+    shown = [d for d in dirs if not (d.endswith(os.path.join("build", "lib")) and cwd.startswith(d[:-9]) and d != cwd)]
+    where = ", ".join("%s (current directory's parents too)" % d if d == cwd else d for d in shown)
+    return ("libmoects not found (looked in %s%s). pip install ./python from a moects checkout bundles it; "
+            "or build the checkout (cmake --build build), or set MOECTS_LIB=/path/to/libmoects.so.0"
+            % (where, "; " + "; ".join(errors[:2]) if errors else ""))
 
 
 def path():

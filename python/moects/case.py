@@ -45,10 +45,25 @@ class Judgement:
         p = L.moects_judgement_passed(handle)
         self.passed = None if p < 0 else bool(p)
         self.text = _lib.s(L.moects_judgement_text(handle)) or ""
+        self.kernel = None  # the Kernel judged (set by Case.judge and Case.outcome)
+        self.source = None  # the description object it was made from (a marker's or check()'s kernel=)
 
     @property
     def handle(self):
         return self._h.h
+
+    def repro(self, program=None, extra=None):
+        """The command that reproduces this result alone (moects_judgement_repro): PROGRAM run --kernel K
+        --seed S --out reports/repro/ID EXTRA CASE, program None: "moects"; extra: options before CASE,
+        shell-quoted (" --kernel-py '/abs/test_mine.py:kernel'"). It becomes the repro line of text too.
+        None from a libmoects too old to have the call."""
+        fn = getattr(_lib.lib(), "moects_judgement_repro", None)
+        if fn is None:
+            return None
+        cmd = _lib.s(_lib.check(fn(self.handle, program.encode() if program else None,
+                                   extra.encode() if extra else None)))
+        self.text = _lib.s(_lib.lib().moects_judgement_text(self.handle)) or ""
+        return cmd
 
     @property
     def record(self):
@@ -94,6 +109,8 @@ class Case:
         self.op = _lib.s(L.moects_case_op(caselist.handle, index))
         self.info = json.loads(_lib.s(L.moects_case_json(caselist.handle, index)))
         self.kernel = None  # a default kernel description for check() (the pytest marker sets it)
+        self.kernel_source = None  # the object that description was made from (the marker's kernel=)
+        self.repro_lines = None  # fn(case, judgement) -> lines a failed check() adds (the pytest plugin's)
         self.judgements = []
         self._data = None
         self._margins = []  # (base, pad) of each empty_output(): judge() checks their canary margins
@@ -210,7 +227,11 @@ class Case:
         arr, addr, nbytes = _tensors.as_host_bytes(out)
         desc = descriptor(k)
         h = _lib.lib().moects_judge(self._built(), ctypes.byref(desc), addr, nbytes)
-        j = Judgement(_lib.check(h), self.id)
+        return self._keep(Judgement(_lib.check(h), self.id), k, kernel)
+
+    def _keep(self, j, k, given):
+        j.kernel = k
+        j.source = given if given is not None else self.kernel_source if k is self.kernel else None
         self.judgements.append(j)
         return j
 
@@ -218,7 +239,8 @@ class Case:
         """judge(), then raise AssertionError carrying the TAP's diagnostics unless it passed."""
         j = self.judge(out, kernel, recipe, bound, tolerance, name)
         if not j.passed:
-            raise AssertionError("%s: %s\n%s" % (self.id, j.verdict, j.text))
+            lines = self.repro_lines(self, j) if self.repro_lines else []
+            raise AssertionError("%s: %s\n%s%s" % (self.id, j.verdict, j.text, "".join(l + "\n" for l in lines)))
         return j
 
     def outcome(self, verdict, reason, kernel=None, name=None):
@@ -230,9 +252,7 @@ class Case:
         desc = descriptor(k)
         h = _lib.lib().moects_judge_outcome(self._built(), ctypes.byref(desc), verdict.encode(),
                                             reason.encode("utf-8", "replace"))
-        j = Judgement(_lib.check(h), self.id)
-        self.judgements.append(j)
-        return j
+        return self._keep(Judgement(_lib.check(h), self.id), k, kernel)
 
 
 def cases(*globs, tier="smoke", config=None, tp=0, ep=0, root=None, seed=DEFAULT_SEED):

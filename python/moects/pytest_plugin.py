@@ -14,9 +14,16 @@ file `moects run --out` writes), --moects-seed N (default 1, as `moects run`), -
 (every n-th case, as `moects run --shard`; `moects merge` joins the shards' results.json). A test that raises
 anything but the check's AssertionError is recorded as FAIL_CRASH with the exception's text;
 pytest.skip() as SKIP; moects_case.outcome("UNSUPPORTED", why) records a refusal.
+
+A failed check (and a crash) prints two repro lines that run that case alone again: the pytest
+command selecting its test by node id, and `moects run --kernel-py FILE:NAME` with the kernel's
+module-level name in the test file (repro.py). A libmoects that cannot be loaded is one collection
+error line naming where it was looked for.
 """
 import pytest
 
+from . import repro as _repro
+from ._lib import MoectsError
 from .case import DEFAULT_SEED, cases as _cases
 from .kernel import error_text
 
@@ -63,7 +70,7 @@ def _select(config, marker):
         from .kernel import describe
         k = describe(kernel)
         for c in cases:
-            c.kernel = k
+            c.kernel, c.kernel_source = k, kernel
     return cases
 
 
@@ -73,7 +80,10 @@ def pytest_generate_tests(metafunc):
     marker = metafunc.definition.get_closest_marker("moects")
     if marker is None:
         raise pytest.UsageError("%s uses moects_case without @pytest.mark.moects(...)" % metafunc.function.__name__)
-    cases = _select(metafunc.config, marker)
+    try:
+        cases = _select(metafunc.config, marker)
+    except (MoectsError, ValueError) as e:  # one line (libmoects not found, a bad glob or kernel), no traceback
+        raise pytest.Collector.CollectError("moects: %s: %s" % (metafunc.function.__name__, e)) from None
     shard = metafunc.config._moects_shard
     if shard:
         cases = [c for pos, c in enumerate(cases) if pos % shard[1] == shard[0]]
@@ -85,6 +95,7 @@ def moects_case(request):
     """The moects.Case this test runs (its inputs are freed after the test)."""
     c = request.param
     c.judgements = []
+    c.repro_lines = lambda case, j: _repro.lines(request.node, case, j)
     request.node._moects_case = c
     request.config._moects_ran.append(c)
     yield c
@@ -103,18 +114,21 @@ def pytest_runtest_makereport(item, call):
         if e.errisinstance(pytest.skip.Exception):
             _record(c, "SKIP", str(e.value))
         else:  # the kernel raised (anything but check()'s verdict): that case's FAIL_CRASH
-            _record(c, "FAIL_CRASH", error_text(e.value))
+            j = _record(c, "FAIL_CRASH", error_text(e.value))
+            if j is not None:
+                rep.sections.append(("moects repro", "\n".join(_repro.lines(item, c, j))))
     elif call.when == "setup" and rep.skipped and not c.judgements:
         _record(c, "SKIP", str(call.excinfo.value) if call.excinfo else "skipped")
 
 
 def _record(c, verdict, reason):
     try:
-        c.outcome(verdict, reason)
+        return c.outcome(verdict, reason)
     except Exception as e:  # never hide the test's own failure behind a recording error
         c.judgements.append(None)
         import warnings
         warnings.warn("moects: %s: could not record %s: %s" % (c.id, verdict, e))
+        return None
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -124,7 +138,15 @@ def pytest_sessionfinish(session, exitstatus):
     from .results import Results
     ran = session.config._moects_ran
     seed = session.config.getoption("moects_seed")
-    res = Results("pytest " + " ".join(str(a) for a in session.config.args), seed)
+    try:
+        res = Results("pytest " + " ".join(str(a) for a in session.config.args), seed)
+    except MoectsError as e:  # one line, not a traceback out of this hook
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        line = "moects: --moects-results %s not written: %s" % (path, e)
+        tr.write_line(line, red=True) if tr else print(line)
+        if session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        return
     order = {}
     for i, c in enumerate(ran):  # case-major, as a run writes them: by case, then test order
         order.setdefault(c.id, i)

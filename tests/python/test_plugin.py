@@ -61,3 +61,64 @@ def test_cases_are_tests_and_results_feed_gate_coverage_merge(build_dir, tmp_pat
     with open(tmp_path / "merged" / "results.json") as f:
         merged = [(x["kernel"], x["case"], x["verdict"]) for x in json.load(f)["results"]]
     assert sorted(merged) == sorted(got), m.stderr
+
+
+MINE = '''
+import pytest
+import numpy_ep_gather as ne
+
+def flipped(shape, args):
+    ne.ep_gather(shape, args)
+    args["out"].reshape(-1)[0] ^= 0x8000   # the sign of element 0
+
+mine = {"name": "mine.flipped", "op": "ep_gather", "recipe": "ep_gather.fma_v1", "run": flipped}
+
+@pytest.mark.moects("ep_gather/kimi-k3/tp8/t16", kernel=mine)
+def test_mine(moects_case):
+    a = moects_case.args()
+    mine["run"](moects_case.shape, a)
+    moects_case.check(a["out"])
+
+@pytest.mark.moects("ep_gather/kimi-k3/tp8/t16")
+def test_inline(moects_case):
+    a = moects_case.args()
+    flipped(moects_case.shape, a)
+    moects_case.check(a["out"], recipe="ep_gather.fma_v1", name="py.inline")
+'''
+
+
+def test_failed_check_prints_pytest_and_moects_repro_lines(tmp_path):
+    (tmp_path / "test_b.py").write_text(MINE)
+    r = pytest_run(tmp_path, "test_b.py", "--moects-seed", "7")
+    assert r.returncode == 1, r.stdout + r.stderr
+    got = [l.split("E ", 1)[1].strip() for l in r.stdout.splitlines() if " repro: " in l and l.startswith("E ")]
+    f = str(tmp_path / "test_b.py")
+    # written out from the plugin's contract (python/moects/repro.py): node id, seed, -p as given
+    want_pytest = "-p moects.pytest_plugin '%s::test_mine[ep_gather/kimi-k3/tp8/t16]' --moects-seed 7" % f
+    want_moects = (" run --kernel mine.flipped --seed 7 --out reports/repro/ep_gather_kimi-k3_tp8_t16 --kernel-py "
+                   "%s:mine ep_gather/kimi-k3/tp8/t16" % f)
+    mine = [l for l in got if l.startswith("pytest repro: ") and "test_mine" in l]
+    assert len(mine) == 1 and mine[0].endswith(want_pytest), got
+    moects_lines = [l for l in got if l.startswith("moects repro: ") and "mine.flipped" in l]
+    assert len(moects_lines) == 1 and moects_lines[0].endswith(want_moects), got
+    # the diagnostics' own repro line is that command too, not one without --kernel-py
+    assert 'repro: "%s"' % moects_lines[0][len("moects repro: "):] in r.stdout, r.stdout
+    # a kernel judged by recipe= inside the test has no description --kernel-py could load: said so
+    assert any(l.startswith("moects repro: none (kernel 'py.inline' is no module-level description") for l in got), got
+
+
+def test_missing_libmoects_is_one_collection_line(tmp_path):
+    import shutil
+    shutil.copytree(os.path.join(ROOT, "python", "moects"), str(tmp_path / "pkg" / "moects"),
+                    ignore=shutil.ignore_patterns("__pycache__", "_native"))
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "test_b.py").write_text(MINE)
+    env = {k: v for k, v in os.environ.items() if k not in ("MOECTS_LIB", "MOECTS_BIN", "MOECTS_ROOT")}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "pkg"), os.path.join(ROOT, "examples")])
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "moects.pytest_plugin", "-p", "no:cacheprovider",
+                        "test_b.py"], capture_output=True, text=True, env=env, cwd=str(tmp_path / "w"))
+    out = r.stdout + r.stderr
+    lines = [l for l in out.splitlines() if l.startswith("moects: test_")]
+    assert r.returncode == 2 and "Traceback" not in out, out  # 2: interrupted by a collection error
+    assert len(lines) == 1 and "libmoects not found (looked in %s" % (tmp_path / "pkg" / "moects" / "_native" / "lib") \
+        in lines[0] and str(tmp_path / "w" / "build" / "lib") in lines[0], out
