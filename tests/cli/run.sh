@@ -38,7 +38,7 @@ fail_fast)
     [ "$n" = 3 ] || { cat h.tap; fail "$n cases not run, want 3"; }
     grep -q "^moects run: planted.fp4_gemm: 3 cases not run: planted.fp4_gemm stopped: its first 3 cases" h.err ||
         { cat h.err; fail "stderr: the one reason"; }
-    tail -n 1 h.err | grep -q "^moects run: FAIL: 1 of 1 honest kernel fail, 0 of 0 mutants escaped; 6 results: 0 passed, 3 failed, 3 skipped or unsupported; summary: h/summary.md$" ||
+    tail -n 1 h.err | grep -q "^moects run: FAIL: honest kernels 0 of 1 passed, 1 failed; runs: honest 0 passed, 3 failed; 3 not run (3 skipped); summary: h/summary.md$" ||
         { cat h.err; fail "last stderr line is not the verdict"; }
     # per kernel: 2 failures, then the kernel stops; the built-in honest kernel runs on
     # shellcheck disable=SC2046
@@ -54,7 +54,7 @@ fail_fast)
         --kernel cpu.fp4_gemm.blockwise --max-failures 1 $(cat ids) > m.tap 2> m.err
     [ "$(grep -c 'SKIP not run: the run stopped: --max-failures 1 reached' m.tap)" = 10 ] ||
         { cat m.tap; fail "--max-failures 1: 10 of 12 tasks not run"; }
-    tail -n 1 m.err | grep -q "^moects run: FAIL: 1 of 2 honest kernels fail" || { cat m.err; fail "verdict line"; }
+    tail -n 1 m.err | grep -q "^moects run: FAIL: honest kernels 1 of 2 passed, 1 failed;" || { cat m.err; fail "verdict line"; }
     "$moects" run --max-failures x 2> e.txt; [ $? = 2 ] || fail "bad count accepted"
     grep -qxF 'moects run: --max-failures: not a count 0..1000000000: "x"' e.txt || { cat e.txt; fail "bad count message"; }
     ;;
