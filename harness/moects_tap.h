@@ -79,6 +79,22 @@ void moects__tap_head(FILE *f, const moects_run *run, size_t nplan, const moects
  * returns 0 (nothing written) when run has no result of k. */
 int moects__tap_kernel(FILE *f, const moects_run *run, const moects_kernel *k, size_t top, const moects_tap_opts *o);
 
+/* The TAP of a run written while it runs (harness/report/tap_stream.c): the head at once, then each
+ * kernel's subtest as soon as all its results are in and the kernels before it are written, so that
+ * the text is moects__tap_render's of the finished run (without must-pass points: not for --cases). */
+typedef struct moects_tap_stream moects_tap_stream;
+/* out: where (stdout); head: the run's header (its results unused); kernels[nk] in report order;
+ * cases[ncases]: kernel k takes each case of its op; known: the findings marked on each result before
+ * it is written (moects__known_mark; NULL none). The head is written here. NULL when out of memory. */
+moects_tap_stream *moects__tap_stream_new(FILE *out, const moects_run *head, const moects_kernel *const *kernels,
+                                          size_t nk, const moects_case *cases, size_t ncases, const moects_tap_opts *o,
+                                          const moects_known *known);
+/* The result r of case c under kernel k; r must stay valid until k's subtest is written. Kernels whose
+ * results are all in are written, in order. Returns -1 when out of memory (the stream stops). */
+int moects__tap_stream_add(moects_tap_stream *s, size_t c, size_t k, const moects_result *r);
+/* Whether every kernel was written (every result came in); frees s. */
+int moects__tap_stream_close(moects_tap_stream *s);
+
 /* summary.md: one row per kernel with its count of each verdict and its status; when the results
  * are timed, where the time went (seconds per phase) and the 10 slowest cases. */
 char *moects__summary_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,

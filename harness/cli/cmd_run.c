@@ -239,6 +239,8 @@ typedef struct {
     moects_journal journal;
     moects_run done;    /* --resume: the journal's results */
     const moects_result **prior; /* --resume: per (case, kernel), its journaled result or NULL */
+    moects_tap_stream *stream;   /* the TAP on stdout while the run goes (not with --cases), NULL none */
+    int streamed;                /* stdout has the TAP: write_reports does not print it again */
     char *extra;                 /* repro_extra(o) */
     char empty[128];             /* the plan's SKIP reason when nothing runs */
 } run_ctx;
@@ -486,6 +488,17 @@ static int run_journal(run_ctx *x)
 
 static char *repro_extra(const cli *o);
 
+/* Each task's result, as it finishes (with --resume, the journal's first), into the TAP on stdout. */
+static void stream_task(void *ctx, size_t c, size_t k, const moects_result *r)
+{
+    run_ctx *x = ctx;
+    if (x->stream && moects__tap_stream_add(x->stream, c, k, r) != 0) { /* said once; the stream stops */
+        fprintf(stderr, "moects run: out of memory streaming the TAP: stdout is cut short; run.tap is whole\n");
+        moects__tap_stream_close(x->stream);
+        x->stream = NULL;
+    }
+}
+
 /* The TAP options of the run's reports (moects_tap_opts; the must-pass points apart). 0, or 2 out of memory. */
 static int tap_opts_of(run_ctx *x, moects_tap_opts *to)
 {
@@ -495,6 +508,24 @@ static int tap_opts_of(run_ctx *x, moects_tap_opts *to)
     else snprintf(x->empty, sizeof x->empty, "no selected kernel takes the selected cases");
     *to = (moects_tap_opts){.version = o->tap_version, .verbose = o->verbose, .program = moects__self_program(),
                             .repro_extra = x->extra, .empty_reason = x->empty, .narrowed = o->nglobs || o->ncase_files};
+    return 0;
+}
+
+/* The TAP on stdout as the run goes: the head now, then each kernel once its cases are done
+ * (harness/report/tap_stream.c), the journal's results (--resume) first. Not with --cases, whose
+ * must-pass points (in the plan) are known only at the end: the TAP is printed then. 0, or 2. */
+static int stream_start(run_ctx *x)
+{
+    moects_tap_opts to;
+    int rc;
+    if (x->o.ncase_files) return 0;
+    if ((rc = tap_opts_of(x, &to))) return rc;
+    if (!(x->stream = moects__tap_stream_new(stdout, &x->run, x->kernels, x->nk, x->cases, x->ncases, &to, &x->known)))
+        return 0; /* out of memory: the TAP at the end */
+    x->streamed = 1;
+    for (size_t c = 0; x->prior && c < x->ncases; c++)
+        for (size_t k = 0; k < x->nk; k++)
+            if (x->prior[c * x->nk + k]) stream_task(x, c, k, x->prior[c * x->nk + k]);
     return 0;
 }
 
@@ -515,6 +546,7 @@ static int run_execute(run_ctx *x)
     snprintf(int_note, sizeof int_note, "\nmoects run: interrupted: the results so far are in %s/%s (--resume %s "
              "continues the run); any other report there is an earlier run's\n", x->outdir, MOECTS_JOURNAL, x->outdir);
     for (int i = 0; i < 3; i++) old_sig[i] = signal(int_sigs[i], on_interrupt); /* restored by run_free */
+    if ((rc = stream_start(x))) return rc;
     moects_runner_opts ro = {.cases = x->cases, .ncases = x->ncases, .kernels = x->kernels, .nkernels = x->nk,
                              .seed = o->seed, .timeout_s = o->timeout, .jobs = x->jobs, .perf = o->perf,
                              .progress = isatty(2) ? 1 : 2, .devices = x->devs, .ndevices = x->ndevs,
@@ -523,8 +555,13 @@ static int run_execute(run_ctx *x)
                              .dead_after = o->dead_after,
                              .kernel_py = (const char *const *)o->kernel_py, .nkernel_py = o->nkernel_py,
                              .libmoects = o->libmoects, .libs = (const char *const *)o->libs, .nlibs = o->nlibs,
-                             .dump_dir = o->dump, .prior = x->prior, .on_result = journal_result, .on_result_ctx = x};
-    if (moects__runner_run(&ro, &x->run, err, sizeof err) != 0) {
+                             .dump_dir = o->dump, .prior = x->prior, .on_result = journal_result, .on_result_ctx = x,
+                             .on_task = stream_task, .on_task_ctx = x};
+    rc = moects__runner_run(&ro, &x->run, err, sizeof err);
+    if (x->stream && !moects__tap_stream_close(x->stream) && rc == 0)
+        fprintf(stderr, "moects run: the TAP on stdout is cut short (out of memory); run.tap is whole\n");
+    x->stream = NULL;
+    if (rc != 0) {
         fprintf(stderr, "moects run: %s\n", err);
         return 2;
     }
@@ -580,7 +617,7 @@ static int write_reports(run_ctx *x, const rendered *rd)
     char p[4200], err[4400];
     const char *outdir = x->outdir;
     static moects_report_set set; /* 32 KiB of paths: not on the stack */
-    fwrite(rd->tap, 1, rd->tlen, stdout);
+    if (!x->streamed) fwrite(rd->tap, 1, rd->tlen, stdout);
     fflush(stdout);
     snprintf(p, sizeof p, "%s/results.json", outdir);
     if (moects__mkdirs(outdir, err, sizeof err) || moects__results_stage(&set, p, &x->run, err, sizeof err) ||
@@ -695,6 +732,7 @@ static void run_free(run_ctx *x)
         klog_tmp[0] = '\0';
     }
     moects__journal_close(&x->journal, 0);
+    moects__tap_stream_close(x->stream);
     free(x->extra);
     free(x->prior);
     moects__run_free(&x->done);

@@ -1,6 +1,6 @@
 #!/bin/sh
-# run.sh: end-to-end CLI checks: --dump, fail fast and --resume.
-# Usage: run.sh NAME MOECTS_BIN PLUGIN_SO SOURCE_ROOT WORK_DIR (NAME: dump, fail_fast, resume)
+# run.sh: end-to-end CLI checks: --dump, fail fast, --resume and the TAP streamed while the run goes.
+# Usage: run.sh NAME MOECTS_BIN PLUGIN_SO SOURCE_ROOT WORK_DIR (NAME: dump, fail_fast, resume, stream)
 . "$(dirname "$0")/lib.sh"
 
 case $name in
@@ -179,6 +179,33 @@ PY
     grep -q "^moects run: --resume none: no results.journal there: No such file or directory" bad.err ||
         { cat bad.err; fail "missing-directory message"; }
     [ -e none ] && fail "--resume of a missing directory created it"
+    ;;
+stream)
+    # The TAP on stdout comes as the run goes (harness/report/tap_stream.c: the head at once, each
+    # kernel's subtest once its cases are done, in the TAP's order) and is byte for byte the run.tap
+    # the finished run writes: with 2 jobs, 1 job and a shard. Cases of the three ops, every built-in
+    # kernel (some take none of them: not in the TAP). The first stderr line (cases, kernels, runs)
+    # comes before the first test point: stdout and stderr into one file, in the order written.
+    ids="ep_gather/kimi-k3/tp8/t16 ep_gather/regression/block-divides-h/kimi-k3-tp8/t1
+         fp4_gemm.mxfp4/kimi-k3/tp8/gemm1/m16 fp4_gemm.mxfp4/kimi-k3/tp8/gemm2/m16
+         moe_gemm.w4a8/kimi-k3/ep64/offsets/gemm2/t16 moe_gemm.mxfp4/dbrx/tp16/masked/gemm2/t16"
+    # shellcheck disable=SC2086
+    "$moects" run --out both --jobs 2 $ids > both.txt 2>&1 || { cat both.txt; fail "run (2 jobs)"; }
+    first=$(grep -n "^moects run: 6 cases, [0-9]* kernels: [0-9]* runs (each kernel on the cases of its op); about " both.txt |
+        head -n 1 | cut -d: -f1)
+    point=$(grep -n -E "^ *(not )?ok [0-9]" both.txt | head -n 1 | cut -d: -f1)
+    [ -n "$first" ] && [ -n "$point" ] && [ "$first" -lt "$point" ] ||
+        { cat both.txt; fail "the first stderr line (line ${first:-none}) is not before the first point (line ${point:-none})"; }
+    grep -v "^moects run: " both.txt > both.tap
+    cmp -s both.tap both/run.tap || { diff both.tap both/run.tap | head; fail "stdout (2 jobs) is not run.tap"; }
+    prove -e cat both.tap > prove.log 2>&1 || { cat prove.log; fail "prove on the streamed TAP"; }
+    # shellcheck disable=SC2086
+    "$moects" run --out one --jobs 1 $ids > one.tap 2> one.err || { cat one.err; fail "run (1 job)"; }
+    cmp -s one.tap one/run.tap || { diff one.tap one/run.tap | head; fail "stdout (1 job) is not run.tap"; }
+    cmp -s one.tap both.tap || fail "1 job and 2 jobs: another TAP"
+    # shellcheck disable=SC2086
+    "$moects" run --out sh --shard 1/2 $ids > sh.tap 2> sh.err || { cat sh.err; fail "run (shard 1/2)"; }
+    cmp -s sh.tap sh/run.tap || { diff sh.tap sh/run.tap | head; fail "stdout (shard) is not run.tap"; }
     ;;
 *)
     fail "unknown test"
