@@ -32,7 +32,8 @@ static void part(char *buf, size_t len, size_t n, const char *word, int always)
 static void kernel_counts(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
                           const moects_tap_opts *to, char *buf, size_t len)
 {
-    size_t h[4] = {0}, m[4] = {0}, nh = 0, nm = 0; /* h: passed failed refused idle; m: caught escaped deferred idle */
+    /* h: passed, failed, refused, not exercised, refused a shard; m: caught, escaped, deferred, not exercised */
+    size_t h[5] = {0}, m[4] = {0}, nh = 0, nm = 0;
     for (size_t k = 0; k < nk; k++) {
         size_t c[MOECTS_VERDICT_COUNT], n = 0;
         moects_kernel_status st = moects__kernel_status_of(run, kernels[k]->name, kernels[k]->bug != NULL, c);
@@ -43,7 +44,8 @@ static void kernel_counts(const moects_run *run, const moects_kernel *const *ker
             m[st == MOECTS_KS_CAUGHT ? 0 : st != MOECTS_KS_ESCAPED ? 3 : moects__status_deferred_to(run, to, st) ? 2 : 1]++;
         } else {
             nh++;
-            h[st == MOECTS_KS_PASS ? 0 : st == MOECTS_KS_FAIL ? 1 : st == MOECTS_KS_REFUSED ? 2 : 3]++;
+            h[st == MOECTS_KS_PASS ? 0 : st == MOECTS_KS_FAIL ? 1 : st != MOECTS_KS_REFUSED ? 3
+              : moects__status_deferred_to(run, to, st) ? 4 : 2]++;
         }
     }
     buf[0] = '\0';
@@ -52,6 +54,7 @@ static void kernel_counts(const moects_run *run, const moects_kernel *const *ker
         part(buf, len, h[1], "failed", 0);
         part(buf, len, h[2], "refused every case", 0);
         part(buf, len, h[3], "not exercised", 0);
+        part(buf, len, h[4], "refused every case of this shard (TODO)", 0);
     }
     if (nm) {
         size_t l = strlen(buf);

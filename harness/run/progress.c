@@ -60,8 +60,9 @@ void moects__progress_start(moects__progress *pg, int mode, size_t ncases, size_
     pg->t0 = moects__now_s();
     pg->next = pg->t0 + 10;
     char a[32], b[32], c[32], d[32], t[32];
-    fprintf(stderr, "moects run: %s case%s, %s kernel%s: %s runs (each kernel on the cases of its op)", commas(ncases, a, sizeof a),
-            ncases == 1 ? "" : "s", commas(nkernels, b, sizeof b), nkernels == 1 ? "" : "s", commas(nruns, c, sizeof c));
+    fprintf(stderr, "moects run: %s case%s, %s kernel%s: %s run%s (each kernel on the cases of its op)",
+            commas(ncases, a, sizeof a), ncases == 1 ? "" : "s", commas(nkernels, b, sizeof b), nkernels == 1 ? "" : "s",
+            commas(nruns, c, sizeof c), nruns == 1 ? "" : "s");
     if (nprior) fprintf(stderr, ", %s kept from the journal", commas(nprior, d, sizeof d));
     fprintf(stderr, "; about %s on this machine (%d job%s; rough, from the cases' sizes)\n",
             span(est_s / (jobs > 0 ? jobs : 1), t, sizeof t), jobs, jobs == 1 ? "" : "s");
