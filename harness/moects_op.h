@@ -40,6 +40,10 @@ typedef struct moects__op_def {
     int (*recipes)(const moects_case *c, const char **names);
     /* Rough work in element operations (the runner's order, largest first). */
     double (*cost)(const moects_case *c);
+    /* Seconds of one run (a kernel on a case, its share of inputs and reference) per cost unit on
+     * one CPU worker: the rough estimate of `moects run`'s first line (harness/run/progress.c says
+     * how they were fitted). */
+    double secs_per_cost;
     /* Bytes of the main buffers, an upper bound (the memory budget of parallel workers). */
     double (*bytes)(const moects_case *c);
     /* 2MNK of a GEMM (the reference's slot weight); NULL: the reference runs on one thread. */

@@ -58,6 +58,11 @@ typedef struct {
      * fast leaves unrun), before the next task is handed out (the journal). NULL: none. */
     void (*on_result)(void *ctx, const moects_result *r);
     void *on_result_ctx;
+    /* Called in the parent with every task's result as it finishes, those fail fast leaves unrun
+     * included (not prior ones): case c of cases, kernel k of kernels; r stays valid until the run
+     * returns (the streamed TAP). NULL: none. */
+    void (*on_task)(void *ctx, size_t c, size_t k, const moects_result *r);
+    void *on_task_ctx;
 } moects_runner_opts;
 
 /* The prefix of the reason of a task that fail-fast left unrun (its verdict is SKIP). */
@@ -71,7 +76,8 @@ typedef struct {
  * o->prior holds); append one moects_result per pair to run in that order whatever the number of
  * jobs, prior results in their places (and the results'
  * verdicts and comparisons do not depend on it: the references are thread-count invariant).
- * A case's tasks (a group) run in one worker; groups start costliest first, weighted (above).
+ * A case's tasks (a group) run in one worker; groups start op by op in the kernels' order,
+ * costliest first within an op, weighted (above).
  * Each result carries its timing (moects_result.wall_s ...). A worker that
  * dies makes its task FAIL_CRASH (signal or exit status in reason) and a fresh worker goes on;
  * a task past its time is killed: FAIL_TIMEOUT. Returns 0, or -1 with err when the run itself
@@ -123,7 +129,7 @@ char *moects__perf_render(const moects_run *run, size_t *len);
 typedef struct {
     size_t ng;
     int slots, free_slots, pending; /* pending: slots running groups hold beyond one each */
-    size_t *order, *order1;         /* groups costliest first; those wanting one slot, same order */
+    size_t *order, *order1;         /* groups in start order; those wanting one slot, same order */
     size_t n1, head, bf, started;   /* head: cursor in order, bf: in order1 */
     int *want, *held;               /* per group: slots wanted (1..slots), held now */
     char *state;                    /* per group: 0 not started, 1 running, 2 done */
@@ -134,8 +140,8 @@ typedef struct {
 int moects__case_weight(const moects_case *c, double big_case_flops, int max_weight);
 /* Bytes of case c's inputs and output (an upper bound, for time limits that scale with size). */
 double moects__case_bytes(const moects_case *c);
-/* ng groups, order[] their indices costliest first, want[g] the slots each wants (clamped to
- * 1..slots; NULL: all 1). 0, or -1 out of memory. */
+/* ng groups, order[] their indices in start order (moects__sched_order), want[g] the slots each wants
+ * (clamped to 1..slots; NULL: all 1). 0, or -1 out of memory. */
 int moects__sched_init(moects__sched *s, size_t ng, const size_t *order, const int *want, int slots);
 void moects__sched_free(moects__sched *s);
 /* A group to start now and, in *slots, how many slots it gets; -1 when none may start now. */
@@ -146,5 +152,9 @@ void moects__sched_shrink(moects__sched *s, size_t g);
 void moects__sched_done(moects__sched *s, size_t g);
 /* Groups not started yet. */
 size_t moects__sched_left(const moects__sched *s);
+/* order[0..ng): the groups by ascending rank[g] (the runner: the first kernel of the group's op, so
+ * that ops finish in the kernels' order), then by descending cost[g], ties by group index. Left as it
+ * is when out of memory. */
+void moects__sched_order(size_t *order, size_t ng, const double *cost, const size_t *rank);
 
 #endif

@@ -7,7 +7,9 @@
 #include <stdio.h>
 
 #include "moects_harness.h"
+#include "moects_cases.h"
 #include "moects_kernel.h"
+#include "moects_known.h"
 
 typedef struct {
     int version;             /* 13 (default) or 14: only the header line differs */
@@ -22,6 +24,7 @@ typedef struct {
     const char *const *unjudged_why;
     size_t nunjudged;
     const char *empty_reason; /* plan "1..0 # SKIP <reason>" when nothing ran; NULL: "no cases" */
+    int narrowed;             /* the cases were narrowed (case globs, --cases): an escaped mutant is a TODO */
 } moects_tap_opts;
 
 /* Must-pass cases that no honest kernel judged: case ids of run with no PASS_* or FAIL_* result of a
@@ -60,11 +63,43 @@ int moects__kernel_status_fails(moects_kernel_status s);
 /* 1 when a shard cannot judge the status and leaves it to `moects merge`: an escaped mutant (another
  * shard may catch it) or a refusing kernel (another shard may give it a case it supports). */
 int moects__kernel_status_deferred(moects_kernel_status s);
+/* Whether a run's filter (moects_run.filter: the selection as `moects run` options) narrows the cases:
+ * it holds a case glob or --cases (--kernel, --kernel-lib, --kernel-py, --config, --tp, --ep and --tier
+ * do not, nor their values). moects merge judges a merged run by it. */
+int moects__filter_narrowed(const char *filter);
+/* Where a kernel's status st is judged instead of in this run: "shard" (a sharded run, run->shard
+ * set: an escaped mutant or a refusing kernel, judged by `moects merge` over all shards),
+ * "selection" (o->narrowed: an escaped mutant, which cases outside the selection may catch; the run
+ * of the whole tier judges it), NULL when it is judged here. o may be NULL. */
+const char *moects__status_deferred_to(const moects_run *run, const moects_tap_opts *o, moects_kernel_status st);
 
 /* Render the TAP of run. kernels: the run's kernels in report order (kernels without results are
  * left out). Returns a malloc'ed NUL-terminated text (length in *len), NULL when out of memory. */
 char *moects__tap_render(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
                         const moects_tap_opts *o, size_t *len);
+
+/* The TAP's head: "TAP version N", the plan "1..nplan" (or "1..0 # SKIP o->empty_reason") and the run's
+ * comment line (version, seed, commit, machine, shard of run). */
+void moects__tap_head(FILE *f, const moects_run *run, size_t nplan, const moects_tap_opts *o);
+/* Kernel k's subtest (a point per result of k in run, in run's order) and its own point, numbered top;
+ * returns 0 (nothing written) when run has no result of k. */
+int moects__tap_kernel(FILE *f, const moects_run *run, const moects_kernel *k, size_t top, const moects_tap_opts *o);
+
+/* The TAP of a run written while it runs (harness/report/tap_stream.c): the head at once, then each
+ * kernel's subtest as soon as all its results are in and the kernels before it are written, so that
+ * the text is moects__tap_render's of the finished run (without must-pass points: not for --cases). */
+typedef struct moects_tap_stream moects_tap_stream;
+/* out: where (stdout); head: the run's header (its results unused); kernels[nk] in report order;
+ * cases[ncases]: kernel k takes each case of its op; known: the findings marked on each result before
+ * it is written (moects__known_mark; NULL none). The head is written here. NULL when out of memory. */
+moects_tap_stream *moects__tap_stream_new(FILE *out, const moects_run *head, const moects_kernel *const *kernels,
+                                          size_t nk, const moects_case *cases, size_t ncases, const moects_tap_opts *o,
+                                          const moects_known *known);
+/* The result r of case c under kernel k; r must stay valid until k's subtest is written. Kernels whose
+ * results are all in are written, in order. Returns -1 when out of memory (the stream stops). */
+int moects__tap_stream_add(moects_tap_stream *s, size_t c, size_t k, const moects_result *r);
+/* Whether every kernel was written (every result came in); frees s. */
+int moects__tap_stream_close(moects_tap_stream *s);
 
 /* summary.md: one row per kernel with its count of each verdict and its status; when the results
  * are timed, where the time went (seconds per phase) and the 10 slowest cases. */

@@ -265,7 +265,7 @@ int moects__cli_load_kernels(cli *o, const moects_kernel ***out, size_t *n)
     if (!v || !lib_end) return free(v), free(lib_end), moects__cli_bad(o, "out of memory");
     for (size_t i = 0; i < nb; i++) v[i] = b[i];
     for (size_t i = 0; i < np; i++) v[nb + i] = pool[i];
-    *n = nb + np;
+    *n = o->nbuiltin = nb + np;
     char err[1400];
     for (size_t i = 0; i < o->nlibs; i++) {
         if (moects__plugin_load(o->libs[i], &v, n, err, sizeof err) != 0) {
@@ -312,8 +312,9 @@ static int glob_selects(const char *glob, const moects_kernel *k)
     return fnmatch(glob, k->name, 0) == 0;
 }
 
-/* Keep the kernels matching --kernel globs (each glob must match one); without globs all of them
- * but the mutant pool, except that must-pass runs (--cases) keep honest kernels only. */
+/* Keep the kernels matching --kernel globs (each glob must match one); without globs the kernels from
+ * outside (--kernel-lib, --kernel-py: those after the first o->nbuiltin) when any is given, else the
+ * built-in ones but the mutant pool; must-pass runs (--cases) keep honest kernels only. */
 int moects__cli_select_kernels(cli *o, const moects_kernel **v, size_t *n)
 {
     size_t m = 0;
@@ -327,7 +328,8 @@ int moects__cli_select_kernels(cli *o, const moects_kernel **v, size_t *n)
         if (o->nkernel_globs) {
             for (size_t g = 0; g < o->nkernel_globs && !keep; g++) keep = glob_selects(o->kernel_globs[g], v[i]);
         } else {
-            keep = !(o->ncase_files && v[i]->bug) && strncmp(v[i]->name, "pool.", 5);
+            int outside = o->nlibs || o->nkernel_py;
+            keep = !(o->ncase_files && v[i]->bug) && (outside ? i >= o->nbuiltin : strncmp(v[i]->name, "pool.", 5) != 0);
         }
         if (keep) v[m++] = v[i];
     }

@@ -8,6 +8,7 @@
 #include "moects.h"
 #include "moects_cases.h"
 #include "moects_kernel.h"
+#include "moects_tap.h"
 
 #ifndef MOECTS_VERSION
 #define MOECTS_VERSION "0.1"/* "moects CMD: msg" on stderr; returns 2 (bad usage or input). */
@@ -50,6 +51,7 @@ typedef struct {
     const char *dump;
     const char *resume; /* --resume DIR: continue the run whose journal is DIR/results.journal */
     char libmoects[4096];
+    size_t nbuiltin; /* load_kernels: the first nbuiltin kernels are built in (the pool included) */
 } cli;
 
 /* "moects CMD: message" on stderr; returns 2 (bad usage). */
@@ -75,8 +77,18 @@ const char *moects__cli_resolve_root(const char *given);
 /* The cases of all that the globs, --tier and --cases select (cases/select.c's rule) into sel[]; must-pass ids not registered into missing. 0, or 2. */
 int moects__cli_select_cases(cli *o, const moects_case_list *all, char *sel, char ***missing, size_t *nmissing,
                         char **first_file);
-/* The kernels the --kernel globs select (all honest ones and mutants when none). 0, or 2. */
+/* The kernels the --kernel globs select, from all loaded; without globs, the kernels of --kernel-lib and
+ * --kernel-py when any is given, else the built-in ones (honest kernels and mutants, not the pool);
+ * --cases without globs keeps honest kernels only. 0, or 2. */
 int moects__cli_select_kernels(cli *o, const moects_kernel **v, size_t *n);
+/* Whether r is a SKIP because this host has no CUDA device (or the build has no CUDA): the reason
+ * harness/run/task.c gives a CUDA kernel's task before its supports() (MOECTS__NO_DEVICE,
+ * moects__reason_is_no_device). harness/cli/run_verdict.c. */
+int moects__cli_no_device(const moects_result *r);
+/* The verdict line of `moects run` on stderr (run_verdict.c): rc its exit status, to its TAP options
+ * (o->narrowed: escaped mutants deferred), outdir where summary.md is. */
+void moects__cli_verdict_line(const moects_run *run, const moects_kernel *const *kernels, size_t nk,
+                              const moects_tap_opts *to, int rc, const char *outdir);
 /* "smoke,full" for tier bits t. */
 void moects__cli_tier_names(unsigned t, char *buf, size_t len);
 /* "moects CMD: msg" on stderr; returns 2 (bad usage or input). */

@@ -39,12 +39,14 @@ static int usage_run(void)
           "the run's verdict in one line on stderr. Exit 0 when every honest kernel passes (known findings\n"
           "aside) and every mutant is caught, 1 otherwise, 2 bad input.\n"
           "Selection:\n"
-          "  GLOB                   fnmatch on case ids; an exact id runs whatever its tier (default: all)\n"
+          "  GLOB                   fnmatch on case ids; an exact id runs whatever its tier (default: all); a run\n"
+          "                         narrowed by GLOB or --cases makes an escaping mutant a TODO, not a failure\n"
           "  --tier T               smoke, full, large, all or a comma list (default: smoke; --config: smoke,full)\n"
           "  --cases FILE           a must-pass list (ids or globs, # comments; one without ids is an error;\n"
           "                         - reads it from standard input, as `moects list ... | moects run --cases -`);\n"
           "                         honest kernels only unless --kernel is given\n"
-          "  --kernel GLOB          kernels whose name matches (comma-separated allowed; default: all)\n"
+          "  --kernel GLOB          kernels whose name matches, from all loaded (comma-separated allowed; default:\n"
+          "                         those of --kernel-lib and --kernel-py when given, else the built-in ones)\n"
           "  --kernel-lib LIB.so    out-of-tree kernels (moects_plugin_kernels), recorded with a SHA-256\n"
           "  --kernel-py MODULE:NAME  Python kernels (NAME: a moects.Kernel description or a list; repeatable),\n"
           "                         run in workers started by exec of $MOECTS_PYTHON (default python3)\n"
@@ -188,12 +190,12 @@ static void on_interrupt(int sig)
 }
 
 /* Whether kernel k's status fails the run. In a sharded run an escaped mutant or a kernel that
- * refused its part does not: another shard may catch it or run it; `moects merge` judges them. */
-static int fails_run(const moects_run *run, const moects_kernel *k)
+ * refused its part does not: another shard may catch it or run it; `moects merge` judges them. In a run
+ * of narrowed cases (to->narrowed) an escaped mutant does not either: the whole tier's run judges it. */
+static int fails_run(const moects_run *run, const moects_kernel *k, const moects_tap_opts *to)
 {
     moects_kernel_status st = moects__kernel_status_of(run, k->name, k->bug != NULL, NULL);
-    if (moects__kernel_status_deferred(st) && run->shard[0]) return 0;
-    return moects__kernel_status_fails(st);
+    return moects__kernel_status_fails(st) && !moects__status_deferred_to(run, to, st);
 }
 
 /* stderr: one line per kernel that fail-fast stopped (its reason, how many of its cases were not run). */
@@ -209,31 +211,6 @@ static void report_not_run(const moects_run *run, const moects_kernel *const *ke
                 why = run->v[i].reason + pre;
         if (n) fprintf(stderr, "moects run: %s: %zu case%s not run: %s\n", kernels[k]->name, n, n == 1 ? "" : "s", why);
     }
-}
-
-/* The run's last stderr line: its verdict, the counts (known: honest failures that are known findings), where
- * summary.md is. Kernels count when they have a result: one that took no selected case is not in it, as
- * it is not in the TAP and summary.md. */
-static void verdict_line(const moects_run *run, const moects_kernel *const *kernels, size_t nk, size_t known,
-                         int rc, const char *outdir)
-{
-    size_t honest = 0, hfail = 0, mutants = 0, escaped = 0, res[3] = {0};
-    for (size_t k = 0; k < nk; k++) {
-        size_t c[MOECTS_VERDICT_COUNT], n = 0;
-        moects_kernel_status st = moects__kernel_status_of(run, kernels[k]->name, kernels[k]->bug != NULL, c);
-        for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) n += c[v];
-        if (!n) continue;
-        if (kernels[k]->bug) mutants++, escaped += st == MOECTS_KS_ESCAPED;
-        else honest++, hfail += moects__kernel_status_fails(st);
-    }
-    for (size_t i = 0; i < run->n; i++)
-        res[moects_verdict_is_pass(run->v[i].verdict) ? 0 : moects_verdict_is_fail(run->v[i].verdict) ? 1 : 2]++;
-    char kn[64] = "";
-    if (known) snprintf(kn, sizeof kn, " (%zu known finding%s)", known, known == 1 ? "" : "s");
-    fprintf(stderr, "moects run: %s: %zu of %zu honest kernel%s fail, %zu of %zu mutant%s escaped; %zu results: %zu "
-            "passed, %zu failed%s, %zu skipped or unsupported; summary: %s/summary.md\n",
-            rc == 0 ? "PASS" : "FAIL", hfail, honest, honest == 1 ? "" : "s", escaped, mutants, mutants == 1 ? "" : "s",
-            run->n, res[0], res[1], kn, res[2], outdir);
 }
 
 /* The state of one `moects run`, carried through its stages (moects__cmd_run). */
@@ -262,6 +239,10 @@ typedef struct {
     moects_journal journal;
     moects_run done;    /* --resume: the journal's results */
     const moects_result **prior; /* --resume: per (case, kernel), its journaled result or NULL */
+    moects_tap_stream *stream;   /* the TAP on stdout while the run goes (not with --cases), NULL none */
+    int streamed;                /* stdout has the TAP: write_reports does not print it again */
+    char *extra;                 /* repro_extra(o) */
+    char empty[128];             /* the plan's SKIP reason when nothing runs */
 } run_ctx;
 
 /* Stage 1: the shard from --shard or the Bazel/GoogleTest variables, MOECTS_BIG_CASE_FLOPS. 0 or 2. */
@@ -506,6 +487,49 @@ static int run_journal(run_ctx *x)
     return 0;
 }
 
+static char *repro_extra(const cli *o);
+
+/* Each task's result, as it finishes (with --resume, the journal's first), into the TAP on stdout. */
+static void stream_task(void *ctx, size_t c, size_t k, const moects_result *r)
+{
+    run_ctx *x = ctx;
+    if (x->stream && moects__tap_stream_add(x->stream, c, k, r) != 0) { /* said once; the stream stops */
+        fprintf(stderr, "moects run: out of memory streaming the TAP: stdout is cut short; run.tap is whole\n");
+        moects__tap_stream_close(x->stream);
+        x->stream = NULL;
+    }
+}
+
+/* The TAP options of the run's reports (moects_tap_opts; the must-pass points apart). 0, or 2 out of memory. */
+static int tap_opts_of(run_ctx *x, moects_tap_opts *to)
+{
+    const cli *o = &x->o;
+    if (!x->extra && !(x->extra = repro_extra(o))) return moects__cli_bad(o, "out of memory");
+    if (o->shard_n) snprintf(x->empty, sizeof x->empty, "no case or kernel selected in shard %d/%d", o->shard_i, o->shard_n);
+    else snprintf(x->empty, sizeof x->empty, "no selected kernel takes the selected cases");
+    *to = (moects_tap_opts){.version = o->tap_version, .verbose = o->verbose, .program = moects__self_program(),
+                            .repro_extra = x->extra, .empty_reason = x->empty, .narrowed = o->nglobs || o->ncase_files};
+    return 0;
+}
+
+/* The TAP on stdout as the run goes: the head now, then each kernel once its cases are done
+ * (harness/report/tap_stream.c), the journal's results (--resume) first. Not with --cases, whose
+ * must-pass points (in the plan) are known only at the end: the TAP is printed then. 0, or 2. */
+static int stream_start(run_ctx *x)
+{
+    moects_tap_opts to;
+    int rc;
+    if (x->o.ncase_files) return 0;
+    if ((rc = tap_opts_of(x, &to))) return rc;
+    if (!(x->stream = moects__tap_stream_new(stdout, &x->run, x->kernels, x->nk, x->cases, x->ncases, &to, &x->known)))
+        return 0; /* out of memory: the TAP at the end */
+    x->streamed = 1;
+    for (size_t c = 0; x->prior && c < x->ncases; c++)
+        for (size_t k = 0; k < x->nk; k++)
+            if (x->prior[c * x->nk + k]) stream_task(x, c, k, x->prior[c * x->nk + k]);
+    return 0;
+}
+
 /* Stage 6: the tasks in workers (but those the journal holds), each result journaled, what the kernels
  * print going to OUT/kernels.log's temporary name (an interrupt removes it); known findings applied.
  * 0 or 2. */
@@ -523,6 +547,7 @@ static int run_execute(run_ctx *x)
     snprintf(int_note, sizeof int_note, "\nmoects run: interrupted: the results so far are in %s/%s (--resume %s "
              "continues the run); any other report there is an earlier run's\n", x->outdir, MOECTS_JOURNAL, x->outdir);
     for (int i = 0; i < 3; i++) old_sig[i] = signal(int_sigs[i], on_interrupt); /* restored by run_free */
+    if ((rc = stream_start(x))) return rc;
     moects_runner_opts ro = {.cases = x->cases, .ncases = x->ncases, .kernels = x->kernels, .nkernels = x->nk,
                              .seed = o->seed, .timeout_s = o->timeout, .jobs = x->jobs, .perf = o->perf,
                              .progress = isatty(2) ? 1 : 2, .devices = x->devs, .ndevices = x->ndevs,
@@ -531,8 +556,13 @@ static int run_execute(run_ctx *x)
                              .dead_after = o->dead_after,
                              .kernel_py = (const char *const *)o->kernel_py, .nkernel_py = o->nkernel_py,
                              .libmoects = o->libmoects, .libs = (const char *const *)o->libs, .nlibs = o->nlibs,
-                             .dump_dir = o->dump, .prior = x->prior, .on_result = journal_result, .on_result_ctx = x};
-    if (moects__runner_run(&ro, &x->run, err, sizeof err) != 0) {
+                             .dump_dir = o->dump, .prior = x->prior, .on_result = journal_result, .on_result_ctx = x,
+                             .on_task = stream_task, .on_task_ctx = x};
+    rc = moects__runner_run(&ro, &x->run, err, sizeof err);
+    if (x->stream && !moects__tap_stream_close(x->stream) && rc == 0)
+        fprintf(stderr, "moects run: the TAP on stdout is cut short (out of memory); run.tap is whole\n");
+    x->stream = NULL;
+    if (rc != 0) {
         fprintf(stderr, "moects run: %s\n", err);
         return 2;
     }
@@ -589,7 +619,7 @@ static int write_reports(run_ctx *x, const rendered *rd)
     char p[4200], err[4400];
     const char *outdir = x->outdir;
     static moects_report_set set; /* 32 KiB of paths: not on the stack */
-    fwrite(rd->tap, 1, rd->tlen, stdout);
+    if (!x->streamed) fwrite(rd->tap, 1, rd->tlen, stdout);
     fflush(stdout);
     snprintf(p, sizeof p, "%s/results.json", outdir);
     if (moects__mkdirs(outdir, err, sizeof err) || moects__results_stage(&set, p, &x->run, err, sizeof err) ||
@@ -629,12 +659,12 @@ static void refused_hint(const moects_run *run, const moects_kernel *const *ks, 
 
 /* The exit status of a written run (0 pass, 1 fail, 2 a case too big for this host's memory, which
  * was not judged: never 0), and its closing stderr lines, the verdict last. */
-static int run_status(run_ctx *x, size_t nunj, long klines)
+static int run_status(run_ctx *x, const moects_tap_opts *to, size_t nunj, long klines)
 {
     const moects_run *run = &x->run;
     int rc = x->nmissing || nunj ? 1 : 0;
     for (size_t k = 0; k < x->nk; k++)
-        if (fails_run(run, x->kernels[k])) rc = 1;
+        if (fails_run(run, x->kernels[k], to)) rc = 1;
     size_t noom = 0, first = 0;
     for (size_t i = 0; i < run->n; i++)
         if (run->v[i].verdict == MOECTS_SKIP && strstr(run->v[i].reason, MOECTS_HOST_OOM) && !noom++) first = i;
@@ -656,7 +686,7 @@ static int run_status(run_ctx *x, size_t nunj, long klines)
     if (nunj)
         fprintf(stderr, "moects run: %zu must-pass case%s not judged (no honest kernel passed or failed %s): the run "
                 "fails; summary.md lists them\n", nunj, nunj == 1 ? "" : "s", nunj == 1 ? "it" : "them");
-    verdict_line(run, x->kernels, x->nk, x->nknown, rc, x->outdir);
+    moects__cli_verdict_line(run, x->kernels, x->nk, to, rc, x->outdir);
     return rc;
 }
 
@@ -666,21 +696,15 @@ static int run_report(run_ctx *x)
 {
     cli *o = &x->o;
     long klines = count_lines(klog_tmp);
-    char empty[128];
-    if (o->shard_n) snprintf(empty, sizeof empty, "no case or kernel selected in shard %d/%d", o->shard_i, o->shard_n);
-    else snprintf(empty, sizeof empty, "no selected kernel takes the selected cases");
+    moects_tap_opts to;
+    int rc;
+    if ((rc = tap_opts_of(x, &to))) return rc;
     /* must-pass lists: a listed case that no honest kernel passed or failed is not passed */
     const char **unj = NULL, **unj_why = NULL;
     size_t nunj = o->ncase_files ? moects__unjudged_cases(&x->run, &unj, &unj_why) : 0;
-    char *extra = repro_extra(o);
-    if (nunj == (size_t)-1 || !extra) {
-        free(extra);
-        return moects__cli_bad(o, "out of memory");
-    }
-    moects_tap_opts to = {.version = o->tap_version, .verbose = o->verbose, .program = moects__self_program(),
-                          .repro_extra = extra, .missing = x->missing, .nmissing = x->nmissing,
-                          .missing_file = x->mfile, .unjudged = unj, .unjudged_why = unj_why, .nunjudged = nunj,
-                          .empty_reason = empty};
+    if (nunj == (size_t)-1) return moects__cli_bad(o, "out of memory");
+    to.missing = x->missing, to.nmissing = x->nmissing, to.missing_file = x->mfile;
+    to.unjudged = unj, to.unjudged_why = unj_why, to.nunjudged = nunj;
     rendered rd = {0};
     rd.tap = moects__tap_render(&x->run, x->kernels, x->nk, &to, &rd.tlen);
     rd.sum = moects__summary_render(&x->run, x->kernels, x->nk, &to, &rd.slen);
@@ -692,14 +716,13 @@ static int run_report(run_ctx *x)
     if (rd.sum) rd.sum = insert_after_line(rd.sum, &rd.slen, "- seed ", note);
     rd.perf = o->perf ? moects__perf_render(&x->run, &rd.plen) : NULL;
     rd.junit = moects__junit_render(&x->run, x->kernels, x->nk, &to, &rd.jlen);
-    int rc;
     if (!rd.tap || !rd.sum || (o->perf && !rd.perf) || !rd.junit) rc = moects__cli_bad(o, "out of memory rendering the reports");
     else if (!(rc = write_reports(x, &rd))) {
         moects__journal_close(&x->journal, 1); /* the reports hold every result now */
-        rc = run_status(x, nunj, klines);
+        rc = run_status(x, &to, nunj, klines);
     }
     free(rd.tap), free(rd.sum), free(rd.perf), free(rd.junit);
-    free(extra), free(unj), free(unj_why);
+    free(unj), free(unj_why);
     return rc;
 }
 
@@ -711,6 +734,8 @@ static void run_free(run_ctx *x)
         klog_tmp[0] = '\0';
     }
     moects__journal_close(&x->journal, 0);
+    moects__tap_stream_close(x->stream);
+    free(x->extra);
     free(x->prior);
     moects__run_free(&x->done);
     moects__known_free(&x->known);

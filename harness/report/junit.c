@@ -161,7 +161,7 @@ char *moects__junit_render(const moects_run *run, const moects_kernel *const *ke
             }
             if (!c[0]) continue;
             moects_kernel_status st = moects__kernel_status_of(run, k->name, k->bug != NULL, NULL);
-            int extra = (st == MOECTS_KS_ESCAPED || st == MOECTS_KS_REFUSED) && !run->shard[0];
+            int extra = (st == MOECTS_KS_ESCAPED || st == MOECTS_KS_REFUSED) && !moects__status_deferred_to(run, o, st);
             c[0] += extra, c[1] += extra;
             if (pass == 0) {
                 for (int t = 0; t < 4; t++) tot[t] += c[t];

@@ -352,7 +352,8 @@ static int merge_write(merge_ctx *m)
         fprintf(stderr, "%s\n", err);
         return 2;
     }
-    moects_tap_opts o = {.version = 13, .program = moects__self_program()};
+    moects_tap_opts o = {.version = 13, .program = moects__self_program(),
+                         .narrowed = moects__filter_narrowed(m->merged.filter)};
     size_t len = 0;
     char *text = moects__tap_render(&m->merged, m->kdesc, m->nk, &o, &len);
     if (merge_write_one(m, "run.tap", text, len)) return 2;
@@ -366,7 +367,8 @@ static int merge_write(merge_ctx *m)
 }
 
 /* Stage 7: the shards leave escaped mutants and refusing kernels to the merge (a TODO point there):
- * judged here. 1 when one escaped or refused every case, else 0. */
+ * judged here. 1 when one escaped or refused every case, else 0; a mutant that escaped a narrowed
+ * selection (moects__filter_narrowed) stays a TODO, as in the unsharded run. */
 static int merge_judge(const merge_ctx *m)
 {
     int rc = 0;
@@ -374,6 +376,11 @@ static int merge_judge(const merge_ctx *m)
         const moects_kernel *d = m->kdesc[k];
         moects_kernel_status st = moects__kernel_status_of(&m->merged, d->name, d->bug != NULL, NULL);
         if (!moects__kernel_status_deferred(st)) continue;
+        if (st == MOECTS_KS_ESCAPED && moects__filter_narrowed(m->merged.filter)) { /* as the whole run has it */
+            fprintf(stderr, "moects merge: mutant %s escaped this selection (TODO: the whole tier's run judges it)\n",
+                    d->name);
+            continue;
+        }
         if (st == MOECTS_KS_ESCAPED) fprintf(stderr, "moects merge: mutant %s escaped the merged run\n", d->name);
         else fprintf(stderr, "moects merge: kernel %s refused every case of the merged run\n", d->name);
         rc = 1;

@@ -131,6 +131,34 @@ int moects__kernel_status_deferred(moects_kernel_status s)
     return s == MOECTS_KS_ESCAPED || s == MOECTS_KS_REFUSED;
 }
 
+int moects__filter_narrowed(const char *filter)
+{
+    static const char *const with_value[] = {"--kernel", "--kernel-lib", "--kernel-py", "--config", "--tp", "--ep",
+                                             "--tier"};
+    char tok[2048];
+    for (const char *p = filter; *p;) {
+        size_t n = strcspn(p, " ");
+        snprintf(tok, sizeof tok, "%.*s", (int)(n < sizeof tok ? n : sizeof tok - 1), p);
+        p += n + (p[n] == ' ');
+        if (!tok[0]) continue;
+        if (!strcmp(tok, "--cases") || tok[0] != '-') return 1; /* a must-pass list, a case glob */
+        for (size_t i = 0; i < sizeof with_value / sizeof *with_value; i++)
+            if (!strcmp(tok, with_value[i])) { /* its value is not a case glob */
+                p += strcspn(p, " ");
+                p += *p == ' ';
+                break;
+            }
+    }
+    return 0;
+}
+
+const char *moects__status_deferred_to(const moects_run *run, const moects_tap_opts *o, moects_kernel_status st)
+{
+    if (moects__kernel_status_deferred(st) && run->shard[0]) return "shard";
+    if (st == MOECTS_KS_ESCAPED && o && o->narrowed) return "selection";
+    return NULL;
+}
+
 void moects__shell_quote_file(FILE *f, const char *s)
 {
     fputc('\'', f);
@@ -335,18 +363,9 @@ static void case_point(FILE *f, size_t num, const moects_result *r, const moects
         moects__tap_yaml(f, "      ", r, o);
 }
 
-/* "TAP version N", the plan (kernels with results, then the must-pass points) and the run's line. */
-static void tap_head(FILE *f, const moects_run *run, const moects_kernel *const *kernels, size_t nk,
-                     const moects_tap_opts *o)
+void moects__tap_head(FILE *f, const moects_run *run, size_t nplan, const moects_tap_opts *o)
 {
     fprintf(f, "TAP version %d\n", o->version == 14 ? 14 : 13);
-    size_t nplan = o->nmissing + o->nunjudged;
-    for (size_t i = 0; i < nk; i++)
-        for (size_t j = 0; j < run->n; j++)
-            if (strcmp(run->v[j].kernel, kernels[i]->name) == 0) {
-                nplan++;
-                break;
-            }
     if (nplan == 0) {
         fputs("1..0 # SKIP ", f);
         line_text(f, o->empty_reason ? o->empty_reason : "no cases selected", 0);
@@ -368,7 +387,8 @@ static void tap_head(FILE *f, const moects_run *run, const moects_kernel *const 
 typedef struct {
     moects_kernel_status st;
     size_t c[MOECTS_VERDICT_COUNT], cnt, known, fixed, fails, passes;
-    int deferred, failing;
+    const char *deferred; /* moects__status_deferred_to */
+    int failing;
 } kernel_tally;
 
 /* The words after "ok N - KERNEL" for status t->st. */
@@ -387,9 +407,13 @@ static void status_words(FILE *f, const moects_run *run, const moects_kernel *k,
         break;
     case MOECTS_KS_CAUGHT: fprintf(f, ": mutant caught by %zu of %zu cases", t->fails, t->cnt); break;
     case MOECTS_KS_ESCAPED:
-        if (t->deferred)
+        if (t->deferred && !strcmp(t->deferred, "shard"))
             fprintf(f, ": mutant escaped in this shard, passed all %zu exercised cases # TODO judged on the "
                        "merged run (moects merge)",
+                    t->passes);
+        else if (t->deferred)
+            fprintf(f, ": mutant escaped in this selection, passed all %zu exercised cases # TODO judged on the "
+                       "whole tier (this run's cases were narrowed)",
                     t->passes);
         else
             fprintf(f, ": mutant escaped, passed all %zu exercised cases", t->passes);
@@ -453,8 +477,7 @@ static void failing_yaml(FILE *f, const moects_run *run, const moects_kernel *k,
     fputs("  ...\n", f);
 }
 
-/* Kernel k's subtest (one point per case) and its own point, number top; 0 when it has no result. */
-static int kernel_point(FILE *f, const moects_run *run, const moects_kernel *k, size_t top, const moects_tap_opts *o)
+int moects__tap_kernel(FILE *f, const moects_run *run, const moects_kernel *k, size_t top, const moects_tap_opts *o)
 {
     kernel_tally t = {0};
     for (size_t j = 0; j < run->n; j++) t.cnt += strcmp(run->v[j].kernel, k->name) == 0;
@@ -471,7 +494,7 @@ static int kernel_point(FILE *f, const moects_run *run, const moects_kernel *k, 
     t.fails = t.c[MOECTS_FAIL_MISMATCH] + t.c[MOECTS_FAIL_CRASH] + t.c[MOECTS_FAIL_TIMEOUT] + t.c[MOECTS_FAIL_OOB_WRITE] +
               t.c[MOECTS_FAIL_NONDETERMINISTIC] - t.known;
     t.passes = t.c[MOECTS_PASS_EXACT] + t.c[MOECTS_PASS_BOUNDED] + t.c[MOECTS_PASS_TOLERANCE];
-    t.deferred = moects__kernel_status_deferred(t.st) && run->shard[0]; /* moects merge judges it */
+    t.deferred = moects__status_deferred_to(run, o, t.st); /* moects merge, or the whole tier, judges it */
     t.failing = moects__kernel_status_fails(t.st) && !t.deferred;
     fprintf(f, "%s %zu - ", t.failing ? "not ok" : "ok", top);
     line_text(f, k->name, 1);
@@ -510,9 +533,16 @@ char *moects__tap_render(const moects_run *run, const moects_kernel *const *kern
     size_t blen = 0;
     FILE *f = open_memstream(&buf, &blen);
     if (!f) return NULL;
-    tap_head(f, run, kernels, nk, o);
+    size_t nplan = o->nmissing + o->nunjudged; /* kernels with results, then the must-pass points */
+    for (size_t i = 0; i < nk; i++)
+        for (size_t j = 0; j < run->n; j++)
+            if (strcmp(run->v[j].kernel, kernels[i]->name) == 0) {
+                nplan++;
+                break;
+            }
+    moects__tap_head(f, run, nplan, o);
     size_t top = 0;
-    for (size_t i = 0; i < nk; i++) top += (size_t)kernel_point(f, run, kernels[i], top + 1, o);
+    for (size_t i = 0; i < nk; i++) top += (size_t)moects__tap_kernel(f, run, kernels[i], top + 1, o);
     mustpass_points(f, top, o);
     if (fclose(f) != 0) {
         free(buf);
@@ -736,8 +766,10 @@ char *moects__summary_render(const moects_run *run, const moects_kernel *const *
         tot_fixed += fixed;
         fprintf(f, "| `%s` | %s |", kernels[i]->name, kernels[i]->bug ? "mutant" : "kernel");
         for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) fprintf(f, " %zu |", c[v]);
-        if (moects__kernel_status_deferred(st) && run->shard[0])
+        const char *defer = moects__status_deferred_to(run, o, st);
+        if (defer && !strcmp(defer, "shard"))
             fprintf(f, " %s in this shard (judged on the merged run)", st == MOECTS_KS_ESCAPED ? "escaped" : "refused");
+        else if (defer) fputs(" escaped in this selection (judged on the whole tier)", f);
         else fprintf(f, " %s", status_word(st));
         if (known) fprintf(f, " (%zu known finding%s)", known, known == 1 ? "" : "s");
         fputs(" |\n", f);

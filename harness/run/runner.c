@@ -4,8 +4,8 @@
  * the recipes the case's kernels want), case-major, one at a time; a worker keeps one case's
  * inputs, references and device copies across that case's kernels (a group). Worker -> parent:
  * fixed-size messages, phase notices (inputs, reference, kernel, with the timing so far) and the
- * moects_result. Groups start costliest first on weighted slots (harness/run/sched.c): a huge FP4
- * case holds several of the --jobs slots, and its reference runs on as many times the threads,
+ * moects_result. Groups start op by op (the kernels' order), costliest first, on weighted slots
+ * (harness/run/sched.c): a huge FP4 case holds several of the --jobs slots, and its reference runs on as many times the threads,
  * until its worker announces the reference done. A worker that dies costs only its task
  * (FAIL_CRASH); a fresh worker resumes with the next one. The parent never touches CUDA. */
 #include "moects_runner.h"
@@ -35,6 +35,7 @@
 #include "reports_internal.h"
 #include "moects_registry.h"
 #include "moects_op.h"
+#include "moects_progress.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/lsan_interface.h>
@@ -486,43 +487,11 @@ static void fill_lost(const moects_runner_opts *o, const task *t, const worker *
     moects__round_timing(r);
 }
 
-/* Rough work of one case in element operations (its op's cost). */
-static double case_cost(const moects_case *c)
-{
-    const moects__op_def *op = moects__op(c->op);
-    return op ? op->cost(c) : 0;
-}
-
-typedef struct {
-    double cost;
-    size_t g;
-} group_cost;
-
-static int by_cost_desc(const void *x, const void *y)
-{
-    const group_cost *a = x, *b = y;
-    if (a->cost != b->cost) return a->cost > b->cost ? -1 : 1;
-    return a->g < b->g ? -1 : a->g > b->g;
-}
-
-/* gord[0..ng): group indices by descending cost of the group's case, ties in case order. Left in
- * case order if out of memory. */
-static void sort_groups_by_cost(size_t *gord, size_t ng, const size_t *gstart, const task *tasks,
-                                const moects_case *cases)
-{
-    group_cost *v = malloc((ng ? ng : 1) * sizeof *v);
-    if (!v) return;
-    for (size_t g = 0; g < ng; g++) v[g] = (group_cost){case_cost(&cases[tasks[gstart[g]].case_idx]), g};
-    qsort(v, ng, sizeof *v, by_cost_desc);
-    for (size_t g = 0; g < ng; g++) gord[g] = v[g].g;
-    free(v);
-}
-
 /* The run's parent: tasks, case groups, the scheduler, the workers. */
 typedef struct {
     const moects_runner_opts *o;
     task *tasks;
-    size_t nt, ng;
+    size_t nt, ng, nprior, nk_used; /* tasks to run, case groups, results kept (o->prior), kernels with a case */
     size_t *gstart, *gord;
     uint32_t *torder; /* the order tasks are sent in: group g's at [gstart[g], gstart[g+1]) */
     int *want;
@@ -540,6 +509,7 @@ typedef struct {
     char *kalive_dead, (*kstop)[512];
     size_t fails;
     char stop[200];
+    moects__progress prog; /* the stderr lines (harness/run/progress.c) */
 } parent;
 
 /* p->torder: each group's tasks with its mutants last, each part in kernel order. A mutant that
@@ -602,6 +572,14 @@ static int fail_fast_skip(parent *p, uint32_t ti)
     return 1;
 }
 
+/* Task ti's estimated seconds (moects__progress_run_s): none for a CUDA kernel without a device (SKIP). */
+static double task_est(const parent *p, uint32_t ti)
+{
+    const moects_runner_opts *o = p->o;
+    if (o->kernels[p->tasks[ti].kernel_idx]->device == MOECTS_DEVICE_CUDA && !o->ndevices) return 0;
+    return moects__progress_run_s(&o->cases[p->tasks[ti].case_idx]);
+}
+
 /* Task ti of worker W is over (result in p->res[ti]); the group ends with its last task. */
 static void task_over(parent *p, worker *W, uint32_t ti)
 {
@@ -609,8 +587,11 @@ static void task_over(parent *p, worker *W, uint32_t ti)
     fail_fast_note(p, p->tasks[ti].kernel_idx, r);
     if (p->o->on_result && strncmp(r->reason, MOECTS_NOT_RUN, strlen(MOECTS_NOT_RUN)))
         p->o->on_result(p->o->on_result_ctx, r);
+    if (p->o->on_task) p->o->on_task(p->o->on_task_ctx, p->tasks[ti].case_idx, p->tasks[ti].kernel_idx, r);
     p->done[ti] = 1;
     p->ndone++;
+    moects__progress_done(&p->prog, task_est(p, ti), p->o->kernels[p->tasks[ti].kernel_idx]->name,
+                          p->o->cases[p->tasks[ti].case_idx].id);
     W->busy = 0;
     if (W->group >= 0 && W->g_next >= W->g_end) {
         moects__sched_done(&p->sched, (size_t)W->group);
@@ -675,7 +656,7 @@ static int hand_out(parent *p, char *err, size_t errlen)
 }
 
 /* A message from worker W (readable): a phase notice or its result, else its death. */
-static void on_message(parent *p, worker *W, double *t_log, double t0)
+static void on_message(parent *p, worker *W)
 {
     const moects_runner_opts *o = p->o;
     result_msg m;
@@ -715,14 +696,6 @@ static void on_message(parent *p, worker *W, double *t_log, double t0)
         add_output(&p->res[ti], W);
     }
     task_over(p, W, ti);
-    if (o->progress == 1) {
-        fprintf(stderr, "\r\033[K[%zu/%zu %.0fs] %s %s", p->ndone, p->nt, now_s() - t0,
-                o->kernels[p->tasks[ti].kernel_idx]->name, o->cases[p->tasks[ti].case_idx].id);
-        fflush(stderr);
-    } else if (o->progress == 2 && now_s() >= *t_log) { /* a log, not a terminal: a line a minute */
-        fprintf(stderr, "moects: %zu of %zu done after %.0f s\n", p->ndone, p->nt, now_s() - t0);
-        *t_log = now_s() + 60;
-    }
 }
 
 static void parent_free(parent *p)
@@ -786,6 +759,7 @@ static void plan_tasks(parent *p)
                 const moects_result *old = o->prior ? o->prior[c * o->nkernels + k] : NULL;
                 if (old) { /* from an earlier run: not run again, counted for fail fast */
                     fail_fast_note(p, k, old);
+                    p->nprior++;
                     continue;
                 }
                 p->tasks[p->nt++] = (task){(uint32_t)c, (uint32_t)k};
@@ -798,9 +772,12 @@ static void plan_tasks(parent *p)
     order_groups_tasks(p);
 }
 
-/* Groups start costliest first, so that the few huge cases start at once instead of forming the
- * run's tail; a huge FP4 case takes several slots and as many times the threads for its reference
- * (harness/run/sched.c). Results keep case order. Then the kernel log. 0, or -1 with err. */
+/* The few huge cases, those that want several slots (a huge FP4 case takes several slots and as many
+ * times the threads for its reference, harness/run/sched.c), start first, costliest first, on an idle
+ * machine and not as the run's tail. Then the other groups op by op, in the order the kernels' ops
+ * first appear (the TAP's order: a kernel's subtest can be written once its op's cases are done,
+ * harness/report/tap_stream.c), each op's costliest first. Results keep case order. Then the first
+ * progress line and the kernel log. 0, or -1 with err. */
 static int plan_schedule(parent *p, int slots, char *err, size_t errlen)
 {
     const moects_runner_opts *o = p->o;
@@ -808,11 +785,21 @@ static int plan_schedule(parent *p, int slots, char *err, size_t errlen)
     p->base_threads = (int)(ncpu > 0 ? ncpu : 1) / slots;
     if (p->base_threads < 1) p->base_threads = 1;
     double big = o->big_case_flops > 0 ? o->big_case_flops : MOECTS_BIG_CASE_FLOPS_DEFAULT;
+    double *cost = malloc((p->ng + 1) * sizeof *cost), est = 0;
+    size_t *rank = malloc((p->ng + 1) * sizeof *rank);
     for (size_t g = 0; g < p->ng; g++) {
+        const moects_case *c = &o->cases[p->tasks[p->gstart[g]].case_idx];
         p->gord[g] = g;
-        p->want[g] = moects__case_weight(&o->cases[p->tasks[p->gstart[g]].case_idx], big, slots);
+        p->want[g] = moects__case_weight(c, big, slots);
+        size_t k = 0;
+        while (k < o->nkernels && o->kernels[k]->op != c->op) k++;
+        if (cost && rank)
+            cost[g] = moects__op(c->op) ? moects__op(c->op)->cost(c) : 0, rank[g] = p->want[g] > 1 ? 0 : k + 1;
+        for (size_t ti = p->gstart[g]; ti < p->gstart[g + 1]; ti++) est += task_est(p, (uint32_t)ti);
     }
-    sort_groups_by_cost(p->gord, p->ng, p->gstart, p->tasks, o->cases);
+    if (cost && rank) moects__sched_order(p->gord, p->ng, cost, rank); /* else case order */
+    free(cost), free(rank);
+    if (o->progress) moects__progress_start(&p->prog, o->progress, o->ncases, p->nk_used, p->nt + p->nprior, p->nprior, est, slots);
     if (moects__sched_init(&p->sched, p->ng, p->gord, p->want, slots) != 0)
         return snprintf(err, errlen, "out of memory for %zu tasks", p->nt), -1;
     p->nw = (size_t)slots > p->ng ? (p->ng ? (int)p->ng : 1) : slots;
@@ -826,7 +813,7 @@ static int plan_schedule(parent *p, int slots, char *err, size_t errlen)
 
 /* One wait for a worker's message, its printed output or the nearest deadline, and what arrived
  * handled. 0, or -1 with err (poll failed). */
-static int wait_round(parent *p, double *t_log, double t0, char *err, size_t errlen)
+static int wait_round(parent *p, char *err, size_t errlen)
 {
     struct pollfd pf[2 * p->nw];
     int map[2 * p->nw], np = 0, nmsg;
@@ -844,6 +831,7 @@ static int wait_round(parent *p, double *t_log, double t0, char *err, size_t err
             map[np++] = w;
         }
     int ms = -1;
+    if (p->prog.mode && (nearest == 0 || p->prog.next < nearest)) nearest = p->prog.next; /* a progress line due */
     if (nearest > 0) {
         double d = (nearest - now_s()) * 1000.0;
         ms = d < 0 ? 0 : d > 1e9 ? 1000000000 : (int)d + 1;
@@ -858,7 +846,7 @@ static int wait_round(parent *p, double *t_log, double t0, char *err, size_t err
             p->ws[map[i]].out = -1;
         }
     for (int i = 0; i < nmsg && pr > 0; i++)
-        if (pf[i].revents & (POLLIN | POLLHUP | POLLERR)) on_message(p, &p->ws[map[i]], t_log, t0);
+        if (pf[i].revents & (POLLIN | POLLHUP | POLLERR)) on_message(p, &p->ws[map[i]]);
     return 0;
 }
 
@@ -895,6 +883,12 @@ int moects__runner_run(const moects_runner_opts *o, moects_run *run, char *err, 
     size_t cap = 0;
     for (size_t c = 0; c < o->ncases; c++)
         for (size_t k = 0; k < o->nkernels; k++) cap += o->kernels[k]->op == o->cases[c].op;
+    for (size_t k = 0; k < o->nkernels; k++) /* the kernels that take a case, for the first line */
+        for (size_t c = 0; c < o->ncases; c++)
+            if (o->kernels[k]->op == o->cases[c].op) {
+                p->nk_used++;
+                break;
+            }
     int slots = o->jobs > 0 ? o->jobs : 1;
     if (parent_alloc(p, cap, slots) != 0) {
         snprintf(err, errlen, "out of memory for %zu tasks", cap);
@@ -908,11 +902,11 @@ int moects__runner_run(const moects_runner_opts *o, moects_run *run, char *err, 
     }
     void (*old_pipe)(int) = signal(SIGPIPE, SIG_IGN);
     int rc = 0;
-    double t0 = now_s(), t_log = t0 + 60;
     while (p->ndone < p->nt && rc == 0) {
         if ((rc = hand_out(p, err, errlen)) != 0) break;
-        if ((rc = wait_round(p, &t_log, t0, err, errlen)) != 0) break;
+        if ((rc = wait_round(p, err, errlen)) != 0) break;
         kill_timed_out(p);
+        moects__progress_tick(&p->prog, NULL, NULL);
     }
     for (int w = 0; w < p->nw; w++)
         if (p->ws[w].pid) {
@@ -920,7 +914,7 @@ int moects__runner_run(const moects_runner_opts *o, moects_run *run, char *err, 
             reap(&p->ws[w], NULL, p->log_fd);
         }
     signal(SIGPIPE, old_pipe);
-    if (o->progress == 1) fputs("\r\033[K", stderr);
+    moects__progress_end(&p->prog);
     if (rc == 0 && push_results(p, run) != 0) {
         snprintf(err, errlen, "out of memory for results");
         rc = -1;

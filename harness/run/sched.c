@@ -5,8 +5,8 @@
  * A group (one case's tasks) wants w slots: 1, or for an FP4 GEMM whose reference is big,
  * ceil(2MNK / big_case_flops) up to all slots (moects__case_weight). It holds them from its start
  * until its reference is done (its worker says so, moects__sched_shrink), then one slot until it
- * finishes (moects__sched_done). Groups start costliest first; with f free slots and the head
- * (the costliest group not started) wanting w:
+ * finishes (moects__sched_done). Groups start in the runner's order (op by op, costliest first within
+ * an op: moects__sched_order); with f free slots and the head (the first group not started) wanting w:
  *   1. f >= w: the head starts with w;
  *   2. else, when the slots that running groups will give back at the end of their references
  *      ("pending", the slots they hold beyond one) make f + pending >= w: the head waits for them;
@@ -128,3 +128,27 @@ void moects__sched_done(moects__sched *s, size_t g)
 }
 
 size_t moects__sched_left(const moects__sched *s) { return s->ng - s->started; }
+
+typedef struct {
+    size_t rank;
+    double cost;
+    size_t g;
+} group_key;
+
+static int by_rank_cost(const void *x, const void *y)
+{
+    const group_key *a = x, *b = y;
+    if (a->rank != b->rank) return a->rank < b->rank ? -1 : 1;
+    if (a->cost != b->cost) return a->cost > b->cost ? -1 : 1;
+    return a->g < b->g ? -1 : a->g > b->g;
+}
+
+void moects__sched_order(size_t *order, size_t ng, const double *cost, const size_t *rank)
+{
+    group_key *v = malloc((ng ? ng : 1) * sizeof *v);
+    if (!v) return;
+    for (size_t g = 0; g < ng; g++) v[g] = (group_key){rank[g], cost[g], g};
+    qsort(v, ng, sizeof *v, by_rank_cost);
+    for (size_t g = 0; g < ng; g++) order[g] = v[g].g;
+    free(v);
+}

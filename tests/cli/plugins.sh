@@ -13,6 +13,16 @@ plugin)
         { cat run.tap; fail "honest plugin kernel did not pass"; }
     grep -q "^ok 1 - plugin.ep_gather: 8 of 8 cases pass" run.tap || fail "plugin top-level point"
     grep -q -- "--kernel-lib '" out/run.tap || true
+    # without --kernel, --kernel-lib selects its own kernels alone (list --kernels selects as run does):
+    # the example library's three, no built-in one
+    "$moects" list --kernels --kernel-lib "$plugin" | cut -f1 > ks
+    printf 'plugin.ep_gather\nplugin.mutant.segv\nplugin.mutant.hang\n' > want
+    cmp -s ks want || { diff want ks; fail "--kernel-lib without --kernel: not its kernels alone"; }
+    # --kernel picks from all loaded: a built-in kernel beside the library's
+    "$moects" run --out both --kernel-lib "$plugin" --kernel plugin.ep_gather,cpu.ep_gather "$(head -n 1 ids)" > both.tap ||
+        { cat both.tap; fail "--kernel plugin.ep_gather,cpu.ep_gather"; }
+    [ "$(grep -c '^ok [12] - ' both.tap)" = 2 ] && grep -q '^ok 1 - cpu.ep_gather: ' both.tap &&
+        grep -q '^ok 2 - plugin.ep_gather: ' both.tap || { cat both.tap; fail "--kernel: both kernels"; }
     # errors name the file
     "$moects" run --kernel-lib ./nope.so > /dev/null 2> err.txt
     [ $? -eq 2 ] || fail "missing library: exit status not 2"

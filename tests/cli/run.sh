@@ -1,6 +1,6 @@
 #!/bin/sh
-# run.sh: end-to-end CLI checks: --dump, fail fast and --resume.
-# Usage: run.sh NAME MOECTS_BIN PLUGIN_SO SOURCE_ROOT WORK_DIR (NAME: dump, fail_fast, resume)
+# run.sh: end-to-end CLI checks: --dump, fail fast, --resume and the TAP streamed while the run goes.
+# Usage: run.sh NAME MOECTS_BIN PLUGIN_SO SOURCE_ROOT WORK_DIR (NAME: dump, fail_fast, resume, stream)
 . "$(dirname "$0")/lib.sh"
 
 case $name in
@@ -38,7 +38,7 @@ fail_fast)
     [ "$n" = 3 ] || { cat h.tap; fail "$n cases not run, want 3"; }
     grep -q "^moects run: planted.fp4_gemm: 3 cases not run: planted.fp4_gemm stopped: its first 3 cases" h.err ||
         { cat h.err; fail "stderr: the one reason"; }
-    tail -n 1 h.err | grep -q "^moects run: FAIL: 1 of 1 honest kernel fail, 0 of 0 mutants escaped; 6 results: 0 passed, 3 failed, 3 skipped or unsupported; summary: h/summary.md$" ||
+    tail -n 1 h.err | grep -q "^moects run: FAIL: honest kernels 0 of 1 passed, 1 failed; runs: honest 0 passed, 3 failed; 3 not run (3 skipped); summary: h/summary.md$" ||
         { cat h.err; fail "last stderr line is not the verdict"; }
     # per kernel: 2 failures, then the kernel stops; the built-in honest kernel runs on
     # shellcheck disable=SC2046
@@ -54,7 +54,7 @@ fail_fast)
         --kernel cpu.fp4_gemm.blockwise --max-failures 1 $(cat ids) > m.tap 2> m.err
     [ "$(grep -c 'SKIP not run: the run stopped: --max-failures 1 reached' m.tap)" = 10 ] ||
         { cat m.tap; fail "--max-failures 1: 10 of 12 tasks not run"; }
-    tail -n 1 m.err | grep -q "^moects run: FAIL: 1 of 2 honest kernels fail" || { cat m.err; fail "verdict line"; }
+    tail -n 1 m.err | grep -q "^moects run: FAIL: honest kernels 1 of 2 passed, 1 failed;" || { cat m.err; fail "verdict line"; }
     "$moects" run --max-failures x 2> e.txt; [ $? = 2 ] || fail "bad count accepted"
     grep -qxF 'moects run: --max-failures: not a count 0..1000000000: "x"' e.txt || { cat e.txt; fail "bad count message"; }
     ;;
@@ -179,6 +179,33 @@ PY
     grep -q "^moects run: --resume none: no results.journal there: No such file or directory" bad.err ||
         { cat bad.err; fail "missing-directory message"; }
     [ -e none ] && fail "--resume of a missing directory created it"
+    ;;
+stream)
+    # The TAP on stdout comes as the run goes (harness/report/tap_stream.c: the head at once, each
+    # kernel's subtest once its cases are done, in the TAP's order) and is byte for byte the run.tap
+    # the finished run writes: with 2 jobs, 1 job and a shard. Cases of the three ops, every built-in
+    # kernel (some take none of them: not in the TAP). The first stderr line (cases, kernels, runs)
+    # comes before the first test point: stdout and stderr into one file, in the order written.
+    ids="ep_gather/kimi-k3/tp8/t16 ep_gather/regression/block-divides-h/kimi-k3-tp8/t1
+         fp4_gemm.mxfp4/kimi-k3/tp8/gemm1/m16 fp4_gemm.mxfp4/kimi-k3/tp8/gemm2/m16
+         moe_gemm.w4a8/kimi-k3/ep64/offsets/gemm2/t16 moe_gemm.mxfp4/dbrx/tp16/masked/gemm2/t16"
+    # shellcheck disable=SC2086
+    "$moects" run --out both --jobs 2 $ids > both.txt 2>&1 || { cat both.txt; fail "run (2 jobs)"; }
+    first=$(grep -n "^moects run: 6 cases, [0-9]* kernels: [0-9]* runs (each kernel on the cases of its op); about " both.txt |
+        head -n 1 | cut -d: -f1)
+    point=$(grep -n -E "^ *(not )?ok [0-9]" both.txt | head -n 1 | cut -d: -f1)
+    [ -n "$first" ] && [ -n "$point" ] && [ "$first" -lt "$point" ] ||
+        { cat both.txt; fail "the first stderr line (line ${first:-none}) is not before the first point (line ${point:-none})"; }
+    grep -v "^moects run: " both.txt > both.tap
+    cmp -s both.tap both/run.tap || { diff both.tap both/run.tap | head; fail "stdout (2 jobs) is not run.tap"; }
+    prove -e cat both.tap > prove.log 2>&1 || { cat prove.log; fail "prove on the streamed TAP"; }
+    # shellcheck disable=SC2086
+    "$moects" run --out one --jobs 1 $ids > one.tap 2> one.err || { cat one.err; fail "run (1 job)"; }
+    cmp -s one.tap one/run.tap || { diff one.tap one/run.tap | head; fail "stdout (1 job) is not run.tap"; }
+    cmp -s one.tap both.tap || fail "1 job and 2 jobs: another TAP"
+    # shellcheck disable=SC2086
+    "$moects" run --out sh --shard 1/2 $ids > sh.tap 2> sh.err || { cat sh.err; fail "run (shard 1/2)"; }
+    cmp -s sh.tap sh/run.tap || { diff sh.tap sh/run.tap | head; fail "stdout (shard) is not run.tap"; }
     ;;
 *)
     fail "unknown test"

@@ -76,11 +76,29 @@ shard_escape)
             { cat s$i.tap; fail "shard $i: no TODO point for the escaped mutant"; }
         prove -e cat s$i.tap > prove.log 2>&1 || { cat prove.log; fail "prove failed the shard's TAP"; }
     done
+    # the shards' cases are narrowed (case ids): merged, the mutant escaped this selection, a TODO as in the
+    # unsharded run (exit 0)
     "$moects" merge m s0/results.json s1/results.json 2> merge.err
+    rc=$?
+    [ $rc -eq 0 ] || { cat merge.err; fail "merge: exit $rc with a mutant escaping a narrowed selection, want 0"; }
+    grep -q "mutant cpu.mutant.ep_gather.int32_offset escaped this selection" merge.err || fail "merge: message"
+    grep -q "^ok 2 - cpu.mutant.ep_gather.int32_offset: mutant escaped in this selection, passed.* # TODO " m/run.tap ||
+        { cat m/run.tap; fail "merged TAP"; }
+    # not narrowed (a model's cases, no case glob): each shard a TODO, the merge judges it (exit 1)
+    cat > m.json <<'JSON'
+{"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 2048,
+ "intermediate_size": 6144, "moe_intermediate_size": 768, "num_experts": 128, "num_experts_per_tok": 8,
+ "num_hidden_layers": 48}
+JSON
+    for i in 0 1; do
+        "$moects" run --out c$i --shard $i/2 --config m.json --tp 8 --tier smoke \
+            --kernel cpu.mutant.ep_gather.int32_offset > c$i.tap 2> c$i.err || { cat c$i.err; fail "config shard $i: exit not 0"; }
+    done
+    "$moects" merge mc c0/results.json c1/results.json 2> merge.err
     rc=$?
     [ $rc -eq 1 ] || { cat merge.err; fail "merge: exit $rc with an escaped mutant, want 1"; }
     grep -q "mutant cpu.mutant.ep_gather.int32_offset escaped the merged run" merge.err || fail "merge: message"
-    grep -q "^not ok 2 - cpu.mutant.ep_gather.int32_offset: mutant escaped, passed" m/run.tap || fail "merged TAP"
+    grep -q "^not ok 1 - cpu.mutant.ep_gather.int32_offset: mutant escaped, passed" mc/run.tap || fail "merged TAP"
     # Bazel variables: same TODO, same exit 0
     # shellcheck disable=SC2086
     TEST_TOTAL_SHARDS=2 TEST_SHARD_INDEX=1 "$moects" run --out b1 \

@@ -386,3 +386,18 @@ Test(tap, worst_list_only_when_it_adds)
     cr_assert_not_null(strstr(y, "worst_mismatches:\n  - at: \"(t 0, d 11)\"\n    index: 11\n"), "%s", y);
     free(y);
 }
+
+/* A run's filter narrows its cases when it holds a case glob or --cases; the values of the options that
+ * take one (--kernel GLOB, --tier T, --config FILE --tp N, --kernel-lib, --kernel-py) are not case
+ * globs. The filters as cmd_run.c's run_filter spells them, worked out by hand. */
+Test(tap, filter_narrowed)
+{
+    cr_assert_eq(moects__filter_narrowed(""), 0);
+    cr_assert_eq(moects__filter_narrowed("--kernel cpu.ep_gather --tier full"), 0);
+    cr_assert_eq(moects__filter_narrowed("--kernel-lib /b/lib.so --kernel-py /e/n.py:kernel"), 0);
+    cr_assert_eq(moects__filter_narrowed("--config /m/new-moe.json --tp 8 --ep 16 --tier smoke"), 0);
+    cr_assert_eq(moects__filter_narrowed("ep_gather/kimi-k3/tp8/*"), 1);
+    cr_assert_eq(moects__filter_narrowed("--kernel-py /e/n.py:kernel ep_gather/deepseek-v3/*"), 1);
+    cr_assert_eq(moects__filter_narrowed("--cases cases/mustpass/smoke-core.txt --kernel cpu.*"), 1);
+    cr_assert_eq(moects__filter_narrowed("--tier full ep_gather/gpt-oss-20b/*/t16* fp4_gemm.mxfp4/gpt-oss-20b/tp*/*/m16*"), 1);
+}
