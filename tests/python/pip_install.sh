@@ -105,7 +105,7 @@ grep -q "^FAILED test_buggy.py::test_buggy\[$case_id\]" repro_pytest.out && grep
     { cat repro_pytest.out; fail "pytest repro: not that case alone failing"; }
 rc=0 && sh -c "$mline" > repro_moects.out 2>&1 || rc=$?
 [ $rc = 1 ] || { cat repro_moects.out; fail "moects repro: exit $rc, want 1"; }
-grep -q "not ok 1 - $case_id\$" repro_moects.out && grep -q '1 results: 0 passed, 1 failed' repro_moects.out ||
+grep -q "not ok 1 - $case_id\$" repro_moects.out && grep -q 'runs: honest 0 passed, 1 failed' repro_moects.out ||
     { cat repro_moects.out; fail "moects repro: not that case alone failing"; }
 out=reports/repro/$(printf '%s' "$case_id" | tr '/' '_')
 grep -q '"verdict": *"FAIL_MISMATCH"' "$out/results.json" || fail "no FAIL_MISMATCH in $out/results.json"
