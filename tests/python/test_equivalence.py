@@ -82,9 +82,11 @@ def test_pytest_plugin_route(builtin, work):
 def test_kernel_py_route(builtin, work):
     build, want = builtin
     out = work / "kernel_py"
-    r = subprocess.run([os.path.join(build, "bin", "moects"), "run", "--kernel-py",
-                        os.path.join(ROOT, "examples", "numpy_ep_gather.py") + ":kernel", "--kernel", "py.numpy.ep_gather",
-                        "--out", str(out)] + shard_args("--shard") + [GLOB], env=env(build), capture_output=True, text=True)
+    ids = work / "kernel_py_cases.txt"  # the built-in's cases: the large-tier one left out, as in want
+    ids.write_text("".join(c + "\n" for c in sorted(want)))
+    subprocess.run([os.path.join(build, "bin", "moects"), "run", "--kernel-py",
+                    os.path.join(ROOT, "examples", "numpy_ep_gather.py") + ":kernel", "--kernel", "py.numpy.ep_gather",
+                    "--out", str(out), "--cases", str(ids)], env=env(build), capture_output=True, text=True)
     got = verdicts(out / "results.json", "py.numpy.ep_gather")
     same(got, want)
 
