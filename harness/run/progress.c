@@ -10,8 +10,9 @@
  * The constants are the ratio of the summed wall_s (results.json) to the summed cost, per op, of one
  * smoke-tier run of this build's CPU kernels (CUDA off: 24 kernels, 7926 runs, --jobs 2 on 2 cores
  * that three other jobs shared, load about 5; 1247 worker-seconds, 10.5 min of wall time; commit
- * 9777521 with this change). On a quiet machine the same run takes about a third of that (README.md:
- * three minutes), elsewhere anything: a rough figure, said as "about ... rough". What is left is then
+ * 9777521 with this change), times 0.25: on 2 quiet cores the whole smoke run (12,996 runs, CUDA
+ * kernels SKIP) took 134 s where the unscaled fit said 600 s (c08973f). Elsewhere anything: a rough
+ * figure, said as "about ... rough". What is left is then
  * measured: the estimate of the runs not done scaled by how the finished ones compared
  * with their estimate (the work done so far, costliest first, so the measure is of that work). */
 #include "moects_progress.h"
@@ -64,8 +65,9 @@ void moects__progress_start(moects__progress *pg, int mode, size_t ncases, size_
             commas(ncases, a, sizeof a), ncases == 1 ? "" : "s", commas(nkernels, b, sizeof b), nkernels == 1 ? "" : "s",
             commas(nruns, c, sizeof c), nruns == 1 ? "" : "s");
     if (nprior) fprintf(stderr, ", %s kept from the journal", commas(nprior, d, sizeof d));
-    fprintf(stderr, "; about %s on this machine (%d job%s; rough, from the cases' sizes)\n",
-            span(est_s / (jobs > 0 ? jobs : 1), t, sizeof t), jobs, jobs == 1 ? "" : "s");
+    double wall = est_s / (jobs > 0 ? jobs : 1);
+    fprintf(stderr, "; %s%s on this machine (%d job%s; rough, from the cases' sizes)\n", wall < 1 ? "under a second" : "about ",
+            wall < 1 ? "" : span(wall, t, sizeof t), jobs, jobs == 1 ? "" : "s");
 }
 
 /* "N of M runs done after T, R runs/s, about L left" (L once anything is done). */
