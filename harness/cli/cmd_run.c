@@ -74,7 +74,8 @@ static int usage_run(void)
           "  --stop-dead-after N    stop a kernel whose first N cases crashed or timed out (default 3; 0 never)\n"
           "Reports:\n"
           "  --out DIR              report directory, created and checked writable first (default\n"
-          "                         ROOT/reports/latest); kernels.log there holds what the kernels printed,\n"
+          "                         ROOT/reports/latest in a source tree, else ./reports/latest, never inside\n"
+          "                         an installed registry); kernels.log there holds what the kernels printed,\n"
           "                         results.journal each finished result while the run goes (removed at its end)\n"
           "  --resume DIR           continue the run killed while writing to --out DIR: the results in\n"
           "                         DIR/results.journal are kept, the rest run, the reports hold all. Give the\n"
@@ -323,8 +324,12 @@ static int run_prepare(run_ctx *x)
 {
     cli *o = &x->o;
     int rc;
+    char src[4200];
+    struct stat st;
+    snprintf(src, sizeof src, "%s/CMakeLists.txt", x->root);
     if (o->out) snprintf(x->outdir, sizeof x->outdir, "%s", o->out);
-    else snprintf(x->outdir, sizeof x->outdir, "%s/reports/latest", x->root);
+    else if (stat(src, &st) == 0) snprintf(x->outdir, sizeof x->outdir, "%s/reports/latest", x->root);
+    else snprintf(x->outdir, sizeof x->outdir, "reports/latest"); /* an installed registry: never write there */
     if ((rc = check_resume(o, x->outdir)) || (rc = check_outdir(o, x->outdir))) return rc;
     int need_cuda = 0;
     for (size_t k = 0; k < x->nk && !need_cuda; k++)

@@ -50,6 +50,10 @@ echo "pip_install: moects list | head -3:" && cat list.txt
 [ "$(wc -l < list.txt)" = 3 ] || fail "moects list printed $(wc -l < list.txt) lines"
 head -3 list_py.txt | cmp -s - list.txt || fail "python -m moects list differs from moects list"
 grep -qx 'ep_gather/deepseek-v3/ep2/t16' list_py.txt || fail "python -m moects list lacks ep_gather/deepseek-v3/ep2/t16"
+# A run without --out writes here (./reports/latest), never into the installed package's registry.
+moects run --kernel cpu.ep_gather 'ep_gather/deepseek-v3/ep2/t16' > run.tap 2> run.err || { cat run.err; fail "moects run: exit $?"; }
+[ -s reports/latest/results.json ] || { cat run.err; fail "moects run without --out: no ./reports/latest/results.json"; }
+! find "$work/venv" -path '*share/moects/reports*' | grep -q . || fail "moects run wrote reports into the venv"
 
 # An honest kernel and a buggy one, as a user writes them beside their kernel.
 cp "$src/examples/numpy_ep_gather.py" .
