@@ -15,7 +15,8 @@ static int usage_to(FILE *f)
                "results.json, run.tap, summary.md and junit.xml, as the unsharded run would have written.\n"
                "  --cases FILE  case order of the merged report (default: the built-in registry's order)\n"
                "  --root DIR    where cases/ is (default: $MOECTS_ROOT, else the source tree)\n"
-               "Exit 0; 1 when a mutant escapes, or a kernel refuses every case of, the merged run; 2 bad input.\n");
+               "Exit 0; 1 when an honest kernel fails, a mutant escapes, or a kernel refuses every case of, the\n"
+               "merged run (as the unsharded run exits); 2 bad input.\n");
     return 2;
 }
 static int usage(void) { return usage_to(stderr); }

@@ -16,8 +16,8 @@
  * in two shards; OUT_DIR/results.json being one of the inputs (real paths compared; checked before
  * anything is read, nothing written). The merged header: shard "", date = the latest shard date,
  * machine = the shards' machines, distinct ones joined by " + ". Exit 1 when a mutant escapes the
- * merged run (the shards do not judge escapes: another shard may catch the mutant); honest failures
- * fail their shards. */
+ * merged run (the shards do not judge escapes: another shard may catch the mutant) or an honest kernel
+ * failed (as the unsharded run exits; its shards failed too). */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -367,7 +367,8 @@ static int merge_write(merge_ctx *m)
 }
 
 /* Stage 7: the shards leave escaped mutants and refusing kernels to the merge (a TODO point there):
- * judged here. 1 when one escaped or refused every case, else 0; a mutant that escaped a narrowed
+ * judged here. 1 when one escaped or refused every case, or an honest kernel failed (as the unsharded
+ * run exits), else 0; a mutant that escaped a narrowed
  * selection (moects__filter_narrowed) stays a TODO, as in the unsharded run. */
 static int merge_judge(const merge_ctx *m)
 {
@@ -375,7 +376,13 @@ static int merge_judge(const merge_ctx *m)
     for (size_t k = 0; k < m->nk; k++) {
         const moects_kernel *d = m->kdesc[k];
         moects_kernel_status st = moects__kernel_status_of(&m->merged, d->name, d->bug != NULL, NULL);
-        if (!moects__kernel_status_deferred(st)) continue;
+        if (!moects__kernel_status_deferred(st)) {
+            if (moects__kernel_status_fails(st)) { /* an honest kernel failed a case: the run's exit 1, as unsharded */
+                fprintf(stderr, "moects merge: kernel %s failed in the merged run\n", d->name);
+                rc = 1;
+            }
+            continue;
+        }
         if (st == MOECTS_KS_ESCAPED && moects__filter_narrowed(m->merged.filter)) { /* as the whole run has it */
             fprintf(stderr, "moects merge: mutant %s escaped this selection (TODO: the whole tier's run judges it)\n",
                     d->name);

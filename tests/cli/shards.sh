@@ -120,6 +120,10 @@ JSON
     "$moects" run --out h0 --known-findings /dev/null --shard 0/1 --kernel cpu.fp4_gemm.dequant_sgemm \
         fp4_gemm.mxfp4/regression/k-tail/n256/k48/m16/adversarial > h0.tap
     [ $? -eq 1 ] || fail "an honest failure in a shard: exit not 1"
+    # ... and the merge of its shards, as the unsharded run (exit 1)
+    "$moects" merge hm h0/results.json 2> merge.err
+    [ $? -eq 1 ] || { cat merge.err; fail "merge: an honest kernel failed, exit not 1"; }
+    grep -q "kernel cpu.fp4_gemm.dequant_sgemm failed in the merged run" merge.err || { cat merge.err; fail "merge: failed"; }
     ;;
 default_jobs)
     # without a GPU the default --jobs is one worker per core: a small FP4 case's reference then
