@@ -11,6 +11,7 @@ typedef struct {
     size_t nt, ndone;          /* runs to do in this process, done */
     double est_total, est_done; /* estimated seconds (moects__progress_run_s) of those, of the done ones */
     double t0, next;           /* the start, when a timed line is next due (moects__now_s seconds) */
+    int jobs;                  /* workers the estimate is divided by */
 } moects__progress;
 
 /* A run's estimated seconds on one worker (its case's cost times its op's fitted rate: rough). */

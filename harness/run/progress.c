@@ -58,6 +58,7 @@ void moects__progress_start(moects__progress *pg, int mode, size_t ncases, size_
     pg->mode = mode;
     pg->nt = nruns - nprior;
     pg->est_total = est_s;
+    pg->jobs = jobs > 0 ? jobs : 1;
     pg->t0 = moects__now_s();
     pg->next = pg->t0 + 10;
     char a[32], b[32], c[32], d[32], t[32];
@@ -70,15 +71,21 @@ void moects__progress_start(moects__progress *pg, int mode, size_t ncases, size_
             wall < 1 ? "" : span(wall, t, sizeof t), jobs, jobs == 1 ? "" : "s");
 }
 
-/* "N of M runs done after T, R runs/s, about L left" (L once anything is done). */
+/* "N of M runs done after T, R runs/s, about L left" (L once anything is done). L blends the first
+ * estimate of the work left (est_total - est_done, over the workers) with the measured one (elapsed
+ * times left/done, in estimate units), weighted by the fraction of the estimate done: the first runs
+ * are the costliest cases, whose time the fit predicts worst, and the measure takes over as it grows. */
 static void status(const moects__progress *pg, double now, FILE *f)
 {
     char a[32], b[32], t[32], l[32];
     double el = now - pg->t0;
     fprintf(f, "%s of %s runs done after %s, %.1f runs/s", commas(pg->ndone, a, sizeof a), commas(pg->nt, b, sizeof b),
             span(el, t, sizeof t), el > 0 ? (double)pg->ndone / el : 0.0);
-    if (pg->est_done > 0 && pg->ndone < pg->nt)
-        fprintf(f, ", about %s left", span(el * (pg->est_total - pg->est_done) / pg->est_done, l, sizeof l));
+    if (pg->est_done > 0 && pg->ndone < pg->nt) {
+        double rest = pg->est_total - pg->est_done, w = pg->est_total > 0 ? pg->est_done / pg->est_total : 1;
+        double left = w * (el * rest / pg->est_done) + (1 - w) * (rest / pg->jobs);
+        fprintf(f, ", about %s left", span(left, l, sizeof l));
+    }
 }
 
 void moects__progress_tick(moects__progress *pg, const char *kernel, const char *case_id)
