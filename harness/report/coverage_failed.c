@@ -79,7 +79,7 @@ static void failed_case(moects__buf *b, const moects_run *run, const moects_resu
     if (r->verdict == MOECTS_FAIL_MISMATCH) {
         char at[96];
         moects__first_at(r, at, sizeof at);
-        moects__buf_printf(b, ", %" PRId64 " mismatches", r->mismatches);
+        moects__buf_printf(b, ", %" PRId64 " mismatch%s", r->mismatches, r->mismatches == 1 ? "" : "es");
         if (r->diag.ndims && r->diag.pattern[0]) {
             moects__buf_add(b, " (");
             add_text(b, r->diag.pattern, html);

@@ -264,8 +264,9 @@ static int merge_order(merge_ctx *m)
         fprintf(stderr, "moects merge: note: %zu cases not in the %s order follow the others in shard order\n",
                 m->cases.n - m->known_cases, m->cases_file ? m->cases_file : "registry's");
     if (m->kernels.n > m->known_kernels)
-        fprintf(stderr, "moects merge: note: %zu kernels not built in follow the built-in ones\n",
-                m->kernels.n - m->known_kernels);
+        fprintf(stderr, "moects merge: note: %zu kernel%s not built in (--kernel-lib, --kernel-py) follow%s the built-in ones\n",
+                m->kernels.n - m->known_kernels, m->kernels.n - m->known_kernels == 1 ? "" : "s",
+                m->kernels.n - m->known_kernels == 1 ? "s" : "");
     qsort(m->e, m->n, sizeof *m->e, entry_cmp);
     for (size_t i = 1; i < m->n; i++)
         if (m->e[i].case_rank == m->e[i - 1].case_rank && m->e[i].kernel_rank == m->e[i - 1].kernel_rank) {

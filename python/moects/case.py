@@ -237,6 +237,7 @@ class Case:
 
     def check(self, out, kernel=None, recipe=None, bound=None, tolerance=None, name=None):
         """judge(), then raise AssertionError carrying the TAP's diagnostics unless it passed."""
+        __tracebackhide__ = True  # pytest: the failure points at the test's line, not at this one
         j = self.judge(out, kernel, recipe, bound, tolerance, name)
         if not j.passed:
             lines = self.repro_lines(self, j) if self.repro_lines else []

@@ -171,8 +171,8 @@ def descriptor(k, callbacks=None):
 
 def error_text(e):
     """An exception as one line: 'Type: message (at file:line in function)' with the innermost frame
-    outside this package, long messages cut in the middle (a Triton compile error's last line says
-    what is wrong)."""
+    outside this package (its path relative to the current folder when inside it), long messages cut
+    in the middle (a Triton compile error's last line says what is wrong)."""
     msg = " ".join(str(e).split())
     if len(msg) > 600:
         msg = msg[:200] + " ... " + msg[-380:]
@@ -181,7 +181,8 @@ def error_text(e):
     frames = [f for f in traceback.extract_tb(e.__traceback__) if os.path.dirname(os.path.abspath(f.filename)) != here]
     if frames:  # the innermost frame outside this package: the kernel's own line
         f = frames[-1]
-        text += " (at %s:%d in %s)" % (f.filename, f.lineno, f.name)
+        rel = os.path.relpath(f.filename)  # inside the run's folder: no machine path in the reports
+        text += " (at %s:%d in %s)" % (f.filename if rel.startswith("..") else rel, f.lineno, f.name)
     return text
 
 

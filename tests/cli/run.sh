@@ -191,7 +191,7 @@ stream)
          moe_gemm.w4a8/kimi-k3/ep64/offsets/gemm2/t16 moe_gemm.mxfp4/dbrx/tp16/masked/gemm2/t16"
     # shellcheck disable=SC2086
     "$moects" run --out both --jobs 2 $ids > both.txt 2>&1 || { cat both.txt; fail "run (2 jobs)"; }
-    first=$(grep -n "^moects run: 6 cases, [0-9]* kernels: [0-9]* runs (each kernel on the cases of its op); about " both.txt |
+    first=$(grep -n -E "^moects run: 6 cases, [0-9]* kernels: [0-9]* runs \(each kernel on the cases of its op\); (about |under a second)" both.txt |
         head -n 1 | cut -d: -f1)
     point=$(grep -n -E "^ *(not )?ok [0-9]" both.txt | head -n 1 | cut -d: -f1)
     [ -n "$first" ] && [ -n "$point" ] && [ "$first" -lt "$point" ] ||
