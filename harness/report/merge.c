@@ -368,29 +368,25 @@ static int merge_write(merge_ctx *m)
 }
 
 /* Stage 7: the shards leave escaped mutants and refusing kernels to the merge (a TODO point there):
- * judged here. 1 when one escaped or refused every case, or an honest kernel failed (as the unsharded
- * run exits), else 0; a mutant that escaped a narrowed
- * selection (moects__filter_narrowed) stays a TODO, as in the unsharded run. */
+ * judged here, with the honest failures the shards already failed on. 1 when a kernel fails the merged
+ * run as it would the unsharded one (moects__kernel_status_fails), else 0; a mutant that escaped a
+ * narrowed selection (moects__filter_narrowed) stays a TODO, as in the unsharded run. */
 static int merge_judge(const merge_ctx *m)
 {
-    int rc = 0;
+    int rc = 0, narrowed = moects__filter_narrowed(m->merged.filter);
     for (size_t k = 0; k < m->nk; k++) {
         const moects_kernel *d = m->kdesc[k];
         moects_kernel_status st = moects__kernel_status_of(&m->merged, d->name, d->bug != NULL, NULL);
-        if (!moects__kernel_status_deferred(st)) {
-            if (moects__kernel_status_fails(st)) { /* an honest kernel failed a case: the run's exit 1, as unsharded */
-                fprintf(stderr, "moects merge: kernel %s failed in the merged run\n", d->name);
-                rc = 1;
-            }
-            continue;
-        }
-        if (st == MOECTS_KS_ESCAPED && moects__filter_narrowed(m->merged.filter)) { /* as the whole run has it */
+        if (st == MOECTS_KS_ESCAPED && narrowed) { /* as the whole run has it */
             fprintf(stderr, "moects merge: mutant %s escaped this selection (TODO: the whole tier's run judges it)\n",
                     d->name);
             continue;
         }
+        if (!moects__kernel_status_fails(st)) continue;
         if (st == MOECTS_KS_ESCAPED) fprintf(stderr, "moects merge: mutant %s escaped the merged run\n", d->name);
-        else fprintf(stderr, "moects merge: kernel %s refused every case of the merged run\n", d->name);
+        else if (st == MOECTS_KS_REFUSED)
+            fprintf(stderr, "moects merge: kernel %s refused every case of the merged run\n", d->name);
+        else fprintf(stderr, "moects merge: kernel %s failed in the merged run\n", d->name);
         rc = 1;
     }
     return rc;
