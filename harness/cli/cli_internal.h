@@ -81,10 +81,6 @@ int moects__cli_select_cases(cli *o, const moects_case_list *all, char *sel, cha
  * --kernel-py when any is given, else the built-in ones (honest kernels and mutants, not the pool);
  * --cases without globs keeps honest kernels only. 0, or 2. */
 int moects__cli_select_kernels(cli *o, const moects_kernel **v, size_t *n);
-/* Whether r is a SKIP because this host has no CUDA device (or the build has no CUDA): the reason
- * harness/run/task.c gives a CUDA kernel's task before its supports() (MOECTS__NO_DEVICE,
- * moects__reason_is_no_device). harness/cli/run_verdict.c. */
-int moects__cli_no_device(const moects_result *r);
 /* The verdict line of `moects run` on stderr (run_verdict.c): rc its exit status, to its TAP options
  * (o->narrowed: escaped mutants deferred), outdir where summary.md is. */
 void moects__cli_verdict_line(const moects_run *run, const moects_kernel *const *kernels, size_t nk,

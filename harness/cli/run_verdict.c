@@ -11,16 +11,11 @@
 #include "moects_harness.h"
 #include "moects_tap.h"
 
-int moects__cli_no_device(const moects_result *r)
-{
-    return r->verdict == MOECTS_SKIP && moects__reason_is_no_device(r->reason);
-}
-
-/* ", N WORD" appended to buf when n > 0 (or always, with always set). */
-static void part(char *buf, size_t len, size_t n, const char *word, int always)
+/* ", N WORD" appended to buf when n > 0. */
+static void part(char *buf, size_t len, size_t n, const char *word)
 {
     size_t l = strlen(buf);
-    if ((n || always) && l < len) snprintf(buf + l, len - l, ", %zu %s", n, word);
+    if (n && l < len) snprintf(buf + l, len - l, ", %zu %s", n, word);
 }
 
 /* "; honest kernels P of K passed, F failed, ...; mutants C of M caught, E escaped, ..." into buf, each
@@ -48,17 +43,17 @@ static void kernel_counts(const moects_run *run, const moects_kernel *const *ker
     buf[0] = '\0';
     if (nh) {
         snprintf(buf, len, "; honest kernels %zu of %zu passed", h[0], nh);
-        part(buf, len, h[1], "failed", 0);
-        part(buf, len, h[2], "refused every case", 0);
-        part(buf, len, h[3], "not exercised", 0);
-        part(buf, len, h[4], "refused every case of this shard (TODO)", 0);
+        part(buf, len, h[1], "failed");
+        part(buf, len, h[2], "refused every case");
+        part(buf, len, h[3], "not exercised");
+        part(buf, len, h[4], "refused every case of this shard (TODO)");
     }
     if (nm) {
         size_t l = strlen(buf);
         snprintf(buf + l, len - l, "; mutants %zu of %zu caught", m[0], nm);
-        part(buf, len, m[1], "escaped", 0);
-        part(buf, len, m[2], run->shard[0] ? "escaped this shard (TODO)" : "escaped this selection (TODO)", 0);
-        part(buf, len, m[3], "not exercised", 0);
+        part(buf, len, m[1], "escaped");
+        part(buf, len, m[2], run->shard[0] ? "escaped this shard (TODO)" : "escaped this selection (TODO)");
+        part(buf, len, m[3], "not exercised");
     }
     if (!nh && !nm) snprintf(buf, len, "; no kernel took a selected case");
 }
@@ -75,15 +70,15 @@ void moects__cli_verdict_line(const moects_run *run, const moects_kernel *const 
         if (r->is_mutant) mc += fail, mp += pass;
         else hp += pass, hf += fail && !r->known[0], hk += fail && r->known[0];
         if (r->verdict == MOECTS_UNSUPPORTED) unsup++;
-        else if (r->verdict == MOECTS_SKIP) moects__cli_no_device(r) ? nodev++ : skip++;
+        else if (r->verdict == MOECTS_SKIP) moects__reason_is_no_device(r->reason) ? nodev++ : skip++;
     }
     char rs[400] = "", nr[160] = "";
     if (hp + hf + hk) snprintf(rs, sizeof rs, "; honest %zu passed, %zu failed", hp, hf);
-    if (hk) part(rs, sizeof rs, hk, hk == 1 ? "known finding" : "known findings", 0);
+    if (hk) part(rs, sizeof rs, hk, hk == 1 ? "known finding" : "known findings");
     if (mc + mp) snprintf(rs + strlen(rs), sizeof rs - strlen(rs), "; mutants %zu caught, %zu passed", mc, mp);
-    part(nr, sizeof nr, nodev, "no device", 0);
-    part(nr, sizeof nr, unsup, "unsupported", 0);
-    part(nr, sizeof nr, skip, "skipped", 0);
+    part(nr, sizeof nr, nodev, "no device");
+    part(nr, sizeof nr, unsup, "unsupported");
+    part(nr, sizeof nr, skip, "skipped");
     if (nr[0]) snprintf(rs + strlen(rs), sizeof rs - strlen(rs), "; %zu not run (%s)", nodev + unsup + skip, nr + 2);
     fprintf(stderr, "moects run: %s: %s; runs:%s; summary: %s/summary.md\n", rc == 0 ? "PASS" : "FAIL", ks + 2,
             rs[0] ? rs + 1 : " none", outdir);
