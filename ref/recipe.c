@@ -1,6 +1,8 @@
-/* recipe.c: names of the numeric recipes (DESIGN.md "Numeric recipes"). */
+/* recipe.c: names of the numeric recipes (DESIGN.md "Numeric recipes"); fused_moe's layer recipes
+ * are parsed and interned by ref/layer_recipe.c. */
 #include <string.h>
 
+#include "moects_layer.h"
 #include "moects_ref.h"
 
 int moects__recipe_parse(const char *name, moects_op op, moects_recipe *out)
@@ -19,6 +21,11 @@ int moects__recipe_parse(const char *name, moects_op op, moects_recipe *out)
         {"moe_gemm.blockwise_v1", MOECTS_OP_MOE_GEMM, MOECTS_RECIPE_FP4_BLOCKWISE_V1},
     };
     if (!name) return -1;
+    if (op == MOECTS_OP_FUSED_MOE) {
+        moects_layer_recipe r;
+        char err[256];
+        return moects__layer_recipe_parse(name, &r, err, sizeof err) ? -1 : moects__layer_recipe_intern(&r, out);
+    }
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (table[i].op == op && strcmp(table[i].name, name) == 0) {
             *out = table[i].recipe;

@@ -15,7 +15,8 @@ typedef enum {
 typedef enum {
     MOECTS_OP_EP_GATHER = 1, /* MoE combine, DESIGN.md "ep_gather" */
     MOECTS_OP_FP4_GEMM = 2,  /* block-scaled FP4 GEMM, NT layout */
-    MOECTS_OP_MOE_GEMM = 3   /* grouped MoE GEMM over all local experts, DESIGN.md "Grouped MoE GEMM" */
+    MOECTS_OP_MOE_GEMM = 3,  /* grouped MoE GEMM over all local experts, DESIGN.md "Grouped MoE GEMM" */
+    MOECTS_OP_FUSED_MOE = 4  /* the whole routed MoE layer, DESIGN.md "The fused MoE layer" */
 } moects_op;
 
 typedef enum {
@@ -119,6 +120,64 @@ typedef struct {
     const int64_t *expert_offsets;  /* offsets: [E+1] prefix sums, off[0] = 0, off[E] = M; else NULL */
     void *d;                        /* [rows, N] out_dtype; invalid rows are not compared */
 } moects_moe_gemm_args;
+
+/* ---- fused MoE layer (fused_moe), DESIGN.md "The fused MoE layer" ----
+ * For token t and each valid slot j (expert id i = topk_ids[t][j]; valid: expert_map NULL and
+ * 0 <= i < E, or expert_map[i] >= 0, the local expert e = expert_map[i]):
+ *   h    = x[t] (router weight on the input: bf16(x[t] * w[t][j]))
+ *   g1   = h * W13[e]^T (+ b13[e])                 [2I] (gated) or [I] (relu2)
+ *   a    = act(gate half, up half)                  [I], halves as the recipe's W13 order says
+ *   m    = the intermediate (BF16, FP8, MXFP8, NVFP4) of a (times w when the recipe puts it there)
+ *   y    = m * W2[e]^T (+ b2[e])                   [H]
+ *   out[t] = combine over the valid slots of y (times w where the recipe puts it)
+ * Every rounding and its place is the kernel's layer recipe (moects_layer_recipe, ref/layer_recipe.c). */
+typedef enum {
+    MOECTS_ACT_SILU = 1,       /* silu(g) * u, silu(g) = g * sigmoid(g) */
+    MOECTS_ACT_GELU_TANH = 2,  /* 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) * u */
+    MOECTS_ACT_GELU_ERF = 3,   /* 0.5 g (1 + erf(g / sqrt(2))) * u */
+    MOECTS_ACT_RELU2 = 4,      /* max(x, 0)^2, not gated (Nemotron-H) */
+    MOECTS_ACT_SILU_CLAMP = 5, /* silu(min(g, L)) * clamp(u, -L, L) */
+    MOECTS_ACT_GPT_OSS = 6     /* g' = min(g, L), u' = clamp(u, -L, L): (u' + 1) * g' * sigmoid(alpha g') */
+} moects_activation;
+
+typedef enum {
+    MOECTS_LAYER_BF16 = 1,  /* W13, W2 BF16; x BF16 */
+    MOECTS_LAYER_MXFP4 = 2  /* W13, W2 MXFP4 (E2M1 + UE8M0 per 32 along K, linear scales); x BF16 (W4A16) */
+} moects_layer_format;
+
+typedef struct {
+    int64_t T;                   /* tokens (may be 0) */
+    int64_t k;                   /* topk slots per token */
+    int64_t H;                   /* hidden size: GEMM1's K, GEMM2's N */
+    int64_t inter;               /* I: intermediate width of one expert on this rank (after TP) */
+    int64_t E;                   /* local experts: W13 and W2 hold E experts */
+    int64_t E_global;            /* routed experts of the model: length of expert_map */
+    int has_expert_map;          /* 1: expert_map given (EP); 0: ids are local expert indices */
+    moects_layer_format format;
+    moects_activation activation;
+    float act_limit;             /* L of SILU_CLAMP and GPT_OSS (FP32, as engines pass it); else 0 */
+    float act_alpha;             /* GPT_OSS's alpha (1.702f); else 0 */
+    int has_bias;                /* 1: b13 [E, 2I or I] and b2 [E, H] FP32 are given */
+    moects_dtype out_dtype;      /* MOECTS_BF16 or MOECTS_F32 */
+} moects_fused_moe_shape;
+
+/* N1 = 2I gated (every activation but RELU2), I for RELU2. Weights of expert e start at e times one
+ * expert's bytes. MXFP4: W13 codes [E, N1, H/2] and scales [E, N1, H/32]; W2 [E, H, I/2] and [E, H, I/32]. */
+typedef struct {
+    const uint16_t *x;            /* [T, H] bf16 hidden states */
+    const int32_t *topk_ids;      /* [T, k] global expert ids; < 0 or an id the map leaves out: no expert */
+    const float *topk_weights;    /* [T, k] FP32 router weights */
+    const int32_t *expert_map;    /* [E_global] local index or -1; NULL without EP */
+    const void *w13;              /* BF16 [E, N1, H] or MXFP4 codes [E, N1, H/2], rows in the recipe's order */
+    const uint8_t *w13_scale;     /* MXFP4: [E, N1, H/32] UE8M0; BF16: NULL */
+    const void *w2;               /* BF16 [E, H, I] or MXFP4 codes [E, H, I/2] */
+    const uint8_t *w2_scale;      /* MXFP4: [E, H, I/32] UE8M0; BF16: NULL */
+    const float *b13;             /* [E, N1] FP32 or NULL */
+    const float *b2;              /* [E, H] FP32 or NULL */
+    const float *mid_global_scale; /* [E] FP32: the NVFP4 intermediate's static per-expert global scale
+                                      (encode direction, as trtllm-gen's fc2 input scale); always given */
+    void *out;                    /* [T, H] out_dtype */
+} moects_fused_moe_args;
 
 /* Scale block size along K: 32 for MXFP4, 16 for NVFP4. */
 static inline int64_t moects_fp4_block(moects_fp4_format f) { return f == MOECTS_FP4_NVFP4 ? 16 : 32; }

@@ -1,0 +1,94 @@
+/* moects_layer.h: the fused MoE layer's recipe (every stage's convention as a named parameter,
+ * DESIGN.md "The fused MoE layer") and its references. ref/ only: libc, libm, OpenBLAS. */
+#ifndef MOECTS_LAYER_H
+#define MOECTS_LAYER_H
+#include <stddef.h>
+
+#include "moects_ref.h"
+#include "moects_types.h"
+
+/* W13's row order: which of its N1 = 2I rows are the gate half and which the up half. */
+typedef enum {
+    MOECTS_W13_GATE_UP = 0,     /* rows [0, I) gate, [I, 2I) up: vLLM TritonExperts */
+    MOECTS_W13_UP_GATE = 1,     /* rows [0, I) up, [I, 2I) gate: CUTLASS fused MoE, trtllm-gen */
+    MOECTS_W13_INTERLEAVE1 = 2, /* row 2i gate, 2i+1 up: gpt-oss, vLLM swigluoai, triton_kernels swiglu */
+    MOECTS_W13_INTERLEAVE8 = 3  /* granules of 8 rows alternate gate, up: DeepGEMM mega MoE */
+} moects_w13_order;
+
+/* The intermediate GEMM2 reads. FP8 scales: s = amax / 448 (FP32 division) or the next power of
+ * two (scale_ue8m0); amax 0 gives s = 1e-10 as vLLM's per-token-group quantizer's eps (amax is
+ * clamped to eps before the division). */
+typedef enum {
+    MOECTS_MID_BF16 = 0,      /* bf16(a) */
+    MOECTS_MID_F32 = 1,       /* a itself (FP32) */
+    MOECTS_MID_FP8_TOKEN = 2, /* E4M3, one FP32 scale per token row of I */
+    MOECTS_MID_FP8_128 = 3,   /* E4M3, one FP32 scale per 128 columns (DeepSeek) */
+    MOECTS_MID_MXFP8 = 4      /* E4M3, one UE8M0 scale per 32 columns, 2^ceil(log2(amax / 448)) */
+} moects_mid_format;
+
+typedef enum {
+    MOECTS_WEIGHT_INPUT = 0,   /* h = bf16(x * w) (top-1 only: Llama 4) */
+    MOECTS_WEIGHT_ACT = 1,     /* a * w in FP32 before the intermediate (DeepGEMM mega MoE) */
+    MOECTS_WEIGHT_GEMM2 = 2,   /* GEMM2's epilogue: slot(acc * w), FP32 (vLLM MUL_ROUTED_WEIGHT) */
+    MOECTS_WEIGHT_COMBINE = 3  /* the combine: fmaf(y, w, acc) in slot order (ep_gather.fma_v1) */
+} moects_weight_pos;
+
+typedef enum {
+    MOECTS_COMBINE_F32_SLOTS = 0,   /* FP32 sum over valid slots in slot order, then out (vLLM moe_sum) */
+    MOECTS_COMBINE_BF16_CHAIN = 1,  /* BF16 running sum in slot order (vLLM before PR 46643, top-k 2-4) */
+    MOECTS_COMBINE_F32_ANY = 2      /* FP32 atomics in any order: no exact recipe, judged by enclosure */
+} moects_combine;
+
+/* A kernel's layer recipe. The string form (moects__layer_recipe_parse) is
+ *   fused_moe.layer_v1[(key=value,...)]
+ * keys (default first):
+ *   w13=gate_up|up_gate|interleave1|interleave8
+ *   g1=bf16|f32        GEMM1's output (after the bias) rounded to BF16 or kept FP32
+ *   act=bf16|f32       the gate's activation (silu, gelu) rounded to BF16 before the product with up
+ *                      (vLLM's act_and_mul in the activation dtype) or kept FP32
+ *   sig=div|rcp        sigmoid as g / (1 + exp(-g)) (vLLM silu_kernel) or g * (1 / (1 + exp(-g)))
+ *                      (vLLM swigluoai)
+ *   mid=bf16|f32|fp8_token|fp8_128|mxfp8
+ *   scale=div|ue8m0    FP8 scale amax / 448, or its next power of two (mxfp8: always ue8m0)
+ *   weight=gemm2|input|act|combine
+ *   wdtype=f32|bf16    the router weight as given, or rounded to BF16 first (trtllm-gen, triton_kernels)
+ *   slot=bf16|f32      GEMM2's per-slot output (with the weight, in GEMM2's epilogue) rounded to BF16
+ *   combine=f32_slots|bf16_chain|f32_any
+ * GEMM accumulation: the exact dot product rounded once to FP32 (moe_gemm.exact_v1), then + bias
+ * (FP32 add). exp, tanh, erf correctly rounded (ref/crmath.c); every other operation FP32 RNE. */
+typedef struct {
+    moects_w13_order w13;
+    int g1_bf16, act_bf16, sig_rcp;
+    moects_mid_format mid;
+    int scale_ue8m0;
+    moects_weight_pos weight;
+    int w_bf16, slot_bf16;
+    moects_combine combine;
+} moects_layer_recipe;
+
+/* The recipe's name prefix; the default recipe (vLLM's BF16 fused_experts) is that name alone. */
+#define MOECTS_LAYER_RECIPE_V1 "fused_moe.layer_v1"
+
+/* Parse s (the string form above) into r: 0, or -1 with "KEY: VALUE is not one of a|b|c" (or what
+ * else is wrong) in err. Keys may come in any order, each at most once; missing keys default. */
+int moects__layer_recipe_parse(const char *s, moects_layer_recipe *r, char *err, size_t errlen);
+/* The canonical string of r (every key, in the order above) into buf: its length. */
+int moects__layer_recipe_format(const moects_layer_recipe *r, char *buf, size_t len);
+
+/* Layer recipes as moects_recipe values: MOECTS_RECIPE_LAYER_BASE + the index of r in a process-wide
+ * table (equal recipes, one index). 0, or -1 when the table's MOECTS_LAYER_RECIPES_MAX are taken. */
+#define MOECTS_LAYER_RECIPES_MAX 28
+int moects__layer_recipe_intern(const moects_layer_recipe *r, moects_recipe *out);
+/* The recipe of an interned value, or NULL for a value that is not a layer recipe. */
+const moects_layer_recipe *moects__layer_recipe_of(moects_recipe v);
+
+/* Why recipe r cannot be computed exactly on a layer of shape s (a combine in any order, mxfp8 over
+ * an I that is not a multiple of 32, ...), or NULL. */
+const char *moects__layer_recipe_inexact(const moects_layer_recipe *r, const moects_fused_moe_shape *s);
+
+/* The exact reference (ref/fused_moe.c): a->out under recipe r, for the struct comments of
+ * moects_fused_moe_shape/args. Host pointers. Returns 0, or -1 for an invalid shape, a recipe the
+ * shape has no exact definition of (moects__layer_recipe_inexact), or out of memory. */
+int moects__ref_fused_moe(const moects_fused_moe_shape *s, const moects_fused_moe_args *a,
+                          const moects_layer_recipe *r);
+#endif
