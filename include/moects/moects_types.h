@@ -120,6 +120,20 @@ typedef struct {
     void *d;                        /* [rows, N] out_dtype; invalid rows are not compared */
 } moects_moe_gemm_args;
 
+/* ---- the expert's activation (fused MoE layer), DESIGN.md "The fused MoE layer" ----
+ * Between GEMM1 and GEMM2 of one expert: g, u are the gate and up halves of GEMM1's output (for the
+ * gated ones), L the model's activation limit, a its alpha (cases/models/NAME.json: activation,
+ * activation_limit, activation_alpha). silu(x) = x sigmoid(x). */
+typedef enum {
+    MOECTS_ACT_SILU = 1,       /* silu(g) * u */
+    MOECTS_ACT_GELU_TANH = 2,  /* gelu_tanh(g) * u, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    MOECTS_ACT_GELU_ERF = 3,   /* gelu(g) * u, 0.5 x (1 + erf(x / sqrt(2))) */
+    MOECTS_ACT_RELU2 = 4,      /* relu(x)^2, no gate: GEMM1 gives I columns, not 2I */
+    MOECTS_ACT_SILU_CLAMP = 5, /* silu(min(g, L)) * clamp(u, -L, L) */
+    MOECTS_ACT_GPT_OSS = 6,    /* g' = min(g, L), u' = clamp(u, -L, L): (u' + 1) * g' * sigmoid(a g') */
+    MOECTS_ACT_SITU = 7        /* a tanh(g / a) sigmoid(g) * L tanh(u / L); no L: u unchanged (Kimi K3) */
+} moects_activation;
+
 /* Scale block size along K: 32 for MXFP4, 16 for NVFP4. */
 static inline int64_t moects_fp4_block(moects_fp4_format f) { return f == MOECTS_FP4_NVFP4 ? 16 : 32; }
 
