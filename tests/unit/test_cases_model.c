@@ -280,7 +280,11 @@ Test(model, malformed_files_give_one_line_errors, .init = mk_tmp, .fini = rm_tmp
 }
 
 #define REG_HEAD "{\"name\": \"x\", \"hf_id\": \"o/x\", \"hidden_size\": 64, \"moe_intermediate_size\": 32, "
-#define REG_TAIL "\"release_quantization\": \"bf16\", \"source\": \"hand\"}"
+#define REG_ACT(act, lim, alpha, bias, rwoi)                                                   \
+    "\"activation\": \"" act "\", \"activation_limit\": " lim ", \"activation_alpha\": " alpha \
+    ", \"expert_bias\": " bias ", \"router_weight_on_input\": " rwoi ", "
+#define REG_END "\"release_quantization\": \"bf16\", \"source\": \"hand\"}"
+#define REG_TAIL REG_ACT("silu", "null", "null", "false", "false") REG_END
 
 Test(model, registry_errors, .init = mk_tmp, .fini = rm_tmp)
 {
