@@ -418,7 +418,7 @@ typedef struct {
     const json_t *root, *sec, *ffn;
     char pre[40], fpre[56];
     int dbrx;
-    char src[512];
+    char src[1024];
     size_t so;
 } hf_read;
 
@@ -536,6 +536,58 @@ static int hf_topk(hf_read *h, moects_model *m)
     return 0;
 }
 
+/* The fused layer's facts from a raw config (act: its activation name, NULL if none). The name means
+ * what Hugging Face transformers' ACT2FN says ("gelu" the exact erf GELU, "gelu_new" and
+ * "gelu_pytorch_tanh" the tanh one); a swiglu_limit makes SiLU the clamped one; Kimi's "situ" takes
+ * activation_situ_beta (alpha) and activation_situ_linear_beta (limit). Two families are known by
+ * model_type, their config not saying it: gpt_oss (its swiglu, whatever hidden_act says: limit
+ * swiglu_limit, alpha 1.702 and biases on both GEMMs, openai/gpt-oss gpt_oss/torch/model.py) and
+ * llama4 (top-1, the router weight on the input: transformers Llama4TextMoe). A name not mapped
+ * leaves activation 0, unknown. 0 or -1. */
+static int hf_act(hf_read *h, moects_model *m, const char *act)
+{
+    static const struct {
+        const char *name;
+        moects_activation act;
+    } MAP[] = {{"silu", MOECTS_ACT_SILU},         {"swish", MOECTS_ACT_SILU},
+               {"gelu", MOECTS_ACT_GELU_ERF},     {"gelu_new", MOECTS_ACT_GELU_TANH},
+               {"gelu_pytorch_tanh", MOECTS_ACT_GELU_TANH},
+               {"situ", MOECTS_ACT_SITU}};
+    ctx *c = h->c;
+    const char *pre = h->pre;
+    const json_t *mt = json_object_get(h->sec, "model_type");
+    if (!json_is_string(mt)) mt = json_object_get(h->root, "model_type");
+    const char *type = json_is_string(mt) ? json_string_value(mt) : "";
+    float lim = 0, beta = 0, lbeta = 0;
+    int has_lim, has_beta, has_lbeta;
+    if (get_real(c, h->sec, pre, "swiglu_limit", &lim, &has_lim) < 0 ||
+        get_real(c, h->sec, pre, "activation_situ_beta", &beta, &has_beta) < 0 ||
+        get_real(c, h->sec, pre, "activation_situ_linear_beta", &lbeta, &has_lbeta) < 0)
+        return -1;
+    m->activation = 0;
+    for (size_t i = 0; act && i < sizeof MAP / sizeof *MAP; i++)
+        if (!strcmp(act, MAP[i].name)) m->activation = MAP[i].act;
+    if (act && !m->gated) m->activation = MOECTS_ACT_RELU2;
+    int gpt_oss = !strcmp(type, "gpt_oss");
+    if (gpt_oss) m->activation = MOECTS_ACT_GPT_OSS, m->activation_alpha = 1.702f, m->has_activation_alpha = 1;
+    else if (m->activation == MOECTS_ACT_SILU && has_lim) m->activation = MOECTS_ACT_SILU_CLAMP;
+    if (m->activation == MOECTS_ACT_GPT_OSS || m->activation == MOECTS_ACT_SILU_CLAMP)
+        m->activation_limit = lim, m->has_activation_limit = has_lim;
+    if (m->activation == MOECTS_ACT_SITU) {
+        m->activation_limit = lbeta, m->has_activation_limit = has_lbeta;
+        m->activation_alpha = beta, m->has_activation_alpha = has_beta;
+    }
+    m->expert_bias = gpt_oss;
+    m->router_weight_on_input = !strcmp(type, "llama4") || !strcmp(type, "llama4_text");
+    src_add(h, "; activation %s", moects__activation_name(m->activation));
+    if (m->activation == MOECTS_ACT_SITU)
+        src_add(h, " (%sactivation_situ_beta, %sactivation_situ_linear_beta)", pre, pre);
+    else if (m->has_activation_limit) src_add(h, " (%sswiglu_limit)", pre);
+    if (gpt_oss) src_add(h, ", alpha 1.702, expert biases (model_type gpt_oss)");
+    if (m->router_weight_on_input) src_add(h, "; router weight on the input (model_type %s)", type);
+    return 0;
+}
+
 /* Shared experts (a count, or one when a shared width is set), the latent width, the activation
  * (gated unless it says otherwise). 0 or -1. */
 static int hf_rest(hf_read *h, moects_model *m)
@@ -571,7 +623,7 @@ static int hf_rest(hf_read *h, moects_model *m)
         src_add(h, "; %s: %s%s=%s", m->gated ? "gated" : "not gated", pre, *k, act);
     }
     if (!act) src_add(h, "; gated: default (no activation field)");
-    return 0;
+    return hf_act(h, m, act);
 }
 
 static int load_hf(ctx *c, const json_t *root, moects_model *m)

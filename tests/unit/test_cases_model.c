@@ -49,6 +49,13 @@ static void same_dims(const moects_model *a, const moects_model *b, const char *
     cr_expect_eq(a->shared_experts, b->shared_experts, "%s: shared_experts", what);
     cr_expect_eq(a->latent_size, b->latent_size, "%s: latent_size", what);
     cr_expect_eq(a->gated, b->gated, "%s: gated", what);
+    cr_expect_eq(a->activation, b->activation, "%s: activation", what);
+    cr_expect_eq(a->has_activation_limit, b->has_activation_limit, "%s: activation_limit present", what);
+    cr_expect_eq(a->activation_limit, b->activation_limit, "%s: activation_limit", what);
+    cr_expect_eq(a->has_activation_alpha, b->has_activation_alpha, "%s: activation_alpha present", what);
+    cr_expect_eq(a->activation_alpha, b->activation_alpha, "%s: activation_alpha", what);
+    cr_expect_eq(a->expert_bias, b->expert_bias, "%s: expert_bias", what);
+    cr_expect_eq(a->router_weight_on_input, b->router_weight_on_input, "%s: router_weight_on_input", what);
 }
 
 Test(model, registry_has_23_lowercase_models_named_after_their_files)
@@ -312,6 +319,54 @@ Test(model, registry_errors, .init = mk_tmp, .fini = rm_tmp)
     cr_assert_eq(moects__model_load(p, &m, err, sizeof err), -1);
     cr_expect(!strncmp(err, p, strlen(p)) && !strncmp(err + strlen(p), ":1:", 3), "%s", err);
     cr_expect(strstr(err, ": malformed JSON: duplicate object key") != NULL, "%s", err);
+}
+
+/* ---- the fused layer's facts (activation, its limit and alpha, expert biases, router weight) ---- */
+
+static void load_ok(const char *path, moects_model *m)
+{
+    char err[512] = "";
+    cr_assert_eq(moects__model_load(path, m, err, sizeof err), 0, "%s", err);
+}
+
+/* A raw config's activation name as transformers' ACT2FN reads it; swiglu_limit, gpt_oss and llama4. */
+Test(model, hf_activation_mapping, .init = mk_tmp, .fini = rm_tmp)
+{
+    static const struct {
+        const char *act;
+        moects_activation want;
+    } names[] = {{"silu", MOECTS_ACT_SILU},
+                 {"swish", MOECTS_ACT_SILU},
+                 {"gelu", MOECTS_ACT_GELU_ERF},
+                 {"gelu_new", MOECTS_ACT_GELU_TANH},
+                 {"gelu_pytorch_tanh", MOECTS_ACT_GELU_TANH},
+                 {"relu2", MOECTS_ACT_RELU2},
+                 {"tanhexp", (moects_activation)0}}; /* not mapped: unknown */
+    moects_model m;
+    char text[512];
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        snprintf(text, sizeof text, "{" HF_OK ", \"num_experts\": 128, \"hidden_act\": \"%s\"}", names[i].act);
+        load_ok(put("a.json", text), &m);
+        cr_expect_eq(m.activation, names[i].want, "%s", names[i].act);
+        cr_expect(!m.has_activation_limit && !m.has_activation_alpha && !m.expert_bias && !m.router_weight_on_input,
+                  "%s", names[i].act);
+    }
+    cr_expect(strstr(m.source, "; activation unknown") != NULL, "%s", m.source);
+    load_ok(put("b.json", "{" HF_OK ", \"num_experts\": 128}"), &m);
+    cr_expect_eq(m.activation, 0);
+    /* a limit clamps SiLU; NaN (read as null) is no limit */
+    load_ok(put("c.json", "{" HF_OK ", \"num_experts\": 128, \"hidden_act\": \"silu\", \"swiglu_limit\": 10}"), &m);
+    cr_expect(m.activation == MOECTS_ACT_SILU_CLAMP && m.has_activation_limit && m.activation_limit == 10.0f);
+    load_ok(put("d.json", "{" HF_OK ", \"num_experts\": 128, \"hidden_act\": \"silu\", \"swiglu_limit\": NaN}"), &m);
+    cr_expect(m.activation == MOECTS_ACT_SILU && !m.has_activation_limit);
+    expect_err(put("e.json", "{" HF_OK ", \"num_experts\": 128, \"swiglu_limit\": \"7\"}"),
+               ": swiglu_limit: wrong type (string, expected number)");
+    /* Llama 4 Scout (numbers: models-extra.json): model_type llama4, top-1 */
+    load_ok(put("scout.json", "{\"model_type\": \"llama4\", \"text_config\": {\"model_type\": \"llama4_text\", "
+                              "\"hidden_act\": \"silu\", \"hidden_size\": 5120, \"intermediate_size\": 8192, "
+                              "\"num_local_experts\": 16, \"num_experts_per_tok\": 1}}"),
+            &m);
+    cr_expect(m.activation == MOECTS_ACT_SILU && m.router_weight_on_input && !m.expert_bias);
 }
 
 /* A syntax error's line:col is the file's, also after a NaN on the same line: the column equals
