@@ -1,6 +1,7 @@
 /* model.c: load one model's MoE dims from a registry file (cases/models/NAME.json) or from a raw
  * Hugging Face config.json of any MoE family. DESIGN.md "Cases". */
 #include <ctype.h>
+#include <float.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,6 +105,107 @@ static int need_int(const ctx *c, const json_t *obj, const char *key, int64_t mi
     return r;
 }
 
+/* ---- the fused layer's facts: activation, its limit and alpha, biases, router weight ----------- */
+
+/* Each activation's name in registry files, whether its experts are gated, and whether it takes a
+ * limit L and an alpha a (moects_types.h gives the formulas): 'r' required, 'n' none (null),
+ * 'o' optional (SiTU's linear_beta: absent, the up half is not squashed). */
+static const struct {
+    const char *name;
+    moects_activation act;
+    int gated;
+    char limit, alpha;
+} ACTS[] = {
+    {"silu", MOECTS_ACT_SILU, 1, 'n', 'n'},
+    {"gelu_tanh", MOECTS_ACT_GELU_TANH, 1, 'n', 'n'},
+    {"gelu_erf", MOECTS_ACT_GELU_ERF, 1, 'n', 'n'},
+    {"relu2", MOECTS_ACT_RELU2, 0, 'n', 'n'},
+    {"silu_clamp", MOECTS_ACT_SILU_CLAMP, 1, 'r', 'n'},
+    {"gpt_oss", MOECTS_ACT_GPT_OSS, 1, 'r', 'r'},
+    {"situ", MOECTS_ACT_SITU, 1, 'o', 'r'},
+};
+#define NACTS (sizeof ACTS / sizeof *ACTS)
+
+const char *moects__activation_name(moects_activation a)
+{
+    for (size_t i = 0; i < NACTS; i++)
+        if (ACTS[i].act == a) return ACTS[i].name;
+    return "unknown";
+}
+
+static int need_bool(const ctx *c, const json_t *obj, const char *key, int *out)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (!v) return moects__fail(c->err, c->errlen, "%s: %s: missing field", c->path, key);
+    if (!json_is_boolean(v))
+        return moects__fail(c->err, c->errlen, "%s: %s: wrong type (%s, expected boolean)", c->path, key,
+                            type_name(v));
+    *out = json_is_true(v);
+    return 0;
+}
+
+/* obj[key]: a positive finite number that an FP32 holds (*out, *has = 1), or null (*has = 0; so are
+ * NaN and Infinity, which the reader turns into null). 1 when absent, 0 when read, -1 on error. */
+static int get_real(const ctx *c, const json_t *obj, const char *pre, const char *key, float *out, int *has)
+{
+    const json_t *v = json_object_get(obj, key);
+    *has = 0;
+    if (!v) return 1;
+    if (json_is_null(v)) return 0;
+    if (!json_is_number(v))
+        return moects__fail(c->err, c->errlen, "%s: %s%s: wrong type (%s, expected number)", c->path, pre, key,
+                            type_name(v));
+    double x = json_number_value(v);
+    if (!(x > 0)) return moects__fail(c->err, c->errlen, "%s: %s%s: non-positive value (%g)", c->path, pre, key, x);
+    if (!(x <= FLT_MAX))
+        return moects__fail(c->err, c->errlen, "%s: %s%s: out of range (0..%g, an FP32)", c->path, pre, key,
+                            (double)FLT_MAX);
+    *out = (float)x;
+    *has = 1;
+    return 0;
+}
+
+/* A registry file's activation, activation_limit, activation_alpha, expert_bias and
+ * router_weight_on_input (all required), each consistent with the activation, gated and top-k. */
+static int load_act(const ctx *c, const json_t *root, moects_model *m)
+{
+    char name[32];
+    if (get_str(c, root, "", "activation", name, sizeof name)) return -1;
+    size_t i = 0;
+    while (i < NACTS && strcmp(name, ACTS[i].name)) i++;
+    if (i == NACTS)
+        return moects__fail(c->err, c->errlen,
+                            "%s: activation: unknown value \"%s\" (silu, gelu_tanh, gelu_erf, relu2, silu_clamp, "
+                            "gpt_oss, situ)",
+                            c->path, name);
+    m->activation = ACTS[i].act;
+    if (m->gated != ACTS[i].gated)
+        return moects__fail(c->err, c->errlen, "%s: gated: must be %s with activation %s", c->path,
+                            ACTS[i].gated ? "true" : "false", name);
+    static const char *const keys[2] = {"activation_limit", "activation_alpha"};
+    float *val[2] = {&m->activation_limit, &m->activation_alpha};
+    int *has[2] = {&m->has_activation_limit, &m->has_activation_alpha};
+    const char rule[2] = {ACTS[i].limit, ACTS[i].alpha};
+    for (int k = 0; k < 2; k++) {
+        int r = get_real(c, root, "", keys[k], val[k], has[k]);
+        if (r < 0) return -1;
+        if (r == 1) return moects__fail(c->err, c->errlen, "%s: %s: missing field", c->path, keys[k]);
+        if (rule[k] == 'r' && !*has[k])
+            return moects__fail(c->err, c->errlen, "%s: %s: null, but activation %s needs one", c->path, keys[k],
+                                name);
+        if (rule[k] == 'n' && *has[k])
+            return moects__fail(c->err, c->errlen, "%s: %s: activation %s has none (expected null)", c->path,
+                                keys[k], name);
+    }
+    if (need_bool(c, root, "expert_bias", &m->expert_bias) ||
+        need_bool(c, root, "router_weight_on_input", &m->router_weight_on_input))
+        return -1;
+    if (m->router_weight_on_input && m->experts_per_token != 1) /* vLLM: top-1 only; nonlinear experts */
+        return moects__fail(c->err, c->errlen, "%s: router_weight_on_input: true needs experts_per_token 1 (got %lld)",
+                            c->path, (long long)m->experts_per_token);
+    return 0;
+}
+
 /* ---- registry file ---------------------------------------------------------------------------- */
 
 static int valid_name(const char *s)
@@ -119,7 +221,9 @@ static int load_registry(const ctx *c, const json_t *root, moects_model *m)
 {
     static const char *const known[] = {"name", "hf_id", "hidden_size", "moe_intermediate_size",
                                         "routed_experts", "experts_per_token", "shared_experts", "latent_size",
-                                        "gated", "release_quantization", "source", "notes"};
+                                        "gated", "activation", "activation_limit", "activation_alpha",
+                                        "expert_bias", "router_weight_on_input", "release_quantization",
+                                        "source", "notes"};
     const char *key;
     json_t *val;
     json_object_foreach((json_t *)root, key, val)
@@ -143,12 +247,7 @@ static int load_registry(const ctx *c, const json_t *root, moects_model *m)
     if (!lat) return moects__fail(c->err, c->errlen, "%s: latent_size: missing field", c->path);
     m->latent_size = 0;
     if (get_int(c, root, "", "latent_size", 1, 1, MOECTS__MAX_WIDTH, &m->latent_size) < 0) return -1;
-    const json_t *g = json_object_get(root, "gated");
-    if (!g) return moects__fail(c->err, c->errlen, "%s: gated: missing field", c->path);
-    if (!json_is_boolean(g))
-        return moects__fail(c->err, c->errlen, "%s: gated: wrong type (%s, expected boolean)", c->path,
-                            type_name(g));
-    m->gated = json_is_true(g);
+    if (need_bool(c, root, "gated", &m->gated)) return -1;
     if (get_str(c, root, "", "release_quantization", m->release_quantization, sizeof m->release_quantization))
         return -1;
     if (get_str(c, root, "", "source", m->source, sizeof m->source)) return -1;
@@ -158,7 +257,7 @@ static int load_registry(const ctx *c, const json_t *root, moects_model *m)
     if (m->experts_per_token > m->routed_experts)
         return moects__fail(c->err, c->errlen, "%s: experts_per_token: exceeds routed_experts (%lld > %lld)",
                             c->path, (long long)m->experts_per_token, (long long)m->routed_experts);
-    return 0;
+    return load_act(c, root, m);
 }
 
 /* ---- raw Hugging Face config.json ------------------------------------------------------------- */
@@ -319,7 +418,7 @@ typedef struct {
     const json_t *root, *sec, *ffn;
     char pre[40], fpre[56];
     int dbrx;
-    char src[512];
+    char src[1024];
     size_t so;
 } hf_read;
 
@@ -437,6 +536,58 @@ static int hf_topk(hf_read *h, moects_model *m)
     return 0;
 }
 
+/* The fused layer's facts from a raw config (act: its activation name, NULL if none). The name means
+ * what Hugging Face transformers' ACT2FN says ("gelu" the exact erf GELU, "gelu_new" and
+ * "gelu_pytorch_tanh" the tanh one); a swiglu_limit makes SiLU the clamped one; Kimi's "situ" takes
+ * activation_situ_beta (alpha) and activation_situ_linear_beta (limit). Two families are known by
+ * model_type, their config not saying it: gpt_oss (its swiglu, whatever hidden_act says: limit
+ * swiglu_limit, alpha 1.702 and biases on both GEMMs, openai/gpt-oss gpt_oss/torch/model.py) and
+ * llama4 (top-1, the router weight on the input: transformers Llama4TextMoe). A name not mapped
+ * leaves activation 0, unknown. 0 or -1. */
+static int hf_act(hf_read *h, moects_model *m, const char *act)
+{
+    static const struct {
+        const char *name;
+        moects_activation act;
+    } MAP[] = {{"silu", MOECTS_ACT_SILU},         {"swish", MOECTS_ACT_SILU},
+               {"gelu", MOECTS_ACT_GELU_ERF},     {"gelu_new", MOECTS_ACT_GELU_TANH},
+               {"gelu_pytorch_tanh", MOECTS_ACT_GELU_TANH},
+               {"situ", MOECTS_ACT_SITU}};
+    ctx *c = h->c;
+    const char *pre = h->pre;
+    const json_t *mt = json_object_get(h->sec, "model_type");
+    if (!json_is_string(mt)) mt = json_object_get(h->root, "model_type");
+    const char *type = json_is_string(mt) ? json_string_value(mt) : "";
+    float lim = 0, beta = 0, lbeta = 0;
+    int has_lim, has_beta, has_lbeta;
+    if (get_real(c, h->sec, pre, "swiglu_limit", &lim, &has_lim) < 0 ||
+        get_real(c, h->sec, pre, "activation_situ_beta", &beta, &has_beta) < 0 ||
+        get_real(c, h->sec, pre, "activation_situ_linear_beta", &lbeta, &has_lbeta) < 0)
+        return -1;
+    m->activation = 0;
+    for (size_t i = 0; act && i < sizeof MAP / sizeof *MAP; i++)
+        if (!strcmp(act, MAP[i].name)) m->activation = MAP[i].act;
+    if (act && !m->gated) m->activation = MOECTS_ACT_RELU2;
+    int gpt_oss = !strcmp(type, "gpt_oss");
+    if (gpt_oss) m->activation = MOECTS_ACT_GPT_OSS, m->activation_alpha = 1.702f, m->has_activation_alpha = 1;
+    else if (m->activation == MOECTS_ACT_SILU && has_lim) m->activation = MOECTS_ACT_SILU_CLAMP;
+    if (m->activation == MOECTS_ACT_GPT_OSS || m->activation == MOECTS_ACT_SILU_CLAMP)
+        m->activation_limit = lim, m->has_activation_limit = has_lim;
+    if (m->activation == MOECTS_ACT_SITU) {
+        m->activation_limit = lbeta, m->has_activation_limit = has_lbeta;
+        m->activation_alpha = beta, m->has_activation_alpha = has_beta;
+    }
+    m->expert_bias = gpt_oss;
+    m->router_weight_on_input = !strcmp(type, "llama4") || !strcmp(type, "llama4_text");
+    src_add(h, "; activation %s", moects__activation_name(m->activation));
+    if (m->activation == MOECTS_ACT_SITU)
+        src_add(h, " (%sactivation_situ_beta, %sactivation_situ_linear_beta)", pre, pre);
+    else if (m->has_activation_limit) src_add(h, " (%sswiglu_limit)", pre);
+    if (gpt_oss) src_add(h, ", alpha 1.702, expert biases (model_type gpt_oss)");
+    if (m->router_weight_on_input) src_add(h, "; router weight on the input (model_type %s)", type);
+    return 0;
+}
+
 /* Shared experts (a count, or one when a shared width is set), the latent width, the activation
  * (gated unless it says otherwise). 0 or -1. */
 static int hf_rest(hf_read *h, moects_model *m)
@@ -472,7 +623,7 @@ static int hf_rest(hf_read *h, moects_model *m)
         src_add(h, "; %s: %s%s=%s", m->gated ? "gated" : "not gated", pre, *k, act);
     }
     if (!act) src_add(h, "; gated: default (no activation field)");
-    return 0;
+    return hf_act(h, m, act);
 }
 
 static int load_hf(ctx *c, const json_t *root, moects_model *m)

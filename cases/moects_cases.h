@@ -7,7 +7,7 @@
 /* One MoE model's dims that matter for its kernels (cases/models/<name>.json). */
 typedef struct {
     char name[64];             /* registry name, lower-case: "kimi-k3", "deepseek-v3" */
-    char source[512];          /* where the values were read */
+    char source[1024];         /* where the values were read */
     int64_t hidden_size;
     int64_t moe_intermediate_size; /* I: one routed expert's intermediate width */
     int64_t routed_experts;        /* E */
@@ -15,6 +15,14 @@ typedef struct {
     int64_t shared_experts;
     int64_t latent_size;           /* 0 if not latent MoE; else routed experts' input width */
     int gated;                     /* 1: gemm1 N = 2I (SwiGLU-like); 0: N = I (relu2, ...) */
+    /* The fused layer's facts (DESIGN.md "The fused MoE layer"). A registry file gives each; a raw
+     * config may leave activation 0 (unknown: an activation name moects does not map). */
+    moects_activation activation;
+    float activation_limit;        /* L, FP32 as engines pass it; valid when has_activation_limit */
+    float activation_alpha;        /* a (gpt-oss 1.702, SiTU beta); valid when has_activation_alpha */
+    int has_activation_limit, has_activation_alpha;
+    int expert_bias;               /* 1: GEMM1 and GEMM2 of the experts add a bias (gpt-oss) */
+    int router_weight_on_input;    /* 1: the router weight scales the expert's input (Llama 4, top-1) */
     char release_quantization[128];
     char hf_id[128];               /* Hugging Face repository id, "" if unknown */
     char file[256];                /* file name it was read from by moects__models_load_dir, else "" */
@@ -94,6 +102,10 @@ typedef struct {
 /* Load one registry file (cases/models/NAME.json) or a raw Hugging Face config.json (any family).
  * Returns 0, or -1 with a one-line "file: field: problem" message in err. */
 int moects__model_load(const char *path, moects_model *m, char *err, size_t errlen);
+
+/* A registry file's name of an activation ("silu", "gelu_tanh", "gelu_erf", "relu2", "silu_clamp",
+ * "gpt_oss", "situ"); "unknown" for 0 or any other value. */
+const char *moects__activation_name(moects_activation a);
 
 /* Load every .json file in dir, sorted by name. Returns the count, or -1 with err set. */
 int moects__models_load_dir(const char *dir, moects_model **out, char *err, size_t errlen);

@@ -283,8 +283,16 @@ static void pre_head(const prelaunch *x, moects__buf *b)
     }
     moects__buf_printf(b, ": hidden %" PRId64, m->hidden_size);
     if (m->latent_size) moects__buf_printf(b, ", latent %" PRId64, m->latent_size);
-    moects__buf_printf(b, ", I %" PRId64 ", E %" PRId64 ", topk %" PRId64 ", %s experts.\n\nLayouts: ",
-                       m->moe_intermediate_size, m->routed_experts, m->experts_per_token, m->gated ? "gated" : "non-gated");
+    moects__buf_printf(b, ", I %" PRId64 ", E %" PRId64 ", topk %" PRId64 ", %s experts, activation %s",
+                       m->moe_intermediate_size, m->routed_experts, m->experts_per_token,
+                       m->gated ? "gated" : "non-gated", moects__activation_name(m->activation));
+    const char *sep = " (";
+    if (m->has_activation_limit) moects__buf_printf(b, "%slimit %g", sep, (double)m->activation_limit), sep = ", ";
+    if (m->has_activation_alpha) moects__buf_printf(b, "%salpha %g", sep, (double)m->activation_alpha), sep = ", ";
+    if (*sep == ',') moects__buf_add(b, ")");
+    if (m->expert_bias) moects__buf_add(b, ", expert biases");
+    if (m->router_weight_on_input) moects__buf_add(b, ", router weight on the input");
+    moects__buf_add(b, ".\n\nLayouts: ");
     if (!x->nwant) moects__buf_add(b, "all derived");
     for (int j = 0; j < x->nwant; j++)
         moects__buf_printf(b, "%s%s (%d cases)", j ? ", " : "", x->want[j], x->layout_cases[j]);

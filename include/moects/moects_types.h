@@ -132,12 +132,13 @@ typedef struct {
  *   out[t] = combine over the valid slots of y (times w where the recipe puts it)
  * Every rounding and its place is the kernel's layer recipe (moects_layer_recipe, ref/layer_recipe.c). */
 typedef enum {
-    MOECTS_ACT_SILU = 1,       /* silu(g) * u, silu(g) = g * sigmoid(g) */
-    MOECTS_ACT_GELU_TANH = 2,  /* 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) * u */
-    MOECTS_ACT_GELU_ERF = 3,   /* 0.5 g (1 + erf(g / sqrt(2))) * u */
-    MOECTS_ACT_RELU2 = 4,      /* max(x, 0)^2, not gated (Nemotron-H) */
+    MOECTS_ACT_SILU = 1,       /* silu(g) * u */
+    MOECTS_ACT_GELU_TANH = 2,  /* gelu_tanh(g) * u, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    MOECTS_ACT_GELU_ERF = 3,   /* gelu(g) * u, 0.5 x (1 + erf(x / sqrt(2))) */
+    MOECTS_ACT_RELU2 = 4,      /* relu(x)^2, no gate: GEMM1 gives I columns, not 2I */
     MOECTS_ACT_SILU_CLAMP = 5, /* silu(min(g, L)) * clamp(u, -L, L) */
-    MOECTS_ACT_GPT_OSS = 6     /* g' = min(g, L), u' = clamp(u, -L, L): (u' + 1) * g' * sigmoid(alpha g') */
+    MOECTS_ACT_GPT_OSS = 6,    /* g' = min(g, L), u' = clamp(u, -L, L): (u' + 1) * g' * sigmoid(a g') */
+    MOECTS_ACT_SITU = 7        /* a tanh(g / a) sigmoid(g) * L tanh(u / L); no L: u unchanged (Kimi K3) */
 } moects_activation;
 
 typedef enum {

@@ -32,6 +32,16 @@ bad_input)
     [ $? -eq 2 ] || fail "malformed model: exit status"
     grep -q "broken.json" err.txt || { cat err.txt; fail "malformed model: file not named"; }
     [ -e out ] && fail "malformed model: created out"
+    # a well-formed model file with an activation outside the enum: the same, naming the field
+    rm badroot/cases/models/broken.json
+    sed 's/"activation": "silu"/"activation": "swish"/' "$root/cases/models/qwen3-30b-a3b.json" \
+        > badroot/cases/models/swish.json
+    grep -q '"swish"' badroot/cases/models/swish.json || fail "swish model: not planted"
+    "$moects" list --root badroot > out.txt 2> err.txt
+    [ $? -eq 2 ] || fail "swish model: exit status"
+    [ "$(wc -l < err.txt)" -eq 1 ] || { cat err.txt; fail "swish model: want one stderr line"; }
+    grep -q 'swish.json: activation: unknown value "swish"' err.txt || { cat err.txt; fail "swish model: message"; }
+    [ -s out.txt ] && fail "swish model: wrote to stdout"
     "$moects" list 'no/such/*' > /dev/null 2>&1
     [ $? -eq 2 ] || fail "list: glob matching nothing must exit 2"
     ;;

@@ -198,7 +198,9 @@ static void put(const char *rel, const char *text)
 #define TOY(name)                                                                                              \
     "{\"name\": \"" name "\", \"hf_id\": \"o/t\", \"hidden_size\": 64, \"moe_intermediate_size\": 32, "       \
     "\"routed_experts\": 4, \"experts_per_token\": 2, \"shared_experts\": 0, \"latent_size\": null, \"gated\": " \
-    "true, \"release_quantization\": \"bf16\", \"source\": \"hand\"}"
+    "true, \"activation\": \"silu\", \"activation_limit\": null, \"activation_alpha\": null, "                 \
+    "\"expert_bias\": false, \"router_weight_on_input\": false, \"release_quantization\": \"bf16\", "          \
+    "\"source\": \"hand\"}"
 #define REGF "{\"source\": \"x/y PR 1\", \"class\": \"c\", \"cases\": [{\"op\": \"ep_gather\", \"name\": \"a\", " \
              "\"tiers\": [\"smoke\"], \"T\": 1, \"k\": 1, \"H\": 8, \"E\": 2}]}"
 

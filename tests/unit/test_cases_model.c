@@ -49,6 +49,13 @@ static void same_dims(const moects_model *a, const moects_model *b, const char *
     cr_expect_eq(a->shared_experts, b->shared_experts, "%s: shared_experts", what);
     cr_expect_eq(a->latent_size, b->latent_size, "%s: latent_size", what);
     cr_expect_eq(a->gated, b->gated, "%s: gated", what);
+    cr_expect_eq(a->activation, b->activation, "%s: activation", what);
+    cr_expect_eq(a->has_activation_limit, b->has_activation_limit, "%s: activation_limit present", what);
+    cr_expect_eq(a->activation_limit, b->activation_limit, "%s: activation_limit", what);
+    cr_expect_eq(a->has_activation_alpha, b->has_activation_alpha, "%s: activation_alpha present", what);
+    cr_expect_eq(a->activation_alpha, b->activation_alpha, "%s: activation_alpha", what);
+    cr_expect_eq(a->expert_bias, b->expert_bias, "%s: expert_bias", what);
+    cr_expect_eq(a->router_weight_on_input, b->router_weight_on_input, "%s: router_weight_on_input", what);
 }
 
 Test(model, registry_has_23_lowercase_models_named_after_their_files)
@@ -136,6 +143,8 @@ Test(model, extra_models_agree_with_models_extra_json)
         cr_expect(json_is_null(json_object_get(o, "latent_size")) && r->latent_size == 0, "%s", name);
         const char *act = json_string_value(json_object_get(o, "expert_activation"));
         cr_expect_eq(r->gated, !strncmp(act, "gated", 5), "%s", name);
+        if (!strncmp(act, "gated-silu", 10)) cr_expect_eq(r->activation, MOECTS_ACT_SILU, "%s", name);
+        cr_expect_eq(r->expert_bias, 0, "%s", name);
     }
     json_decref(a);
     free(reg);
@@ -280,7 +289,11 @@ Test(model, malformed_files_give_one_line_errors, .init = mk_tmp, .fini = rm_tmp
 }
 
 #define REG_HEAD "{\"name\": \"x\", \"hf_id\": \"o/x\", \"hidden_size\": 64, \"moe_intermediate_size\": 32, "
-#define REG_TAIL "\"release_quantization\": \"bf16\", \"source\": \"hand\"}"
+#define REG_ACT(act, lim, alpha, bias, rwoi)                                                   \
+    "\"activation\": \"" act "\", \"activation_limit\": " lim ", \"activation_alpha\": " alpha \
+    ", \"expert_bias\": " bias ", \"router_weight_on_input\": " rwoi ", "
+#define REG_END "\"release_quantization\": \"bf16\", \"source\": \"hand\"}"
+#define REG_TAIL REG_ACT("silu", "null", "null", "false", "false") REG_END
 
 Test(model, registry_errors, .init = mk_tmp, .fini = rm_tmp)
 {
@@ -308,6 +321,155 @@ Test(model, registry_errors, .init = mk_tmp, .fini = rm_tmp)
     cr_assert_eq(moects__model_load(p, &m, err, sizeof err), -1);
     cr_expect(!strncmp(err, p, strlen(p)) && !strncmp(err + strlen(p), ":1:", 3), "%s", err);
     cr_expect(strstr(err, ": malformed JSON: duplicate object key") != NULL, "%s", err);
+}
+
+/* ---- the fused layer's facts (activation, its limit and alpha, expert biases, router weight) ---- */
+
+static void load_ok(const char *path, moects_model *m)
+{
+    char err[512] = "";
+    cr_assert_eq(moects__model_load(path, m, err, sizeof err), 0, "%s", err);
+}
+
+/* Registry values worked out by hand from each model's sources (the files the model's source names). */
+Test(model, fused_layer_facts_read_by_hand)
+{
+    moects_model m;
+    /* gpt-oss-120b: model_type gpt_oss, swiglu_limit 7.0; alpha 1.702 from the reference swiglu
+     * (openai/gpt-oss gpt_oss/torch/model.py, not in the config); mlp1_bias and mlp2_bias. */
+    load_ok(MODELS "/gpt-oss-120b.json", &m);
+    cr_expect_eq(m.activation, MOECTS_ACT_GPT_OSS);
+    cr_expect(m.has_activation_limit && m.activation_limit == 7.0f, "limit %g", (double)m.activation_limit);
+    cr_expect(m.has_activation_alpha && m.activation_alpha == 1.702f, "alpha %g", (double)m.activation_alpha);
+    cr_expect_eq(m.expert_bias, 1);
+    cr_expect_eq(m.router_weight_on_input, 0);
+    cr_expect_eq(m.gated, 1);
+    /* Nemotron-3 Nano: mlp_hidden_act relu2, no gate, mlp_bias false. */
+    load_ok(MODELS "/nemotron-3-nano-30b-a3b.json", &m);
+    cr_expect_eq(m.activation, MOECTS_ACT_RELU2);
+    cr_expect_eq(m.gated, 0);
+    cr_expect(!m.has_activation_limit && !m.has_activation_alpha);
+    cr_expect_eq(m.expert_bias, 0);
+    /* Llama 4 Scout and Maverick: top-1, the router weight on the input; SiLU, no bias. */
+    static const char *const llama[] = {MODELS "/llama-4-scout.json", MODELS "/llama-4-maverick.json"};
+    for (int i = 0; i < 2; i++) {
+        load_ok(llama[i], &m);
+        cr_expect_eq(m.router_weight_on_input, 1, "%s", llama[i]);
+        cr_expect_eq(m.experts_per_token, 1, "%s", llama[i]);
+        cr_expect_eq(m.activation, MOECTS_ACT_SILU, "%s", llama[i]);
+        cr_expect_eq(m.expert_bias, 0, "%s", llama[i]);
+    }
+    /* Qwen3-30B-A3B: hidden_act silu, no limit field, no bias. */
+    load_ok(MODELS "/qwen3-30b-a3b.json", &m);
+    cr_expect_eq(m.activation, MOECTS_ACT_SILU);
+    cr_expect(!m.has_activation_limit && !m.has_activation_alpha);
+    cr_expect_eq(m.expert_bias, 0);
+    cr_expect_eq(m.router_weight_on_input, 0);
+    /* DeepSeek-V4-Flash: hidden_act silu with swiglu_limit 10.0. */
+    load_ok(MODELS "/deepseek-v4-flash.json", &m);
+    cr_expect_eq(m.activation, MOECTS_ACT_SILU_CLAMP);
+    cr_expect(m.has_activation_limit && m.activation_limit == 10.0f && !m.has_activation_alpha);
+    /* Kimi K3: text_config.hidden_act situ, activation_situ_beta 4.0, activation_situ_linear_beta 25.0. */
+    load_ok(MODELS "/kimi-k3.json", &m);
+    cr_expect_eq(m.activation, MOECTS_ACT_SITU);
+    cr_expect(m.has_activation_alpha && m.activation_alpha == 4.0f);
+    cr_expect(m.has_activation_limit && m.activation_limit == 25.0f);
+    /* Grok-1: jax.nn.gelu, whose default is the tanh approximation. */
+    load_ok(MODELS "/grok-1.json", &m);
+    cr_expect_eq(m.activation, MOECTS_ACT_GELU_TANH);
+    cr_expect_str_eq(moects__activation_name(m.activation), "gelu_tanh");
+    cr_expect_str_eq(moects__activation_name((moects_activation)0), "unknown");
+}
+
+/* A raw config's activation name as transformers' ACT2FN reads it; swiglu_limit, gpt_oss and llama4. */
+Test(model, hf_activation_mapping, .init = mk_tmp, .fini = rm_tmp)
+{
+    static const struct {
+        const char *act;
+        moects_activation want;
+    } names[] = {{"silu", MOECTS_ACT_SILU},
+                 {"swish", MOECTS_ACT_SILU},
+                 {"gelu", MOECTS_ACT_GELU_ERF},
+                 {"gelu_new", MOECTS_ACT_GELU_TANH},
+                 {"gelu_pytorch_tanh", MOECTS_ACT_GELU_TANH},
+                 {"relu2", MOECTS_ACT_RELU2},
+                 {"tanhexp", (moects_activation)0}}; /* not mapped: unknown */
+    moects_model m;
+    char text[512];
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        snprintf(text, sizeof text, "{" HF_OK ", \"num_experts\": 128, \"hidden_act\": \"%s\"}", names[i].act);
+        load_ok(put("a.json", text), &m);
+        cr_expect_eq(m.activation, names[i].want, "%s", names[i].act);
+        cr_expect(!m.has_activation_limit && !m.has_activation_alpha && !m.expert_bias && !m.router_weight_on_input,
+                  "%s", names[i].act);
+    }
+    cr_expect(strstr(m.source, "; activation unknown") != NULL, "%s", m.source);
+    load_ok(put("b.json", "{" HF_OK ", \"num_experts\": 128}"), &m);
+    cr_expect_eq(m.activation, 0);
+    /* a limit clamps SiLU; NaN (read as null) is no limit */
+    load_ok(put("c.json", "{" HF_OK ", \"num_experts\": 128, \"hidden_act\": \"silu\", \"swiglu_limit\": 10}"), &m);
+    cr_expect(m.activation == MOECTS_ACT_SILU_CLAMP && m.has_activation_limit && m.activation_limit == 10.0f);
+    load_ok(put("d.json", "{" HF_OK ", \"num_experts\": 128, \"hidden_act\": \"silu\", \"swiglu_limit\": NaN}"), &m);
+    cr_expect(m.activation == MOECTS_ACT_SILU && !m.has_activation_limit);
+    expect_err(put("e.json", "{" HF_OK ", \"num_experts\": 128, \"swiglu_limit\": \"7\"}"),
+               ": swiglu_limit: wrong type (string, expected number)");
+    /* Llama 4 Scout (numbers: models-extra.json): model_type llama4, top-1 */
+    load_ok(put("scout.json", "{\"model_type\": \"llama4\", \"text_config\": {\"model_type\": \"llama4_text\", "
+                              "\"hidden_act\": \"silu\", \"hidden_size\": 5120, \"intermediate_size\": 8192, "
+                              "\"num_local_experts\": 16, \"num_experts_per_tok\": 1}}"),
+            &m);
+    cr_expect(m.activation == MOECTS_ACT_SILU && m.router_weight_on_input && !m.expert_bias);
+}
+
+#define REG_K(k) REG_HEAD "\"routed_experts\": 8, \"experts_per_token\": " k ", \"shared_experts\": 0, " \
+    "\"latent_size\": null, "
+#define REG_T REG_K("2") "\"gated\": true, "
+#define REG_F REG_K("2") "\"gated\": false, "
+
+Test(model, registry_fused_layer_errors, .init = mk_tmp, .fini = rm_tmp)
+{
+    expect_err(put("a1.json", REG_T REG_ACT("swish", "null", "null", "false", "false") REG_END),
+               ": activation: unknown value \"swish\" (silu, gelu_tanh, gelu_erf, relu2, silu_clamp, gpt_oss, situ)");
+    expect_err(put("a2.json", REG_K("2") "\"gated\": true, \"activation_limit\": null, \"activation_alpha\": null, "
+                              "\"expert_bias\": false, \"router_weight_on_input\": false, " REG_END),
+               ": activation: missing field");
+    expect_err(put("a3.json", REG_K("2") "\"gated\": true, \"activation\": 1, \"activation_limit\": null, "
+                              "\"activation_alpha\": null, \"expert_bias\": false, \"router_weight_on_input\": false, "
+                              REG_END),
+               ": activation: wrong type (integer, expected string)");
+    expect_err(put("a4.json", REG_T REG_ACT("relu2", "null", "null", "false", "false") REG_END),
+               ": gated: must be false with activation relu2");
+    expect_err(put("a5.json", REG_F REG_ACT("silu", "null", "null", "false", "false") REG_END),
+               ": gated: must be true with activation silu");
+    expect_err(put("a6.json",
+                   REG_T REG_ACT("silu_clamp", "null", "null", "false", "false") REG_END),
+               ": activation_limit: null, but activation silu_clamp needs one");
+    expect_err(put("a7.json", REG_T REG_ACT("silu", "7.0", "null", "false", "false") REG_END),
+               ": activation_limit: activation silu has none (expected null)");
+    expect_err(put("a8.json", REG_T REG_ACT("gpt_oss", "7.0", "null", "true", "false") REG_END),
+               ": activation_alpha: null, but activation gpt_oss needs one");
+    expect_err(put("a9.json", REG_T REG_ACT("gpt_oss", "-7", "1.702", "true", "false") REG_END),
+               ": activation_limit: non-positive value (-7)");
+    expect_err(put("b1.json",
+                   REG_T REG_ACT("silu_clamp", "\"7\"", "null", "false", "false") REG_END),
+               ": activation_limit: wrong type (string, expected number)");
+    expect_err(put("b2.json", REG_T REG_ACT("situ", "25", "1e39", "false", "false") REG_END),
+               ": activation_alpha: out of range (0..3.40282e+38, an FP32)");
+    expect_err(put("b3.json", REG_K("2") "\"gated\": true, \"activation\": \"silu\", \"activation_limit\": null, "
+                              "\"expert_bias\": false, \"router_weight_on_input\": false, " REG_END),
+               ": activation_alpha: missing field");
+    expect_err(put("b4.json", REG_T REG_ACT("silu", "null", "null", "1", "false") REG_END),
+               ": expert_bias: wrong type (integer, expected boolean)");
+    expect_err(put("b5.json", REG_K("2") "\"gated\": true, \"activation\": \"silu\", \"activation_limit\": null, "
+                              "\"activation_alpha\": null, \"expert_bias\": false, " REG_END),
+               ": router_weight_on_input: missing field");
+    expect_err(put("b6.json", REG_T REG_ACT("silu", "null", "null", "false", "true") REG_END),
+               ": router_weight_on_input: true needs experts_per_token 1 (got 2)");
+    /* SiTU without linear_beta: the limit is optional; an integer reads as a number */
+    moects_model m;
+    load_ok(put("ok.json", REG_K("1") "\"gated\": true, " REG_ACT("situ", "null", "4", "false", "true") REG_END), &m);
+    cr_expect(m.activation == MOECTS_ACT_SITU && !m.has_activation_limit && m.activation_alpha == 4.0f);
+    cr_expect_eq(m.router_weight_on_input, 1);
 }
 
 /* A syntax error's line:col is the file's, also after a NaN on the same line: the column equals

@@ -171,6 +171,9 @@ Test(coverage, prelaunch_flags_kimi_k3_latent_width, .init = setup, .fini = tear
     char path[192];
     snprintf(path, sizeof path, "%s/prelaunch.md", out);
     char *md = slurp(path);
+    /* the model's facts: text_config.hidden_act situ, activation_situ_linear_beta 25 (limit),
+     * activation_situ_beta 4 (alpha) */
+    cr_assert_not_null(strstr(md, ", topk 16, gated experts, activation situ (limit 25, alpha 4).\n"), "%s", md);
     const char *row = strstr(md, "\n| ep_gather | H=3584 topk=16 E=896 ep=1 | H=3584");
     cr_assert_not_null(row, "%s", md);
     cr_assert_not_null(strstr(row, " | tp8 | `ep_gather/kimi-k3/tp8/"), "%s", md);
