@@ -1,0 +1,290 @@
+/* fused_moe.c: the CPU fused MoE layer kernels under test (DESIGN.md "The fused MoE layer"): one
+ * generic loop parameterised by a layer recipe (ref/moects_layer.h) and a bug (fused_moe_internal.h),
+ * and the honest kernels of four engine conventions plus MXFP8. Written apart from ref/fused_moe.c,
+ * from the definition in include/moects/moects_types.h: per token, per valid slot in slot order,
+ *   h = x[t] (weight=input: bf16(x * w))  ->  g1 = fp32(exact h . W13[e][n]) (+ b13), g1=bf16 rounds
+ *   -> a = act(gate, up) (weight=act: a * w)  ->  m = the intermediate of a
+ *   -> y = fp32(exact m . W2[e][h]) (+ b2) (weight=gemm2: y * w), slot=bf16 rounds
+ *   -> acc over the slots: f32_slots or bf16_chain, weight=combine as fmaf(y, w, acc); out = acc.
+ * w is rounded to BF16 first under wdtype=bf16. Weights are decoded one row at a time into doubles
+ * (BF16; MXFP4 e2m1 * 2^(scale - 127), scale 0xFF NaN); both GEMMs are moects__fml_dot. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "fused_moe_internal.h"
+
+/* k's recipe, parsed on first use; NULL with k->err when its string does not parse. */
+static const moects_layer_recipe *recipe_of(moects__fml_kernel *k)
+{
+    pthread_mutex_lock(&k->mu);
+    if (k->state == 0) k->state = moects__layer_recipe_parse(k->recipe, &k->r, k->err, sizeof k->err) ? -1 : 1;
+    int ok = k->state == 1;
+    pthread_mutex_unlock(&k->mu);
+    return ok ? &k->r : NULL;
+}
+
+/* Why the recipe has no exact result on s, or NULL: the conditions of the layer's definition, checked
+ * here on their own (ref/layer_recipe.c's moects__layer_recipe_inexact states the same). */
+static const char *recipe_refuses(const moects_layer_recipe *r, const moects_fused_moe_shape *s)
+{
+    if (r->combine == MOECTS_COMBINE_F32_ANY) return "combine=f32_any has no exact result";
+    if (r->weight == MOECTS_WEIGHT_INPUT && s->k != 1) return "weight=input needs top-1 (k = 1)";
+    if (r->mid == MOECTS_MID_FP8_128 && s->inter % 128) return "mid=fp8_128 needs I a multiple of 128";
+    if (r->mid == MOECTS_MID_MXFP8 && s->inter % 32) return "mid=mxfp8 needs I a multiple of 32";
+    if (r->w13 == MOECTS_W13_INTERLEAVE8 && s->inter % 8) return "w13=interleave8 needs I a multiple of 8";
+    if (s->activation == MOECTS_ACT_RELU2 && r->w13 != MOECTS_W13_GATE_UP)
+        return "relu2 has no gate: W13 order other than gate_up";
+    return NULL;
+}
+
+/* Why the bug cannot show on s (the mutant refuses it), or NULL. */
+static const char *bug_refuses(const moects__fml_kernel *k, const moects_fused_moe_shape *s)
+{
+    switch (k->bug) {
+    case MOECTS__FML_BUG_GATE_UP_SWAPPED:
+    case MOECTS__FML_BUG_INTERLEAVE_GRANULE:
+    case MOECTS__FML_BUG_ACT_ON_UP: return s->activation == MOECTS_ACT_RELU2 ? "mutant of gated activations" : NULL;
+    case MOECTS__FML_BUG_GPT_OSS_NO_PLUS1: return s->activation != MOECTS_ACT_GPT_OSS ? "mutant of gpt_oss" : NULL;
+    case MOECTS__FML_BUG_EXPERT_MAP_IGNORED: return !s->has_expert_map ? "mutant of EP (an expert map)" : NULL;
+    default: return NULL;
+    }
+}
+
+static const char *shape_refuses(const moects_fused_moe_shape *s)
+{
+    if (s->T < 0 || s->k < 0 || s->H < 1 || s->inter < 1 || s->E < 1) return "T, k < 0 or H, I, E < 1";
+    if (s->has_expert_map && s->E_global < 1) return "an expert map of E_global < 1";
+    if (s->format != MOECTS_LAYER_BF16 && s->format != MOECTS_LAYER_MXFP4) return "format not BF16 or MXFP4";
+    if (s->format == MOECTS_LAYER_MXFP4 && (s->H % 32 || s->inter % 32)) return "MXFP4 needs H and I multiples of 32";
+    if (s->activation < MOECTS_ACT_SILU || s->activation > MOECTS_ACT_GPT_OSS) return "unknown activation";
+    if (s->out_dtype != MOECTS_BF16 && s->out_dtype != MOECTS_F32) return "output dtype not bf16/f32";
+    return NULL;
+}
+
+int moects__fml_supports(moects__fml_kernel *k, const void *shape, char *why, size_t why_len)
+{
+    const moects_fused_moe_shape *s = shape;
+    const moects_layer_recipe *r = recipe_of(k);
+    const char *no = !r ? k->err : shape_refuses(s);
+    if (!no) no = recipe_refuses(r, s);
+    if (!no) no = bug_refuses(k, s);
+    if (!no) return 1;
+    if (why && why_len) snprintf(why, why_len, "%s", no);
+    return 0;
+}
+
+/* One run's state: the shape, args, recipe and bug, and its row buffers. */
+typedef struct {
+    const moects_fused_moe_shape *s;
+    const moects_fused_moe_args *a;
+    const moects_layer_recipe *r;
+    moects__fml_bug bug;
+    int64_t N1;
+    double *h, *wrow, *m; /* [H], [max(H, I)], [I] */
+    float *g1, *act, *y, *acc; /* [N1], [I], [H], [H] */
+} layer;
+
+/* Row n of expert e of a weight of `rows` rows by K (W13: N1 x H; W2: H x I), decoded to doubles. */
+static void weight_row(const layer *c, const void *w, const uint8_t *sc, int64_t rows, int64_t K, int64_t e,
+                       int64_t n, double *dst)
+{
+    int64_t row = e * rows + n;
+    if (c->s->format == MOECTS_LAYER_BF16) {
+        const uint16_t *p = (const uint16_t *)w + row * K;
+        for (int64_t k = 0; k < K; k++) {
+            uint32_t u = (uint32_t)p[k] << 16;
+            float f;
+            memcpy(&f, &u, sizeof f);
+            dst[k] = f;
+        }
+        return;
+    }
+    static const double e2m1[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
+    const uint8_t *p = (const uint8_t *)w + row * (K / 2), *s = sc + row * (K / 32);
+    for (int64_t b = 0; b < K / 32; b++) {
+        double scale = s[b] == 0xFF ? NAN : ldexp(1.0, (int)s[b] - 127);
+        for (int64_t i = 0; i < 32; i++) {
+            uint8_t code = (uint8_t)(p[(b * 32 + i) / 2] >> (4 * (i & 1))) & 0xF;
+            double v = e2m1[code & 7] * scale;
+            dst[b * 32 + i] = code & 8 ? -v : v;
+        }
+    }
+}
+
+/* W13's rows of the gate and the up half of column i, in the recipe's order (or as the bug reads it). */
+static void gate_up_rows(const layer *c, int64_t i, int64_t *gate, int64_t *up)
+{
+    const int64_t I = c->s->inter;
+    int64_t gran = c->bug == MOECTS__FML_BUG_INTERLEAVE_GRANULE ? 4 : 8;
+    switch (c->r->w13) {
+    case MOECTS_W13_UP_GATE: *up = i, *gate = I + i; break;
+    case MOECTS_W13_INTERLEAVE1: *gate = 2 * i, *up = 2 * i + 1; break;
+    case MOECTS_W13_INTERLEAVE8:
+        *gate = 2 * gran * (i / gran) + i % gran;
+        *up = *gate + gran;
+        break;
+    default: *gate = i, *up = I + i; break;
+    }
+    if (c->bug == MOECTS__FML_BUG_GATE_UP_SWAPPED) {
+        int64_t t = *gate;
+        *gate = *up, *up = t;
+    }
+}
+
+/* The local expert of global id `id` into *e: 1 valid, 0 not (no expert here), -1 a map entry >= E. */
+static int slot_expert(const layer *c, int32_t id, int64_t *e)
+{
+    const moects_fused_moe_shape *s = c->s;
+    if (id < 0) return 0;
+    if (!s->has_expert_map || c->bug == MOECTS__FML_BUG_EXPERT_MAP_IGNORED) {
+        *e = id;
+        return id < s->E;
+    }
+    if (id >= s->E_global || c->a->expert_map[id] < 0) return 0;
+    *e = c->a->expert_map[id];
+    return *e < s->E ? 1 : -1;
+}
+
+/* GEMM1 then the activation of expert e: act[I] (weight=act: times w). */
+static void gemm1_act(layer *c, int64_t t, int64_t e, float w)
+{
+    const moects_fused_moe_shape *s = c->s;
+    const moects_layer_recipe *r = c->r;
+    const int64_t H = s->H, I = s->inter;
+    for (int64_t k = 0; k < H; k++) {
+        uint32_t u = (uint32_t)c->a->x[t * H + k] << 16;
+        float x;
+        memcpy(&x, &u, sizeof x);
+        c->h[k] = r->weight == MOECTS_WEIGHT_INPUT ? moects__fml_bf16(x * w) : x;
+    }
+    for (int64_t n = 0; n < c->N1; n++) {
+        weight_row(c, c->a->w13, c->a->w13_scale, c->N1, H, e, n, c->wrow);
+        float g = moects__fml_dot(c->h, c->wrow, H);
+        if (s->has_bias) g = g + c->a->b13[e * c->N1 + n];
+        c->g1[n] = r->g1_bf16 ? moects__fml_bf16(g) : g;
+    }
+    for (int64_t i = 0; i < I; i++) {
+        int64_t gr = i, ur = i;
+        if (s->activation != MOECTS_ACT_RELU2) gate_up_rows(c, i, &gr, &ur);
+        float a = moects__fml_act(s, r, c->bug, c->g1[gr], c->g1[ur]);
+        c->act[i] = r->weight == MOECTS_WEIGHT_ACT ? a * w : a;
+    }
+}
+
+/* The intermediate, GEMM2 of expert e and its epilogue: y[H]. */
+static void mid_gemm2(layer *c, int64_t e, float w)
+{
+    const moects_fused_moe_shape *s = c->s;
+    const moects_layer_recipe *r = c->r;
+    const int64_t H = s->H, I = s->inter;
+    moects__fml_mid(r, c->act, I, c->m);
+    int w_here = r->weight == MOECTS_WEIGHT_GEMM2;
+    for (int64_t n = 0; n < H; n++) {
+        weight_row(c, c->a->w2, c->a->w2_scale, H, I, e, n, c->wrow);
+        float y = moects__fml_dot(c->m, c->wrow, I);
+        if (s->has_bias) y = y + c->a->b2[e * H + n];
+        if (w_here) y = y * w;
+        c->y[n] = r->slot_bf16 ? moects__fml_bf16(y) : y;
+    }
+}
+
+/* acc[H] += the slot's y in the recipe's combine (or as the bug sums it). */
+static void combine(layer *c, float w)
+{
+    const moects_layer_recipe *r = c->r;
+    int fma_w = r->weight == MOECTS_WEIGHT_COMBINE || c->bug == MOECTS__FML_BUG_WEIGHT_TWICE;
+    int chain = r->combine == MOECTS_COMBINE_BF16_CHAIN || c->bug == MOECTS__FML_BUG_COMBINE_BF16;
+    for (int64_t n = 0; n < c->s->H; n++) {
+        float v = fma_w ? fmaf(c->y[n], w, c->acc[n]) : c->acc[n] + c->y[n];
+        c->acc[n] = chain ? moects__fml_bf16(v) : v;
+    }
+}
+
+/* Token t: its valid slots in slot order into acc, then out[t]. 0, or -1 for a bad map entry. */
+static int token(layer *c, int64_t t)
+{
+    const moects_fused_moe_shape *s = c->s;
+    for (int64_t n = 0; n < s->H; n++) c->acc[n] = 0.0f;
+    for (int64_t j = 0; j < s->k; j++) {
+        int64_t e;
+        int v = slot_expert(c, c->a->topk_ids[t * s->k + j], &e);
+        if (v < 0) return -1;
+        if (!v) continue;
+        float w = c->a->topk_weights[t * s->k + j];
+        if (c->r->w_bf16) w = moects__fml_bf16(w);
+        gemm1_act(c, t, e, w);
+        mid_gemm2(c, e, w);
+        combine(c, w);
+    }
+    for (int64_t n = 0; n < s->H; n++) {
+        if (s->out_dtype == MOECTS_F32) ((float *)c->a->out)[t * s->H + n] = c->acc[n];
+        else {
+            float b = moects__fml_bf16(c->acc[n]);
+            uint32_t u;
+            memcpy(&u, &b, sizeof u);
+            ((uint16_t *)c->a->out)[t * s->H + n] = (uint16_t)(u >> 16);
+        }
+    }
+    return 0;
+}
+
+static int args_ok(const moects_fused_moe_shape *s, const moects_fused_moe_args *a)
+{
+    if (s->T == 0) return 1;
+    if (!a->out || (s->k > 0 && (!a->x || !a->topk_ids || !a->topk_weights || !a->w13 || !a->w2))) return 0;
+    if (s->has_expert_map && !a->expert_map) return 0;
+    if (s->format == MOECTS_LAYER_MXFP4 && (!a->w13_scale || !a->w2_scale)) return 0;
+    return !s->has_bias || (a->b13 && a->b2);
+}
+
+int moects__fml_run(moects__fml_kernel *k, const void *shape, const void *args)
+{
+    const moects_fused_moe_shape *s = shape;
+    if (!moects__fml_supports(k, shape, NULL, 0) || !args_ok(s, args)) return -1;
+    layer c = {.s = s, .a = args, .r = &k->r, .bug = k->bug};
+    c.N1 = s->activation == MOECTS_ACT_RELU2 ? s->inter : 2 * s->inter;
+    const size_t H = (size_t)s->H, I = (size_t)s->inter;
+    c.h = malloc(H * sizeof *c.h);
+    c.wrow = malloc((H > I ? H : I) * sizeof *c.wrow);
+    c.m = malloc(I * sizeof *c.m);
+    c.g1 = malloc((size_t)c.N1 * sizeof *c.g1);
+    c.act = malloc(I * sizeof *c.act);
+    c.y = malloc(H * sizeof *c.y);
+    c.acc = malloc(H * sizeof *c.acc);
+    int rc = c.h && c.wrow && c.m && c.g1 && c.act && c.y && c.acc ? 0 : -1;
+    for (int64_t t = 0; t < s->T && rc == 0; t++) rc = token(&c, t);
+    free(c.h), free(c.wrow), free(c.m), free(c.g1), free(c.act), free(c.y), free(c.acc);
+    return rc;
+}
+
+/* ---- the honest kernels: one engine convention each ---- */
+#define HONEST(sym, nm, rec)                                                                       \
+    static moects__fml_kernel sym##_k = MOECTS__FML_KERNEL_INIT(rec, MOECTS__FML_BUG_NONE);       \
+    static int sym##_sup(const void *s, char *w, size_t l) { return moects__fml_supports(&sym##_k, s, w, l); } \
+    static int sym##_run(const void *s, const void *a, void *st)                                   \
+    {                                                                                              \
+        (void)st;                                                                                  \
+        return moects__fml_run(&sym##_k, s, a);                                                    \
+    }                                                                                              \
+    const moects_kernel sym = {.abi_version = MOECTS_KERNEL_ABI_VERSION,                           \
+                               .name = nm,                                                         \
+                               .op = MOECTS_OP_FUSED_MOE,                                          \
+                               .device = MOECTS_DEVICE_CPU,                                        \
+                               .recipe = rec,                                                      \
+                               .supports = sym##_sup,                                              \
+                               .run = sym##_run}
+
+/* vLLM TritonExperts, BF16 (the default recipe) */
+HONEST(moects_cpu_fused_moe_vllm, "cpu.fused_moe.vllm", MOECTS_LAYER_RECIPE_V1);
+/* CUTLASS fused MoE / trtllm-gen: [up, gate], FP32 GEMM1 and activation, FP8 per token, weight in the combine */
+HONEST(moects_cpu_fused_moe_cutlass, "cpu.fused_moe.cutlass",
+       "fused_moe.layer_v1(w13=up_gate,g1=f32,act=f32,mid=fp8_token,weight=combine,slot=bf16,combine=f32_slots)");
+/* gpt-oss (vLLM swigluoai): interleaved rows, the sigmoid by its reciprocal, a BF16 router weight */
+HONEST(moects_cpu_fused_moe_gpt_oss, "cpu.fused_moe.gpt_oss",
+       "fused_moe.layer_v1(w13=interleave1,g1=f32,act=f32,sig=rcp,mid=bf16,weight=gemm2,wdtype=bf16,slot=bf16)");
+/* DeepGEMM mega MoE: granules of 8 rows, BF16 GEMM1, FP8 per 128, weight after the activation, FP32 slots */
+HONEST(moects_cpu_fused_moe_deepgemm, "cpu.fused_moe.deepgemm",
+       "fused_moe.layer_v1(w13=interleave8,g1=bf16,act=f32,mid=fp8_128,weight=act,slot=f32,combine=f32_slots)");
+/* MXFP8 intermediate (E4M3, UE8M0 per 32) */
+HONEST(moects_cpu_fused_moe_mxfp8, "cpu.fused_moe.mxfp8", "fused_moe.layer_v1(w13=gate_up,mid=mxfp8)");

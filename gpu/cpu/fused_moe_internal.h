@@ -1,0 +1,78 @@
+/* fused_moe_internal.h: internals of the CPU fused MoE layer kernels under test (gpu/cpu/fused_moe*.c,
+ * DESIGN.md "The fused MoE layer"): one generic layer kernel, parameterised by a layer recipe
+ * (ref/moects_layer.h, its string parsed once) and a bug, and the stage arithmetic it is built of.
+ * Written apart from ref/fused_moe.c (same definition, own code): straight per-token, per-slot loops. */
+#ifndef MOECTS_FUSED_MOE_INTERNAL_H
+#define MOECTS_FUSED_MOE_INTERNAL_H
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "moects_kernel.h"
+#include "moects_layer.h"
+
+/* The one bug a layer kernel carries (MOECTS__FML_BUG_NONE: an honest kernel). */
+typedef enum {
+    MOECTS__FML_BUG_NONE = 0,
+    MOECTS__FML_BUG_GATE_UP_SWAPPED,    /* declares gate_up, reads rows [I, 2I) as the gate, [0, I) as up */
+    MOECTS__FML_BUG_INTERLEAVE_GRANULE, /* declares interleave8, reads granules of 4 rows */
+    MOECTS__FML_BUG_GPT_OSS_NO_PLUS1,   /* gpt_oss: a = u' * glu, without the + 1 */
+    MOECTS__FML_BUG_ACT_ON_UP,          /* a = act(u') * g': the activation on the (clamped) up half */
+    MOECTS__FML_BUG_WEIGHT_TWICE,       /* weight=gemm2 declared: w in GEMM2's epilogue and again in the combine */
+    MOECTS__FML_BUG_EXPERT_MAP_IGNORED, /* EP: the global id taken as the local index when < E, else skipped */
+    MOECTS__FML_BUG_COMBINE_BF16        /* combine=f32_slots declared: slots summed in BF16 (bf16_chain) */
+} moects__fml_bug;
+
+/* A layer kernel's parameters: its declared recipe string (parsed once, on first use) and its bug. */
+typedef struct {
+    const char *recipe;
+    moects__fml_bug bug;
+    pthread_mutex_t mu;
+    int state; /* 0: not parsed yet, 1: r holds the recipe, -1: err says why it does not parse */
+    moects_layer_recipe r;
+    char err[160];
+} moects__fml_kernel;
+
+#define MOECTS__FML_KERNEL_INIT(rec, bugv) {rec, bugv, PTHREAD_MUTEX_INITIALIZER, 0, {0}, ""}
+
+/* FP32 -> BF16, round to nearest even (NaN stays NaN), as a float. */
+static inline float moects__fml_bf16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) u |= 0x00400000u;
+    else u += 0x7FFFu + ((u >> 16) & 1u);
+    u &= 0xFFFF0000u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* ---- fused_moe.c: the generic kernel ---- */
+/* 1 when kernel k (its recipe, its bug) takes layer shape s (moects_fused_moe_shape*), else 0 with a
+ * one-line reason in why: a recipe that does not parse, a format other than BF16/MXFP4 (MXFP4: H and I
+ * multiples of 32), combine=f32_any (no exact result), weight=input with k != 1, mxfp8 with I % 32,
+ * fp8_128 with I % 128, interleave8 with I % 8, relu2 with a W13 order other than gate_up, and the
+ * shapes the bug cannot show on. */
+int moects__fml_supports(moects__fml_kernel *k, const void *shape, char *why, size_t why_len);
+/* The layer (moects_fused_moe_shape / moects_fused_moe_args, host pointers) under k's recipe with
+ * k's bug: out [T, H] out_dtype. 0, or -1 for a shape k does not support, a missing pointer, an
+ * expert_map entry >= E, or out of memory. */
+int moects__fml_run(moects__fml_kernel *k, const void *shape, const void *args);
+
+/* ---- fused_moe_math.c: the stages' arithmetic ---- */
+/* fp32_rne of the exact real sum_k a[k] * b[k] (K >= 0; every product exact in double, as BF16,
+ * MXFP4 and E4M3-times-scale operands make them). A double sum decides it when its error bound
+ * (K + 2) 2^-52 sum|a b| keeps the sum strictly between the FP32 rounding boundaries around it;
+ * otherwise (and for a zero, an overflow or a non-finite term) moects_xsum (ref/moects_exact.h). */
+float moects__fml_dot(const double *a, const double *b, int64_t K);
+/* The activation of one pair (g gate, u up; relu2 reads g only), act rounding as r says, FP32 op by
+ * op, exp/tanh/erf correctly rounded (ref/moects_crmath.h). bug: GPT_OSS_NO_PLUS1 drops the + 1 on
+ * up; ACT_ON_UP swaps g and u after each half's clamp (so it differs from reading the halves swapped,
+ * GATE_UP_SWAPPED, only where a clamp bites: on silu and gelu the two are the same mutant). */
+float moects__fml_act(const moects_fused_moe_shape *s, const moects_layer_recipe *r, moects__fml_bug bug, float g,
+                      float u);
+/* The intermediate GEMM2 reads: m[I] (double, exact) from a[I] under r->mid (bf16, f32, or E4M3 times
+ * a scale per group of I, 128 or 32 columns: amax / 448 or its next power of two). */
+void moects__fml_mid(const moects_layer_recipe *r, const float *a, int64_t I, double *m);
+#endif

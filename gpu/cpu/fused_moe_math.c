@@ -1,0 +1,156 @@
+/* fused_moe_math.c: the arithmetic of the CPU fused MoE layer kernels' stages (fused_moe_internal.h):
+ * the exactly rounded dot product of both GEMMs, the activations, the intermediate's quantization.
+ * Every FP32 operation is written out as the layer recipe orders it (ref/moects_layer.h); this file
+ * is ISO C (CMAKE_C_EXTENSIONS OFF), so GCC contracts no a * b + c into an fma. Own codecs: E4M3
+ * rounding by its quantum (OCP FP8 E4M3FN: 3 fraction bits, normal from 2^-6, subnormal quantum 2^-9,
+ * largest 448). */
+#include <float.h>
+#include <math.h>
+
+#include "fused_moe_internal.h"
+#include "moects_crmath.h"
+#include "moects_exact.h"
+
+/* 1 with *f the FP32 rounding of the exact sum X when the double sum S of K exact products (A the
+ * double sum of their magnitudes) decides it: |S - X| <= gamma(K) A < (K + 2) 2^-52 A =: err (any
+ * summation order, Higham sec. 4.2), and S +- err lies strictly inside f's rounding interval (the
+ * midpoints to its FP32 neighbours), so X rounds to f too. 0 for a zero, an FP32 overflow, a
+ * non-finite term: those go to xsum (the sign of an exact zero, ties, Inf and NaN). */
+static int decided(double S, double A, int64_t K, float *f)
+{
+    if (!isfinite(A) || !isfinite(S)) return 0;
+    float r = (float)S;
+    if (r == 0.0f || !(fabsf(r) < FLT_MAX)) return 0;
+    double err = A * (double)(K + 2) * 0x1p-52;
+    double lo = ((double)r + (double)nextafterf(r, -INFINITY)) * 0.5;
+    double hi = ((double)r + (double)nextafterf(r, INFINITY)) * 0.5;
+    if (!(S - lo > err && hi - S > err)) return 0;
+    *f = r;
+    return 1;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("arch=x86-64-v3", "default")))
+#endif
+static void sums(const double *a, const double *b, int64_t K, double *S, double *A)
+{
+    double s[4] = {0, 0, 0, 0}, m[4] = {0, 0, 0, 0};
+    int64_t k = 0;
+    for (; k + 4 <= K; k += 4)
+        for (int i = 0; i < 4; i++) {
+            double p = a[k + i] * b[k + i];
+            s[i] += p;
+            m[i] += fabs(p);
+        }
+    for (; k < K; k++) {
+        double p = a[k] * b[k];
+        s[0] += p;
+        m[0] += fabs(p);
+    }
+    *S = (s[0] + s[1]) + (s[2] + s[3]);
+    *A = (m[0] + m[1]) + (m[2] + m[3]);
+}
+
+float moects__fml_dot(const double *a, const double *b, int64_t K)
+{
+    double S, A;
+    float f;
+    sums(a, b, K, &S, &A);
+    if (decided(S, A, K, &f)) return f;
+    moects_xsum x;
+    moects__xsum_init(&x);
+    for (int64_t k = 0; k < K; k++) moects__xsum_add_product(&x, a[k], b[k]);
+    return moects__xsum_round_f32(&x);
+}
+
+/* g * sigmoid(g) as the recipe's sig orders it: g / (1 + exp(-g)) or g * (1 / (1 + exp(-g))). */
+static float sig_prod(const moects_layer_recipe *r, float g, float e)
+{
+    return r->sig_rcp ? g * (1.0f / (1.0f + e)) : g / (1.0f + e);
+}
+
+static float act_round(const moects_layer_recipe *r, float v) { return r->act_bf16 ? moects__fml_bf16(v) : v; }
+
+/* The gate's activation of g (silu and silu_clamp, the clamp already applied; gelu_tanh; gelu_erf),
+ * act rounding applied. */
+static float gated(const moects_fused_moe_shape *s, const moects_layer_recipe *r, float g)
+{
+    const float BETA = (float)(M_SQRT2 * M_2_SQRTPI * 0.5), KAPPA = 0.044715f;
+    switch (s->activation) {
+    case MOECTS_ACT_GELU_TANH: {
+        float cube = g * g * g;
+        float inner = BETA * (g + KAPPA * cube);
+        return act_round(r, (0.5f * g) * (1.0f + moects_cr_tanhf(inner)));
+    }
+    case MOECTS_ACT_GELU_ERF: return act_round(r, (g * 0.5f) * (1.0f + moects_cr_erff(g * (float)M_SQRT1_2)));
+    default: return act_round(r, sig_prod(r, g, moects_cr_expf(-g))); /* SILU, SILU_CLAMP */
+    }
+}
+
+float moects__fml_act(const moects_fused_moe_shape *s, const moects_layer_recipe *r, moects__fml_bug bug, float g,
+                      float u)
+{
+    if (s->activation == MOECTS_ACT_RELU2) {
+        float m = g > 0.0f ? g : (g == g ? 0.0f : g);
+        return m * m;
+    }
+    const float L = s->act_limit;
+    if (s->activation == MOECTS_ACT_SILU_CLAMP || s->activation == MOECTS_ACT_GPT_OSS) {
+        g = g > L ? L : g;
+        u = u > L ? L : (u < -L ? -L : u);
+    }
+    if (bug == MOECTS__FML_BUG_ACT_ON_UP) { /* each half clamped as itself, then the roles swapped */
+        float t = g;
+        g = u, u = t;
+    }
+    if (s->activation == MOECTS_ACT_GPT_OSS) {
+        float glu = act_round(r, sig_prod(r, g, moects_cr_expf(-(g * s->act_alpha))));
+        return bug == MOECTS__FML_BUG_GPT_OSS_NO_PLUS1 ? u * glu : (u + 1.0f) * glu;
+    }
+    return gated(s, r, g) * u;
+}
+
+/* x rounded to E4M3 (RNE, saturating to +-448, Inf included; NaN stays NaN), as its value. */
+static double e4m3_value(float x)
+{
+    if (x != x) return x;
+    double ax = fabs((double)x);
+    if (ax >= 448.0) return copysign(448.0, (double)x);
+    int ex;
+    frexp(ax, &ex); /* ax in [2^(ex-1), 2^ex) */
+    double q = ldexp(1.0, (ex - 1 < -6 ? -6 : ex - 1) - 3);
+    return copysign(nearbyint(ax / q) * q, (double)x); /* ax / q and the product: exact */
+}
+
+/* The smallest power of two 2^e with 448 * 2^e >= amax (exact comparisons), e clamped to [-127, 127]. */
+static float ue8m0_scale(float amax)
+{
+    int e = -127;
+    if (isinf(amax)) e = 127;
+    else if (amax > 0.0f) {
+        frexp((double)amax / 448.0, &e);
+        while (e > -127 && ldexp(448.0, e - 1) >= (double)amax) e--;
+        while (e < 127 && ldexp(448.0, e) < (double)amax) e++;
+    }
+    return ldexpf(1.0f, e < -127 ? -127 : e);
+}
+
+void moects__fml_mid(const moects_layer_recipe *r, const float *a, int64_t I, double *m)
+{
+    if (r->mid == MOECTS_MID_BF16 || r->mid == MOECTS_MID_F32) {
+        for (int64_t i = 0; i < I; i++) m[i] = r->mid == MOECTS_MID_BF16 ? moects__fml_bf16(a[i]) : a[i];
+        return;
+    }
+    int64_t G = r->mid == MOECTS_MID_FP8_TOKEN ? I : r->mid == MOECTS_MID_FP8_128 ? 128 : 32;
+    int ue8m0 = r->scale_ue8m0 || r->mid == MOECTS_MID_MXFP8;
+    for (int64_t g0 = 0; g0 < I; g0 += G) {
+        int64_t n = I - g0 < G ? I - g0 : G;
+        float amax = 0.0f;
+        for (int64_t i = 0; i < n; i++) {
+            float v = fabsf(moects__fml_bf16(a[g0 + i]));
+            if (v > amax) amax = v;
+        }
+        float sc = ue8m0 ? ue8m0_scale(amax) : fmaxf(amax, 1e-10f) / 448.0f;
+        for (int64_t i = 0; i < n; i++) m[g0 + i] = e4m3_value(moects__fml_bf16(a[g0 + i]) / sc) * (double)sc;
+    }
+}

@@ -1,0 +1,48 @@
+/* fused_moe_mutants.c: CPU fused MoE layer kernels with one known bug each (DESIGN.md "The fused MoE
+ * layer": every stage's convention is a declared parameter, and a kernel that declares one and does
+ * another is what the suite must catch). Each declares an honest recipe and runs the generic layer
+ * loop of fused_moe.c with one bug switched on (fused_moe_internal.h); each takes the shapes its bug
+ * can show on (moects__fml_supports). */
+#include "fused_moe_internal.h"
+
+#define MUTANT(sym, nm, rec, bugv, bugtext)                                                        \
+    static moects__fml_kernel sym##_k = MOECTS__FML_KERNEL_INIT(rec, bugv);                        \
+    static int sym##_sup(const void *s, char *w, size_t l) { return moects__fml_supports(&sym##_k, s, w, l); } \
+    static int sym##_run(const void *s, const void *a, void *st)                                   \
+    {                                                                                              \
+        (void)st;                                                                                  \
+        return moects__fml_run(&sym##_k, s, a);                                                    \
+    }                                                                                              \
+    const moects_kernel sym = {.abi_version = MOECTS_KERNEL_ABI_VERSION,                           \
+                               .name = nm,                                                         \
+                               .op = MOECTS_OP_FUSED_MOE,                                          \
+                               .device = MOECTS_DEVICE_CPU,                                        \
+                               .recipe = rec,                                                      \
+                               .bug = bugtext,                                                     \
+                               .supports = sym##_sup,                                              \
+                               .run = sym##_run}
+
+#define GPT_OSS "fused_moe.layer_v1(w13=interleave1,g1=f32,act=f32,sig=rcp,mid=bf16,weight=gemm2,wdtype=bf16,slot=bf16)"
+#define DEEPGEMM "fused_moe.layer_v1(w13=interleave8,g1=bf16,act=f32,mid=fp8_128,weight=act,slot=f32,combine=f32_slots)"
+
+MUTANT(moects_cpu_mutant_fused_moe_gate_up_swapped, "cpu.mutant.fused_moe.gate_up_swapped", MOECTS_LAYER_RECIPE_V1,
+       MOECTS__FML_BUG_GATE_UP_SWAPPED,
+       "declares W13 [gate, up] but reads rows [I, 2I) as the gate and [0, I) as up (the CUTLASS order)");
+MUTANT(moects_cpu_mutant_fused_moe_interleave_granule, "cpu.mutant.fused_moe.interleave_granule", DEEPGEMM,
+       MOECTS__FML_BUG_INTERLEAVE_GRANULE,
+       "declares W13 interleaved in granules of 8 rows but reads granules of 4 (gate 8(i/4) + i%4, up + 4)");
+MUTANT(moects_cpu_mutant_fused_moe_gpt_oss_no_plus1, "cpu.mutant.fused_moe.gpt_oss_no_plus1", GPT_OSS,
+       MOECTS__FML_BUG_GPT_OSS_NO_PLUS1, "gpt_oss activation without the + 1 on up: u' * glu, not (u' + 1) * glu");
+MUTANT(moects_cpu_mutant_fused_moe_act_on_up, "cpu.mutant.fused_moe.act_on_up", MOECTS_LAYER_RECIPE_V1,
+       MOECTS__FML_BUG_ACT_ON_UP,
+       "the activation applied to the up half and multiplied by the gate, each clamped as itself: act(u') * g'");
+MUTANT(moects_cpu_mutant_fused_moe_weight_twice, "cpu.mutant.fused_moe.weight_twice", MOECTS_LAYER_RECIPE_V1,
+       MOECTS__FML_BUG_WEIGHT_TWICE,
+       "the router weight applied in GEMM2's epilogue and again in the combine (fmaf(y, w, acc)): w^2");
+MUTANT(moects_cpu_mutant_fused_moe_expert_map_ignored, "cpu.mutant.fused_moe.expert_map_ignored",
+       MOECTS_LAYER_RECIPE_V1,
+       MOECTS__FML_BUG_EXPERT_MAP_IGNORED,
+       "EP: expert_map ignored, a global id < E taken as the local expert index (ids >= E skipped)");
+MUTANT(moects_cpu_mutant_fused_moe_combine_bf16, "cpu.mutant.fused_moe.combine_bf16", MOECTS_LAYER_RECIPE_V1,
+       MOECTS__FML_BUG_COMBINE_BF16,
+       "declares combine=f32_slots but sums the slots in BF16 (a BF16 running sum, vLLM before PR 46643)");
