@@ -1,6 +1,10 @@
 /* moects_crmath.h: correctly rounded binary32 exp, tanh and erf (ref/crmath.c, its table of hard
  * cases ref/crmath_table.c, generated and checked by tools/crmath_scan.c). Depends on libc and
- * libm only; no I/O but the message before an abort (see below). */
+ * libm only; no I/O but the message before an abort (see below).
+ * Table (glibc 2.36, x86-64): exp 68 entries, tanh 32, erf 250 (206 of erf's share one
+ * significand, 0x2a320c, across the binades of tiny x, where erf(x) ~ 2x/sqrt(pi)). Scanning all 2^32 inputs of one
+ * function through the double path takes 20-45 s on 2 cores; the CTests crmath_exhaustive and
+ * crmath_exhaustive_sse2 take about 100 s each, `moects_crmath_scan gen` about 4 min. */
 #ifndef MOECTS_CRMATH_H
 #define MOECTS_CRMATH_H
 #include <stddef.h>
