@@ -21,6 +21,14 @@
 #include "moects_runner.h"
 #include "reports_internal.h"
 
+/* Slots of the registered-op flags of one (model, layout): one per moects_op value, 0 unused. */
+enum {
+    OP_SLOTS = 1
+#define MOECTS_OP_DEF(e, n, def) +1
+#include "ops/ops.def"
+#undef MOECTS_OP_DEF
+};
+
 /* ---- registry ---- */
 
 
@@ -145,7 +153,7 @@ static cell *at(table *t, int k, int m, int l) { return &t->cells[((size_t)k * t
 static moects__cell_state state_of(table *t, int k, int m, int l)
 {
     const cell *c = at(t, k, m, l);
-    if (!t->registered[((size_t)m * t->nl + l) * 3 + t->k[k].op]) return MOECTS__CELL_NOT_REGISTERED;
+    if (!t->registered[((size_t)m * t->nl + l) * OP_SLOTS + t->k[k].op]) return MOECTS__CELL_NOT_REGISTERED;
     if (c->n[MOECTS_FAIL_MISMATCH] + c->n[MOECTS_FAIL_CRASH] + c->n[MOECTS_FAIL_TIMEOUT] +
         c->n[MOECTS_FAIL_OOB_WRITE] + c->n[MOECTS_FAIL_NONDETERMINISTIC]) return MOECTS__CELL_FAIL;
     if (c->n[MOECTS_UNSUPPORTED]) return MOECTS__CELL_UNSUPPORTED;
@@ -226,7 +234,7 @@ static int table_build(table *t, const moects__cov_registry *reg, const moects_r
 
     size_t ncell = (size_t)(t->nk ? t->nk : 1) * (t->nm ? t->nm : 1) * (t->nl ? t->nl : 1);
     t->cells = calloc(ncell, sizeof *t->cells);
-    t->registered = calloc((size_t)(t->nm ? t->nm : 1) * (t->nl ? t->nl : 1) * 3, 1);
+    t->registered = calloc((size_t)(t->nm ? t->nm : 1) * (t->nl ? t->nl : 1) * OP_SLOTS, 1);
     if (!t->cells || !t->registered) return -1;
     for (size_t i = 0; i < ncell; i++) t->cells[i].first_bad = -1;
 
@@ -234,7 +242,7 @@ static int table_build(table *t, const moects__cov_registry *reg, const moects_r
         const moects_case *c = &reg->cases.v[i];
         if (is_regression(c)) continue;
         int m = find_str(t->models, t->nm, c->model), l = find_str(t->layouts, t->nl, c->layout);
-        t->registered[((size_t)m * t->nl + l) * 3 + c->op] = 1;
+        t->registered[((size_t)m * t->nl + l) * OP_SLOTS + c->op] = 1;
         for (int k = 0; k < t->nk; k++) {
             if (t->k[k].op != c->op) continue;
             cell *x = at(t, k, m, l);
@@ -263,7 +271,7 @@ static int table_build(table *t, const moects__cov_registry *reg, const moects_r
         }
         int m = find_str(t->models, t->nm, r->model), l = find_str(t->layouts, t->nl, r->layout);
         if (m < 0 || l < 0) continue;
-        t->registered[((size_t)m * t->nl + l) * 3 + r->op] = 1;
+        t->registered[((size_t)m * t->nl + l) * OP_SLOTS + r->op] = 1;
         cell *x = at(t, k, m, l);
         x->n[r->verdict]++;
         int bad = moects_verdict_is_fail(r->verdict) || r->verdict == MOECTS_UNSUPPORTED;
