@@ -22,6 +22,9 @@ int moects__guard_alloc(moects_guarded *g, const char *name, size_t bytes, size_
 /* Host buffer: data and canaries read-only in this process (a write faults at the write). 0 or -1. */
 int moects__guard_readonly(const moects_guarded *g);
 void moects__guard_free(moects_guarded *g);
+/* XXH64 (seed 0) of host memory p[len], as moects__xxh64, reading never-touched pages of its mapping as
+ * the zeros they are without faulting them in (harness/model/buffer.c). */
+uint64_t moects__guard_xxh64(const void *p, size_t len);
 /* Fill both canaries with byte c. 0, or -1 (device error). */
 int moects__guard_arm(moects_guarded *g, unsigned char c);
 /* Whether the canaries still hold their byte: 0 intact; 1 with "NAME: write before the start (byte

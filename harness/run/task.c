@@ -374,7 +374,7 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
         double t = now_s();
         ws->build_rc = moects__inputs_build(c, seed, &ws->in, ws->build_err, sizeof ws->build_err);
         for (int i = 0; ws->build_rc == 0 && i < ws->in.nt; i++)
-            ws->in_hash[i] = moects__xxh64(ws->in.t[i].host, ws->in.t[i].bytes);
+            ws->in_hash[i] = moects__guard_xxh64(ws->in.t[i].host, ws->in.t[i].bytes);
         if (ws->build_rc == 0) moects__inputs_readonly(&ws->in);
         r->inputs_s += now_s() - t;
         announce(tc, PH_OTHER, r);
