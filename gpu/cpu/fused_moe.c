@@ -100,15 +100,13 @@ static void weight_row(const layer *c, const void *w, const uint8_t *sc, int64_t
         }
         return;
     }
-    static const double e2m1[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
+    static const double e2m1[16] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0};
     const uint8_t *p = (const uint8_t *)w + row * (K / 2), *s = sc + row * (K / 32);
     for (int64_t b = 0; b < K / 32; b++) {
         double scale = s[b] == 0xFF ? NAN : ldexp(1.0, (int)s[b] - 127);
-        for (int64_t i = 0; i < 32; i++) {
-            uint8_t code = (uint8_t)(p[(b * 32 + i) / 2] >> (4 * (i & 1))) & 0xF;
-            double v = e2m1[code & 7] * scale;
-            dst[b * 32 + i] = code & 8 ? -v : v;
-        }
+        const uint8_t *q = p + b * 16;
+        double *d = dst + b * 32;
+        for (int i = 0; i < 16; i++) d[2 * i] = e2m1[q[i] & 15] * scale, d[2 * i + 1] = e2m1[q[i] >> 4] * scale;
     }
 }
 

@@ -51,12 +51,27 @@ static void sums(const double *a, const double *b, int64_t K, double *S, double 
     *A = (m[0] + m[1]) + (m[2] + m[3]);
 }
 
+/* 1 with *f the IEEE value of a sum with a NaN or an infinite product (NaN when a product is NaN or
+ * +Inf and -Inf meet, else that Inf); 0 when every product is finite. */
+static int special(const double *a, const double *b, int64_t K, float *f)
+{
+    int pos = 0, neg = 0;
+    for (int64_t k = 0; k < K; k++) {
+        double p = a[k] * b[k];
+        if (isnan(p)) return *f = NAN, 1;
+        pos |= p == INFINITY, neg |= p == -INFINITY;
+    }
+    *f = pos && neg ? NAN : pos ? INFINITY : -INFINITY;
+    return pos || neg;
+}
+
 float moects__fml_dot(const double *a, const double *b, int64_t K)
 {
     double S, A;
     float f;
     sums(a, b, K, &S, &A);
     if (decided(S, A, K, &f)) return f;
+    if (!isfinite(A) && special(a, b, K, &f)) return f; /* a NaN or infinite term: IEEE decides */
     moects_xsum x;
     moects__xsum_init(&x);
     for (int64_t k = 0; k < K; k++) moects__xsum_add_product(&x, a[k], b[k]);
