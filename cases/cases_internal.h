@@ -54,6 +54,12 @@ int moects__check_max(const char *path, const char *pre, const char *field, int6
 int moects__derive_moe_cases(const moects_model *m, const moects_case *base, int tp, int ep, int64_t I_rank,
                              int grid, int smoke, moects_case_list *out);
 
+/* Append the fused_moe cases of model m under one layout (cases/derive_fused.c), each a copy of
+ * base (model, layout, source, data set); tp or ep its size, I_rank the rank's I; grid: the layout
+ * carries the T grid and the variants; smoke: it carries the model's smoke case. -1 out of memory. */
+int moects__derive_fused_cases(const moects_model *m, const moects_case *base, int tp, int ep, int64_t I_rank,
+                               int grid, int smoke, moects_case_list *out);
+
 /* Copy src into dst[n] (NUL-terminated); returns -1 if it did not fit. */
 int moects__copy(char *dst, size_t n, const char *src);
 

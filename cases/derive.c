@@ -7,7 +7,8 @@
  *     ep_gather [T, H = K] with no expert_map.
  *   EP e in {2,4,8,16,32,64}, when e <= E: the rank holds E/e whole experts (the first E%e ranks one
  *     more), expert_map has -1 for the others, I is not divided.
- * M of a GEMM case is the token count of one expert.
+ * M of a GEMM case is the token count of one expert. moe_gemm cases: cases/derive_moe.c; fused_moe
+ * cases: cases/derive_fused.c.
  *
  * Ids: ep_gather/<model>/<layout>/t<T>[/<variant>]
  *      fp4_gemm.<mxfp4|nvfp4>/<model>/<layout>/<gemm1|gemm2>/m<M>[/<variant>]
@@ -39,6 +40,7 @@ static const int64_t M_EP_WIDE[] = {1, 16, 100, 200};           /* ep16..ep64 (a
 #define T_SMOKE 16
 #define M_SMOKE 16
 #define SMOKE_EP_WEIGHTS (1LL << 26) /* gemm1 B elements above which smoke uses tp16, not ep8 */
+#define FUSED_SMOKE_EP_WEIGHTS (1LL << 24) /* fused_moe: an expert's weights up to which smoke has EP too */
 
 typedef struct {
     char name[16];
@@ -245,6 +247,14 @@ static void moe_cases(deriver *d, const layout *L, int grid, int smoke)
     if (moects__derive_moe_cases(d->m, &base, L->tp, L->ep, L->I, grid, smoke, d->out)) d->rc = -1;
 }
 
+/* fused_moe cases of layout L (cases/derive_fused.c). */
+static void fused_cases(deriver *d, const layout *L, int grid, int smoke)
+{
+    if (d->rc) return;
+    moects_case base = base_case(d, L, MOECTS_OP_FUSED_MOE);
+    if (moects__derive_fused_cases(d->m, &base, L->tp, L->ep, L->I, grid, smoke, d->out)) d->rc = -1;
+}
+
 /* "1, 2, 4, 8, 16": a size table for a message. */
 static void sizes_text(char *dst, size_t cap, const int *v, size_t n)
 {
@@ -324,6 +334,9 @@ int moects__derive_cases(const moects_model *m, moects_case_list *out)
         int64_t w = (e ? moects__ep_local_experts(E, e, 0, NULL) : E) * (t ? I / t : I);
         if (least_w < 0 || w < least_w) least_w = w, smoke_moe_tp = t, smoke_moe_ep = e;
     }
+    int fused_smoke_tp = 1; /* fused_moe: the largest TP, the fewest products a slot */
+    for (size_t i = 0; i < sizeof TP_SIZES / sizeof *TP_SIZES; i++)
+        if (I % TP_SIZES[i] == 0) fused_smoke_tp = TP_SIZES[i];
     for (size_t i = 0; i < sizeof TP_SIZES / sizeof *TP_SIZES; i++) {
         int t = TP_SIZES[i];
         if (!moects__layout_exists(m, t, 0, NULL, 0)) continue;
@@ -332,6 +345,7 @@ int moects__derive_cases(const moects_model *m, moects_case_list *out)
         gather_cases(&d, &L, 0);
         gemm_cases(&d, &L, t == smoke_tp1 ? M_SMOKE : (t == smoke_tp2 ? 1 : 0));
         moe_cases(&d, &L, t == smoke_tp1, t == smoke_moe_tp);
+        fused_cases(&d, &L, t == smoke_tp1, t == fused_smoke_tp);
     }
     for (size_t i = 0; i < sizeof EP_SIZES / sizeof *EP_SIZES; i++) {
         int e = EP_SIZES[i];
@@ -341,6 +355,7 @@ int moects__derive_cases(const moects_model *m, moects_case_list *out)
         gather_cases(&d, &L, e == smoke_gather_ep);
         gemm_cases(&d, &L, (e == 8 && smoke_ep8) ? 1 : 0);
         moe_cases(&d, &L, e == 8, e == smoke_moe_ep);
+        fused_cases(&d, &L, e == 8, e == smoke_gather_ep && 3 * I * d.K <= FUSED_SMOKE_EP_WEIGHTS);
     }
     return d.rc;
 }

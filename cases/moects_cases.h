@@ -42,7 +42,9 @@ typedef enum {
     MOECTS_ROUTE_ONE_EXPERT = 3,  /* every token's slot 0 on one local expert (hot rank) */
     MOECTS_ROUTE_STALE_IDS = 4,   /* some slots hold huge stale positive ids (>= E_global) */
     MOECTS_ROUTE_NEG_IDS = 5,     /* some slots hold -1 (dropped / padding) */
-    MOECTS_ROUTE_NO_LOCAL = 6     /* T > 0 but every slot on another rank: M_sum = 0, out all +0 */
+    MOECTS_ROUTE_NO_LOCAL = 6,    /* T > 0 but every slot on another rank: M_sum = 0, out all +0 */
+    MOECTS_ROUTE_DISPATCHED = 7   /* fused_moe under EP: the tokens an all-to-all dispatch sends this rank,
+                                     each with slot 0 on a random local expert, the others uniform */
 } moects_routing;
 
 /* What the element/scale data of a case favours (harness/run/inputs.c). */
@@ -92,6 +94,13 @@ typedef struct {
     int64_t E;                   /* local experts (groups) */
     int n_counts;                /* > 0: expert e has counts[e % n_counts] rows (tile windows, regressions) */
     int64_t counts[MOECTS_MOE_COUNTS_MAX];
+    /* fused_moe (also T, k, H (the expert's input width), E, E_global, ep_size, ep_rank, has_map,
+     * routing, out_dtype, data): the model's layer facts (moects_model) and this layout's I */
+    int64_t inter;               /* I of one expert on this rank (moe_intermediate_size / TP) */
+    moects_layer_format layer_format;
+    moects_activation activation;
+    float act_limit, act_alpha;  /* 0 when the activation has none */
+    int has_bias;
 } moects_case;
 
 typedef struct {
@@ -138,6 +147,10 @@ int64_t moects__ep_local_experts(int64_t E, int ep_size, int ep_rank, int64_t *f
  * Returns the local count, or -1 on bad arguments. */
 int64_t moects__expert_map(int64_t E, int ep_size, int ep_rank, int32_t *map);
 
+/* "bf16", "mxfp4" (ids and files); parse: 0, or -1 for an unknown name. */
+const char *moects__layer_format_name(moects_layer_format f);
+int moects__layer_format_parse(const char *s, moects_layer_format *out);
+
 /* Expected valid rows of a moe_gemm case (all its local experts): the sum of its counts, or
  * T * k * E / E_global for routed ones (scheduling weights, harness/run/sched.c). */
 double moects__moe_expected_rows(const moects_case *c);
@@ -150,7 +163,7 @@ const char *moects__row_layout_name(moects_row_layout r);
 int moects__row_layout_parse(const char *s, moects_row_layout *out);
 
 /* Names used in ids and files: "uniform", "skewed", "zero-expert", "hot-rank", "stale-ids",
- * "neg-ids", "no-local"; "exact", "adversarial", "nan", "negzero"; "smoke", "full", "large".
+ * "neg-ids", "no-local", "dispatched"; "exact", "adversarial", "nan", "negzero"; "smoke", "full", "large".
  * The parse functions return 0, or -1 for an unknown name. */
 const char *moects__routing_name(moects_routing r);
 int moects__routing_parse(const char *s, moects_routing *out);

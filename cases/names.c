@@ -4,7 +4,7 @@
 #include "moects_cases.h"
 
 static const char *const ROUTING[] = {"uniform", "skewed", "zero-expert", "hot-rank", "stale-ids", "neg-ids",
-                                      "no-local"};
+                                      "no-local", "dispatched"};
 static const char *const DATA[] = {"exact", "adversarial", "nan", "negzero"};
 
 const char *moects__routing_name(moects_routing r)

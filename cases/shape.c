@@ -46,6 +46,20 @@ void moects__case_shape(const moects_case *c, char *buf, size_t len)
                  rows, c->gemm, moects__data_name(c->data));
         return;
     }
+    case MOECTS_OP_FUSED_MOE: {
+        char map[48] = "no expert_map", act[64];
+        if (c->ep_size > 1) snprintf(map, sizeof map, "EP rank %d of %d", c->ep_rank, c->ep_size);
+        int n = snprintf(act, sizeof act, "%s", moects__activation_name(c->activation));
+        if (c->act_limit > 0) n += snprintf(act + n, sizeof act - (size_t)n, " limit %g", (double)c->act_limit);
+        if (c->act_alpha > 0) snprintf(act + n, sizeof act - (size_t)n, " alpha %g", (double)c->act_alpha);
+        snprintf(buf, len, "out [T %lld, H %lld] %s; topk %lld of E %lld, %lld local; %s; W13 [E, %s%lld, H], W2 [E, H, "
+                 "I %lld] %s%s; %s; routing %s; data %s",
+                 (long long)c->T, (long long)c->H, dtype_name(c->out_dtype), (long long)c->k, (long long)c->E_global,
+                 (long long)c->E, map, c->activation == MOECTS_ACT_RELU2 ? "" : "2x", (long long)c->inter,
+                 (long long)c->inter, moects__layer_format_name(c->layer_format), c->has_bias ? " with biases" : "", act,
+                 moects__routing_name(c->routing), moects__data_name(c->data));
+        return;
+    }
     default:
         snprintf(buf, len, "op %d", (int)c->op);
         return;

@@ -17,7 +17,12 @@ enum {
     MOECTS_MG_A, MOECTS_MG_SA, MOECTS_MG_B, MOECTS_MG_SB, MOECTS_MG_ALPHA, MOECTS_MG_GS_A, MOECTS_MG_GS_B,
     MOECTS_MG_M_INDICES, MOECTS_MG_MASKED_M, MOECTS_MG_EXPERT_OFFSETS, MOECTS_MG_NT
 };
-#define MOECTS_INPUTS_MAX 10
+/* fused_moe: names = the moects_fused_moe_args fields (out aside) */
+enum {
+    MOECTS_FM_X, MOECTS_FM_IDS, MOECTS_FM_W, MOECTS_FM_MAP, MOECTS_FM_W13, MOECTS_FM_W13S, MOECTS_FM_W2,
+    MOECTS_FM_W2S, MOECTS_FM_B13, MOECTS_FM_B2, MOECTS_FM_MID_GS, MOECTS_FM_NT
+};
+#define MOECTS_INPUTS_MAX 11
 
 /* One guarded buffer.
  * Host (device 0): one anonymous shared mapping (a forked child's output writes are seen by its parent):
@@ -52,6 +57,7 @@ typedef union {
     moects_ep_gather_args eg;
     moects_fp4_gemm_args fg;
     moects_moe_gemm_args mg;
+    moects_fused_moe_args fm;
 } moects_op_args;
 
 typedef struct {
@@ -59,6 +65,7 @@ typedef struct {
     moects_ep_gather_shape eg;
     moects_fp4_gemm_shape fg;
     moects_moe_gemm_shape mg;
+    moects_fused_moe_shape fm;
     moects_tensor t[MOECTS_INPUTS_MAX];
     int nt;
     moects_dtype out_dtype;
@@ -112,6 +119,9 @@ size_t moects_swizzle_bytes(int64_t rows, int64_t nkb);
  * moects__moe_expected_rows (contiguous: each expert padded to align; masked: the fullest expert's
  * estimate, a multiple of 128). Zeroed for another op. */
 void moects__moe_case_shape(const moects_case *c, moects_moe_gemm_shape *s);
+
+/* The kernel shape of a fused_moe case (harness/ops/fused_moe.c). Zeroed for another op. */
+void moects__fused_case_shape(const moects_case *c, moects_fused_moe_shape *s);
 
 /* Rows of each local expert of a moe_gemm case: c->counts cycled when c->n_counts > 0, else the
  * slots that the ep_gather routing rule (c->routing over c->T tokens, c->k slots, c->E_global

@@ -20,6 +20,7 @@ typedef union {
     moects_ep_gather_shape eg;
     moects_fp4_gemm_shape fg;
     moects_moe_gemm_shape mg;
+    moects_fused_moe_shape fm;
 } moects__kshape;
 
 typedef struct moects__op_def {

@@ -20,7 +20,7 @@
  *       {"kernel": "cpu.ep_gather",       not empty
  *        "case": "ep_gather/kimi-k3/tp8/t128",   not empty, unique with kernel
  *        "model": "kimi-k3", "layout": "tp8",    ("regression", "-" for regressions)
- *        "op": "ep_gather",               "ep_gather" | "fp4_gemm" | "moe_gemm"
+ *        "op": "ep_gather",               "ep_gather" | "fp4_gemm" | "moe_gemm" | "fused_moe"
  *        "mutant": false,                 the kernel has a declared bug
  *        "verdict": "PASS_EXACT",         PASS_EXACT PASS_BOUNDED PASS_TOLERANCE FAIL_MISMATCH
  *                                           FAIL_CRASH FAIL_TIMEOUT FAIL_OOB_WRITE

@@ -28,6 +28,10 @@ int64_t moects__pick_expert(const moects_case *c, uint64_t key, const int64_t *p
 /* A block-scale code of format f (UE8M0 for MXFP4, UE4M3 for NVFP4) for data mode d from a draw u. */
 uint8_t moects__fp4_scale_code(moects_fp4_format f, moects_data d, uint64_t u);
 
+/* The inputs of a fused_moe case (harness/ops/fused_inputs.c; moects__op_def.build). */
+int moects__fused_build(const moects_case *c, uint64_t seed, int64_t pool_min, moects_inputs *in, char *err,
+                        size_t errlen);
+
 /* ---- describe.c: tensor descriptions and shape JSON ---- */
 #define MOECTS__DT_U8 ((moects_dtype)0) /* bytes: codes, UE8M0 / E4M3 scales ("U8") */
 /* "BF16", "F32", "I32", "I64"; "U8" for anything else. */

@@ -3,10 +3,11 @@
 A description is a `Kernel`, a dict, or any object with these attributes (DESIGN.md "Kernels from
 Python"):
     name       unique dotted name, e.g. "triton.ep_gather"
-    op         "ep_gather", "fp4_gemm" or "moe_gemm"
+    op         "ep_gather", "fp4_gemm", "moe_gemm" or "fused_moe"
     device     "cpu" (run gets numpy arrays over host memory) or "cuda" (torch tensors over device
                memory, launched on the runner's stream); default "cpu"
-    recipe     the exact recipe it claims ("ep_gather.fma_v1", "fp4_gemm.blockwise_v1", ...), or
+    recipe     the exact recipe it claims ("ep_gather.fma_v1", "fp4_gemm.blockwise_v1", ...; fused_moe: its
+               layer recipe, "fused_moe.layer_v1(w13=up_gate,mid=fp8_token,...)", ref/moects_layer.h), or
     bound      its accumulation class: bits (24 for FP32 accumulation), or (bits, truncation), or
                {"bits": 24, "truncation": False}, with "bf16_split_k": N where K may be split into at
                most N pieces whose FP32 partials are added in BF16 (torch's default
@@ -18,7 +19,8 @@ Python"):
                (False, reason) to refuse it (UNSUPPORTED, a coverage gap)
     run        run(shape, args): shape is the case's shape dict (moects_case_json "shape"), args the
                tensors by name (inputs and "out", plus "alpha" for fp4_gemm; moe_gemm: those of
-               moects_moe_gemm_args, None for one the format or row layout has none of); writes
+               moects_moe_gemm_args, None for one the format or row layout has none of; fused_moe: those
+               of moects_fused_moe_args, None for absent scales, biases and expert_map); writes
                args["out"] (an output returned instead, anything but None or an int, is FAIL_CRASH).
 """
 import ctypes
@@ -30,7 +32,7 @@ import traceback
 
 from . import _lib, _tensors
 
-OPS = {"ep_gather": 1, "fp4_gemm": 2, "moe_gemm": 3}
+OPS = {"ep_gather": 1, "fp4_gemm": 2, "moe_gemm": 3, "fused_moe": 4}
 DEVICES = {"cpu": 0, "cuda": 1}
 _FIELDS = ("name", "op", "device", "recipe", "bound", "tolerance", "bug", "supports", "run")
 

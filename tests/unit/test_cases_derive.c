@@ -257,14 +257,23 @@ Test(derive, smoke_and_full_tiers_cover_every_model_and_layout)
             cr_expect(smoke, "%s/%s: no smoke ep_gather case", v[i].name, layouts[j]);
             cr_expect_eq(full_t, 31, "%s/%s: token counts 1, 2, 16, 64, 4096 missing", v[i].name, layouts[j]);
         }
-        int skewed_smoke = 0, gemm_smoke[2][2] = {{0}}, tp8_smoke = 0, smoke_layouts = 0, moe_smoke = 0;
+        int skewed_smoke = 0, gemm_smoke[2][2] = {{0}}, tp8_smoke = 0, smoke_layouts = 0, moe_smoke = 0, fused_smoke = 0;
         char first_layout[16] = "";
         for (size_t c = 0; c < l.n; c++) {
             const moects_case *x = &l.v[c];
             /* a moe_gemm case whose local weights pass 2^31 codes is LARGE only (derive_moe.c) */
-            int big = x->op == MOECTS_OP_MOE_GEMM && (double)x->E * x->N * x->K > 2147483648.0;
+            int big = (x->op == MOECTS_OP_MOE_GEMM && (double)x->E * x->N * x->K > 2147483648.0) ||
+                      (x->op == MOECTS_OP_FUSED_MOE && 3.0 * (double)x->E * x->inter * x->H > 2147483648.0);
             cr_expect(big ? x->tiers == MOECTS_TIER_LARGE : (x->tiers & MOECTS_TIER_FULL) != 0, "%s: tiers %u", x->id,
                       x->tiers);
+            if (x->op == MOECTS_OP_FUSED_MOE) { /* the model's layer facts, whatever the layout */
+                cr_expect_eq(x->activation, v[i].activation, "%s", x->id);
+                cr_expect(x->act_limit == (v[i].has_activation_limit ? v[i].activation_limit : 0), "%s", x->id);
+                cr_expect(x->act_alpha == (v[i].has_activation_alpha ? v[i].activation_alpha : 0), "%s", x->id);
+                cr_expect_eq(x->has_bias, v[i].expert_bias, "%s", x->id);
+                fused_smoke += (x->tiers & MOECTS_TIER_SMOKE) != 0;
+                continue;
+            }
             if (!(x->tiers & MOECTS_TIER_SMOKE)) continue;
             if (x->op == MOECTS_OP_MOE_GEMM) {
                 moe_smoke++;
@@ -283,6 +292,7 @@ Test(derive, smoke_and_full_tiers_cover_every_model_and_layout)
         }
         cr_expect(skewed_smoke, "%s: no smoke skewed EP case", v[i].name);
         cr_expect_eq(moe_smoke, 1, "%s: smoke moe_gemm cases", v[i].name);
+        cr_expect_geq(fused_smoke, 2, "%s: smoke fused_moe cases", v[i].name);
         cr_expect(gemm_smoke[0][0] && gemm_smoke[0][1] && gemm_smoke[1][0] && gemm_smoke[1][1], "%s", v[i].name);
         cr_expect(tp8_smoke, "%s: no tp8 smoke GEMM", v[i].name);
         cr_expect_geq(smoke_layouts, 2, "%s: smoke GEMMs in one layout only", v[i].name);
@@ -389,5 +399,30 @@ Test(derive, moe_gemm_shapes_follow_the_layout)
     cr_expect(a->N == 720 && a->K == 2880 && a->E == 128 && a->align == 128 && a->rows == MOECTS_ROWS_CONTIGUOUS);
     cr_expect(a->T == 4096 && a->k == 4 && a->E_global == 128 && a->ep_size == 1 && a->n_counts == 0);
     cr_expect(b->N == 2880 && b->K == 2880 && b->E == 16 && b->ep_size == 8 && b->a_scale_block == 128);
+    moects__case_list_free(&l);
+}
+
+/* fused_moe: gpt-oss-120b's layer as its config and the gpt-oss reference give it (hidden 2880, expert
+ * width 2880, 128 experts, top-4, swiglu_limit 7, alpha 1.702, biases): at tp8 I = 2880 / 8 = 360; at
+ * ep8 rank 0 holds 128 / 8 = 16 experts of the whole width, through an expert_map. */
+Test(derive, fused_gpt_oss_layer)
+{
+    moects_case_list l = derive("gpt-oss-120b");
+    const moects_case *c = find(&l, "fused_moe.bf16/gpt-oss-120b/tp8/t16");
+    cr_assert_not_null(c);
+    cr_expect_eq(c->op, MOECTS_OP_FUSED_MOE);
+    cr_expect_eq(c->H, 2880);
+    cr_expect_eq(c->inter, 360);
+    cr_expect_eq(c->E, 128);
+    cr_expect_eq(c->k, 4);
+    cr_expect_eq(c->activation, MOECTS_ACT_GPT_OSS);
+    cr_expect(c->act_limit == 7.0f && c->act_alpha == 1.702f);
+    cr_expect_eq(c->has_bias, 1);
+    cr_expect_eq(c->has_map, 0);
+    c = find(&l, "fused_moe.mxfp4/gpt-oss-120b/ep8/t16");
+    cr_assert_not_null(c);
+    cr_expect_eq(c->inter, 2880);
+    cr_expect_eq(c->E, 16);
+    cr_expect_eq(c->has_map, 1);
     moects__case_list_free(&l);
 }

@@ -1,0 +1,193 @@
+/* fused_inputs.c: the inputs of a fused_moe case from (seed, case id) (DESIGN.md "The fused MoE
+ * layer": inputs that exercise the semantics). Magnitudes are set so that GEMM1's outputs are of
+ * order 1 (the activations' interesting range) and GEMM2's of the order of the input; adversarial
+ * data scales GEMM1 up 8x, so outputs pass the activation's limit on both halves, and puts FP4 scale
+ * bytes of every value class (2^-127, 2^127 and 1 beside the usual) into expert 0's weights; NaN
+ * data gives expert 0 a NaN scale (UE8M0 0xFF) or NaN weights and token 0 one NaN input. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moects_harness.h"
+#include "moects_op.h"
+#include "ops_internal.h"
+
+/* A BF16 of magnitude [1, 2) * 2^e with 7 random mantissa bits and a random sign. */
+static uint16_t bf16_draw(uint64_t u, int e)
+{
+    return (uint16_t)(((u >> 8) & 1) << 15 | (uint16_t)((127 + e) << 7) | (u >> 16 & 0x7f));
+}
+
+/* floor(log2(sqrt(n))) for n >= 1: the exponent that makes a sum of n random-sign terms of order 1. */
+static int half_log2(int64_t n)
+{
+    int e = 0;
+    while ((int64_t)1 << (2 * (e + 1)) <= n) e++;
+    return e;
+}
+
+/* The weights of one GEMM, [E, rows, K], of the experts some slot routes to (used[e]; the others
+ * stay zero, untouched pages: a kernel that reads one instead of the routed expert gets zeros): BF16
+ * of magnitude ~2^-sh, or MXFP4 codes with UE8M0 block scales around 2^-(sh + 1) (E2M1 magnitudes
+ * average ~2). Expert 0 carries the data mode's specials. */
+static void gen_weights(const moects_case *c, const uint8_t *used, uint64_t key, uint64_t kscale, int64_t rows,
+                        int64_t K, int sh, void *w, uint8_t *sc)
+{
+    const int64_t E = c->E, per = rows * K, nb = rows * (K / 32); /* one expert's elements, scale blocks */
+    for (int64_t e = 0; e < E; e++) {
+        if (!used[e]) continue;
+        if (c->layer_format == MOECTS_LAYER_BF16) {
+            uint16_t *b = (uint16_t *)w + e * per;
+            for (int64_t i = 0; i < per; i++) b[i] = bf16_draw(moects__draw(key, (uint64_t)(e * per + i)), -sh - 1);
+            continue;
+        }
+        uint8_t *q = (uint8_t *)w + e * per / 2;
+        for (int64_t i = 0; i < per / 2; i++) q[i] = (uint8_t)(moects__draw(key, (uint64_t)(e * per / 2 + i) / 8) >> (8 * (i % 8)));
+        for (int64_t i = 0; i < nb; i++) sc[e * nb + i] = (uint8_t)(127 - sh - 2 + (int)(moects__draw(kscale, (uint64_t)(e * nb + i)) % 3));
+    }
+    if (!used[0]) return;
+    if (c->layer_format == MOECTS_LAYER_BF16) {
+        uint16_t *b = w;
+        if (c->data == MOECTS_DATA_NAN && per > 0) b[0] = 0x7fc1, b[per / 2] = 0xff80; /* NaN, -Inf */
+        return;
+    }
+    if (c->data == MOECTS_DATA_ADVERSARIAL && nb >= 4) sc[1] = 0, sc[nb / 3] = 254, sc[nb / 2] = 127, sc[nb - 1] = 1;
+    if (c->data == MOECTS_DATA_NAN && nb >= 2) sc[nb / 2] = 0xff;
+}
+
+/* topk ids by the case's routing over the global experts (rank 0's are [first, first + n_local)), and
+ * the router weights: FP32 in (0, 1] with full significands, never exactly 1 for top-1. */
+static int gen_routing(const moects_case *c, uint64_t seed, moects_inputs *in, char *err, size_t errlen)
+{
+    const int64_t T = c->T, k = c->k, fl = in->first_local, nl = in->n_local;
+    int32_t *ids = in->t[MOECTS_FM_IDS].host;
+    float *w = in->t[MOECTS_FM_W].host;
+    uint64_t kid = moects__input_key(seed, c->id, "topk_ids"), kch = moects__input_key(seed, c->id, "routing");
+    uint64_t kw = moects__input_key(seed, c->id, "topk_weights");
+    int64_t hot = nl ? fl + (int64_t)(moects__draw(kch, 1) % (uint64_t)nl) : -1;
+    int64_t zero = nl ? fl + (int64_t)(moects__draw(kch, 0) % (uint64_t)nl) : -1;
+    int64_t *prev = malloc((size_t)k * sizeof *prev);
+    if (!prev) return snprintf(err, errlen, "case %s: " MOECTS_HOST_OOM, c->id), -2;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t j = 0; j < k; j++) {
+            int rt = c->routing;
+            int64_t e = rt == MOECTS_ROUTE_ONE_EXPERT && j == 0 ? hot
+                        : rt == MOECTS_ROUTE_DISPATCHED && j == 0 ? fl + (int64_t)(moects__draw(kch, (uint64_t)(2 + t)) % (uint64_t)nl)
+                        : moects__pick_expert(c, kid, prev, t, j, fl,
+                                              rt == MOECTS_ROUTE_ZERO_EXPERT ? zero : rt == MOECTS_ROUTE_ONE_EXPERT ? hot : -1,
+                                              rt == MOECTS_ROUTE_NO_LOCAL ? fl : 0, rt == MOECTS_ROUTE_NO_LOCAL ? fl + nl : 0);
+            prev[j] = e;
+            ids[t * k + j] = (int32_t)e;
+            uint32_t m = (uint32_t)(moects__draw(kw, (uint64_t)(t * k + j)) & 0x7fffff);
+            w[t * k + j] = moects__f32_bits((uint32_t)(126 - (int)(moects__draw(kw, (uint64_t)(t * k + j)) >> 40) % 3) << 23 | m);
+        }
+    free(prev);
+    return 0;
+}
+
+/* x [T, H], biases [E, N1] and [E, H] (|b| < 1/2, full significands), the intermediate's global
+ * scales [E] (448 * 6 / amax, amax in [1, 16]), the expert_map. */
+static void gen_small(const moects_case *c, uint64_t seed, moects_inputs *in)
+{
+    const moects_fused_moe_shape *s = &in->fm;
+    const int64_t N1 = s->activation == MOECTS_ACT_RELU2 ? s->inter : 2 * s->inter;
+    uint16_t *x = in->t[MOECTS_FM_X].host;
+    uint64_t kx = moects__input_key(seed, c->id, "x"), kb = moects__input_key(seed, c->id, "bias");
+    for (int64_t i = 0; i < s->T * s->H; i++) x[i] = bf16_draw(moects__draw(kx, (uint64_t)i), -1);
+    if (c->data == MOECTS_DATA_NAN && s->T > 0) x[s->H / 2] = 0x7fc0;
+    float *b13 = in->t[MOECTS_FM_B13].host, *b2 = in->t[MOECTS_FM_B2].host, *gs = in->t[MOECTS_FM_MID_GS].host;
+    for (int64_t i = 0; b13 && i < s->E * N1; i++)
+        b13[i] = ldexpf((float)(int32_t)(moects__draw(kb, (uint64_t)i) >> 40) / 16777216.0f, -2);
+    for (int64_t i = 0; b2 && i < s->E * s->H; i++)
+        b2[i] = ldexpf((float)(int32_t)(moects__draw(kb, (uint64_t)(s->E * N1 + i)) >> 40) / 16777216.0f, -2);
+    uint64_t kg = moects__input_key(seed, c->id, "mid_global_scale");
+    for (int64_t e = 0; e < s->E; e++) gs[e] = 448.0f * 6.0f / (1.0f + (float)(moects__draw(kg, (uint64_t)e) % 241) / 16.0f);
+    int32_t *map = in->t[MOECTS_FM_MAP].host;
+    for (int64_t g = 0; map && g < s->E_global; g++)
+        map[g] = g >= in->first_local && g < in->first_local + in->n_local ? (int32_t)(g - in->first_local) : -1;
+}
+
+/* [E]: 1 for each local expert some slot routes to (expert 0 always: it carries the data's specials). */
+static uint8_t *routed_experts(const moects_case *c, const moects_inputs *in)
+{
+    uint8_t *used = calloc((size_t)c->E + 1, 1);
+    const int32_t *ids = in->t[MOECTS_FM_IDS].host;
+    if (!used) return NULL;
+    used[0] = 1;
+    for (int64_t i = 0; i < c->T * c->k; i++)
+        if (ids[i] >= in->first_local && ids[i] < in->first_local + in->n_local) used[ids[i] - in->first_local] = 1;
+    return used;
+}
+
+static int fm_check(const moects_case *c, char *err, size_t errlen)
+{
+    const char *id = c->id;
+#define BAD(...) return snprintf(err, errlen, __VA_ARGS__), -1
+    if (c->T < 0 || c->k < 1 || c->k > c->E_global) BAD("case %s: T/k: T %lld, topk %lld of %lld", id, (long long)c->T, (long long)c->k, (long long)c->E_global);
+    if (c->H < 1 || c->inter < 1) BAD("case %s: H/inter: H %lld, I %lld", id, (long long)c->H, (long long)c->inter);
+    if (c->layer_format != MOECTS_LAYER_BF16 && c->layer_format != MOECTS_LAYER_MXFP4) BAD("case %s: layer_format: unknown", id);
+    if (c->layer_format == MOECTS_LAYER_MXFP4 && (c->H % 32 || c->inter % 32))
+        BAD("case %s: H/inter: MXFP4 needs multiples of 32 (H %lld, I %lld)", id, (long long)c->H, (long long)c->inter);
+    if (c->activation < MOECTS_ACT_SILU || c->activation > MOECTS_ACT_SITU) BAD("case %s: activation: unknown", id);
+    if (c->out_dtype != MOECTS_BF16 && c->out_dtype != MOECTS_F32) BAD("case %s: out_dtype: not bf16/f32", id);
+    if (c->routing > MOECTS_ROUTE_ONE_EXPERT && c->routing != MOECTS_ROUTE_NO_LOCAL && c->routing != MOECTS_ROUTE_DISPATCHED)
+        BAD("case %s: routing: not a fused_moe routing", id);
+    if ((c->routing == MOECTS_ROUTE_NO_LOCAL || c->routing == MOECTS_ROUTE_DISPATCHED) && !c->has_map)
+        BAD("case %s: routing: %s needs EP", id, moects__routing_name(c->routing));
+    if (c->ep_size < 1 || c->ep_rank < 0 || c->ep_rank >= c->ep_size || (c->ep_size > 1) != (c->has_map != 0))
+        BAD("case %s: ep_size/ep_rank: rank %d of %d", id, c->ep_rank, c->ep_size);
+#undef BAD
+    return 0;
+}
+
+/* The shape from the case; the rank's experts into in. -1 with err when it has none to route to. */
+static int fm_shape_of(const moects_case *c, moects_inputs *in, char *err, size_t errlen)
+{
+    in->n_local = moects__ep_local_experts(c->E_global, c->ep_size, c->ep_rank, &in->first_local);
+    if (in->n_local != c->E)
+        return snprintf(err, errlen, "case %s: E: %lld local experts, but rank %d of %d holds %lld", c->id,
+                        (long long)c->E, c->ep_rank, c->ep_size, (long long)in->n_local), -1;
+    moects__fused_case_shape(c, &in->fm);
+    return 0;
+}
+
+int moects__fused_build(const moects_case *c, uint64_t seed, int64_t pool_min, moects_inputs *in, char *err,
+                        size_t errlen)
+{
+    (void)pool_min;
+    int rc = fm_check(c, err, errlen);
+    if (rc || (rc = fm_shape_of(c, in, err, errlen))) return rc;
+    const moects_fused_moe_shape *s = &in->fm;
+    const int64_t T = s->T, k = s->k, H = s->H, I = s->inter, E = s->E;
+    const int64_t N1 = s->activation == MOECTS_ACT_RELU2 ? I : 2 * I;
+    const int mx = s->format == MOECTS_LAYER_MXFP4;
+    const size_t w13b = mx ? (size_t)(E * N1 * H / 2) : (size_t)(E * N1 * H) * 2, w2b = mx ? (size_t)(E * H * I / 2) : (size_t)(E * H * I) * 2;
+    in->op = MOECTS_OP_FUSED_MOE;
+    if ((rc = moects__input_alloc(in, MOECTS_FM_X, "x", (size_t)(T * H) * 2, c->id, err, errlen)) ||
+        (rc = moects__input_alloc(in, MOECTS_FM_IDS, "topk_ids", (size_t)(T * k) * 4, c->id, err, errlen)) ||
+        (rc = moects__input_alloc(in, MOECTS_FM_W, "topk_weights", (size_t)(T * k) * 4, c->id, err, errlen)) ||
+        (rc = moects__input_alloc(in, MOECTS_FM_MAP, "expert_map", c->has_map ? (size_t)s->E_global * 4 : 0, c->id, err, errlen)) ||
+        (rc = moects__input_alloc(in, MOECTS_FM_W13, "w13", w13b, c->id, err, errlen)) ||
+        (rc = moects__input_alloc(in, MOECTS_FM_W13S, "w13_scale", mx ? (size_t)(E * N1 * H / 32) : 0, c->id, err, errlen)) ||
+        (rc = moects__input_alloc(in, MOECTS_FM_W2, "w2", w2b, c->id, err, errlen)) ||
+        (rc = moects__input_alloc(in, MOECTS_FM_W2S, "w2_scale", mx ? (size_t)(E * H * I / 32) : 0, c->id, err, errlen)) ||
+        (rc = moects__input_alloc(in, MOECTS_FM_B13, "b13", s->has_bias ? (size_t)(E * N1) * 4 : 0, c->id, err, errlen)) ||
+        (rc = moects__input_alloc(in, MOECTS_FM_B2, "b2", s->has_bias ? (size_t)(E * H) * 4 : 0, c->id, err, errlen)) ||
+        (rc = moects__input_alloc(in, MOECTS_FM_MID_GS, "mid_global_scale", (size_t)E * 4, c->id, err, errlen)))
+        return rc;
+    if ((rc = gen_routing(c, seed, in, err, errlen))) return rc;
+    gen_small(c, seed, in);
+    int sh1 = half_log2(H) - (c->data == MOECTS_DATA_ADVERSARIAL ? 3 : 0), sh2 = half_log2(I) + 1;
+    uint8_t *used = routed_experts(c, in);
+    if (!used) return snprintf(err, errlen, "case %s: " MOECTS_HOST_OOM, c->id), -2;
+    gen_weights(c, used, moects__input_key(seed, c->id, "w13"), moects__input_key(seed, c->id, "w13_scale"), N1, H,
+                sh1, in->t[MOECTS_FM_W13].host, in->t[MOECTS_FM_W13S].host);
+    gen_weights(c, used, moects__input_key(seed, c->id, "w2"), moects__input_key(seed, c->id, "w2_scale"), H, I, sh2,
+                in->t[MOECTS_FM_W2].host, in->t[MOECTS_FM_W2S].host);
+    free(used);
+    in->out_dtype = s->out_dtype;
+    in->out_elems = T * H;
+    in->out_bytes = (size_t)in->out_elems * (s->out_dtype == MOECTS_F32 ? 4 : 2);
+    return 0;
+}
