@@ -7,7 +7,8 @@
 #include "moects_ref.h"
 #include "moects_types.h"
 
-/* W13's row order: which of its N1 = 2I rows are the gate half and which the up half. */
+/* W13's row order: which of its N1 = 2I rows are the gate half and which the up half. interleave8:
+ * gate i on row 16 (i / 8) + i % 8, up i on the row 8 further. */
 typedef enum {
     MOECTS_W13_GATE_UP = 0,     /* rows [0, I) gate, [I, 2I) up: vLLM TritonExperts */
     MOECTS_W13_UP_GATE = 1,     /* rows [0, I) up, [I, 2I) gate: CUTLASS fused MoE, trtllm-gen */
@@ -15,9 +16,12 @@ typedef enum {
     MOECTS_W13_INTERLEAVE8 = 3  /* granules of 8 rows alternate gate, up: DeepGEMM mega MoE */
 } moects_w13_order;
 
-/* The intermediate GEMM2 reads. FP8 scales: s = amax / 448 (FP32 division) or the next power of
- * two (scale_ue8m0); amax 0 gives s = 1e-10 as vLLM's per-token-group quantizer's eps (amax is
- * clamped to eps before the division). */
+/* The intermediate GEMM2 reads. FP8 formats quantize the activation rounded to BF16 first (the
+ * tensor the engines' activation kernel writes), per group: amax = max |v|, scale s = max(amax,
+ * 1e-10) / 448 (FP32 division; 1e-10 is vLLM's per-token-group quantizer's eps, so amax 0 gives
+ * s = 1e-10f / 448) or the smallest power of two >= amax / 448 (scale_ue8m0; no eps, exponent
+ * clamped to [-127, 127]), q = e4m3(v / s) (FP32 division, RNE, saturating); GEMM2 reads dec(q) * s
+ * exactly. A NaN in a group makes its scale, so all of it, NaN. */
 typedef enum {
     MOECTS_MID_BF16 = 0,      /* bf16(a) */
     MOECTS_MID_F32 = 1,       /* a itself (FP32) */
@@ -44,8 +48,9 @@ typedef enum {
  * keys (default first):
  *   w13=gate_up|up_gate|interleave1|interleave8
  *   g1=bf16|f32        GEMM1's output (after the bias) rounded to BF16 or kept FP32
- *   act=bf16|f32       the gate's activation (silu, gelu) rounded to BF16 before the product with up
- *                      (vLLM's act_and_mul in the activation dtype) or kept FP32
+ *   act=bf16|f32       the gate's activation (silu, gelu, gpt_oss's g * sigmoid(alpha g)) rounded to
+ *                      BF16 before the product with up (vLLM's act_and_mul in the activation dtype)
+ *                      or kept FP32; relu2 (no up): its square
  *   sig=div|rcp        sigmoid as g / (1 + exp(-g)) (vLLM silu_kernel) or g * (1 / (1 + exp(-g)))
  *                      (vLLM swigluoai)
  *   mid=bf16|f32|fp8_token|fp8_128|mxfp8

@@ -1,0 +1,52 @@
+/* moects_fused_internal.h: what the fused MoE layer's exact reference shares between its files
+ * (ref/fused_moe.c: routing, stages, combine; ref/fused_moe_gemm.c: the exact GEMMs;
+ * ref/fused_moe_act.c: activation and intermediate) and with its tests. ref/ only, not installed. */
+#ifndef MOECTS_FUSED_INTERNAL_H
+#define MOECTS_FUSED_INTERNAL_H
+#include <stdint.h>
+
+#include "moects_layer.h"
+
+/* ---- exact GEMM (ref/fused_moe_gemm.c; its opening comment proves the steps) ---- */
+/* Rows [0, N) of expert e of a weight tensor W [E][N][K] (BF16, or MXFP4: codes [E][N][K/2] and
+ * UE8M0 scales [E][N][K/32], K a multiple of 32) decoded to doubles b [N][K] (exact: a BF16 value,
+ * or e2m1 * 2^(x-127), up to 6 * 2^127; an element of a 0xFF scale is NaN) and each row's
+ * moects__fused_norm into nb [N] and lb [N]. Rows split over moects__parallel's threads. */
+void moects__fused_decode(const void *w, const uint8_t *scale, moects_layer_format f, int64_t e, int64_t N,
+                          int64_t K, double *b, double *nb, int *lb);
+/* What the dot products' bound needs of a row x [K]: sqrt(sum x_k^2) in double (the Cauchy-Schwarz
+ * factor), and into *low an exponent with every finite x_k a multiple of 2^*low (the smallest
+ * exponent of a nonzero one and the lowest significand bit set in any; MOECTS_FUSED_NO_BITS when
+ * none is finite and nonzero). */
+double moects__fused_norm(const double *x, int64_t K, int *low);
+#define MOECTS_FUSED_NO_BITS 4096
+
+/* d = a b^T, [M][N] (a [M][K], b [N][K]): OpenBLAS dgemms over K-chunks of 256 added in order in
+ * double, column slabs on moects__parallel's threads; an approximation whose error
+ * moects__fused_dot bounds. Returns 0, or -1 out of memory. */
+int moects__fused_dgemm(int64_t M, int64_t N, int64_t K, const double *a, const double *b, double *d);
+
+/* fp32_rne of the exact sum_k a[k] b[k] (every product exact in double; an exact zero is +0; NaN
+ * if a product is NaN or +Inf and -Inf are both there, else the Inf), given this element's d of
+ * moects__fused_dgemm, s = the product of a's and b's moects__fused_norm (so s >= sum |a_k b_k| up
+ * to a relative 2^-21 the bound allows for) and qexp = the sum of their lows (every product, so the
+ * sum, is a multiple of 2^qexp): decided from d's error bound, else in a 128-bit integer, else by
+ * moects_xsum. */
+float moects__fused_dot(double d, double s, int qexp, const double *a, const double *b, int64_t K);
+/* The same by the exact path alone (IEEE's special cases, then moects_xsum). */
+float moects__fused_dot_exact(const double *a, const double *b, int64_t K);
+
+/* ---- activation and intermediate (ref/fused_moe_act.c) ---- */
+/* W13's rows holding gate i and up i (i in [0, inter)) in order o. */
+void moects__fused_gate_up(moects_w13_order o, int64_t inter, int64_t i, int64_t *gate, int64_t *up);
+/* The activation of one (gate, up) pair (relu2: of g alone, u unused), in FP32 as the recipe says,
+ * act=bf16 rounding included; the router weight is not applied here. */
+float moects__fused_act(const moects_fused_moe_shape *s, const moects_layer_recipe *r, float g, float u);
+/* An FP8 group's scale from its amax (the largest |v|; NaN when the group holds a NaN): div:
+ * fmaxf(amax, 1e-10f) / 448.0f; ue8m0: the smallest power of two >= amax / 448 (real arithmetic),
+ * exponent clamped to [-127, 127] (amax 0: 2^-127, +Inf: 2^127). NaN for a NaN amax. */
+double moects__fused_fp8_scale(float amax, int ue8m0);
+/* The intermediate of one row: a [inter] (the activation, times the weight where the recipe puts it
+ * there) -> m [inter], the exact value GEMM2 multiplies (BF16, FP32, or e4m3 * scale in double). */
+void moects__fused_mid(const moects_layer_recipe *r, int64_t inter, const float *a, double *m);
+#endif
