@@ -133,19 +133,42 @@ static moects__ivf sig_mul(moects__ivf x, moects__ivf e, int rcp)
 
 static float cube(float g) { return g * g * g; } /* non-decreasing: fl(g * g) grows with |g| */
 
-/* The gated forms' gate activation (silu, gelu), before act=bf16 and the product with up. */
-static moects__ivf gate_act(moects_activation act, moects__ivf g, int rcp, uint32_t ulp)
+/* The gate's activation before act=bf16 and the product with up: silu(g) = g sigmoid(g), gelu(g),
+ * or gpt_oss's glu = g sigmoid(alpha g) (g clamped already). */
+static moects__ivf gate1(const moects_fused_moe_shape *s, int rcp, uint32_t ulp, moects__ivf g)
 {
     const float BETA = (float)(M_SQRT2 * M_2_SQRTPI * 0.5), KAPPA = 0.044715f, ALPHA = (float)M_SQRT1_2;
-    if (act == MOECTS_ACT_GELU_TANH) {
+    if (s->activation == MOECTS_ACT_GELU_TANH) {
         const moects__ivf inner = moects__ivf_mul(pt(BETA), moects__ivf_add(g, moects__ivf_mul(pt(KAPPA), mono(g, cube))));
         return moects__ivf_mul(moects__ivf_mul(pt(0.5f), g), moects__ivf_add(pt(1.0f), fn(inner, moects_cr_tanhf, ulp)));
     }
-    if (act == MOECTS_ACT_GELU_ERF) {
+    if (s->activation == MOECTS_ACT_GELU_ERF) {
         const moects__ivf er = fn(moects__ivf_mul(g, pt(ALPHA)), moects_cr_erff, ulp);
         return moects__ivf_mul(moects__ivf_mul(g, pt(0.5f)), moects__ivf_add(pt(1.0f), er));
     }
-    return sig_mul(g, fn(neg(g), moects_cr_expf, ulp), rcp); /* silu */
+    const moects__ivf z = s->activation == MOECTS_ACT_GPT_OSS ? moects__ivf_mul(g, pt(s->act_alpha)) : g;
+    return sig_mul(g, fn(neg(z), moects_cr_expf, ulp), rcp); /* silu, gpt_oss */
+}
+
+/* gate1 on a finite interval cut into GATE_PIECES pieces, the hull of theirs: g enters the gate
+ * twice (g / (1 + exp(-g))), and corners treat the two as independent, which widens by up to ~6x
+ * where the function falls (silu near g = -1); a piece of 1/16 the width widens 16 times less. The
+ * pieces cover [lo, hi] (ends exact, cuts non-decreasing), so the hull holds every value. */
+#define GATE_PIECES 16
+static moects__ivf gate(const moects_fused_moe_shape *s, int rcp, uint32_t ulp, moects__ivf g)
+{
+    if (is_point(g) || moects__ivf_is_nan(g) || !isfinite(g.lo) || !isfinite(g.hi)) return gate1(s, rcp, ulp, g);
+    moects__ivf r = {INFINITY, -INFINITY};
+    float p0 = g.lo;
+    for (int i = 1; i <= GATE_PIECES; i++) {
+        const float p1 = i == GATE_PIECES ? g.hi : (float)(g.lo + ((double)g.hi - g.lo) * i / GATE_PIECES);
+        const moects__ivf v = gate1(s, rcp, ulp, (moects__ivf){p0, p1});
+        if (moects__ivf_is_nan(v) || moects__ivf_is_top(v)) return moects__ivf_top();
+        r.lo = v.lo < r.lo ? v.lo : r.lo;
+        r.hi = v.hi > r.hi ? v.hi : r.hi;
+        p0 = p1;
+    }
+    return r;
 }
 
 static float relu(float g) { return g > 0.0f ? g : (g == g ? 0.0f : g); }
@@ -172,15 +195,9 @@ moects__ivf moects__encl_act(const moects_fused_moe_shape *s, const moects_layer
         g = clamp(g, L, 0);
         u = clamp(u, L, 1);
     }
-    if (s->activation == MOECTS_ACT_GPT_OSS) {
-        const moects__ivf z = moects__ivf_mul(g, pt(s->act_alpha));
-        moects__ivf glu = sig_mul(g, fn(neg(z), moects_cr_expf, ulp), r->sig_rcp);
-        if (r->act_bf16) glu = moects__ivf_bf16(glu);
-        return moects__ivf_mul(moects__ivf_add(u, pt(1.0f)), glu);
-    }
-    const moects_activation a = s->activation == MOECTS_ACT_SILU_CLAMP ? MOECTS_ACT_SILU : s->activation;
-    moects__ivf ga = gate_act(a, g, r->sig_rcp, ulp);
+    moects__ivf ga = gate(s, r->sig_rcp, ulp, g);
     if (r->act_bf16) ga = moects__ivf_bf16(ga);
+    if (s->activation == MOECTS_ACT_GPT_OSS) return moects__ivf_mul(moects__ivf_add(u, pt(1.0f)), ga);
     return moects__ivf_mul(ga, u);
 }
 
