@@ -21,11 +21,12 @@
 
 static double gamma_n(double n, double u) { return n * u < 1.0 ? n * u / (1.0 - n * u) : INFINITY; }
 
-moects__encl_gemm moects__encl_gemm_consts(int64_t K, const moects_layer_claim *cl)
+moects__encl_gemm moects__encl_gemm_consts(int64_t K, int fp8, const moects_layer_claim *cl)
 {
     const double u = ldexp(1.0, cl->truncation ? 1 - (int)cl->bits : -(int)cl->bits);
-    const double dg = gamma_n((double)K + 1.0, 0x1p-53);
-    return (moects__encl_gemm){K, gamma_n((double)K + 1.0, u), dg, 1.0 + 2.0 * dg, (int)cl->bits};
+    const double dg = gamma_n((double)K + 1.0, 0x1p-53), nodes = fp8 ? (double)((K + 31) / 32) : 0.0;
+    return (moects__encl_gemm){K, gamma_n(fp8 ? 2.0 : 1.0, u), gamma_n((double)K + nodes, u), dg, 1.0 + 2.0 * dg,
+                               (int)cl->bits};
 }
 
 moects__ivf moects__encl_gemm_iv(double d, double sabs, double rdg, int qexp, const moects__encl_gemm *g)
@@ -40,10 +41,14 @@ moects__ivf moects__encl_gemm_iv(double d, double sabs, double rdg, int qexp, co
         return moects__ivf_point(m == 0.0 ? 0.0f : (float)ldexp(m, qexp)); /* exact in double; exact zero +0 */
     }
     if (!(S < 0x1p127)) return moects__ivf_top(); /* a partial sum may overflow */
+    /* every subset sum of the kernel's terms is at most max(P, N) = (S' + |V'|) / 2 (P, N: the sums of
+     * its positive and negative terms, S' = P + N <= S, |V'| <= |d| + dg S + R) */
+    const double pn = 0.5 * (S + fabs(d) + g->dg * S + R);
     /* U: at most two underflowing roundings per term (the product, a scale product) and the
      * conversion, each below ETA, carried by the later roundings' (1 + gamma) <= 2 */
     const double U = 4.0 * ETA * ((double)g->K + 2.0);
-    const double rad = (g->gam * S + U + g->dg * S + R) * (1.0 + 0x1p-40); /* this line's roundings */
+    const double B = g->gt * S + g->gn * (1.0 + g->gt) * pn + U;
+    const double rad = (B + g->dg * S + R) * (1.0 + 0x1p-40); /* + 2^-40: this line's own roundings */
     if (!(rad < INFINITY)) return moects__ivf_top();
     const double lo = nextafter(d - rad, -INFINITY), hi = nextafter(d + rad, INFINITY);
     return (moects__ivf){(float)lo, (float)hi}; /* fl32 is monotone: RNE of the real ends' bounds */
@@ -149,7 +154,9 @@ static moects__ivf special_dot(const double *alo, const double *ahi, int64_t st,
     for (int64_t k = 0; k < K; k++) {
         const double l = alo[k * st], h = ahi[k * st];
         if (isfinite(l) && isfinite(h) && isfinite(w[k])) continue;
-        if (l == h || w[k] != w[k]) { /* a point, or a NaN weight */
+        if (l != l || h != h || w[k] != w[k]) { /* a NaN operand: a NaN product */
+            nan = 1;
+        } else if (l == h) { /* a point */
             const double p = l * w[k];
             nan |= p != p;
             pinf |= p == INFINITY;

@@ -76,9 +76,10 @@ static int route(moects__ectx *c)
 static double gamma_n(double n, double u) { return n * u < 1.0 ? n * u / (1.0 - n * u) : INFINITY; }
 
 /* combine=f32_any of token t, column h: the n valid slots' terms z_j (y_j, or y_j w_j exactly
- * under weight=combine) have a real sum in [sum lo_j, sum hi_j]; FP32 additions in any order (n - 1
- * roundings on a term's path from acc = 0; n with the weight's fmaf or product) stay within
- * gamma(n(-1), 2^-24) sum max |z_j| (+ n ETA for the products' underflow) of it. */
+ * under weight=combine) have a real sum V in [sum lo_j, sum hi_j]. FP32 additions in any order
+ * from acc = 0 (n - 1 roundings of subset sums; under weight=combine n fmaf, or a rounded product
+ * per term and n - 1 additions) stay within gt S + gn (1 + gt) max(P, N) (+ n ETA for the
+ * products' underflow) of V (docs/fused_moe_enclosure.md, "The combine"). */
 static moects__ivf combine_any(const moects__ectx *c, int64_t t, int64_t h)
 {
     const int fma_w = c->r->weight == MOECTS_WEIGHT_COMBINE;
@@ -101,9 +102,10 @@ static moects__ivf combine_any(const moects__ectx *c, int64_t t, int64_t h)
     if (top) return moects__ivf_top(); /* an Inf in a sum in any order: no claim */
     if (n == 0) return moects__ivf_point(0.0f);
     const double dg = gamma_n(n, 0x1p-53), S = sabs * (1.0 + 2.0 * dg); /* this double sum's error */
-    const double gam = gamma_n(fma_w ? n : n - 1, 0x1p-24), U = fma_w ? n * 0x1p-149 : 0.0;
-    if (!(S * (1.0 + gam) + U < 0x1.fffffep127)) return moects__ivf_top(); /* a partial sum may overflow */
-    const double rad = (gam * S + U + dg * S) * (1.0 + 0x1p-40);
+    const double gt = fma_w ? 0x1p-24 : 0.0, gn = gamma_n(fma_w ? n : n - 1, 0x1p-24), U = fma_w ? n * 0x1p-149 : 0.0;
+    const double pn = 0.5 * (S + fmax(fabs(slo), fabs(shi)) + dg * S); /* max(P, N) of the actual terms */
+    if (!(S * (1.0 + gt) * (1.0 + gn) + U < 0x1.fffffep127)) return moects__ivf_top(); /* may overflow */
+    const double rad = (gt * S + gn * (1.0 + gt) * pn + U + dg * S) * (1.0 + 0x1p-40);
     return (moects__ivf){(float)nextafter(slo - rad, -INFINITY), (float)nextafter(shi + rad, INFINITY)};
 }
 
@@ -299,8 +301,8 @@ int moects__ref_fused_moe_enclosure(const moects_fused_moe_shape *s, const moect
     if (s->T > 0 && (!lo || !hi)) return -1;
     moects__ectx c = {.s = s, .a = a, .r = r, .cl = cl, .H = s->H, .I = s->inter, .k = s->k};
     c.N1 = s->activation == MOECTS_ACT_RELU2 ? s->inter : 2 * s->inter;
-    c.g1c = moects__encl_gemm_consts(c.H, cl);
-    c.g2c = moects__encl_gemm_consts(c.I, cl);
+    c.g1c = moects__encl_gemm_consts(c.H, 0, cl);
+    c.g2c = moects__encl_gemm_consts(c.I, r->mid >= MOECTS_MID_FP8_TOKEN, cl);
     int rc = 0;
     if (s->T > 0 && s->k == 0) zeros(s, lo, hi);
     if (s->T > 0 && s->k > 0) {

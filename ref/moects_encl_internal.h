@@ -59,12 +59,15 @@ void moects__encl_mid(const moects_layer_recipe *r, int64_t inter, const moects_
                       moects__ivf *scratch);
 
 /* ---- the run (ref/fused_enclosure.c drives, ref/fused_encl_gemm.c computes the GEMM stages) ---- */
-/* The GEMMs' constants of a reduction length K under the claim: gam = gamma(K + 1, u) (the
- * kernel's accumulation), dg = gamma(K + 1, 2^-53) (the dgemm's own error), sup = 1 + 2 dg (a
- * dgemm's sum of nonnegative terms to an upper bound of the exact one), bits = the class's. */
+/* The GEMMs' constants of a reduction length K under the claim (docs/fused_moe_enclosure.md, "The
+ * GEMMs"): gt = gamma(terms, u), the roundings of one term (its product; and an FP8 intermediate's
+ * scale product: 2), gn = gamma(K + nodes, u), the roundings of subset sums (the additions, and an
+ * FP8 scale applied to a group's partial sum, ceil(K / 32) groups at most), dg = gamma(K + 1, 2^-53)
+ * (a dgemm's own error), sup = 1 + 2 dg (a dgemm's sum of nonnegative terms to an upper bound of the
+ * exact one), bits = the class's. */
 typedef struct {
     int64_t K;
-    double gam, dg, sup;
+    double gt, gn, dg, sup;
     int bits;
 } moects__encl_gemm;
 #define MOECTS_ENCL_NO_GRID 4096 /* a row's grid exponent when it has no finite nonzero value */
@@ -95,8 +98,8 @@ typedef struct {
 } moects__ectx;
 enum { MOECTS__ENCL_ROW_NAN = 1, MOECTS__ENCL_ROW_TOP = 2, MOECTS__ENCL_ROW_SPECIAL = 3 };
 
-/* The GEMM constants of K under cl. */
-moects__encl_gemm moects__encl_gemm_consts(int64_t K, const moects_layer_claim *cl);
+/* The GEMM constants of K under cl; fp8: GEMM2 reading an FP8 intermediate (scale products). */
+moects__encl_gemm moects__encl_gemm_consts(int64_t K, int fp8, const moects_layer_claim *cl);
 /* The router weight of a slot (bf16 under wdtype=bf16). */
 float moects__encl_weight(const moects__ectx *c, int64_t slot);
 /* Expert c->e's weights into w1, w1a, w1bad, w2, w2a, w2bad. */
