@@ -120,20 +120,20 @@ static void enclose(layer *L, const moects_layer_claim *cl, moects_layer_tightne
 Test(fused_encl_pieces, gemm_interval)
 {
     moects_layer_claim c24 = {24, 0, 0}, t24 = {24, 1, 0}, c40 = {40, 0, 0};
-    moects__encl_gemm g = moects__encl_gemm_consts(2, &c24);
+    moects__encl_gemm g = moects__encl_gemm_consts(2, 0, &c24);
     moects__ivf v = moects__encl_gemm_iv(1.0, 1.0, 0.0, MOECTS_ENCL_NO_GRID, &g);
     cr_assert(v.lo == 1.0f - 0x3p-24f && v.hi == 1.0f + 0x1p-22f, "[%a, %a]", (double)v.lo, (double)v.hi);
-    g = moects__encl_gemm_consts(2, &t24);
+    g = moects__encl_gemm_consts(2, 0, &t24);
     v = moects__encl_gemm_iv(1.0, 1.0, 0.0, MOECTS_ENCL_NO_GRID, &g);
     cr_assert(v.lo == 1.0f - 0x6p-24f && v.hi == 1.0f + 0x3p-23f, "[%a, %a]", (double)v.lo, (double)v.hi);
-    g = moects__encl_gemm_consts(2, &c40);
+    g = moects__encl_gemm_consts(2, 0, &c40);
     v = moects__encl_gemm_iv(1.0, 1.0, 0.0, MOECTS_ENCL_NO_GRID, &g);
     cr_assert(v.lo == 1.0f && v.hi == 1.0f);
     v = moects__encl_gemm_iv(0.0, 0.0, 0.0, MOECTS_ENCL_NO_GRID, &g);
     cr_assert(v.lo == 0.0f && v.hi == 0.0f && !signbit(v.lo));
     v = moects__encl_gemm_iv(1.0, 0x1p127, 0.0, MOECTS_ENCL_NO_GRID, &g);
     cr_assert(moects__ivf_is_top(v), "a partial sum may overflow: no claim");
-    g = moects__encl_gemm_consts(1, &c40);
+    g = moects__encl_gemm_consts(1, 0, &c40);
     v = moects__encl_gemm_iv(2.0, 2.0, 0x1p-10, MOECTS_ENCL_NO_GRID, &g);
     cr_assert(v.lo == 2.0f - 0x1p-10f && v.hi == 2.0f + 0x1p-10f, "[%a, %a]", (double)v.lo, (double)v.hi);
 }
@@ -659,4 +659,172 @@ Test(fused_encl_random, function_ulps)
         }
     cr_log_info("function_ulps: %lld simulated outputs off the exact point", (long long)outside);
     cr_assert(outside > 0);
+}
+
+/* ---- how tight ---- */
+/* Random layers under bits 64 (the GEMMs' slack ~2^-50 S, the dgemms' own) and fn_ulp 0: the
+ * enclosure is the exact reference's point except where a GEMM's exact value lies within that
+ * slack of an FP32 rounding boundary (BF16 data make exact ties common: 1 in ~100 sums) and the
+ * flip travels to the output; at least 90% of the elements are that point. */
+Test(fused_encl_tight, near_exact_class_is_the_point)
+{
+    const moects_layer_claim c64 = {64, 0, 0};
+    uint64_t seed = 7000;
+    int64_t point = 0, total = 0;
+    for (int act = MOECTS_ACT_SILU; act <= MOECTS_ACT_GPT_OSS; act++)
+        for (int mid = 0; mid <= MOECTS_MID_MXFP8; mid++)
+            for (int f = MOECTS_LAYER_BF16; f <= MOECTS_LAYER_MXFP4; f++) {
+                rng_state = ++seed * 7919;
+                cfg c = {(moects_activation)act, (moects_mid_format)mid, (moects_weight_pos)(rnd() % 4),
+                         (moects_layer_format)f, (moects_combine)(rnd() % 2), 0, 0, 0, 0, 0};
+                layer L;
+                gen_layer(&L, &c);
+                enclose(&L, &c64, NULL);
+                exact(&L);
+                check_inside(&L, L.out, "exact", &c64);
+                for (int64_t i = 0; i < L.s.T * L.s.H; i++) {
+                    const float x = at(&L, L.out, i);
+                    point += (at(&L, L.lo, i) == x && at(&L, L.hi, i) == x) || (x != x && at(&L, L.lo, i) != at(&L, L.lo, i));
+                }
+                total += L.s.T * L.s.H;
+                lay_free(&L);
+            }
+    cr_log_info("near_exact_class_is_the_point: %lld of %lld elements", (long long)point, (long long)total);
+    cr_assert(point >= total * 9 / 10, "%lld of %lld", (long long)point, (long long)total);
+}
+
+/* An exact-friendly layer: H 64, I 32, top-4 of 4 experts, BF16 everywhere (the default recipe),
+ * FP32 accumulation. A priori: GEMM1's bound ~ (H/2) u S ~ 32 2^-24 * 5 |g| ~ 1e-5 |g| (S / |g| ~
+ * 0.64 sqrt(64) for random signs), so g1's BF16 rounding flips for ~0.5% of g1 values; a flipped m
+ * (one BF16 ULP, 2^-8 relative) moves y by ~2^-9 |m_i W2_i| ~ 2^-9 / 32 of S2 per flip, GEMM2's own
+ * bound ~ 16 u S2: the output interval before its BF16 rounding is far below one ULP of the
+ * element, so it rounds to one value or two neighbours (a straddle, with probability ~ width / ULP,
+ * a few percent). Every element of width 0 or one ULP below the row maximum's binade is narrower
+ * than one ULP of the row maximum: at least half the elements are, with a wide margin. There the
+ * exact output moved by that ULP, either way, leaves the enclosure; a kernel summing the slots in
+ * BF16 (combine=bf16_chain) where FP32 was declared lands outside on some elements. */
+Test(fused_encl_tight, one_ulp_of_the_row_max_leaves)
+{
+    cfg c = {MOECTS_ACT_SILU, MOECTS_MID_BF16, MOECTS_WEIGHT_GEMM2, MOECTS_LAYER_BF16, MOECTS_COMBINE_F32_SLOTS,
+             16, 4, 64, 32, 4};
+    layer L;
+    rng_state = 91;
+    gen_layer(&L, &c);
+    set_recipe(&L, MOECTS_LAYER_RECIPE_V1);
+    L.s.out_dtype = MOECTS_BF16;
+    for (int64_t t = 0; t < L.s.T; t++)
+        for (int64_t j = 0; j < 4; j++) L.ids[t * 4 + j] = (int32_t)j; /* every slot valid */
+    moects_layer_tightness tg;
+    enclose(&L, &FP32_CLAIM, &tg);
+    exact(&L);
+    check_inside(&L, L.out, "exact", &FP32_CLAIM);
+    int64_t caught = 0, n = L.s.T * L.s.H;
+    for (int64_t t = 0; t < L.s.T; t++) {
+        float rowmax = 0.0f;
+        for (int64_t h = 0; h < L.s.H; h++) rowmax = fmaxf(rowmax, fabsf(at(&L, L.out, t * L.s.H + h)));
+        const float ulp = ldexpf(1.0f, ilogbf(rowmax) - 7);
+        for (int64_t i = t * L.s.H; i < (t + 1) * L.s.H; i++) {
+            const float x = at(&L, L.out, i), lo = at(&L, L.lo, i), hi = at(&L, L.hi, i);
+            const float p = hi - x < x - lo ? x + ulp : x - ulp; /* towards the nearer end */
+            caught += p < lo || p > hi;
+        }
+    }
+    L.r.combine = MOECTS_COMBINE_BF16_CHAIN;
+    cr_assert_eq(moects__ref_fused_moe(&L.s, &L.a, &L.r), 0);
+    int64_t chain_out = 0;
+    for (int64_t i = 0; i < n; i++) chain_out += !(at(&L, L.out, i) >= at(&L, L.lo, i) && at(&L, L.out, i) <= at(&L, L.hi, i));
+    cr_log_info("one_ulp_of_the_row_max_leaves: median width %g ULPs, max %g, narrow %lld of %lld; moved by one ULP "
+                "of the row max: %lld outside; BF16 running sum: %lld outside",
+                tg.median_ulps, tg.max_ulps, (long long)tg.narrow_rowmax, (long long)n, (long long)caught,
+                (long long)chain_out);
+    cr_assert(tg.narrow_rowmax >= n / 2 && caught >= tg.narrow_rowmax && chain_out > 0);
+    lay_free(&L);
+}
+
+/* ---- NaN, Inf, refusals ---- */
+/* An Inf and a NaN in x, a NaN in expert 1's W13 row 2, a -Inf (BF16) or NaN scale (MXFP4) in
+ * expert 2's W2 row 0. */
+static void make_special(layer *L)
+{
+    const int64_t H = L->s.H, I = L->s.inter, N1 = L->N1;
+    L->x[3] = 0x7F80;
+    if (L->s.T > 1) L->x[H + 5] = 0xFFC0;
+    if (L->s.format == MOECTS_LAYER_BF16) {
+        ((uint16_t *)L->w13)[(1 * N1 + 2) * H + 7] = 0x7FC0;
+        ((uint16_t *)L->w2)[(2 * H + 0) * I + 3] = 0xFF80;
+    } else {
+        L->w13s[(1 * N1 + 2) * H / 32] = 0xFF;
+        L->w2s[(2 * H + 0) * I / 32] = 0xFF;
+    }
+}
+
+/* NaN where every admissible implementation gives NaN, and only there or where no claim is made: the
+ * exact reference and the simulated kernel agree with the NaN-expected elements, and the rest of
+ * each output stays inside. Tokens 0 and 1 (x's Inf and NaN) are NaN nearly everywhere; tokens 2 and
+ * 3 only where W2's row 0 reaches them (and combine=f32_any makes no claim on a sum holding an Inf). */
+Test(fused_encl_special, nan_and_inf)
+{
+    uint64_t seed = 9000;
+    int64_t nan = 0, unb = 0, total = 0;
+    for (int act = MOECTS_ACT_SILU; act <= MOECTS_ACT_GPT_OSS; act++)
+        for (int f = MOECTS_LAYER_BF16; f <= MOECTS_LAYER_MXFP4; f++)
+            for (int mid = 0; mid <= MOECTS_MID_MXFP8; mid += 2) {
+                cfg c = {(moects_activation)act, (moects_mid_format)mid, MOECTS_WEIGHT_GEMM2, (moects_layer_format)f,
+                         (moects_combine)(seed % 3), 4, 3, 64, 0, 3};
+                static const int32_t ids[12] = {0, 1, 2, 0, 2, -1, 0, 2, 0, 2, -1, 0};
+                layer L;
+                rng_state = ++seed;
+                gen_layer(&L, &c);
+                memcpy(L.ids, ids, sizeof ids); /* tokens 2, 3: finite but for W2's column 0 */
+                L.s.has_expert_map = 0, L.a.expert_map = NULL;
+                make_special(&L);
+                const moects_layer_claim cl = {24, 0, 1};
+                moects_layer_tightness t;
+                enclose(&L, &cl, &t);
+                exact(&L);
+                check_inside(&L, L.out, "exact", &cl);
+                simulate(&L, 1);
+                check_inside(&L, L.sim, "simulated", &cl);
+                nan += t.nan, unb += t.unbounded, total += t.elements;
+                lay_free(&L);
+            }
+    cr_log_info("nan_and_inf: %lld NaN expected, %lld unbounded of %lld", (long long)nan, (long long)unb, (long long)total);
+    cr_assert(nan > 0 && nan < total * 3 / 4, "tokens 2 and 3 are finite but for column 0");
+}
+
+/* Refused: invalid shapes and claims, recipes the shape cannot take, situ; taken: combine=f32_any
+ * (no exact result, an enclosure), T = 0, k = 0 (every output +0). */
+Test(fused_encl_special, refusals)
+{
+    layer L;
+    lay_init(&L, 2, 2, 64, 32, 2, MOECTS_ACT_SILU, MOECTS_LAYER_MXFP4);
+    const moects_layer_claim ok = {24, 0, 0}, bits1 = {1, 0, 0}, bits65 = {65, 0, 0}, tr2 = {24, 2, 0};
+    moects_layer_tightness t;
+#define ENCL(cl) moects__ref_fused_moe_enclosure(&L.s, &L.a, &L.r, cl, L.lo, L.hi, &t)
+    cr_assert_eq(ENCL(&ok), 0);
+    cr_assert_eq(ENCL(&bits1), -1);
+    cr_assert_eq(ENCL(&bits65), -1);
+    cr_assert_eq(ENCL(&tr2), -1);
+    cr_assert_eq(ENCL(NULL), -1);
+    L.r.combine = MOECTS_COMBINE_F32_ANY;
+    cr_assert_eq(ENCL(&ok), 0, "combine in any order: enclosed");
+    L.r.weight = MOECTS_WEIGHT_INPUT;
+    cr_assert_eq(ENCL(&ok), -1, "weight on the input with k = 2");
+    L.r.weight = MOECTS_WEIGHT_GEMM2, L.r.mid = MOECTS_MID_FP8_128;
+    cr_assert_eq(ENCL(&ok), -1, "fp8_128 with I = 32");
+    L.r.mid = MOECTS_MID_BF16, L.s.activation = MOECTS_ACT_SITU;
+    cr_assert_eq(ENCL(&ok), -1, "situ is not defined");
+    L.s.activation = MOECTS_ACT_SILU, L.s.H = 48;
+    cr_assert_eq(ENCL(&ok), -1, "MXFP4 with H % 32");
+    L.s.H = 64;
+    cr_assert_eq(moects__ref_fused_moe_enclosure(&L.s, &L.a, &L.r, &ok, NULL, L.hi, &t), -1, "no lo");
+    L.s.k = 0;
+    memset(L.lo, 0xFF, 4 * 128), memset(L.hi, 0xFF, 4 * 128);
+    cr_assert_eq(ENCL(&ok), 0);
+    for (int i = 0; i < 128; i++) cr_assert(at(&L, L.lo, i) == 0.0f && at(&L, L.hi, i) == 0.0f, "no slot: +0");
+    cr_assert(t.elements == 128 && t.wide == 0 && t.narrow_rowmax == 128);
+    L.s.T = 0;
+    cr_assert_eq(ENCL(&ok), 0, "T = 0: nothing to do");
+#undef ENCL
+    lay_free(&L);
 }
