@@ -64,18 +64,27 @@ float moects__encl_weight(const moects__ectx *c, int64_t slot)
  * double (ref/fused_moe_gemm.c's decoding: a 0xFF scale makes its elements NaN). */
 static void decode_row(const moects__ectx *c, int w2, int64_t n, double *out)
 {
+    static const double e2m1[16] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0};
     const int64_t N = w2 ? c->H : c->N1, K = w2 ? c->I : c->H, row = c->e * N + n;
     const void *w = w2 ? c->a->w2 : c->a->w13;
     if (c->s->format == MOECTS_LAYER_BF16) {
         const uint16_t *src = (const uint16_t *)w + row * K;
-        for (int64_t k = 0; k < K; k++) out[k] = moects__bf16_to_f32(src[k]);
+        for (int64_t k = 0; k < K; k++) { /* BF16: the upper half of an FP32 */
+            const uint32_t u = (uint32_t)src[k] << 16;
+            float f;
+            memcpy(&f, &u, sizeof f);
+            out[k] = f;
+        }
         return;
     }
     const uint8_t *codes = (const uint8_t *)w + row * (K / 2);
     const uint8_t *sc = (w2 ? c->a->w2_scale : c->a->w13_scale) + row * (K / 32);
     for (int64_t k0 = 0; k0 < K; k0 += 32) {
         const double x = sc[k0 / 32] == 0xFF ? NAN : ldexp(1.0, sc[k0 / 32] - 127);
-        for (int64_t k = k0; k < k0 + 32; k++) out[k] = moects__e2m1_decode((codes[k / 2] >> (4 * (k & 1))) & 0xF) * x;
+        for (int64_t k = k0; k < k0 + 32; k += 2) { /* exact: 2 significant bits times a power of two */
+            out[k] = e2m1[codes[k / 2] & 0xF] * x;
+            out[k + 1] = e2m1[codes[k / 2] >> 4] * x;
+        }
     }
 }
 
@@ -90,21 +99,26 @@ static int low_bit(double v)
 }
 
 /* out and |out| with the non-finite values zeroed; 1 when there was one. *low: every finite value
- * a multiple of 2^*low (MOECTS_ENCL_NO_GRID: none nonzero). */
+ * a multiple of 2^*low (the smallest exponent of a nonzero one plus the lowest significand bit set
+ * in any, as ref/fused_moe_gemm.c's moects__fused_norm: at most each value's lowest set bit);
+ * MOECTS_ENCL_NO_GRID when none is nonzero. */
 static int split_finite(double *out, double *abs, int64_t K, int *low)
 {
-    int bad = 0, lo = MOECTS_ENCL_NO_GRID;
+    int bad = 0, emin = 0x7FF;
+    uint64_t bits = 1ull << 52;
     for (int64_t k = 0; k < K; k++) {
         const int fin = isfinite(out[k]);
         bad |= !fin;
-        out[k] = fin ? out[k] : 0.0;
-        abs[k] = fabs(out[k]);
-        if (out[k] != 0.0) {
-            const int b = low_bit(out[k]);
-            lo = b < lo ? b : lo;
-        }
+        const double v = fin ? out[k] : 0.0;
+        out[k] = v;
+        abs[k] = fabs(v);
+        uint64_t u;
+        memcpy(&u, &v, sizeof u);
+        const int e = (int)((u >> 52) & 0x7FF), nz = (u << 1) != 0, ee = e ? e : 1; /* subnormal: m 2^(1-1075) */
+        emin = nz && ee < emin ? ee : emin;
+        bits |= nz ? u & 0xFFFFFFFFFFFFFull : 0;
     }
-    *low = lo;
+    *low = emin == 0x7FF ? MOECTS_ENCL_NO_GRID : emin - 1075 + __builtin_ctzll(bits);
     return bad;
 }
 
