@@ -33,10 +33,11 @@ moects__ivf moects__encl_gemm_iv(double d, double sabs, double rdg, int qexp, co
 {
     if (sabs == 0.0) return moects__ivf_point(0.0f); /* every term 0: every order gives +0 */
     const double S = sabs * g->sup, R = rdg * g->sup;
-    /* the grid: products and partial sums multiples of 2^qexp >= 2^-149 below 2^(bits + qexp) are
-     * exact in the class (binary32's range), so the kernel returns fl32 of the exact sum V; d is
-     * within dg S of V, the one multiple of 2^qexp that near when dg S < 2^(qexp - 1) */
-    if (rdg == 0.0 && qexp >= -149 && qexp < 900 && S < ldexp(1.0, g->bits + qexp) && g->dg * S < ldexp(0.5, qexp)) {
+    /* the grid: products and partial sums multiples of 2^qexp >= 2^-149 below 2^(bits + qexp) (and
+     * 2^127: no overflow) are exact in the class, so the kernel returns fl32 of the exact sum V; d
+     * is within dg S of V, the one multiple of 2^qexp that near when dg S < 2^(qexp - 1) */
+    if (rdg == 0.0 && qexp >= -149 && qexp < 900 && S < ldexp(1.0, g->bits + qexp) && S < 0x1p127 &&
+        g->dg * S < ldexp(0.5, qexp)) {
         const double m = nearbyint(ldexp(d, -qexp));
         return moects__ivf_point(m == 0.0 ? 0.0f : (float)ldexp(m, qexp)); /* exact in double; exact zero +0 */
     }

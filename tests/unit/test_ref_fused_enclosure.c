@@ -136,6 +136,15 @@ Test(fused_encl_pieces, gemm_interval)
     g = moects__encl_gemm_consts(1, 0, &c40);
     v = moects__encl_gemm_iv(2.0, 2.0, 0x1p-10, MOECTS_ENCL_NO_GRID, &g);
     cr_assert(v.lo == 2.0f - 0x1p-10f && v.hi == 2.0f + 0x1p-10f, "[%a, %a]", (double)v.lo, (double)v.hi);
+    /* the grid: integer products (q = 0) summing to |partial sums| <= S = 3 < 2^24 are exact in every
+     * order: the point, also from a d a dgemm left 2^-40 off, and +0 for 1 + 1 - 2 (S 4) */
+    g = moects__encl_gemm_consts(2, 0, &c24);
+    v = moects__encl_gemm_iv(3.0 + 0x1p-40, 3.0, 0.0, 0, &g);
+    cr_assert(v.lo == 3.0f && v.hi == 3.0f);
+    v = moects__encl_gemm_iv(0.0, 4.0, 0.0, 0, &g);
+    cr_assert(v.lo == 0.0f && v.hi == 0.0f && !signbit(v.lo) && !signbit(v.hi));
+    v = moects__encl_gemm_iv(1.0, 1.0, 0.0, -30, &g); /* 1 + 2^-30 - 2^-30: S >= 2^(24 - 30) */
+    cr_assert(v.lo < 1.0f && v.hi > 1.0f, "not on a 24-bit grid: the bound");
 }
 
 /* Interval operations: corners, the special states, steps in ordered floats. */
