@@ -96,4 +96,46 @@ const char *moects__layer_recipe_inexact(const moects_layer_recipe *r, const moe
  * shape has no exact definition of (moects__layer_recipe_inexact), or out of memory. */
 int moects__ref_fused_moe(const moects_fused_moe_shape *s, const moects_fused_moe_args *a,
                           const moects_layer_recipe *r);
+
+/* ---- the enclosure reference (ref/fused_enclosure.c; DESIGN.md "The fused MoE layer": the second
+ * reference; docs/fused_moe_enclosure.md proves each stage) ---- */
+/* A bounded layer kernel's claim: its GEMMs accumulate in any order in the class (bits, truncation)
+ * (24, 0 = FP32 RNE): every product, scale product and addition inside a GEMM rounded to bits bits,
+ * u = 2^-bits (RNE) or 2^(1-bits) (truncation), binary32's exponent range, at most K + 1 roundings on
+ * any term's path, then one rounding to FP32; and its exp/tanh/erf are within fn_ulp ulps (ordered
+ * distance on the FP32 bit patterns) of the correctly rounded value (0: correctly rounded). Every
+ * other operation is the recipe's own FP32 operation, rounded to nearest even. */
+typedef struct {
+    uint32_t bits;
+    int truncation;
+    uint32_t fn_ulp;
+} moects_layer_claim;
+
+/* How tight an enclosure is, over the T * H output elements. Widths are the ordered-integer distance
+ * between lo's and hi's bit patterns in out_dtype (+0 and -0 are 0 apart), over the bounded
+ * elements (neither NaN-expected nor unbounded); median: the lower middle one. */
+typedef struct {
+    int64_t elements;      /* T * H */
+    int64_t nan;           /* NaN expected: every admissible implementation outputs NaN */
+    int64_t unbounded;     /* lo = -Inf, hi = +Inf: no claim (some implementations may give NaN) */
+    int64_t wide;          /* bounded elements whose width exceeds one output ULP */
+    int64_t narrow_rowmax; /* bounded elements with hi - lo below one output ULP of their row's largest
+                              finite |lo| or |hi|: a value moved by that ULP either way leaves them */
+    double median_ulps, max_ulps;
+} moects_layer_tightness;
+
+/* The enclosure of recipe r under claim cl: per element of the [T, H] output, lo and hi (out_dtype:
+ * BF16 bits or FP32) hold the smallest and largest value any admissible implementation can output:
+ * the exact reference's stage chain (moects__ref_fused_moe) with GEMMs in any order of cl's class,
+ * exp/tanh/erf within cl->fn_ulp, and combine=f32_any's additions in any order. NaN in both where
+ * every admissible implementation outputs NaN (a NaN input, an Inf times 0, +Inf and -Inf in one
+ * sum, a group of an FP8 intermediate holding a NaN); lo = -Inf, hi = +Inf where the enclosure makes
+ * no claim (an implementation may give NaN, or a sum may overflow). A token without a valid slot
+ * gets +0 in both. tight (may be NULL): the widths. Host pointers; threads as moects__ref_fused_moe.
+ * Returns 0, or -1 for an invalid shape, recipe or claim (bits outside 2..64, truncation not 0/1), a
+ * recipe the shape cannot take (moects__layer_recipe_inexact, combine=f32_any aside: defined here),
+ * or out of memory. */
+int moects__ref_fused_moe_enclosure(const moects_fused_moe_shape *s, const moects_fused_moe_args *a,
+                                    const moects_layer_recipe *r, const moects_layer_claim *cl, void *lo,
+                                    void *hi, moects_layer_tightness *tight);
 #endif
