@@ -114,7 +114,7 @@ static void apply(moects_case *c, const fused_variant *v)
 }
 
 /* T of a smoke case: the most tokens (1..4) whose slots cost at most SMOKE_PRODUCTS products (under
- * EP: slot 0 local, the others local with probability E / E_global). */
+ * EP: slot 0 local, the others local with probability E / E_global), at least 1. */
 static int64_t smoke_t(const moects_case *c)
 {
     double slots = c->ep_size > 1 ? 1 + (double)(c->k - 1) * (double)c->E / (double)c->E_global : (double)c->k;
@@ -140,7 +140,7 @@ static int smoke_cases(const moects_model *m, const moects_case *base, int ep, i
     moects_case c = layer_case(m, base, ep, ep ? ep - 1 : 0, I_rank, f, 1);
     if (nf == 2 && c.E * 3 * c.inter * c.H * 2 > SMOKE_BYTES) c.layer_format = f = MOECTS_LAYER_MXFP4;
     if (ep) c.routing = MOECTS_ROUTE_DISPATCHED;
-    c.T = ep ? 4 : smoke_t(&c);
+    c.T = smoke_t(&c);
     const moects_case plain = c;
     if (push_smoke(out, &c, "smoke")) return -1;
     c.data = MOECTS_DATA_ADVERSARIAL;
@@ -150,7 +150,9 @@ static int smoke_cases(const moects_model *m, const moects_case *base, int ep, i
         if (push_smoke(out, &c, "smoke-no-local")) return -1;
     }
     const fused_variant *v = &VARIANTS[(h >> 8) % NVARIANTS];
-    if (v->ep_only || v->data == MOECTS_DATA_ADVERSARIAL || (ep && v->routing)) return 0;
+    if (v->ep_only || v->data == MOECTS_DATA_ADVERSARIAL || (ep && v->routing) ||
+        (double)c.T * (double)c.k * 3.0 * (double)c.inter * (double)c.H > (double)SMOKE_PRODUCTS)
+        return 0; /* the variant only where the case is cheap */
     c = plain;
     apply(&c, v);
     c.T = v->T ? plain.T : 0;

@@ -7,6 +7,7 @@
 #include "moects_harness.h"
 #include "moects_inputs.h"
 #include "moects_kernel.h"
+#include "moects_layer.h"
 #include "moects_ref.h"
 
 /* What a case's outputs are judged against. */
@@ -17,7 +18,17 @@ typedef struct {
     const double *bound;          /* a bounded claim: per-element bounds [out_elems] (moects_ref_*_bound_class
                                      for the kernel's class); NULL otherwise */
     const moects_bound_stats *st; /* the accumulation check's inputs, NULL where the check does not apply */
+    /* a bounded claim of a layer recipe (fused_moe): every element in [lo, hi] (out_dtype; NaN in lo:
+     * NaN expected; lo -Inf and hi +Inf: anything); tight their widths; any_order: the recipe sums in
+     * any order, so runs may differ (no FAIL_NONDETERMINISTIC). lo NULL otherwise. */
+    const void *lo, *hi;
+    const moects_layer_tightness *tight;
+    int any_order;
 } moects_judge_ref;
+
+/* Whether kernel k's claim is bounded: an accumulation class without a recipe (per-element bounds),
+ * or with a layer recipe (an op with an enclosure, fused_moe). */
+int moects__judge_claim_bounded(const moects_kernel *k);
 
 /* The verdict of kernel k's runs got[0..nruns) (each [out_elems] out_dtype; invalid moe_gemm rows are
  * overwritten with the reference's bytes): run 1 judged under k's claim (recipe: identical bits;

@@ -13,6 +13,7 @@
 #include "moects_cases.h"
 #include "moects_diag.h"
 #include "moects_inputs.h"
+#include "moects_layer.h"
 #include "moects_ref.h"
 
 /* A kernel's shape argument (what run() and supports() get), for any op. */
@@ -84,8 +85,14 @@ typedef struct moects__op_def {
     int64_t (*reduction_k)(const moects_inputs *in); /* the GEMM's K of a bounded case */
     /* The output's coordinates for the diagnostics (moects_out_geom, harness/moects_diag.h). */
     void (*geometry)(const moects_inputs *in, moects_out_geom *g);
-    /* Why a kernel's claim of recipe cannot be judged on c ("which W4A16 does not have ..."), or NULL. */
-    const char *(*claim_refused)(const moects_case *c, moects_recipe recipe);
+    /* Why a kernel's claim of recipe (bounded: with an accumulation class) cannot be judged on c
+     * ("which W4A16 does not have ..."), or NULL. */
+    const char *(*claim_refused)(const moects_case *c, moects_recipe recipe, int bounded);
+    /* A bounded claim of a layer recipe (fused_moe): per element the interval [lo, hi] (out_dtype,
+     * [out_elems] each) every admissible implementation lies in, and its widths; NULL: the op has
+     * none. 0, or -1. */
+    int (*enclosure)(const moects_inputs *in, const moects_op_args *a, moects_recipe r, const moects_acc_class *cls,
+                     void *lo, void *hi, moects_layer_tightness *tight);
 
     /* ---- --perf ---- */
     const char *perf_unit, *perf_key; /* "GB/s" "gbps" (bytes moved) or "TFLOP/s" "tflops" (2MNK) */

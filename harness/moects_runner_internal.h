@@ -3,6 +3,8 @@
 #ifndef MOECTS_RUNNER_INTERNAL_H
 #define MOECTS_RUNNER_INTERNAL_H
 #include "moects_guard.h"
+#include "moects_judge.h"
+#include "moects_layer.h"
 #include "moects_ref.h"
 #include "moects_runner.h"
 
@@ -65,11 +67,18 @@ typedef struct {
     double *bound;           /* [out_elems] */
     moects_bound_stats st;   /* [out_elems] each, or all NULL */
     moects_acc_class cls;
+    /* an op with an enclosure (fused_moe): the enclosure of recipe under cls instead (bound NULL) */
+    void *lo, *hi;           /* [out_bytes] each */
+    moects_layer_tightness tight;
+    moects_recipe recipe;
 } moects__bounds;
-/* Computed from in's host tensors (OpenBLAS's threads as set). 0; -1 when the reference refuses
- * (harness or case bug); -2 out of memory (b left empty). */
+/* Computed from in's host tensors (OpenBLAS's threads as set), for a bounded claim of class cls
+ * under recipe (moects__judge_claim_bounded). 0; -1 when the reference refuses (harness or case
+ * bug); -2 out of memory (b left empty). */
 int moects__bounds_compute(const moects_case *c, const moects_inputs *in, const moects_acc_class *cls,
-                           moects__bounds *b);
+                           moects_recipe recipe, moects__bounds *b);
+/* The judge's view of b: bounds and check inputs, or the enclosure (any_order from the recipe). */
+moects_judge_ref moects__bounds_ref(const moects_inputs *in, const void *want, const moects__bounds *b);
 void moects__bounds_free(moects__bounds *b);
 
 #endif

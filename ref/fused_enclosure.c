@@ -16,39 +16,12 @@
 #include <string.h>
 
 #include "moects_encl_internal.h"
+#include "moects_fused_internal.h"
 #include "moects_gemm_internal.h"
 
 #define Y_BUDGET ((int64_t)1 << 30)   /* bytes of per-slot intervals held at once */
 #define ROW_BUDGET ((int64_t)96 << 20) /* bytes of one row chunk's buffers */
 #define ROWS_MAX 256
-
-/* The exact reference's checks (ref/fused_moe.c bad_recipe, bad_shape): the same inputs refused,
- * but a->out is not read (lo and hi are the outputs). */
-static int bad_recipe(const moects_layer_recipe *r)
-{
-    return (unsigned)r->w13 > MOECTS_W13_INTERLEAVE8 || (unsigned)r->mid > MOECTS_MID_MXFP8 ||
-           (unsigned)r->weight > MOECTS_WEIGHT_COMBINE || (unsigned)r->combine > MOECTS_COMBINE_F32_ANY ||
-           (unsigned)r->g1_bf16 > 1 || (unsigned)r->act_bf16 > 1 || (unsigned)r->sig_rcp > 1 ||
-           (unsigned)r->scale_ue8m0 > 1 || (unsigned)r->w_bf16 > 1 || (unsigned)r->slot_bf16 > 1;
-}
-
-static int bad_shape(const moects_fused_moe_shape *s, const moects_fused_moe_args *a)
-{
-    const int64_t big = (int64_t)1 << 30;
-    if (s->T < 0 || s->k < 0 || s->H < 1 || s->inter < 1 || s->E < 1) return 1;
-    if (s->T > big || s->k > 4096 || s->H > big || s->inter > big || s->E > big || s->E_global > big) return 1;
-    if ((double)s->E * 2.0 * (double)s->inter * (double)s->H > 0x1p60) return 1;
-    if (s->has_expert_map && (s->E_global < 1 || !a->expert_map)) return 1;
-    if (s->format != MOECTS_LAYER_BF16 && s->format != MOECTS_LAYER_MXFP4) return 1;
-    if (s->activation < MOECTS_ACT_SILU || s->activation > MOECTS_ACT_GPT_OSS) return 1; /* situ: undefined */
-    if (s->out_dtype != MOECTS_BF16 && s->out_dtype != MOECTS_F32) return 1;
-    if (s->has_bias && (!a->b13 || !a->b2)) return 1;
-    if (s->format == MOECTS_LAYER_MXFP4 && (s->H % 32 || s->inter % 32 || !a->w13_scale || !a->w2_scale))
-        return 1;
-    if (s->T > 0 && !a->x) return 1;
-    if (s->T > 0 && s->k > 0 && (!a->topk_ids || !a->topk_weights || !a->w13 || !a->w2)) return 1;
-    return 0;
-}
 
 /* A recipe the shape cannot take; combine=f32_any is defined here. */
 static int refused(const moects_layer_recipe *r, const moects_fused_moe_shape *s)
@@ -56,21 +29,6 @@ static int refused(const moects_layer_recipe *r, const moects_fused_moe_shape *s
     moects_layer_recipe q = *r;
     if (q.combine == MOECTS_COMBINE_F32_ANY) q.combine = MOECTS_COMBINE_F32_SLOTS;
     return moects__layer_recipe_inexact(&q, s) != NULL;
-}
-
-/* c->slot_e from topk_ids and expert_map (ref/fused_moe.c's route): 0, or -1 for a map entry >= E. */
-static int route(moects__ectx *c)
-{
-    const moects_fused_moe_shape *s = c->s;
-    for (int64_t slot = 0; slot < s->T * s->k; slot++) {
-        const int64_t id = c->a->topk_ids[slot];
-        int64_t e = -1;
-        if (!s->has_expert_map) e = id >= 0 && id < s->E ? id : -1;
-        else if (id >= 0 && id < s->E_global) e = c->a->expert_map[id] >= 0 ? c->a->expert_map[id] : -1;
-        if (e >= s->E) return -1;
-        c->slot_e[slot] = (int32_t)e;
-    }
-    return 0;
 }
 
 static double gamma_n(double n, double u) { return n * u < 1.0 ? n * u / (1.0 - n * u) : INFINITY; }
@@ -297,7 +255,9 @@ int moects__ref_fused_moe_enclosure(const moects_fused_moe_shape *s, const moect
                                     const moects_layer_recipe *r, const moects_layer_claim *cl, void *lo,
                                     void *hi, moects_layer_tightness *tight)
 {
-    if (!s || !a || !r || !cl || bad_recipe(r) || bad_shape(s, a) || refused(r, s) || bad_claim(cl)) return -1;
+    if (!s || !a || !r || !cl || moects__fused_bad_recipe(r) || moects__fused_bad_shape(s, a, 0) || refused(r, s) ||
+        bad_claim(cl))
+        return -1; /* the exact reference's checks, a->out aside (lo and hi are the outputs) */
     if (s->T > 0 && (!lo || !hi)) return -1;
     moects__ectx c = {.s = s, .a = a, .r = r, .cl = cl, .H = s->H, .I = s->inter, .k = s->k};
     c.N1 = s->activation == MOECTS_ACT_RELU2 ? s->inter : 2 * s->inter;
@@ -309,7 +269,7 @@ int moects__ref_fused_moe_enclosure(const moects_fused_moe_shape *s, const moect
         int64_t tc, *order, *cnt;
         void *block = alloc_all(&c, &tc, &order, &cnt);
         if (!block) return -1;
-        rc = route(&c);
+        rc = moects__fused_route(c.s, c.a, c.slot_e);
         for (int64_t t0 = 0; rc == 0 && t0 < s->T; t0 += tc) {
             c.t0 = t0;
             c.t1 = s->T - t0 < tc ? s->T : t0 + tc;

@@ -64,15 +64,16 @@ static void share(int64_t n, int64_t id, int64_t nth, int64_t *r0, int64_t *r1)
     *r1 = (id + 1) * n / nth;
 }
 
-static int bad_recipe(const moects_layer_recipe *r)
+int moects__fused_bad_recipe(const moects_layer_recipe *r)
 {
     return (unsigned)r->w13 > MOECTS_W13_INTERLEAVE8 || (unsigned)r->mid > MOECTS_MID_MXFP8 ||
            (unsigned)r->weight > MOECTS_WEIGHT_COMBINE || (unsigned)r->combine > MOECTS_COMBINE_F32_ANY ||
            (unsigned)r->g1_bf16 > 1 || (unsigned)r->act_bf16 > 1 || (unsigned)r->sig_rcp > 1 ||
-           (unsigned)r->scale_ue8m0 > 1 || (unsigned)r->w_bf16 > 1 || (unsigned)r->slot_bf16 > 1;
+           (unsigned)r->scale_ue8m0 > 1 || (unsigned)r->w_bf16 > 1 || (unsigned)r->slot_bf16 > 1 ||
+           (unsigned)r->fn > 4;
 }
 
-static int bad_shape(const moects_fused_moe_shape *s, const moects_fused_moe_args *a)
+int moects__fused_bad_shape(const moects_fused_moe_shape *s, const moects_fused_moe_args *a, int need_out)
 {
     const int64_t big = (int64_t)1 << 30;
     if (s->T < 0 || s->k < 0 || s->H < 1 || s->inter < 1 || s->E < 1) return 1;
@@ -80,27 +81,25 @@ static int bad_shape(const moects_fused_moe_shape *s, const moects_fused_moe_arg
     if ((double)s->E * 2.0 * (double)s->inter * (double)s->H > 0x1p60) return 1;
     if (s->has_expert_map && (s->E_global < 1 || !a->expert_map)) return 1;
     if (s->format != MOECTS_LAYER_BF16 && s->format != MOECTS_LAYER_MXFP4) return 1;
-    if (s->activation < MOECTS_ACT_SILU || s->activation > MOECTS_ACT_GPT_OSS) return 1;
+    if (s->activation < MOECTS_ACT_SILU || s->activation > MOECTS_ACT_GPT_OSS) return 1; /* situ: undefined */
     if (s->out_dtype != MOECTS_BF16 && s->out_dtype != MOECTS_F32) return 1;
     if (s->has_bias && (!a->b13 || !a->b2)) return 1;
     if (s->format == MOECTS_LAYER_MXFP4 && (s->H % 32 || s->inter % 32 || !a->w13_scale || !a->w2_scale))
         return 1;
-    if (s->T > 0 && (!a->x || !a->out)) return 1;
+    if (s->T > 0 && (!a->x || (need_out && !a->out))) return 1;
     if (s->T > 0 && s->k > 0 && (!a->topk_ids || !a->topk_weights || !a->w13 || !a->w2)) return 1;
     return 0;
 }
 
-/* c->slot_e from topk_ids and expert_map: 0, or -1 for a map entry >= E. */
-static int route(lctx *c)
+int moects__fused_route(const moects_fused_moe_shape *s, const moects_fused_moe_args *a, int32_t *slot_e)
 {
-    const moects_fused_moe_shape *s = c->s;
     for (int64_t slot = 0; slot < s->T * s->k; slot++) {
-        const int64_t id = c->a->topk_ids[slot];
+        const int64_t id = a->topk_ids[slot];
         int64_t e = -1;
         if (!s->has_expert_map) e = id >= 0 && id < s->E ? id : -1;
-        else if (id >= 0 && id < s->E_global) e = c->a->expert_map[id] >= 0 ? c->a->expert_map[id] : -1;
+        else if (id >= 0 && id < s->E_global) e = a->expert_map[id] >= 0 ? a->expert_map[id] : -1;
         if (e >= s->E) return -1;
-        c->slot_e[slot] = (int32_t)e;
+        slot_e[slot] = (int32_t)e;
     }
     return 0;
 }
@@ -284,7 +283,7 @@ static void *alloc_all(lctx *c, int64_t *tc, int64_t **order, int64_t **cnt)
 int moects__ref_fused_moe(const moects_fused_moe_shape *s, const moects_fused_moe_args *a,
                           const moects_layer_recipe *r)
 {
-    if (!s || !a || !r || bad_recipe(r) || bad_shape(s, a) || moects__layer_recipe_inexact(r, s)) return -1;
+    if (!s || !a || !r || moects__fused_bad_recipe(r) || moects__fused_bad_shape(s, a, 1) || moects__layer_recipe_inexact(r, s)) return -1;
     lctx c = {.s = s, .a = a, .r = r, .H = s->H, .I = s->inter, .k = s->k};
     c.N1 = s->activation == MOECTS_ACT_RELU2 ? s->inter : 2 * s->inter;
     if (s->T == 0) return 0;
@@ -295,7 +294,7 @@ int moects__ref_fused_moe(const moects_fused_moe_shape *s, const moects_fused_mo
     int64_t tc, *order, *cnt;
     void *block = alloc_all(&c, &tc, &order, &cnt);
     if (!block) return -1;
-    int rc = route(&c);
+    int rc = moects__fused_route(s, a, c.slot_e);
     for (int64_t t0 = 0; rc == 0 && t0 < s->T; t0 += tc) {
         c.t0 = t0;
         c.t1 = s->T - t0 < tc ? s->T : t0 + tc;

@@ -25,6 +25,7 @@ static const layer_key keys[] = {
     KEY("wdtype", w_bf16, "f32", "bf16"),
     KEY("slot", slot_bf16, "f32", "bf16"),
     KEY("combine", combine, "f32_slots", "bf16_chain", "f32_any"),
+    KEY("fn", fn, "cr", "ulp1", "ulp2", "ulp4", "ulp8"),
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -68,7 +69,7 @@ static int parse_pair(const char *p, size_t n, moects_layer_recipe *r, unsigned 
         return -1;
     }
     snprintf(err, errlen, "\"%.*s\" is not a layer recipe key (w13, g1, act, sig, mid, scale, weight, wdtype, "
-             "slot, combine)", (int)kl, p);
+             "slot, combine, fn)", (int)kl, p);
     return -1;
 }
 

@@ -36,6 +36,15 @@ float moects__fused_dot(double d, double s, int qexp, const double *a, const dou
 /* The same by the exact path alone (IEEE's special cases, then moects_xsum). */
 float moects__fused_dot_exact(const double *a, const double *b, int64_t K);
 
+/* ---- what both references check and share (ref/fused_moe.c) ---- */
+/* 1 when r holds a value outside its enum or flag range. */
+int moects__fused_bad_recipe(const moects_layer_recipe *r);
+/* 1 for a shape or args the references refuse (moects__ref_fused_moe's errors; need_out: a->out too;
+ * situ: not defined yet). */
+int moects__fused_bad_shape(const moects_fused_moe_shape *s, const moects_fused_moe_args *a, int need_out);
+/* slot_e[T*k]: the local expert of each slot, -1 when it is not valid; 0, or -1 for a map entry >= E. */
+int moects__fused_route(const moects_fused_moe_shape *s, const moects_fused_moe_args *a, int32_t *slot_e);
+
 /* ---- activation and intermediate (ref/fused_moe_act.c) ---- */
 /* W13's rows holding gate i and up i (i in [0, inter)) in order o. */
 void moects__fused_gate_up(moects_w13_order o, int64_t inter, int64_t i, int64_t *gate, int64_t *up);

@@ -59,6 +59,9 @@ typedef enum {
  *   wdtype=f32|bf16    the router weight as given, or rounded to BF16 first (trtllm-gen, triton_kernels)
  *   slot=bf16|f32      GEMM2's per-slot output (with the weight, in GEMM2's epilogue) rounded to BF16
  *   combine=f32_slots|bf16_chain|f32_any
+ *   fn=cr|ulp1|ulp2|ulp4|ulp8   a bounded kernel's exp, tanh and erf: correctly rounded, or within
+ *                      that many ulps (its enclosure's allowance, moects_layer_claim.fn_ulp; the exact
+ *                      reference is always correctly rounded, so a kernel claiming exactness says cr)
  * GEMM accumulation: the exact dot product rounded once to FP32 (moe_gemm.exact_v1), then + bias
  * (FP32 add). exp, tanh, erf correctly rounded (ref/crmath.c); every other operation FP32 RNE. */
 typedef struct {
@@ -69,7 +72,11 @@ typedef struct {
     moects_weight_pos weight;
     int w_bf16, slot_bf16;
     moects_combine combine;
+    int fn; /* 0 cr, 1..4: ulp1, ulp2, ulp4, ulp8 (moects__layer_fn_ulp) */
 } moects_layer_recipe;
+
+/* The ulps of r's fn: 0, 1, 2, 4 or 8. */
+static inline uint32_t moects__layer_fn_ulp(const moects_layer_recipe *r) { return r->fn ? 1u << (r->fn - 1) : 0; }
 
 /* The recipe's name prefix; the default recipe (vLLM's BF16 fused_experts) is that name alone. */
 #define MOECTS_LAYER_RECIPE_V1 "fused_moe.layer_v1"

@@ -28,7 +28,7 @@ static const moects_layer_recipe *recipe_of(moects__fml_kernel *k)
  * here on their own (ref/layer_recipe.c's moects__layer_recipe_inexact states the same). */
 static const char *recipe_refuses(const moects_layer_recipe *r, const moects_fused_moe_shape *s)
 {
-    if (r->combine == MOECTS_COMBINE_F32_ANY) return "combine=f32_any has no exact result";
+    if (r->combine == MOECTS_COMBINE_F32_ANY && !r->fn) return "combine=f32_any has no exact result";
     if (r->weight == MOECTS_WEIGHT_INPUT && s->k != 1) return "weight=input needs top-1 (k = 1)";
     if (r->mid == MOECTS_MID_FP8_128 && s->inter % 128) return "mid=fp8_128 needs I a multiple of 128";
     if (r->mid == MOECTS_MID_MXFP8 && s->inter % 32) return "mid=mxfp8 needs I a multiple of 32";
@@ -158,7 +158,7 @@ static void gemm1_act(layer *c, int64_t t, int64_t e, float w)
     }
     for (int64_t n = 0; n < c->N1; n++) {
         weight_row(c, c->a->w13, c->a->w13_scale, c->N1, H, e, n, c->wrow);
-        float g = moects__fml_dot(c->h, c->wrow, H);
+        float g = r->fn ? moects__fml_dot_f32(c->h, c->wrow, H) : moects__fml_dot(c->h, c->wrow, H);
         if (s->has_bias) g = g + c->a->b13[e * c->N1 + n];
         c->g1[n] = r->g1_bf16 ? moects__fml_bf16(g) : g;
     }
@@ -180,7 +180,7 @@ static void mid_gemm2(layer *c, int64_t e, float w)
     int w_here = r->weight == MOECTS_WEIGHT_GEMM2;
     for (int64_t n = 0; n < H; n++) {
         weight_row(c, c->a->w2, c->a->w2_scale, H, I, e, n, c->wrow);
-        float y = moects__fml_dot(c->m, c->wrow, I);
+        float y = r->fn ? moects__fml_dot_f32(c->m, c->wrow, I) : moects__fml_dot(c->m, c->wrow, I);
         if (s->has_bias) y = y + c->a->b2[e * H + n];
         if (w_here) y = y * w;
         c->y[n] = r->slot_bf16 ? moects__fml_bf16(y) : y;
@@ -257,6 +257,14 @@ int moects__fml_run(moects__fml_kernel *k, const void *shape, const void *args)
 }
 
 /* ---- the honest kernels: one engine convention each ---- */
+static moects__fml_kernel fast_k = MOECTS__FML_KERNEL_INIT(MOECTS_FML_FAST_RECIPE, MOECTS__FML_BUG_NONE);
+static int fast_sup(const void *s, char *w, size_t l) { return moects__fml_supports(&fast_k, s, w, l); }
+static int fast_run(const void *s, const void *a, void *st)
+{
+    (void)st;
+    return moects__fml_run(&fast_k, s, a);
+}
+
 #define HONEST(sym, nm, rec)                                                                       \
     static moects__fml_kernel sym##_k = MOECTS__FML_KERNEL_INIT(rec, MOECTS__FML_BUG_NONE);       \
     static int sym##_sup(const void *s, char *w, size_t l) { return moects__fml_supports(&sym##_k, s, w, l); } \
@@ -286,3 +294,10 @@ HONEST(moects_cpu_fused_moe_deepgemm, "cpu.fused_moe.deepgemm",
        "fused_moe.layer_v1(w13=interleave8,g1=bf16,act=f32,mid=fp8_128,weight=act,slot=f32,combine=f32_slots)");
 /* MXFP8 intermediate (E4M3, UE8M0 per 32) */
 HONEST(moects_cpu_fused_moe_mxfp8, "cpu.fused_moe.mxfp8", "fused_moe.layer_v1(w13=gate_up,mid=mxfp8)");
+
+/* vLLM's recipe as a GPU kernel computes it: FP32 accumulation in its own order, libm's exp, tanh and
+ * erf (not correctly rounded): judged by the enclosure of class (24, RNE) with fn=ulp2 (PASS_BOUNDED) */
+const moects_kernel moects_cpu_fused_moe_fast = {.abi_version = MOECTS_KERNEL_ABI_VERSION, .name = "cpu.fused_moe.fast",
+                                                 .op = MOECTS_OP_FUSED_MOE, .device = MOECTS_DEVICE_CPU,
+                                                 .recipe = MOECTS_FML_FAST_RECIPE, .supports = fast_sup,
+                                                 .run = fast_run, .acc = {24, 0}};

@@ -34,6 +34,9 @@ typedef struct {
     char err[160];
 } moects__fml_kernel;
 
+/* The bounded kernels' recipe: vLLM's, with exp/tanh/erf within 2 ulps (libm's). */
+#define MOECTS_FML_FAST_RECIPE "fused_moe.layer_v1(fn=ulp2)"
+
 #define MOECTS__FML_KERNEL_INIT(rec, bugv) {rec, bugv, PTHREAD_MUTEX_INITIALIZER, 0, {0}, ""}
 
 /* FP32 -> BF16, round to nearest even (NaN stays NaN), as a float. */
@@ -66,8 +69,12 @@ int moects__fml_run(moects__fml_kernel *k, const void *shape, const void *args);
  * (K + 2) 2^-52 sum|a b| keeps the sum strictly between the FP32 rounding boundaries around it;
  * otherwise (and for a zero, an overflow or a non-finite term) moects_xsum (ref/moects_exact.h). */
 float moects__fml_dot(const double *a, const double *b, int64_t K);
+/* The same sum as an FP32 kernel accumulates it (the bounded kernels, fn=ulpN): each product rounded
+ * to FP32, eight FP32 running sums over k mod 8, added pairwise: within the enclosure of class
+ * (24, RNE). */
+float moects__fml_dot_f32(const double *a, const double *b, int64_t K);
 /* The activation of one pair (g gate, u up; relu2 reads g only), act rounding as r says, FP32 op by
- * op, exp/tanh/erf correctly rounded (ref/moects_crmath.h). bug: GPT_OSS_NO_PLUS1 drops the + 1 on
+ * op, exp/tanh/erf correctly rounded (ref/moects_crmath.h), or libm's under fn=ulpN. bug: GPT_OSS_NO_PLUS1 drops the + 1 on
  * up; ACT_ON_UP swaps g and u after each half's clamp (so it differs from reading the halves swapped,
  * GATE_UP_SWAPPED, only where a clamp bites: on silu and gelu the two are the same mutant). */
 float moects__fml_act(const moects_fused_moe_shape *s, const moects_layer_recipe *r, moects__fml_bug bug, float g,

@@ -65,6 +65,16 @@ static int special(const double *a, const double *b, int64_t K, float *f)
     return pos || neg;
 }
 
+float moects__fml_dot_f32(const double *a, const double *b, int64_t K)
+{
+    float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t k = 0;
+    for (; k + 8 <= K; k += 8)
+        for (int i = 0; i < 8; i++) s[i] += (float)(a[k + i] * b[k + i]);
+    for (; k < K; k++) s[k % 8] += (float)(a[k] * b[k]);
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
+
 float moects__fml_dot(const double *a, const double *b, int64_t K)
 {
     double S, A;
@@ -84,6 +94,11 @@ static float sig_prod(const moects_layer_recipe *r, float g, float e)
     return r->sig_rcp ? g * (1.0f / (1.0f + e)) : g / (1.0f + e);
 }
 
+/* exp, tanh, erf: correctly rounded, or libm's (within glibc's documented 1-2 ulps) under fn=ulpN. */
+static float fn_exp(const moects_layer_recipe *r, float x) { return r->fn ? expf(x) : moects_cr_expf(x); }
+static float fn_tanh(const moects_layer_recipe *r, float x) { return r->fn ? tanhf(x) : moects_cr_tanhf(x); }
+static float fn_erf(const moects_layer_recipe *r, float x) { return r->fn ? erff(x) : moects_cr_erff(x); }
+
 static float act_round(const moects_layer_recipe *r, float v) { return r->act_bf16 ? moects__fml_bf16(v) : v; }
 
 /* The gate's activation of g (silu and silu_clamp, the clamp already applied; gelu_tanh; gelu_erf),
@@ -95,10 +110,10 @@ static float gated(const moects_fused_moe_shape *s, const moects_layer_recipe *r
     case MOECTS_ACT_GELU_TANH: {
         float cube = g * g * g;
         float inner = BETA * (g + KAPPA * cube);
-        return act_round(r, (0.5f * g) * (1.0f + moects_cr_tanhf(inner)));
+        return act_round(r, (0.5f * g) * (1.0f + fn_tanh(r, inner)));
     }
-    case MOECTS_ACT_GELU_ERF: return act_round(r, (g * 0.5f) * (1.0f + moects_cr_erff(g * (float)M_SQRT1_2)));
-    default: return act_round(r, sig_prod(r, g, moects_cr_expf(-g))); /* SILU, SILU_CLAMP */
+    case MOECTS_ACT_GELU_ERF: return act_round(r, (g * 0.5f) * (1.0f + fn_erf(r, g * (float)M_SQRT1_2)));
+    default: return act_round(r, sig_prod(r, g, fn_exp(r, -g))); /* SILU, SILU_CLAMP */
     }
 }
 
@@ -119,7 +134,7 @@ float moects__fml_act(const moects_fused_moe_shape *s, const moects_layer_recipe
         g = u, u = t;
     }
     if (s->activation == MOECTS_ACT_GPT_OSS) {
-        float glu = act_round(r, sig_prod(r, g, moects_cr_expf(-(g * s->act_alpha))));
+        float glu = act_round(r, sig_prod(r, g, fn_exp(r, -(g * s->act_alpha))));
         return bug == MOECTS__FML_BUG_GPT_OSS_NO_PLUS1 ? u * glu : (u + 1.0f) * glu;
     }
     return gated(s, r, g) * u;

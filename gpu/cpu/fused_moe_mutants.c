@@ -46,3 +46,17 @@ MUTANT(moects_cpu_mutant_fused_moe_expert_map_ignored, "cpu.mutant.fused_moe.exp
 MUTANT(moects_cpu_mutant_fused_moe_combine_bf16, "cpu.mutant.fused_moe.combine_bf16", MOECTS_LAYER_RECIPE_V1,
        MOECTS__FML_BUG_COMBINE_BF16,
        "declares combine=f32_slots but sums the slots in BF16 (a BF16 running sum, vLLM before PR 46643)");
+
+/* The combine mutant of a bounded kernel: only an enclosure narrower than the moved ULPs catches it. */
+static moects__fml_kernel fast_bf16_k = MOECTS__FML_KERNEL_INIT(MOECTS_FML_FAST_RECIPE, MOECTS__FML_BUG_COMBINE_BF16);
+static int fast_bf16_sup(const void *s, char *w, size_t l) { return moects__fml_supports(&fast_bf16_k, s, w, l); }
+static int fast_bf16_run(const void *s, const void *a, void *st)
+{
+    (void)st;
+    return moects__fml_run(&fast_bf16_k, s, a);
+}
+const moects_kernel moects_cpu_mutant_fused_moe_fast_combine_bf16 = {
+    .abi_version = MOECTS_KERNEL_ABI_VERSION, .name = "cpu.mutant.fused_moe.fast_combine_bf16",
+    .op = MOECTS_OP_FUSED_MOE, .device = MOECTS_DEVICE_CPU, .recipe = MOECTS_FML_FAST_RECIPE,
+    .bug = "bounded (FP32 accumulation, fn=ulp2): declares combine=f32_slots but sums the slots in BF16",
+    .supports = fast_bf16_sup, .run = fast_bf16_run, .acc = {24, 0}};

@@ -350,9 +350,9 @@ static void judge_bytes(moects_casedata *d, const moects_kernel *k, moects_recip
     }
     put_hashes(d, want, r);
     moects__bounds b = {0};
-    const int bounded = !k->recipe && k->acc.bits;
+    const int bounded = moects__judge_claim_bounded(k);
     const moects_acc_class cls = {k->acc.bits, k->acc.truncation, k->split_k.max_splits};
-    const int brc = bounded ? moects__bounds_compute(&d->c, &d->in, &cls, &b) : 0;
+    const int brc = bounded ? moects__bounds_compute(&d->c, &d->in, &cls, recipe, &b) : 0;
     void *got = malloc(d->in.out_bytes ? d->in.out_bytes : 1);
     if (brc || !got) {
         r->verdict = brc == -1 ? MOECTS_FAIL_CRASH : MOECTS_SKIP;
@@ -360,7 +360,7 @@ static void judge_bytes(moects_casedata *d, const moects_kernel *k, moects_recip
                  "case bug), %s" : MOECTS_HOST_OOM " (%s)", brc == -1 ? r->recipe : "the output and its bounds");
     } else {
         memcpy(got, out, d->in.out_bytes);
-        const moects_judge_ref ref = {&d->in, want, b.bound, b.st.x ? &b.st : NULL};
+        const moects_judge_ref ref = moects__bounds_ref(&d->in, want, &b);
         moects__judge_runs(&ref, k, &got, 1, r);
     }
     free(got);

@@ -249,6 +249,51 @@ static void judge_with_bound(const moects_judge_ref *ref, const moects_kernel *k
     snprintf(r->want, sizeof r->want, "%s", cr.want);
 }
 
+/* Whether value g lies in element i's enclosure [l, h]: NaN expected (l NaN) takes only NaN, an
+ * unbounded one (-Inf, +Inf) anything, else l <= g <= h. */
+static int in_enclosure(double g, double l, double h)
+{
+    if (isnan(l)) return isnan(g);
+    if (l == -INFINITY && h == INFINITY) return 1;
+    return !isnan(g) && l <= g && g <= h;
+}
+
+/* The enclosure's verdict (DESIGN.md "The fused MoE layer"): PASS_BOUNDED when every element lies in
+ * its interval, else FAIL_MISMATCH with *near (malloc'd) holding, for the diagnostics, got inside
+ * and the nearer end outside, so that comparing got with it counts and shows the elements outside
+ * against the end they passed. The reason gives the enclosure's widths either way. */
+static void judge_enclosure(const moects_judge_ref *ref, void *got, moects_result *r, void **near)
+{
+    const moects_inputs *in = ref->in;
+    const size_t es = in->out_dtype == MOECTS_F32 ? 4 : 2;
+    int64_t outside = 0;
+    *near = malloc(in->out_bytes ? in->out_bytes : 1);
+    for (int64_t i = 0; i < in->out_elems; i++) {
+        double g = out_value(in->out_dtype, got, i), l = out_value(in->out_dtype, ref->lo, i);
+        double h = out_value(in->out_dtype, ref->hi, i);
+        int ok = in_enclosure(g, l, h);
+        outside += !ok;
+        if (*near)
+            memcpy((char *)*near + (size_t)i * es, ok ? (const char *)got + (size_t)i * es
+                   : (const char *)(isnan(l) || isnan(g) || g < l ? ref->lo : ref->hi) + (size_t)i * es, es);
+    }
+    r->verdict = outside ? MOECTS_FAIL_MISMATCH : MOECTS_PASS_BOUNDED;
+    moects_compare_result cr = {.first_index = -1};
+    if (*near) moects__compare(in->out_dtype, got, *near, in->out_elems, &cr);
+    r->mismatches = *near ? cr.mismatches : outside;
+    r->max_ulp = cr.max_ulp;
+    r->first_index = cr.first_index;
+    snprintf(r->got, sizeof r->got, "%s", cr.got);
+    snprintf(r->want, sizeof r->want, "%s", cr.want);
+    const moects_layer_tightness *t = ref->tight;
+    size_t l = strlen(r->reason);
+    if (t)
+        snprintf(r->reason + l, sizeof r->reason - l, "%s%lld elements outside their enclosure; enclosure width median "
+                 "%.0f, max %.0f output ULPs (%lld of %lld wider than 1 ULP, %lld unbounded, %lld NaN)",
+                 l ? "; " : "", (long long)outside, t->median_ulps, t->max_ulps, (long long)t->wide,
+                 (long long)t->elements, (long long)t->unbounded, (long long)t->nan);
+}
+
 /* One run's output against the reference: identical bits under the kernel's recipe, its per-element
  * bounds (acc), or its tolerance; moe_gemm: valid rows only (got's other rows take the reference's
  * bytes). A FAIL_MISMATCH gets its diagnostics. */
@@ -265,7 +310,9 @@ static void judge_one(const moects_judge_ref *ref, const moects_kernel *k, void 
     r->first_index = cr.first_index;
     snprintf(r->got, sizeof r->got, "%s", cr.got);
     snprintf(r->want, sizeof r->want, "%s", cr.want);
-    if (k->recipe) {
+    if (ref->lo) {
+        judge_enclosure(ref, got, r, &only);
+    } else if (k->recipe) {
         r->verdict = cr.mismatches == 0 ? MOECTS_PASS_EXACT : MOECTS_FAIL_MISMATCH;
     } else if (k->acc.bits) {
         judge_with_bound(ref, k, got, r, &only);
@@ -284,17 +331,24 @@ static void judge_one(const moects_judge_ref *ref, const moects_kernel *k, void 
     if (r->verdict == MOECTS_FAIL_MISMATCH) {
         moects_out_geom geom;
         moects__out_geom_of(in, &geom);
-        moects__diag_compute(&geom, in->out_dtype, only ? only : got, ref->want, &r->diag);
+        if (ref->lo && only) moects__diag_compute(&geom, in->out_dtype, got, only, &r->diag); /* against the end passed */
+        else moects__diag_compute(&geom, in->out_dtype, only ? only : got, ref->want, &r->diag);
     }
     free(only);
 }
 
 int moects__judge_acc_check_applies(const moects_case *c) { return c->data != MOECTS_DATA_NEGZERO; }
 
+int moects__judge_claim_bounded(const moects_kernel *k)
+{
+    const moects__op_def *op = moects__op(k->op);
+    return k->acc.bits && (!k->recipe || (op && op->enclosure));
+}
+
 int moects__judge_claim_ok(const moects_case *c, const moects_kernel *k, moects_recipe recipe, moects_result *r)
 {
     const moects__op_def *op = moects__op(c->op);
-    const char *why = op && op->claim_refused ? op->claim_refused(c, recipe) : NULL;
+    const char *why = op && op->claim_refused ? op->claim_refused(c, recipe, moects__judge_claim_bounded(k)) : NULL;
     if (!why) return 1;
     r->verdict = MOECTS_FAIL_CRASH; /* the kernel's claim, not the case: no reference to compare with */
     snprintf(r->reason, sizeof r->reason, "the kernel claims %s, %s", k->recipe, why);
@@ -320,7 +374,7 @@ int moects__judge_runs(const moects_judge_ref *ref, const moects_kernel *k, void
         }
         if (!moects_verdict_is_pass(r->verdict)) return run;
     }
-    if (!k->recipe || !differ) return 0;
+    if (!k->recipe || !differ || ref->any_order) return 0;
     moects_compare_result cr;
     moects__compare(in->out_dtype, got[1], got[0], in->out_elems, &cr);
     if (cr.mismatches) {

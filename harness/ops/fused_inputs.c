@@ -13,10 +13,13 @@
 #include "moects_op.h"
 #include "ops_internal.h"
 
-/* A BF16 of magnitude [1, 2) * 2^e with 7 random mantissa bits and a random sign. */
-static uint16_t bf16_draw(uint64_t u, int e)
+/* A BF16 of magnitude [1, 2) * 2^e with a random sign and random mantissa bits: all 7, or (exact
+ * data) the top 3, so that GEMM1's products (x and W13 both so) lie on a grid 2^-8 of their largest
+ * and H < 2^16 of them sum exactly in FP32 in any order: GEMM1 is then one point for every
+ * admissible kernel, and the enclosure as tight as GEMM2 and the recipe allow. */
+static uint16_t bf16_draw(uint64_t u, int e, int exact)
 {
-    return (uint16_t)(((u >> 8) & 1) << 15 | (uint16_t)((127 + e) << 7) | (u >> 16 & 0x7f));
+    return (uint16_t)(((u >> 8) & 1) << 15 | (uint16_t)((127 + e) << 7) | (u >> 16 & (exact ? 0x70 : 0x7f)));
 }
 
 /* floor(log2(sqrt(n))) for n >= 1: the exponent that makes a sum of n random-sign terms of order 1. */
@@ -32,14 +35,15 @@ static int half_log2(int64_t n)
  * of magnitude ~2^-sh, or MXFP4 codes with UE8M0 block scales around 2^-(sh + 1) (E2M1 magnitudes
  * average ~2). Expert 0 carries the data mode's specials. */
 static void gen_weights(const moects_case *c, const uint8_t *used, uint64_t key, uint64_t kscale, int64_t rows,
-                        int64_t K, int sh, void *w, uint8_t *sc)
+                        int64_t K, int sh, int exact, void *w, uint8_t *sc)
 {
     const int64_t E = c->E, per = rows * K, nb = rows * (K / 32); /* one expert's elements, scale blocks */
     for (int64_t e = 0; e < E; e++) {
         if (!used[e]) continue;
         if (c->layer_format == MOECTS_LAYER_BF16) {
             uint16_t *b = (uint16_t *)w + e * per;
-            for (int64_t i = 0; i < per; i++) b[i] = bf16_draw(moects__draw(key, (uint64_t)(e * per + i)), -sh - 1);
+            for (int64_t i = 0; i < per; i++)
+                b[i] = bf16_draw(moects__draw(key, (uint64_t)(e * per + i)), -sh - 1, exact);
             continue;
         }
         uint8_t *q = (uint8_t *)w + e * per / 2;
@@ -94,7 +98,7 @@ static void gen_small(const moects_case *c, uint64_t seed, moects_inputs *in)
     const int64_t N1 = s->activation == MOECTS_ACT_RELU2 ? s->inter : 2 * s->inter;
     uint16_t *x = in->t[MOECTS_FM_X].host;
     uint64_t kx = moects__input_key(seed, c->id, "x"), kb = moects__input_key(seed, c->id, "bias");
-    for (int64_t i = 0; i < s->T * s->H; i++) x[i] = bf16_draw(moects__draw(kx, (uint64_t)i), -1);
+    for (int64_t i = 0; i < s->T * s->H; i++) x[i] = bf16_draw(moects__draw(kx, (uint64_t)i), -1, c->data == MOECTS_DATA_EXACT);
     if (c->data == MOECTS_DATA_NAN && s->T > 0) x[s->H / 2] = 0x7fc0;
     float *b13 = in->t[MOECTS_FM_B13].host, *b2 = in->t[MOECTS_FM_B2].host, *gs = in->t[MOECTS_FM_MID_GS].host;
     for (int64_t i = 0; b13 && i < s->E * N1; i++)
@@ -182,9 +186,9 @@ int moects__fused_build(const moects_case *c, uint64_t seed, int64_t pool_min, m
     uint8_t *used = routed_experts(c, in);
     if (!used) return snprintf(err, errlen, "case %s: " MOECTS_HOST_OOM, c->id), -2;
     gen_weights(c, used, moects__input_key(seed, c->id, "w13"), moects__input_key(seed, c->id, "w13_scale"), N1, H,
-                sh1, in->t[MOECTS_FM_W13].host, in->t[MOECTS_FM_W13S].host);
+                sh1, c->data == MOECTS_DATA_EXACT, in->t[MOECTS_FM_W13].host, in->t[MOECTS_FM_W13S].host);
     gen_weights(c, used, moects__input_key(seed, c->id, "w2"), moects__input_key(seed, c->id, "w2_scale"), H, I, sh2,
-                in->t[MOECTS_FM_W2].host, in->t[MOECTS_FM_W2S].host);
+                0, in->t[MOECTS_FM_W2].host, in->t[MOECTS_FM_W2S].host);
     free(used);
     in->out_dtype = s->out_dtype;
     in->out_elems = T * H;

@@ -148,10 +148,26 @@ static void fm_describe_out(const moects_inputs *in, moects_tensor_info *t) { t-
 
 /* ---- reference, verdict, perf ---- */
 
+/* The exact reference; of a recipe only a bounded claim can make (combine=f32_any, fn=ulpN), the one
+ * admissible implementation that sums the slots in order with a correctly rounded exp (what
+ * results.json's reference hash and --dump show; the verdict uses the enclosure). */
 static int fm_reference(const moects_inputs *in, const moects_op_args *a, moects_recipe r)
 {
     const moects_layer_recipe *lr = moects__layer_recipe_of(r);
-    return lr ? moects__ref_fused_moe(&in->fm, &a->fm, lr) : -1;
+    if (!lr) return -1;
+    moects_layer_recipe point = *lr;
+    if (point.combine == MOECTS_COMBINE_F32_ANY) point.combine = MOECTS_COMBINE_F32_SLOTS;
+    point.fn = 0;
+    return moects__ref_fused_moe(&in->fm, &a->fm, &point);
+}
+
+static int fm_enclosure(const moects_inputs *in, const moects_op_args *a, moects_recipe r, const moects_acc_class *cls,
+                        void *lo, void *hi, moects_layer_tightness *tight)
+{
+    const moects_layer_recipe *lr = moects__layer_recipe_of(r);
+    if (!lr || cls->bf16_splits > 1) return -1;
+    const moects_layer_claim cl = {cls->bits, cls->truncation, moects__layer_fn_ulp(lr)};
+    return moects__ref_fused_moe_enclosure(&in->fm, &a->fm, lr, &cl, lo, hi, tight);
 }
 
 static void fm_geometry(const moects_inputs *in, moects_out_geom *g)
@@ -164,13 +180,18 @@ static void fm_geometry(const moects_inputs *in, moects_out_geom *g)
     g->cols = in->fm.H;
 }
 
-static const char *fm_claim_refused(const moects_case *c, moects_recipe recipe)
+/* A layer is judged under its layer recipe; an exact claim needs a recipe with an exact result on the
+ * case, a bounded one (its enclosure) only one the shape can take. */
+static const char *fm_claim_refused(const moects_case *c, moects_recipe recipe, int bounded)
 {
     const moects_layer_recipe *r = moects__layer_recipe_of(recipe);
     if (!r) return "which fused_moe has not: a layer is judged under its layer recipe (" MOECTS_LAYER_RECIPE_V1 "(...))";
     moects_fused_moe_shape s;
     moects__fused_case_shape(c, &s);
-    return moects__layer_recipe_inexact(r, &s);
+    if (!bounded && r->fn) return "an exp, tanh or erf within ulps (fn) has no exact result: declare a bound";
+    moects_layer_recipe shape_only = *r;
+    if (bounded) shape_only.combine = MOECTS_COMBINE_F32_SLOTS;
+    return moects__layer_recipe_inexact(&shape_only, &s);
 }
 
 /* Both GEMMs of every slot as one GEMM of the same flops: [T*k, 3I] x [3I, H]. */
@@ -188,6 +209,6 @@ const moects__op_def moects__op_fused_moe = {
     .build = moects__fused_build, .shape = fm_shape, .bind = fm_bind, .row_bytes = fm_row_bytes,
     .describe = fm_describe, .describe_out = fm_describe_out, .scalars = NULL,
     .reference = fm_reference, .reference_pair = NULL, .bound = NULL, .reduction_k = NULL, .geometry = fm_geometry,
-    .claim_refused = fm_claim_refused,
+    .claim_refused = fm_claim_refused, .enclosure = fm_enclosure,
     .perf_unit = "TFLOP/s", .perf_key = "tflops", .perf_bytes = fm_perf_bytes,
 };

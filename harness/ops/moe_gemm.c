@@ -531,8 +531,9 @@ static void mg_geometry(const moects_inputs *in, moects_out_geom *g)
     g->group_word = "expert";
 }
 
-static const char *mg_claim_refused(const moects_case *c, moects_recipe recipe)
+static const char *mg_claim_refused(const moects_case *c, moects_recipe recipe, int bounded)
 {
+    (void)bounded;
     if (c->moe_format != MOECTS_MOE_W4A16 || recipe != MOECTS_RECIPE_FP4_BLOCKWISE_V1) return NULL;
     return "which W4A16 does not have (BF16 x E2M1 block partials are not exact): declare a bound (or refuse W4A16 "
            "cases)";

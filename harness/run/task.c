@@ -188,17 +188,19 @@ static void compute_reference(worker_state *ws, const moects_case *c, moects_rec
  * verdicts"), once per (case, class), on the reference's threads; timing to r->reference_s. With
  * them the accumulation check's inputs where it applies. 0, or -1 when the reference refuses (or
  * memory runs out: *oom set). */
-static int compute_bound(worker_state *ws, const moects_case *c, const moects_acc_class *cls, const task_ctl *tc,
-                         moects_result *r, int *oom)
+static int compute_bound(worker_state *ws, const moects_case *c, const moects_acc_class *cls, moects_recipe recipe,
+                         const task_ctl *tc, moects_result *r, int *oom)
 {
     *oom = 0;
-    if (ws->bounds.bound && !memcmp(&ws->bounds.cls, cls, sizeof *cls)) return ws->bound_rc;
+    if ((ws->bounds.bound || ws->bounds.lo) && !memcmp(&ws->bounds.cls, cls, sizeof *cls) &&
+        (!ws->bounds.lo || ws->bounds.recipe == recipe))
+        return ws->bound_rc;
     moects__bounds_free(&ws->bounds);
     int before = openblas_get_num_threads(), th = tc->threads > 0 ? tc->threads : before;
     announce(tc, PH_REFERENCE, r);
     if (th != before) openblas_set_num_threads(th);
     const double t = now_s();
-    const int rc = moects__bounds_compute(c, &ws->in, cls, &ws->bounds);
+    const int rc = moects__bounds_compute(c, &ws->in, cls, recipe, &ws->bounds);
     r->reference_s += now_s() - t;
     if (th != before) openblas_set_num_threads(before);
     announce(tc, PH_OTHER, r);
@@ -297,12 +299,12 @@ static int retry_fresh(const worker_state *ws, const moects_result *r)
 
 /* The bounds of a bounded claim (compute_bound, their time to reference_s): 0, or 1 with r's verdict
  * set (SKIP when they do not fit in memory, FAIL_CRASH when the reference refuses them). */
-static int bounds_for(worker_state *ws, const moects_case *c, const moects_kernel *k, const task_ctl *tc,
-                      moects_result *r)
+static int bounds_for(worker_state *ws, const moects_case *c, const moects_kernel *k, moects_recipe recipe,
+                      const task_ctl *tc, moects_result *r)
 {
     int oom = 0;
     const moects_acc_class cls = {k->acc.bits, k->acc.truncation, k->split_k.max_splits};
-    const int brc = compute_bound(ws, c, &cls, tc, r, &oom);
+    const int brc = compute_bound(ws, c, &cls, recipe, tc, r, &oom);
     if (oom) {
         r->verdict = MOECTS_SKIP;
         snprintf(r->reason, sizeof r->reason, MOECTS_HOST_OOM " (%zu bytes for the bounds)",
@@ -323,10 +325,10 @@ static int bounds_for(worker_state *ws, const moects_case *c, const moects_kerne
 static void judge_task(worker_state *ws, const moects_case *c, const moects_kernel *k, uint64_t seed,
                        moects_recipe recipe, const task_ctl *tc, moects__twice *t, moects_result *r)
 {
-    if (!k->recipe && k->acc.bits && bounds_for(ws, c, k, tc, r)) return;
-    const int bounded = !k->recipe && k->acc.bits;
-    const moects_judge_ref ref = {&ws->in, ws->ref[recipe], bounded ? ws->bounds.bound : NULL,
-                                  bounded && ws->bounds.st.x ? &ws->bounds.st : NULL};
+    const int bounded = moects__judge_claim_bounded(k);
+    if (bounded && bounds_for(ws, c, k, recipe, tc, r)) return;
+    const moects__bounds none = {0};
+    const moects_judge_ref ref = moects__bounds_ref(&ws->in, ws->ref[recipe], bounded ? &ws->bounds : &none);
     const double t0 = now_s();
     const int run = moects__judge_runs(&ref, k, (void *const *)t->got, moects__runs_of(k), r);
     r->compare_s += now_s() - t0;

@@ -51,7 +51,7 @@ static moects_result judged(const moects_kernel *k, int runs, int *run)
 {
     moects_result r;
     memset(&r, 0, sizeof r);
-    const moects_judge_ref ref = {&in, want, k->acc.bits ? bound : NULL, NULL};
+    const moects_judge_ref ref = {.in = &in, .want = want, .bound = k->acc.bits ? bound : NULL};
     *run = moects__judge_runs(&ref, k, (void *const *)got, runs, &r);
     return r;
 }
@@ -90,4 +90,37 @@ Test(judge, a_second_run_that_differs)
     cr_assert_eq(r.verdict, MOECTS_FAIL_MISMATCH, "run 2 alone mismatches exact_v1: %s", r.reason);
     cr_assert_eq(run, 1, "the failing run is run 2");
     cr_assert(strstr(r.reason, "run 2 (fresh poison) failed where run 1 passed"), "%s", r.reason);
+}
+
+/* The enclosure rule (a bounded layer claim): intervals written by hand over the case's first four
+ * output elements (BF16 bits), the rest [x, x] around the reference itself: 1.0 in [1.0, 1.5]
+ * passes, 2.0 outside [1.0, 1.5] fails at the upper end 1.5, NaN-expected (lo NaN) takes only a NaN,
+ * an unbounded element (-Inf, +Inf) takes anything, a NaN included. */
+Test(judge, enclosure)
+{
+    const size_t n = (size_t)in.out_elems;
+    uint16_t *lo = malloc(n * 2), *hi = malloc(n * 2);
+    memcpy(lo, want, n * 2), memcpy(hi, want, n * 2);
+    lo[0] = 0x3f80, hi[0] = 0x3fc0, got[0][0] = 0x3f80;          /* 1.0 in [1.0, 1.5] */
+    lo[1] = 0x7fc0, hi[1] = 0x7fc0, got[0][1] = 0x7fc1;          /* NaN expected, a NaN */
+    lo[2] = 0xff80, hi[2] = 0x7f80, got[0][2] = 0x7fc0;          /* unbounded: a NaN passes */
+    lo[3] = 0x3f80, hi[3] = 0x3fc0, got[0][3] = 0x3fc0;          /* 1.5: the upper end itself */
+    const moects_layer_tightness t = {.elements = (int64_t)n};
+    const moects_kernel layer = {.abi_version = MOECTS_KERNEL_ABI_VERSION, .name = "t.layer",
+                                 .op = MOECTS_OP_FP4_GEMM, .acc = {24, 0}};
+    moects_judge_ref ref = {.in = &in, .want = want, .lo = lo, .hi = hi, .tight = &t};
+    moects_result r;
+    memset(&r, 0, sizeof r);
+    moects__judge_runs(&ref, &layer, (void *const *)got, 1, &r);
+    cr_expect_eq(r.verdict, MOECTS_PASS_BOUNDED, "%s", r.reason);
+    got[0][0] = 0x4000; /* 2.0: above 1.5 */
+    got[0][1] = 0x3f80; /* a number where NaN is expected */
+    memset(&r, 0, sizeof r);
+    moects__judge_runs(&ref, &layer, (void *const *)got, 1, &r);
+    cr_expect_eq(r.verdict, MOECTS_FAIL_MISMATCH);
+    cr_expect_eq(r.mismatches, 2, "%lld", (long long)r.mismatches);
+    cr_expect_eq(r.first_index, 0);
+    cr_expect(strstr(r.want, "0x3fc0") != NULL, "%s", r.want); /* named against the end it passed */
+    cr_expect(strstr(r.reason, "2 elements outside their enclosure") != NULL, "%s", r.reason);
+    free(lo), free(hi);
 }
