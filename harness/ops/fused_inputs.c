@@ -61,7 +61,7 @@ static void gen_weights(const moects_case *c, const uint8_t *used, uint64_t key,
 }
 
 /* topk ids by the case's routing over the global experts (rank 0's are [first, first + n_local)), and
- * the router weights: FP32 in (0, 1] with full significands, never exactly 1 for top-1. */
+ * the router weights: FP32 in [1/8, 1) with full significands (never 1, also for top-1). */
 static int gen_routing(const moects_case *c, uint64_t seed, moects_inputs *in, char *err, size_t errlen)
 {
     const int64_t T = c->T, k = c->k, fl = in->first_local, nl = in->n_local;
@@ -90,6 +90,9 @@ static int gen_routing(const moects_case *c, uint64_t seed, moects_inputs *in, c
     return 0;
 }
 
+/* A bias: a signed 24-bit draw over 2^24, |b| < 1/2 (full significands). */
+static float bias_draw(uint64_t u) { return (float)((int32_t)(u >> 40) - (1 << 23)) / 16777216.0f; }
+
 /* x [T, H], biases [E, N1] and [E, H] (|b| < 1/2, full significands), the intermediate's global
  * scales [E] (448 * 6 / amax, amax in [1, 16]), the expert_map. */
 static void gen_small(const moects_case *c, uint64_t seed, moects_inputs *in)
@@ -102,9 +105,9 @@ static void gen_small(const moects_case *c, uint64_t seed, moects_inputs *in)
     if (c->data == MOECTS_DATA_NAN && s->T > 0) x[s->H / 2] = 0x7fc0;
     float *b13 = in->t[MOECTS_FM_B13].host, *b2 = in->t[MOECTS_FM_B2].host, *gs = in->t[MOECTS_FM_MID_GS].host;
     for (int64_t i = 0; b13 && i < s->E * N1; i++)
-        b13[i] = ldexpf((float)(int32_t)(moects__draw(kb, (uint64_t)i) >> 40) / 16777216.0f, -2);
+        b13[i] = bias_draw(moects__draw(kb, (uint64_t)i));
     for (int64_t i = 0; b2 && i < s->E * s->H; i++)
-        b2[i] = ldexpf((float)(int32_t)(moects__draw(kb, (uint64_t)(s->E * N1 + i)) >> 40) / 16777216.0f, -2);
+        b2[i] = bias_draw(moects__draw(kb, (uint64_t)(s->E * N1 + i)));
     uint64_t kg = moects__input_key(seed, c->id, "mid_global_scale");
     for (int64_t e = 0; e < s->E; e++) gs[e] = 448.0f * 6.0f / (1.0f + (float)(moects__draw(kg, (uint64_t)e) % 241) / 16.0f);
     int32_t *map = in->t[MOECTS_FM_MAP].host;
