@@ -80,6 +80,7 @@ float moects__fml_dot_f32(const double *a, const double *b, int64_t K);
 float moects__fml_act(const moects_fused_moe_shape *s, const moects_layer_recipe *r, moects__fml_bug bug, float g,
                       float u);
 /* The intermediate GEMM2 reads: m[I] (double, exact) from a[I] under r->mid (bf16, f32, or E4M3 times
- * a scale per group of I, 128 or 32 columns: amax / 448 or its next power of two). */
+ * a scale per group of I, 128 or 32 columns: amax / 448 or its next power of two; a NaN in a group
+ * makes its scale NaN). */
 void moects__fml_mid(const moects_layer_recipe *r, const float *a, int64_t I, double *m);
 #endif

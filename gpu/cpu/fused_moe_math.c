@@ -176,11 +176,13 @@ void moects__fml_mid(const moects_layer_recipe *r, const float *a, int64_t I, do
     for (int64_t g0 = 0; g0 < I; g0 += G) {
         int64_t n = I - g0 < G ? I - g0 : G;
         float amax = 0.0f;
+        int nan = 0; /* a NaN in the group makes its scale, so all of it, NaN (ref/moects_layer.h) */
         for (int64_t i = 0; i < n; i++) {
             float v = fabsf(moects__fml_bf16(a[g0 + i]));
+            nan |= v != v;
             if (v > amax) amax = v;
         }
-        float sc = ue8m0 ? ue8m0_scale(amax) : fmaxf(amax, 1e-10f) / 448.0f;
+        float sc = nan ? NAN : ue8m0 ? ue8m0_scale(amax) : fmaxf(amax, 1e-10f) / 448.0f;
         for (int64_t i = 0; i < n; i++) m[g0 + i] = e4m3_value(moects__fml_bf16(a[g0 + i]) / sc) * (double)sc;
     }
 }
