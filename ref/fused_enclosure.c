@@ -114,12 +114,7 @@ static int run_chunk(moects__ectx *c, int64_t *order, int64_t *cnt, void *lo, vo
 {
     const moects_fused_moe_shape *s = c->s;
     const int64_t sl0 = c->t0 * c->k, sl1 = c->t1 * c->k;
-    memset(cnt, 0, (size_t)(s->E + 1) * sizeof *cnt);
-    for (int64_t sl = sl0; sl < sl1; sl++)
-        if (c->slot_e[sl] >= 0) cnt[c->slot_e[sl] + 1]++;
-    for (int64_t e = 0; e < s->E; e++) cnt[e + 1] += cnt[e]; /* cnt[e]: expert e's first row */
-    for (int64_t sl = sl0; sl < sl1; sl++)
-        if (c->slot_e[sl] >= 0) order[cnt[c->slot_e[sl]]++] = sl; /* cnt[e] -> expert e's end */
+    moects__fused_group(c->slot_e, sl0, sl1, s->E, order, cnt);
     for (int64_t e = 0, first = 0; e < s->E; first = cnt[e++]) {
         if (cnt[e] == first) continue;
         c->e = e;

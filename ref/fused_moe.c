@@ -91,6 +91,16 @@ int moects__fused_bad_shape(const moects_fused_moe_shape *s, const moects_fused_
     return 0;
 }
 
+void moects__fused_group(const int32_t *slot_e, int64_t sl0, int64_t sl1, int64_t E, int64_t *order, int64_t *cnt)
+{
+    memset(cnt, 0, (size_t)(E + 1) * sizeof *cnt);
+    for (int64_t sl = sl0; sl < sl1; sl++)
+        if (slot_e[sl] >= 0) cnt[slot_e[sl] + 1]++;
+    for (int64_t e = 0; e < E; e++) cnt[e + 1] += cnt[e]; /* cnt[e]: expert e's first row */
+    for (int64_t sl = sl0; sl < sl1; sl++)
+        if (slot_e[sl] >= 0) order[cnt[slot_e[sl]]++] = sl; /* cnt[e] -> expert e's end */
+}
+
 int moects__fused_route(const moects_fused_moe_shape *s, const moects_fused_moe_args *a, int32_t *slot_e)
 {
     for (int64_t slot = 0; slot < s->T * s->k; slot++) {
@@ -214,12 +224,7 @@ static int run_chunk(lctx *c, int64_t *order, int64_t *cnt)
 {
     const moects_fused_moe_shape *s = c->s;
     const int64_t sl0 = c->t0 * c->k, sl1 = c->t1 * c->k;
-    memset(cnt, 0, (size_t)(s->E + 1) * sizeof *cnt);
-    for (int64_t sl = sl0; sl < sl1; sl++)
-        if (c->slot_e[sl] >= 0) cnt[c->slot_e[sl] + 1]++;
-    for (int64_t e = 0; e < s->E; e++) cnt[e + 1] += cnt[e]; /* cnt[e]: expert e's first row */
-    for (int64_t sl = sl0; sl < sl1; sl++)
-        if (c->slot_e[sl] >= 0) order[cnt[c->slot_e[sl]]++] = sl; /* cnt[e] -> expert e's end */
+    moects__fused_group(c->slot_e, sl0, sl1, s->E, order, cnt);
     for (int64_t e = 0, first = 0; e < s->E; first = cnt[e++]) {
         if (cnt[e] == first) continue;
         c->e = e;

@@ -44,6 +44,10 @@ int moects__fused_bad_recipe(const moects_layer_recipe *r);
 int moects__fused_bad_shape(const moects_fused_moe_shape *s, const moects_fused_moe_args *a, int need_out);
 /* slot_e[T*k]: the local expert of each slot, -1 when it is not valid; 0, or -1 for a map entry >= E. */
 int moects__fused_route(const moects_fused_moe_shape *s, const moects_fused_moe_args *a, int32_t *slot_e);
+/* The valid slots of [sl0, sl1) grouped by expert (a counting sort): order[] lists them expert by
+ * expert, slot order within one; after it, expert e's slots are order[cnt[e-1] .. cnt[e]) (cnt[-1]
+ * read as 0), cnt [E + 1]. */
+void moects__fused_group(const int32_t *slot_e, int64_t sl0, int64_t sl1, int64_t E, int64_t *order, int64_t *cnt);
 
 /* ---- activation and intermediate (ref/fused_moe_act.c) ---- */
 /* W13's rows holding gate i and up i (i in [0, inter)) in order o. */

@@ -258,29 +258,7 @@ int moects__fml_run(moects__fml_kernel *k, const void *shape, const void *args)
 }
 
 /* ---- the honest kernels: one engine convention each ---- */
-static moects__fml_kernel fast_k = MOECTS__FML_KERNEL_INIT(MOECTS_FML_FAST_RECIPE, MOECTS__FML_BUG_NONE);
-static int fast_sup(const void *s, char *w, size_t l) { return moects__fml_supports(&fast_k, s, w, l); }
-static int fast_run(const void *s, const void *a, void *st)
-{
-    (void)st;
-    return moects__fml_run(&fast_k, s, a);
-}
-
-#define HONEST(sym, nm, rec)                                                                       \
-    static moects__fml_kernel sym##_k = MOECTS__FML_KERNEL_INIT(rec, MOECTS__FML_BUG_NONE);       \
-    static int sym##_sup(const void *s, char *w, size_t l) { return moects__fml_supports(&sym##_k, s, w, l); } \
-    static int sym##_run(const void *s, const void *a, void *st)                                   \
-    {                                                                                              \
-        (void)st;                                                                                  \
-        return moects__fml_run(&sym##_k, s, a);                                                    \
-    }                                                                                              \
-    const moects_kernel sym = {.abi_version = MOECTS_KERNEL_ABI_VERSION,                           \
-                               .name = nm,                                                         \
-                               .op = MOECTS_OP_FUSED_MOE,                                          \
-                               .device = MOECTS_DEVICE_CPU,                                        \
-                               .recipe = rec,                                                      \
-                               .supports = sym##_sup,                                              \
-                               .run = sym##_run}
+#define HONEST(sym, nm, rec) MOECTS__FML_DESCRIPTOR(sym, nm, rec, MOECTS__FML_BUG_NONE, NULL, 0)
 
 /* vLLM TritonExperts, BF16 (the default recipe) */
 HONEST(moects_cpu_fused_moe_vllm, "cpu.fused_moe.vllm", MOECTS_LAYER_RECIPE_V1);
@@ -298,7 +276,5 @@ HONEST(moects_cpu_fused_moe_mxfp8, "cpu.fused_moe.mxfp8", "fused_moe.layer_v1(w1
 
 /* vLLM's recipe as a GPU kernel computes it: FP32 accumulation in its own order, libm's exp, tanh and
  * erf (not correctly rounded): judged by the enclosure of class (24, RNE) with fn=ulp2 (PASS_BOUNDED) */
-const moects_kernel moects_cpu_fused_moe_fast = {.abi_version = MOECTS_KERNEL_ABI_VERSION, .name = "cpu.fused_moe.fast",
-                                                 .op = MOECTS_OP_FUSED_MOE, .device = MOECTS_DEVICE_CPU,
-                                                 .recipe = MOECTS_FML_FAST_RECIPE, .supports = fast_sup,
-                                                 .run = fast_run, .acc = {24, 0}};
+MOECTS__FML_DESCRIPTOR(moects_cpu_fused_moe_fast, "cpu.fused_moe.fast", MOECTS_FML_FAST_RECIPE,
+                       MOECTS__FML_BUG_NONE, NULL, 24);

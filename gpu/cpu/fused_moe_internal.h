@@ -51,6 +51,22 @@ static inline float moects__fml_bf16(float x)
     return x;
 }
 
+/* A layer kernel descriptor `sym` named nm over the generic loop: recipe rec, bug bugv (bugtext its
+ * one line, NULL for an honest kernel), accumulation class bits (0: exact; 24: judged by the
+ * enclosure, the fn=ulpN kernels). */
+#define MOECTS__FML_DESCRIPTOR(sym, nm, rec, bugv, bugtext, bits)                                  \
+    static moects__fml_kernel sym##_k = MOECTS__FML_KERNEL_INIT(rec, bugv);                        \
+    static int sym##_sup(const void *s, char *w, size_t l) { return moects__fml_supports(&sym##_k, s, w, l); } \
+    static int sym##_run(const void *s, const void *a, void *st)                                   \
+    {                                                                                              \
+        (void)st;                                                                                  \
+        return moects__fml_run(&sym##_k, s, a);                                                    \
+    }                                                                                              \
+    const moects_kernel sym = {.abi_version = MOECTS_KERNEL_ABI_VERSION, .name = nm,               \
+                               .op = MOECTS_OP_FUSED_MOE, .device = MOECTS_DEVICE_CPU,             \
+                               .recipe = rec, .bug = bugtext, .supports = sym##_sup,               \
+                               .run = sym##_run, .acc = {bits, 0}}
+
 /* ---- fused_moe.c: the generic kernel ---- */
 /* 1 when kernel k (its recipe, its bug) takes layer shape s (moects_fused_moe_shape*), else 0 with a
  * one-line reason in why: a recipe that does not parse, a format other than BF16/MXFP4 (MXFP4: H and I

@@ -5,22 +5,7 @@
  * can show on (moects__fml_supports). */
 #include "fused_moe_internal.h"
 
-#define MUTANT(sym, nm, rec, bugv, bugtext)                                                        \
-    static moects__fml_kernel sym##_k = MOECTS__FML_KERNEL_INIT(rec, bugv);                        \
-    static int sym##_sup(const void *s, char *w, size_t l) { return moects__fml_supports(&sym##_k, s, w, l); } \
-    static int sym##_run(const void *s, const void *a, void *st)                                   \
-    {                                                                                              \
-        (void)st;                                                                                  \
-        return moects__fml_run(&sym##_k, s, a);                                                    \
-    }                                                                                              \
-    const moects_kernel sym = {.abi_version = MOECTS_KERNEL_ABI_VERSION,                           \
-                               .name = nm,                                                         \
-                               .op = MOECTS_OP_FUSED_MOE,                                          \
-                               .device = MOECTS_DEVICE_CPU,                                        \
-                               .recipe = rec,                                                      \
-                               .bug = bugtext,                                                     \
-                               .supports = sym##_sup,                                              \
-                               .run = sym##_run}
+#define MUTANT(sym, nm, rec, bugv, bugtext) MOECTS__FML_DESCRIPTOR(sym, nm, rec, bugv, bugtext, 0)
 
 #define GPT_OSS "fused_moe.layer_v1(w13=interleave1,g1=f32,act=f32,sig=rcp,mid=bf16,weight=gemm2,wdtype=bf16,slot=bf16)"
 #define DEEPGEMM "fused_moe.layer_v1(w13=interleave8,g1=bf16,act=f32,mid=fp8_128,weight=act,slot=f32,combine=f32_slots)"
@@ -48,15 +33,7 @@ MUTANT(moects_cpu_mutant_fused_moe_combine_bf16, "cpu.mutant.fused_moe.combine_b
        "declares combine=f32_slots but sums the slots in BF16 (a BF16 running sum, vLLM before PR 46643)");
 
 /* The combine mutant of a bounded kernel: only an enclosure narrower than the moved ULPs catches it. */
-static moects__fml_kernel fast_bf16_k = MOECTS__FML_KERNEL_INIT(MOECTS_FML_FAST_RECIPE, MOECTS__FML_BUG_COMBINE_BF16);
-static int fast_bf16_sup(const void *s, char *w, size_t l) { return moects__fml_supports(&fast_bf16_k, s, w, l); }
-static int fast_bf16_run(const void *s, const void *a, void *st)
-{
-    (void)st;
-    return moects__fml_run(&fast_bf16_k, s, a);
-}
-const moects_kernel moects_cpu_mutant_fused_moe_fast_combine_bf16 = {
-    .abi_version = MOECTS_KERNEL_ABI_VERSION, .name = "cpu.mutant.fused_moe.fast_combine_bf16",
-    .op = MOECTS_OP_FUSED_MOE, .device = MOECTS_DEVICE_CPU, .recipe = MOECTS_FML_FAST_RECIPE,
-    .bug = "bounded (FP32 accumulation, fn=ulp2): declares combine=f32_slots but sums the slots in BF16",
-    .supports = fast_bf16_sup, .run = fast_bf16_run, .acc = {24, 0}};
+MOECTS__FML_DESCRIPTOR(moects_cpu_mutant_fused_moe_fast_combine_bf16, "cpu.mutant.fused_moe.fast_combine_bf16",
+                       MOECTS_FML_FAST_RECIPE, MOECTS__FML_BUG_COMBINE_BF16,
+                       "bounded (FP32 accumulation, fn=ulp2): declares combine=f32_slots but sums the slots in BF16",
+                       24);
