@@ -16,6 +16,7 @@
 #   torch/        examples/torch_fp4_gemm.py:bf16_kernels through --kernel-py on issue 25's case
 #                 families: the split-K-declaring kernel and the FP32-reduction one pass, the mutant
 #                 (torch's default flag, FP32 declared) is caught; lt-torch.txt: its splits
+#   (the sample runs last: the longest step, a short budget cuts only it)
 #   kernels.txt   one line per kernel: what it passed, failed, known, refused (printed at the end)
 #   status.txt    each step's exit status and seconds
 # MOECTS_BUDGET_S (default 560): the seconds this call may take; a step's limit is cut to what is
@@ -81,7 +82,21 @@ CUBLASLT_LOG_LEVEL=5 CUBLASLT_LOG_FILE=/tmp/lt-smoke/lt.%i.log \
   step smoke 300 "$B/bin/moects" run --tier smoke --kernel 'cuda.*' --jobs "$JOBS" --out "$D/smoke"
 lt_count /tmp/lt-smoke "$D/lt-smoke.txt" || { echo "lt-smoke: OUTPUT_TYPE reductions" >> "$D/status.txt"; FAILED=1; }
 
-# 2. the full tier's fixed sample and issue 25's full cases, honest CUDA kernels
+# 2. cuBLASLt's reduction scheme on every smoke and full shape of the cuBLAS kernels, and the control
+step schemes 200 "$B/bin/moects_cublas_schemes" --tier all
+OK_RC=1 step schemes-default-math 60 "$B/bin/moects_cublas_schemes" --default-math --glob 'fp4_gemm.*/regression/n-not-128/*'
+
+# 3. torch's flags as declared classes, through --kernel-py (mutant expected caught: exit 0)
+rm -rf /tmp/lt-torch && mkdir -p /tmp/lt-torch
+"$B/bin/moects" list --tier smoke 'fp4_gemm.*/regression/n-not-128/*' 'fp4_gemm.*/regression/i-not-64/*' |
+  cut -f1 > "$D/torch-cases.txt"
+grep 'n4096/k1500' "$ISSUE" >> "$D/torch-cases.txt"
+CUBLASLT_LOG_LEVEL=5 CUBLASLT_LOG_FILE=/tmp/lt-torch/lt.%i.log \
+  step torch 200 "$B/bin/moects" run --kernel-py examples/torch_fp4_gemm.py:bf16_kernels --kernel 'torch.*' \
+    --cases "$D/torch-cases.txt" --jobs "$JOBS" --out "$D/torch"
+lt_count /tmp/lt-torch "$D/lt-torch.txt" # torch's default flag may reduce in BF16: counted, not a failure
+
+# 4. the full tier's fixed sample and issue 25's full cases, honest CUDA kernels
 HONEST=$("$B/bin/moects" list --kernels --kernel 'cuda.*' | awk -F'\t' 'NF == 4 { printf "%s%s", s, $1; s = "," }')
 "$B/bin/moects" list --tier full | cut -f1 |
   python3 -c 'import hashlib, sys
@@ -92,20 +107,6 @@ grep 'n4096/k1500' "$ISSUE" >> "$D/sample-cases.txt"
 # shellcheck disable=SC2046 # ids as exact globs (a --cases list would be must-pass: a sampled case every
 # kernel refuses would fail the run)
 step sample 240 "$B/bin/moects" run --tier full --kernel "$HONEST" --jobs "$JOBS" --out "$D/sample" $(cat "$D/sample-cases.txt")
-
-# 3. cuBLASLt's reduction scheme on every smoke and full shape of the cuBLAS kernels, and the control
-step schemes 200 "$B/bin/moects_cublas_schemes" --tier all
-OK_RC=1 step schemes-default-math 60 "$B/bin/moects_cublas_schemes" --default-math --glob 'fp4_gemm.*/regression/n-not-128/*'
-
-# 4. torch's flags as declared classes, through --kernel-py (mutant expected caught: exit 0)
-rm -rf /tmp/lt-torch && mkdir -p /tmp/lt-torch
-"$B/bin/moects" list --tier smoke 'fp4_gemm.*/regression/n-not-128/*' 'fp4_gemm.*/regression/i-not-64/*' |
-  cut -f1 > "$D/torch-cases.txt"
-grep 'n4096/k1500' "$ISSUE" >> "$D/torch-cases.txt"
-CUBLASLT_LOG_LEVEL=5 CUBLASLT_LOG_FILE=/tmp/lt-torch/lt.%i.log \
-  step torch 200 "$B/bin/moects" run --kernel-py examples/torch_fp4_gemm.py:bf16_kernels --kernel 'torch.*' \
-    --cases "$D/torch-cases.txt" --jobs "$JOBS" --out "$D/torch"
-lt_count /tmp/lt-torch "$D/lt-torch.txt" # torch's default flag may reduce in BF16: counted, not a failure
 
 # 5. one line per kernel, and issue 25's cases for every kernel that ran them
 python3 - "$D" "$ISSUE" > "$D/kernels.txt" <<'EOF'

@@ -488,7 +488,7 @@ static void s_slot(const layer *L, int64_t sl, int64_t e, uint32_t ulp, float *y
 {
     const int64_t H = L->s.H, I = L->s.inter, N1 = L->N1;
     const float w = s_weight(L, sl);
-    float *t = malloc((size_t)(2 * H + 2 * I + N1) * sizeof *t), *g1 = t + H + I, *a = g1 + N1, *hx = a + I;
+    float *t = calloc((size_t)(2 * H + 2 * I + N1), sizeof *t), *g1 = t + H + I, *a = g1 + N1, *hx = a + I;
     for (int64_t k = 0; k < H; k++) {
         const float v = moects__bf16_to_f32(L->x[(sl / L->s.k) * H + k]);
         hx[k] = L->r.weight == MOECTS_WEIGHT_INPUT ? bfr(v * w) : v;
