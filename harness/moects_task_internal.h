@@ -6,8 +6,9 @@
 
 #include "moects_harness.h"
 #include "moects_kernel.h"
+#include "moects_layer.h"
 
-#define MOECTS__NRECIPES 32 /* recipes a worker caches references of (moects_recipe values: 4 + layer recipes) */
+#define MOECTS__NRECIPES MOECTS_RECIPES_MAX /* recipes a worker caches references of */
 
 /* Phases a worker announces to the parent (timeouts, timing of a task that dies). */
 enum { PH_OTHER = 0, PH_INPUTS = 1, PH_REFERENCE = 2, PH_KERNEL = 3, PH_COMPARE = 4 };

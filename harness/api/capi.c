@@ -20,6 +20,7 @@
 #include "moects_harness.h"
 #include "moects_inputs.h"
 #include "moects_judge.h"
+#include "moects_layer.h"
 #include "moects_ref.h"
 #include "moects_runner.h"
 #include "moects_runner_internal.h"
@@ -180,7 +181,7 @@ struct moects_casedata {
     uint64_t seed;
     moects_inputs in;
     char *json;
-    void *ref[4];
+    void *ref[MOECTS_RECIPES_MAX]; /* by recipe, built on first use */
 };
 
 moects_casedata *moects_casedata_build(const moects_caselist *l, size_t i, uint64_t seed)
@@ -213,7 +214,7 @@ void moects_casedata_free(moects_casedata *d)
 {
     if (!d) return;
     moects__inputs_free(&d->in);
-    for (int i = 0; i < 4; i++) free(d->ref[i]);
+    for (int i = 0; i < MOECTS_RECIPES_MAX; i++) free(d->ref[i]);
     free(d->json);
     free(d);
 }
