@@ -7,7 +7,8 @@ Python"):
     device     "cpu" (run gets numpy arrays over host memory) or "cuda" (torch tensors over device
                memory, launched on the runner's stream); default "cpu"
     recipe     the exact recipe it claims ("ep_gather.fma_v1", "fp4_gemm.blockwise_v1", ...; fused_moe: its
-               layer recipe, "fused_moe.layer_v1(w13=up_gate,mid=fp8_token,...)", ref/moects_layer.h), or
+               layer recipe, "fused_moe.layer_v1(w13=up_gate,mid=fp8_token,...)", ref/moects_layer.h,
+               required, with a bound too when its GEMMs sum in any order: judged by the enclosure), or
     bound      its accumulation class: bits (24 for FP32 accumulation), or (bits, truncation), or
                {"bits": 24, "truncation": False}, with "bf16_split_k": N where K may be split into at
                most N pieces whose FP32 partials are added in BF16 (torch's default
@@ -58,7 +59,11 @@ class Kernel:
             raise ValueError("%s: declare a recipe, a bound (accumulation bits) or a tolerance" % where)
         if self.recipe is not None and (not isinstance(self.recipe, str) or not self.recipe.startswith(self.op + ".")):
             raise ValueError("%s: recipe: %r, expected a %s.* recipe name" % (where, self.recipe, self.op))
-        if self.recipe and (self.bound is not None or self.tolerance is not None):
+        if self.op == "fused_moe":  # a layer recipe, exact or with its accumulation class (bounded)
+            if not self.recipe or self.tolerance is not None:
+                raise ValueError("%s: fused_moe: declare a layer recipe (\"fused_moe.layer_v1(...)\"), exact or "
+                                 "with a bound (its GEMMs' accumulation class); no tolerance" % where)
+        elif self.recipe and (self.bound is not None or self.tolerance is not None):
             raise ValueError("%s: recipe with a bound or tolerance: declare one judgement (a recipe, or a bound "
                              "with an optional fallback tolerance)" % where)
         if self.bug is not None and not isinstance(self.bug, str):  # else a crash in each worker

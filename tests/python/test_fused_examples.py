@@ -1,0 +1,109 @@
+"""The fused MoE layer from Python: a case's shape and tensors (by hand from the model's config),
+examples/numpy_fused_moe.py within its layer recipe's enclosure on every smoke fused_moe case under
+`moects run --kernel-py`, the same judgement in process through case.check(), and two bugs users
+make in such a layer (gate and up halves swapped, the combine summed in BF16), each caught."""
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import moects
+import numpy_fused_moe as nf
+from conftest import ROOT
+from numpy_ep_gather import f32_to_bf16
+
+EXAMPLE = os.path.join(ROOT, "examples", "numpy_fused_moe.py")
+BOUND = {"bits": 24, "truncation": False}
+
+
+def test_fused_moe_shape_and_tensors():
+    # gpt-oss-20b (config.json): hidden_size 2880, intermediate_size 2880, num_local_experts 32,
+    # experts_per_token 4, swiglu_limit 7.0, alpha 1.702 (its modeling code), biases on both GEMMs.
+    # TP16: I = 2880 / 16 = 180 per rank, every expert local.
+    c = moects.case("fused_moe.bf16/gpt-oss-20b/tp16/t4/smoke")
+    s, a = c.shape, c.args()
+    assert (s["T"], s["k"], s["H"], s["I"], s["E"], s["E_global"]) == (4, 4, 2880, 180, 32, 32)
+    assert (s["activation"], s["has_bias"], s["format"], s["has_expert_map"]) == ("gpt_oss", True, "bf16", False)
+    assert s["act_limit"] == 7.0 and s["act_alpha"] == np.float32(1.702)
+    assert a["x"].dtype == np.uint16 and a["x"].shape == (4, 2880)               # BF16 bits
+    assert a["topk_ids"].shape == (4, 4) and a["topk_weights"].dtype == np.float32
+    assert a["w13"].shape == (32, 360, 2880) and a["w2"].shape == (32, 2880, 180)  # N1 = 2I gated
+    assert a["b13"].shape == (32, 360) and a["b2"].shape == (32, 2880)
+    assert a["w13_scale"] is None and a["expert_map"] is None and a["out"].shape == (4, 2880)
+
+
+def swapped_halves(shape, args):
+    """Bug: W13 read as [up | gate] while the weights are [gate | up]."""
+    w13 = np.asarray(args["w13"])
+    n1 = w13.shape[1]
+    args = dict(args, w13=np.concatenate([w13[:, n1 // 2:], w13[:, :n1 // 2]], axis=1))
+    if args.get("w13_scale") is not None:
+        sc = np.asarray(args["w13_scale"])
+        args["w13_scale"] = np.concatenate([sc[:, n1 // 2:], sc[:, :n1 // 2]], axis=1)
+    if args.get("b13") is not None:
+        b = np.asarray(args["b13"])
+        args["b13"] = np.concatenate([b[:, n1 // 2:], b[:, :n1 // 2]], axis=1)
+    nf.fused_moe(shape, args)
+
+
+def bf16_combine(shape, args):
+    """Bug: the combine's running sum rounded to BF16 after each slot, the FP32 one declared."""
+    T, k, H = shape["T"], shape["k"], shape["H"]
+    per_slot = []
+    for j in range(k):  # each slot's y alone: the layer with every other slot made invalid
+        ids = np.array(args["topk_ids"]).reshape(T, k)
+        keep = np.full_like(ids, -1)
+        keep[:, j] = ids[:, j]
+        one = dict(args, topk_ids=keep, out=np.zeros((T, H), dtype=np.float32))
+        nf.fused_moe(dict(shape, out_dtype="F32"), one)
+        per_slot.append(one["out"])
+    acc = np.zeros((T, H), dtype=np.float32)
+    for y in per_slot:
+        acc = nf.bf16_round(acc + y)
+    args["out"].reshape(T, H)[...] = f32_to_bf16(acc) if shape["out_dtype"] == "BF16" else acc
+
+
+def _mutant(name, run, bug):
+    return {"name": "numpy.mutant.fused_moe." + name, "op": "fused_moe", "recipe": nf.RECIPE, "bound": BOUND,
+            "supports": nf.supports, "run": run, "bug": bug}
+
+
+all_kernels = [nf.kernel, _mutant("swapped_halves", swapped_halves, swapped_halves.__doc__.strip()),
+               _mutant("bf16_combine", bf16_combine, bf16_combine.__doc__.strip())]
+
+
+def test_numpy_fused_moe_and_its_mutants(build_dir, tmp_path):
+    r = subprocess.run([os.path.join(build_dir, "bin", "moects"), "run", "--kernel-py",
+                        __file__ + ":all_kernels", "--kernel", "numpy.*", "--out", str(tmp_path), "fused_moe*"],
+                       capture_output=True, text=True, timeout=1500)
+    assert r.returncode == 0, r.stderr[-3000:]  # the honest kernel passes, both mutants are caught
+    with open(tmp_path / "results.json") as f:
+        res = {(x["kernel"], x["case"]): x["verdict"] for x in json.load(f)["results"]}
+    cases = list(moects.cases("fused_moe*"))
+    assert len(cases) >= 60
+    caught = {"swapped_halves": 0, "bf16_combine": 0}
+    for c in cases:
+        v = res[("numpy.fused_moe.vllm", c.id)]
+        if c.shape["activation"] == "situ":
+            assert v == "UNSUPPORTED", (c.id, v)
+            continue
+        assert v == "PASS_BOUNDED", (c.id, v)
+        for m in caught:
+            caught[m] += res[("numpy.mutant.fused_moe." + m, c.id)].startswith("FAIL")
+    assert caught["swapped_halves"] >= 2 and caught["bf16_combine"] >= 2, caught
+
+
+def test_case_check_in_process():
+    # the same judgement as the runner's, from a test's own code: the layer's output passes its
+    # recipe's enclosure; an all-zero output (what a tolerance test lets through) fails it
+    c = moects.case("fused_moe.bf16/qwen3-30b-a3b/ep8/t2/smoke")
+    args = c.args()
+    nf.fused_moe(c.shape, args)
+    assert c.judge(args["out"], recipe=nf.RECIPE, bound=BOUND).verdict == "PASS_BOUNDED"
+    c.check(args["out"], recipe=nf.RECIPE, bound=BOUND)
+    with pytest.raises(AssertionError):
+        c.check(np.zeros_like(args["out"]), recipe=nf.RECIPE, bound=BOUND)
+    with pytest.raises(ValueError):  # a layer is judged by its recipe: a tolerance is refused
+        c.check(args["out"], recipe=nf.RECIPE, tolerance=(1e-2, 4))
