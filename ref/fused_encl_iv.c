@@ -134,7 +134,8 @@ static moects__ivf sig_mul(moects__ivf x, moects__ivf e, int rcp)
 static float cube(float g) { return g * g * g; } /* non-decreasing: fl(g * g) grows with |g| */
 
 /* The gate's activation before act=bf16 and the product with up: silu(g) = g sigmoid(g), gelu(g),
- * or gpt_oss's glu = g sigmoid(alpha g) (g clamped already). */
+ * gpt_oss's glu = g sigmoid(alpha g) (g clamped already), or situ's (a tanh(g (1 / a))) sigmoid(g):
+ * its x = a t and its sigmoid's 1 + exp(-g) taken as independent intervals (not monotone in g). */
 static moects__ivf gate1(const moects_fused_moe_shape *s, int rcp, uint32_t ulp, moects__ivf g)
 {
     const float BETA = (float)(M_SQRT2 * M_2_SQRTPI * 0.5), KAPPA = 0.044715f, ALPHA = (float)M_SQRT1_2;
@@ -146,8 +147,13 @@ static moects__ivf gate1(const moects_fused_moe_shape *s, int rcp, uint32_t ulp,
         const moects__ivf er = fn(moects__ivf_mul(g, pt(ALPHA)), moects_cr_erff, ulp);
         return moects__ivf_mul(moects__ivf_mul(g, pt(0.5f)), moects__ivf_add(pt(1.0f), er));
     }
-    const moects__ivf z = s->activation == MOECTS_ACT_GPT_OSS ? moects__ivf_mul(g, pt(s->act_alpha)) : g;
-    return sig_mul(g, fn(neg(z), moects_cr_expf, ulp), rcp); /* silu, gpt_oss */
+    const moects__ivf e = fn(neg(s->activation == MOECTS_ACT_GPT_OSS ? moects__ivf_mul(g, pt(s->act_alpha)) : g),
+                             moects_cr_expf, ulp);
+    if (s->activation == MOECTS_ACT_SITU) {
+        const moects__ivf t = fn(moects__ivf_mul(g, pt(1.0f / s->act_alpha)), moects_cr_tanhf, ulp);
+        return sig_mul(moects__ivf_mul(pt(s->act_alpha), t), e, rcp);
+    }
+    return sig_mul(g, e, rcp); /* silu, gpt_oss */
 }
 
 /* gate1 on a finite interval cut into GATE_PIECES pieces, the hull of theirs: g enters the gate
@@ -195,6 +201,8 @@ moects__ivf moects__encl_act(const moects_fused_moe_shape *s, const moects_layer
         g = clamp(g, L, 0);
         u = clamp(u, L, 1);
     }
+    if (s->activation == MOECTS_ACT_SITU && L > 0.0f) /* L tanh(u (1 / L)): non-decreasing in u */
+        u = moects__ivf_mul(pt(L), fn(moects__ivf_mul(u, pt(1.0f / L)), moects_cr_tanhf, ulp));
     moects__ivf ga = gate(s, r->sig_rcp, ulp, g);
     if (r->act_bf16) ga = moects__ivf_bf16(ga);
     if (s->activation == MOECTS_ACT_GPT_OSS) return moects__ivf_mul(moects__ivf_add(u, pt(1.0f)), ga);

@@ -81,7 +81,10 @@ int moects__fused_bad_shape(const moects_fused_moe_shape *s, const moects_fused_
     if ((double)s->E * 2.0 * (double)s->inter * (double)s->H > 0x1p60) return 1;
     if (s->has_expert_map && (s->E_global < 1 || !a->expert_map)) return 1;
     if (s->format != MOECTS_LAYER_BF16 && s->format != MOECTS_LAYER_MXFP4) return 1;
-    if (s->activation < MOECTS_ACT_SILU || s->activation > MOECTS_ACT_GPT_OSS) return 1; /* situ: undefined */
+    if (s->activation < MOECTS_ACT_SILU || s->activation > MOECTS_ACT_SITU) return 1;
+    if (s->activation == MOECTS_ACT_SITU && !(s->act_alpha > 0.0f && isfinite(s->act_alpha) && s->act_limit >= 0.0f &&
+                                              isfinite(s->act_limit)))
+        return 1; /* situ: 0 < a < Inf; L = 0 (none) or finite */
     if (s->out_dtype != MOECTS_BF16 && s->out_dtype != MOECTS_F32) return 1;
     if (s->has_bias && (!a->b13 || !a->b2)) return 1;
     if (s->format == MOECTS_LAYER_MXFP4 && (s->H % 32 || s->inter % 32 || !a->w13_scale || !a->w2_scale))

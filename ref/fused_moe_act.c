@@ -11,9 +11,13 @@
  *   gelu_erf   vLLM gelu_kernel: f * 0.5f * (1 + erff(f * M_SQRT1_2));
  *   gpt_oss    vLLM swigluoai_and_mul: g' = min(g, L), u' = clamp(u, -L, L),
  *              glu = g' * (1 / (1 + expf(-g' * alpha))) (sig=rcp), (u' + 1) * glu;
- *   relu2      Nemotron-H: m = max(x, 0), m * m.
- * act=bf16 rounds the gate's activation (silu(g), gelu(g), gpt_oss's glu; relu2's square, the whole
- * activation there: a recipe decision) to BF16 before the product with up.
+ *   relu2      Nemotron-H: m = max(x, 0), m * m;
+ *   situ       vLLM situ_and_mul_kernel (Kimi K3; a = activation_situ_beta, L = its linear_beta):
+ *              ia = 1 / a, gate = (a * tanhf(g * ia)) / (1 + expf(-g)) (sig=div; rcp: times
+ *              1 / (1 + e)), and when L > 0, iL = 1 / L, u' = L * tanhf(u * iL) (else u' = u);
+ *              gate * u'. No clamp. The reciprocals are FP32 divisions, as the kernel's.
+ * act=bf16 rounds the gate's activation (silu(g), gelu(g), gpt_oss's glu, situ's gate; relu2's
+ * square, the whole activation there: a recipe decision) to BF16 before the product with up.
  *
  * FP8 intermediates (a recipe decision, as the engines do it): the activation is first rounded to
  * BF16 (the engines quantize the BF16 tensor the activation kernel wrote), then per group (the row
@@ -41,8 +45,8 @@ void moects__fused_gate_up(moects_w13_order o, int64_t I, int64_t i, int64_t *ga
 /* x * sigmoid with e = exp(-z) given: x / (1 + e) (div) or x * (1 / (1 + e)) (rcp). */
 static float sig_mul(float x, float e, int rcp) { return rcp ? x * (1.0f / (1.0f + e)) : x / (1.0f + e); }
 
-/* The gate's activation of the gated forms (silu, gelu), before the product with up. */
-static float gate_act(moects_activation act, float g, int rcp)
+/* The gate's activation of the gated forms (silu, gelu, situ with its a), before the product with up. */
+static float gate_act(moects_activation act, float a, float g, int rcp)
 {
     const float BETA = (float)(M_SQRT2 * M_2_SQRTPI * 0.5), KAPPA = 0.044715f, ALPHA = (float)M_SQRT1_2;
     if (act == MOECTS_ACT_GELU_TANH) {
@@ -51,6 +55,7 @@ static float gate_act(moects_activation act, float g, int rcp)
         return 0.5f * g * (1.0f + moects_cr_tanhf(inner));
     }
     if (act == MOECTS_ACT_GELU_ERF) return g * 0.5f * (1.0f + moects_cr_erff(g * ALPHA));
+    if (act == MOECTS_ACT_SITU) return sig_mul(a * moects_cr_tanhf(g * (1.0f / a)), moects_cr_expf(-g), rcp);
     return sig_mul(g, moects_cr_expf(-g), rcp); /* silu */
 }
 
@@ -66,12 +71,14 @@ float moects__fused_act(const moects_fused_moe_shape *s, const moects_layer_reci
         g = g > L ? L : g;
         u = u > L ? L : (u < -L ? -L : u);
     }
+    if (s->activation == MOECTS_ACT_SITU && L > 0.0f) u = L * moects_cr_tanhf(u * (1.0f / L));
     if (s->activation == MOECTS_ACT_GPT_OSS) {
         float glu = sig_mul(g, moects_cr_expf(-(g * s->act_alpha)), r->sig_rcp);
         if (r->act_bf16) glu = bf(glu);
         return (u + 1.0f) * glu;
     }
-    float ga = gate_act(s->activation == MOECTS_ACT_SILU_CLAMP ? MOECTS_ACT_SILU : s->activation, g, r->sig_rcp);
+    const moects_activation ga_act = s->activation == MOECTS_ACT_SILU_CLAMP ? MOECTS_ACT_SILU : s->activation;
+    float ga = gate_act(ga_act, s->act_alpha, g, r->sig_rcp);
     if (r->act_bf16) ga = bf(ga);
     return ga * u;
 }

@@ -40,7 +40,7 @@ float moects__fused_dot_exact(const double *a, const double *b, int64_t K);
 /* 1 when r holds a value outside its enum or flag range. */
 int moects__fused_bad_recipe(const moects_layer_recipe *r);
 /* 1 for a shape or args the references refuse (moects__ref_fused_moe's errors; need_out: a->out too;
- * situ: not defined yet). */
+ * situ with a not in (0, Inf) or L negative, NaN or infinite). */
 int moects__fused_bad_shape(const moects_fused_moe_shape *s, const moects_fused_moe_args *a, int need_out);
 /* slot_e[T*k]: the local expert of each slot, -1 when it is not valid; 0, or -1 for a map entry >= E. */
 int moects__fused_route(const moects_fused_moe_shape *s, const moects_fused_moe_args *a, int32_t *slot_e);

@@ -48,11 +48,11 @@ typedef enum {
  * keys (default first):
  *   w13=gate_up|up_gate|interleave1|interleave8
  *   g1=bf16|f32        GEMM1's output (after the bias) rounded to BF16 or kept FP32
- *   act=bf16|f32       the gate's activation (silu, gelu, gpt_oss's g * sigmoid(alpha g)) rounded to
- *                      BF16 before the product with up (vLLM's act_and_mul in the activation dtype)
- *                      or kept FP32; relu2 (no up): its square
+ *   act=bf16|f32       the gate's activation (silu, gelu, gpt_oss's g * sigmoid(alpha g), situ's
+ *                      a tanh(g / a) sigmoid(g)) rounded to BF16 before the product with up (vLLM's
+ *                      act_and_mul in the activation dtype) or kept FP32; relu2 (no up): its square
  *   sig=div|rcp        sigmoid as g / (1 + exp(-g)) (vLLM silu_kernel) or g * (1 / (1 + exp(-g)))
- *                      (vLLM swigluoai)
+ *                      (vLLM swigluoai); situ's x = a * tanh(g * (1 / a)) takes g's place
  *   mid=bf16|f32|fp8_token|fp8_128|mxfp8
  *   scale=div|ue8m0    FP8 scale amax / 448, or its next power of two (mxfp8: always ue8m0)
  *   weight=gemm2|input|act|combine
@@ -63,7 +63,10 @@ typedef enum {
  *                      that many ulps (its enclosure's allowance, moects_layer_claim.fn_ulp; the exact
  *                      reference is always correctly rounded, so a kernel claiming exactness says cr)
  * GEMM accumulation: the exact dot product rounded once to FP32 (moe_gemm.exact_v1), then + bias
- * (FP32 add). exp, tanh, erf correctly rounded (ref/crmath.c); every other operation FP32 RNE. */
+ * (FP32 add). exp, tanh, erf correctly rounded (ref/crmath.c); every other operation FP32 RNE.
+ * situ (vLLM situ_and_mul_kernel; a = act_alpha, L = act_limit): t = tanh(g * fl(1 / a)), x = a * t,
+ * gate = x / (1 + exp(-g)) (sig=div) or x * (1 / (1 + exp(-g))) (rcp), act rounding; up' = L *
+ * tanh(u * fl(1 / L)) when L > 0, else u; a = gate * up'. No clamp. */
 typedef struct {
     moects_w13_order w13;
     int g1_bf16, act_bf16, sig_rcp;

@@ -57,8 +57,11 @@ static const char *shape_refuses(const moects_fused_moe_shape *s)
     if (s->has_expert_map && s->E_global < 1) return "an expert map of E_global < 1";
     if (s->format != MOECTS_LAYER_BF16 && s->format != MOECTS_LAYER_MXFP4) return "format not BF16 or MXFP4";
     if (s->format == MOECTS_LAYER_MXFP4 && (s->H % 32 || s->inter % 32)) return "MXFP4 needs H and I multiples of 32";
-    if (s->activation == MOECTS_ACT_SITU) return "activation situ (Kimi K3): not defined by the layer recipe yet";
-    if (s->activation < MOECTS_ACT_SILU || s->activation > MOECTS_ACT_GPT_OSS) return "unknown activation";
+    if (s->activation < MOECTS_ACT_SILU || s->activation > MOECTS_ACT_SITU) return "unknown activation";
+    if (s->activation == MOECTS_ACT_SITU && !(s->act_alpha > 0.0f && s->act_alpha < INFINITY))
+        return "situ needs 0 < a (beta) < Inf";
+    if (s->activation == MOECTS_ACT_SITU && !(s->act_limit >= 0.0f && s->act_limit < INFINITY))
+        return "situ needs L (linear_beta) 0 (none) or finite";
     if (s->out_dtype != MOECTS_BF16 && s->out_dtype != MOECTS_F32) return "output dtype not bf16/f32";
     return NULL;
 }

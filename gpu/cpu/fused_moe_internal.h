@@ -90,9 +90,11 @@ float moects__fml_dot(const double *a, const double *b, int64_t K);
  * (24, RNE). */
 float moects__fml_dot_f32(const double *a, const double *b, int64_t K);
 /* The activation of one pair (g gate, u up; relu2 reads g only), act rounding as r says, FP32 op by
- * op, exp/tanh/erf correctly rounded (ref/moects_crmath.h), or libm's under fn=ulpN. bug: GPT_OSS_NO_PLUS1 drops the + 1 on
- * up; ACT_ON_UP swaps g and u after each half's clamp (so it differs from reading the halves swapped,
- * GATE_UP_SWAPPED, only where a clamp bites: on silu and gelu the two are the same mutant). */
+ * op, exp/tanh/erf correctly rounded (ref/moects_crmath.h), or libm's under fn=ulpN; situ takes a =
+ * act_alpha and squashes up by L = act_limit when L > 0 (ref/moects_layer.h's order). bug:
+ * GPT_OSS_NO_PLUS1 drops the + 1 on up; ACT_ON_UP swaps g and u after each half's clamp or squash (so
+ * it differs from reading the halves swapped, GATE_UP_SWAPPED, only where a clamp bites or situ
+ * squashes: on silu and gelu the two are the same mutant). */
 float moects__fml_act(const moects_fused_moe_shape *s, const moects_layer_recipe *r, moects__fml_bug bug, float g,
                       float u);
 /* The intermediate GEMM2 reads: m[I] (double, exact) from a[I] under r->mid (bf16, f32, or E4M3 times

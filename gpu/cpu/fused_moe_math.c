@@ -101,8 +101,8 @@ static float fn_erf(const moects_layer_recipe *r, float x) { return r->fn ? erff
 
 static float act_round(const moects_layer_recipe *r, float v) { return r->act_bf16 ? moects__fml_bf16(v) : v; }
 
-/* The gate's activation of g (silu and silu_clamp, the clamp already applied; gelu_tanh; gelu_erf),
- * act rounding applied. */
+/* The gate's activation of g (silu and silu_clamp, the clamp already applied; gelu_tanh; gelu_erf;
+ * situ: (a * tanh(g * (1 / a))) * sigmoid(g), a = act_alpha), act rounding applied. */
 static float gated(const moects_fused_moe_shape *s, const moects_layer_recipe *r, float g)
 {
     const float BETA = (float)(M_SQRT2 * M_2_SQRTPI * 0.5), KAPPA = 0.044715f;
@@ -113,6 +113,10 @@ static float gated(const moects_fused_moe_shape *s, const moects_layer_recipe *r
         return act_round(r, (0.5f * g) * (1.0f + fn_tanh(r, inner)));
     }
     case MOECTS_ACT_GELU_ERF: return act_round(r, (g * 0.5f) * (1.0f + fn_erf(r, g * (float)M_SQRT1_2)));
+    case MOECTS_ACT_SITU: {
+        float inv_a = 1.0f / s->act_alpha;
+        return act_round(r, sig_prod(r, s->act_alpha * fn_tanh(r, g * inv_a), fn_exp(r, -g)));
+    }
     default: return act_round(r, sig_prod(r, g, fn_exp(r, -g))); /* SILU, SILU_CLAMP */
     }
 }
@@ -129,7 +133,11 @@ float moects__fml_act(const moects_fused_moe_shape *s, const moects_layer_recipe
         g = g > L ? L : g;
         u = u > L ? L : (u < -L ? -L : u);
     }
-    if (bug == MOECTS__FML_BUG_ACT_ON_UP) { /* each half clamped as itself, then the roles swapped */
+    if (s->activation == MOECTS_ACT_SITU && L > 0.0f) { /* up squashed: L * tanh(u * (1 / L)) */
+        float inv_l = 1.0f / L;
+        u = L * fn_tanh(r, u * inv_l);
+    }
+    if (bug == MOECTS__FML_BUG_ACT_ON_UP) { /* each half clamped (squashed) as itself, then the roles swapped */
         float t = g;
         g = u, u = t;
     }

@@ -156,8 +156,8 @@ typedef struct {
     int has_expert_map;          /* 1: expert_map given (EP); 0: ids are local expert indices */
     moects_layer_format format;
     moects_activation activation;
-    float act_limit;             /* L of SILU_CLAMP and GPT_OSS (FP32, as engines pass it); else 0 */
-    float act_alpha;             /* GPT_OSS's alpha (1.702f); else 0 */
+    float act_limit;             /* L of SILU_CLAMP, GPT_OSS, SITU (FP32, as engines pass it); else 0 */
+    float act_alpha;             /* GPT_OSS's alpha (1.702f), SITU's a (beta, 4.0f); else 0 */
     int has_bias;                /* 1: b13 [E, 2I or I] and b2 [E, H] FP32 are given */
     moects_dtype out_dtype;      /* MOECTS_BF16 or MOECTS_F32 */
 } moects_fused_moe_shape;

@@ -373,6 +373,46 @@ Test(fused_moe_kernels, gelu_and_clamped_silu)
     cr_expect(c.out[0] == 220.0f && c.out[1] == -90.0f, "%g %g", c.out[0], c.out[1]);
 }
 
+/* situ (Kimi K3: a 4, L 25), vLLM layout, T 1, k 1, H 2, I 2, E 1, w 1, W2 = identity:
+ * column 0: gate row [32, 32] -> g = 64, up row [250, 250] -> u = 500. tanh(64 * 0.25) = tanh(16) is
+ *   1 - 2.5e-14, FP32 1; exp(-64) < 2^-24, so 1 + e = 1: gate = 4. fl(1 / 25) = 0.039999999105...,
+ *   500 times it = 19.99999955 -> 20 (FP32 step 2^-19 there), tanh(20) rounds to 1: up' = 25. a = 100.
+ * column 1: g = -64: gate = -4 / (1 + e^64), about -6.4e-28; u = 500 -> 25: a about -1.6e-26
+ *   (negative, tiny; BF16 per slot keeps it so).
+ * Without L (0): up unchanged: a = [2000, about -3.2e-25]. act_on_up (up squashed to 25, then the
+ * roles swapped): gate(25) * 64 = 4 tanh(6.25) / (1 + e^-25) * 64, tanh(6.25) = 1 - 7.45e-6:
+ * 255.998, BF16 256; column 1: gate(25) * -64 -> -256. The bounded kernel (libm's tanh, exp) gives
+ * the same saturated values. */
+static void make_situ(layer_case *c)
+{
+    init(c, 1, 1, 2, 2, 1, MOECTS_ACT_SITU);
+    c->s.act_alpha = 4.0f, c->s.act_limit = 25.0f;
+    w13(c, 0, 0, 32, 32), w13(c, 0, 1, -32, -32), w13(c, 0, 2, 250, 250), w13(c, 0, 3, 250, 250);
+    w2(c, 0, 0, 0, 1), w2(c, 0, 1, 1, 1);
+    c->tw[0] = 1.0f;
+}
+
+Test(fused_moe_kernels, situ)
+{
+    static const char *const honest[] = {"cpu.fused_moe.vllm", "cpu.fused_moe.fast"};
+    layer_case c;
+    for (int i = 0; i < 2; i++) {
+        make_situ(&c);
+        run(honest[i], &c);
+        cr_expect(c.out[0] == 100.0f && c.out[1] < 0.0f && c.out[1] > -1e-25f, "%s: %g %g", honest[i], c.out[0],
+                  c.out[1]);
+        c.s.act_limit = 0.0f;
+        run(honest[i], &c);
+        cr_expect(c.out[0] == 2000.0f && c.out[1] < 0.0f && c.out[1] > -1e-24f, "%s L 0: %g %g", honest[i],
+                  c.out[0], c.out[1]);
+    }
+    make_situ(&c);
+    run("cpu.mutant.fused_moe.act_on_up", &c);
+    cr_expect(c.out[0] == 256.0f && c.out[1] == -256.0f, "%g %g", c.out[0], c.out[1]);
+    run("cpu.mutant.fused_moe.gate_up_swapped", &c);
+    cr_expect(c.out[0] != 100.0f, "%g", c.out[0]);
+}
+
 /* Biases on the vllm layer: b13 of expert 0 [5, 0.5]: g = 25, u = 2.5, a = 62.5; b2 of expert 0
  * [0.5, -0.25]: y = [62.5 + 0.5, 31.25 - 0.25] = [63, 31], times 0.5: [31.5, 15.5]; expert 1 as
  * before [37.5, -18.75]: out = [69, -3.25]. A second token, x = [2, 2], ids [1, -1]: expert 1
@@ -410,7 +450,13 @@ Test(fused_moe_kernels, supports_refuses)
     cr_expect(refuses("cpu.fused_moe.vllm", &c.s, "MXFP4"));
     c.s.format = (moects_layer_format)3;
     cr_expect(refuses("cpu.fused_moe.vllm", &c.s, "format"));
-    c.s.format = MOECTS_LAYER_BF16, c.s.inter = 4;
+    c.s.format = MOECTS_LAYER_BF16, c.s.inter = 4, c.s.activation = MOECTS_ACT_SITU, c.s.act_alpha = 4.0f;
+    cr_expect(find("cpu.fused_moe.vllm")->supports(&c.s, NULL, 0), "situ, L 0 (none)");
+    c.s.act_alpha = 0.0f;
+    cr_expect(refuses("cpu.fused_moe.vllm", &c.s, "0 < a"));
+    c.s.act_alpha = 4.0f, c.s.act_limit = INFINITY;
+    cr_expect(refuses("cpu.fused_moe.vllm", &c.s, "linear_beta"));
+    c.s.activation = MOECTS_ACT_SILU, c.s.act_limit = 0.0f;
     static const char *const recipes[][2] = {{"fused_moe.layer_v1(weight=input)", "top-1"},
                                              {"fused_moe.layer_v1(combine=f32_any)", "f32_any"},
                                              {"fused_moe.layer_v1(w13=interleave8)", "interleave8"},

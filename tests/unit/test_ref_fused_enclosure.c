@@ -1,6 +1,7 @@
 /* test_ref_fused_enclosure.c: the fused MoE layer's enclosure reference
  * (moects__ref_fused_moe_enclosure, ref/fused_enclosure.c; docs/fused_moe_enclosure.md) on layers
- * worked out by hand (a GEMM interval, a tiny silu layer, an FP8 amax that may round either way),
+ * worked out by hand (a GEMM interval, a tiny silu layer, an FP8 amax that may round either way,
+ * situ's gate over an interval holding its dip, where the ends alone would not hold it),
  * and on random layers of every activation, intermediate, weight position, combine and format:
  * it holds the exact reference (moects__ref_fused_moe) and a simulated admissible kernel written
  * here from the definition (FP32 sums in random orders and split-K, exp/tanh/erf off by up to
@@ -15,6 +16,7 @@
 
 #include "moects_crmath.h"
 #include "moects_encl_internal.h"
+#include "moects_fused_internal.h"
 #include "moects_layer.h"
 #include "test_rng.h"
 
@@ -324,6 +326,8 @@ static void gen_layer(layer *L, const cfg *c)
     s->out_dtype = rnd() % 2 ? MOECTS_BF16 : MOECTS_F32;
     s->act_limit = c->act == MOECTS_ACT_GPT_OSS ? 7.0f : 10.0f;
     s->act_alpha = 1.702f;
+    if (c->act == MOECTS_ACT_SITU) /* Kimi K3's a and L, or a 1 / a not a power of two, or no L */
+        s->act_alpha = rnd() % 2 ? 4.0f : 1.702f, s->act_limit = rnd() % 3 ? 25.0f : 0.0f;
     gen_recipe(L, c);
     if (rnd() % 3 == 0) {
         s->has_expert_map = 1, s->E_global = s->E + 2, L->a.expert_map = L->map;
@@ -429,6 +433,15 @@ static float s_act(const layer *L, float g, float u, uint32_t ulp)
         u = u > Lim ? Lim : (u < -Lim ? -Lim : u);
         ga = s_sigmul(L, g, g, ulp);
         break;
+    case MOECTS_ACT_SITU: {
+        const float a = L->s.act_alpha, inv_a = 1.0f / a;
+        ga = s_sigmul(L, a * s_fn(moects_cr_tanhf, g * inv_a, ulp), g, ulp);
+        if (Lim > 0.0f) {
+            const float inv_l = 1.0f / Lim;
+            u = Lim * s_fn(moects_cr_tanhf, u * inv_l, ulp);
+        }
+        break;
+    }
     default: ga = s_sigmul(L, g, g, ulp); break;
     }
     return (L->r.act_bf16 ? bfr(ga) : ga) * u;
@@ -582,7 +595,7 @@ static void exact(layer *L)
     cr_assert_eq(moects__ref_fused_moe(&L->s, &L->a, &r), 0);
 }
 
-/* Every activation (situ is not defined) x intermediate x weight position x combine x format, with
+/* Every activation x intermediate x weight position x combine x format, with
  * the other recipe keys, EP maps, biases, shapes and out dtypes at random: the enclosure under
  * FP32 accumulation (RNE, or truncation to 22 bits) with exp/tanh/erf exact or 1-2 ulps off holds
  * the exact reference and two runs of the simulated kernel; the claims' slack is nonzero, so the
@@ -591,7 +604,7 @@ Test(fused_encl_random, holds_exact_and_simulated)
 {
     uint64_t seed = 4000;
     int64_t checked = 0, wide = 0, total = 0;
-    for (int act = MOECTS_ACT_SILU; act <= MOECTS_ACT_GPT_OSS; act++)
+    for (int act = MOECTS_ACT_SILU; act <= MOECTS_ACT_SITU; act++)
         for (int mid = 0; mid <= MOECTS_MID_MXFP8; mid++)
             for (int wp = 0; wp <= MOECTS_WEIGHT_COMBINE; wp++)
                 for (int comb = 0; comb <= MOECTS_COMBINE_F32_ANY; comb++)
@@ -626,7 +639,7 @@ static void exact_gemm_layer(layer *L, moects_activation act, int rcp)
     lay_init(L, 4, 1, 64, 32, 2, act, MOECTS_LAYER_BF16);
     set_recipe(L, rcp ? MOECTS_LAYER_RECIPE_V1 "(g1=f32,act=f32,mid=f32,slot=f32,weight=combine,sig=rcp)"
                       : MOECTS_LAYER_RECIPE_V1 "(g1=f32,act=f32,mid=f32,slot=f32,weight=combine)");
-    L->s.act_limit = 7.0f, L->s.act_alpha = 1.702f;
+    L->s.act_limit = act == MOECTS_ACT_SITU ? 25.0f : 7.0f, L->s.act_alpha = act == MOECTS_ACT_SITU ? 4.0f : 1.702f;
     for (int64_t i = 0; i < L->s.T * L->s.H; i++) L->x[i] = bfx((float)((int)(rnd() % 9) - 4) / 8.0f);
     for (int64_t e = 0; e < 2; e++)
         for (int64_t n = 0; n < L->N1; n++)
@@ -643,7 +656,7 @@ Test(fused_encl_random, function_ulps)
 {
     const moects_layer_claim c0 = {64, 0, 0}, c2 = {64, 0, 2};
     int64_t outside = 0;
-    for (int act = MOECTS_ACT_SILU; act <= MOECTS_ACT_GPT_OSS; act++)
+    for (int act = MOECTS_ACT_SILU; act <= MOECTS_ACT_SITU; act++)
         for (int rcp = 0; rcp < 2; rcp++) {
             if (act == MOECTS_ACT_RELU2) continue;
             layer L;
@@ -680,7 +693,7 @@ Test(fused_encl_tight, near_exact_class_is_the_point)
     const moects_layer_claim c64 = {64, 0, 0};
     uint64_t seed = 7000;
     int64_t point = 0, total = 0;
-    for (int act = MOECTS_ACT_SILU; act <= MOECTS_ACT_GPT_OSS; act++)
+    for (int act = MOECTS_ACT_SILU; act <= MOECTS_ACT_SITU; act++)
         for (int mid = 0; mid <= MOECTS_MID_MXFP8; mid++)
             for (int f = MOECTS_LAYER_BF16; f <= MOECTS_LAYER_MXFP4; f++) {
                 rng_state = ++seed * 7919;
@@ -750,6 +763,41 @@ Test(fused_encl_tight, one_ulp_of_the_row_max_leaves)
     lay_free(&L);
 }
 
+/* ---- situ's gate, not monotone ---- */
+/* situ's gate f(g) = 4 tanh(g / 4) sigmoid(g) falls from 0 at g = 0 to a dip near g = -1.3 (about
+ * -0.27: 4 tanh(-0.325) sigmoid(-1.3) = 4 (-0.314) (0.214)) and rises back towards 0 (f(-3) = 4
+ * tanh(-0.75) sigmoid(-3), about -0.12): not monotone, so the ends of [-3, 0] alone would miss the
+ * dip. The enclosure of g in [-3, 0] (u the point 1, L = 0, act f32) holds the exact reference at
+ * every 2^12-th float of it and at the sweep's minimum, whose value lies below both ends' values;
+ * with fn_ulp 2 it holds the simulated kernel (tanh and exp up to 2 ulps off) there too; its lower
+ * end is within a sixth of the dip's depth of the dip. */
+Test(fused_encl_hand, situ_gate_dip)
+{
+    layer L;
+    memset(&L, 0, sizeof L);
+    L.s.activation = MOECTS_ACT_SITU, L.s.act_alpha = 4.0f, L.s.act_limit = 0.0f;
+    char err[160];
+    cr_assert_eq(moects__layer_recipe_parse(MOECTS_LAYER_RECIPE_V1 "(act=f32)", &L.r, err, sizeof err), 0);
+    const moects__ivf g = {-3.0f, 0.0f}, u = moects__ivf_point(1.0f);
+    const moects__ivf e0 = moects__encl_act(&L.s, &L.r, 0, g, u), e2 = moects__encl_act(&L.s, &L.r, 2, g, u);
+    const float f_lo = moects__fused_act(&L.s, &L.r, -3.0f, 1.0f), f_hi = moects__fused_act(&L.s, &L.r, 0.0f, 1.0f);
+    float fmin = 0.0f;
+    rng_state = 77;
+    for (int64_t o = moects__encl_ord(-3.0f); o <= 0; o += 4096) {
+        const float x = moects__encl_step(0.0f, o), f = moects__fused_act(&L.s, &L.r, x, 1.0f);
+        cr_assert(f >= e0.lo && f <= e0.hi, "g %a: %a outside [%a, %a]", (double)x, (double)f, (double)e0.lo,
+                  (double)e0.hi);
+        const float sim = s_act(&L, x, 1.0f, 2);
+        cr_assert(sim >= e2.lo && sim <= e2.hi, "g %a, fn 2 ulps: %a outside [%a, %a]", (double)x, (double)sim,
+                  (double)e2.lo, (double)e2.hi);
+        fmin = f < fmin ? f : fmin;
+    }
+    cr_log_info("situ_gate_dip: f(-3) %a, f(0) %a, dip %a, enclosure [%a, %a], fn 2: [%a, %a]", (double)f_lo,
+                (double)f_hi, (double)fmin, (double)e0.lo, (double)e0.hi, (double)e2.lo, (double)e2.hi);
+    cr_assert(fmin < -0.26f && fmin > -0.28f && f_lo > -0.13f && f_lo < -0.11f && f_hi == 0.0f, "the hand values");
+    cr_assert(e0.lo <= fmin && e0.lo > fmin * (7.0f / 6.0f) && e0.hi >= 0.0f && e2.lo <= e0.lo && e2.hi >= e0.hi);
+}
+
 /* ---- NaN, Inf, refusals ---- */
 /* An Inf and a NaN in x, a NaN in expert 1's W13 row 2, a -Inf (BF16) or NaN scale (MXFP4) in
  * expert 2's W2 row 0. */
@@ -775,7 +823,7 @@ Test(fused_encl_special, nan_and_inf)
 {
     uint64_t seed = 9000;
     int64_t nan = 0, unb = 0, total = 0;
-    for (int act = MOECTS_ACT_SILU; act <= MOECTS_ACT_GPT_OSS; act++)
+    for (int act = MOECTS_ACT_SILU; act <= MOECTS_ACT_SITU; act++)
         for (int f = MOECTS_LAYER_BF16; f <= MOECTS_LAYER_MXFP4; f++)
             for (int mid = 0; mid <= MOECTS_MID_MXFP8; mid += 2) {
                 cfg c = {(moects_activation)act, (moects_mid_format)mid, MOECTS_WEIGHT_GEMM2, (moects_layer_format)f,
@@ -801,7 +849,8 @@ Test(fused_encl_special, nan_and_inf)
     cr_assert(nan > 0 && nan < total * 3 / 4, "tokens 2 and 3 are finite but for column 0");
 }
 
-/* Refused: invalid shapes and claims, recipes the shape cannot take, situ; taken: combine=f32_any
+/* Refused: invalid shapes and claims, recipes the shape cannot take, situ with a <= 0 or L < 0;
+ * taken: situ with Kimi K3's a and L, combine=f32_any
  * (no exact result, an enclosure), T = 0, k = 0 (every output +0). */
 Test(fused_encl_special, refusals)
 {
@@ -821,8 +870,12 @@ Test(fused_encl_special, refusals)
     cr_assert_eq(ENCL(&ok), -1, "weight on the input with k = 2");
     L.r.weight = MOECTS_WEIGHT_GEMM2, L.r.mid = MOECTS_MID_FP8_128;
     cr_assert_eq(ENCL(&ok), -1, "fp8_128 with I = 32");
-    L.r.mid = MOECTS_MID_BF16, L.s.activation = MOECTS_ACT_SITU;
-    cr_assert_eq(ENCL(&ok), -1, "situ is not defined");
+    L.r.mid = MOECTS_MID_BF16, L.s.activation = MOECTS_ACT_SITU, L.s.act_alpha = 4.0f, L.s.act_limit = 25.0f;
+    cr_assert_eq(ENCL(&ok), 0, "situ, Kimi K3's a and L");
+    L.s.act_alpha = 0.0f;
+    cr_assert_eq(ENCL(&ok), -1, "situ with a = 0");
+    L.s.act_alpha = 4.0f, L.s.act_limit = -1.0f;
+    cr_assert_eq(ENCL(&ok), -1, "situ with L < 0");
     L.s.activation = MOECTS_ACT_SILU, L.s.H = 48;
     cr_assert_eq(ENCL(&ok), -1, "MXFP4 with H % 32");
     L.s.H = 64;

@@ -1,6 +1,6 @@
 /* test_ref_fused_moe.c: the fused MoE layer's exact reference (moects__ref_fused_moe, ref/fused_moe.c)
  * on layers worked out by hand (gate/up orders, activations, weight positions, combines, EP map,
- * bias), its FP8 intermediate on hand values, its exact dot's decision on a rounding tie, and bit for
+ * bias; situ against MPFR, every FP32 step rounded by MPFR), its FP8 intermediate on hand values, its exact dot's decision on a rounding tie, and bit for
  * bit against a second, independent method written here from the definition (ref/moects_layer.h):
  * straight loops, every dot product by moects_xsum, no dgemm, on random layers of every activation,
  * intermediate, weight position and format, with EP maps, cancellation that defeats the fast path,
@@ -15,6 +15,7 @@
 #include "moects_exact.h"
 #include "moects_fused_internal.h"
 #include "moects_layer.h"
+#include "test_mpfr_round.h"
 #include "test_rng.h"
 
 /* ---- a layer: shape, args, recipe and the buffers ---- */
@@ -367,6 +368,87 @@ Test(fused_moe_hand, clamps)
     }
 }
 
+/* ---- situ against MPFR: each FP32 operation of the recipe (ref/moects_layer.h) computed by MPFR
+ * from its FP32 operands at 320 bits and rounded once to binary32 (BF16 for act=bf16); tanh and exp
+ * likewise (mpfr_tanh, mpfr_exp), independent of ref/crmath.c. ---- */
+static float mp_done(mpfr_t v, int prec)
+{
+    const float f = ref_round(v, prec, prec == 24 ? -148 : -132);
+    mpfr_clear(v);
+    return f;
+}
+
+/* fl(x op y), op one of + * / ; 't' tanh(x); 'e' exp(x) (y unused). */
+static float mp_op(float x, char op, float y)
+{
+    mpfr_t a, b;
+    mpfr_init2(a, 320), mpfr_init2(b, 320);
+    mpfr_set_flt(a, x, MPFR_RNDN), mpfr_set_flt(b, y, MPFR_RNDN);
+    switch (op) {
+    case '+': mpfr_add(a, a, b, MPFR_RNDN); break;
+    case '*': mpfr_mul(a, a, b, MPFR_RNDN); break;
+    case '/': mpfr_div(a, a, b, MPFR_RNDN); break;
+    case 't': mpfr_tanh(a, a, MPFR_RNDN); break;
+    default: mpfr_exp(a, a, MPFR_RNDN); break;
+    }
+    mpfr_clear(b);
+    return mp_done(a, 24);
+}
+
+static float mp_bf16(float x)
+{
+    mpfr_t a;
+    mpfr_init2(a, 24);
+    mpfr_set_flt(a, x, MPFR_RNDN);
+    return mp_done(a, 8);
+}
+
+/* situ(g, u): t = tanh(g * fl(1 / a)), x = a * t, gate = x / (1 + exp(-g)) or x * (1 / (1 + exp(-g)))
+ * (rcp), act=bf16 rounding; up' = L * tanh(u * fl(1 / L)) when L > 0; gate * up'. */
+static float mp_situ(float g, float u, float a, float L, int rcp, int act_bf16)
+{
+    const float x = mp_op(a, '*', mp_op(mp_op(g, '*', mp_op(1.0f, '/', a)), 't', 0.0f));
+    const float d = mp_op(1.0f, '+', mp_op(-g, 'e', 0.0f));
+    float gate = rcp ? mp_op(x, '*', mp_op(1.0f, '/', d)) : mp_op(x, '/', d);
+    if (act_bf16) gate = mp_bf16(gate);
+    const float up = L > 0.0f ? mp_op(L, '*', mp_op(mp_op(u, '*', mp_op(1.0f, '/', L)), 't', 0.0f)) : u;
+    return mp_op(gate, '*', up);
+}
+
+/* W13 rows [v, 0] with x = [1, 0, ...] give g1 = v exactly; W2 = identity, g1, mid, slot and out FP32,
+ * weight 1: out = a. Pairs (g, u) over the curve's parts: saturated (64, 500: by hand, tanh(16) and
+ * tanh(fl(500 fl(1/25))) = tanh(20) round to 1 and exp(-64) < 2^-24, so a = 4 * 25 = 100), the
+ * gate's negative dip (-1.25), both signs of up, up past L; a = 4 (Kimi K3) and 1.702 (1 / a not a
+ * power of two), L = 25 and 0 (up unchanged), sig div and rcp, act f32 and bf16. */
+Test(fused_moe_hand, situ_against_mpfr)
+{
+    static const float G[6] = {64, 1.5f, -2.5f, 0.75f, -1.25f, -64}, U[6] = {500, 3, -7.25f, 40, 0.375f, -500};
+    cr_assert_eq(mp_situ(64, 500, 4, 25, 0, 0), 100.0f, "the MPFR oracle against the hand value");
+    for (int v = 0; v < 16; v++) {
+        const float a = v & 1 ? 1.702f : 4.0f, Lim = v & 2 ? 0.0f : 25.0f;
+        const int rcp = (v >> 2) & 1, act_bf16 = (v >> 3) & 1;
+        char rs[160];
+        snprintf(rs, sizeof rs, MOECTS_LAYER_RECIPE_V1 "(g1=f32,act=%s,mid=f32,slot=f32,sig=%s)",
+                 act_bf16 ? "bf16" : "f32", rcp ? "rcp" : "div");
+        layer L;
+        lay_init(&L, 1, 1, 6, 6, 1, MOECTS_ACT_SITU, MOECTS_LAYER_BF16);
+        set_recipe(&L, rs);
+        L.s.act_alpha = a, L.s.act_limit = Lim;
+        set_x(&L, 0, 0, 1.0f);
+        L.w[0] = 1.0f;
+        float want[6];
+        for (int i = 0; i < 6; i++) {
+            set_w13(&L, 0, i, 0, G[i]), set_w13(&L, 0, 6 + i, 0, U[i]);
+            set_w2(&L, 0, i, i, 1.0f);
+            want[i] = mp_situ(G[i], U[i], a, Lim, rcp, act_bf16);
+        }
+        char what[220];
+        snprintf(what, sizeof what, "situ a %g L %g %s", (double)a, (double)Lim, rs);
+        expect(&L, want, what);
+        lay_free(&L);
+    }
+}
+
 /* ---- the FP8 intermediate on hand values ---- */
 Test(fused_moe_fp8, scales)
 {
@@ -605,6 +687,12 @@ static float o_act(const layer *L, float g, float u)
         u = u > Lm ? Lm : u < -Lm ? -Lm : u;
         ga = o_sigmul(L, g, g);
         break;
+    case MOECTS_ACT_SITU: {
+        const float inv_a = 1.0f / s->act_alpha, inv_l = 1.0f / Lm;
+        ga = o_sigmul(L, s->act_alpha * moects_cr_tanhf(g * inv_a), g);
+        if (Lm > 0.0f) u = Lm * moects_cr_tanhf(u * inv_l);
+        break;
+    }
     default: ga = o_sigmul(L, g, g); break;
     }
     if (L->r.act_bf16) ga = bfr(ga);
@@ -753,6 +841,8 @@ static void gen_layer(layer *L, const cfg *c)
     s->out_dtype = rnd() % 2 ? MOECTS_BF16 : MOECTS_F32;
     s->act_limit = c->act == MOECTS_ACT_GPT_OSS ? 7.0f : 10.0f;
     s->act_alpha = 1.702f;
+    if (c->act == MOECTS_ACT_SITU) /* Kimi K3's a and L, or a 1 / a not a power of two, or no L */
+        s->act_alpha = rnd() % 2 ? 4.0f : 1.702f, s->act_limit = rnd() % 3 ? 25.0f : 0.0f;
     gen_recipe(L, c);
     if (c->map) {
         use_map(L, s->E + 2);
@@ -889,7 +979,7 @@ Test(fused_moe_oracle, every_stage_variant)
 {
     uint64_t seed = 1000;
     for (int round = 0; round < 2; round++)
-    for (int act = MOECTS_ACT_SILU; act <= MOECTS_ACT_GPT_OSS; act++)
+    for (int act = MOECTS_ACT_SILU; act <= MOECTS_ACT_SITU; act++)
         for (int mid = 0; mid <= MOECTS_MID_MXFP8; mid++)
             for (int wp = 0; wp <= MOECTS_WEIGHT_COMBINE; wp++)
                 for (int f = MOECTS_LAYER_BF16; f <= MOECTS_LAYER_MXFP4; f++) {
@@ -904,7 +994,7 @@ Test(fused_moe_oracle, every_stage_variant)
 Test(fused_moe_oracle, cancellation)
 {
     uint64_t seed = 5000;
-    for (int act = MOECTS_ACT_SILU; act <= MOECTS_ACT_GPT_OSS; act++)
+    for (int act = MOECTS_ACT_SILU; act <= MOECTS_ACT_SITU; act++)
         for (int mid = 0; mid <= MOECTS_MID_MXFP8; mid++) {
             cfg c = {(moects_activation)act, (moects_mid_format)mid, (moects_weight_pos)(mid % 4),
                      (moects_layer_format)(1 + act % 2), act % 2, 1, 0, 0, 0, 0, 0, 0};
@@ -916,7 +1006,7 @@ Test(fused_moe_oracle, cancellation)
 Test(fused_moe_oracle, nan_and_inf)
 {
     uint64_t seed = 9000;
-    for (int act = MOECTS_ACT_SILU; act <= MOECTS_ACT_GPT_OSS; act++)
+    for (int act = MOECTS_ACT_SILU; act <= MOECTS_ACT_SITU; act++)
         for (int f = MOECTS_LAYER_BF16; f <= MOECTS_LAYER_MXFP4; f++)
             for (int mid = 0; mid <= MOECTS_MID_MXFP8; mid += 2) {
                 cfg c = {(moects_activation)act, (moects_mid_format)mid, MOECTS_WEIGHT_GEMM2, (moects_layer_format)f,
@@ -958,7 +1048,7 @@ Test(fused_moe_oracle, larger_and_chunked)
  * token its own input scale). */
 Test(fused_moe_oracle, activation_values)
 {
-    for (int act = MOECTS_ACT_SILU; act <= MOECTS_ACT_GPT_OSS; act++)
+    for (int act = MOECTS_ACT_SILU; act <= MOECTS_ACT_SITU; act++)
         for (int sig = 0; sig < 2; sig++) {
             cfg c = {(moects_activation)act, MOECTS_MID_F32, MOECTS_WEIGHT_COMBINE, MOECTS_LAYER_BF16,
                      0, 0, 0, 32, 1, 128, 128, 2};
@@ -999,6 +1089,14 @@ Test(fused_moe, refusals)
     cr_assert_eq(moects__ref_fused_moe(&L.s, &L.a, &L.r), -1, "E = 0");
     L.s.E = 2, L.s.activation = (moects_activation)9;
     cr_assert_eq(moects__ref_fused_moe(&L.s, &L.a, &L.r), -1, "bad activation");
+    L.s.activation = MOECTS_ACT_SITU, L.s.act_alpha = 4.0f, L.s.act_limit = 0.0f;
+    cr_assert_eq(moects__ref_fused_moe(&L.s, &L.a, &L.r), 0, "situ without L");
+    const float bad[4][2] = {{0.0f, 25.0f}, {INFINITY, 25.0f}, {4.0f, -1.0f}, {4.0f, NAN}};
+    for (int i = 0; i < 4; i++) {
+        L.s.act_alpha = bad[i][0], L.s.act_limit = bad[i][1];
+        cr_assert_eq(moects__ref_fused_moe(&L.s, &L.a, &L.r), -1, "situ a %g L %g", (double)bad[i][0],
+                     (double)bad[i][1]);
+    }
     L.s.activation = MOECTS_ACT_SILU, L.r.mid = (moects_mid_format)7;
     cr_assert_eq(moects__ref_fused_moe(&L.s, &L.a, &L.r), -1, "bad mid");
     L.r.mid = MOECTS_MID_BF16, L.a.w13_scale = NULL;
