@@ -7,7 +7,7 @@
 #include "moects_harness.h"
 #include "moects_kernel.h"
 
-#define MOECTS__NRECIPES 32 /* recipes a worker caches references of (moects_recipe values: 4 + layer recipes) */
+#define MOECTS__NRECIPES 32 /* recipes a worker caches references of (moects_recipe values: 4, 24 layer, 4 route) */
 
 /* Phases a worker announces to the parent (timeouts, timing of a task that dies). */
 enum { PH_OTHER = 0, PH_INPUTS = 1, PH_REFERENCE = 2, PH_KERNEL = 3, PH_COMPARE = 4 };
