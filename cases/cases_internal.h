@@ -60,6 +60,11 @@ int moects__derive_moe_cases(const moects_model *m, const moects_case *base, int
 int moects__derive_fused_cases(const moects_model *m, const moects_case *base, int tp, int ep, int64_t I_rank,
                                int grid, int smoke, moects_case_list *out);
 
+/* Append the moe_route cases of model m (cases/derive_route.c), each a copy of base (model, source
+ * set); none for a router without a method (DeepSeek-V4's sqrtsoftplus, a raw config). -1 out of
+ * memory. */
+int moects__derive_route_cases(const moects_model *m, const moects_case *base, moects_case_list *out);
+
 /* Copy src into dst[n] (NUL-terminated); returns -1 if it did not fit. */
 int moects__copy(char *dst, size_t n, const char *src);
 

@@ -247,6 +247,15 @@ static void moe_cases(deriver *d, const layout *L, int grid, int smoke)
     if (moects__derive_moe_cases(d->m, &base, L->tp, L->ep, L->I, grid, smoke, d->out)) d->rc = -1;
 }
 
+/* moe_route cases, once a model: the router is replicated on every rank (cases/derive_route.c). */
+static void route_cases(deriver *d)
+{
+    const layout none = {"-", 0, 0, 0};
+    if (d->rc) return;
+    moects_case base = base_case(d, &none, MOECTS_OP_MOE_ROUTE);
+    if (moects__derive_route_cases(d->m, &base, d->out)) d->rc = -1;
+}
+
 /* fused_moe cases of layout L (cases/derive_fused.c). */
 static void fused_cases(deriver *d, const layout *L, int grid, int smoke)
 {
@@ -357,5 +366,6 @@ int moects__derive_cases(const moects_model *m, moects_case_list *out)
         moe_cases(&d, &L, e == 8, e == smoke_moe_ep);
         fused_cases(&d, &L, e == 8, e == smoke_gather_ep && 3 * I * d.K <= FUSED_SMOKE_EP_WEIGHTS);
     }
+    route_cases(&d);
     return d.rc;
 }

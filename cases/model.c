@@ -206,6 +206,39 @@ static int load_act(const ctx *c, const json_t *root, moects_model *m)
     return 0;
 }
 
+/* ---- the router's facts (DESIGN.md "Routing") ------------------------------------------------- */
+
+/* A registry file's scoring_func, topk_before_scoring, n_group, topk_group, routed_scaling_factor,
+ * norm_topk_prob and e_score_correction_bias (all required), consistent with each other and top-k. */
+static int load_router(const ctx *c, const json_t *root, moects_model *m)
+{
+    static const char *const names[] = {"softmax", "sigmoid", "sqrtsoftplus"};
+    char name[32];
+    if (get_str(c, root, "", "scoring_func", name, sizeof name)) return -1;
+    int i = 0;
+    while (i < 3 && strcmp(name, names[i])) i++;
+    if (i == 3)
+        return moects__fail(c->err, c->errlen, "%s: scoring_func: unknown value \"%s\" (softmax, sigmoid, sqrtsoftplus)",
+                            c->path, name);
+    m->scoring = (moects_scoring)(MOECTS_SCORING_SOFTMAX + i);
+    int has = 0;
+    if (need_bool(c, root, "topk_before_scoring", &m->topk_before_scoring) ||
+        need_int(c, root, "n_group", 1, MOECTS__MAX_EXPERTS, &m->n_group) ||
+        need_int(c, root, "topk_group", 1, MOECTS__MAX_EXPERTS, &m->topk_group) ||
+        need_bool(c, root, "norm_topk_prob", &m->norm_topk_prob) ||
+        need_bool(c, root, "e_score_correction_bias", &m->e_score_correction_bias))
+        return -1;
+    int r = get_real(c, root, "", "routed_scaling_factor", &m->routed_scaling_factor, &has);
+    if (r || !has)
+        return r < 0 ? -1 : moects__fail(c->err, c->errlen, "%s: routed_scaling_factor: missing field", c->path);
+    if (m->routed_experts % m->n_group || m->topk_group > m->n_group)
+        return moects__fail(c->err, c->errlen, "%s: n_group/topk_group: %lld groups of %lld experts, %lld kept", c->path,
+                            (long long)m->n_group, (long long)m->routed_experts, (long long)m->topk_group);
+    if (m->topk_before_scoring && (m->n_group > 1 || m->e_score_correction_bias))
+        return moects__fail(c->err, c->errlen, "%s: topk_before_scoring: true takes no groups and no bias", c->path);
+    return 0;
+}
+
 /* ---- registry file ---------------------------------------------------------------------------- */
 
 static int valid_name(const char *s)
@@ -222,7 +255,9 @@ static int load_registry(const ctx *c, const json_t *root, moects_model *m)
     static const char *const known[] = {"name", "hf_id", "hidden_size", "moe_intermediate_size",
                                         "routed_experts", "experts_per_token", "shared_experts", "latent_size",
                                         "gated", "activation", "activation_limit", "activation_alpha",
-                                        "expert_bias", "router_weight_on_input", "release_quantization",
+                                        "expert_bias", "router_weight_on_input", "scoring_func",
+                                        "topk_before_scoring", "n_group", "topk_group", "routed_scaling_factor",
+                                        "norm_topk_prob", "e_score_correction_bias", "release_quantization",
                                         "source", "notes"};
     const char *key;
     json_t *val;
@@ -257,7 +292,7 @@ static int load_registry(const ctx *c, const json_t *root, moects_model *m)
     if (m->experts_per_token > m->routed_experts)
         return moects__fail(c->err, c->errlen, "%s: experts_per_token: exceeds routed_experts (%lld > %lld)",
                             c->path, (long long)m->experts_per_token, (long long)m->routed_experts);
-    return load_act(c, root, m);
+    return load_act(c, root, m) || load_router(c, root, m) ? -1 : 0;
 }
 
 /* ---- raw Hugging Face config.json ------------------------------------------------------------- */

@@ -4,6 +4,13 @@
 #define MOECTS_CASES_H
 #include "moects_types.h"
 
+/* A router's score function (cases/models/NAME.json "scoring_func"). */
+typedef enum {
+    MOECTS_SCORING_SOFTMAX = 1,
+    MOECTS_SCORING_SIGMOID = 2,
+    MOECTS_SCORING_SQRTSOFTPLUS = 3 /* DeepSeek-V4: sqrt(softplus(x)); no moe_route method yet */
+} moects_scoring;
+
 /* One MoE model's dims that matter for its kernels (cases/models/<name>.json). */
 typedef struct {
     char name[64];             /* registry name, lower-case: "kimi-k3", "deepseek-v3" */
@@ -23,6 +30,14 @@ typedef struct {
     int has_activation_limit, has_activation_alpha;
     int expert_bias;               /* 1: GEMM1 and GEMM2 of the experts add a bias (gpt-oss) */
     int router_weight_on_input;    /* 1: the router weight scales the expert's input (Llama 4, top-1) */
+    /* The router's facts (DESIGN.md "Routing"; all required in a registry file; a raw config leaves
+     * scoring 0: unknown, no moe_route cases). */
+    moects_scoring scoring;        /* the router's score function (config scoring_func) */
+    int topk_before_scoring;       /* 1: top-k on the logits, then the score (gpt-oss softmax, Llama 4 sigmoid) */
+    int64_t n_group, topk_group;   /* expert groups and groups kept (1 and 1: none) */
+    float routed_scaling_factor;   /* the weights' factor (1: none) */
+    int norm_topk_prob;            /* 1: the k weights are divided by their sum */
+    int e_score_correction_bias;   /* 1: a per-expert bias added to the scores for the selection only */
     char release_quantization[128];
     char hf_id[128];               /* Hugging Face repository id, "" if unknown */
     char file[256];                /* file name it was read from by moects__models_load_dir, else "" */
@@ -101,6 +116,12 @@ typedef struct {
     moects_activation activation;
     float act_limit, act_alpha;  /* 0 when the activation has none */
     int has_bias;
+    /* moe_route (also T, k, E, data): the model's router (moects_moe_route_shape's fields) */
+    moects_route_method route_method;
+    int64_t n_group, topk_group;
+    int renormalize, route_bias;
+    float route_scale;
+    moects_dtype logits_dtype;
 } moects_case;
 
 typedef struct {

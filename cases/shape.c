@@ -46,6 +46,15 @@ void moects__case_shape(const moects_case *c, char *buf, size_t len)
                  rows, c->gemm, moects__data_name(c->data));
         return;
     }
+    case MOECTS_OP_MOE_ROUTE: {
+        static const char *const methods[] = {"?", "softmax", "top-k then softmax", "sigmoid", "Llama 4 sigmoid top-1"};
+        snprintf(buf, len, "logits [T %lld, E %lld] %s -> ids, weights [T, %lld]; %s; groups %lld of %lld; %s; scale %g; "
+                 "%s; data %s", (long long)c->T, (long long)c->E, dtype_name(c->logits_dtype), (long long)c->k,
+                 methods[c->route_method >= 1 && c->route_method <= 4 ? c->route_method : 0], (long long)c->topk_group,
+                 (long long)c->n_group, c->renormalize ? "renormalized" : "not renormalized", (double)c->route_scale,
+                 c->route_bias ? "correction bias" : "no bias", moects__data_name(c->data));
+        return;
+    }
     case MOECTS_OP_FUSED_MOE: {
         char map[48] = "no expert_map", act[64];
         if (c->ep_size > 1) snprintf(map, sizeof map, "EP rank %d of %d", c->ep_rank, c->ep_size);

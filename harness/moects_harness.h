@@ -14,6 +14,8 @@ typedef enum {
     MOECTS_PASS_EXACT = 0,
     MOECTS_PASS_BOUNDED,   /* every element within its own proven bound (DESIGN.md "Bounded verdicts") */
     MOECTS_PASS_TOLERANCE,
+    MOECTS_PASS_TIE,       /* moe_route: some rows chose other ids tied with the reference's, as the
+                              kernel's declared tie rule allows (DESIGN.md "Routing") */
     MOECTS_FAIL_MISMATCH,
     MOECTS_FAIL_CRASH,
     MOECTS_FAIL_TIMEOUT,
@@ -48,7 +50,7 @@ int moects__reason_is_no_device(const char *reason);
 
 const char *moects__verdict_name(moects_verdict v);            /* "PASS_EXACT" ... */
 int moects__verdict_parse(const char *s, moects_verdict *out); /* 0 or -1 */
-static inline int moects_verdict_is_pass(moects_verdict v) { return v <= MOECTS_PASS_TOLERANCE; }
+static inline int moects_verdict_is_pass(moects_verdict v) { return v <= MOECTS_PASS_TIE; }
 static inline int moects_verdict_is_fail(moects_verdict v)
 {
     return v >= MOECTS_FAIL_MISMATCH && v <= MOECTS_FAIL_NONDETERMINISTIC;

@@ -22,6 +22,8 @@ enum {
     MOECTS_FM_X, MOECTS_FM_IDS, MOECTS_FM_W, MOECTS_FM_MAP, MOECTS_FM_W13, MOECTS_FM_W13S, MOECTS_FM_W2,
     MOECTS_FM_W2S, MOECTS_FM_B13, MOECTS_FM_B2, MOECTS_FM_MID_GS, MOECTS_FM_NT
 };
+/* moe_route: names = the moects_moe_route_args inputs */
+enum { MOECTS_MR_LOGITS, MOECTS_MR_BIAS, MOECTS_MR_NT };
 #define MOECTS_INPUTS_MAX 11
 
 /* One guarded buffer.
@@ -58,6 +60,7 @@ typedef union {
     moects_fp4_gemm_args fg;
     moects_moe_gemm_args mg;
     moects_fused_moe_args fm;
+    moects_moe_route_args mr;
 } moects_op_args;
 
 typedef struct {
@@ -66,6 +69,7 @@ typedef struct {
     moects_fp4_gemm_shape fg;
     moects_moe_gemm_shape mg;
     moects_fused_moe_shape fm;
+    moects_moe_route_shape mr;
     moects_tensor t[MOECTS_INPUTS_MAX];
     int nt;
     moects_dtype out_dtype;

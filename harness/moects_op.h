@@ -12,6 +12,7 @@
 #include "moects.h"
 #include "moects_cases.h"
 #include "moects_diag.h"
+#include "moects_harness.h"
 #include "moects_inputs.h"
 #include "moects_layer.h"
 #include "moects_ref.h"
@@ -22,6 +23,7 @@ typedef union {
     moects_fp4_gemm_shape fg;
     moects_moe_gemm_shape mg;
     moects_fused_moe_shape fm;
+    moects_moe_route_shape mr;
 } moects__kshape;
 
 typedef struct moects__op_def {
@@ -93,6 +95,12 @@ typedef struct moects__op_def {
      * none. 0, or -1. */
     int (*enclosure)(const moects_inputs *in, const moects_op_args *a, moects_recipe r, const moects_acc_class *cls,
                      void *lo, void *hi, moects_layer_tightness *tight);
+    /* An op whose output is not one tensor compared element by element (moe_route: ids compared as
+     * the kernel's recipe says, ties, weights): the verdict of one run's output got against want (the
+     * reference under recipe, the kernel's string) into r: verdict, reason, mismatches, first
+     * mismatch; returns 1 when the claim lets two runs differ (ties or slots in any order), else 0.
+     * NULL: the element-wise judge. */
+    int (*judge)(const moects_inputs *in, const char *recipe, const void *got, const void *want, moects_result *r);
 
     /* ---- --perf ---- */
     const char *perf_unit, *perf_key; /* "GB/s" "gbps" (bytes moved) or "TFLOP/s" "tflops" (2MNK) */

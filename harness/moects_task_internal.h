@@ -6,7 +6,7 @@
 
 #include "moects_harness.h"
 #include "moects_kernel.h"
-#include "moects_layer.h"
+#include "moects_ref.h"
 
 #define MOECTS__NRECIPES MOECTS_RECIPES_MAX /* recipes a worker caches references of */
 

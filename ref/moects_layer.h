@@ -92,8 +92,7 @@ int moects__layer_recipe_format(const moects_layer_recipe *r, char *buf, size_t 
 
 /* Layer recipes as moects_recipe values: MOECTS_RECIPE_LAYER_BASE + the index of r in a process-wide
  * table (equal recipes, one index). 0, or -1 when the table's MOECTS_LAYER_RECIPES_MAX are taken. */
-#define MOECTS_LAYER_RECIPES_MAX 28
-#define MOECTS_RECIPES_MAX (MOECTS_RECIPE_LAYER_BASE + MOECTS_LAYER_RECIPES_MAX) /* every moects_recipe is below */
+#define MOECTS_LAYER_RECIPES_MAX 24 /* values 4..27; 28..31 are moe_route's */
 int moects__layer_recipe_intern(const moects_layer_recipe *r, moects_recipe *out);
 /* The recipe of an interned value, or NULL for a value that is not a layer recipe. */
 const moects_layer_recipe *moects__layer_recipe_of(moects_recipe v);

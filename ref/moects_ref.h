@@ -28,10 +28,13 @@ typedef enum {
     MOECTS_RECIPE_EPG_FMA_V1 = 1,        /* ep_gather.fma_v1 */
     MOECTS_RECIPE_EPG_MULADD_V1 = 2,     /* ep_gather.muladd_v1 */
     MOECTS_RECIPE_FP4_BLOCKWISE_V1 = 3,  /* fp4_gemm.blockwise_v1, moe_gemm.blockwise_v1 */
-    MOECTS_RECIPE_LAYER_BASE = 4         /* fused_moe layer recipes: 4 + their index (ref/moects_layer.h) */
+    MOECTS_RECIPE_LAYER_BASE = 4,        /* fused_moe layer recipes: 4 + their index (ref/moects_layer.h) */
+    MOECTS_RECIPE_ROUTE_BASE = 28,       /* moe_route recipes: 28 + ties_any + 2 slots_any (ref/moects_route.h) */
+    MOECTS_RECIPES_MAX = 32              /* every recipe value is below: caches indexed by recipe */
 } moects_recipe;
 
-/* Parse "ep_gather.fma_v1" etc., and a fused_moe layer recipe (interned, ref/moects_layer.h).
+/* Parse "ep_gather.fma_v1" etc., a fused_moe layer recipe (interned, ref/moects_layer.h) and a
+ * moe_route recipe (ref/moects_route.h).
  * Returns 0, or -1 for an unknown name. */
 int moects__recipe_parse(const char *name, moects_op op, moects_recipe *out);
 

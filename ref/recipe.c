@@ -1,9 +1,10 @@
 /* recipe.c: names of the numeric recipes (DESIGN.md "Numeric recipes"); fused_moe's layer recipes
- * are parsed and interned by ref/layer_recipe.c. */
+ * are parsed and interned by ref/layer_recipe.c, moe_route's parsed by ref/moe_route.c. */
 #include <string.h>
 
 #include "moects_layer.h"
 #include "moects_ref.h"
+#include "moects_route.h"
 
 int moects__recipe_parse(const char *name, moects_op op, moects_recipe *out)
 {
@@ -25,6 +26,11 @@ int moects__recipe_parse(const char *name, moects_op op, moects_recipe *out)
         moects_layer_recipe r;
         char err[256];
         return moects__layer_recipe_parse(name, &r, err, sizeof err) ? -1 : moects__layer_recipe_intern(&r, out);
+    }
+    if (op == MOECTS_OP_MOE_ROUTE) {
+        moects_route_recipe r;
+        char err[256];
+        return moects__route_recipe_parse(name, &r, err, sizeof err) ? -1 : (*out = moects__route_recipe_value(&r), 0);
     }
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (table[i].op == op && strcmp(table[i].name, name) == 0) {

@@ -20,7 +20,6 @@
 #include "moects_harness.h"
 #include "moects_inputs.h"
 #include "moects_judge.h"
-#include "moects_layer.h"
 #include "moects_ref.h"
 #include "moects_runner.h"
 #include "moects_runner_internal.h"

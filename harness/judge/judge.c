@@ -294,12 +294,15 @@ static void judge_enclosure(const moects_judge_ref *ref, void *got, moects_resul
                  (long long)t->elements, (long long)t->unbounded, (long long)t->nan);
 }
 
-/* One run's output against the reference: identical bits under the kernel's recipe, its per-element
- * bounds (acc), or its tolerance; moe_gemm: valid rows only (got's other rows take the reference's
- * bytes). A FAIL_MISMATCH gets its diagnostics. */
-static void judge_one(const moects_judge_ref *ref, const moects_kernel *k, void *got, moects_result *r)
+/* One run's output against the reference: the op's own judge where it has one, else identical bits
+ * under the kernel's recipe, its per-element bounds (acc), or its tolerance; moe_gemm: valid rows only
+ * (got's other rows take the reference's bytes). A FAIL_MISMATCH gets its diagnostics. Returns 1 when
+ * the claim lets runs differ (the op's judge says so), else 0. */
+static int judge_one(const moects_judge_ref *ref, const moects_kernel *k, void *got, moects_result *r)
 {
     const moects_inputs *in = ref->in;
+    const moects__op_def *op = moects__op_of_inputs(in);
+    if (op->judge) return op->judge(in, k->recipe, got, ref->want, r);
     moects_compare_result cr;
     void *only = NULL; /* a bounded failure's outside_only output, what the diagnostics read */
     mask_invalid_rows(in, got, ref->want);
@@ -335,6 +338,7 @@ static void judge_one(const moects_judge_ref *ref, const moects_kernel *k, void 
         else moects__diag_compute(&geom, in->out_dtype, only ? only : got, ref->want, &r->diag);
     }
     free(only);
+    return 0;
 }
 
 int moects__judge_acc_check_applies(const moects_case *c) { return c->data != MOECTS_DATA_NEGZERO; }
@@ -359,14 +363,14 @@ int moects__judge_runs(const moects_judge_ref *ref, const moects_kernel *k, void
                       moects_result *r)
 {
     const moects_inputs *in = ref->in;
-    int differ = 0;
+    int differ = 0, may_differ = ref->any_order;
     for (int run = 0; run < nruns; run++) {
         if (run > 0) { /* run 1's bits (valid rows): run 1's verdict */
             mask_invalid_rows(in, got[run], ref->want);
             if (in->out_bytes == 0 || memcmp(got[run], got[0], in->out_bytes) == 0) continue;
         }
         differ |= run > 0;
-        judge_one(ref, k, got[run], r);
+        may_differ |= judge_one(ref, k, got[run], r);
         if (r->verdict == MOECTS_FAIL_MISMATCH && run > 0) {
             size_t l = strlen(r->reason);
             snprintf(r->reason + l, sizeof r->reason - l, "%srun %d (fresh poison) failed where run 1 passed",
@@ -374,7 +378,7 @@ int moects__judge_runs(const moects_judge_ref *ref, const moects_kernel *k, void
         }
         if (!moects_verdict_is_pass(r->verdict)) return run;
     }
-    if (!k->recipe || !differ || ref->any_order) return 0;
+    if (!k->recipe || !differ || may_differ) return 0;
     moects_compare_result cr;
     moects__compare(in->out_dtype, got[1], got[0], in->out_elems, &cr);
     if (cr.mismatches) {

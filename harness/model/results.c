@@ -22,7 +22,7 @@
  *        "model": "kimi-k3", "layout": "tp8",    ("regression", "-" for regressions)
  *        "op": "ep_gather",               "ep_gather" | "fp4_gemm" | "moe_gemm" | "fused_moe"
  *        "mutant": false,                 the kernel has a declared bug
- *        "verdict": "PASS_EXACT",         PASS_EXACT PASS_BOUNDED PASS_TOLERANCE FAIL_MISMATCH
+ *        "verdict": "PASS_EXACT",         PASS_EXACT PASS_BOUNDED PASS_TOLERANCE PASS_TIE FAIL_MISMATCH
  *                                           FAIL_CRASH FAIL_TIMEOUT FAIL_OOB_WRITE
  *                                           FAIL_NONDETERMINISTIC UNSUPPORTED SKIP
  *        "recipe": "ep_gather.fma_v1",    "" when none
@@ -85,7 +85,7 @@
 #include "reports_internal.h"
 
 static const char *const verdict_names[MOECTS_VERDICT_COUNT] = {
-    "PASS_EXACT", "PASS_BOUNDED", "PASS_TOLERANCE", "FAIL_MISMATCH", "FAIL_CRASH", "FAIL_TIMEOUT",
+    "PASS_EXACT", "PASS_BOUNDED", "PASS_TOLERANCE", "PASS_TIE", "FAIL_MISMATCH", "FAIL_CRASH", "FAIL_TIMEOUT",
     "FAIL_OOB_WRITE", "FAIL_NONDETERMINISTIC", "UNSUPPORTED", "SKIP",
 };
 

@@ -157,7 +157,7 @@ static moects__cell_state state_of(table *t, int k, int m, int l)
     if (c->n[MOECTS_FAIL_MISMATCH] + c->n[MOECTS_FAIL_CRASH] + c->n[MOECTS_FAIL_TIMEOUT] +
         c->n[MOECTS_FAIL_OOB_WRITE] + c->n[MOECTS_FAIL_NONDETERMINISTIC]) return MOECTS__CELL_FAIL;
     if (c->n[MOECTS_UNSUPPORTED]) return MOECTS__CELL_UNSUPPORTED;
-    size_t pass = c->n[MOECTS_PASS_EXACT] + c->n[MOECTS_PASS_BOUNDED] + c->n[MOECTS_PASS_TOLERANCE], all = 0;
+    size_t pass = c->n[MOECTS_PASS_EXACT] + c->n[MOECTS_PASS_BOUNDED] + c->n[MOECTS_PASS_TOLERANCE] + c->n[MOECTS_PASS_TIE], all = 0;
     for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) all += c->n[v];
     /* green only when every case of the cell passed (a skipped case leaves it NOT_RUN) */
     if (pass && pass == all) return MOECTS__CELL_PASS;
@@ -396,7 +396,7 @@ static void md_cell(moects__buf *b, table *t, int k, int m, int l)
 {
     moects__cell_state s = state_of(t, k, m, l);
     const cell *c = at(t, k, m, l);
-    size_t pass = c->n[MOECTS_PASS_EXACT] + c->n[MOECTS_PASS_BOUNDED] + c->n[MOECTS_PASS_TOLERANCE], all = 0;
+    size_t pass = c->n[MOECTS_PASS_EXACT] + c->n[MOECTS_PASS_BOUNDED] + c->n[MOECTS_PASS_TOLERANCE] + c->n[MOECTS_PASS_TIE], all = 0;
     for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) all += c->n[v];
     if (t->run && (s == MOECTS__CELL_FAIL || s == MOECTS__CELL_UNSUPPORTED)) {
         moects__buf_printf(b, " [%s](#", cell_md[s]);
@@ -425,7 +425,7 @@ static const char *sub_state(table *t, int k, int m, int l, const char *prefix, 
     if (!any) return "-";
     if (n[MOECTS_FAIL_MISMATCH] + n[MOECTS_FAIL_CRASH] + n[MOECTS_FAIL_TIMEOUT]) return cell_md[MOECTS__CELL_FAIL];
     if (n[MOECTS_UNSUPPORTED]) return cell_md[MOECTS__CELL_UNSUPPORTED];
-    if (n[MOECTS_PASS_EXACT] + n[MOECTS_PASS_TOLERANCE]) return cell_md[MOECTS__CELL_PASS];
+    if (n[MOECTS_PASS_EXACT] + n[MOECTS_PASS_TOLERANCE] + n[MOECTS_PASS_TIE]) return cell_md[MOECTS__CELL_PASS];
     return cell_md[MOECTS__CELL_NOT_RUN];
 }
 

@@ -16,7 +16,8 @@ typedef enum {
     MOECTS_OP_EP_GATHER = 1, /* MoE combine, DESIGN.md "ep_gather" */
     MOECTS_OP_FP4_GEMM = 2,  /* block-scaled FP4 GEMM, NT layout */
     MOECTS_OP_MOE_GEMM = 3,  /* grouped MoE GEMM over all local experts, DESIGN.md "Grouped MoE GEMM" */
-    MOECTS_OP_FUSED_MOE = 4  /* the whole routed MoE layer, DESIGN.md "The fused MoE layer" */
+    MOECTS_OP_FUSED_MOE = 4, /* the whole routed MoE layer, DESIGN.md "The fused MoE layer" */
+    MOECTS_OP_MOE_ROUTE = 5  /* the router: logits -> topk ids and weights, DESIGN.md "Routing" */
 } moects_op;
 
 typedef enum {
@@ -179,6 +180,42 @@ typedef struct {
                                       (encode direction, as trtllm-gen's fc2 input scale); always given */
     void *out;                    /* [T, H] out_dtype */
 } moects_fused_moe_args;
+
+/* ---- routing (moe_route), DESIGN.md "Routing", docs/moe_route.md ----
+ * Per token t, from its logits row x [E] (and the correction bias b [E] where given), k distinct expert
+ * ids and their FP32 weights. Every FP32 operation and its order is the method's recipe
+ * (ref/moects_route.h gives each; exp correctly rounded): */
+typedef enum {
+    MOECTS_ROUTE_SOFTMAX = 1,      /* p = softmax(x) over E; select as SIGMOID does on p (+ b); w = p
+                                      [/ sum of the k p] * scale (Mixtral, Qwen3, DBRX, Grok-1, ERNIE 4.5) */
+    MOECTS_ROUTE_TOPK_SOFTMAX = 2, /* top-k on x; w = softmax over the k selected x (gpt-oss; FlashInfer
+                                      "Renormalize") */
+    MOECTS_ROUTE_SIGMOID = 3,      /* s = sigmoid(x); select on s (+ b), groups of E / n_group ranked by
+                                      the sum of their top 2 (with b; else their max), the topk_group best
+                                      kept; top-k; w = s (unbiased) [/ (sum + 1e-20)] * scale
+                                      (DeepSeek-V3 noaux_tc, Kimi K2, Nemotron 3) */
+    MOECTS_ROUTE_LLAMA4 = 4        /* top-1 on x; w = sigmoid(x) (Llama 4) */
+} moects_route_method;
+
+typedef struct {
+    int64_t T;                   /* tokens (may be 0) */
+    int64_t E;                   /* routed experts: the logits' row length */
+    int64_t k;                   /* experts per token, 1 <= k <= E */
+    moects_route_method method;
+    int64_t n_group;             /* SOFTMAX, SIGMOID: expert groups (E a multiple), 1 for none */
+    int64_t topk_group;          /* SOFTMAX, SIGMOID: groups kept, 1 <= topk_group <= n_group */
+    int renormalize;             /* SOFTMAX, SIGMOID: divide by the sum of the selected weights */
+    float scale;                 /* SOFTMAX, SIGMOID: the routed scaling factor (1 for none) */
+    int has_bias;                /* SOFTMAX, SIGMOID: the correction bias b is given (selection only) */
+    moects_dtype logits_dtype;   /* MOECTS_F32 or MOECTS_BF16 */
+} moects_moe_route_shape;
+
+typedef struct {
+    const void *logits;          /* [T, E] logits_dtype */
+    const float *bias;           /* [E] FP32 e_score_correction_bias, or NULL */
+    int32_t *topk_ids;           /* [T, k] out: distinct expert ids in [0, E) */
+    float *topk_weights;         /* [T, k] out: FP32 weight of each slot's expert */
+} moects_moe_route_args;
 
 /* Scale block size along K: 32 for MXFP4, 16 for NVFP4. */
 static inline int64_t moects_fp4_block(moects_fp4_format f) { return f == MOECTS_FP4_NVFP4 ? 16 : 32; }

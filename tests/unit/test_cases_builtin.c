@@ -43,10 +43,12 @@ Test(builtin, ids_unique_well_formed_and_matching_the_op, .init = load_all, .fin
             snprintf(want, sizeof want, "moe_gemm.%s/%s/", moects__moe_format_name(c->moe_format), c->model);
         else if (c->op == MOECTS_OP_FUSED_MOE)
             snprintf(want, sizeof want, "fused_moe.%s/%s/", moects__layer_format_name(c->layer_format), c->model);
+        else if (c->op == MOECTS_OP_MOE_ROUTE)
+            snprintf(want, sizeof want, "moe_route/%s/t", c->model); /* no layout: the router is replicated */
         else
             snprintf(want, sizeof want, "fp4_gemm.%s/%s/", c->format == MOECTS_FP4_NVFP4 ? "nvfp4" : "mxfp4", c->model);
         cr_expect_eq(strncmp(c->id, want, strlen(want)), 0, "%s does not start with %s", c->id, want);
-        if (strcmp(c->model, "regression")) {
+        if (strcmp(c->model, "regression") && c->op != MOECTS_OP_MOE_ROUTE) {
             size_t L = strlen(want);
             cr_expect_eq(strncmp(c->id + L, c->layout, strlen(c->layout)), 0, "%s: layout %s", c->id, c->layout);
         }
@@ -201,7 +203,9 @@ static void put(const char *rel, const char *text)
     "{\"name\": \"" name "\", \"hf_id\": \"o/t\", \"hidden_size\": 64, \"moe_intermediate_size\": 32, "       \
     "\"routed_experts\": 4, \"experts_per_token\": 2, \"shared_experts\": 0, \"latent_size\": null, \"gated\": " \
     "true, \"activation\": \"silu\", \"activation_limit\": null, \"activation_alpha\": null, "                 \
-    "\"expert_bias\": false, \"router_weight_on_input\": false, \"release_quantization\": \"bf16\", "          \
+    "\"expert_bias\": false, \"router_weight_on_input\": false, "                                         \
+    "\"scoring_func\": \"softmax\", \"topk_before_scoring\": false, \"n_group\": 1, \"topk_group\": 1, \"routed_scaling_factor\": 1.0, \"norm_topk_prob\": true, \"e_score_correction_bias\": false, "        \
+    "\"release_quantization\": \"bf16\", "          \
     "\"source\": \"hand\"}"
 #define REGF "{\"source\": \"x/y PR 1\", \"class\": \"c\", \"cases\": [{\"op\": \"ep_gather\", \"name\": \"a\", " \
              "\"tiers\": [\"smoke\"], \"T\": 1, \"k\": 1, \"H\": 8, \"E\": 2}]}"

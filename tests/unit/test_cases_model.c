@@ -292,7 +292,9 @@ Test(model, malformed_files_give_one_line_errors, .init = mk_tmp, .fini = rm_tmp
 #define REG_ACT(act, lim, alpha, bias, rwoi)                                                   \
     "\"activation\": \"" act "\", \"activation_limit\": " lim ", \"activation_alpha\": " alpha \
     ", \"expert_bias\": " bias ", \"router_weight_on_input\": " rwoi ", "
-#define REG_END "\"release_quantization\": \"bf16\", \"source\": \"hand\"}"
+/* the router's facts (softmax, renormalized, no groups, scale or bias) */
+#define REG_ROUTER "\"scoring_func\": \"softmax\", \"topk_before_scoring\": false, \"n_group\": 1, \"topk_group\": 1, \"routed_scaling_factor\": 1.0, \"norm_topk_prob\": true, \"e_score_correction_bias\": false, "
+#define REG_END REG_ROUTER "\"release_quantization\": \"bf16\", \"source\": \"hand\"}"
 #define REG_TAIL REG_ACT("silu", "null", "null", "false", "false") REG_END
 
 Test(model, registry_errors, .init = mk_tmp, .fini = rm_tmp)

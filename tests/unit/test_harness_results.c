@@ -51,11 +51,11 @@ static char *slurp(const char *path)
 
 Test(verdict, names_are_the_design_words)
 {
-    static const char *const words[] = {"PASS_EXACT", "PASS_BOUNDED", "PASS_TOLERANCE", "FAIL_MISMATCH",
+    static const char *const words[] = {"PASS_EXACT", "PASS_BOUNDED", "PASS_TOLERANCE", "PASS_TIE", "FAIL_MISMATCH",
                                         "FAIL_CRASH", "FAIL_TIMEOUT", "FAIL_OOB_WRITE", "FAIL_NONDETERMINISTIC",
                                         "UNSUPPORTED", "SKIP"};
-    cr_assert_eq(MOECTS_VERDICT_COUNT, 10);
-    for (int v = 0; v < 10; v++) {
+    cr_assert_eq(MOECTS_VERDICT_COUNT, 11);
+    for (int v = 0; v < 11; v++) {
         cr_assert_str_eq(moects__verdict_name((moects_verdict)v), words[v]);
         moects_verdict got;
         cr_assert_eq(moects__verdict_parse(words[v], &got), 0);
