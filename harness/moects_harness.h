@@ -21,6 +21,7 @@ typedef enum {
     MOECTS_FAIL_TIMEOUT,
     MOECTS_FAIL_OOB_WRITE,        /* a write outside an output, or into an input (harness/run/guard.c) */
     MOECTS_FAIL_NONDETERMINISTIC, /* two runs of a kernel that declares a recipe differ */
+    MOECTS_FAIL_BATCH_VARIANT,    /* a batch-invariant kernel's rows differ inside a larger batch */
     MOECTS_UNSUPPORTED,
     MOECTS_SKIP,
     MOECTS_VERDICT_COUNT
@@ -53,7 +54,14 @@ int moects__verdict_parse(const char *s, moects_verdict *out); /* 0 or -1 */
 static inline int moects_verdict_is_pass(moects_verdict v) { return v <= MOECTS_PASS_TIE; }
 static inline int moects_verdict_is_fail(moects_verdict v)
 {
-    return v >= MOECTS_FAIL_MISMATCH && v <= MOECTS_FAIL_NONDETERMINISTIC;
+    return v >= MOECTS_FAIL_MISMATCH && v <= MOECTS_FAIL_BATCH_VARIANT;
+}
+/* The failures among per-verdict counts n[MOECTS_VERDICT_COUNT] (a kernel's, a coverage cell's). */
+static inline size_t moects__fail_count(const size_t *n)
+{
+    size_t f = 0;
+    for (int v = MOECTS_FAIL_MISMATCH; v <= MOECTS_FAIL_BATCH_VARIANT; v++) f += n[v];
+    return f;
 }
 
 /* A tensor's name ("x", "topk_ids", "a", ...) and the XXH64 of its bytes. */

@@ -8,6 +8,7 @@
 #include "moects_inputs.h"
 #include "moects_kernel.h"
 #include "moects_layer.h"
+#include "moects_op.h"
 #include "moects_ref.h"
 
 /* What a case's outputs are judged against. */
@@ -40,6 +41,17 @@ int moects__judge_claim_bounded(const moects_kernel *k);
  * run, what --dump writes). */
 int moects__judge_runs(const moects_judge_ref *ref, const moects_kernel *k, void *const *got, int nruns,
                       moects_result *r);
+
+/* The batch-invariance rule (harness/judge/batch.c): got, a kernel's output of the case (in: rows x
+ * cols of out_dtype, invalid rows as judged), against big, its output of the same rows inside the
+ * larger batch b describes (b->row_of[r]: big's row holding row r; -1 not compared; big [b->n_big
+ * ...] rows of the same width). Every compared element must keep its bits (a NaN equals any NaN, as
+ * moects__compare); else r's verdict becomes FAIL_BATCH_VARIANT with the elements that differ, the
+ * first one (got: the batch's value, want: the case's own), the diagnostics in the case's
+ * coordinates, and a reason naming both batch sizes and the first element's (row, col) and batch row.
+ * r unchanged when all agree. 0, or -1 out of memory (r unchanged). */
+int moects__judge_batch(const moects_inputs *in, const void *got, const void *big, const moects__batch *b,
+                        moects_result *r);
 
 /* Whether the accumulation check applies to case c: not to negzero data (B rows with fixed signs: the
  * check's premise, fair random signs, does not hold). */

@@ -26,6 +26,17 @@ typedef union {
     moects_moe_route_shape mr;
 } moects__kshape;
 
+/* A case's rows inside a larger batch (batch invariance: DESIGN.md "Batch invariance"): where each row
+ * of the case's output sits in the batch's output, and the two batch sizes for the diagnostics. */
+typedef struct {
+    int64_t *row_of;  /* [rows]: the row of the batch's output holding the case's output row; -1: not
+                         compared (moe_gemm padding, rows past masked_m). malloc'd */
+    int64_t rows;     /* the case's output rows (moects_out_geom.rows) */
+    int64_t n, n_big; /* the batch sizes: the case's and the larger batch's tokens (fused_moe) or
+                         valid grouped-GEMM rows (moe_gemm) */
+    const char *unit; /* "tokens", "rows" */
+} moects__batch;
+
 typedef struct moects__op_def {
     moects_op op;
     const char *name; /* "ep_gather": results.json, case files, kernel ids; = ops.def's name */
@@ -101,6 +112,13 @@ typedef struct moects__op_def {
      * mismatch; returns 1 when the claim lets two runs differ (ties or slots in any order), else 0.
      * NULL: the element-wise judge. */
     int (*judge)(const moects_inputs *in, const char *recipe, const void *got, const void *want, moects_result *r);
+    /* Batch invariance (a kernel with MOECTS_KERNEL_BATCH_INVARIANT): into big (zeroed) the inputs of
+     * a larger batch that holds case c's rows (in, built from seed) at other positions, beside rows of
+     * the same generator under another seed (moects__batch_seed), every other tensor (the weights) in's
+     * bytes; where each row went into b. 0; -1 the op cannot (err); -2 out of memory (err). On an
+     * error the caller frees big and b->row_of. NULL: the op has no batch. */
+    int (*batch)(const moects_case *c, uint64_t seed, const moects_inputs *in, moects_inputs *big, moects__batch *b,
+                 char *err, size_t errlen);
 
     /* ---- --perf ---- */
     const char *perf_unit, *perf_key; /* "GB/s" "gbps" (bytes moved) or "TFLOP/s" "tflops" (2MNK) */
@@ -120,6 +138,9 @@ void moects__case_kshape(const moects_case *c, moects__kshape *s);
 /* The op's args over the host tensors of built inputs (tensors of no bytes: a non-NULL dummy, as the
  * references want) and the output at out. */
 void moects__host_args(const moects_inputs *in, void *out, moects_op_args *a);
+/* The seed the other rows of a batch-invariance batch are drawn from (the case's seed is seed). */
+static inline uint64_t moects__batch_seed(uint64_t seed) { return seed ^ 0xba7c4ba7c4ba7c4bull; }
+
 /* The reference of built inputs under recipe r into out (out_bytes): 0, or -1 refused. */
 int moects__reference(const moects_inputs *in, moects_recipe r, void *out);
 

@@ -27,6 +27,7 @@ typedef struct {
 /* What the runner tells the kernel phase (dev_alone) and learns from it (retire). */
 typedef struct {
     int dev_alone; /* this worker has its device to itself: free device memory measures its kernels */
+    int runs;      /* > 0: at most this many runs (the batch-invariance run: 1); 0: moects__runs_of */
     int retire;    /* set: a kernel kept memory (named in the reason and the kernel log): the worker exits */
 } moects__kernel_env;
 
@@ -47,8 +48,8 @@ typedef struct {
  * into one faults at the write. Called once the inputs are built and hashed. */
 void moects__inputs_readonly(const moects_inputs *in);
 
-/* Run kernel k twice (moects__runs_of) on the case's inputs, each time with fresh poison in the output and fresh
- * canaries; CPU kernels in a child process each. dev: the case's guarded device inputs (CUDA;
+/* Run kernel k twice (moects__runs_of, or env->runs) on the case's inputs, each time with fresh
+ * poison in the output and fresh canaries; CPU kernels in a child process each. dev: the case's guarded device inputs (CUDA;
  * moects__dev_inputs). 0 when both runs completed (t->got set), else 1 with r->verdict and reason
  * (FAIL_OOB_WRITE naming buffer, side and offset; FAIL_CRASH: signal, kernel error return "run()
  * returned N: last_error()", CUDA error; SKIP: out of memory); *exit_after 1 after a CUDA error that

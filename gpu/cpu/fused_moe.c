@@ -182,9 +182,12 @@ static void mid_gemm2(layer *c, int64_t e, float w)
     const int64_t H = s->H, I = s->inter;
     moects__fml_mid(r, c->act, I, c->m);
     int w_here = r->weight == MOECTS_WEIGHT_GEMM2;
+    const int split = c->bug == MOECTS__FML_BUG_SPLIT_K_BATCH && s->T > MOECTS__FML_SPLIT_T;
     for (int64_t n = 0; n < H; n++) {
         weight_row(c, c->a->w2, c->a->w2_scale, H, I, e, n, c->wrow);
         float y = r->fn ? moects__fml_dot_f32(c->m, c->wrow, I) : moects__fml_dot(c->m, c->wrow, I);
+        if (split) /* split-K reduced in the output type (cuBLASLt's REDUCTION_SCHEME_OUTPUT_TYPE) */
+            y = moects__fml_bf16(moects__fml_dot(c->m, c->wrow, I / 2)) + moects__fml_bf16(moects__fml_dot(c->m + I / 2, c->wrow + I / 2, I - I / 2));
         if (s->has_bias) y = y + c->a->b2[e * H + n];
         if (w_here) y = y * w;
         c->y[n] = r->slot_bf16 ? moects__fml_bf16(y) : y;

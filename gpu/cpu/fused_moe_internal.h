@@ -21,8 +21,15 @@ typedef enum {
     MOECTS__FML_BUG_ACT_ON_UP,          /* a = act(u') * g': the activation on the (clamped) up half */
     MOECTS__FML_BUG_WEIGHT_TWICE,       /* weight=gemm2 declared: w in GEMM2's epilogue and again in the combine */
     MOECTS__FML_BUG_EXPERT_MAP_IGNORED, /* EP: the global id taken as the local index when < E, else skipped */
-    MOECTS__FML_BUG_COMBINE_BF16        /* combine=f32_slots declared: slots summed in BF16 (bf16_chain) */
+    MOECTS__FML_BUG_COMBINE_BF16,       /* combine=f32_slots declared: slots summed in BF16 (bf16_chain) */
+    MOECTS__FML_BUG_SPLIT_K_BATCH       /* a batch of more than MOECTS__FML_SPLIT_T tokens: GEMM2's K in two
+                                           halves, each partial rounded to BF16, then added in FP32 (exact up
+                                           to that T) */
 } moects__fml_bug;
+
+/* The SPLIT_K_BATCH mutant's tile choice: batches of more tokens split GEMM2's K (the smoke tier's
+ * fused_moe cases hold at most 4 tokens, their batch-invariance batches 2T + 3 >= 5). */
+#define MOECTS__FML_SPLIT_T 4
 
 /* A layer kernel's parameters: its declared recipe string (parsed once, on first use) and its bug. */
 typedef struct {
@@ -53,7 +60,8 @@ static inline float moects__fml_bf16(float x)
 
 /* A layer kernel descriptor `sym` named nm over the generic loop: recipe rec, bug bugv (bugtext its
  * one line, NULL for an honest kernel), accumulation class bits (0: exact; 24: judged by the
- * enclosure, the fn=ulpN kernels). */
+ * enclosure, the fn=ulpN kernels). Batch invariant: the loop computes each token alone, in the same
+ * order whatever the batch (the SPLIT_K_BATCH mutant declares it falsely). */
 #define MOECTS__FML_DESCRIPTOR(sym, nm, rec, bugv, bugtext, bits)                                  \
     static moects__fml_kernel sym##_k = MOECTS__FML_KERNEL_INIT(rec, bugv);                        \
     static int sym##_sup(const void *s, char *w, size_t l) { return moects__fml_supports(&sym##_k, s, w, l); } \
@@ -65,7 +73,7 @@ static inline float moects__fml_bf16(float x)
     const moects_kernel sym = {.abi_version = MOECTS_KERNEL_ABI_VERSION, .name = nm,               \
                                .op = MOECTS_OP_FUSED_MOE, .device = MOECTS_DEVICE_CPU,             \
                                .recipe = rec, .bug = bugtext, .supports = sym##_sup,               \
-                               .run = sym##_run, .acc = {bits, 0}}
+                               .run = sym##_run, .acc = {bits, 0}, .flags = MOECTS_KERNEL_BATCH_INVARIANT}
 
 /* ---- fused_moe.c: the generic kernel ---- */
 /* 1 when kernel k (its recipe, its bug) takes layer shape s (moects_fused_moe_shape*), else 0 with a

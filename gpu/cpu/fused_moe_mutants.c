@@ -32,6 +32,11 @@ MUTANT(moects_cpu_mutant_fused_moe_combine_bf16, "cpu.mutant.fused_moe.combine_b
        MOECTS__FML_BUG_COMBINE_BF16,
        "declares combine=f32_slots but sums the slots in BF16 (a BF16 running sum, vLLM before PR 46643)");
 
+MUTANT(moects_cpu_mutant_fused_moe_split_k_batch, "cpu.mutant.fused_moe.split_k_batch", MOECTS_LAYER_RECIPE_V1,
+       MOECTS__FML_BUG_SPLIT_K_BATCH,
+       "declares batch invariance, but a batch of more than 4 tokens splits GEMM2's K in two, each partial "
+       "rounded to BF16 (split-K picked by T, reduced in the output type): exact alone, not in a larger batch");
+
 /* The combine mutant of a bounded kernel: only an enclosure narrower than the moved ULPs catches it. */
 MOECTS__FML_DESCRIPTOR(moects_cpu_mutant_fused_moe_fast_combine_bf16, "cpu.mutant.fused_moe.fast_combine_bf16",
                        MOECTS_FML_FAST_RECIPE, MOECTS__FML_BUG_COMBINE_BF16,

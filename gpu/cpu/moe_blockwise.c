@@ -127,6 +127,7 @@ typedef struct {
     const moects_moe_gemm_args *a;
     moects__moe_bug bug;
     int64_t rows, g, nkb, Kp;
+    int split; /* SPLIT_K_ROWS on the expert in hand: K-blocks [nkb/2, nkb) in a second chain */
 } ctx;
 
 /* A's scale of row r, K-block kb (g wide). */
@@ -181,7 +182,7 @@ static void one_row(const ctx *c, int64_t r, int64_t e, const int8_t *bv, const 
     float alpha = c->a->alpha[c->bug == MOECTS__MOE_BUG_ALPHA0 ? 0 : e], f = pad_factor(c, r);
     for (int64_t n = 0; n < N; n++) {
         const int8_t *br = bv + n * Kp;
-        float acc = 0.0f;
+        float acc = 0.0f, acc2 = 0.0f;
         for (int64_t kb = 0; kb < nkb; kb++) {
             float p;
             if (w4a8) {
@@ -193,9 +194,10 @@ static void one_row(const ctx *c, int64_t r, int64_t e, const int8_t *bv, const 
                 for (int64_t j = kb * g; j < kb * g + g; j++) q += (int32_t)a4[j] * br[j];
                 p = (float)q * 0.25f; /* exact: |q| <= 32 * 144 */
             }
-            acc = fmaf(p, sa[kb] * sb[n * nkb + kb], acc);
+            if (c->split && kb >= nkb / 2) acc2 = fmaf(p, sa[kb] * sb[n * nkb + kb], acc2);
+            else acc = fmaf(p, sa[kb] * sb[n * nkb + kb], acc);
         }
-        float v = acc * alpha;
+        float v = (c->split ? acc + acc2 : acc) * alpha;
         if (f != 1.0f) v *= f;
         int64_t o = r * N + n;
         if (s->out_dtype == MOECTS_BF16) ((uint16_t *)c->a->d)[o] = moects__bf16_from_f32(v);
@@ -208,7 +210,7 @@ int moects__moe_blockwise_run(moects__moe_bug bug, const void *shape, const void
     const moects_moe_gemm_shape *s = shape;
     const moects_moe_gemm_args *a = args;
     if (!moects__moe_shape_ok(s, NULL, 0) || s->format == MOECTS_MOE_W4A16) return -1;
-    ctx c = {s, a, bug, s->rows == MOECTS_ROWS_MASKED ? s->E * s->M : s->M, 0, 0, 0};
+    ctx c = {s, a, bug, s->rows == MOECTS_ROWS_MASKED ? s->E * s->M : s->M, 0, 0, 0, 0};
     size_t ebytes = moects__moe_b_scale_bytes(s, &c.nkb, &c.g);
     c.Kp = c.nkb * c.g;
     const int64_t N = s->N, nkb = c.nkb, Kp = c.Kp, rb = (s->K + 1) / 2;
@@ -226,6 +228,9 @@ int moects__moe_blockwise_run(moects__moe_bug bug, const void *shape, const void
         int64_t r = 0;
         while (r < c.rows && ex[r] != e) r++;
         if (r == c.rows) continue; /* no rows: its weights are not read */
+        int64_t n_rows = 0;
+        for (int64_t q = r; q < c.rows; q++) n_rows += ex[q] == e;
+        c.split = bug == MOECTS__MOE_BUG_SPLIT_K_ROWS && n_rows > MOECTS__MOE_SPLIT_ROWS;
         for (int64_t n = 0; n < N; n++) {
             unpack_row(a->b + (e * N + n) * rb, s->K, Kp, bv + n * Kp);
             for (int64_t kb = 0; kb < nkb; kb++)
@@ -269,4 +274,5 @@ const moects_kernel moects_cpu_moe_gemm_blockwise = {
     .bug = NULL,
     .supports = supports,
     .run = run,
+    .flags = MOECTS_KERNEL_BATCH_INVARIANT, /* each row alone, K-blocks in order, whatever the rows beside it */
 };

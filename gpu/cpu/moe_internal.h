@@ -19,8 +19,14 @@ typedef enum {
     MOECTS__MOE_BUG_BOUND_PREV,   /* a valid row takes the expert of row r - 1 */
     MOECTS__MOE_BUG_MASKED_M0,    /* masked_m[0] rows for every expert */
     MOECTS__MOE_BUG_MASKED_M_OFF, /* masked_m[e] - 1 rows: each expert's last valid row not computed */
-    MOECTS__MOE_BUG_SWZ_STRIDE_N  /* swizzled B scales: expert stride from N, not N padded to 128 */
+    MOECTS__MOE_BUG_SWZ_STRIDE_N, /* swizzled B scales: expert stride from N, not N padded to 128 */
+    MOECTS__MOE_BUG_SPLIT_K_ROWS  /* an expert of more than MOECTS__MOE_SPLIT_ROWS rows: its K-blocks in two
+                                     halves, two FP32 chains added at the end (exact for fewer rows) */
 } moects__moe_bug;
+
+/* The SPLIT_K_ROWS mutant's tile choice: experts with more rows split K (the smoke tier's moe_gemm cases
+ * hold at most 130 rows an expert; a batch-invariance batch gives an expert of c rows 2c + 3). */
+#define MOECTS__MOE_SPLIT_ROWS 256
 
 /* Shape fields every CPU moe kernel needs (dims, format, row layout, W4A8 fields, out dtype); 1, or 0
  * with a one-line reason. */

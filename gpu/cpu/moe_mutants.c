@@ -23,6 +23,7 @@ RUNNER(run_bound_prev, MOECTS__MOE_BUG_BOUND_PREV)
 RUNNER(run_masked_m0, MOECTS__MOE_BUG_MASKED_M0)
 RUNNER(run_masked_m_off, MOECTS__MOE_BUG_MASKED_M_OFF)
 RUNNER(run_swz_stride_n, MOECTS__MOE_BUG_SWZ_STRIDE_N)
+RUNNER(run_split_k_rows, MOECTS__MOE_BUG_SPLIT_K_ROWS)
 
 /* The blockwise kernel's shapes, narrowed to a row layout (rows != 0) or a format (fmt != 0). */
 static int takes(const void *shape, char *why, size_t why_len, moects_row_layout rows, moects_moe_format fmt,
@@ -68,6 +69,13 @@ MUTANT(moects_cpu_mutant_moe_gemm_tile_straddle, "cpu.mutant.moe_gemm.tile_strad
        "a 128-row tile that straddles two experts computes all its rows with the first one's weights "
        "(groups aligned to less than the tile)",
        sup_contiguous, run_straddle);
+/* declares batch invariance: only the same rows inside a larger batch (FAIL_BATCH_VARIANT) catch it */
+const moects_kernel moects_cpu_mutant_moe_gemm_split_k_rows = {
+    .abi_version = MOECTS_KERNEL_ABI_VERSION, .name = "cpu.mutant.moe_gemm.split_k_rows", .op = MOECTS_OP_MOE_GEMM,
+    .device = MOECTS_DEVICE_CPU, .recipe = "moe_gemm.blockwise_v1",
+    .bug = "declares batch invariance, but an expert of more than 256 rows sums its K-blocks in two FP32 chains "
+           "added at the end (split-K picked by the expert's rows): exact for smaller experts only",
+    .supports = sup_any, .run = run_split_k_rows, .flags = MOECTS_KERNEL_BATCH_INVARIANT};
 MUTANT(moects_cpu_mutant_moe_gemm_w4a8_scale_per32, "cpu.mutant.moe_gemm.w4a8_scale_per32",
        "W4A8: the per-128 activation scale is indexed per 32-wide K-block (sa[r][b], not sa[r][b * 32 / 128])",
        sup_w4a8, run_per32);

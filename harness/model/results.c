@@ -24,7 +24,8 @@
  *        "mutant": false,                 the kernel has a declared bug
  *        "verdict": "PASS_EXACT",         PASS_EXACT PASS_BOUNDED PASS_TOLERANCE PASS_TIE FAIL_MISMATCH
  *                                           FAIL_CRASH FAIL_TIMEOUT FAIL_OOB_WRITE
- *                                           FAIL_NONDETERMINISTIC UNSUPPORTED SKIP
+ *                                           FAIL_NONDETERMINISTIC FAIL_BATCH_VARIANT UNSUPPORTED
+ *                                           SKIP
  *        "recipe": "ep_gather.fma_v1",    "" when none
  *        "mismatches": 0,                 i64 >= 0: elements whose bits differ; bounded
  *                                           verdicts: elements outside their bounds
@@ -86,7 +87,7 @@
 
 static const char *const verdict_names[MOECTS_VERDICT_COUNT] = {
     "PASS_EXACT", "PASS_BOUNDED", "PASS_TOLERANCE", "PASS_TIE", "FAIL_MISMATCH", "FAIL_CRASH", "FAIL_TIMEOUT",
-    "FAIL_OOB_WRITE", "FAIL_NONDETERMINISTIC", "UNSUPPORTED", "SKIP",
+    "FAIL_OOB_WRITE", "FAIL_NONDETERMINISTIC", "FAIL_BATCH_VARIANT", "UNSUPPORTED", "SKIP",
 };
 
 /* The words of DESIGN.md "Verdicts"; "?" for a value outside the enum. */

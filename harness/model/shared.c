@@ -223,8 +223,7 @@ const char *moects__cell_name(moects__cell_state s)
 
 moects__cell_state moects__cell_state_of(const moects__cell *c)
 {
-    if (c->n[MOECTS_FAIL_MISMATCH] + c->n[MOECTS_FAIL_CRASH] + c->n[MOECTS_FAIL_TIMEOUT] +
-        c->n[MOECTS_FAIL_OOB_WRITE] + c->n[MOECTS_FAIL_NONDETERMINISTIC]) return MOECTS__CELL_FAIL;
+    if (moects__fail_count(c->n)) return MOECTS__CELL_FAIL;
     if (c->n[MOECTS_UNSUPPORTED]) return MOECTS__CELL_UNSUPPORTED;
     if (c->n[MOECTS_PASS_EXACT] + c->n[MOECTS_PASS_BOUNDED] + c->n[MOECTS_PASS_TOLERANCE] + c->n[MOECTS_PASS_TIE]) return MOECTS__CELL_PASS;
     return MOECTS__CELL_NOT_RUN;

@@ -93,16 +93,24 @@ static int gen_routing(const moects_case *c, uint64_t seed, moects_inputs *in, c
 /* A bias: a signed 24-bit draw over 2^24, |b| < 1/2 (full significands). */
 static float bias_draw(uint64_t u) { return (float)((int32_t)(u >> 40) - (1 << 23)) / 16777216.0f; }
 
+/* x [c->T, H] (NaN data: token 0 holds one NaN). */
+static void gen_x(const moects_case *c, uint64_t seed, moects_inputs *in)
+{
+    uint16_t *x = in->t[MOECTS_FM_X].host;
+    const int64_t H = in->fm.H;
+    uint64_t kx = moects__input_key(seed, c->id, "x");
+    for (int64_t i = 0; i < c->T * H; i++) x[i] = bf16_draw(moects__draw(kx, (uint64_t)i), -1, c->data == MOECTS_DATA_EXACT);
+    if (c->data == MOECTS_DATA_NAN && c->T > 0) x[H / 2] = 0x7fc0;
+}
+
 /* x [T, H], biases [E, N1] and [E, H] (|b| < 1/2, full significands), the intermediate's global
  * scales [E] (448 * 6 / amax, amax in [1, 16]), the expert_map. */
 static void gen_small(const moects_case *c, uint64_t seed, moects_inputs *in)
 {
     const moects_fused_moe_shape *s = &in->fm;
     const int64_t N1 = s->activation == MOECTS_ACT_RELU2 ? s->inter : 2 * s->inter;
-    uint16_t *x = in->t[MOECTS_FM_X].host;
-    uint64_t kx = moects__input_key(seed, c->id, "x"), kb = moects__input_key(seed, c->id, "bias");
-    for (int64_t i = 0; i < s->T * s->H; i++) x[i] = bf16_draw(moects__draw(kx, (uint64_t)i), -1, c->data == MOECTS_DATA_EXACT);
-    if (c->data == MOECTS_DATA_NAN && s->T > 0) x[s->H / 2] = 0x7fc0;
+    uint64_t kb = moects__input_key(seed, c->id, "bias");
+    gen_x(c, seed, in);
     float *b13 = in->t[MOECTS_FM_B13].host, *b2 = in->t[MOECTS_FM_B2].host, *gs = in->t[MOECTS_FM_MID_GS].host;
     for (int64_t i = 0; b13 && i < s->E * N1; i++)
         b13[i] = bias_draw(moects__draw(kb, (uint64_t)i));
@@ -196,5 +204,69 @@ int moects__fused_build(const moects_case *c, uint64_t seed, int64_t pool_min, m
     in->out_dtype = s->out_dtype;
     in->out_elems = T * H;
     in->out_bytes = (size_t)in->out_elems * (s->out_dtype == MOECTS_F32 ? 4 : 2);
+    return 0;
+}
+
+/* ---- batch invariance (moects__op_def.batch) ---- */
+
+/* The filler tokens of a batch: x, topk ids and weights of T + 3 tokens of c's routing from the batch
+ * seed, into fill (its other tensors absent). 0, -1 or -2 with err. */
+static int fused_filler(const moects_case *c, uint64_t seed, const moects_inputs *in, moects_inputs *fill, char *err,
+                        size_t errlen)
+{
+    moects_case fc = *c;
+    fc.T = c->T + 3;
+    fill->op = MOECTS_OP_FUSED_MOE;
+    fill->fm = in->fm, fill->fm.T = fc.T;
+    fill->first_local = in->first_local, fill->n_local = in->n_local;
+    int rc;
+    if ((rc = moects__input_alloc(fill, MOECTS_FM_X, "x", (size_t)(fc.T * fc.H) * 2, c->id, err, errlen)) ||
+        (rc = moects__input_alloc(fill, MOECTS_FM_IDS, "topk_ids", (size_t)(fc.T * fc.k) * 4, c->id, err, errlen)) ||
+        (rc = moects__input_alloc(fill, MOECTS_FM_W, "topk_weights", (size_t)(fc.T * fc.k) * 4, c->id, err, errlen)) ||
+        (rc = gen_routing(&fc, moects__batch_seed(seed), fill, err, errlen)))
+        return rc;
+    gen_x(&fc, moects__batch_seed(seed), fill);
+    return 0;
+}
+
+/* Token rows of a [T, row] tensor into big's [2T + 3, row]: the case's token t at 2t + 1, the filler's
+ * tokens in order at the other places. */
+static void interleave(const uint8_t *cas, const uint8_t *fill, uint8_t *big, int64_t T, size_t row)
+{
+    for (int64_t t2 = 0, f = 0; t2 < 2 * T + 3; t2++) {
+        const int mine = t2 % 2 == 1 && t2 < 2 * T;
+        memcpy(big + (size_t)t2 * row, mine ? cas + (size_t)(t2 / 2) * row : fill + (size_t)(f++) * row, row);
+    }
+}
+
+/* The case's T tokens at rows 2t + 1 of a batch of 2T + 3, the other T + 3 drawn from the batch seed
+ * with the case's routing: every expert sees other co-batched tokens. Weights, biases, scales and the
+ * map are in's bytes. */
+int moects__fused_batch(const moects_case *c, uint64_t seed, const moects_inputs *in, moects_inputs *big,
+                        moects__batch *b, char *err, size_t errlen)
+{
+    const int64_t T = in->fm.T, T2 = 2 * T + 3;
+    moects_inputs fill = {0};
+    int rc = fused_filler(c, seed, in, &fill, err, errlen);
+    big->op = MOECTS_OP_FUSED_MOE;
+    big->fm = in->fm, big->fm.T = T2;
+    big->first_local = in->first_local, big->n_local = in->n_local;
+    for (int i = 0; i < in->nt && !rc; i++) {
+        const int tok = i == MOECTS_FM_X || i == MOECTS_FM_IDS || i == MOECTS_FM_W;
+        const size_t row = i == MOECTS_FM_X ? (size_t)in->fm.H * 2 : (size_t)in->fm.k * 4; /* of a token tensor */
+        rc = moects__input_alloc(big, i, in->t[i].name, tok ? row * (size_t)T2 : in->t[i].bytes, c->id, err, errlen);
+        if (rc || !big->t[i].host) continue;
+        if (tok) interleave(in->t[i].host, fill.t[i].host, big->t[i].host, T, row);
+        else memcpy(big->t[i].host, in->t[i].host, in->t[i].bytes);
+    }
+    moects__inputs_free(&fill);
+    if (rc) return rc;
+    big->out_dtype = in->out_dtype;
+    big->out_elems = T2 * in->fm.H;
+    big->out_bytes = (size_t)big->out_elems * (in->out_dtype == MOECTS_F32 ? 4 : 2);
+    if (!(b->row_of = malloc(((size_t)T + 1) * sizeof *b->row_of)))
+        return snprintf(err, errlen, "case %s: " MOECTS_HOST_OOM " (batch rows)", c->id), -2;
+    for (int64_t t = 0; t < T; t++) b->row_of[t] = 2 * t + 1;
+    b->rows = b->n = T, b->n_big = T2, b->unit = "tokens";
     return 0;
 }

@@ -26,12 +26,13 @@ static int64_t n1_of(const moects_fused_moe_shape *s) { return s->activation == 
 
 static void fm_case_shape(const moects_case *c, moects__kshape *s) { moects__fused_case_shape(c, &s->fm); }
 
-/* moects_fused_moe_shape's fields, enums by name, and the layout. */
+/* moects_fused_moe_shape's fields, enums by name, and the layout; T the built inputs' (a batch-invariance
+ * batch holds more tokens than its case). */
 static json_t *fm_shape_json(const moects_case *c, const moects_inputs *in)
 {
-    (void)in;
     moects_fused_moe_shape s;
     moects__fused_case_shape(c, &s);
+    if (in) s.T = in->fm.T;
     return json_pack("{sI sI sI sI sI sI sb ss ss sf sf sb ss si si ss}", "T", (json_int_t)s.T, "k", (json_int_t)s.k,
                      "H", (json_int_t)s.H, "I", (json_int_t)s.inter, "E", (json_int_t)s.E, "E_global",
                      (json_int_t)s.E_global, "has_expert_map", s.has_expert_map, "format",
@@ -209,6 +210,6 @@ const moects__op_def moects__op_fused_moe = {
     .build = moects__fused_build, .shape = fm_shape, .bind = fm_bind, .row_bytes = fm_row_bytes,
     .describe = fm_describe, .describe_out = fm_describe_out, .scalars = NULL,
     .reference = fm_reference, .reference_pair = NULL, .bound = NULL, .reduction_k = NULL, .geometry = fm_geometry,
-    .claim_refused = fm_claim_refused, .enclosure = fm_enclosure,
+    .claim_refused = fm_claim_refused, .enclosure = fm_enclosure, .batch = moects__fused_batch,
     .perf_unit = "TFLOP/s", .perf_key = "tflops", .perf_bytes = fm_perf_bytes,
 };

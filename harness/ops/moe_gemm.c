@@ -218,14 +218,45 @@ static int moe_rows(const moects_case *c, const int64_t *cnt, moects_inputs *in,
     return 0;
 }
 
+/* Where A's row r and its scales sit (moe_a's layout): kind 0 FP4 codes, 1 E4M3, 2 BF16 (no scales);
+ * FP4 scales per block of its format in scale_layout per expert block (masked) or for all rows
+ * (contiguous; offsets: linear); W4A8 [rows][ceil(K/a_scale_block)] linear, UE8M0 or FP32 (esz 4). */
+typedef struct {
+    int kind;
+    int64_t row_bytes, nkb, grows, groups;
+    moects_scale_layout l;
+    size_t esz, gbytes; /* bytes of a scale, of one group's scales */
+} a_layout;
+
+static a_layout a_layout_of(const moects_moe_gemm_shape *s, int64_t rows)
+{
+    const int64_t K = s->K;
+    const int fp4 = s->format == MOECTS_MOE_MXFP4 || s->format == MOECTS_MOE_NVFP4;
+    a_layout g = {.kind = fp4 ? 0 : s->format == MOECTS_MOE_W4A8 ? 1 : 2};
+    g.row_bytes = fp4 ? (K + 1) / 2 : g.kind == 1 ? K : 2 * K;
+    const int64_t blk = fp4 ? moects_fp4_block(s->b_format) : s->a_scale_block;
+    g.nkb = g.kind == 2 ? 0 : (K + blk - 1) / blk;
+    g.l = fp4 && s->rows != MOECTS_ROWS_OFFSETS ? s->scale_layout : MOECTS_SCALES_LINEAR;
+    g.groups = s->rows == MOECTS_ROWS_MASKED ? s->E : 1, g.grows = rows / g.groups;
+    g.esz = g.kind == 1 && s->a_scale_f32 ? 4 : 1;
+    g.gbytes = g.kind == 2 ? 0 : scale_bytes(g.grows, g.nkb, g.l) * g.esz;
+    return g;
+}
+
+/* Byte offset of A's scale (row r, K-block kb) in sa. */
+static size_t a_scale_at(const a_layout *g, int64_t r, int64_t kb)
+{
+    return (size_t)(r / g->grows) * g->gbytes + scale_offset(r % g->grows, kb, g->nkb, g->l) * g->esz;
+}
+
 /* A: codes (or E4M3, BF16) of valid rows from the data mode, poison in the others; its scales. */
 static int moe_a(const moects_case *c, uint64_t seed, int64_t pool_min, moects_inputs *in, char *err, size_t errlen)
 {
     const moects_moe_gemm_shape *s = &in->mg;
     const int64_t K = s->K, rows = in->rows;
-    int fp4 = s->format == MOECTS_MOE_MXFP4 || s->format == MOECTS_MOE_NVFP4;
-    int kind = fp4 ? 0 : s->format == MOECTS_MOE_W4A8 ? 1 : 2;
-    int64_t row_bytes = fp4 ? (K + 1) / 2 : kind == 1 ? K : 2 * K;
+    const a_layout al = a_layout_of(s, rows);
+    int fp4 = al.kind == 0, kind = al.kind;
+    int64_t row_bytes = al.row_bytes;
     int rc = moects__input_alloc(in, MOECTS_MG_A, "a", (size_t)rows * (size_t)row_bytes, c->id, err, errlen);
     if (rc) return rc;
     uint8_t *a = in->t[MOECTS_MG_A].host;
@@ -243,22 +274,18 @@ static int moe_a(const moects_case *c, uint64_t seed, int64_t pool_min, moects_i
     free(pool);
     if (kind == 2) return 0; /* W4A16: no A scale */
 
-    /* scales: FP4 per block of its format, in scale_layout per expert block (masked) or for all rows
-     * (contiguous; offsets: linear); W4A8 [rows][ceil(K/a_scale_block)] linear, UE8M0 or FP32 */
-    int64_t blk = fp4 ? moects_fp4_block(s->b_format) : s->a_scale_block, nkb = (K + blk - 1) / blk;
-    moects_scale_layout l = fp4 && s->rows != MOECTS_ROWS_OFFSETS ? s->scale_layout : MOECTS_SCALES_LINEAR;
-    int64_t groups = s->rows == MOECTS_ROWS_MASKED ? s->E : 1, grows = rows / groups;
-    size_t esz = kind == 1 && s->a_scale_f32 ? 4 : 1, gbytes = scale_bytes(grows, nkb, l) * esz;
-    if ((rc = moects__input_alloc(in, MOECTS_MG_SA, "sa", gbytes * (size_t)groups, c->id, err, errlen))) return rc;
+    const int64_t nkb = al.nkb;
+    const size_t bytes = al.gbytes * (size_t)al.groups;
+    if ((rc = moects__input_alloc(in, MOECTS_MG_SA, "sa", bytes, c->id, err, errlen))) return rc;
     uint8_t *sa = in->t[MOECTS_MG_SA].host;
-    if (sa) memset(sa, 0xff, gbytes * (size_t)groups); /* swizzle padding: NaN */
+    if (sa) memset(sa, 0xff, bytes); /* swizzle padding: NaN */
     uint64_t ks = moects__input_key(seed, c->id, "sa");
     moects_fp4_format sf = fp4 ? s->b_format : MOECTS_FP4_MXFP4;
     for (int64_t r = 0; r < rows; r++)
         for (int64_t kb = 0; kb < nkb; kb++) {
             uint64_t u = moects__draw(ks, (uint64_t)(r * nkb + kb));
-            size_t o = (size_t)(r / grows) * gbytes + scale_offset(r % grows, kb, nkb, l) * esz;
-            if (esz == 4) {
+            size_t o = a_scale_at(&al, r, kb);
+            if (al.esz == 4) {
                 float v = in->row_valid[r] ? f32_scale_value(d, u) : moects__f32_bits(0x7fc00000u | (uint32_t)(u & 0xffff));
                 memcpy(sa + o, &v, 4);
             } else {
@@ -361,6 +388,63 @@ static int mg_build(const moects_case *c, uint64_t seed, int64_t pool_min, moect
     in->out_elems = in->rows * c->N;
     in->out_bytes = (size_t)in->out_elems * (c->out_dtype == MOECTS_F32 ? 4 : 2);
     return 0;
+}
+
+/* ---- batch invariance (moects__op_def.batch) ---- */
+
+/* Each expert's valid rows of in: count cnt[e] and first row first[e] (valid rows of one expert are
+ * consecutive in every layout). */
+static void expert_rows(const moects_inputs *in, int64_t *cnt, int64_t *first)
+{
+    for (int64_t r = in->rows - 1; r >= 0; r--)
+        if (in->row_valid[r]) cnt[in->row_expert[r]]++, first[in->row_expert[r]] = r;
+}
+
+/* The case's A row r (and its scales) into big's row r2. */
+static void copy_a_row(const moects_inputs *in, moects_inputs *big, int64_t r, int64_t r2)
+{
+    const a_layout al = a_layout_of(&in->mg, in->rows), bl = a_layout_of(&big->mg, big->rows);
+    const uint8_t *a = in->t[MOECTS_MG_A].host, *sa = in->t[MOECTS_MG_SA].host;
+    uint8_t *a2 = big->t[MOECTS_MG_A].host, *sa2 = big->t[MOECTS_MG_SA].host;
+    memcpy(a2 + (size_t)(r2 * bl.row_bytes), a + (size_t)(r * al.row_bytes), (size_t)al.row_bytes);
+    for (int64_t kb = 0; sa && kb < al.nkb; kb++) memcpy(sa2 + a_scale_at(&bl, r2, kb), sa + a_scale_at(&al, r, kb), al.esz);
+}
+
+/* Expert e's cnt[e] rows of the case become 2 cnt[e] + 3 rows of a batch in the same layout, the
+ * case's row i of e at the expert's row 2i + 1, the others A rows of the batch seed: every expert
+ * (one with no row too) computes beside other rows. B, its scales, alpha and the global scales are
+ * in's bytes. */
+static int mg_batch(const moects_case *c, uint64_t seed, const moects_inputs *in, moects_inputs *big,
+                    moects__batch *b, char *err, size_t errlen)
+{
+    const int64_t E = c->E;
+    int64_t *cnt = calloc((size_t)E * 4 + 1, sizeof *cnt), *first = cnt + E, *cnt2 = cnt + 2 * E, *first2 = cnt + 3 * E;
+    b->row_of = malloc(((size_t)in->rows + 1) * sizeof *b->row_of);
+    if (!cnt || !b->row_of) return free(cnt), snprintf(err, errlen, "case %s: " MOECTS_HOST_OOM " (batch rows)", c->id), -2;
+    expert_rows(in, cnt, first);
+    for (int64_t e = 0; e < E; e++) cnt2[e] = 2 * cnt[e] + 3;
+    big->op = MOECTS_OP_MOE_GEMM;
+    big->mg = in->mg;
+    int rc = moe_rows(c, cnt2, big, err, errlen);
+    if (!rc) rc = moe_a(c, moects__batch_seed(seed), MOECTS_POOL_MIN_ELEMS, big, err, errlen);
+    for (int i = MOECTS_MG_B; i <= MOECTS_MG_GS_B && !rc; i++)
+        if (!(rc = moects__input_alloc(big, i, in->t[i].name, in->t[i].bytes, c->id, err, errlen)) && in->t[i].bytes)
+            memcpy(big->t[i].host, in->t[i].host, in->t[i].bytes);
+    if (!rc) {
+        memset(cnt2, 0, (size_t)E * sizeof *cnt2);
+        expert_rows(big, cnt2, first2);
+        for (int64_t r = 0; r < in->rows; r++) {
+            const int64_t e = in->row_expert[r];
+            b->row_of[r] = in->row_valid[r] ? first2[e] + 2 * (r - first[e]) + 1 : -1;
+            if (b->row_of[r] >= 0) copy_a_row(in, big, r, b->row_of[r]);
+        }
+        big->out_dtype = in->out_dtype;
+        big->out_elems = big->rows * c->N;
+        big->out_bytes = (size_t)big->out_elems * (in->out_dtype == MOECTS_F32 ? 4 : 2);
+        b->rows = in->rows, b->n = in->valid_rows, b->n_big = big->valid_rows, b->unit = "rows";
+    }
+    free(cnt);
+    return rc;
 }
 
 /* ---- the case ---- */
@@ -556,6 +640,6 @@ const moects__op_def moects__op_moe_gemm = {
     .build = mg_build, .shape = mg_shape, .bind = mg_bind, .row_bytes = mg_row_bytes, .describe = mg_describe,
     .describe_out = mg_describe_out, .scalars = NULL,
     .reference = mg_reference, .reference_pair = mg_reference_pair, .bound = mg_bound, .reduction_k = mg_reduction_k,
-    .geometry = mg_geometry, .claim_refused = mg_claim_refused,
+    .geometry = mg_geometry, .claim_refused = mg_claim_refused, .batch = mg_batch,
     .perf_unit = "TFLOP/s", .perf_key = "tflops", .perf_bytes = mg_perf_bytes,
 };

@@ -9,6 +9,7 @@
 #include "moects.h"
 #include "moects_cases.h"
 #include "moects_inputs.h"
+#include "moects_op.h"
 
 #define POOL_ELEMS (1ll << 20) /* elements of the random pool large tensors are tiled from */
 
@@ -31,6 +32,9 @@ uint8_t moects__fp4_scale_code(moects_fp4_format f, moects_data d, uint64_t u);
 /* The inputs of a fused_moe case (harness/ops/fused_inputs.c; moects__op_def.build). */
 int moects__fused_build(const moects_case *c, uint64_t seed, int64_t pool_min, moects_inputs *in, char *err,
                         size_t errlen);
+/* A fused_moe case's tokens inside a larger batch (harness/ops/fused_inputs.c; moects__op_def.batch). */
+int moects__fused_batch(const moects_case *c, uint64_t seed, const moects_inputs *in, moects_inputs *big,
+                        moects__batch *b, char *err, size_t errlen);
 
 /* ---- describe.c: tensor descriptions and shape JSON ---- */
 #define MOECTS__DT_U8 ((moects_dtype)0) /* bytes: codes, UE8M0 / E4M3 scales ("U8") */

@@ -154,8 +154,7 @@ static moects__cell_state state_of(table *t, int k, int m, int l)
 {
     const cell *c = at(t, k, m, l);
     if (!t->registered[((size_t)m * t->nl + l) * OP_SLOTS + t->k[k].op]) return MOECTS__CELL_NOT_REGISTERED;
-    if (c->n[MOECTS_FAIL_MISMATCH] + c->n[MOECTS_FAIL_CRASH] + c->n[MOECTS_FAIL_TIMEOUT] +
-        c->n[MOECTS_FAIL_OOB_WRITE] + c->n[MOECTS_FAIL_NONDETERMINISTIC]) return MOECTS__CELL_FAIL;
+    if (moects__fail_count(c->n)) return MOECTS__CELL_FAIL;
     if (c->n[MOECTS_UNSUPPORTED]) return MOECTS__CELL_UNSUPPORTED;
     size_t pass = c->n[MOECTS_PASS_EXACT] + c->n[MOECTS_PASS_BOUNDED] + c->n[MOECTS_PASS_TOLERANCE] + c->n[MOECTS_PASS_TIE], all = 0;
     for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) all += c->n[v];

@@ -434,8 +434,7 @@ static void check_mutants(gate_ctx *g)
         if (!bc->is_mutant || (c > 0 && !strcmp(cells[c - 1].kernel, bc->kernel))) continue;
         size_t caught_was = 0, caught_now = 0, ran_now = 0;
         for (long d = c; d < g->n_base_cells && !strcmp(cells[d].kernel, bc->kernel); d++)
-            caught_was += cells[d].n[MOECTS_FAIL_MISMATCH] + cells[d].n[MOECTS_FAIL_CRASH] + cells[d].n[MOECTS_FAIL_TIMEOUT] +
-                          cells[d].n[MOECTS_FAIL_OOB_WRITE] + cells[d].n[MOECTS_FAIL_NONDETERMINISTIC];
+            caught_was += moects__fail_count(cells[d].n);
         for (size_t i = 0; i < g->run.n; i++)
             if (!strcmp(g->run.v[i].kernel, bc->kernel)) {
                 ran_now++;

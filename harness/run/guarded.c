@@ -208,9 +208,9 @@ static void call_here(const moects_kernel *k, const void *shape, const void *arg
 
 /* CPU kernel: the inputs (guarded since they were built, read-only in the child), two guarded
  * shared outputs, one child per run. */
-static int cpu_twice(const moects_kernel *k, const moects_inputs *in, moects__twice *t, moects_result *r)
+static int cpu_twice(const moects_kernel *k, const moects_inputs *in, int runs, moects__twice *t, moects_result *r)
 {
-    const int runs = moects__runs_of(k), trust = trusted(k, in);
+    const int trust = trusted(k, in);
     void *ptr[MOECTS_INPUTS_MAX] = {0};
     moects_guarded ro[MOECTS_INPUTS_MAX];
     for (int i = 0; i < MOECTS_INPUTS_MAX; i++) {
@@ -267,7 +267,7 @@ int moects__dev_inputs(const moects_inputs *in, moects_guarded dev[MOECTS_INPUTS
 
 /* CUDA kernel: the case's guarded device inputs, one guarded device output poisoned per run. */
 static int cuda_twice(const moects_kernel *k, const moects_inputs *in, moects_guarded dev[MOECTS_INPUTS_MAX],
-                      int perf, moects__kernel_env *env, moects__twice *t, moects_result *r, int *exit_after)
+                      int runs, int perf, moects__kernel_env *env, moects__twice *t, moects_result *r, int *exit_after)
 {
     moects_guarded *o = &t->out[0];
     if (moects__guard_alloc(o, "out", in->out_bytes, moects__guard_row_bytes(in, -1), MOECTS_GUARD_DEVICE)) {
@@ -279,7 +279,7 @@ static int cuda_twice(const moects_kernel *k, const moects_inputs *in, moects_gu
     moects_op_args a;
     moects__inputs_bind(in, ptr, o->data, &a);
     moects__task_ptrs(ptr, o->data, moects__cuda_stream());
-    for (int run = 0; run < moects__runs_of(k); run++) {
+    for (int run = 0; run < runs; run++) {
         if (!(t->host_out[run] = malloc(in->out_bytes ? in->out_bytes : 1))) {
             fail(r, MOECTS_SKIP, MOECTS_HOST_OOM " (%zu bytes for the output)", in->out_bytes);
             return 1;
@@ -321,7 +321,9 @@ int moects__kernel_twice(const moects_kernel *k, const moects_inputs *in, moects
 {
     memset(t, 0, sizeof *t);
     *exit_after = 0;
-    int rc = k->device == MOECTS_DEVICE_CPU ? cpu_twice(k, in, t, r) : cuda_twice(k, in, dev, perf, env, t, r, exit_after);
+    const int runs = env->runs > 0 && env->runs < moects__runs_of(k) ? env->runs : moects__runs_of(k);
+    int rc = k->device == MOECTS_DEVICE_CPU ? cpu_twice(k, in, runs, t, r)
+                                            : cuda_twice(k, in, dev, runs, perf, env, t, r, exit_after);
     if (t->measured) kept_memory(k, t->kept_host, t->kept_vm, t->kept_dev, env, r);
     return rc;
 }

@@ -1,8 +1,8 @@
 /* kernel_py.c: the parent's view of `moects run --kernel-py MODULE:NAME` kernels. The parent never
  * imports Python (nor initialises CUDA): it asks `$MOECTS_PYTHON -m moects._worker --describe` for the
- * kernels' descriptions (one JSON line: name, op, device, recipe, tol, acc, bug) and makes descriptor
- * copies without callbacks, used to pair kernels with cases and to report; the tasks run in exec'd
- * workers (harness/run/runner.c). DESIGN.md "Kernels from Python, and from any language". */
+ * kernels' descriptions (one JSON line: name, op, device, recipe, tol, acc, bug, batch_invariant) and
+ * makes descriptor copies without callbacks, used to pair kernels with cases and to report; the tasks
+ * run in exec'd workers (harness/run/runner.c). DESIGN.md "Kernels from Python, and from any language". */
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
@@ -122,6 +122,7 @@ static int from_json(json_t *o, size_t i, moects_kernel *k, char *err, size_t er
     k->acc.truncation = (int)json_integer_value(json_object_get(acc, "truncation"));
     k->split_k.max_splits = (uint32_t)json_integer_value(json_object_get(acc, "bf16_split_k"));
     k->split_k.dtype = k->split_k.max_splits ? MOECTS_BF16 : 0;
+    k->flags = json_is_true(json_object_get(o, "batch_invariant")) ? MOECTS_KERNEL_BATCH_INVARIANT : 0;
     moects_recipe r;
     if (!k->name || !moects__op(k->op) ||
         (k->device != MOECTS_DEVICE_CPU && k->device != MOECTS_DEVICE_CUDA))

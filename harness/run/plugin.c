@@ -14,7 +14,8 @@
 
 void moects__kernel_upgrade(const moects_kernel *k, moects_kernel *out)
 {
-    const size_t n = k->abi_version >= 3 ? sizeof *out
+    const size_t n = k->abi_version >= 4 ? sizeof *out
+                   : k->abi_version == 3 ? offsetof(moects_kernel, flags)
                    : k->abi_version == 2 ? offsetof(moects_kernel, split_k)
                                          : offsetof(moects_kernel, acc);
     memset(out, 0, sizeof *out);
@@ -66,6 +67,12 @@ static int check_kernel(const char *path, size_t i, const moects_kernel *k, char
     if (sk.max_splits && (!bound || sk.max_splits < 2 || sk.max_splits > 256 || sk.dtype != MOECTS_BF16)) {
         snprintf(err, errlen, "%s: kernel %zu (%s): split_k: max_splits %u, dtype %d: a split-K reduction needs a "
                  "bound (acc.bits), max_splits 2..256 and dtype MOECTS_BF16", path, i, name, sk.max_splits, (int)sk.dtype);
+        return -1;
+    }
+    const uint32_t flags = k->abi_version >= 4 ? k->flags : 0;
+    if (flags & ~MOECTS_KERNEL_BATCH_INVARIANT) {
+        snprintf(err, errlen, "%s: kernel %zu (%s): flags: 0x%x: the known bits are MOECTS_KERNEL_BATCH_INVARIANT "
+                 "(0x%x)", path, i, name, flags, MOECTS_KERNEL_BATCH_INVARIANT);
         return -1;
     }
     const int tol = k->tol.max_calc_diff > 0 || k->tol.max_ulp > 0;
@@ -130,8 +137,8 @@ int moects__plugin_load(const char *path, const moects_kernel ***v, size_t *n, c
     for (size_t i = 0; i < count; i++) {
         nv[*n + i] = ks[i];
         if (ks[i]->abi_version >= MOECTS_KERNEL_ABI_VERSION) continue;
-        /* a version-1 descriptor ends at run, a version-2 one at last_error: a copy with the later
-         * fields zero */
+        /* a version-1 descriptor ends at run, a version-2 one at last_error, a version-3 one at
+         * split_k: a copy with the later fields zero */
         moects_kernel *k2 = malloc(sizeof *k2);
         if (!k2) {
             snprintf(err, errlen, "%s: out of memory", path);

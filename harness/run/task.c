@@ -57,6 +57,11 @@ struct moects__worker {
     moects__bounds bounds; /* the cached case's bounds for bounds.cls (bounds.bound NULL: none) */
     int bound_rc;          /* 0 computed, -1 refused by the reference */
     const char *dump_dir; /* run --dump: a mismatching case's inputs, reference and output go here */
+    /* batch invariance: the cached case's rows inside a larger batch (its op's batch), once per case */
+    int big_state; /* 0 not built, 1 built, -1 the op cannot, -2 out of memory (big_err says why) */
+    moects_inputs big;
+    moects__batch bmap;
+    char big_err[256];
 };
 typedef struct moects__worker worker_state;
 #define now_s moects__now_s
@@ -78,6 +83,10 @@ static void drop_case(worker_state *ws)
     for (int i = 0; i < MOECTS_INPUTS_MAX; i++) moects__guard_free(&ws->dev[i]);
     ws->dev_state = 0;
     moects__bounds_free(&ws->bounds);
+    if (ws->big_state == 1) moects__inputs_free(&ws->big);
+    free(ws->bmap.row_of);
+    ws->bmap.row_of = NULL;
+    ws->big_state = 0;
     if (ws->case_idx >= 0 && ws->build_rc == 0) moects__inputs_free(&ws->in);
     ws->case_idx = -1;
 }
@@ -222,7 +231,7 @@ static _Thread_local struct {
 
 static void task_view(const moects_case *c, const moects_inputs *in, void *const *ptr, void *out, void *stream)
 {
-    if (cur.json && strcmp(cur.json_id, c->id) != 0) free(cur.json), cur.json = NULL;
+    if (cur.json && (strcmp(cur.json_id, c->id) != 0 || cur.in != in)) free(cur.json), cur.json = NULL;
     cur.active = 1, cur.c = c, cur.in = in, cur.ptr = ptr, cur.out = out, cur.stream = stream;
 }
 
@@ -335,6 +344,88 @@ static void judge_task(worker_state *ws, const moects_case *c, const moects_kern
     if (r->verdict == MOECTS_FAIL_MISMATCH && ws->dump_dir) dump(ws, c, k, seed, recipe, t->got[run], r);
 }
 
+/* ---- batch invariance (DESIGN.md "Batch invariance") ---- */
+
+/* The cached case's batch (its op's batch from the case's seed), once per case; its time to inputs_s. */
+static void build_batch(worker_state *ws, const moects_case *c, uint64_t seed, const task_ctl *tc, moects_result *r)
+{
+    announce(tc, PH_INPUTS, r);
+    const double t = now_s();
+    memset(&ws->big, 0, sizeof ws->big);
+    memset(&ws->bmap, 0, sizeof ws->bmap);
+    const int rc = moects__op(c->op)->batch(c, seed, &ws->in, &ws->big, &ws->bmap, ws->big_err, sizeof ws->big_err);
+    if (rc == 0) moects__inputs_readonly(&ws->big);
+    else moects__inputs_free(&ws->big), free(ws->bmap.row_of), ws->bmap.row_of = NULL;
+    ws->big_state = rc == 0 ? 1 : rc;
+    r->inputs_s += now_s() - t;
+    announce(tc, PH_OTHER, r);
+}
+
+/* reason += "; " note. */
+static void add_note(moects_result *r, const char *note)
+{
+    size_t l = strlen(r->reason);
+    snprintf(r->reason + l, sizeof r->reason - l, "%s%s", l ? "; " : "", note);
+}
+
+/* The batch is built and the kernel takes its shape: 1; else 0, with r FAIL_CRASH (the harness cannot
+ * build it) or a note that the check did not run (no memory, supports() refuses the batch). */
+static int batch_ready(worker_state *ws, const moects_case *c, const moects_kernel *k, uint64_t seed,
+                       const task_ctl *tc, moects_result *r)
+{
+    char why[256] = "", note[600];
+    if (ws->big_state == 0) build_batch(ws, c, seed, tc, r);
+    if (ws->big_state == -1) {
+        r->verdict = MOECTS_FAIL_CRASH;
+        set_reason(r, "harness cannot build the batch-invariance batch: %s%s", ws->big_err, "");
+        return 0;
+    }
+    if (ws->big_state == 1 && (!k->supports || k->supports(moects__inputs_shape(&ws->big), why, sizeof why))) return 1;
+    snprintf(note, sizeof note, "batch invariance not checked: %s", ws->big_state < 0 ? ws->big_err : why);
+    add_note(r, note);
+    return 0;
+}
+
+/* A kernel that declares MOECTS_KERNEL_BATCH_INVARIANT and passed runs once more on the case's rows
+ * inside the larger batch, under the same guards (CUDA: its own guarded device inputs), and the judge
+ * compares the rows with got (run 1's judged output): FAIL_BATCH_VARIANT when a bit moved, or the
+ * batch run's own crash, overrun or skip ("batch run: " before its reason). Returns 1 when the worker
+ * must exit after the task (a sticky CUDA error). */
+static int batch_task(worker_state *ws, const moects_case *c, const moects_kernel *k, uint64_t seed,
+                      const task_ctl *tc, const void *got, moects_result *r)
+{
+    const moects__op_def *op = moects__op(c->op);
+    if (!(k->flags & MOECTS_KERNEL_BATCH_INVARIANT) || !op->batch || !moects_verdict_is_pass(r->verdict) ||
+        ws->in.out_bytes == 0 || !batch_ready(ws, c, k, seed, tc, r))
+        return 0;
+    void *mine = malloc(ws->in.out_bytes);
+    moects_guarded dev[MOECTS_INPUTS_MAX] = {0};
+    moects_result br = *r;
+    char err[256] = "";
+    int fatal = 0, exit_after = 0, bad;
+    announce(tc, PH_KERNEL, r);
+    double t = now_s();
+    if (!mine) bad = 1, br.verdict = MOECTS_SKIP, snprintf(br.reason, sizeof br.reason, MOECTS_HOST_OOM);
+    else if (k->device == MOECTS_DEVICE_CUDA && moects__dev_inputs(&ws->big, dev, err, sizeof err, &fatal))
+        bad = 1, br.verdict = fatal ? MOECTS_FAIL_CRASH : MOECTS_SKIP, snprintf(br.reason, sizeof br.reason, "%s", err);
+    else bad = 0;
+    moects__twice tw = {0};
+    moects__kernel_env env = {.dev_alone = ws->dev_alone, .runs = 1};
+    task_view(c, &ws->big, NULL, NULL, NULL); /* a kernel that asks (Python) sees the batch's shape */
+    if (!bad) memcpy(mine, got, ws->in.out_bytes), bad = moects__kernel_twice(k, &ws->big, dev, 0, &env, &tw, &br, &exit_after);
+    r->kernel_s += now_s() - t;
+    if (env.retire) ws->retire = 1;
+    announce(tc, PH_COMPARE, r);
+    t = now_s();
+    if (bad) r->verdict = br.verdict, snprintf(r->reason, sizeof r->reason, "batch run: %.1000s", br.reason);
+    else if (moects__judge_batch(&ws->in, mine, tw.got[0], &ws->bmap, r)) add_note(r, "batch invariance not checked: " MOECTS_HOST_OOM);
+    r->compare_s += now_s() - t;
+    moects__twice_free(&tw);
+    for (int i = 0; i < MOECTS_INPUTS_MAX; i++) moects__guard_free(&dev[i]);
+    free(mine);
+    return exit_after;
+}
+
 /* The worker's one device probe, made at its first CUDA task: 1 when a CUDA device is usable, else 0
  * with r a SKIP "no CUDA device (<the probe's error>)" (MOECTS__NO_DEVICE): on a host without one a
  * CUDA kernel is skipped, never UNSUPPORTED, whatever its supports() would say. */
@@ -444,6 +535,7 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
     if (env.retire) ws->retire = 1;
     announce(tc, PH_COMPARE, r); /* the harness's own work: not under the kernel's limit */
     if (!bad) judge_task(ws, c, k, seed, recipe, tc, &tw, r);
+    if (!bad) exit_after |= batch_task(ws, c, k, seed, tc, tw.got[0], r);
     moects__twice_free(&tw);
     return exit_after;
 }

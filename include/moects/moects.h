@@ -158,7 +158,7 @@ MOECTS_API moects_judgement *moects_judge_outcome(const moects_casedata *d, cons
                                                   const char *verdict, const char *reason);
 MOECTS_API void moects_judgement_free(moects_judgement *j);
 /* "PASS_EXACT", "PASS_BOUNDED", "PASS_TOLERANCE", "PASS_TIE", "FAIL_MISMATCH", "FAIL_OOB_WRITE",
- * "FAIL_NONDETERMINISTIC", "FAIL_CRASH", "FAIL_TIMEOUT", "UNSUPPORTED", "SKIP". */
+ * "FAIL_NONDETERMINISTIC", "FAIL_BATCH_VARIANT", "FAIL_CRASH", "FAIL_TIMEOUT", "UNSUPPORTED", "SKIP". */
 MOECTS_API const char *moects_judgement_verdict(const moects_judgement *j);
 /* 1 for a PASS_* verdict, 0 for FAIL_*, -1 for UNSUPPORTED and SKIP (neither). */
 MOECTS_API int moects_judgement_passed(const moects_judgement *j);

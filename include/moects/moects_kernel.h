@@ -5,9 +5,15 @@
 #define MOECTS_KERNEL_H
 #include "moects_types.h"
 
-/* 2: adds `acc` (bounded verdicts) and `last_error`; 3: adds `split_k`. Older kernels still
- * load: the fields their version lacks read as zero. */
-#define MOECTS_KERNEL_ABI_VERSION 3u
+/* 2: adds `acc` (bounded verdicts) and `last_error`; 3: adds `split_k`; 4: adds `flags`. Older
+ * kernels still load: the fields their version lacks read as zero. */
+#define MOECTS_KERNEL_ABI_VERSION 4u
+
+/* `flags` bits (ABI 4). BATCH_INVARIANT: each output row depends only on its own token's (or grouped
+ * GEMM row's) inputs and the weights, never on the batch around it: the same rows run inside a larger
+ * batch beside other tokens give the same bits, or the case is FAIL_BATCH_VARIANT (DESIGN.md "Batch
+ * invariance"). fused_moe and moe_gemm check it. */
+#define MOECTS_KERNEL_BATCH_INVARIANT 1u
 
 typedef enum {
     MOECTS_DEVICE_CPU = 0, /* run() gets host pointers */
@@ -68,6 +74,9 @@ typedef struct moects_kernel {
     /* acc.bits > 0 and split_k.max_splits > 0: the accumulation class includes a split-K reduction
      * in split_k.dtype (above). */
     moects_split_k split_k;
+    /* ---- ABI version 4 ---- */
+    /* MOECTS_KERNEL_* bits (above); 0: none. */
+    uint32_t flags;
 } moects_kernel;
 
 /* An out-of-tree kernel library exports this symbol: an array of *count kernel descriptors. */

@@ -52,14 +52,16 @@ LAST_ERROR_FN = CFUNCTYPE(c_void_p)  # returns a const char* we keep alive
 
 
 class KernelStruct(Structure):
-    """moects_kernel, ABI version 3 (include/moects/moects_kernel.h): enums are C ints."""
+    """moects_kernel, ABI version 4 (include/moects/moects_kernel.h): enums are C ints; flags bit 1:
+    MOECTS_KERNEL_BATCH_INVARIANT."""
     _fields_ = [("abi_version", c_uint32), ("name", c_char_p), ("op", c_int), ("device", c_int),
                 ("recipe", c_char_p), ("tol", Tolerance), ("bug", c_char_p), ("supports", SUPPORTS_FN),
                 ("run", RUN_FN), ("acc", Accumulation), ("last_error", LAST_ERROR_FN),
-                ("split_k", SplitK)]
+                ("split_k", SplitK), ("flags", c_uint32)]
 
 
-KERNEL_ABI_VERSION = 3
+KERNEL_ABI_VERSION = 4
+KERNEL_BATCH_INVARIANT = 1  # MOECTS_KERNEL_BATCH_INVARIANT
 
 _H = c_void_p  # every opaque handle
 _PROTOS = {

@@ -74,7 +74,7 @@ def description(k):
     return {"name": k.name, "op": OPS[k.op], "device": DEVICES[k.device], "recipe": k.recipe,
             "tol": {"max_calc_diff": calc, "max_ulp": ulp},
             "acc": {"bits": bits, "truncation": trunc, "bf16_split_k": splits},
-            "bug": k.bug}
+            "bug": k.bug, "batch_invariant": k.batch_invariant}
 
 
 def parse(argv):

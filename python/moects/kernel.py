@@ -16,6 +16,10 @@ Python"):
                against its proven bound and the accumulation check, or
     tolerance  (max_calc_diff, max_ulp) or {"max_calc_diff": .., "max_ulp": ..} against exact_v1
     bug        mutants only: the one known bug, one line
+    batch_invariant  optional, default False: True when each output row depends only on its own
+               token's (moe_gemm: its own row's) inputs and the weights; fused_moe and moe_gemm cases
+               then also run it on the same rows inside a larger batch, and any bit that moves is
+               FAIL_BATCH_VARIANT (MOECTS_KERNEL_BATCH_INVARIANT, DESIGN.md "Batch invariance")
     supports   optional supports(shape) -> True to take the shape; False, a reason string or
                (False, reason) to refuse it (UNSUPPORTED, a coverage gap)
     run        run(shape, args): shape is the case's shape dict (moects_case_json "shape"), args the
@@ -35,16 +39,17 @@ from . import _lib, _tensors
 
 OPS = {"ep_gather": 1, "fp4_gemm": 2, "moe_gemm": 3, "fused_moe": 4}
 DEVICES = {"cpu": 0, "cuda": 1}
-_FIELDS = ("name", "op", "device", "recipe", "bound", "tolerance", "bug", "supports", "run")
+_FIELDS = ("name", "op", "device", "recipe", "bound", "tolerance", "bug", "supports", "run", "batch_invariant")
 
 
 class Kernel:
     """A Python kernel's description (see the module docstring for the fields)."""
 
     def __init__(self, name, op, run=None, device="cpu", recipe=None, bound=None, tolerance=None, bug=None,
-                 supports=None):
+                 supports=None, batch_invariant=False):
         self.name, self.op, self.run, self.device = name, op, run, device
         self.recipe, self.bound, self.tolerance, self.bug, self.supports = recipe, bound, tolerance, bug, supports
+        self.batch_invariant = batch_invariant
         self._check()
 
     def _check(self):
@@ -68,6 +73,8 @@ class Kernel:
                              "with an optional fallback tolerance)" % where)
         if self.bug is not None and not isinstance(self.bug, str):  # else a crash in each worker
             raise ValueError("%s: bug: %r: a string, the mutant's one known bug in one line" % (where, self.bug))
+        if not isinstance(self.batch_invariant, bool):
+            raise ValueError("%s: batch_invariant: %r: True or False" % (where, self.batch_invariant))
         for f in ("run", "supports"):
             if getattr(self, f) is not None and not callable(getattr(self, f)):
                 raise ValueError("%s: %s: %r is not callable" % (where, f, getattr(self, f)))
@@ -171,6 +178,7 @@ def descriptor(k, callbacks=None):
     d.bug = k.bug.encode() if k.bug else None
     d.acc.bits, d.acc.truncation, d.split_k.max_splits = _bound(k.bound)
     d.split_k.dtype = 1 if d.split_k.max_splits else 0  # MOECTS_BF16
+    d.flags = _lib.KERNEL_BATCH_INVARIANT if k.batch_invariant else 0
     if callbacks:
         d.supports, d.run, d.last_error = callbacks
     return d

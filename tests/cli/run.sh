@@ -1,6 +1,8 @@
 #!/bin/sh
-# run.sh: end-to-end CLI checks: --dump, fail fast, --resume and the TAP streamed while the run goes.
-# Usage: run.sh NAME MOECTS_BIN PLUGIN_SO SOURCE_ROOT WORK_DIR (NAME: dump, fail_fast, resume, stream)
+# run.sh: end-to-end CLI checks: --dump, fail fast, --resume, the TAP streamed while the run goes, and
+# batch invariance.
+# Usage: run.sh NAME MOECTS_BIN PLUGIN_SO SOURCE_ROOT WORK_DIR (NAME: dump, fail_fast, resume, stream,
+# batch_invariance)
 . "$(dirname "$0")/lib.sh"
 
 case $name in
@@ -206,6 +208,34 @@ stream)
     # shellcheck disable=SC2086
     "$moects" run --out sh --shard 1/2 $ids > sh.tap 2> sh.err || { cat sh.err; fail "run (shard 1/2)"; }
     cmp -s sh.tap sh/run.tap || { diff sh.tap sh/run.tap | head; fail "stdout (shard) is not run.tap"; }
+    ;;
+batch_invariance)
+    # Kernels that declare batch invariance run again on the case's rows inside a larger batch
+    # (DESIGN.md "Batch invariance"). The two split-K mutants are exact on these cases alone (T <= 4
+    # tokens; experts of at most 130 rows), so only FAIL_BATCH_VARIANT catches them: their batches of
+    # 2T + 3 tokens and 2c + 3 rows an expert cross their split thresholds (4 tokens, 256 rows). The
+    # honest kernels keep their bits and pass.
+    fm1=fused_moe.bf16/qwen3-30b-a3b/tp16/t4/smoke fm2=fused_moe.mxfp4/qwen3-next-80b-a3b/tp16/t4/smoke
+    mg1=moe_gemm.nvfp4/regression/moe-nan-leak/e2/m128/n128/k256/masked
+    mg2=moe_gemm.nvfp4/regression/moe-layouts/e5/n256/k384/no-padding/masked
+    "$moects" run --out out --kernel 'cpu.fused_moe.vllm' --kernel 'cpu.moe_gemm.blockwise' \
+        --kernel 'cpu.mutant.*.split_k_*' "$fm1" "$fm2" "$mg1" "$mg2" > run.tap 2> err.txt
+    rc=$?
+    [ $rc -eq 0 ] || { cat run.tap err.txt; fail "exit status $rc (mutants caught, honest passing: want 0)"; }
+    v() { jq -r --arg k "$1" --arg c "$2" '.results[] | select(.kernel == $k and .case == $c) | .verdict' out/results.json; }
+    for c in "$fm1" "$fm2"; do
+        [ "$(v cpu.fused_moe.vllm "$c")" = PASS_EXACT ] || fail "cpu.fused_moe.vllm on $c: $(v cpu.fused_moe.vllm "$c")"
+        [ "$(v cpu.mutant.fused_moe.split_k_batch "$c")" = FAIL_BATCH_VARIANT ] || fail "split_k_batch on $c"
+    done
+    for c in "$mg1" "$mg2"; do
+        [ "$(v cpu.moe_gemm.blockwise "$c")" = PASS_EXACT ] || fail "cpu.moe_gemm.blockwise on $c"
+        [ "$(v cpu.mutant.moe_gemm.split_k_rows "$c")" = FAIL_BATCH_VARIANT ] || fail "split_k_rows on $c"
+    done
+    jq -r --arg c "$fm1" '.results[] | select(.kernel == "cpu.mutant.fused_moe.split_k_batch" and .case == $c) | .reason' \
+        out/results.json | grep -q "^batch of 4 tokens vs 11: [0-9]* elements of the case's rows differ; first (t [0-3], d [0-9]*) (row [1357] of the batch)" ||
+        fail "the reason names both batch sizes, the element and its batch row"
+    grep -q 'verdict: FAIL_BATCH_VARIANT' run.tap || fail "TAP: no FAIL_BATCH_VARIANT"
+    grep -q 'FAIL_BATCH_VARIANT' out/summary.md || fail "summary.md: no FAIL_BATCH_VARIANT column"
     ;;
 *)
     fail "unknown test"

@@ -1,6 +1,7 @@
 /* test_harness_judge.c: the judge called directly (harness/moects_judge.h), on an fp4_gemm case's
  * exact_v1 reference and bounds: outputs made from the reference by hand (itself, one element moved,
- * a second run that differs) and the verdict each must get by the rules of DESIGN.md "Verdicts". */
+ * a second run that differs, the same rows inside a larger batch) and the verdict each must get by the
+ * rules of DESIGN.md "Verdicts" and "Batch invariance". */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -123,4 +124,68 @@ Test(judge, enclosure)
     cr_expect(strstr(r.want, "0x3fc0") != NULL, "%s", r.want); /* named against the end it passed */
     cr_expect(strstr(r.reason, "2 elements outside their enclosure") != NULL, "%s", r.reason);
     free(lo), free(hi);
+}
+
+/* The batch-invariance rule (moects__judge_batch) on hand-made outputs: the case's output is the
+ * reference ([4, 64] BF16), the batch's a [9, 64] output holding case row r at row 2r + 1 (what the
+ * ops' batches do) and NaN in the other rows, which no rule reads. */
+static uint16_t *batch_of(const uint16_t *rows, int64_t *row_of, moects__batch *b)
+{
+    uint16_t *big = malloc(9 * 64 * 2);
+    for (int i = 0; i < 9 * 64; i++) big[i] = 0x7fc0;
+    for (int64_t r = 0; r < 4; r++) row_of[r] = 2 * r + 1, memcpy(big + (2 * r + 1) * 64, rows + r * 64, 64 * 2);
+    *b = (moects__batch){.row_of = row_of, .rows = 4, .n = 4, .n_big = 9, .unit = "tokens"};
+    return big;
+}
+
+/* Every bit of the case's rows the same in the batch: the verdict is left as it was. */
+Test(judge, batch_same_rows_keep_the_verdict)
+{
+    int64_t row_of[4];
+    moects__batch b;
+    uint16_t *big = batch_of(got[0], row_of, &b);
+    moects_result r = {.verdict = MOECTS_PASS_EXACT, .first_index = -1};
+    cr_assert_eq(moects__judge_batch(&in, got[0], big, &b, &r), 0);
+    cr_expect_eq(r.verdict, MOECTS_PASS_EXACT);
+    cr_expect_eq(r.mismatches, 0);
+    free(big);
+}
+
+/* Case row 2, column 17 one BF16 ULP off at batch row 5: FAIL_BATCH_VARIANT, one element, index
+ * 2 * 64 + 17 = 145, the reason naming both batch sizes, the element (m 2, n 17) and its batch row,
+ * the diagnostics the element's coordinates. */
+Test(judge, batch_one_bit_moved_is_batch_variant)
+{
+    int64_t row_of[4];
+    moects__batch b;
+    uint16_t *big = batch_of(got[0], row_of, &b);
+    big[5 * 64 + 17] ^= 1;
+    moects_result r = {.verdict = MOECTS_PASS_EXACT, .first_index = -1};
+    cr_assert_eq(moects__judge_batch(&in, got[0], big, &b, &r), 0);
+    cr_expect_eq(r.verdict, MOECTS_FAIL_BATCH_VARIANT);
+    cr_expect_eq(r.mismatches, 1);
+    cr_expect_eq(r.first_index, 145);
+    cr_expect_eq(r.max_ulp, 1);
+    cr_expect(strstr(r.reason, "batch of 4 tokens vs 9") && strstr(r.reason, "(m 2, n 17)") &&
+              strstr(r.reason, "row 5 of the batch"), "%s", r.reason);
+    cr_expect_eq(r.diag.nfirst, 1);
+    cr_expect(r.diag.first[0].at[0] == 2 && r.diag.first[0].at[1] == 17);
+    free(big);
+}
+
+/* A NaN whose payload differs still equals a NaN (as every comparison of the judge), and a row the
+ * batch does not hold (row_of -1, a moe_gemm padding row) is not compared. */
+Test(judge, batch_nan_payloads_and_uncompared_rows)
+{
+    int64_t row_of[4];
+    moects__batch b;
+    got[0][3] = 0x7fc1;
+    uint16_t *big = batch_of(got[0], row_of, &b);
+    big[1 * 64 + 3] = 0x7fc0;   /* case row 0: another NaN */
+    big[3 * 64 + 9] ^= 0x8000;  /* case row 1: a sign flipped ... */
+    row_of[1] = -1;             /* ... in a row not compared */
+    moects_result r = {.verdict = MOECTS_PASS_EXACT, .first_index = -1};
+    cr_assert_eq(moects__judge_batch(&in, got[0], big, &b, &r), 0);
+    cr_expect_eq(r.verdict, MOECTS_PASS_EXACT, "%s", r.reason);
+    free(big);
 }

@@ -53,9 +53,9 @@ Test(verdict, names_are_the_design_words)
 {
     static const char *const words[] = {"PASS_EXACT", "PASS_BOUNDED", "PASS_TOLERANCE", "PASS_TIE", "FAIL_MISMATCH",
                                         "FAIL_CRASH", "FAIL_TIMEOUT", "FAIL_OOB_WRITE", "FAIL_NONDETERMINISTIC",
-                                        "UNSUPPORTED", "SKIP"};
-    cr_assert_eq(MOECTS_VERDICT_COUNT, 11);
-    for (int v = 0; v < 11; v++) {
+                                        "FAIL_BATCH_VARIANT", "UNSUPPORTED", "SKIP"};
+    cr_assert_eq(MOECTS_VERDICT_COUNT, 12);
+    for (int v = 0; v < 12; v++) {
         cr_assert_str_eq(moects__verdict_name((moects_verdict)v), words[v]);
         moects_verdict got;
         cr_assert_eq(moects__verdict_parse(words[v], &got), 0);
@@ -69,7 +69,9 @@ Test(verdict, names_are_the_design_words)
     cr_assert(moects_verdict_is_pass(MOECTS_PASS_TOLERANCE) && !moects_verdict_is_pass(MOECTS_UNSUPPORTED));
     cr_assert(moects_verdict_is_fail(MOECTS_FAIL_TIMEOUT) && !moects_verdict_is_fail(MOECTS_SKIP));
     cr_assert(moects_verdict_is_fail(MOECTS_FAIL_OOB_WRITE) && moects_verdict_is_fail(MOECTS_FAIL_NONDETERMINISTIC));
-    cr_assert(!moects_verdict_is_fail(MOECTS_UNSUPPORTED));
+    cr_assert(moects_verdict_is_fail(MOECTS_FAIL_BATCH_VARIANT) && !moects_verdict_is_fail(MOECTS_UNSUPPORTED));
+    size_t n[MOECTS_VERDICT_COUNT] = {[MOECTS_PASS_EXACT] = 5, [MOECTS_FAIL_BATCH_VARIANT] = 2, [MOECTS_SKIP] = 1};
+    cr_assert_eq(moects__fail_count(n), 2, "FAIL_BATCH_VARIANT counts as a failure");
 }
 
 Test(results, reads_hand_written_fixture)
