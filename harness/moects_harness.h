@@ -63,6 +63,13 @@ static inline size_t moects__fail_count(const size_t *n)
     for (int v = MOECTS_FAIL_MISMATCH; v <= MOECTS_FAIL_BATCH_VARIANT; v++) f += n[v];
     return f;
 }
+/* The passes among per-verdict counts n[MOECTS_VERDICT_COUNT]. */
+static inline size_t moects__pass_count(const size_t *n)
+{
+    size_t p = 0;
+    for (int v = MOECTS_PASS_EXACT; v <= MOECTS_PASS_TIE; v++) p += n[v];
+    return p;
+}
 
 /* A tensor's name ("x", "topk_ids", "a", ...) and the XXH64 of its bytes. */
 #define MOECTS_RESULT_HASHES_MAX 12

@@ -225,7 +225,7 @@ moects__cell_state moects__cell_state_of(const moects__cell *c)
 {
     if (moects__fail_count(c->n)) return MOECTS__CELL_FAIL;
     if (c->n[MOECTS_UNSUPPORTED]) return MOECTS__CELL_UNSUPPORTED;
-    if (c->n[MOECTS_PASS_EXACT] + c->n[MOECTS_PASS_BOUNDED] + c->n[MOECTS_PASS_TOLERANCE] + c->n[MOECTS_PASS_TIE]) return MOECTS__CELL_PASS;
+    if (moects__pass_count(c->n)) return MOECTS__CELL_PASS;
     return MOECTS__CELL_NOT_RUN;
 }
 

@@ -156,7 +156,7 @@ static moects__cell_state state_of(table *t, int k, int m, int l)
     if (!t->registered[((size_t)m * t->nl + l) * OP_SLOTS + t->k[k].op]) return MOECTS__CELL_NOT_REGISTERED;
     if (moects__fail_count(c->n)) return MOECTS__CELL_FAIL;
     if (c->n[MOECTS_UNSUPPORTED]) return MOECTS__CELL_UNSUPPORTED;
-    size_t pass = c->n[MOECTS_PASS_EXACT] + c->n[MOECTS_PASS_BOUNDED] + c->n[MOECTS_PASS_TOLERANCE] + c->n[MOECTS_PASS_TIE], all = 0;
+    size_t pass = moects__pass_count(c->n), all = 0;
     for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) all += c->n[v];
     /* green only when every case of the cell passed (a skipped case leaves it NOT_RUN) */
     if (pass && pass == all) return MOECTS__CELL_PASS;
@@ -395,7 +395,7 @@ static void md_cell(moects__buf *b, table *t, int k, int m, int l)
 {
     moects__cell_state s = state_of(t, k, m, l);
     const cell *c = at(t, k, m, l);
-    size_t pass = c->n[MOECTS_PASS_EXACT] + c->n[MOECTS_PASS_BOUNDED] + c->n[MOECTS_PASS_TOLERANCE] + c->n[MOECTS_PASS_TIE], all = 0;
+    size_t pass = moects__pass_count(c->n), all = 0;
     for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) all += c->n[v];
     if (t->run && (s == MOECTS__CELL_FAIL || s == MOECTS__CELL_UNSUPPORTED)) {
         moects__buf_printf(b, " [%s](#", cell_md[s]);

@@ -492,7 +492,7 @@ int moects__tap_kernel(FILE *f, const moects_run *run, const moects_kernel *k, s
     t.st = moects__kernel_status_of(run, k->name, mutant, t.c);
     t.known = moects__kernel_known_of(run, k->name, mutant, &t.fixed);
     t.fails = moects__fail_count(t.c) - t.known;
-    t.passes = t.c[MOECTS_PASS_EXACT] + t.c[MOECTS_PASS_BOUNDED] + t.c[MOECTS_PASS_TOLERANCE] + t.c[MOECTS_PASS_TIE];
+    t.passes = moects__pass_count(t.c);
     t.deferred = moects__status_deferred_to(run, o, t.st); /* moects merge, or the whole tier, judges it */
     t.failing = moects__kernel_status_fails(t.st) && !t.deferred;
     fprintf(f, "%s %zu - ", t.failing ? "not ok" : "ok", top);
