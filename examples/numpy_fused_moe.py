@@ -68,6 +68,8 @@ def activation(shape, g, u):
         if act in ("silu_clamp", "gpt_oss"):
             g = np.where(g > L, L, g)
             u = np.where(u > L, L, np.where(u < -L, -L, u))
+        if act == "situ" and L > 0:  # u' = L tanh(u (1/L)), the reciprocal an FP32 division
+            u = L * _f64(np.tanh, u * (one / L))
         if act == "gpt_oss":
             glu = g / (one + _f64(np.exp, -(g * alpha)))
             return (u + one) * bf16_round(glu)
@@ -77,6 +79,8 @@ def activation(shape, g, u):
             ga = half * g * (one + _f64(np.tanh, inner))
         elif act == "gelu_erf":
             ga = g * half * (one + _f64(math.erf, g * _F(math.sqrt(0.5))))
+        elif act == "situ":  # Kimi K3: a = act_alpha, (a tanh(g (1/a))) / (1 + exp(-g))
+            ga = (alpha * _f64(np.tanh, g * (one / alpha))) / (one + _f64(np.exp, -g))
         else:  # silu, silu_clamp
             ga = g / (one + _f64(np.exp, -g))
         return bf16_round(ga) * u
@@ -95,8 +99,6 @@ def local_slots(shape, args):
 
 
 def supports(shape):
-    if shape["activation"] not in ("silu", "silu_clamp", "gpt_oss", "gelu_tanh", "gelu_erf", "relu2"):
-        return False, "activation %s: not written in this example" % shape["activation"]
     if shape["format"] not in ("bf16", "mxfp4"):
         return False, "weight format %s: not written in this example" % shape["format"]
     return True
