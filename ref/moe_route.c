@@ -2,7 +2,8 @@
  * (ref/moects_route.h gives every method's arithmetic; DESIGN.md "Routing"). Sources of the methods:
  * vLLM fused_topk (softmax, top-k, renormalize) and grouped_topk (sigmoid, correction bias, groups by
  * the sum of their top 2, masked groups, unbiased weights, renormalize, routed scaling factor),
- * DeepSeek-V3's MoEGate (the + 1e-20 of its denominator), gpt-oss's router (top-k on the logits,
+ * the + 1e-20 of the denominator from transformers' DeepseekV3 router, HF's MoEGate and vLLM's CUDA
+ * noaux_tc kernel (vLLM's Python grouped_topk and DeepSeek's inference Gate have none), gpt-oss's router (top-k on the logits,
  * softmax over the k), Llama 4's router (top-1 on the logits, sigmoid of the logit). */
 #include <math.h>
 #include <stdio.h>

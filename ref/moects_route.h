@@ -17,7 +17,12 @@
  *                        w_j = w_j * scale
  *               TOPK_SOFTMAX: w_j = exp(x_j - x_0) / (sum of those in slot order)
  *               SIGMOID: w = s (never s + b); renormalize: w_j = s_j / ((s_0 + s_1 + ...) + 1e-20f);
- *                        then w_j = w_j * scale (vLLM grouped_topk, DeepSeek-V3 MoEGate)
+ *                        then w_j = w_j * scale. The 1e-20 is transformers' DeepseekV3 router, the
+ *                        HF MoEGate and vLLM's CUDA noaux_tc kernel (which starts its sum at 1e-20);
+ *                        vLLM's Python grouped_topk and DeepSeek's inference Gate divide by the bare
+ *                        sum (the same bits unless the sum is below ~1.7e-13; 0 / 0 = NaN there).
+ *                        Groups not kept are out of the choice (-Inf: vLLM, DeepSeek's Gate), not
+ *                        filled with 0.0 (transformers), which a negative s + b would lose to
  *               LLAMA4: w = sigmoid(x_0)
  * The sums of the weights run in the canonical slot order whatever order a kernel writes its slots
  * in, so a set of ids has one set of weights. A row holding a NaN (logit or bias) has no defined

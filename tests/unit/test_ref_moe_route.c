@@ -104,6 +104,43 @@ Test(ref_moe_route, grouped_topk_8_experts_4_groups)
     cr_assert_eq(check(&s, x, b, &ANY, (int32_t[]){0, 2}, (float[]){0.5f, 0.5f}), MOECTS_ROUTE_ROW_WEIGHT);
 }
 
+/* Two places where engines disagree on DeepSeek-V3's grouped top-k, pinned to the reference's
+ * choice. (1) The + 1e-20 of the denominator (transformers DeepseekV3 / HF MoEGate, vLLM's CUDA
+ * noaux_tc kernel; vLLM's Python grouped_topk and DeepSeek's inference Gate have none). Logits
+ * {-Inf, -Inf, 0, 0}, bias {1, 1, 0, 0}: s = {1 / (1 + exp(+Inf)) = 1 / Inf = 0, 0, 1/2, 1/2}, the
+ * choice s + b = {1, 1, 1/2, 1/2} takes e0 and e1 (equal: the lower first), whose unbiased s sum to
+ * 0: 0 / (0 + 1e-20) = 0, times 5/2 = 0; without the epsilon 0 / 0 would be NaN. (2) Groups left out
+ * are out (-Inf, as vLLM and DeepSeek's Gate mask them; transformers fills them with 0.0). 8 experts
+ * in 2 groups of 4, keep 1, top-2, logits 0 so s = 1/2 and s + b exact:
+ *   b   = {1, -1, -1, -1, -3/4, -3/4, -3/4, -3/4}
+ *   sel = {3/2, -1/2, -1/2, -1/2, -1/4, -1/4, -1/4, -1/4}
+ * group scores (top-2 sums): g0 3/2 - 1/2 = 1, g1 -1/4 - 1/4 = -1/2: g0 kept. Its top-2: e0 (3/2),
+ * then e1, e2, e3 tie at -1/2: e1. A 0.0 fill would make g1's experts (0 > -1/2) win the second slot.
+ * Weights 1/2 / (1/2 + 1/2 + 1e-20) = 1/2, scale 1. */
+Test(ref_moe_route, grouped_topk_epsilon_and_masked_groups)
+{
+    const float x[4] = {-INFINITY, -INFINITY, 0, 0}, b[4] = {1, 1, 0, 0};
+    moects_moe_route_shape s = shape(4, 2, MOECTS_ROUTE_SIGMOID);
+    s.has_bias = 1, s.renormalize = 1, s.scale = 2.5f;
+    int32_t ids[2];
+    float w[2];
+    route(&s, x, b, ids, w);
+    cr_assert(ids[0] == 0 && ids[1] == 1, "ids %d %d", ids[0], ids[1]);
+    cr_assert(w[0] == 0.0f && w[1] == 0.0f && !signbit(w[0]) && !signbit(w[1]), "w %a %a", (double)w[0],
+              (double)w[1]);
+    cr_assert_eq(check(&s, x, b, &LOW, (int32_t[]){0, 1}, (float[]){NAN, NAN}), MOECTS_ROUTE_ROW_WEIGHT);
+
+    const float y[8] = {0}, c[8] = {1, -1, -1, -1, -0.75f, -0.75f, -0.75f, -0.75f};
+    moects_moe_route_shape g = shape(8, 2, MOECTS_ROUTE_SIGMOID);
+    g.n_group = 2, g.topk_group = 1, g.has_bias = 1, g.renormalize = 1;
+    route(&g, y, c, ids, w);
+    cr_assert(ids[0] == 0 && ids[1] == 1, "ids %d %d", ids[0], ids[1]);
+    cr_assert(w[0] == 0.5f && w[1] == 0.5f, "w %a %a", (double)w[0], (double)w[1]);
+    const float half[2] = {0.5f, 0.5f};
+    cr_assert_eq(check(&g, y, c, &ANY, (int32_t[]){0, 3}, half), MOECTS_ROUTE_ROW_TIE);
+    cr_assert_eq(check(&g, y, c, &ANY, (int32_t[]){0, 4}, half), MOECTS_ROUTE_ROW_IDS); /* 0.0 fill */
+}
+
 /* Renormalization. Softmax of {0, 0, 0, -Inf}: exp gives 1, 1, 1, 0, the sum 3, p = 1/3 =
  * 0x1.555556p-2 each (rounded up, see the header). Top-2 without renormalization: p itself, times a
  * scale 5/2: 0x1.555556p-2 * 5/2 = 0x1.aaaaacp-1 exactly representable (24 bits), so that. With
