@@ -18,7 +18,7 @@ The one operation numpy has no FP32 equivalent of is the reference's correctly r
 (ref/crmath.c). "exp in float64, then round to float32" is not correctly rounded by construction: the
 float64 result carries its own error (and a second rounding), so when e^x lies closer to a float32
 rounding boundary than that error, the two roundings can disagree. (An exhaustive scan of every
-float32 x in (-104, 89) with numpy 1.26's float64 exp found no such x: 52 lie within 2^-48 of a
+float32 x in (-104, 89) with numpy 1.24's float64 exp found no such x: 52 lie within 2^-48 of a
 boundary, all still rounded right. That is this libm's accuracy on these arguments, not a proof.)
 exp_f32 below detects the arguments near a boundary and computes them by an exact method instead,
 which makes it correctly rounded for any float64 exp within 2^-40 (proof in its docstring).
