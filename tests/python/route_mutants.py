@@ -2,9 +2,13 @@
 in one place and declares the exact recipe it no longer meets), with the honest kernels (the example,
 and one that breaks ties high and says so: ties=any):
     moects run --kernel-py tests/python/route_mutants.py:all_kernels --tier smoke 'moe_route*'"""
+import os
+import sys
+
 import numpy as np
 
-import numpy_moe_route as nr
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
+import numpy_moe_route as nr  # noqa: E402
 
 
 def select_ties_high(shape, sel):

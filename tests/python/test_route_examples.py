@@ -58,11 +58,9 @@ def _out(kernel, case):
 def test_numpy_route_and_its_mutants(build_dir, tmp_path):
     import numpy_moe_route as nr
     import route_mutants as rm
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "python"), os.path.join(ROOT, "examples"),
-                                                       os.environ.get("PYTHONPATH", "")]))
     r = subprocess.run([os.path.join(build_dir, "bin", "moects"), "run", "--kernel-py", MUTANTS + ":all_kernels",
                         "--tier", "smoke", "--out", str(tmp_path), "moe_route*"],
-                       capture_output=True, text=True, timeout=600, env=env)
+                       capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]  # the example passes, each mutant caught
     with open(tmp_path / "results.json") as f:
         res = {(x["kernel"], x["case"]): x["verdict"] for x in json.load(f)["results"]}
