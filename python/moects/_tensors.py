@@ -131,3 +131,32 @@ def as_host_bytes(out):
     else:
         arr = np.ascontiguousarray(out)
     return arr, arr.ctypes.data, arr.nbytes
+
+
+def route_views(out):
+    """moe_route's output (one [2T, k] F32 buffer: the ids' rows, then the weights') as the two
+    tensors of moects_moe_route_args: (topk_ids [T, k] int32, topk_weights [T, k] float32), views
+    of out's memory (numpy arrays or torch tensors alike)."""
+    T = out.shape[0] // 2
+    if type(out).__module__.startswith("torch"):
+        import torch
+        return out[:T].view(torch.int32), out[T:]
+    return out[:T].view("int32"), out[T:]
+
+
+def route_pack(ids, weights):
+    """topk_ids [T, k] and topk_weights [T, k] (numpy arrays, torch tensors on any device, or
+    sequences) as moe_route's one output buffer: a host numpy float32 [2T, k] array holding the ids'
+    int32 bits, then the weights' FP32 bits."""
+    import numpy as np
+
+    def host(x, dt):
+        if type(x).__module__.startswith("torch"):
+            x = x.detach().cpu().numpy()
+        return np.asarray(x, dtype=dt)
+
+    i, w = host(ids, np.int32), host(weights, np.float32)
+    if i.ndim != 2 or i.shape != w.shape:
+        raise ValueError("moe_route output: topk_ids %s and topk_weights %s: two [T, k] arrays of one shape"
+                         % (i.shape, w.shape))
+    return np.concatenate([i.view(np.float32), w])

@@ -6,6 +6,9 @@ judging of an output, all through libmoects (include/moects/moects.h): no numeri
         args = case.args()                      # inputs + a poisoned "out", numpy arrays
         my_kernel(case.shape, args)
         case.check(args["out"], recipe="ep_gather.fma_v1")   # AssertionError with the TAP's diagnostics
+
+moe_route: args() adds "topk_ids" and "topk_weights", views of "out" (ids rows, then weights rows);
+check() takes "out", or (topk_ids, topk_weights), or a dict holding those two.
 """
 import ctypes
 import json
@@ -191,9 +194,13 @@ class Case:
         return out
 
     def args(self, device="cpu"):
-        """inputs(device) plus "out": empty_output(device)."""
+        """inputs(device) plus "out": empty_output(device); moe_route adds "topk_ids" [T, k] int32 and
+        "topk_weights" [T, k] F32, views of "out" (its ids rows, then its weights rows), as
+        moects_moe_route_args has them."""
         a = self.inputs(device)
         a["out"] = self.empty_output(device)
+        if self.op == "moe_route":
+            a["topk_ids"], a["topk_weights"] = _tensors.route_views(a["out"])
         return a
 
     def reference(self, recipe=None):
@@ -218,8 +225,16 @@ class Case:
 
     def judge(self, out, kernel=None, recipe=None, bound=None, tolerance=None, name=None):
         """Judge out (numpy array, torch tensor on any device, or a buffer of the output's bytes)
-        exactly as `moects run` does; returns the Judgement (recorded in self.judgements)."""
+        exactly as `moects run` does; returns the Judgement (recorded in self.judgements). moe_route:
+        out may also be (topk_ids, topk_weights) or a dict holding those two (args() itself)."""
         k = self._kernel(kernel, recipe, bound, tolerance, name)
+        if self.op == "moe_route":
+            if isinstance(out, dict):
+                out = (out["topk_ids"], out["topk_weights"])
+            if isinstance(out, (tuple, list)):
+                if len(out) != 2:
+                    raise ValueError("%s: a moe_route output is out, or (topk_ids, topk_weights)" % self.id)
+                out = _tensors.route_pack(*out)
         for base, pad in self._margins:
             where = _tensors.margin_write(out, base, pad)
             if where:
@@ -250,6 +265,7 @@ class Case:
         k = describe(kernel) if kernel is not None else self.kernel
         if k is None:
             k = Kernel(name or "python", self.op, **({"recipe": "fused_moe.layer_v1"} if self.op == "fused_moe"
+                                                     else {"recipe": "moe_route.v1"} if self.op == "moe_route"
                                                      else {"tolerance": (0.0, 0)}))
         desc = descriptor(k)
         h = _lib.lib().moects_judge_outcome(self._built(), ctypes.byref(desc), verdict.encode(),

@@ -3,12 +3,13 @@
 A description is a `Kernel`, a dict, or any object with these attributes (DESIGN.md "Kernels from
 Python"):
     name       unique dotted name, e.g. "triton.ep_gather"
-    op         "ep_gather", "fp4_gemm", "moe_gemm" or "fused_moe"
+    op         "ep_gather", "fp4_gemm", "moe_gemm", "fused_moe" or "moe_route"
     device     "cpu" (run gets numpy arrays over host memory) or "cuda" (torch tensors over device
                memory, launched on the runner's stream); default "cpu"
     recipe     the exact recipe it claims ("ep_gather.fma_v1", "fp4_gemm.blockwise_v1", ...; fused_moe: its
                layer recipe, "fused_moe.layer_v1(w13=up_gate,mid=fp8_token,...)", ref/moects_layer.h,
-               required, with a bound too when its GEMMs sum in any order: judged by the enclosure), or
+               required, with a bound too when its GEMMs sum in any order: judged by the enclosure;
+               moe_route: "moe_route.v1(ties=low|any,slots=sorted|any)", required, exact only), or
     bound      its accumulation class: bits (24 for FP32 accumulation), or (bits, truncation), or
                {"bits": 24, "truncation": False}, with "bf16_split_k": N where K may be split into at
                most N pieces whose FP32 partials are added in BF16 (torch's default
@@ -25,8 +26,11 @@ Python"):
     run        run(shape, args): shape is the case's shape dict (moects_case_json "shape"), args the
                tensors by name (inputs and "out", plus "alpha" for fp4_gemm; moe_gemm: those of
                moects_moe_gemm_args, None for one the format or row layout has none of; fused_moe: those
-               of moects_fused_moe_args, None for absent scales, biases and expert_map); writes
-               args["out"] (an output returned instead, anything but None or an int, is FAIL_CRASH).
+               of moects_fused_moe_args, None for absent scales, biases and expert_map; moe_route:
+               "logits" [T, E] (F32, or BF16 bits), "bias" [E] F32 or None, and the outputs of
+               moects_moe_route_args, "topk_ids" [T, k] int32 and "topk_weights" [T, k] F32: views
+               of "out", the one [2T, k] buffer, ids rows then weights rows); writes args["out"]
+               (an output returned instead, anything but None or an int, is FAIL_CRASH).
 """
 import ctypes
 import json
@@ -37,7 +41,7 @@ import traceback
 
 from . import _lib, _tensors
 
-OPS = {"ep_gather": 1, "fp4_gemm": 2, "moe_gemm": 3, "fused_moe": 4}
+OPS = {"ep_gather": 1, "fp4_gemm": 2, "moe_gemm": 3, "fused_moe": 4, "moe_route": 5}
 DEVICES = {"cpu": 0, "cuda": 1}
 _FIELDS = ("name", "op", "device", "recipe", "bound", "tolerance", "bug", "supports", "run", "batch_invariant")
 
@@ -68,6 +72,10 @@ class Kernel:
             if not self.recipe or self.tolerance is not None:
                 raise ValueError("%s: fused_moe: declare a layer recipe (\"fused_moe.layer_v1(...)\"), exact or "
                                  "with a bound (its GEMMs' accumulation class); no tolerance" % where)
+        elif self.op == "moe_route":  # exact only: a bounded route claim has no enclosure yet
+            if not self.recipe or self.bound is not None or self.tolerance is not None:
+                raise ValueError("%s: moe_route: declare the exact recipe (\"moe_route.v1(ties=low|any,"
+                                 "slots=sorted|any)\"), no bound or tolerance" % where)
         elif self.recipe and (self.bound is not None or self.tolerance is not None):
             raise ValueError("%s: recipe with a bound or tolerance: declare one judgement (a recipe, or a bound "
                              "with an optional fallback tolerance)" % where)
@@ -227,6 +235,8 @@ def task_args(k, args_ptr):
     info = _lib.TensorInfo()
     _lib.check(L.moects_task_tensor(-1, ctypes.byref(info)))
     out["out"] = _tensor(k, info)
+    if k.op == "moe_route":
+        out["topk_ids"], out["topk_weights"] = _tensors.route_views(out["out"])
     if k.op == "fp4_gemm" and args_ptr:
         out["alpha"] = float(_FP4Args.from_address(args_ptr).alpha)
     return out

@@ -78,9 +78,9 @@ def test_bug_not_a_string_refused_when_loaded(build_dir, tmp_path):
     ({"op": "moe_gemm", "bound": 24}, "kernel description: name: missing (a non-empty string is required)"),
     ({"name": None, "op": "moe_gemm", "bound": 24},
      "kernel description: name: missing (a non-empty string is required)"),
-    ({"name": "py.k", "bound": 24}, "kernel 'py.k': op: missing, expected one of ep_gather, fp4_gemm, moe_gemm, fused_moe"),
+    ({"name": "py.k", "bound": 24}, "kernel 'py.k': op: missing, expected one of ep_gather, fp4_gemm, moe_gemm, fused_moe, moe_route"),
     (types.SimpleNamespace(name="py.k", op=None, bound=24),
-     "kernel 'py.k': op: missing, expected one of ep_gather, fp4_gemm, moe_gemm, fused_moe"),
+     "kernel 'py.k': op: missing, expected one of ep_gather, fp4_gemm, moe_gemm, fused_moe, moe_route"),
 ])
 def test_missing_field_is_named(desc, message):
     with pytest.raises(ValueError) as e:
