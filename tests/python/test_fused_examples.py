@@ -1,7 +1,7 @@
 """The fused MoE layer from Python: a case's shape and tensors (by hand from the model's config),
 examples/numpy_fused_moe.py within its layer recipe's enclosure on every smoke fused_moe case under
 `moects run --kernel-py`, the same judgement in process through case.check(), and two bugs users
-make in such a layer (gate and up halves swapped, the combine summed in BF16), each caught."""
+make in such a layer (tests/python/fused_mutants.py), each caught."""
 import json
 import os
 import subprocess
@@ -12,10 +12,9 @@ import pytest
 import moects
 import numpy_fused_moe as nf
 from conftest import ROOT
-from numpy_ep_gather import f32_to_bf16
 
-EXAMPLE = os.path.join(ROOT, "examples", "numpy_fused_moe.py")
-BOUND = {"bits": 24, "truncation": False}
+MUTANTS = os.path.join(ROOT, "tests", "python", "fused_mutants.py")
+BOUND = nf.kernel["bound"]
 
 
 def test_fused_moe_shape_and_tensors():
@@ -34,49 +33,9 @@ def test_fused_moe_shape_and_tensors():
     assert a["w13_scale"] is None and a["expert_map"] is None and a["out"].shape == (4, 2880)
 
 
-def swapped_halves(shape, args):
-    """Bug: W13 read as [up | gate] while the weights are [gate | up]."""
-    w13 = np.asarray(args["w13"])
-    n1 = w13.shape[1]
-    args = dict(args, w13=np.concatenate([w13[:, n1 // 2:], w13[:, :n1 // 2]], axis=1))
-    if args.get("w13_scale") is not None:
-        sc = np.asarray(args["w13_scale"])
-        args["w13_scale"] = np.concatenate([sc[:, n1 // 2:], sc[:, :n1 // 2]], axis=1)
-    if args.get("b13") is not None:
-        b = np.asarray(args["b13"])
-        args["b13"] = np.concatenate([b[:, n1 // 2:], b[:, :n1 // 2]], axis=1)
-    nf.fused_moe(shape, args)
-
-
-def bf16_combine(shape, args):
-    """Bug: the combine's running sum rounded to BF16 after each slot, the FP32 one declared."""
-    T, k, H = shape["T"], shape["k"], shape["H"]
-    per_slot = []
-    for j in range(k):  # each slot's y alone: the layer with every other slot made invalid
-        ids = np.array(args["topk_ids"]).reshape(T, k)
-        keep = np.full_like(ids, -1)
-        keep[:, j] = ids[:, j]
-        one = dict(args, topk_ids=keep, out=np.zeros((T, H), dtype=np.float32))
-        nf.fused_moe(dict(shape, out_dtype="F32"), one)
-        per_slot.append(one["out"])
-    acc = np.zeros((T, H), dtype=np.float32)
-    for y in per_slot:
-        acc = nf.bf16_round(acc + y)
-    args["out"].reshape(T, H)[...] = f32_to_bf16(acc) if shape["out_dtype"] == "BF16" else acc
-
-
-def _mutant(name, run, bug):
-    return {"name": "numpy.mutant.fused_moe." + name, "op": "fused_moe", "recipe": nf.RECIPE, "bound": BOUND,
-            "supports": nf.supports, "run": run, "bug": bug}
-
-
-all_kernels = [nf.kernel, _mutant("swapped_halves", swapped_halves, swapped_halves.__doc__.strip()),
-               _mutant("bf16_combine", bf16_combine, bf16_combine.__doc__.strip())]
-
-
 def test_numpy_fused_moe_and_its_mutants(build_dir, tmp_path):
     r = subprocess.run([os.path.join(build_dir, "bin", "moects"), "run", "--kernel-py",
-                        __file__ + ":all_kernels", "--kernel", "numpy.*", "--out", str(tmp_path), "fused_moe*"],
+                        MUTANTS + ":all_kernels", "--kernel", "numpy.*", "--out", str(tmp_path), "fused_moe*"],
                        capture_output=True, text=True, timeout=1500)
     assert r.returncode == 0, r.stderr[-3000:]  # the honest kernel passes, both mutants are caught
     with open(tmp_path / "results.json") as f:
