@@ -100,7 +100,7 @@ def local_slots(shape, args):
 
 def supports(shape):
     if shape["format"] not in ("bf16", "mxfp4"):
-        return False, "weight format %s: not written in this example" % shape["format"]
+        return False, "format: weight format %s not written in this example" % shape["format"]
     return True
 
 

@@ -67,7 +67,7 @@ def dequant_a(shape, args, rows):
 
 def supports(shape):
     if shape["format"] == "w4a8" and shape["a_scale_f32"]:
-        return False, "W4A8 with FP32 activation scales (a rounded dequantization)"
+        return False, "format: W4A8 with FP32 activation scales (a rounded dequantization)"
     return True
 
 

@@ -91,9 +91,9 @@ def tiles(shape, args, straddle=False):
 
 def supports(shape):
     if shape["format"] != "w4a16" or shape["b_format"] != "mxfp4":
-        return False, "W4A16 with MXFP4 weights only (this kernel has no other dequantization)"
+        return False, "format: W4A16 with MXFP4 weights only (this kernel has no other dequantization)"
     if shape["out_dtype"] != "BF16":
-        return False, "BF16 output only"
+        return False, "format: BF16 output only"
     return True
 
 

@@ -51,6 +51,11 @@ int moects__reason_is_no_device(const char *reason);
 
 const char *moects__verdict_name(moects_verdict v);            /* "PASS_EXACT" ... */
 int moects__verdict_parse(const char *s, moects_verdict *out); /* 0 or -1 */
+/* The class of a refusal's reason: its opening word before ": " when that is one of the class words
+ * ("format", "shape", ...; moects_refusal in moects_kernel.h), else MOECTS_REFUSE_UNSPECIFIED. */
+moects_refusal moects__refusal_of(const char *reason);
+const char *moects__refusal_name(moects_refusal c); /* "format" ... "unspecified"; "?" outside */
+int moects__refusal_parse(const char *s, moects_refusal *out); /* a class word: 0, else -1 */
 static inline int moects_verdict_is_pass(moects_verdict v) { return v <= MOECTS_PASS_TIE; }
 static inline int moects_verdict_is_fail(moects_verdict v)
 {

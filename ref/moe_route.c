@@ -64,17 +64,17 @@ int moects__route_recipe_of(moects_recipe v, moects_route_recipe *r)
 
 const char *moects__route_shape_invalid(const moects_moe_route_shape *s)
 {
-    if (s->T < 0 || s->E < 2 || s->k < 1 || s->k > s->E) return "needs T >= 0, E >= 2 and 1 <= k <= E";
-    if (s->logits_dtype != MOECTS_F32 && s->logits_dtype != MOECTS_BF16) return "logits are FP32 or BF16";
-    if (s->method < MOECTS_ROUTE_SOFTMAX || s->method > MOECTS_ROUTE_LLAMA4) return "unknown method";
-    if (s->method == MOECTS_ROUTE_LLAMA4 && s->k != 1) return "Llama 4's router is top-1";
+    if (s->T < 0 || s->E < 2 || s->k < 1 || s->k > s->E) return "shape: needs T >= 0, E >= 2 and 1 <= k <= E";
+    if (s->logits_dtype != MOECTS_F32 && s->logits_dtype != MOECTS_BF16) return "format: logits are FP32 or BF16";
+    if (s->method < MOECTS_ROUTE_SOFTMAX || s->method > MOECTS_ROUTE_LLAMA4) return "routing: unknown method";
+    if (s->method == MOECTS_ROUTE_LLAMA4 && s->k != 1) return "routing: Llama 4's router is top-1";
     if ((s->method == MOECTS_ROUTE_TOPK_SOFTMAX || s->method == MOECTS_ROUTE_LLAMA4) && (s->n_group != 1 || s->has_bias))
-        return "groups and a correction bias belong to the softmax and sigmoid methods";
+        return "routing: groups and a correction bias belong to the softmax and sigmoid methods";
     if (s->n_group < 1 || s->E % s->n_group || s->E / s->n_group < 2 || s->topk_group < 1 ||
         s->topk_group > s->n_group)
-        return "groups: n_group divides E into groups of 2 or more, 1 <= topk_group <= n_group";
-    if (s->k > s->topk_group * (s->E / s->n_group)) return "k exceeds the experts of the kept groups";
-    if (!(s->scale > 0) || isinf(s->scale)) return "the scaling factor is positive and finite";
+        return "routing: n_group divides E into groups of 2 or more, 1 <= topk_group <= n_group";
+    if (s->k > s->topk_group * (s->E / s->n_group)) return "routing: k exceeds the experts of the kept groups";
+    if (!(s->scale > 0) || isinf(s->scale)) return "routing: the scaling factor is positive and finite";
     return NULL;
 }
 

@@ -51,7 +51,8 @@ int moects__route_recipe_parse(const char *s, moects_route_recipe *r, char *err,
 moects_recipe moects__route_recipe_value(const moects_route_recipe *r);
 int moects__route_recipe_of(moects_recipe v, moects_route_recipe *r);
 
-/* Why shape s is not a routing problem (E, k, groups, dtype), or NULL. */
+/* Why shape s is not a routing problem (E, k, groups, dtype), or NULL; the text opens with its
+ * refusal class ("shape: ", "format: ", "routing: "; moects_refusal), as kernels refuse with it. */
 const char *moects__route_shape_invalid(const moects_moe_route_shape *s);
 
 /* The exact reference: a->topk_ids and a->topk_weights [T, k] under the method's recipe with ties=low

@@ -50,7 +50,7 @@ static int supports(const void *shape, char *why, size_t why_len)
     (void)shape;
     const char *bug = getenv("MOECTS_PLUGIN_EXAMPLE_BUG");
     if (bug && strcmp(bug, "refuse_all") == 0) { /* a kernel that supports nothing */
-        snprintf(why, why_len, "refuses every shape (MOECTS_PLUGIN_EXAMPLE_BUG=refuse_all)");
+        snprintf(why, why_len, "shape: refuses every shape (MOECTS_PLUGIN_EXAMPLE_BUG=refuse_all)");
         return 0;
     }
     return 1;

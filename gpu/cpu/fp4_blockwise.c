@@ -17,11 +17,11 @@
 int moects__fp4_shape_ok(const moects_fp4_gemm_shape *s, char *why, size_t why_len)
 {
     const char *r = NULL;
-    if (s->M < 0 || s->N < 0 || s->K < 0) r = "negative M, N or K";
-    else if (s->format != MOECTS_FP4_MXFP4 && s->format != MOECTS_FP4_NVFP4) r = "unknown FP4 format";
+    if (s->M < 0 || s->N < 0 || s->K < 0) r = "shape: negative M, N or K";
+    else if (s->format != MOECTS_FP4_MXFP4 && s->format != MOECTS_FP4_NVFP4) r = "format: unknown FP4 format";
     else if (s->scale_layout != MOECTS_SCALES_LINEAR && s->scale_layout != MOECTS_SCALES_SWIZZLED_128X4)
-        r = "unknown scale layout";
-    else if (s->out_dtype != MOECTS_F32 && s->out_dtype != MOECTS_BF16) r = "output dtype not f32/bf16";
+        r = "layout: unknown scale layout";
+    else if (s->out_dtype != MOECTS_F32 && s->out_dtype != MOECTS_BF16) r = "format: output dtype not f32/bf16";
     if (!r) return 1;
     if (why && why_len) snprintf(why, why_len, "%s", r);
     return 0;

@@ -28,7 +28,7 @@ int moects__fp4_sgemm_supports(const void *shape, char *why, size_t why_len)
     const moects_fp4_gemm_shape *s = shape;
     if (!moects__fp4_shape_ok(s, why, why_len)) return 0;
     if (s->M > INT32_MAX || s->N > INT32_MAX || s->K > INT32_MAX) {
-        if (why && why_len) snprintf(why, why_len, "M, N or K above INT32_MAX (cblas_sgemm takes int)");
+        if (why && why_len) snprintf(why, why_len, "shape: M, N or K above INT32_MAX (cblas_sgemm takes int)");
         return 0;
     }
     return 1;

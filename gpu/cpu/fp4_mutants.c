@@ -16,7 +16,7 @@ static int supports_nvfp4(const void *shape, char *why, size_t why_len)
 {
     if (!moects__fp4_shape_ok(shape, why, why_len)) return 0;
     if (((const moects_fp4_gemm_shape *)shape)->format == MOECTS_FP4_NVFP4) return 1;
-    if (why && why_len) snprintf(why, why_len, "mutant of the NVFP4 scale decode only");
+    if (why && why_len) snprintf(why, why_len, "scope: mutant of the NVFP4 scale decode only");
     return 0;
 }
 

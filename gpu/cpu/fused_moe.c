@@ -28,13 +28,13 @@ static const moects_layer_recipe *recipe_of(moects__fml_kernel *k)
  * here on their own (ref/layer_recipe.c's moects__layer_recipe_inexact states the same). */
 static const char *recipe_refuses(const moects_layer_recipe *r, const moects_fused_moe_shape *s)
 {
-    if (r->combine == MOECTS_COMBINE_F32_ANY && !r->fn) return "combine=f32_any has no exact result";
-    if (r->weight == MOECTS_WEIGHT_INPUT && s->k != 1) return "weight=input needs top-1 (k = 1)";
-    if (r->mid == MOECTS_MID_FP8_128 && s->inter % 128) return "mid=fp8_128 needs I a multiple of 128";
-    if (r->mid == MOECTS_MID_MXFP8 && s->inter % 32) return "mid=mxfp8 needs I a multiple of 32";
-    if (r->w13 == MOECTS_W13_INTERLEAVE8 && s->inter % 8) return "w13=interleave8 needs I a multiple of 8";
+    if (r->combine == MOECTS_COMBINE_F32_ANY && !r->fn) return "recipe: combine=f32_any has no exact result";
+    if (r->weight == MOECTS_WEIGHT_INPUT && s->k != 1) return "recipe: weight=input needs top-1 (k = 1)";
+    if (r->mid == MOECTS_MID_FP8_128 && s->inter % 128) return "recipe: mid=fp8_128 needs I a multiple of 128";
+    if (r->mid == MOECTS_MID_MXFP8 && s->inter % 32) return "recipe: mid=mxfp8 needs I a multiple of 32";
+    if (r->w13 == MOECTS_W13_INTERLEAVE8 && s->inter % 8) return "recipe: w13=interleave8 needs I a multiple of 8";
     if (s->activation == MOECTS_ACT_RELU2 && r->w13 != MOECTS_W13_GATE_UP)
-        return "relu2 has no gate: W13 order other than gate_up";
+        return "recipe: relu2 has no gate: W13 order other than gate_up";
     return NULL;
 }
 
@@ -44,25 +44,25 @@ static const char *bug_refuses(const moects__fml_kernel *k, const moects_fused_m
     switch (k->bug) {
     case MOECTS__FML_BUG_GATE_UP_SWAPPED:
     case MOECTS__FML_BUG_INTERLEAVE_GRANULE:
-    case MOECTS__FML_BUG_ACT_ON_UP: return s->activation == MOECTS_ACT_RELU2 ? "mutant of gated activations" : NULL;
-    case MOECTS__FML_BUG_GPT_OSS_NO_PLUS1: return s->activation != MOECTS_ACT_GPT_OSS ? "mutant of gpt_oss" : NULL;
-    case MOECTS__FML_BUG_EXPERT_MAP_IGNORED: return !s->has_expert_map ? "mutant of EP (an expert map)" : NULL;
+    case MOECTS__FML_BUG_ACT_ON_UP: return s->activation == MOECTS_ACT_RELU2 ? "scope: mutant of gated activations" : NULL;
+    case MOECTS__FML_BUG_GPT_OSS_NO_PLUS1: return s->activation != MOECTS_ACT_GPT_OSS ? "scope: mutant of gpt_oss" : NULL;
+    case MOECTS__FML_BUG_EXPERT_MAP_IGNORED: return !s->has_expert_map ? "scope: mutant of EP (an expert map)" : NULL;
     default: return NULL;
     }
 }
 
 static const char *shape_refuses(const moects_fused_moe_shape *s)
 {
-    if (s->T < 0 || s->k < 0 || s->H < 1 || s->inter < 1 || s->E < 1) return "T, k < 0 or H, I, E < 1";
-    if (s->has_expert_map && s->E_global < 1) return "an expert map of E_global < 1";
-    if (s->format != MOECTS_LAYER_BF16 && s->format != MOECTS_LAYER_MXFP4) return "format not BF16 or MXFP4";
-    if (s->format == MOECTS_LAYER_MXFP4 && (s->H % 32 || s->inter % 32)) return "MXFP4 needs H and I multiples of 32";
-    if (s->activation < MOECTS_ACT_SILU || s->activation > MOECTS_ACT_SITU) return "unknown activation";
+    if (s->T < 0 || s->k < 0 || s->H < 1 || s->inter < 1 || s->E < 1) return "shape: T, k < 0 or H, I, E < 1";
+    if (s->has_expert_map && s->E_global < 1) return "layout: an expert map of E_global < 1";
+    if (s->format != MOECTS_LAYER_BF16 && s->format != MOECTS_LAYER_MXFP4) return "format: not BF16 or MXFP4";
+    if (s->format == MOECTS_LAYER_MXFP4 && (s->H % 32 || s->inter % 32)) return "shape: MXFP4 needs H and I multiples of 32";
+    if (s->activation < MOECTS_ACT_SILU || s->activation > MOECTS_ACT_SITU) return "activation: unknown";
     if (s->activation == MOECTS_ACT_SITU && !(s->act_alpha > 0.0f && s->act_alpha < INFINITY))
-        return "situ needs 0 < a (beta) < Inf";
+        return "activation: situ needs 0 < a (beta) < Inf";
     if (s->activation == MOECTS_ACT_SITU && !(s->act_limit >= 0.0f && s->act_limit < INFINITY))
-        return "situ needs L (linear_beta) 0 (none) or finite";
-    if (s->out_dtype != MOECTS_BF16 && s->out_dtype != MOECTS_F32) return "output dtype not bf16/f32";
+        return "activation: situ needs L (linear_beta) 0 (none) or finite";
+    if (s->out_dtype != MOECTS_BF16 && s->out_dtype != MOECTS_F32) return "format: output dtype not bf16/f32";
     return NULL;
 }
 

@@ -19,18 +19,18 @@
 int moects__moe_shape_ok(const moects_moe_gemm_shape *s, char *why, size_t why_len)
 {
     const char *r = NULL;
-    if (s->E < 1 || s->M < 0 || s->N < 0 || s->K < 0) r = "E < 1 or negative M, N, K";
-    else if (s->format < MOECTS_MOE_MXFP4 || s->format > MOECTS_MOE_W4A16) r = "unknown moe format";
+    if (s->E < 1 || s->M < 0 || s->N < 0 || s->K < 0) r = "shape: E < 1 or negative M, N, K";
+    else if (s->format < MOECTS_MOE_MXFP4 || s->format > MOECTS_MOE_W4A16) r = "format: unknown moe format";
     else if ((s->format == MOECTS_MOE_NVFP4) != (s->b_format == MOECTS_FP4_NVFP4) && s->format != MOECTS_MOE_W4A16)
-        r = "b_format does not match the format";
-    else if (s->b_format != MOECTS_FP4_MXFP4 && s->b_format != MOECTS_FP4_NVFP4) r = "unknown b_format";
-    else if (s->rows < MOECTS_ROWS_CONTIGUOUS || s->rows > MOECTS_ROWS_OFFSETS) r = "unknown row layout";
-    else if (s->rows == MOECTS_ROWS_CONTIGUOUS && s->align < 1) r = "align < 1";
+        r = "format: b_format does not match the format";
+    else if (s->b_format != MOECTS_FP4_MXFP4 && s->b_format != MOECTS_FP4_NVFP4) r = "format: unknown b_format";
+    else if (s->rows < MOECTS_ROWS_CONTIGUOUS || s->rows > MOECTS_ROWS_OFFSETS) r = "layout: unknown row layout";
+    else if (s->rows == MOECTS_ROWS_CONTIGUOUS && s->align < 1) r = "layout: align < 1";
     else if (s->format == MOECTS_MOE_W4A8 && s->a_scale_block != 32 && s->a_scale_block != 128)
-        r = "W4A8 a_scale_block not 32 or 128";
+        r = "format: W4A8 a_scale_block not 32 or 128";
     else if (s->scale_layout != MOECTS_SCALES_LINEAR && s->scale_layout != MOECTS_SCALES_SWIZZLED_128X4)
-        r = "unknown scale layout";
-    else if (s->out_dtype != MOECTS_F32 && s->out_dtype != MOECTS_BF16) r = "output dtype not f32/bf16";
+        r = "layout: unknown scale layout";
+    else if (s->out_dtype != MOECTS_F32 && s->out_dtype != MOECTS_BF16) r = "format: output dtype not f32/bf16";
     if (!r) return 1;
     if (why && why_len) snprintf(why, why_len, "%s", r);
     return 0;
@@ -255,7 +255,7 @@ static int supports(const void *shape, char *why, size_t why_len)
     const moects_moe_gemm_shape *s = shape;
     if (!moects__moe_shape_ok(s, why, why_len)) return 0;
     if (s->format != MOECTS_MOE_W4A16) return 1;
-    if (why && why_len) snprintf(why, why_len, "W4A16 has no blockwise recipe (BF16 x E2M1 partials are not exact)");
+    if (why && why_len) snprintf(why, why_len, "format: W4A16 has no blockwise recipe (BF16 x E2M1 partials are not exact)");
     return 0;
 }
 

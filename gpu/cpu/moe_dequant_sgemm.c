@@ -27,8 +27,8 @@ static int supports(const void *shape, char *why, size_t why_len)
     const moects_moe_gemm_shape *s = shape;
     if (!moects__moe_shape_ok(s, why, why_len)) return 0;
     const char *r = NULL;
-    if (s->format == MOECTS_MOE_W4A8 && s->a_scale_f32) r = "W4A8 with FP32 activation scales (a rounded dequantization)";
-    else if (s->N > INT32_MAX || s->K > INT32_MAX || s->M > INT32_MAX) r = "N, K or rows above INT32_MAX (cblas_sgemm takes int)";
+    if (s->format == MOECTS_MOE_W4A8 && s->a_scale_f32) r = "format: W4A8 with FP32 activation scales (a rounded dequantization)";
+    else if (s->N > INT32_MAX || s->K > INT32_MAX || s->M > INT32_MAX) r = "shape: N, K or rows above INT32_MAX (cblas_sgemm takes int)";
     if (!r) return 1;
     if (why && why_len) snprintf(why, why_len, "%s", r);
     return 0;

@@ -32,7 +32,7 @@ static int takes(const void *shape, char *why, size_t why_len, moects_row_layout
     const moects_moe_gemm_shape *s = shape;
     if (!moects__moe_shape_ok(s, why, why_len)) return 0;
     if (s->format != MOECTS_MOE_W4A16 && (!rows || s->rows == rows) && (!fmt || s->format == fmt)) return 1;
-    if (why && why_len) snprintf(why, why_len, "mutant of %s only", what);
+    if (why && why_len) snprintf(why, why_len, "scope: mutant of %s only", what);
     return 0;
 }
 static int sup_any(const void *s, char *w, size_t l) { return takes(s, w, l, 0, 0, "MXFP4, NVFP4, W4A8"); }

@@ -10,11 +10,11 @@
 int moects__scales_out_check(moects_scale_layout scale_layout, moects_dtype out_dtype, char *why, size_t why_len)
 {
     if (scale_layout != MOECTS_SCALES_LINEAR && scale_layout != MOECTS_SCALES_SWIZZLED_128X4) {
-        snprintf(why, why_len, "unknown scale layout %d", (int)scale_layout);
+        snprintf(why, why_len, "layout: unknown scale layout %d", (int)scale_layout);
         return 0;
     }
     if (out_dtype != MOECTS_BF16 && out_dtype != MOECTS_F32) {
-        snprintf(why, why_len, "out_dtype must be bf16 or fp32");
+        snprintf(why, why_len, "format: out_dtype must be bf16 or fp32");
         return 0;
     }
     return 1;
@@ -65,7 +65,7 @@ static int load_lib_locked(void)
     memset(&c, 0, sizeof c);
     c.lib = open_cublas(tried, sizeof tried);
     if (!c.lib) {
-        snprintf(g_cublas_why, sizeof g_cublas_why, "cuBLAS not available: dlopen libcublas.so.13 failed (%s)",
+        snprintf(g_cublas_why, sizeof g_cublas_why, "resource: cuBLAS not available: dlopen libcublas.so.13 failed (%s)",
                  tried);
         return g_lib_state = -1;
     }
@@ -77,7 +77,7 @@ static int load_lib_locked(void)
     *(void **)&c.grouped = dlsym(c.lib, "cublasGemmGroupedBatchedEx"); /* optional */
     *(void **)&c.set_workspace = dlsym(c.lib, "cublasSetWorkspace_v2"); /* optional */
     if (!c.create || !c.destroy || !c.set_stream || !c.gemm_ex || !c.set_math_mode) {
-        snprintf(g_cublas_why, sizeof g_cublas_why, "cuBLAS not available: libcublas.so.13 lacks "
+        snprintf(g_cublas_why, sizeof g_cublas_why, "resource: cuBLAS not available: libcublas.so.13 lacks "
                  "cublasCreate_v2/cublasSetStream_v2/cublasGemmEx/cublasSetMathMode");
         return g_lib_state = -1;
     }
@@ -103,12 +103,12 @@ const moects__cublas *moects__cublas_get(char *why, size_t why_len)
         } else {
             int st = g_cublas.create(&g_cublas.handle), mm = -1;
             if (st != 0) {
-                snprintf(g_cublas_why, sizeof g_cublas_why, "cuBLAS: cublasCreate failed (status %d)", st);
+                snprintf(g_cublas_why, sizeof g_cublas_why, "resource: cuBLAS: cublasCreate failed (status %d)", st);
                 g_cublas_state = -1;
             } else if ((mm = g_cublas.set_math_mode(g_cublas.handle, MOECTS__CUBLAS_MATH_FP32_REDUCTION)) != 0) {
                 /* without it cuBLAS may reduce split-K partials in BF16: not the class the kernels declare */
                 snprintf(g_cublas_why, sizeof g_cublas_why,
-                         "cuBLAS: cublasSetMathMode(DEFAULT | DISALLOW_REDUCED_PRECISION_REDUCTION) failed (status %d)", mm);
+                         "resource: cuBLAS: cublasSetMathMode(DEFAULT | DISALLOW_REDUCED_PRECISION_REDUCTION) failed (status %d)", mm);
                 g_cublas.destroy(g_cublas.handle);
                 g_cublas.handle = NULL;
                 g_cublas_state = -1;
@@ -147,7 +147,7 @@ int moects__cublas_gemm_nt_bf16(const moects__cublas *cb, cudaStream_t s, long M
 {
     if (M <= 0 || N <= 0) return 0;
     if (M > 2147483647L || N > 2147483647L || K > 2147483647L) {
-        snprintf(why, why_len, "cuBLAS GemmEx: M, N, K must fit in int (M=%ld N=%ld K=%ld)", M, N, K);
+        snprintf(why, why_len, "shape: cuBLAS GemmEx: M, N, K must fit in int (M=%ld N=%ld K=%ld)", M, N, K);
         return -1;
     }
     /* Row-major D[M][N] is column-major D^T [N x M] = B (col-major [K x N], transposed) * A. */
@@ -170,7 +170,7 @@ int moects__cublas_moe_gemm(const moects__cublas *cb, cudaStream_t s, const moec
 {
     const size_t osz = d_type == MOECTS__CUDA_R_16BF ? 2 : 4, isz = in_type == MOECTS__CUDA_R_16BF ? 2 : 4;
     if (N > 2147483647L || K > 2147483647L) {
-        snprintf(why, why_len, "cuBLAS: N and K must fit in int (N=%ld K=%ld)", N, K);
+        snprintf(why, why_len, "shape: cuBLAS: N and K must fit in int (N=%ld K=%ld)", N, K);
         return -1;
     }
     int st = bind_stream(cb, s);

@@ -234,17 +234,17 @@ __global__ void __launch_bounds__(256, NV >= 4 ? EPG_MINB4 : 3) ep_gather_kernel
 int shape_ok(const moects_ep_gather_shape *s, char *why, size_t why_len)
 {
     if (s->T < 0 || s->k < 0 || s->M_sum < 0 || s->H < 0 || s->E_global < 0) {
-        snprintf(why, why_len, "negative dimension (T=%lld k=%lld M_sum=%lld H=%lld E_global=%lld)",
+        snprintf(why, why_len, "shape: negative dimension (T=%lld k=%lld M_sum=%lld H=%lld E_global=%lld)",
                  (long long)s->T, (long long)s->k, (long long)s->M_sum, (long long)s->H,
                  (long long)s->E_global);
         return 0;
     }
     if (s->id_dtype != MOECTS_I32 && s->id_dtype != MOECTS_I64) {
-        snprintf(why, why_len, "id_dtype must be int32 or int64");
+        snprintf(why, why_len, "format: id_dtype must be int32 or int64");
         return 0;
     }
     if (s->out_dtype != MOECTS_BF16 && s->out_dtype != MOECTS_F32) {
-        snprintf(why, why_len, "out_dtype must be bf16 or fp32");
+        snprintf(why, why_len, "format: out_dtype must be bf16 or fp32");
         return 0;
     }
     return 1;
@@ -333,7 +333,7 @@ int supports(const void *shape, char *why, size_t why_len)
     const moects_ep_gather_shape *s = static_cast<const moects_ep_gather_shape *>(shape);
     if (!shape_ok(s, why, why_len)) return 0;
     if ((s->H + 1023) / 1024 > 65535) {
-        snprintf(why, why_len, "H=%lld too wide for the column grid", (long long)s->H);
+        snprintf(why, why_len, "shape: H=%lld too wide for the column grid", (long long)s->H);
         return 0;
     }
     return 1;

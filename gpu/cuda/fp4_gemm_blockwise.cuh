@@ -351,17 +351,17 @@ static int supports(const void *shape, char *why, size_t why_len)
 {
     const moects_fp4_gemm_shape *s = static_cast<const moects_fp4_gemm_shape *>(shape);
     if (s->M < 0 || s->N < 0 || s->K < 0) {
-        snprintf(why, why_len, "negative dimension (M=%lld N=%lld K=%lld)", (long long)s->M,
+        snprintf(why, why_len, "shape: negative dimension (M=%lld N=%lld K=%lld)", (long long)s->M,
                  (long long)s->N, (long long)s->K);
         return 0;
     }
     if (s->format != MOECTS_FP4_MXFP4 && s->format != MOECTS_FP4_NVFP4) {
-        snprintf(why, why_len, "format must be MXFP4 or NVFP4");
+        snprintf(why, why_len, "format: format must be MXFP4 or NVFP4");
         return 0;
     }
     if (!moects__scales_out_check(s->scale_layout, s->out_dtype, why, why_len)) return 0;
     if ((s->M + 63) / 64 > 65535) {
-        snprintf(why, why_len, "M=%lld exceeds the grid's y limit (65535 tiles of 64 rows)", (long long)s->M);
+        snprintf(why, why_len, "shape: M=%lld exceeds the grid's y limit (65535 tiles of 64 rows)", (long long)s->M);
         return 0;
     }
     return 1;

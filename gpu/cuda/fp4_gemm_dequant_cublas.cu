@@ -84,16 +84,16 @@ int supports(const void *shape, char *why, size_t why_len)
 {
     const moects_fp4_gemm_shape *s = static_cast<const moects_fp4_gemm_shape *>(shape);
     if (s->M < 0 || s->N < 0 || s->K < 0) {
-        snprintf(why, why_len, "negative dimension");
+        snprintf(why, why_len, "shape: negative dimension");
         return 0;
     }
     if (s->format != MOECTS_FP4_MXFP4 && s->format != MOECTS_FP4_NVFP4) {
-        snprintf(why, why_len, "format must be MXFP4 or NVFP4");
+        snprintf(why, why_len, "format: format must be MXFP4 or NVFP4");
         return 0;
     }
     if (!moects__scales_out_check(s->scale_layout, s->out_dtype, why, why_len)) return 0;
     if (s->M > 2147483647 || s->N > 2147483647 || s->K > 2147483647) {
-        snprintf(why, why_len, "cuBLAS takes M, N, K as int");
+        snprintf(why, why_len, "shape: cuBLAS takes M, N, K as int");
         return 0;
     }
     char w2[256];

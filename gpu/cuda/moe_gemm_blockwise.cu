@@ -68,20 +68,20 @@ static int moe_supports(const void *shape, char *why, size_t why_len)
 {
     const moects_moe_gemm_shape *s = static_cast<const moects_moe_gemm_shape *>(shape);
     if (s->format != MOECTS_MOE_MXFP4 && s->format != MOECTS_MOE_NVFP4) {
-        snprintf(why, why_len, "takes MXFP4 x MXFP4 and NVFP4 x NVFP4 only (W4A8 and W4A16 have other kernels)");
+        snprintf(why, why_len, "format: takes MXFP4 x MXFP4 and NVFP4 x NVFP4 only (W4A8 and W4A16 have other kernels)");
         return 0;
     }
     const moects_fp4_format f = s->format == MOECTS_MOE_NVFP4 ? MOECTS_FP4_NVFP4 : MOECTS_FP4_MXFP4;
     if (s->b_format != f) {
-        snprintf(why, why_len, "b_format must match the format (%s)", f == MOECTS_FP4_NVFP4 ? "NVFP4" : "MXFP4");
+        snprintf(why, why_len, "format: b_format must match the format (%s)", f == MOECTS_FP4_NVFP4 ? "NVFP4" : "MXFP4");
         return 0;
     }
     if (s->E < 1 || s->M < 0) {
-        snprintf(why, why_len, "E=%lld M=%lld: need E >= 1, M >= 0", (long long)s->E, (long long)s->M);
+        snprintf(why, why_len, "shape: E=%lld M=%lld: need E >= 1, M >= 0", (long long)s->E, (long long)s->M);
         return 0;
     }
     if (s->rows != MOECTS_ROWS_CONTIGUOUS && s->rows != MOECTS_ROWS_MASKED && s->rows != MOECTS_ROWS_OFFSETS) {
-        snprintf(why, why_len, "unknown row layout %d", (int)s->rows);
+        snprintf(why, why_len, "layout: unknown row layout %d", (int)s->rows);
         return 0;
     }
     /* dimensions, formats, scale layout and output type as the dense kernel checks them */
@@ -89,7 +89,7 @@ static int moe_supports(const void *shape, char *why, size_t why_len)
     const moects_fp4_gemm_shape fs = {rows < 0 ? -1 : 0, s->N, s->K, f, s->scale_layout, s->out_dtype};
     if (!supports(&fs, why, why_len)) return 0;
     if (tile_slots(s, MB_STRADDLE) > 65535 || (s->N + 127) / 128 > 65535) {
-        snprintf(why, why_len, "more than 65535 row tiles or column tiles (grid limit)");
+        snprintf(why, why_len, "shape: more than 65535 row tiles or column tiles (grid limit)");
         return 0;
     }
     return 1;

@@ -38,12 +38,12 @@
 int moects__moe_gemm_shape_common(const moects_moe_gemm_shape *s, char *why, size_t why_len)
 {
     if (s->E < 1 || s->M < 0 || s->N < 0 || s->K < 0 || s->N > 2147483647LL || s->K > 2147483647LL) {
-        snprintf(why, why_len, "E=%lld M=%lld N=%lld K=%lld: need E >= 1, M, N, K >= 0, N and K below 2^31",
+        snprintf(why, why_len, "shape: E=%lld M=%lld N=%lld K=%lld: need E >= 1, M, N, K >= 0, N and K below 2^31",
                  (long long)s->E, (long long)s->M, (long long)s->N, (long long)s->K);
         return 0;
     }
     if (s->rows != MOECTS_ROWS_CONTIGUOUS && s->rows != MOECTS_ROWS_MASKED && s->rows != MOECTS_ROWS_OFFSETS) {
-        snprintf(why, why_len, "unknown row layout %d", (int)s->rows);
+        snprintf(why, why_len, "layout: unknown row layout %d", (int)s->rows);
         return 0;
     }
     if (!moects__scales_out_check(s->scale_layout, s->out_dtype, why, why_len)) return 0;
@@ -54,11 +54,11 @@ int moects__moe_gemm_shape_common(const moects_moe_gemm_shape *s, char *why, siz
 int moects__moe_gemm_w4a16_shape(const moects_moe_gemm_shape *s, char *why, size_t why_len)
 {
     if (s->format != MOECTS_MOE_W4A16) {
-        snprintf(why, why_len, "takes W4A16 only (BF16 activations x FP4 weights)");
+        snprintf(why, why_len, "format: takes W4A16 only (BF16 activations x FP4 weights)");
         return 0;
     }
     if (s->b_format != MOECTS_FP4_MXFP4 && s->b_format != MOECTS_FP4_NVFP4) {
-        snprintf(why, why_len, "b_format must be MXFP4 or NVFP4");
+        snprintf(why, why_len, "format: b_format must be MXFP4 or NVFP4");
         return 0;
     }
     return moects__moe_gemm_shape_common(s, why, why_len);
@@ -131,7 +131,7 @@ __global__ void dequant_b(const uint8_t *b, const uint8_t *sb, int64_t E, int64_
 int cublas_limits(const moects_moe_gemm_shape *s, char *why, size_t why_len)
 {
     if (s->M > 2147483647LL) {
-        snprintf(why, why_len, "rows per expert must fit in int (cuBLAS)");
+        snprintf(why, why_len, "shape: rows per expert must fit in int (cuBLAS)");
         return 0;
     }
     return moects__cublas_probe(why, why_len);
@@ -147,15 +147,15 @@ int supports_w4a8(const void *shape, char *why, size_t why_len)
 {
     const moects_moe_gemm_shape *s = static_cast<const moects_moe_gemm_shape *>(shape);
     if (s->format != MOECTS_MOE_W4A8 || s->b_format != MOECTS_FP4_MXFP4) {
-        snprintf(why, why_len, "takes W4A8 only (E4M3 activations x MXFP4 weights)");
+        snprintf(why, why_len, "format: takes W4A8 only (E4M3 activations x MXFP4 weights)");
         return 0;
     }
     if (s->a_scale_block != 32 && s->a_scale_block != 128) {
-        snprintf(why, why_len, "a_scale_block must be 32 or 128 (is %lld)", (long long)s->a_scale_block);
+        snprintf(why, why_len, "format: a_scale_block must be 32 or 128 (is %lld)", (long long)s->a_scale_block);
         return 0;
     }
     if (s->a_scale_f32) {
-        snprintf(why, why_len, "FP32 activation scales: E4M3 x an FP32 scale is not exact in FP32 (UE8M0 only)");
+        snprintf(why, why_len, "format: FP32 activation scales: E4M3 x an FP32 scale is not exact in FP32 (UE8M0 only)");
         return 0;
     }
     return moects__moe_gemm_shape_common(s, why, why_len) && cublas_limits(s, why, why_len);

@@ -359,12 +359,12 @@ int supports(const void *shape, char *why, size_t why_len)
     const moects_moe_gemm_shape *s = static_cast<const moects_moe_gemm_shape *>(shape);
     if (!moects__moe_gemm_w4a16_shape(s, why, why_len)) return 0;
     if (s->E > 2147483647LL) {
-        snprintf(why, why_len, "E=%lld: experts must fit in int32 (the tile list)", (long long)s->E);
+        snprintf(why, why_len, "shape: E=%lld: experts must fit in int32 (the tile list)", (long long)s->E);
         return 0;
     }
     const int64_t slots = moects_moe_tiles::tile_slots(s, true), ntn = (s->N + BN - 1) / BN;
     if (slots > 0 && ntn > 2147483647LL / slots) {
-        snprintf(why, why_len, "%lld row tiles x %lld column tiles exceed the grid (2^31 - 1 CTAs)", (long long)slots,
+        snprintf(why, why_len, "shape: %lld row tiles x %lld column tiles exceed the grid (2^31 - 1 CTAs)", (long long)slots,
                  (long long)ntn);
         return 0;
     }

@@ -41,6 +41,9 @@
  *                            "want": "0x3f80 (1)", "ulp": u64}, ...],   up to 5, element order
  *                 "worst": [...]}          up to 10, largest ULP distance first; axes: 2 or 3 names
  *        "reason": "",
+ *        "refusal": "shape",              UNSUPPORTED only: the reason's class (moects_refusal: format
+ *                                           shape layout activation routing recipe scope resource
+ *                                           unspecified), the word that opens the reason
  *        "known": "dequantized ...",      optional: only on an honest FAIL_* / PASS_* result that a
  *                                           known-findings entry matches (harness/moects_known.h):
  *                                           the entry's reason; a known FAIL_* does not fail the
@@ -105,6 +108,31 @@ int moects__verdict_parse(const char *s, moects_verdict *out)
             return 0;
         }
     return -1;
+}
+
+static const char *const refusal_names[MOECTS_REFUSE_COUNT] = {
+    "unspecified", "format", "shape", "layout", "activation", "routing", "recipe", "scope", "resource",
+};
+
+const char *moects__refusal_name(moects_refusal c)
+{
+    return (unsigned)c < MOECTS_REFUSE_COUNT ? refusal_names[c] : "?";
+}
+
+int moects__refusal_parse(const char *s, moects_refusal *out)
+{
+    for (int i = 0; i < MOECTS_REFUSE_COUNT; i++)
+        if (s && strcmp(s, refusal_names[i]) == 0) return *out = (moects_refusal)i, 0;
+    return -1;
+}
+
+moects_refusal moects__refusal_of(const char *reason)
+{
+    for (int i = 1; reason && i < MOECTS_REFUSE_COUNT; i++) {
+        const size_t n = strlen(refusal_names[i]);
+        if (!strncmp(reason, refusal_names[i], n) && reason[n] == ':' && reason[n + 1] == ' ') return (moects_refusal)i;
+    }
+    return MOECTS_REFUSE_UNSPECIFIED;
 }
 
 int moects__reason_is_no_device(const char *reason)
@@ -274,6 +302,9 @@ void moects__buf_result(moects__buf *b, const moects_result *r)
         moects__buf_add(b, ", "); put_key(b, "diag"); put_diag(b, &r->diag);
     }
     moects__buf_add(b, ", "); put_key(b, "reason"); moects__buf_json_str(b, r->reason);
+    if (r->verdict == MOECTS_UNSUPPORTED) {
+        moects__buf_add(b, ", "); put_key(b, "refusal"); moects__buf_json_str(b, moects__refusal_name(moects__refusal_of(r->reason)));
+    }
     if (r->known[0]) {
         moects__buf_add(b, ", "); put_key(b, "known"); moects__buf_json_str(b, r->known);
     }

@@ -199,9 +199,26 @@ static int read_acc_check(rd *c, const json_t *ac, moects_result *r)
     return 0;
 }
 
+/* "refusal" (optional; older files have none): on an UNSUPPORTED result only, the class word its
+ * reason opens with. */
+static int read_refusal(rd *c, const json_t *v, const moects_result *r)
+{
+    if (!v) return 0;
+    moects_refusal cls;
+    if (!json_is_string(v) || moects__refusal_parse(json_string_value(v), &cls))
+        return fail(c, "refusal", "expected a refusal class (format, shape, layout, activation, routing, recipe, "
+                    "scope, resource, unspecified)%s", "");
+    if (r->verdict != MOECTS_UNSUPPORTED)
+        return fail(c, "refusal", "only on an UNSUPPORTED result (not on %s)", moects__verdict_name(r->verdict));
+    if (cls != moects__refusal_of(r->reason))
+        return fail(c, "refusal", "\"%s\" but the reason opens with %s", json_string_value(v),
+                    moects__refusal_name(moects__refusal_of(r->reason)));
+    return 0;
+}
+
 static const char *const result_keys[] = {
     "kernel", "case", "model", "layout", "op", "mutant", "verdict", "recipe", "mismatches", "max_ulp",
-    "calc_diff", "acc_check", "first_mismatch", "diag", "reason", "known", "seed", "kernel_ms", "perf_value",
+    "calc_diff", "acc_check", "first_mismatch", "diag", "reason", "refusal", "known", "seed", "kernel_ms", "perf_value",
     "perf_fraction", "timing", "input_xxh64", "reference_xxh64", NULL};
 static const char *const top_keys[] = {
     "moects_version", "commit", "date", "machine", "filter", "shard", "seed", "kernel_libs", "results", NULL};
@@ -326,6 +343,7 @@ static int read_result(rd *c, const json_t *o, moects_result *r)
         get_double(c, "perf_value", json_object_get(o, "perf_value"), &r->perf_value) ||
         get_double(c, "perf_fraction", json_object_get(o, "perf_fraction"), &r->perf_fraction))
         return -1;
+    if (read_refusal(c, json_object_get(o, "refusal"), r)) return -1;
     if (r->known[0] && (r->is_mutant || !(moects_verdict_is_fail(r->verdict) || moects_verdict_is_pass(r->verdict))))
         return fail(c, "known", "only on a FAIL_* or PASS_* result of an honest kernel (not on %s%s)",
                     r->is_mutant ? "a mutant's " : "", moects__verdict_name(r->verdict));

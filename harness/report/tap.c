@@ -391,6 +391,21 @@ typedef struct {
     int failing;
 } kernel_tally;
 
+/* " (shape 3, format 1)": kernel k's UNSUPPORTED results of run by refusal class, in class order. */
+static void refusal_classes(FILE *f, const moects_run *run, const char *k)
+{
+    size_t n[MOECTS_REFUSE_COUNT] = {0};
+    for (size_t j = 0; j < run->n; j++)
+        if (run->v[j].verdict == MOECTS_UNSUPPORTED && strcmp(run->v[j].kernel, k) == 0)
+            n[moects__refusal_of(run->v[j].reason)]++;
+    const char *sep = " (";
+    for (int c = 1; c <= MOECTS_REFUSE_COUNT; c++) { /* unspecified (0) last */
+        const int cls = c % MOECTS_REFUSE_COUNT;
+        if (n[cls]) fprintf(f, "%s%s %zu", sep, moects__refusal_name((moects_refusal)cls), n[cls]), sep = ", ";
+    }
+    if (sep[0] == ',') fputc(')', f);
+}
+
 /* The words after "ok N - KERNEL" for status t->st. */
 static void status_words(FILE *f, const moects_run *run, const moects_kernel *k, const kernel_tally *t)
 {
@@ -399,6 +414,7 @@ static void status_words(FILE *f, const moects_run *run, const moects_kernel *k,
         fprintf(f, ": %zu of %zu cases pass", t->passes, t->cnt);
         if (t->known) fprintf(f, ", %zu known finding%s (TODO)", t->known, t->known == 1 ? "" : "s");
         if (t->c[MOECTS_UNSUPPORTED]) fprintf(f, ", %zu unsupported", t->c[MOECTS_UNSUPPORTED]);
+        if (t->c[MOECTS_UNSUPPORTED]) refusal_classes(f, run, k->name);
         if (t->c[MOECTS_SKIP]) fprintf(f, ", %zu skipped", t->c[MOECTS_SKIP]);
         break;
     case MOECTS_KS_FAIL:

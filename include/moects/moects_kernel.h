@@ -48,6 +48,20 @@ typedef struct {
     moects_dtype dtype; /* MOECTS_BF16 */
 } moects_split_k;
 
+/* The classes of a supports() refusal (DESIGN.md "Verdicts"), the word that opens its reason. */
+typedef enum {
+    MOECTS_REFUSE_UNSPECIFIED = 0, /* no class word: an out-of-tree kernel's free text */
+    MOECTS_REFUSE_FORMAT,     /* "format": a number format, dtype or scale format the kernel lacks */
+    MOECTS_REFUSE_SHAPE,      /* "shape": a dimension's size, alignment, divisibility or index range */
+    MOECTS_REFUSE_LAYOUT,     /* "layout": a row, scale or expert layout (masked, swizzled, EP map) */
+    MOECTS_REFUSE_ACTIVATION, /* "activation": fused_moe's activation or its constants */
+    MOECTS_REFUSE_ROUTING,    /* "routing": a routing method, top-k or expert count (moe_route) */
+    MOECTS_REFUSE_RECIPE,     /* "recipe": the kernel's declared recipe does not apply to the case */
+    MOECTS_REFUSE_SCOPE,      /* "scope": a mutant takes only the cases its one bug can touch */
+    MOECTS_REFUSE_RESOURCE,   /* "resource": a library, device or workspace the kernel needs */
+    MOECTS_REFUSE_COUNT
+} moects_refusal;
+
 typedef struct moects_kernel {
     uint32_t abi_version; /* MOECTS_KERNEL_ABI_VERSION */
     const char *name;     /* unique, dotted: "cuda.ep_gather", "cpu.mutant.ep_gather.block_min1024" */
@@ -57,7 +71,9 @@ typedef struct moects_kernel {
     moects_tolerance tol; /* used only when recipe == NULL */
     const char *bug;      /* mutants: the one known bug, one line; NULL for real kernels */
     /* shape: moects_ep_gather_shape*, moects_fp4_gemm_shape* or moects_moe_gemm_shape* per op. Returns 1 if the kernel
-     * takes the shape, else 0 with a one-line reason in why (UNSUPPORTED, a coverage gap). */
+     * takes the shape, else 0 with a one-line reason in why (UNSUPPORTED, a coverage gap) that opens
+     * with its class, one word of moects_refusal's closed list and ": " ("shape: K not a multiple
+     * of 32"); a reason without one is class "unspecified" in the reports. */
     int (*supports)(const void *shape, char *why, size_t why_len);
     /* args: moects_ep_gather_args*, moects_fp4_gemm_args* or moects_moe_gemm_args*; pointers live on `device`.
      * stream: cudaStream_t for CUDA kernels (NULL for CPU). Returns 0, or non-zero on a launch

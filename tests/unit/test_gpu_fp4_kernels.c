@@ -53,10 +53,10 @@ Test(fp4_kernels, registered)
         s.K = 7;
         int want = strcmp(all[i], "cpu.mutant.fp4_gemm.e4m3_as_ue8m0") != 0;
         cr_assert_eq(k->supports(&s, why, sizeof why), want, "%s", all[i]);
-        if (!want) cr_assert_str_eq(why, "mutant of the NVFP4 scale decode only");
+        if (!want) cr_assert_str_eq(why, "scope: mutant of the NVFP4 scale decode only");
         s.out_dtype = MOECTS_I32;
         cr_assert_eq(k->supports(&s, why, sizeof why), 0);
-        cr_assert_str_eq(why, "output dtype not f32/bf16");
+        cr_assert_str_eq(why, "format: output dtype not f32/bf16");
     }
 }
 
