@@ -6,6 +6,7 @@
  * noaux_tc kernel (vLLM's Python grouped_topk and DeepSeek's inference Gate have none), gpt-oss's router (top-k on the logits,
  * softmax over the k), Llama 4's router (top-1 on the logits, sigmoid of the logit). */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,14 +16,35 @@
 
 /* ---- the recipe ---- */
 
-static int parse_key(const char *p, size_t n, const char *key, const char *v0, const char *v1, int *out)
+/* One key's values, the first the default, and where it goes. */
+typedef struct {
+    const char *key;
+    const char *values[6];
+    size_t offset;
+} route_key;
+
+static const route_key KEYS[] = {
+    {"ties", {"low", "any", NULL}, offsetof(moects_route_recipe, ties_any)},
+    {"slots", {"sorted", "any", NULL}, offsetof(moects_route_recipe, slots_any)},
+    {"fn", {"cr", "ulp1", "ulp2", "ulp4", "ulp8", NULL}, offsetof(moects_route_recipe, fn)},
+    {"sum", {"ordered", "any", NULL}, offsetof(moects_route_recipe, sum_any)},
+};
+#define NKEYS (sizeof KEYS / sizeof KEYS[0])
+
+/* One "key=value" of length n into r: 0, or -1 with err. */
+static int parse_pair(const char *p, size_t n, moects_route_recipe *r, char *err, size_t errlen)
 {
-    size_t kl = strlen(key);
-    if (n <= kl || strncmp(p, key, kl) != 0 || p[kl] != '=') return -1;
-    p += kl + 1, n -= kl + 1;
-    if (strlen(v0) == n && !strncmp(p, v0, n)) return *out = 0, 0;
-    if (strlen(v1) == n && !strncmp(p, v1, n)) return *out = 1, 0;
-    return -2;
+    const char *eq = memchr(p, '=', n);
+    const size_t kl = eq ? (size_t)(eq - p) : n, vl = eq ? n - kl - 1 : 0;
+    for (size_t i = 0; i < NKEYS; i++) {
+        if (strlen(KEYS[i].key) != kl || strncmp(KEYS[i].key, p, kl) != 0) continue;
+        for (int v = 0; eq && KEYS[i].values[v]; v++)
+            if (strlen(KEYS[i].values[v]) == vl && !strncmp(KEYS[i].values[v], eq + 1, vl))
+                return *(int *)((char *)r + KEYS[i].offset) = v, 0;
+        return snprintf(err, errlen, "\"%.*s\": ties is one of low|any, slots sorted|any, fn cr|ulp1|ulp2|ulp4|ulp8, "
+                        "sum ordered|any", (int)n, p), -1;
+    }
+    return snprintf(err, errlen, "\"%.*s\" is not a route recipe key (ties, slots, fn, sum)", (int)n, p), -1;
 }
 
 int moects__route_recipe_parse(const char *s, moects_route_recipe *r, char *err, size_t errlen)
@@ -30,7 +52,7 @@ int moects__route_recipe_parse(const char *s, moects_route_recipe *r, char *err,
     const size_t pl = strlen(MOECTS_ROUTE_RECIPE_V1);
     memset(r, 0, sizeof *r);
     if (!s || strncmp(s, MOECTS_ROUTE_RECIPE_V1, pl) != 0 || (s[pl] && s[pl] != '('))
-        return snprintf(err, errlen, "\"%s\" is not " MOECTS_ROUTE_RECIPE_V1 "[(ties=low|any,slots=sorted|any)]",
+        return snprintf(err, errlen, "\"%s\" is not " MOECTS_ROUTE_RECIPE_V1 "[(ties=..,slots=..,fn=..,sum=..)]",
                         s ? s : "(null)"), -1;
     if (!s[pl]) return 0;
     const char *p = s + pl + 1, *end = strchr(p, ')');
@@ -38,12 +60,7 @@ int moects__route_recipe_parse(const char *s, moects_route_recipe *r, char *err,
     while (p < end) {
         const char *c = memchr(p, ',', (size_t)(end - p));
         size_t n = c ? (size_t)(c - p) : (size_t)(end - p);
-        int rt = parse_key(p, n, "ties", "low", "any", &r->ties_any);
-        int rs = rt == -1 ? parse_key(p, n, "slots", "sorted", "any", &r->slots_any) : 0;
-        if (rt == -2 || rs == -2)
-            return snprintf(err, errlen, "\"%.*s\": ties is one of low|any, slots one of sorted|any", (int)n, p), -1;
-        if (rt == -1 && rs == -1)
-            return snprintf(err, errlen, "\"%.*s\" is not a route recipe key (ties, slots)", (int)n, p), -1;
+        if (parse_pair(p, n, r, err, errlen)) return -1;
         p += n + (c != NULL);
     }
     return 0;
@@ -116,19 +133,17 @@ static float sigmoid_cr(float x)
     return 1.0f / d;
 }
 
-/* Row t's logits into ws->x: 0, or 1 when the row has no defined result (a NaN or +Inf logit or
- * bias, or every logit -Inf). */
-static int load_row(const moects_moe_route_shape *s, const moects_moe_route_args *a, int64_t t, row_ws *ws)
+int moects__route_load_row(const moects_moe_route_shape *s, const moects_moe_route_args *a, int64_t t, float *x)
 {
     int finite = 0;
     for (int64_t e = 0; e < s->E; e++) {
         const int64_t i = t * s->E + e;
-        const float x = s->logits_dtype == MOECTS_BF16 ? moects__bf16_to_f32(((const uint16_t *)a->logits)[i])
+        const float v = s->logits_dtype == MOECTS_BF16 ? moects__bf16_to_f32(((const uint16_t *)a->logits)[i])
                                                        : ((const float *)a->logits)[i];
         const float b = s->has_bias ? a->bias[e] : 0.0f;
-        if (isnan(x) || x == INFINITY || isnan(b) || isinf(b)) return 1;
-        finite |= x != -INFINITY;
-        ws->x[e] = x;
+        if (isnan(v) || v == INFINITY || isnan(b) || isinf(b)) return 1;
+        finite |= v != -INFINITY;
+        x[e] = v;
     }
     return !finite;
 }
@@ -214,7 +229,7 @@ static void route_weights(const moects_moe_route_shape *s, const row_ws *ws, con
 /* Row t's reference into ws->ids and ws->w: 0, or 1 for a row without a defined result. */
 static int route_row(const moects_moe_route_shape *s, const moects_moe_route_args *a, int64_t t, row_ws *ws)
 {
-    if (load_row(s, a, t, ws)) return 1;
+    if (moects__route_load_row(s, a, t, ws->x)) return 1;
     row_scores(s, a, ws);
     keep_groups(s, ws);
     select_topk(s, ws);
@@ -325,6 +340,7 @@ static int check_row(const moects_moe_route_shape *s, const moects_moe_route_arg
     *slot = -1;
     if (route_row(s, a, t, ws)) return MOECTS_ROUTE_ROW_NAN;
     if ((*slot = bad_slot(s, ids, ws->kept)) >= 0) return MOECTS_ROUTE_ROW_BAD_ID;
+    if (moects__route_bounded(r)) return moects__route_encl_check(s, a, r, ws->x, ws->ids, ids, w, slot);
     memcpy(ws->tmp, ids, (size_t)k * 4);
     sort_selection(ws->sel, ws->tmp, k);
     const int same = !memcmp(ws->tmp, ws->ids, (size_t)k * 4);

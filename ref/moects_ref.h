@@ -29,7 +29,8 @@ typedef enum {
     MOECTS_RECIPE_EPG_MULADD_V1 = 2,     /* ep_gather.muladd_v1 */
     MOECTS_RECIPE_FP4_BLOCKWISE_V1 = 3,  /* fp4_gemm.blockwise_v1, moe_gemm.blockwise_v1 */
     MOECTS_RECIPE_LAYER_BASE = 4,        /* fused_moe layer recipes: 4 + their index (ref/moects_layer.h) */
-    MOECTS_RECIPE_ROUTE_BASE = 28,       /* moe_route recipes: 28 + ties_any + 2 slots_any (ref/moects_route.h) */
+    MOECTS_RECIPE_ROUTE_BASE = 28,       /* moe_route recipes: 28 + ties_any + 2 slots_any (ref/moects_route.h;
+                                            fn= and sum= are read from the string by the judge) */
     MOECTS_RECIPES_MAX = 32              /* every recipe value is below: caches indexed by recipe */
 } moects_recipe;
 

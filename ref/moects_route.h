@@ -30,17 +30,33 @@
 #ifndef MOECTS_ROUTE_H
 #define MOECTS_ROUTE_H
 #include <stddef.h>
+#include <stdint.h>
 
 #include "moects_ref.h"
 #include "moects_types.h"
 
-/* A kernel's route recipe, string form moects_route.v1[(ties=low|any,slots=sorted|any)]:
+/* A kernel's route recipe, string form moects_route.v1[(ties=low|any,slots=sorted|any,fn=..,sum=..)]:
  *   ties=low    equal selection scores go to the lower id (vLLM's kernels); any: any of them
  *   slots=sorted  slots in the selection order; any: any order (torch.topk(sorted=False)), ids
- *                 compared as a set */
+ *                 compared as a set
+ *   fn=cr       exp (softmax's and sigmoid's) correctly rounded; ulp1|ulp2|ulp4|ulp8: within that
+ *               many floats of the correctly rounded value (a fast exp, libm's expf)
+ *   sum=ordered the softmax denominator and the renormalization sums in the order above; any: FP32
+ *               additions in any order (a tree, a warp shuffle, reversed)
+ * fn != cr or sum=any is a bounded claim (moects__route_bounded): the weights are judged by their
+ * enclosure and the ids by the scores' enclosure (moects__route_encl_check; docs/moe_route.md
+ * "Bounded claims"). The recipe value (moects__route_recipe_value) holds ties and slots only: the
+ * reference is the exact one (fn=cr, sum=ordered) whatever the kernel claims, and the judge reads
+ * fn and sum from the kernel's recipe string, so the four values 28..31 stay all there are. */
 typedef struct {
     int ties_any, slots_any;
+    int fn;      /* 0 cr; 1..4 ulp1, ulp2, ulp4, ulp8 (moects__route_fn_ulp) */
+    int sum_any; /* the sums in any order */
 } moects_route_recipe;
+
+/* The exp's allowance in floats (0: correctly rounded), and whether r's claim is bounded. */
+static inline uint32_t moects__route_fn_ulp(const moects_route_recipe *r) { return r->fn ? 1u << (r->fn - 1) : 0; }
+static inline int moects__route_bounded(const moects_route_recipe *r) { return r->fn != 0 || r->sum_any; }
 
 #define MOECTS_ROUTE_RECIPE_V1 "moe_route.v1"
 
@@ -77,4 +93,27 @@ typedef enum {
 int moects__route_check_row(const moects_moe_route_shape *s, const moects_moe_route_args *a,
                             const moects_route_recipe *r, int64_t t, const int32_t *ids, const float *w,
                             int *slot);
+/* Row t's logits in FP32 into x [E]: 0, or 1 when the row has no defined result (a NaN or +Inf logit
+ * or bias, or every logit -Inf). */
+int moects__route_load_row(const moects_moe_route_shape *s, const moects_moe_route_args *a, int64_t t, float *x);
+
+/* ---- the enclosure of a bounded claim (ref/moe_route_encl.c; proof: docs/moe_route.md) ---- */
+
+/* The weights' enclosure of row t for the set ids [k] (any order, distinct, in [0, E)) under the
+ * bounded recipe r: lo [k], hi [k] (FP32, ids' slot order) hold the weight every admissible
+ * implementation gives each id when it chose that set: exp within moects__route_fn_ulp(r) floats of
+ * the correctly rounded value, every other operation the recipe's FP32 RNE one, the sums in any order.
+ * lo = -Inf, hi = +Inf where it makes no claim. 0, 1 for a row without a defined result, -1 for an
+ * invalid shape or out of memory. */
+int moects__route_encl_weights(const moects_moe_route_shape *s, const moects_moe_route_args *a,
+                               const moects_route_recipe *r, int64_t t, const int32_t *ids, float *lo, float *hi);
+
+/* A kernel's row (ids [k] valid and distinct, w [k]) under the bounded recipe r, x [E] the row's
+ * logits, ref_ids [k] the exact reference's: MOECTS_ROUTE_ROW_SAME (the reference's set), _TIE (another
+ * set some admissible scores select: a tie within the enclosure), _IDS, _ORDER (slots=sorted that no
+ * admissible scores sort so), _WEIGHT (a weight outside its enclosure); *slot the first slot at fault
+ * (-1 when none). -1 out of memory. */
+int moects__route_encl_check(const moects_moe_route_shape *s, const moects_moe_route_args *a,
+                             const moects_route_recipe *r, const float *x, const int32_t *ref_ids,
+                             const int32_t *ids, const float *w, int *slot);
 #endif

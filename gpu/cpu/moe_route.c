@@ -3,8 +3,11 @@
  * generic loop with a switch per known bug (the mutants of moe_route_mutants.c). Honest kernels:
  * cpu.moe_route.vllm (ties to the lower id, slots sorted by score: moe_route.v1) and cpu.moe_route.torch
  * (ties to the higher id and slots in ascending id order, as torch.topk(sorted=False) may: it declares
- * moe_route.v1(ties=any,slots=any), judged PASS_TIE where it chose other tied ids). exp correctly
- * rounded (ref/crmath.c); every FP32 operation in the order ref/moects_route.h gives. */
+ * moe_route.v1(ties=any,slots=any), judged PASS_TIE where it chose other tied ids): exp correctly
+ * rounded (ref/crmath.c), every FP32 operation in the order ref/moects_route.h gives. cpu.moe_route.fast:
+ * libm's expf (glibc: within 1 ulp) and every sum in reverse order, declaring the bounded claim
+ * moe_route.v1(fn=ulp2,sum=any) (judged by the enclosure of ref/moe_route_encl.c). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,10 +32,27 @@ static void sort_ids(const float *sel, int high, int32_t *ids, int64_t n)
     qsort(ids, (size_t)n, sizeof *ids, by_score);
 }
 
-static float sigmoid(float x)
+/* The kernel's exp: libm's for a fast kernel, else correctly rounded. */
+static float kexp(const moects__mr_kernel *k, float x) { return k->fast ? expf(x) : moects_cr_expf(x); }
+
+static float sigmoid(const moects__mr_kernel *k, float x)
 {
-    const float t = moects_cr_expf(-x), d = 1.0f + t;
+    const float t = kexp(k, -x), d = 1.0f + t;
     return 1.0f / d;
+}
+
+static float bf16(float v) { return moects__bf16_to_f32(moects__bf16_from_f32(v)); }
+
+/* The sum of v [n]: index order, or reversed for a fast kernel; each partial sum rounded to BF16 when
+ * bf (the sum_bf16 mutant). */
+static float ksum(const moects__mr_kernel *k, const float *v, int64_t n, int bf)
+{
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n; j++) {
+        sum += v[k->fast ? n - 1 - j : j];
+        if (bf) sum = bf16(sum);
+    }
+    return sum;
 }
 
 /* score (the weights' basis) and sel (what selects) of one row x [E]. */
@@ -40,13 +60,14 @@ static void scores(const moects__mr_kernel *k, const moects_moe_route_shape *s, 
                    float *score, float *sel)
 {
     if (s->method == MOECTS_ROUTE_SOFTMAX) {
-        float m = x[0], sum = 0.0f;
+        float m = x[0];
         for (int64_t e = 1; e < s->E; e++) m = x[e] > m ? x[e] : m;
-        for (int64_t e = 0; e < s->E; e++) score[e] = moects_cr_expf(x[e] - m), sum += score[e];
+        for (int64_t e = 0; e < s->E; e++) score[e] = kexp(k, x[e] - m);
+        const float sum = ksum(k, score, s->E, 0);
         for (int64_t e = 0; e < s->E; e++) score[e] = score[e] / sum;
     }
     for (int64_t e = 0; e < s->E; e++) {
-        if (s->method == MOECTS_ROUTE_SIGMOID || s->method == MOECTS_ROUTE_LLAMA4) score[e] = sigmoid(x[e]);
+        if (s->method == MOECTS_ROUTE_SIGMOID || s->method == MOECTS_ROUTE_LLAMA4) score[e] = sigmoid(k, x[e]);
         const int scored = s->method == MOECTS_ROUTE_SOFTMAX || s->method == MOECTS_ROUTE_SIGMOID;
         const int late = s->method == MOECTS_ROUTE_SOFTMAX && k->bug == MOECTS__MR_BUG_SOFTMAX_AFTER_TOPK;
         sel[e] = !scored || late ? x[e] : b ? score[e] + b[e] : score[e];
@@ -84,17 +105,17 @@ static void weights(const moects__mr_kernel *k, const moects_moe_route_shape *s,
                           (s->method == MOECTS_ROUTE_SOFTMAX && k->bug == MOECTS__MR_BUG_SOFTMAX_AFTER_TOPK);
     const int renorm = softmax_k || (s->renormalize && s->method != MOECTS_ROUTE_LLAMA4);
     const int scaled = s->method == MOECTS_ROUTE_SOFTMAX || s->method == MOECTS_ROUTE_SIGMOID;
-    float sum = 0.0f;
     for (int64_t j = 0; j < s->k; j++) {
         const float *basis = k->bug == MOECTS__MR_BUG_BIAS_IN_WEIGHTS ? sel : score;
-        w[j] = softmax_k ? moects_cr_expf(x[ids[j]] - x[ids[0]]) : basis[ids[j]];
-        sum += w[j];
+        w[j] = softmax_k ? kexp(k, x[ids[j]] - x[ids[0]]) : basis[ids[j]];
     }
+    float sum = ksum(k, w, s->k, k->bug == MOECTS__MR_BUG_SUM_BF16);
     if (s->method == MOECTS_ROUTE_SIGMOID && s->renormalize) sum = sum + 1e-20f;
     for (int64_t j = 0; j < s->k; j++) {
         if (renorm) w[j] = w[j] / sum;
         if (scaled) w[j] = w[j] * s->scale;
         if (scaled && k->bug == MOECTS__MR_BUG_SCALE_TWICE) w[j] = w[j] * s->scale;
+        if (k->bug == MOECTS__MR_BUG_WEIGHTS_BF16) w[j] = bf16(w[j]);
     }
 }
 
@@ -150,7 +171,9 @@ int moects__mr_run(const moects__mr_kernel *k, const void *shape, const void *ar
     return ok ? 0 : -1;
 }
 
-MOECTS__MR_DESCRIPTOR(moects_cpu_moe_route_vllm, "cpu.moe_route.vllm", MOECTS_ROUTE_RECIPE_V1, 0, 0,
+MOECTS__MR_DESCRIPTOR(moects_cpu_moe_route_vllm, "cpu.moe_route.vllm", MOECTS_ROUTE_RECIPE_V1, 0, 0, 0,
                       MOECTS__MR_BUG_NONE, NULL);
 MOECTS__MR_DESCRIPTOR(moects_cpu_moe_route_torch, "cpu.moe_route.torch", MOECTS_ROUTE_RECIPE_V1 "(ties=any,slots=any)",
-                      1, 1, MOECTS__MR_BUG_NONE, NULL);
+                      1, 1, 0, MOECTS__MR_BUG_NONE, NULL);
+MOECTS__MR_DESCRIPTOR(moects_cpu_moe_route_fast, "cpu.moe_route.fast", MOECTS_ROUTE_RECIPE_V1 "(fn=ulp2,sum=any)",
+                      0, 0, 1, MOECTS__MR_BUG_NONE, NULL);

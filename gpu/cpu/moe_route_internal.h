@@ -14,12 +14,15 @@ typedef enum {
     MOECTS__MR_BUG_SOFTMAX_AFTER_TOPK, /* softmax method: top-k on the logits, softmax over the k */
     MOECTS__MR_BUG_BIAS_IN_WEIGHTS,    /* the weights from s + b, not s */
     MOECTS__MR_BUG_GROUP_MAX,          /* groups ranked by their best score, not the sum of their top 2 */
-    MOECTS__MR_BUG_SCALE_TWICE         /* the routed scaling factor applied twice */
+    MOECTS__MR_BUG_SCALE_TWICE,        /* the routed scaling factor applied twice */
+    MOECTS__MR_BUG_SUM_BF16,           /* the renormalization sum rounded to BF16 after each addition */
+    MOECTS__MR_BUG_WEIGHTS_BF16        /* the weights rounded to BF16 (declared FP32) */
 } moects__mr_bug;
 
 typedef struct {
     int ties_high; /* equal scores to the higher id (groups and experts) */
     int unsorted;  /* slots in ascending id order */
+    int fast;      /* libm's expf (within 1 ulp) and the sums in reverse order: moe_route.v1(fn=ulp2,sum=any) */
     moects__mr_bug bug;
 } moects__mr_kernel;
 
@@ -30,10 +33,10 @@ int moects__mr_supports(const moects__mr_kernel *k, const void *shape, char *why
  * weights [T, k]. 0, or -1 for an invalid shape or out of memory. */
 int moects__mr_run(const moects__mr_kernel *k, const void *shape, const void *args);
 
-/* A router kernel descriptor `sym` named nm: recipe rec, ties_high, unsorted, bug bugv (bugtext its
- * one line, NULL for an honest kernel). */
-#define MOECTS__MR_DESCRIPTOR(sym, nm, rec, high, unsort, bugv, bugtext)                              \
-    static const moects__mr_kernel sym##_k = {high, unsort, bugv};                                    \
+/* A router kernel descriptor `sym` named nm: recipe rec, ties_high, unsorted, fast, bug bugv (bugtext
+ * its one line, NULL for an honest kernel). */
+#define MOECTS__MR_DESCRIPTOR(sym, nm, rec, high, unsort, fst, bugv, bugtext)                         \
+    static const moects__mr_kernel sym##_k = {high, unsort, fst, bugv};                                    \
     static int sym##_sup(const void *s, char *w, size_t l) { return moects__mr_supports(&sym##_k, s, w, l); } \
     static int sym##_run(const void *s, const void *a, void *st)                                      \
     {                                                                                                 \

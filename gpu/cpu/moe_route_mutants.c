@@ -1,11 +1,15 @@
 /* moe_route_mutants.c: CPU router kernels with one known bug each (DESIGN.md "Routing": the method,
  * its tie rule and its slot order are declared, and a kernel that declares one and does another is
  * what the suite must catch). Each declares moe_route.v1 (ties to the lower id, sorted slots) and
- * runs the generic loop of moe_route.c with its bug switched on. */
+ * runs the generic loop of moe_route.c with its bug switched on; the last two run cpu.moe_route.fast's
+ * loop and declare its bounded claim, judged by the enclosure. */
 #include "moe_route_internal.h"
 
 #define MUTANT(sym, nm, high, bugv, bugtext) \
-    MOECTS__MR_DESCRIPTOR(sym, nm, MOECTS_ROUTE_RECIPE_V1, high, 0, bugv, bugtext)
+    MOECTS__MR_DESCRIPTOR(sym, nm, MOECTS_ROUTE_RECIPE_V1, high, 0, 0, bugv, bugtext)
+/* The fast kernel's loop (cpu.moe_route.fast) with a bug only an enclosure tighter than BF16 sees. */
+#define FAST_MUTANT(sym, nm, bugv, bugtext) \
+    MOECTS__MR_DESCRIPTOR(sym, nm, MOECTS_ROUTE_RECIPE_V1 "(fn=ulp2,sum=any)", 0, 0, 1, bugv, bugtext)
 
 MUTANT(moects_cpu_mutant_moe_route_softmax_after_topk, "cpu.mutant.moe_route.softmax_after_topk", 0,
        MOECTS__MR_BUG_SOFTMAX_AFTER_TOPK,
@@ -18,3 +22,7 @@ MUTANT(moects_cpu_mutant_moe_route_scale_twice, "cpu.mutant.moe_route.scale_twic
        "the routed scaling factor applied twice");
 MUTANT(moects_cpu_mutant_moe_route_ties_high, "cpu.mutant.moe_route.ties_high", 1, MOECTS__MR_BUG_NONE,
        "declares ties to the lower id but breaks them to the higher (groups and experts)");
+FAST_MUTANT(moects_cpu_mutant_moe_route_sum_bf16, "cpu.mutant.moe_route.sum_bf16", MOECTS__MR_BUG_SUM_BF16,
+            "declares FP32 sums (fn=ulp2,sum=any) but rounds the renormalization sum to BF16 after each addition");
+FAST_MUTANT(moects_cpu_mutant_moe_route_weights_bf16, "cpu.mutant.moe_route.weights_bf16", MOECTS__MR_BUG_WEIGHTS_BF16,
+            "declares FP32 weights (fn=ulp2,sum=any) but rounds each weight to BF16");

@@ -172,15 +172,38 @@ static const char *mr_claim_refused(const moects_case *c, moects_recipe recipe, 
     (void)c;
     moects_route_recipe rr;
     if (moects__route_recipe_of(recipe, &rr)) return "which moe_route has not: a router declares " MOECTS_ROUTE_RECIPE_V1 "(...)";
-    return bounded ? "a bounded route claim (an exp within ulps) has no enclosure yet: declare the exact recipe" : NULL;
+    return bounded ? "an accumulation class, which a router has not: its bounded claim is the recipe's fn= and sum= keys"
+                   : NULL;
 }
 
 static const char *const ROW_WORDS[] = {"", "tie", "an id outside [0, E) or repeated", "ids not a top-k of the scores",
                                         "slots not in selection order", "a weight not the recipe's bits", "NaN"};
+static const char *const ROW_WORDS_BOUNDED[] = {"", "tie", "an id outside [0, E) or repeated",
+                                                "ids no scores in their enclosure select",
+                                                "slots no scores in their enclosure sort so",
+                                                "a weight outside its enclosure", "NaN"};
 
-/* Each row checked against the recipe (moects__route_check_row): PASS_EXACT, PASS_TIE with the tied
- * rows counted, or FAIL_MISMATCH naming the first failing row and slot. Rows without a defined
- * result (a NaN) are counted, not judged. */
+/* The failing row's want: the reference's id and weight at that slot, or, for a weight outside its
+ * enclosure under a bounded claim, that enclosure ("slot 0: [lo, hi]"). */
+static void fail_want(const moects_inputs *in, const moects_route_recipe *rr, const int32_t *ids, const int32_t *wid,
+                      const float *ww, int64_t t, int slot, int kind, moects_result *r)
+{
+    const moects_moe_route_shape *s = &in->mr;
+    const int64_t i = t * s->k + slot;
+    float lo[64], hi[64];
+    moects_op_args a;
+    moects__host_args(in, NULL, &a);
+    if (moects__route_bounded(rr) && kind == MOECTS_ROUTE_ROW_WEIGHT && s->k <= 64 &&
+        moects__route_encl_weights(s, &a.mr, rr, t, ids + t * s->k, lo, hi) == 0)
+        snprintf(r->want, sizeof r->want, "slot %d: [%a, %a]", slot, (double)lo[slot], (double)hi[slot]);
+    else
+        snprintf(r->want, sizeof r->want, "slot %d: id %d w %a", slot, (int)wid[i], (double)ww[i]);
+}
+
+/* Each row checked against the recipe (moects__route_check_row): PASS_EXACT (a bounded claim:
+ * PASS_BOUNDED, every weight in its enclosure), PASS_TIE with the tied rows counted, or FAIL_MISMATCH
+ * naming the first failing row and slot (a bounded claim: the weight's interval). Rows without a
+ * defined result (a NaN) are counted, not judged. */
 static int mr_judge(const moects_inputs *in, const char *recipe, const void *got, const void *want, moects_result *r)
 {
     const moects_moe_route_shape *s = &in->mr;
@@ -205,27 +228,34 @@ static int mr_judge(const moects_inputs *in, const char *recipe, const void *got
             first = t, first_kind = kind, first_slot = slot;
     }
     const int64_t bad = n[2] + n[3] + n[4] + n[5];
+    const int bounded = moects__route_bounded(&rr);
     r->mismatches = bad, r->first_index = -1;
     if (bad) {
         const int64_t i = (first_kind == MOECTS_ROUTE_ROW_WEIGHT ? s->T * s->k : 0) + first * s->k + first_slot;
         r->verdict = MOECTS_FAIL_MISMATCH, r->first_index = i;
         snprintf(r->got, sizeof r->got, "id %d w %a", (int)ids[first * s->k + first_slot], (double)w[first * s->k + first_slot]);
-        snprintf(r->want, sizeof r->want, "slot %d: id %d w %a", first_slot, (int)wid[first * s->k + first_slot],
-                 (double)ww[first * s->k + first_slot]);
+        fail_want(in, &rr, ids, wid, ww, first, first_slot, first_kind, r);
         snprintf(r->reason, sizeof r->reason, "%lld of %lld rows fail; first: token %lld slot %d, %s", (long long)bad,
-                 (long long)s->T, (long long)first, first_slot, ROW_WORDS[first_kind]);
+                 (long long)s->T, (long long)first, first_slot, (bounded ? ROW_WORDS_BOUNDED : ROW_WORDS)[first_kind]);
     } else {
-        r->verdict = n[1] ? MOECTS_PASS_TIE : MOECTS_PASS_EXACT;
-        if (n[1])
+        r->verdict = n[1] ? MOECTS_PASS_TIE : bounded ? MOECTS_PASS_BOUNDED : MOECTS_PASS_EXACT;
+        if (n[1] && bounded)
+            snprintf(r->reason, sizeof r->reason, "%lld of %lld rows chose other ids, tied with the reference's within "
+                     "the scores' enclosure (exp within %u ulps); every weight within its enclosure", (long long)n[1],
+                     (long long)s->T, moects__route_fn_ulp(&rr));
+        else if (n[1])
             snprintf(r->reason, sizeof r->reason, "%lld of %lld rows chose other ids tied with the reference's "
                      "(ties=any), their weights the recipe's", (long long)n[1], (long long)s->T);
+        else if (bounded)
+            snprintf(r->reason, sizeof r->reason, "every weight within its enclosure (exp within %u ulps, sums in "
+                     "any order)", moects__route_fn_ulp(&rr));
     }
     if (n[6]) {
         const size_t l = strlen(r->reason);
         snprintf(r->reason + l, sizeof r->reason - l, "%s%lld rows hold a NaN: not judged (no defined result)",
                  l ? "; " : "", (long long)n[6]);
     }
-    return rr.ties_any || rr.slots_any;
+    return rr.ties_any || rr.slots_any || bounded;
 }
 
 /* Bytes moved: the logits and bias read, the ids and weights written. */
