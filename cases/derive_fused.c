@@ -7,10 +7,12 @@
  *
  * A raw config whose activation moects does not map (activation 0) derives none.
  *
- * Ids: fused_moe.<bf16|mxfp4>/<model>/<layout>/t<T>[/<variant>]
+ * Ids: fused_moe.<bf16|mxfp4|fp8_128>/<model>/<layout>/t<T>[/<variant>]
  * Which cases: on the grid layouts (tp8, or the largest TP, and ep8) both weight formats at T in
  * {1, 16, 128}, and the variants below; on every other layout both formats at T = 16. MXFP4 needs
- * H and I multiples of 32 (else only BF16).
+ * H and I multiples of 32 (else only BF16). Models released in W8A8 block FP8 (DeepSeek-V3, V3.2,
+ * Kimi K2: release_quantization "fp8 e4m3, 128x128 ...") add FP8_128 where H and I are multiples of
+ * 128, and one smoke case on the largest TP (plain, adversarial or nan: smoke_fp8).
  * Tiers: E*3*I*H weights above 2^31 (DeepSeek-V3 tp1) LARGE, else FULL. Smoke (the CPU kernels'
  * loops: about SMOKE_PRODUCTS products a case): per model, on its largest TP, T in 1..4 in the format
  * picked by the model name's hash, the same case with adversarial data (GEMM1 outputs past the
@@ -49,16 +51,16 @@ static const fused_variant VARIANTS[] = {
 };
 #define NVARIANTS (sizeof VARIANTS / sizeof *VARIANTS)
 
-static const char *const FORMAT_NAMES[] = {"?", "bf16", "mxfp4"};
+static const char *const FORMAT_NAMES[] = {"?", "bf16", "mxfp4", "fp8_128"};
 
 const char *moects__layer_format_name(moects_layer_format f)
 {
-    return f == MOECTS_LAYER_BF16 || f == MOECTS_LAYER_MXFP4 ? FORMAT_NAMES[f] : "?";
+    return f >= MOECTS_LAYER_BF16 && f <= MOECTS_LAYER_FP8_128 ? FORMAT_NAMES[f] : "?";
 }
 
 int moects__layer_format_parse(const char *s, moects_layer_format *out)
 {
-    for (int f = MOECTS_LAYER_BF16; f <= MOECTS_LAYER_MXFP4; f++)
+    for (int f = MOECTS_LAYER_BF16; f <= MOECTS_LAYER_FP8_128; f++)
         if (!strcmp(s, FORMAT_NAMES[f])) return *out = (moects_layer_format)f, 0;
     return -1;
 }
@@ -161,15 +163,41 @@ static int smoke_cases(const moects_model *m, const moects_case *base, int ep, i
     return push_smoke(out, &c, name);
 }
 
+/* 1 when the model's release is W8A8 block FP8 (E4M3 with 128 x 128 weight blocks: DeepSeek-V3,
+ * V3.2, Kimi K2) and the layout's H and I take whole blocks. */
+static int fp8_128_release(const moects_model *m, int64_t H, int64_t I_rank)
+{
+    return !strncmp(m->release_quantization, "fp8 e4m3, 128x128", 17) && H % 128 == 0 && I_rank % 128 == 0;
+}
+
+/* The FP8 block-128 smoke case of such a model on its largest TP, one a model (an FP8 case allocates
+ * 1.4 GB of weights at DeepSeek's size): plain, adversarial (a block scale of every FP32 class) or nan
+ * (a NaN scale, a NaN code) as the name's hash picks; DeepSeek-V3, V3.2 and Kimi K2 take the three
+ * (test_cases_derive checks that the smoke tier holds each). */
+static int smoke_fp8(const moects_model *m, const moects_case *base, int64_t I_rank, moects_case_list *out)
+{
+    static const moects_data DATA[] = {MOECTS_DATA_EXACT, MOECTS_DATA_ADVERSARIAL, MOECTS_DATA_NAN};
+    static const char *const NAMES[] = {"smoke", "smoke-adversarial", "smoke-nan"};
+    const uint32_t i = (name_hash(m->name) >> 11) % 3;
+    moects_case c = layer_case(m, base, 0, 0, I_rank, MOECTS_LAYER_FP8_128, 1);
+    c.T = smoke_t(&c);
+    c.data = DATA[i];
+    return push_smoke(out, &c, NAMES[i]);
+}
+
 int moects__derive_fused_cases(const moects_model *m, const moects_case *base, int tp, int ep, int64_t I_rank,
                                int grid, int smoke, moects_case_list *out)
 {
     const int64_t H = m->latent_size > 0 ? m->latent_size : m->hidden_size;
     const int nf = H % 32 == 0 && I_rank % 32 == 0 ? 2 : 1; /* MXFP4: whole scale blocks along K */
+    moects_layer_format fmts[3] = {MOECTS_LAYER_BF16, MOECTS_LAYER_MXFP4, MOECTS_LAYER_FP8_128};
+    int nfmt = nf;
+    if (fp8_128_release(m, H, I_rank)) fmts[nfmt++] = MOECTS_LAYER_FP8_128;
     if (!m->activation) return 0; /* a raw config whose activation moects does not know: no layer to derive */
     if (smoke && smoke_cases(m, base, ep, I_rank, nf, out)) return -1;
-    for (int fi = 0; fi < nf; fi++) {
-        moects_layer_format f = (moects_layer_format)(MOECTS_LAYER_BF16 + fi);
+    if (smoke && !ep && nfmt > nf && smoke_fp8(m, base, I_rank, out)) return -1;
+    for (int fi = 0; fi < nfmt; fi++) {
+        moects_layer_format f = fmts[fi];
         for (size_t i = 0; i < (grid ? sizeof T_GRID / sizeof *T_GRID : 1); i++) {
             moects_case c = layer_case(m, base, ep, 0, I_rank, f, grid ? T_GRID[i] : 16);
             if (push_id(out, &c, NULL)) return -1;

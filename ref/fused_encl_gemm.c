@@ -26,7 +26,7 @@ moects__encl_gemm moects__encl_gemm_consts(int64_t K, int fp8, const moects_laye
     const double u = ldexp(1.0, cl->truncation ? 1 - (int)cl->bits : -(int)cl->bits);
     const double dg = gamma_n((double)K + 1.0, 0x1p-53), nodes = fp8 ? (double)((K + 31) / 32) : 0.0;
     return (moects__encl_gemm){K, gamma_n(fp8 ? 2.0 : 1.0, u), gamma_n((double)K + nodes, u), dg, 1.0 + 2.0 * dg,
-                               (int)cl->bits};
+                               (int)cl->bits, 0.0};
 }
 
 moects__ivf moects__encl_gemm_iv(double d, double sabs, double rdg, int qexp, const moects__encl_gemm *g)
@@ -47,7 +47,7 @@ moects__ivf moects__encl_gemm_iv(double d, double sabs, double rdg, int qexp, co
     const double pn = 0.5 * (S + fabs(d) + g->dg * S + R);
     /* U: at most two underflowing roundings per term (the product, a scale product) and the
      * conversion, each below ETA, carried by the later roundings' (1 + gamma) <= 2 */
-    const double U = 4.0 * ETA * ((double)g->K + 2.0);
+    const double U = 4.0 * ETA * ((double)g->K + 2.0) + g->uabs;
     const double B = g->gt * S + g->gn * (1.0 + g->gt) * pn + U;
     const double rad = (B + g->dg * S + R) * (1.0 + 0x1p-40); /* + 2^-40: this line's own roundings */
     if (!(rad < INFINITY)) return moects__ivf_top();
@@ -76,6 +76,13 @@ static void decode_row(const moects__ectx *c, int w2, int64_t n, double *out)
             memcpy(&f, &u, sizeof f);
             out[k] = f;
         }
+        return;
+    }
+    if (c->s->format == MOECTS_LAYER_FP8_128) { /* the value e4m3 * sb: exact (4 + 24 bits) */
+        const uint8_t *codes = (const uint8_t *)w + row * K;
+        const float *sb = (w2 ? c->a->w2_block_scale : c->a->w13_block_scale) +
+                          (c->e * (N / MOECTS_FP8_BLOCK) + n / MOECTS_FP8_BLOCK) * (K / MOECTS_FP8_BLOCK);
+        for (int64_t k = 0; k < K; k++) out[k] = (double)moects__e4m3_decode(codes[k]) * sb[k / MOECTS_FP8_BLOCK];
         return;
     }
     const uint8_t *codes = (const uint8_t *)w + row * (K / 2);
@@ -123,6 +130,17 @@ static int split_finite(double *out, double *abs, int64_t K, int *low)
     return bad;
 }
 
+/* FP8_128: the largest block scale of weight row n (NaN ignored; +Inf when one is), for the check
+ * that no scale product sa * sb overflows. */
+static double row_smax(const moects__ectx *c, int w2, int64_t n)
+{
+    const int64_t N = w2 ? c->H : c->N1, nkb = (w2 ? c->I : c->H) / MOECTS_FP8_BLOCK;
+    const float *sb = (w2 ? c->a->w2_block_scale : c->a->w13_block_scale) + (c->e * (N / MOECTS_FP8_BLOCK) + n / MOECTS_FP8_BLOCK) * nkb;
+    double mx = 0.0;
+    for (int64_t b = 0; b < nkb; b++) mx = fabs((double)sb[b]) > mx ? fabs((double)sb[b]) : mx;
+    return mx;
+}
+
 static void decode_rows(void *p, int64_t id, int64_t nth)
 {
     moects__ectx *c = p;
@@ -133,28 +151,41 @@ static void decode_rows(void *p, int64_t id, int64_t nth)
         double *out = (w2 ? c->w2 : c->w1) + r * K, *abs = (w2 ? c->w2a : c->w1a) + r * K;
         decode_row(c, w2, r, out);
         (w2 ? c->w2bad : c->w1bad)[r] = (uint8_t)split_finite(out, abs, K, (w2 ? c->w2low : c->w1low) + r);
+        if (c->s->format == MOECTS_LAYER_FP8_128) (w2 ? c->w2smax : c->w1smax)[r] = row_smax(c, w2, r);
     }
 }
 
 void moects__encl_decode(moects__ectx *c) { moects__parallel(c->N1 + c->H, decode_rows, c); }
 
-/* h of slot `slot` (x[t], or bf16(x * w) under weight=input), exact in double. */
-static void h_row(const moects__ectx *c, int64_t slot, double *out)
+/* h of slot `slot` (x[t], or bf16(x * w) under weight=input), exact in double; FP8_128: quantized per
+ * 128 (the exact reference's moects__fused_fp8_groups), e4m3 * sa exactly. The largest scale sa: the
+ * return value (0 without FP8). */
+static double h_row(const moects__ectx *c, int64_t slot, double *out)
 {
     const uint16_t *x = c->a->x + (slot / c->k) * c->H;
     const float w = moects__encl_weight(c, slot);
+    float v[MOECTS_FP8_BLOCK], sa;
+    double smax = 0.0;
     for (int64_t h = 0; h < c->H; h++) {
-        const float v = moects__bf16_to_f32(x[h]);
-        out[h] = c->r->weight == MOECTS_WEIGHT_INPUT ? moects__bf16_to_f32(moects__bf16_from_f32(v * w)) : v;
+        const float xv = moects__bf16_to_f32(x[h]);
+        out[h] = c->r->weight == MOECTS_WEIGHT_INPUT ? moects__bf16_to_f32(moects__bf16_from_f32(xv * w)) : xv;
     }
+    for (int64_t b = 0; c->s->format == MOECTS_LAYER_FP8_128 && b < c->H; b += MOECTS_FP8_BLOCK) {
+        for (int i = 0; i < MOECTS_FP8_BLOCK; i++) v[i] = (float)out[b + i];
+        moects__fused_fp8_groups(v, MOECTS_FP8_BLOCK, MOECTS_FP8_BLOCK, c->r->scale_ue8m0, out + b, &sa);
+        for (int i = 0; i < MOECTS_FP8_BLOCK; i++) out[b + i] *= sa;
+        smax = fabs((double)sa) > smax ? fabs((double)sa) : smax;
+    }
+    return smax;
 }
 
 static void fill_a(void *p, int64_t id, int64_t nth)
 {
     moects__ectx *c = p;
     for (int64_t q = id * c->nr / nth; q < (id + 1) * c->nr / nth; q++) {
-        h_row(c, c->rows[q], c->A + q * c->H);
+        c->asmax[q] = h_row(c, c->rows[q], c->A + q * c->H);
         c->abad[q] = (uint8_t)split_finite(c->A + q * c->H, c->Aa + q * c->H, c->H, &c->alow[q]);
+        if (c->s->format == MOECTS_LAYER_FP8_128) c->alow[q] = MOECTS_ENCL_NO_GRID; /* scale products round */
     }
 }
 
@@ -196,6 +227,13 @@ static double *tmp_rows(moects__ectx *c, double **buf)
     return *buf;
 }
 
+/* FP8_128: 1 when a block's scale product sa * sb (sa <= amax, sb <= wmax) may overflow FP32 (or
+ * a scale is +Inf): p_b times it may be Inf or NaN (0 * Inf) where the values' sum is finite. */
+static int scale_may_overflow(const moects__ectx *c, double amax, double wmax)
+{
+    return c->s->format == MOECTS_LAYER_FP8_128 && !(amax * wmax < 0x1p126);
+}
+
 /* Row q's GEMM1 outputs (with the bias and g1's rounding) into c->g1. */
 static void gemm1_row(moects__ectx *c, int64_t q, double **buf)
 {
@@ -203,7 +241,9 @@ static void gemm1_row(moects__ectx *c, int64_t q, double **buf)
     for (int64_t n = 0; n < N1; n++) {
         const int64_t o = q * N1 + n;
         moects__ivf g;
-        if (c->abad[q] || c->w1bad[n]) {
+        if (scale_may_overflow(c, c->asmax[q], c->w1smax[n])) {
+            g = moects__ivf_top();
+        } else if (c->abad[q] || c->w1bad[n]) {
             double *t = tmp_rows(c, buf);
             if (!t) return;
             h_row(c, c->rows[q], t);
@@ -240,6 +280,11 @@ static void gemm2_inputs(moects__ectx *c, int64_t q)
         }
     }
     c->mlow[q] = points ? low : MOECTS_ENCL_NO_GRID; /* FP8: a kernel's scale products are not exact */
+    /* fp8_128's scale s of a group is at most (its largest |m|) / 224 (its largest element's code is
+     * at least 224: amax / s >= 224, div and ue8m0), or the scale of amax 0 (< 2^-32) */
+    double mmax = 0.0;
+    for (int64_t i = 0; i < I; i++) mmax = ms[i] > mmax ? ms[i] : mmax;
+    c->msmax[q] = mmax / 224.0 + 0x1p-32;
     c->mrow[q] = nan ? MOECTS__ENCL_ROW_NAN : top ? MOECTS__ENCL_ROW_TOP : special ? MOECTS__ENCL_ROW_SPECIAL : 0;
 }
 
@@ -274,6 +319,7 @@ static moects__ivf gemm2_elem(moects__ectx *c, int64_t q, int64_t h, double **bu
     if (c->mrow[q] == MOECTS__ENCL_ROW_NAN) return moects__ivf_point(NAN);
     if (c->mrow[q] == MOECTS__ENCL_ROW_TOP) return moects__ivf_top();
     const double sabs = c->RS[(nr + q) * H + h];
+    if (scale_may_overflow(c, c->msmax[q], c->w2smax[h])) return moects__ivf_top();
     if (c->mrow[q] == MOECTS__ENCL_ROW_SPECIAL || c->w2bad[h]) {
         double *t = tmp_rows(c, buf);
         if (!t) return moects__ivf_top();

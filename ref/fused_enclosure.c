@@ -148,6 +148,8 @@ static size_t layout(moects__ectx *c, char *base, int64_t tc, int64_t **order, i
     c->w2 = carve(&base, &u, H * I, 8), c->w2a = carve(&base, &u, H * I, 8);
     c->w1bad = carve(&base, &u, N1, 1), c->w2bad = carve(&base, &u, H, 1);
     c->w1low = carve(&base, &u, N1, sizeof(int)), c->w2low = carve(&base, &u, H, sizeof(int));
+    c->w1smax = carve(&base, &u, N1, 8), c->w2smax = carve(&base, &u, H, 8);
+    c->asmax = carve(&base, &u, rc, 8), c->msmax = carve(&base, &u, rc, 8);
     c->alow = carve(&base, &u, rc, sizeof(int)), c->mlow = carve(&base, &u, rc, sizeof(int));
     c->A = carve(&base, &u, rc * H, 8), c->Aa = carve(&base, &u, rc * H, 8);
     c->D1 = carve(&base, &u, rc * N1, 8), c->S1 = carve(&base, &u, rc * N1, 8);
@@ -168,7 +170,7 @@ static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo :
 static void *alloc_all(moects__ectx *c, int64_t *tc, int64_t **order, int64_t **cnt)
 {
     const int64_t H = c->H, N1 = c->N1, I = c->I;
-    const int64_t per_row = (6 * H + 2 * N1 + 4 * I) * 8 + (N1 + 2 * I) * 8 + I * 16 + 10;
+    const int64_t per_row = (6 * H + 2 * N1 + 4 * I) * 8 + (N1 + 2 * I) * 8 + I * 16 + 26;
     c->rc = clamp64(ROW_BUDGET / per_row, 1, ROWS_MAX);
     *tc = clamp64(Y_BUDGET / (c->k * H * (int64_t)sizeof(moects__ivf)), 1, c->s->T);
     char *block = malloc(layout(c, NULL, *tc, order, cnt));
@@ -256,8 +258,11 @@ int moects__ref_fused_moe_enclosure(const moects_fused_moe_shape *s, const moect
     if (s->T > 0 && (!lo || !hi)) return -1;
     moects__ectx c = {.s = s, .a = a, .r = r, .cl = cl, .H = s->H, .I = s->inter, .k = s->k};
     c.N1 = s->activation == MOECTS_ACT_RELU2 ? s->inter : 2 * s->inter;
-    c.g1c = moects__encl_gemm_consts(c.H, 0, cl);
+    const int fp8w = s->format == MOECTS_LAYER_FP8_128;
+    c.g1c = moects__encl_gemm_consts(c.H, fp8w, cl);
     c.g2c = moects__encl_gemm_consts(c.I, r->mid >= MOECTS_MID_FP8_TOKEN, cl);
+    if (fp8w) /* a block's scale product sa * sb may underflow: ETA/2 times |p_b| < 2^25, doubled */
+        c.g1c.uabs = (double)(c.H / MOECTS_FP8_BLOCK) * 0x1p-124, c.g2c.uabs = (double)(c.I / MOECTS_FP8_BLOCK) * 0x1p-124;
     int rc = 0;
     if (s->T > 0 && s->k == 0) zeros(s, lo, hi);
     if (s->T > 0 && s->k > 0) {

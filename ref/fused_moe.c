@@ -9,6 +9,9 @@
  *   out[t][h] = the combine over the valid slots in slot order (f32_slots: acc = acc + y, or
  *          fmaf(y, w, acc) under weight=combine, from acc = 0; bf16_chain: each step rounded to
  *          BF16), then to out_dtype; a token without a valid slot gets +0.
+ * FP8_128 (W8A8 block FP8): h is quantized per 128 along H (moects__fused_fp8_groups, the recipe's
+ * scale), the intermediate is fp8_128's codes and scales, and each GEMM element is the recipe's
+ * block chain (moects__fused_block_chain) over exact block dots (ref/fused_moe_gemm.c).
  * Slot validity: without expert_map, 0 <= id < E (an id >= E names no local expert: no
  * contribution); with it, 0 <= id < E_global and expert_map[id] >= 0 (an entry >= E is bad input).
  *
@@ -47,6 +50,12 @@ typedef struct {
     double *D2;                      /* GEMM2's d [rc][H]: A's room (A is done with by then) */
     float *g1, *act;                 /* [rc][N1], [rc][I] */
     float *y;                        /* [(t1 - t0) * k][H] per-slot GEMM2 outputs */
+    /* FP8_128 only: D1 [rc][N1][H/128], D2 [rc][H][I/128] block dots; A's and M's block scales and
+     * NaN flags; W13's and W2's NaN flags; xf [rc][H] the rows of h in FP32 before quantization */
+    int fp8;
+    int64_t kb1, kb2;
+    float *sa1, *sa2, *xf;
+    uint8_t *an1, *an2, *bn1, *bn2;
 } lctx;
 
 static float bf(float v) { return moects__bf16_to_f32(moects__bf16_from_f32(v)); }
@@ -80,7 +89,7 @@ int moects__fused_bad_shape(const moects_fused_moe_shape *s, const moects_fused_
     if (s->T > big || s->k > 4096 || s->H > big || s->inter > big || s->E > big || s->E_global > big) return 1;
     if ((double)s->E * 2.0 * (double)s->inter * (double)s->H > 0x1p60) return 1;
     if (s->has_expert_map && (s->E_global < 1 || !a->expert_map)) return 1;
-    if (s->format != MOECTS_LAYER_BF16 && s->format != MOECTS_LAYER_MXFP4) return 1;
+    if (s->format < MOECTS_LAYER_BF16 || s->format > MOECTS_LAYER_FP8_128) return 1;
     if (s->activation < MOECTS_ACT_SILU || s->activation > MOECTS_ACT_SITU) return 1;
     if (s->activation == MOECTS_ACT_SITU && !(s->act_alpha > 0.0f && isfinite(s->act_alpha) && s->act_limit >= 0.0f &&
                                               isfinite(s->act_limit)))
@@ -88,6 +97,9 @@ int moects__fused_bad_shape(const moects_fused_moe_shape *s, const moects_fused_
     if (s->out_dtype != MOECTS_BF16 && s->out_dtype != MOECTS_F32) return 1;
     if (s->has_bias && (!a->b13 || !a->b2)) return 1;
     if (s->format == MOECTS_LAYER_MXFP4 && (s->H % 32 || s->inter % 32 || !a->w13_scale || !a->w2_scale))
+        return 1;
+    if (s->format == MOECTS_LAYER_FP8_128 &&
+        (s->H % 128 || s->inter % 128 || !a->w13_block_scale || !a->w2_block_scale))
         return 1;
     if (s->T > 0 && (!a->x || (need_out && !a->out))) return 1;
     if (s->T > 0 && s->k > 0 && (!a->topk_ids || !a->topk_weights || !a->w13 || !a->w2)) return 1;
@@ -128,12 +140,33 @@ static void fill_a(void *p, int64_t id, int64_t nth)
         const uint16_t *x = c->a->x + (c->rows[r] / c->k) * H;
         const float w = slot_weight(c, c->rows[r]);
         double *A = c->A + r * H;
+        float *xf = c->fp8 ? c->xf + r * H : NULL;
         for (int64_t h = 0; h < H; h++) {
             float v = moects__bf16_to_f32(x[h]);
             A[h] = c->r->weight == MOECTS_WEIGHT_INPUT ? bf(v * w) : v;
+            if (xf) xf[h] = (float)A[h];
+        }
+        if (c->fp8) { /* W8A8: x quantized per 128 along H, the recipe's FP8 scale */
+            moects__fused_fp8_groups(xf, H, MOECTS_FP8_BLOCK, c->r->scale_ue8m0, A, c->sa1 + r * c->kb1);
+            moects__fused_fp8_nans(A, 1, H, c->an1 + r * c->kb1);
         }
         c->na[r] = moects__fused_norm(A, H, &c->la[r]);
     }
+}
+
+/* FP8_128: GEMM1's (row q, column n) and GEMM2's (row q, column h) block chains. */
+static float gemm1_fp8(const lctx *c, int64_t q, int64_t n)
+{
+    const float *sb = c->a->w13_block_scale + (c->e * (c->N1 / MOECTS_FP8_BLOCK) + n / MOECTS_FP8_BLOCK) * c->kb1;
+    return moects__fused_block_chain(c->D1 + (q * c->N1 + n) * c->kb1, c->kb1, c->sa1 + q * c->kb1,
+                                     c->an1 + q * c->kb1, c->bn1 + n * c->kb1, sb);
+}
+
+static float gemm2_fp8(const lctx *c, int64_t q, int64_t h)
+{
+    const float *sb = c->a->w2_block_scale + (c->e * (c->H / MOECTS_FP8_BLOCK) + h / MOECTS_FP8_BLOCK) * c->kb2;
+    return moects__fused_block_chain(c->D2 + (q * c->H + h) * c->kb2, c->kb2, c->sa2 + q * c->kb2,
+                                     c->an2 + q * c->kb2, c->bn2 + h * c->kb2, sb);
 }
 
 /* Per row: GEMM1's outputs (exact rounding, bias, g1 rounding), the activation, the weight where
@@ -148,8 +181,9 @@ static void stage1(void *p, int64_t id, int64_t nth)
     for (int64_t q = r0; q < r1; q++) {
         float *g1 = c->g1 + q * N1, *act = c->act + q * I;
         for (int64_t n = 0; n < N1; n++) {
-            float v = moects__fused_dot(c->D1[q * N1 + n], c->na[q] * c->nb1[n], c->la[q] + c->lb1[n], c->A + q * H,
-                                        c->b1 + n * H, H);
+            float v = c->fp8 ? gemm1_fp8(c, q, n)
+                             : moects__fused_dot(c->D1[q * N1 + n], c->na[q] * c->nb1[n], c->la[q] + c->lb1[n],
+                                                 c->A + q * H, c->b1 + n * H, H);
             if (c->s->has_bias) v = v + c->a->b13[c->e * N1 + n];
             g1[n] = r->g1_bf16 ? bf(v) : v;
         }
@@ -160,7 +194,12 @@ static void stage1(void *p, int64_t id, int64_t nth)
             act[i] = moects__fused_act(c->s, r, g1[gi], g1[ui]);
             if (r->weight == MOECTS_WEIGHT_ACT) act[i] = act[i] * w;
         }
-        moects__fused_mid(r, I, act, c->M + q * I);
+        if (c->fp8) { /* GEMM2's A: the fp8_128 intermediate's codes, its scales apart */
+            moects__fused_fp8_groups(act, I, MOECTS_FP8_BLOCK, r->scale_ue8m0, c->M + q * I, c->sa2 + q * c->kb2);
+            moects__fused_fp8_nans(c->M + q * I, 1, I, c->an2 + q * c->kb2);
+        } else {
+            moects__fused_mid(r, I, act, c->M + q * I);
+        }
         c->nm[q] = moects__fused_norm(c->M + q * I, I, &c->lm[q]);
     }
 }
@@ -178,8 +217,9 @@ static void stage2(void *p, int64_t id, int64_t nth)
         float *y = c->y + (c->rows[q] - c->t0 * c->k) * H;
         const float w = slot_weight(c, c->rows[q]);
         for (int64_t h = 0; h < H; h++) {
-            float v = moects__fused_dot(c->D2[q * H + h], c->nm[q] * c->nb2[h], c->lm[q] + c->lb2[h], c->M + q * I,
-                                        c->b2 + h * I, I);
+            float v = c->fp8 ? gemm2_fp8(c, q, h)
+                             : moects__fused_dot(c->D2[q * H + h], c->nm[q] * c->nb2[h], c->lm[q] + c->lb2[h],
+                                                 c->M + q * I, c->b2 + h * I, I);
             if (c->s->has_bias) v = v + c->a->b2[c->e * H + h];
             if (r->weight == MOECTS_WEIGHT_GEMM2) v = v * w;
             y[h] = r->slot_bf16 ? bf(v) : v;
@@ -190,10 +230,12 @@ static void stage2(void *p, int64_t id, int64_t nth)
 /* One row chunk of expert c->e: c->nr slots at c->rows. 0, or -1 out of memory. */
 static int run_rows(lctx *c)
 {
+    int (*gemm)(int64_t, int64_t, int64_t, const double *, const double *, double *) =
+        c->fp8 ? moects__fused_dgemm_blocks : moects__fused_dgemm;
     moects__parallel(c->nr, fill_a, c);
-    if (moects__fused_dgemm(c->nr, c->N1, c->H, c->A, c->b1, c->D1)) return -1;
+    if (gemm(c->nr, c->N1, c->H, c->A, c->b1, c->D1)) return -1;
     moects__parallel(c->nr, stage1, c);
-    if (moects__fused_dgemm(c->nr, c->H, c->I, c->M, c->b2, c->D2)) return -1;
+    if (gemm(c->nr, c->H, c->I, c->M, c->b2, c->D2)) return -1;
     moects__parallel(c->nr, stage2, c);
     return 0;
 }
@@ -233,6 +275,7 @@ static int run_chunk(lctx *c, int64_t *order, int64_t *cnt)
         c->e = e;
         moects__fused_decode(c->a->w13, c->a->w13_scale, s->format, e, c->N1, c->H, c->b1, c->nb1, c->lb1);
         moects__fused_decode(c->a->w2, c->a->w2_scale, s->format, e, c->H, c->I, c->b2, c->nb2, c->lb2);
+        if (c->fp8) moects__fused_fp8_nans(c->b1, c->N1, c->H, c->bn1), moects__fused_fp8_nans(c->b2, c->H, c->I, c->bn2);
         for (int64_t r0 = first; r0 < cnt[e]; r0 += c->rc) {
             c->rows = order + r0;
             c->nr = cnt[e] - r0 < c->rc ? cnt[e] - r0 : c->rc;
@@ -260,8 +303,14 @@ static size_t layout(lctx *c, char *base, int64_t tc, int64_t **order, int64_t *
     c->b1 = carve(&base, &u, N1 * H, 8), c->b2 = carve(&base, &u, H * I, 8);
     c->nb1 = carve(&base, &u, N1, 8), c->nb2 = carve(&base, &u, H, 8);
     c->lb1 = carve(&base, &u, N1, sizeof(int)), c->lb2 = carve(&base, &u, H, sizeof(int));
+    const int64_t kb1 = c->kb1, kb2 = c->kb2;
     c->A = c->D2 = carve(&base, &u, rc * H, 8); /* GEMM2's d: A is done with by then */
-    c->D1 = carve(&base, &u, rc * N1, 8), c->M = carve(&base, &u, rc * I, 8);
+    if (c->fp8) c->D2 = carve(&base, &u, rc * H * kb2, 8);
+    c->D1 = carve(&base, &u, rc * N1 * kb1, 8), c->M = carve(&base, &u, rc * I, 8);
+    c->sa1 = carve(&base, &u, rc * kb1, 4), c->sa2 = carve(&base, &u, rc * kb2, 4);
+    c->an1 = carve(&base, &u, rc * kb1, 1), c->an2 = carve(&base, &u, rc * kb2, 1);
+    c->bn1 = carve(&base, &u, N1 * kb1, 1), c->bn2 = carve(&base, &u, H * kb2, 1);
+    c->xf = carve(&base, &u, c->fp8 ? rc * H : 0, 4);
     c->na = carve(&base, &u, rc, 8), c->nm = carve(&base, &u, rc, 8);
     c->la = carve(&base, &u, rc, sizeof(int)), c->lm = carve(&base, &u, rc, sizeof(int));
     c->g1 = carve(&base, &u, rc * N1, 4), c->act = carve(&base, &u, rc * I, 4);
@@ -277,7 +326,8 @@ static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo :
  * buffer: the block to free, or NULL. */
 static void *alloc_all(lctx *c, int64_t *tc, int64_t **order, int64_t **cnt)
 {
-    const int64_t T = c->s->T, H = c->H, per_row = (H + c->N1 + c->I + 2) * 8 + (c->N1 + c->I) * 4;
+    const int64_t T = c->s->T, H = c->H, per_row = (H + c->N1 * c->kb1 + c->I + 2) * 8 + (c->N1 + c->I) * 4 +
+                                                   (c->fp8 ? (H * c->kb2 * 8 + H * 4 + 10) : 0);
     long long cap_t = T, cap_r = ROWS_MAX;
     const char *cap = getenv("MOECTS_FUSED_REF_CHUNK");
     if (cap && sscanf(cap, "%lld,%lld", &cap_t, &cap_r) != 2) cap_t = T, cap_r = ROWS_MAX;
@@ -294,6 +344,8 @@ int moects__ref_fused_moe(const moects_fused_moe_shape *s, const moects_fused_mo
     if (!s || !a || !r || moects__fused_bad_recipe(r) || moects__fused_bad_shape(s, a, 1) || moects__layer_recipe_inexact(r, s)) return -1;
     lctx c = {.s = s, .a = a, .r = r, .H = s->H, .I = s->inter, .k = s->k};
     c.N1 = s->activation == MOECTS_ACT_RELU2 ? s->inter : 2 * s->inter;
+    c.fp8 = s->format == MOECTS_LAYER_FP8_128;
+    c.kb1 = c.fp8 ? s->H / MOECTS_FP8_BLOCK : 1, c.kb2 = c.fp8 ? s->inter / MOECTS_FP8_BLOCK : 1;
     if (s->T == 0) return 0;
     if (s->k == 0) { /* no slot: every output +0 */
         memset(a->out, 0, (size_t)(s->T * s->H) * (s->out_dtype == MOECTS_BF16 ? 2 : 4));

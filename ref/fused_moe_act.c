@@ -96,28 +96,36 @@ double moects__fused_fp8_scale(float amax, int ue8m0)
     return ldexp(1.0, x);
 }
 
-/* One FP8 group of n: v = bf16(a), its scale, m = dec(e4m3(v / s)) * s. */
-static void fp8_group(const float *a, int64_t n, int ue8m0, double *m)
+void moects__fused_fp8_groups(const float *a, int64_t n, int64_t G, int ue8m0, double *q, float *sc)
 {
-    float amax = 0.0f;
-    int nan = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const float v = fabsf(bf(a[i]));
-        nan |= v != v;
-        amax = v > amax ? v : amax;
+    for (int64_t g0 = 0; g0 < n; g0 += G) {
+        const int64_t len = n - g0 < G ? n - g0 : G;
+        float amax = 0.0f;
+        int nan = 0;
+        for (int64_t i = g0; i < g0 + len; i++) {
+            const float v = fabsf(bf(a[i]));
+            nan |= v != v;
+            amax = v > amax ? v : amax;
+        }
+        const float sf = (float)moects__fused_fp8_scale(nan ? NAN : amax, ue8m0); /* exact: an FP32 quotient,
+                                                                                     or 2^-127..2^127 */
+        sc[g0 / G] = sf;
+        for (int64_t i = g0; i < g0 + len; i++) q[i] = moects__e4m3_decode(moects__e4m3_encode(bf(a[i]) / sf));
     }
-    const double sc = moects__fused_fp8_scale(nan ? NAN : amax, ue8m0);
-    const float sf = (float)sc; /* exact: an FP32 quotient, or 2^-127..2^127 */
-    for (int64_t i = 0; i < n; i++) m[i] = (double)moects__e4m3_decode(moects__e4m3_encode(bf(a[i]) / sf)) * sc;
 }
 
 void moects__fused_mid(const moects_layer_recipe *r, int64_t I, const float *a, double *m)
 {
     if (r->mid == MOECTS_MID_BF16 || r->mid == MOECTS_MID_F32) {
         for (int64_t i = 0; i < I; i++) m[i] = r->mid == MOECTS_MID_BF16 ? bf(a[i]) : a[i];
-    } else {
-        const int64_t G = r->mid == MOECTS_MID_FP8_TOKEN ? I : r->mid == MOECTS_MID_FP8_128 ? 128 : 32;
-        const int ue8m0 = r->scale_ue8m0 || r->mid == MOECTS_MID_MXFP8;
-        for (int64_t i0 = 0; i0 < I; i0 += G) fp8_group(a + i0, I - i0 < G ? I - i0 : G, ue8m0, m + i0);
+        return;
+    }
+    const int64_t G = r->mid == MOECTS_MID_FP8_TOKEN ? I : r->mid == MOECTS_MID_FP8_128 ? 128 : 32;
+    const int ue8m0 = r->scale_ue8m0 || r->mid == MOECTS_MID_MXFP8;
+    float sc[1]; /* one group at a time: the scale */
+    for (int64_t i0 = 0; i0 < I; i0 += G) {
+        const int64_t len = I - i0 < G ? I - i0 : G;
+        moects__fused_fp8_groups(a + i0, len, G, ue8m0, m + i0, sc);
+        for (int64_t i = i0; i < i0 + len; i++) m[i] *= sc[0]; /* exact: 4 + 24 bits */
     }
 }

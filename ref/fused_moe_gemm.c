@@ -37,7 +37,16 @@
  * 3. Otherwise (a wider span, a NaN or Inf): IEEE's special cases (a NaN product, or +Inf and -Inf
  *    products: NaN; else an Inf product: that Inf), then moects_xsum (exact, one rounding).
  * An exact zero is +0 on every path. The result never depends on the dgemm's order, kernel or
- * threads: only how often 2 and 3 run. */
+ * threads: only how often 2 and 3 run.
+ *
+ * MOECTS_LAYER_FP8_128 (W8A8 block FP8): both operands are E4M3 values, unscaled (the FP32 block
+ * scales are applied by the recipe's own FP32 operations, moects__fused_block_chain). An E4M3 value
+ * is a multiple of 2^-9 below 2^9, so a product is a multiple of 2^-18 of at most 8 significant bits
+ * and a block of 128 sums below 128 * 448^2 < 2^25: every partial sum of every order is a multiple of
+ * 2^-18 below 2^25, 43 bits, exact in double. One OpenBLAS dgemm per 128-block
+ * (moects__fused_dgemm_blocks) is therefore the exact block dot, in any order and kernel, and one
+ * conversion rounds it to FP32. NaN codes are zeroed for the dgemm and flagged per block
+ * (moects__fused_fp8_nans): a flagged block's dot is NaN, as IEEE's sum with a NaN term. */
 #include <cblas.h>
 #include <limits.h>
 #include <math.h>
@@ -57,7 +66,7 @@ typedef struct {
     int64_t e, N, K;
     double *b, *nb;
     int *lb;
-    double e2m1[16], ue8m0[256];
+    double e2m1[16], ue8m0[256], e4m3[256];
 } dctx;
 
 double moects__fused_norm(const double *x, int64_t K, int *low)
@@ -95,6 +104,9 @@ static void decode_rows(void *p, int64_t id, int64_t nth)
                 memcpy(&f, &u, sizeof f);
                 b[k] = f;
             }
+        } else if (c->f == MOECTS_LAYER_FP8_128) { /* the codes' values, unscaled (the block scales apart) */
+            const uint8_t *codes = (const uint8_t *)c->w + row * K;
+            for (int64_t k = 0; k < K; k++) b[k] = c->e4m3[codes[k]];
         } else {
             const uint8_t *codes = (const uint8_t *)c->w + row * (K / 2), *sc = c->scale + row * (K / 32);
             for (int64_t k = 0; k < K; k++) /* exact: 2 significant bits times a power of two */
@@ -107,8 +119,9 @@ static void decode_rows(void *p, int64_t id, int64_t nth)
 void moects__fused_decode(const void *w, const uint8_t *scale, moects_layer_format f, int64_t e, int64_t N,
                           int64_t K, double *b, double *nb, int *lb)
 {
-    dctx c = {w, scale, f, e, N, K, b, nb, lb, {0}, {0}};
+    dctx c = {w, scale, f, e, N, K, b, nb, lb, {0}, {0}, {0}};
     for (int i = 0; i < 16; i++) c.e2m1[i] = moects__e2m1_decode((uint8_t)i);
+    for (int i = 0; i < 256; i++) c.e4m3[i] = moects__e4m3_decode((uint8_t)i);
     for (int i = 0; i < 256; i++) c.ue8m0[i] = i == 0xFF ? NAN : ldexp(1.0, i - 127); /* 2^127: not a float */
     moects__parallel(N, decode_rows, &c);
 }
@@ -149,6 +162,51 @@ int moects__fused_dgemm(int64_t M, int64_t N, int64_t K, const double *a, const 
     gctx c = {M, N, K, a, b, d, 0};
     moects__parallel(moects__cdiv(N, 64), gemm_slab, &c); /* slabs of >= 64 columns */
     return c.failed ? -1 : 0;
+}
+
+/* Thread id's share of the blocks: block kb's dot products into d[(i N + j) nkb + kb]. */
+static void gemm_block(void *p, int64_t id, int64_t nth)
+{
+    gctx *c = p; /* the dgemm's context: a, b, d and the shape */
+    const int64_t M = c->M, N = c->N, nkb = c->K / MOECTS_FP8_BLOCK;
+    double *tmp = malloc((size_t)(M * N) * sizeof *tmp);
+    if (!tmp) {
+        __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    for (int64_t kb = id * nkb / nth; kb < (id + 1) * nkb / nth; kb++) {
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, MOECTS_FP8_BLOCK, 1.0,
+                    c->a + kb * MOECTS_FP8_BLOCK, (int)c->K, c->b + kb * MOECTS_FP8_BLOCK, (int)c->K, 0.0, tmp, (int)N);
+        for (int64_t i = 0; i < M * N; i++) c->d[i * nkb + kb] = tmp[i];
+    }
+    free(tmp);
+}
+
+int moects__fused_dgemm_blocks(int64_t M, int64_t N, int64_t K, const double *a, const double *b, double *d)
+{
+    if (M == 0 || N == 0 || K == 0) return 0;
+    gctx c = {M, N, K, a, b, d, 0};
+    moects__parallel(K / MOECTS_FP8_BLOCK, gemm_block, &c); /* blocks split over the threads */
+    return c.failed ? -1 : 0;
+}
+
+void moects__fused_fp8_nans(double *x, int64_t rows, int64_t K, uint8_t *flags)
+{
+    const int64_t nkb = K / MOECTS_FP8_BLOCK;
+    memset(flags, 0, (size_t)(rows * nkb));
+    for (int64_t i = 0; i < rows * K; i++)
+        if (x[i] != x[i]) x[i] = 0.0, flags[(i / K) * nkb + (i % K) / MOECTS_FP8_BLOCK] = 1;
+}
+
+float moects__fused_block_chain(const double *d, int64_t nkb, const float *sa, const uint8_t *anan,
+                                const uint8_t *bnan, const float *sb)
+{
+    float acc = 0.0f;
+    for (int64_t kb = 0; kb < nkb; kb++) {
+        const float p = anan[kb] || bnan[kb] ? NAN : d[kb] == 0.0 ? 0.0f : (float)d[kb]; /* d exact: RNE once */
+        acc = fmaf(p, sa[kb] * sb[kb], acc);
+    }
+    return acc;
 }
 
 static uint32_t bits(float f)

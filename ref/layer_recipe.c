@@ -145,6 +145,8 @@ const char *moects__layer_recipe_inexact(const moects_layer_recipe *r, const moe
         return "relu2 has no gate: W13 holds I rows, no gate/up order";
     if (r->mid == MOECTS_MID_MXFP8 && s->inter % 32) return "mxfp8 needs I a multiple of 32";
     if (r->mid == MOECTS_MID_FP8_128 && s->inter % 128) return "fp8_128 needs I a multiple of 128";
+    if (s->format == MOECTS_LAYER_FP8_128 && r->mid != MOECTS_MID_FP8_128)
+        return "FP8 block-128 weights (W8A8) need mid=fp8_128: GEMM2 reads FP8 per 128 columns";
     if (r->w13 == MOECTS_W13_INTERLEAVE8 && s->inter % 8) return "interleave8 needs I a multiple of 8";
     return NULL;
 }

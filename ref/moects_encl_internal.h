@@ -69,6 +69,7 @@ typedef struct {
     int64_t K;
     double gt, gn, dg, sup;
     int bits;
+    double uabs; /* FP8_128 weights: the absolute error of underflowing block-scale products (else 0) */
 } moects__encl_gemm;
 #define MOECTS_ENCL_NO_GRID 4096 /* a row's grid exponent when it has no finite nonzero value */
 
@@ -83,6 +84,8 @@ typedef struct {
     double *w1, *w1a, *w2, *w2a;  /* expert e's W13 [N1][H], W2 [H][I]: finite values (others 0), |.| */
     uint8_t *w1bad, *w2bad;       /* [N1], [H]: the row holds a NaN or Inf */
     int *w1low, *w2low;           /* [N1], [H]: every finite value of the row a multiple of 2^low */
+    double *w1smax, *w2smax;      /* FP8_128: [N1], [H] the row's largest block scale (Inf: an Inf one) */
+    double *asmax, *msmax;        /* FP8_128: [rc] bounds of h's and m's largest block scale */
     int64_t e, t0, t1;            /* the expert; the chunk's tokens */
     const int64_t *rows;          /* the row chunk's slots (global slot index) */
     int64_t nr, rc;               /* rows in the row chunk; its capacity */

@@ -63,7 +63,16 @@ typedef enum {
  *                      that many ulps (its enclosure's allowance, moects_layer_claim.fn_ulp; the exact
  *                      reference is always correctly rounded, so a kernel claiming exactness says cr)
  * GEMM accumulation: the exact dot product rounded once to FP32 (moe_gemm.exact_v1), then + bias
- * (FP32 add). exp, tanh, erf correctly rounded (ref/crmath.c); every other operation FP32 RNE.
+ * (FP32 add). Under MOECTS_LAYER_FP8_128 (W8A8 block FP8) each GEMM's input is FP8 per 128 along K
+ * (GEMM1: x quantized as an FP8 group of 128 with the recipe's scale, div or ue8m0, as vLLM's
+ * per_token_group_quant_fp8; GEMM2: the intermediate, mid=fp8_128 required) and an output element
+ * is, with p_b = fp32_rne(exact dot of block b's E4M3 values, unscaled), sa_b and sb_b the FP32 scales
+ * of the input's and the weight's block b:
+ *   acc = +0; for b = 0, 1, ...: acc = fmaf(p_b, sa_b * sb_b, acc)      (sa_b * sb_b: one FP32 multiply)
+ * DeepGEMM's promotion (sm90 fp8 gemm: scale = scale_a * scale_b; final_accum += scale * accum, which
+ * nvcc contracts to one FFMA; accum the WGMMA sum of one 128-deep block). vLLM's Triton
+ * w8a8_block_fp8_matmul and fused_moe_kernel order it (dot * a_scale) * b_scale, then add: not a
+ * recipe value yet. A bounded claim widens p_b to any FP32 order (its enclosure: any order over K). exp, tanh, erf correctly rounded (ref/crmath.c); every other operation FP32 RNE.
  * situ (vLLM situ_and_mul_kernel; a = act_alpha, L = act_limit): t = tanh(g * fl(1 / a)), x = a * t,
  * gate = x / (1 + exp(-g)) (sig=div) or x * (1 / (1 + exp(-g))) (rcp), act rounding; up' = L *
  * tanh(u * fl(1 / L)) when L > 0, else u; a = gate * up'. No clamp. */

@@ -7,7 +7,9 @@
  *   -> y = fp32(exact m . W2[e][h]) (+ b2) (weight=gemm2: y * w), slot=bf16 rounds
  *   -> acc over the slots: f32_slots or bf16_chain, weight=combine as fmaf(y, w, acc); out = acc.
  * w is rounded to BF16 first under wdtype=bf16. Weights are decoded one row at a time into doubles
- * (BF16; MXFP4 e2m1 * 2^(scale - 127), scale 0xFF NaN); both GEMMs are moects__fml_dot. */
+ * (BF16; MXFP4 e2m1 * 2^(scale - 127), scale 0xFF NaN; FP8_128 the E4M3 values, unscaled); both GEMMs
+ * are moects__fml_dot, under FP8_128 per 128-block with the block scales applied as the recipe says
+ * (fp8_dot), the input quantized per 128 first (moects__fml_quant). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +35,8 @@ static const char *recipe_refuses(const moects_layer_recipe *r, const moects_fus
     if (r->mid == MOECTS_MID_FP8_128 && s->inter % 128) return "recipe: mid=fp8_128 needs I a multiple of 128";
     if (r->mid == MOECTS_MID_MXFP8 && s->inter % 32) return "recipe: mid=mxfp8 needs I a multiple of 32";
     if (r->w13 == MOECTS_W13_INTERLEAVE8 && s->inter % 8) return "recipe: w13=interleave8 needs I a multiple of 8";
+    if (s->format == MOECTS_LAYER_FP8_128 && r->mid != MOECTS_MID_FP8_128)
+        return "recipe: FP8 block-128 weights (W8A8) need mid=fp8_128";
     if (s->activation == MOECTS_ACT_RELU2 && r->w13 != MOECTS_W13_GATE_UP)
         return "recipe: relu2 has no gate: W13 order other than gate_up";
     return NULL;
@@ -47,6 +51,8 @@ static const char *bug_refuses(const moects__fml_kernel *k, const moects_fused_m
     case MOECTS__FML_BUG_ACT_ON_UP: return s->activation == MOECTS_ACT_RELU2 ? "scope: mutant of gated activations" : NULL;
     case MOECTS__FML_BUG_GPT_OSS_NO_PLUS1: return s->activation != MOECTS_ACT_GPT_OSS ? "scope: mutant of gpt_oss" : NULL;
     case MOECTS__FML_BUG_EXPERT_MAP_IGNORED: return !s->has_expert_map ? "scope: mutant of EP (an expert map)" : NULL;
+    case MOECTS__FML_BUG_FP8_SCALE_PER_ROW:
+        return s->format != MOECTS_LAYER_FP8_128 ? "scope: mutant of FP8 block-128 weights" : NULL;
     default: return NULL;
     }
 }
@@ -55,8 +61,10 @@ static const char *shape_refuses(const moects_fused_moe_shape *s)
 {
     if (s->T < 0 || s->k < 0 || s->H < 1 || s->inter < 1 || s->E < 1) return "shape: T, k < 0 or H, I, E < 1";
     if (s->has_expert_map && s->E_global < 1) return "layout: an expert map of E_global < 1";
-    if (s->format != MOECTS_LAYER_BF16 && s->format != MOECTS_LAYER_MXFP4) return "format: not BF16 or MXFP4";
+    if (s->format < MOECTS_LAYER_BF16 || s->format > MOECTS_LAYER_FP8_128) return "format: not BF16, MXFP4 or FP8_128";
     if (s->format == MOECTS_LAYER_MXFP4 && (s->H % 32 || s->inter % 32)) return "shape: MXFP4 needs H and I multiples of 32";
+    if (s->format == MOECTS_LAYER_FP8_128 && (s->H % 128 || s->inter % 128))
+        return "shape: FP8 block-128 needs H and I multiples of 128";
     if (s->activation < MOECTS_ACT_SILU || s->activation > MOECTS_ACT_SITU) return "activation: unknown";
     if (s->activation == MOECTS_ACT_SITU && !(s->act_alpha > 0.0f && s->act_alpha < INFINITY))
         return "activation: situ needs 0 < a (beta) < Inf";
@@ -86,6 +94,7 @@ typedef struct {
     moects__fml_bug bug;
     int64_t N1;
     double *h, *wrow, *m; /* [H], [max(H, I)], [I] */
+    float *sa;            /* FP8_128: [max(H, I) / 128] the block scales of the GEMM's input (h, then m) */
     float *g1, *act, *y, *acc; /* [N1], [I], [H], [H] */
 } layer;
 
@@ -94,6 +103,11 @@ static void weight_row(const layer *c, const void *w, const uint8_t *sc, int64_t
                        int64_t n, double *dst)
 {
     int64_t row = e * rows + n;
+    if (c->s->format == MOECTS_LAYER_FP8_128) { /* E4M3 values, unscaled: the block scales apart */
+        const uint8_t *p = (const uint8_t *)w + row * K;
+        for (int64_t k = 0; k < K; k++) dst[k] = moects__fml_e4m3(p[k]);
+        return;
+    }
     if (c->s->format == MOECTS_LAYER_BF16) {
         const uint16_t *p = (const uint16_t *)w + row * K;
         for (int64_t k = 0; k < K; k++) {
@@ -112,6 +126,27 @@ static void weight_row(const layer *c, const void *w, const uint8_t *sc, int64_t
         double *d = dst + b * 32;
         for (int i = 0; i < 16; i++) d[2 * i] = e2m1[q[i] & 15] * scale, d[2 * i + 1] = e2m1[q[i] >> 4] * scale;
     }
+}
+
+/* FP8_128: row n's K-block scales of a weight of `rows` rows by K (W13's or W2's block_scale) of
+ * expert e, at block row n / 128 (or as the bug reads it). */
+static const float *block_scales(const layer *c, const float *sc, int64_t rows, int64_t K, int64_t e, int64_t n)
+{
+    const int64_t nbr = rows / 128, br = c->bug == MOECTS__FML_BUG_FP8_SCALE_PER_ROW ? n % nbr : n / 128;
+    return sc + (e * nbr + br) * (K / 128);
+}
+
+/* W8A8 block FP8: sum over the 128-blocks b in order of fmaf(p_b, sa_b * sb_b, acc), p_b the block's
+ * dot product of E4M3 values exactly rounded to FP32 (fused_moe_internal.h: DeepGEMM's promotion). */
+static float fp8_dot(const double *q, const float *sa, const double *w, const float *sb, int64_t K)
+{
+    float acc = 0.0f;
+    for (int64_t b = 0; b < K / 128; b++) {
+        float p = moects__fml_dot(q + 128 * b, w + 128 * b, 128);
+        float s = sa[b] * sb[b];
+        acc = fmaf(p, s, acc);
+    }
+    return acc;
 }
 
 /* W13's rows of the gate and the up half of column i, in the recipe's order (or as the bug reads it). */
@@ -160,9 +195,16 @@ static void gemm1_act(layer *c, int64_t t, int64_t e, float w)
         memcpy(&x, &u, sizeof x);
         c->h[k] = r->weight == MOECTS_WEIGHT_INPUT ? moects__fml_bf16(x * w) : x;
     }
+    const int f8 = s->format == MOECTS_LAYER_FP8_128;
+    if (f8) { /* x quantized per 128 along H, the recipe's scale (vLLM per_token_group_quant_fp8) */
+        float *xf = (float *)c->y; /* y [H] is free until GEMM2 */
+        for (int64_t k = 0; k < H; k++) xf[k] = (float)c->h[k];
+        moects__fml_quant(xf, H, 128, r->scale_ue8m0, c->h, c->sa);
+    }
     for (int64_t n = 0; n < c->N1; n++) {
         weight_row(c, c->a->w13, c->a->w13_scale, c->N1, H, e, n, c->wrow);
-        float g = r->fn ? moects__fml_dot_f32(c->h, c->wrow, H) : moects__fml_dot(c->h, c->wrow, H);
+        float g = f8 ? fp8_dot(c->h, c->sa, c->wrow, block_scales(c, c->a->w13_block_scale, c->N1, H, e, n), H)
+                  : r->fn ? moects__fml_dot_f32(c->h, c->wrow, H) : moects__fml_dot(c->h, c->wrow, H);
         if (s->has_bias) g = g + c->a->b13[e * c->N1 + n];
         c->g1[n] = r->g1_bf16 ? moects__fml_bf16(g) : g;
     }
@@ -180,12 +222,15 @@ static void mid_gemm2(layer *c, int64_t e, float w)
     const moects_fused_moe_shape *s = c->s;
     const moects_layer_recipe *r = c->r;
     const int64_t H = s->H, I = s->inter;
-    moects__fml_mid(r, c->act, I, c->m);
+    const int f8 = s->format == MOECTS_LAYER_FP8_128;
+    if (f8) moects__fml_quant(c->act, I, 128, r->scale_ue8m0, c->m, c->sa); /* mid=fp8_128: codes, scales */
+    else moects__fml_mid(r, c->act, I, c->m);
     int w_here = r->weight == MOECTS_WEIGHT_GEMM2;
     const int split = c->bug == MOECTS__FML_BUG_SPLIT_K_BATCH && s->T > MOECTS__FML_SPLIT_T;
     for (int64_t n = 0; n < H; n++) {
         weight_row(c, c->a->w2, c->a->w2_scale, H, I, e, n, c->wrow);
-        float y = r->fn ? moects__fml_dot_f32(c->m, c->wrow, I) : moects__fml_dot(c->m, c->wrow, I);
+        float y = f8 ? fp8_dot(c->m, c->sa, c->wrow, block_scales(c, c->a->w2_block_scale, H, I, e, n), I)
+                  : r->fn ? moects__fml_dot_f32(c->m, c->wrow, I) : moects__fml_dot(c->m, c->wrow, I);
         if (split) /* split-K reduced in the output type (cuBLASLt's REDUCTION_SCHEME_OUTPUT_TYPE) */
             y = moects__fml_bf16(moects__fml_dot(c->m, c->wrow, I / 2)) + moects__fml_bf16(moects__fml_dot(c->m + I / 2, c->wrow + I / 2, I - I / 2));
         if (s->has_bias) y = y + c->a->b2[e * H + n];
@@ -240,6 +285,7 @@ static int args_ok(const moects_fused_moe_shape *s, const moects_fused_moe_args 
     if (!a->out || (s->k > 0 && (!a->x || !a->topk_ids || !a->topk_weights || !a->w13 || !a->w2))) return 0;
     if (s->has_expert_map && !a->expert_map) return 0;
     if (s->format == MOECTS_LAYER_MXFP4 && (!a->w13_scale || !a->w2_scale)) return 0;
+    if (s->format == MOECTS_LAYER_FP8_128 && (!a->w13_block_scale || !a->w2_block_scale)) return 0;
     return !s->has_bias || (a->b13 && a->b2);
 }
 
@@ -257,9 +303,10 @@ int moects__fml_run(moects__fml_kernel *k, const void *shape, const void *args)
     c.act = malloc(I * sizeof *c.act);
     c.y = malloc(H * sizeof *c.y);
     c.acc = malloc(H * sizeof *c.acc);
-    int rc = c.h && c.wrow && c.m && c.g1 && c.act && c.y && c.acc ? 0 : -1;
+    c.sa = malloc(((H > I ? H : I) / 128 + 1) * sizeof *c.sa);
+    int rc = c.h && c.wrow && c.m && c.g1 && c.act && c.y && c.acc && c.sa ? 0 : -1;
     for (int64_t t = 0; t < s->T && rc == 0; t++) rc = token(&c, t);
-    free(c.h), free(c.wrow), free(c.m), free(c.g1), free(c.act), free(c.y), free(c.acc);
+    free(c.h), free(c.wrow), free(c.m), free(c.g1), free(c.act), free(c.y), free(c.acc), free(c.sa);
     return rc;
 }
 
@@ -277,6 +324,9 @@ HONEST(moects_cpu_fused_moe_gpt_oss, "cpu.fused_moe.gpt_oss",
 /* DeepGEMM mega MoE: granules of 8 rows, BF16 GEMM1, FP8 per 128, weight after the activation, FP32 slots */
 HONEST(moects_cpu_fused_moe_deepgemm, "cpu.fused_moe.deepgemm",
        "fused_moe.layer_v1(w13=interleave8,g1=bf16,act=f32,mid=fp8_128,weight=act,slot=f32,combine=f32_slots)");
+/* vLLM TritonExperts under W8A8 block FP8 (DeepSeek-V3's release): its BF16 recipe with the
+ * intermediate quantized per 128 (per_token_group_quant_fp8) and DeepGEMM's block-scale promotion */
+HONEST(moects_cpu_fused_moe_vllm_fp8, "cpu.fused_moe.vllm_fp8", "fused_moe.layer_v1(mid=fp8_128)");
 /* MXFP8 intermediate (E4M3, UE8M0 per 32) */
 HONEST(moects_cpu_fused_moe_mxfp8, "cpu.fused_moe.mxfp8", "fused_moe.layer_v1(w13=gate_up,mid=mxfp8)");
 

@@ -22,6 +22,8 @@ typedef enum {
     MOECTS__FML_BUG_WEIGHT_TWICE,       /* weight=gemm2 declared: w in GEMM2's epilogue and again in the combine */
     MOECTS__FML_BUG_EXPERT_MAP_IGNORED, /* EP: the global id taken as the local index when < E, else skipped */
     MOECTS__FML_BUG_COMBINE_BF16,       /* combine=f32_slots declared: slots summed in BF16 (bf16_chain) */
+    MOECTS__FML_BUG_FP8_SCALE_PER_ROW,  /* FP8_128 weights: row n's block scale read at block row n mod
+                                           (N / 128) (a per-row scale layout) instead of n / 128 */
     MOECTS__FML_BUG_SPLIT_K_BATCH       /* a batch of more than MOECTS__FML_SPLIT_T tokens: GEMM2's K in two
                                            halves, each partial rounded to BF16, then added in FP32 (exact up
                                            to that T) */
@@ -77,8 +79,8 @@ static inline float moects__fml_bf16(float x)
 
 /* ---- fused_moe.c: the generic kernel ---- */
 /* 1 when kernel k (its recipe, its bug) takes layer shape s (moects_fused_moe_shape*), else 0 with a
- * one-line reason in why: a recipe that does not parse, a format other than BF16/MXFP4 (MXFP4: H and I
- * multiples of 32), combine=f32_any (no exact result), weight=input with k != 1, mxfp8 with I % 32,
+ * one-line reason in why: a recipe that does not parse, an unknown format (MXFP4: H and I multiples
+ * of 32; FP8_128: of 128, and mid=fp8_128), combine=f32_any (no exact result), weight=input with k != 1, mxfp8 with I % 32,
  * fp8_128 with I % 128, interleave8 with I % 8, relu2 with a W13 order other than gate_up, and the
  * shapes the bug cannot show on. */
 int moects__fml_supports(moects__fml_kernel *k, const void *shape, char *why, size_t why_len);
@@ -109,4 +111,10 @@ float moects__fml_act(const moects_fused_moe_shape *s, const moects_layer_recipe
  * a scale per group of I, 128 or 32 columns: amax / 448 or its next power of two; a NaN in a group
  * makes its scale NaN). */
 void moects__fml_mid(const moects_layer_recipe *r, const float *a, int64_t I, double *m);
+/* FP8 groups of G along a [n] (n a multiple of G): per group v = bf16(a), amax, the scale (div:
+ * fmaxf(amax, 1e-10f) / 448.0f; ue8m0: the smallest power of two >= amax / 448), q = e4m3(v / s):
+ * q [n] the E4M3 values (NaN for a NaN group), sc [n / G] the FP32 scales. W8A8's inputs. */
+void moects__fml_quant(const float *a, int64_t n, int64_t G, int ue8m0, double *q, float *sc);
+/* The OCP E4M3FN value of a code (0x7F, 0xFF: NaN). */
+double moects__fml_e4m3(uint8_t code);
 #endif

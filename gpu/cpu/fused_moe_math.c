@@ -173,6 +173,34 @@ static float ue8m0_scale(float amax)
     return ldexpf(1.0f, e < -127 ? -127 : e);
 }
 
+/* One FP8 group of n: q [n] the E4M3 values, the scale returned. */
+static float fp8_group(const float *a, int64_t n, int ue8m0, double *q)
+{
+    float amax = 0.0f;
+    int nan = 0; /* a NaN in the group makes its scale, so all of it, NaN (ref/moects_layer.h) */
+    for (int64_t i = 0; i < n; i++) {
+        float v = fabsf(moects__fml_bf16(a[i]));
+        nan |= v != v;
+        if (v > amax) amax = v;
+    }
+    float sc = nan ? NAN : ue8m0 ? ue8m0_scale(amax) : fmaxf(amax, 1e-10f) / 448.0f;
+    for (int64_t i = 0; i < n; i++) q[i] = e4m3_value(moects__fml_bf16(a[i]) / sc);
+    return sc;
+}
+
+void moects__fml_quant(const float *a, int64_t n, int64_t G, int ue8m0, double *q, float *sc)
+{
+    for (int64_t g0 = 0; g0 < n; g0 += G) sc[g0 / G] = fp8_group(a + g0, G, ue8m0, q + g0);
+}
+
+double moects__fml_e4m3(uint8_t code)
+{
+    const int e = code >> 3 & 15, f = code & 7;
+    if (e == 15 && f == 7) return NAN;
+    const double v = e ? ldexp(8 + f, e - 10) : ldexp(f, -9); /* normal 1.f 2^(e-7), subnormal f 2^-9 */
+    return code & 0x80 ? -v : v;
+}
+
 void moects__fml_mid(const moects_layer_recipe *r, const float *a, int64_t I, double *m)
 {
     if (r->mid == MOECTS_MID_BF16 || r->mid == MOECTS_MID_F32) {
@@ -183,14 +211,7 @@ void moects__fml_mid(const moects_layer_recipe *r, const float *a, int64_t I, do
     int ue8m0 = r->scale_ue8m0 || r->mid == MOECTS_MID_MXFP8;
     for (int64_t g0 = 0; g0 < I; g0 += G) {
         int64_t n = I - g0 < G ? I - g0 : G;
-        float amax = 0.0f;
-        int nan = 0; /* a NaN in the group makes its scale, so all of it, NaN (ref/moects_layer.h) */
-        for (int64_t i = 0; i < n; i++) {
-            float v = fabsf(moects__fml_bf16(a[g0 + i]));
-            nan |= v != v;
-            if (v > amax) amax = v;
-        }
-        float sc = nan ? NAN : ue8m0 ? ue8m0_scale(amax) : fmaxf(amax, 1e-10f) / 448.0f;
-        for (int64_t i = 0; i < n; i++) m[g0 + i] = e4m3_value(moects__fml_bf16(a[g0 + i]) / sc) * (double)sc;
+        float sc = fp8_group(a + g0, n, ue8m0, m + g0);
+        for (int64_t i = 0; i < n; i++) m[g0 + i] *= (double)sc;
     }
 }

@@ -32,6 +32,11 @@ MUTANT(moects_cpu_mutant_fused_moe_combine_bf16, "cpu.mutant.fused_moe.combine_b
        MOECTS__FML_BUG_COMBINE_BF16,
        "declares combine=f32_slots but sums the slots in BF16 (a BF16 running sum, vLLM before PR 46643)");
 
+MUTANT(moects_cpu_mutant_fused_moe_fp8_scale_per_row, "cpu.mutant.fused_moe.fp8_scale_per_row",
+       "fused_moe.layer_v1(mid=fp8_128)", MOECTS__FML_BUG_FP8_SCALE_PER_ROW,
+       "FP8 block-128 weights: row n's block scales read at block row n mod (N / 128), a per-row scale "
+       "layout, instead of n / 128");
+
 MUTANT(moects_cpu_mutant_fused_moe_split_k_batch, "cpu.mutant.fused_moe.split_k_batch", MOECTS_LAYER_RECIPE_V1,
        MOECTS__FML_BUG_SPLIT_K_BATCH,
        "declares batch invariance, but a batch of more than 4 tokens splits GEMM2's K in two, each partial "

@@ -3,7 +3,8 @@
  * order 1 (the activations' interesting range) and GEMM2's of the order of the input; adversarial
  * data scales GEMM1 up 8x, so outputs pass the activation's limit on both halves, and puts FP4 scale
  * bytes of every value class (2^-127, 2^127 and 1 beside the usual) into expert 0's weights; NaN
- * data gives expert 0 a NaN scale (UE8M0 0xFF) or NaN weights and token 0 one NaN input. */
+ * data gives expert 0 a NaN scale (UE8M0 0xFF, FP32 NaN) or NaN weights and token 0 one NaN input.
+ * FP8 block-128 weights: E4M3 codes times FP32 block scales (gen_fp8_weights). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,11 +47,13 @@ static void gen_weights(const moects_case *c, const uint8_t *used, uint64_t key,
                 b[i] = bf16_draw(moects__draw(key, (uint64_t)(e * per + i)), -sh - 1, exact);
             continue;
         }
+        if (c->layer_format == MOECTS_LAYER_FP8_128) continue; /* gen_fp8_weights */
         uint8_t *q = (uint8_t *)w + e * per / 2;
         for (int64_t i = 0; i < per / 2; i++) q[i] = (uint8_t)(moects__draw(key, (uint64_t)(e * per / 2 + i) / 8) >> (8 * (i % 8)));
         for (int64_t i = 0; i < nb; i++) sc[e * nb + i] = (uint8_t)(127 - sh - 2 + (int)(moects__draw(kscale, (uint64_t)(e * nb + i)) % 3));
     }
     if (!used[0]) return;
+    if (c->layer_format == MOECTS_LAYER_FP8_128) return;
     if (c->layer_format == MOECTS_LAYER_BF16) {
         uint16_t *b = w;
         if (c->data == MOECTS_DATA_NAN && per > 0) b[0] = 0x7fc1, b[per / 2] = 0xff80; /* NaN, -Inf */
@@ -58,6 +61,36 @@ static void gen_weights(const moects_case *c, const uint8_t *used, uint64_t key,
     }
     if (c->data == MOECTS_DATA_ADVERSARIAL && nb >= 4) sc[1] = 0, sc[nb / 3] = 254, sc[nb / 2] = 127, sc[nb - 1] = 1;
     if (c->data == MOECTS_DATA_NAN && nb >= 2) sc[nb / 2] = 0xff;
+}
+
+/* FP8_128 weights [E, rows, K] of the routed experts (used[e]): E4M3 codes of magnitude [1/4, 4)
+ * (exponent fields 5..8, random sign and fraction: no NaN code) and FP32 block scales [E, rows/128,
+ * K/128] of 2^-(sh + 1) times [1, 2) with a full significand (as amax / 448 gives). Expert 0 carries
+ * the data mode's specials: adversarial (w2: 1) puts a scale of every FP32 class (+0, subnormal
+ * 2^-140, 2^20, and in W2, where it spoils only its 128 columns, +Inf) into its blocks; NaN data a
+ * NaN scale and a NaN code (0x7F) into W2. */
+static void gen_fp8_weights(const moects_case *c, const uint8_t *used, uint64_t key, uint64_t kscale, int64_t rows,
+                            int64_t K, int sh, int w2, void *w, float *sc)
+{
+    const int64_t per = rows * K, nb = (rows / 128) * (K / 128);
+    for (int64_t e = 0; e < c->E; e++) {
+        if (!used[e]) continue;
+        uint8_t *q = (uint8_t *)w + e * per;
+        for (int64_t i = 0; i < per; i++) {
+            const uint64_t u = moects__draw(key, (uint64_t)(e * per + i) / 4) >> (16 * (i % 4));
+            q[i] = (uint8_t)((u & 0x80) | (5 + (u >> 8 & 3)) << 3 | (u >> 10 & 7));
+        }
+        for (int64_t i = 0; i < nb; i++) {
+            const uint64_t u = moects__draw(kscale, (uint64_t)(e * nb + i));
+            sc[e * nb + i] = ldexpf(1.0f + (float)(u >> 40) * 0x1p-24f, -sh - 1); /* [1, 2) * 2^-(sh + 1) */
+        }
+    }
+    if (!used[0] || nb < 4) return;
+    if (c->data == MOECTS_DATA_ADVERSARIAL) {
+        sc[1] = 0.0f, sc[nb / 3] = 0x1p-140f, sc[nb / 2] = 0x1p20f;
+        if (w2) sc[nb - 1] = INFINITY;
+    }
+    if (c->data == MOECTS_DATA_NAN && w2) sc[nb / 2] = NAN, ((uint8_t *)w)[0] = 0x7F;
 }
 
 /* topk ids by the case's routing over the global experts (rank 0's are [first, first + n_local)), and
@@ -141,7 +174,9 @@ static int fm_check(const moects_case *c, char *err, size_t errlen)
 #define BAD(...) return snprintf(err, errlen, __VA_ARGS__), -1
     if (c->T < 0 || c->k < 1 || c->k > c->E_global) BAD("case %s: T/k: T %lld, topk %lld of %lld", id, (long long)c->T, (long long)c->k, (long long)c->E_global);
     if (c->H < 1 || c->inter < 1) BAD("case %s: H/inter: H %lld, I %lld", id, (long long)c->H, (long long)c->inter);
-    if (c->layer_format != MOECTS_LAYER_BF16 && c->layer_format != MOECTS_LAYER_MXFP4) BAD("case %s: layer_format: unknown", id);
+    if (c->layer_format < MOECTS_LAYER_BF16 || c->layer_format > MOECTS_LAYER_FP8_128) BAD("case %s: layer_format: unknown", id);
+    if (c->layer_format == MOECTS_LAYER_FP8_128 && (c->H % 128 || c->inter % 128))
+        BAD("case %s: H/inter: FP8 block-128 needs multiples of 128 (H %lld, I %lld)", id, (long long)c->H, (long long)c->inter);
     if (c->layer_format == MOECTS_LAYER_MXFP4 && (c->H % 32 || c->inter % 32))
         BAD("case %s: H/inter: MXFP4 needs multiples of 32 (H %lld, I %lld)", id, (long long)c->H, (long long)c->inter);
     if (c->activation < MOECTS_ACT_SILU || c->activation > MOECTS_ACT_SITU) BAD("case %s: activation: unknown", id);
@@ -176,17 +211,20 @@ int moects__fused_build(const moects_case *c, uint64_t seed, int64_t pool_min, m
     const moects_fused_moe_shape *s = &in->fm;
     const int64_t T = s->T, k = s->k, H = s->H, I = s->inter, E = s->E;
     const int64_t N1 = s->activation == MOECTS_ACT_RELU2 ? I : 2 * I;
-    const int mx = s->format == MOECTS_LAYER_MXFP4;
-    const size_t w13b = mx ? (size_t)(E * N1 * H / 2) : (size_t)(E * N1 * H) * 2, w2b = mx ? (size_t)(E * H * I / 2) : (size_t)(E * H * I) * 2;
+    const int mx = s->format == MOECTS_LAYER_MXFP4, f8 = s->format == MOECTS_LAYER_FP8_128;
+    const size_t el2 = mx ? 1 : f8 ? 2 : 4; /* bytes of two weights */
+    const size_t w13b = (size_t)(E * N1 * H / 2) * el2, w2b = (size_t)(E * H * I / 2) * el2;
+    const size_t s13b = mx ? (size_t)(E * N1 * H / 32) : f8 ? (size_t)(E * (N1 / 128) * (H / 128)) * 4 : 0;
+    const size_t s2b = mx ? (size_t)(E * H * I / 32) : f8 ? (size_t)(E * (H / 128) * (I / 128)) * 4 : 0;
     in->op = MOECTS_OP_FUSED_MOE;
     if ((rc = moects__input_alloc(in, MOECTS_FM_X, "x", (size_t)(T * H) * 2, c->id, err, errlen)) ||
         (rc = moects__input_alloc(in, MOECTS_FM_IDS, "topk_ids", (size_t)(T * k) * 4, c->id, err, errlen)) ||
         (rc = moects__input_alloc(in, MOECTS_FM_W, "topk_weights", (size_t)(T * k) * 4, c->id, err, errlen)) ||
         (rc = moects__input_alloc(in, MOECTS_FM_MAP, "expert_map", c->has_map ? (size_t)s->E_global * 4 : 0, c->id, err, errlen)) ||
         (rc = moects__input_alloc(in, MOECTS_FM_W13, "w13", w13b, c->id, err, errlen)) ||
-        (rc = moects__input_alloc(in, MOECTS_FM_W13S, "w13_scale", mx ? (size_t)(E * N1 * H / 32) : 0, c->id, err, errlen)) ||
+        (rc = moects__input_alloc(in, MOECTS_FM_W13S, f8 ? "w13_block_scale" : "w13_scale", s13b, c->id, err, errlen)) ||
         (rc = moects__input_alloc(in, MOECTS_FM_W2, "w2", w2b, c->id, err, errlen)) ||
-        (rc = moects__input_alloc(in, MOECTS_FM_W2S, "w2_scale", mx ? (size_t)(E * H * I / 32) : 0, c->id, err, errlen)) ||
+        (rc = moects__input_alloc(in, MOECTS_FM_W2S, f8 ? "w2_block_scale" : "w2_scale", s2b, c->id, err, errlen)) ||
         (rc = moects__input_alloc(in, MOECTS_FM_B13, "b13", s->has_bias ? (size_t)(E * N1) * 4 : 0, c->id, err, errlen)) ||
         (rc = moects__input_alloc(in, MOECTS_FM_B2, "b2", s->has_bias ? (size_t)(E * H) * 4 : 0, c->id, err, errlen)) ||
         (rc = moects__input_alloc(in, MOECTS_FM_MID_GS, "mid_global_scale", (size_t)E * 4, c->id, err, errlen)))
@@ -200,6 +238,12 @@ int moects__fused_build(const moects_case *c, uint64_t seed, int64_t pool_min, m
                 sh1, c->data == MOECTS_DATA_EXACT, in->t[MOECTS_FM_W13].host, in->t[MOECTS_FM_W13S].host);
     gen_weights(c, used, moects__input_key(seed, c->id, "w2"), moects__input_key(seed, c->id, "w2_scale"), H, I, sh2,
                 0, in->t[MOECTS_FM_W2].host, in->t[MOECTS_FM_W2S].host);
+    if (f8) {
+        gen_fp8_weights(c, used, moects__input_key(seed, c->id, "w13"), moects__input_key(seed, c->id, "w13_scale"), N1,
+                        H, sh1, 0, in->t[MOECTS_FM_W13].host, in->t[MOECTS_FM_W13S].host);
+        gen_fp8_weights(c, used, moects__input_key(seed, c->id, "w2"), moects__input_key(seed, c->id, "w2_scale"), H, I,
+                        sh2, 1, in->t[MOECTS_FM_W2].host, in->t[MOECTS_FM_W2S].host);
+    }
     free(used);
     in->out_dtype = s->out_dtype;
     in->out_elems = T * H;

@@ -59,7 +59,7 @@ static double fm_cost(const moects_case *c)
 
 static double fm_bytes(const moects_case *c)
 {
-    const double w = c->layer_format == MOECTS_LAYER_MXFP4 ? 0.55 : 2;
+    const double w = c->layer_format == MOECTS_LAYER_MXFP4 ? 0.55 : c->layer_format == MOECTS_LAYER_FP8_128 ? 1.0 : 2;
     return (double)c->E * 3.0 * (double)c->inter * (double)c->H * w + (double)c->T * (double)c->H * 8;
 }
 
@@ -86,27 +86,29 @@ static const void *fm_shape(const moects_inputs *in) { return &in->fm; }
 static void fm_bind(const moects_inputs *in, void *const ptr[MOECTS_INPUTS_MAX], void *out, moects_op_args *args)
 {
     const moects_fused_moe_shape *s = &in->fm;
-    const int mx = s->format == MOECTS_LAYER_MXFP4;
+    const int mx = s->format == MOECTS_LAYER_MXFP4, f8 = s->format == MOECTS_LAYER_FP8_128;
     args->fm = (moects_fused_moe_args){
         .x = ptr[MOECTS_FM_X], .topk_ids = ptr[MOECTS_FM_IDS], .topk_weights = ptr[MOECTS_FM_W],
         .expert_map = s->has_expert_map ? ptr[MOECTS_FM_MAP] : NULL, .w13 = ptr[MOECTS_FM_W13],
         .w13_scale = mx ? ptr[MOECTS_FM_W13S] : NULL, .w2 = ptr[MOECTS_FM_W2], .w2_scale = mx ? ptr[MOECTS_FM_W2S] : NULL,
         .b13 = s->has_bias ? ptr[MOECTS_FM_B13] : NULL, .b2 = s->has_bias ? ptr[MOECTS_FM_B2] : NULL,
-        .mid_global_scale = ptr[MOECTS_FM_MID_GS], .out = out};
+        .mid_global_scale = ptr[MOECTS_FM_MID_GS], .out = out,
+        .w13_block_scale = f8 ? ptr[MOECTS_FM_W13S] : NULL, .w2_block_scale = f8 ? ptr[MOECTS_FM_W2S] : NULL};
 }
 
 static size_t fm_row_bytes(const moects_inputs *in, int i)
 {
     const moects_fused_moe_shape *s = &in->fm;
-    const size_t el = s->format == MOECTS_LAYER_MXFP4 ? 1 : 4; /* 2 codes a byte, or 2 bytes a value: x2 */
+    const int f8 = s->format == MOECTS_LAYER_FP8_128;
+    const size_t el = s->format == MOECTS_LAYER_MXFP4 ? 1 : f8 ? 2 : 4; /* bytes of 2 values */
     switch (i) {
     case -1: return (size_t)s->H * (s->out_dtype == MOECTS_F32 ? 4 : 2);
     case MOECTS_FM_X: return (size_t)s->H * 2;
     case MOECTS_FM_IDS: case MOECTS_FM_W: return (size_t)s->k * 4;
     case MOECTS_FM_W13: return (size_t)s->H * el / 2;
     case MOECTS_FM_W2: return (size_t)s->inter * el / 2;
-    case MOECTS_FM_W13S: return (size_t)s->H / 32;
-    case MOECTS_FM_W2S: return (size_t)s->inter / 32;
+    case MOECTS_FM_W13S: return f8 ? (size_t)s->H / 128 * 4 : (size_t)s->H / 32; /* FP8: a block row */
+    case MOECTS_FM_W2S: return f8 ? (size_t)s->inter / 128 * 4 : (size_t)s->inter / 32;
     case MOECTS_FM_B13: return (size_t)n1_of(s) * 4;
     case MOECTS_FM_B2: return (size_t)s->H * 4;
     default: return 4;
@@ -127,18 +129,22 @@ static int fm_describe(const moects_inputs *in, int j, moects_tensor_info *t)
 {
     const moects_fused_moe_shape *s = &in->fm;
     const int64_t E = s->E, H = s->H, I = s->inter, N1 = n1_of(s);
-    const int mx = s->format == MOECTS_LAYER_MXFP4;
-    const moects_dtype w = mx ? MOECTS__DT_U8 : MOECTS_BF16;
-    t->name = FM_NAMES[j];
+    const int mx = s->format == MOECTS_LAYER_MXFP4, f8 = s->format == MOECTS_LAYER_FP8_128;
+    const moects_dtype w = mx || f8 ? MOECTS__DT_U8 : MOECTS_BF16;
+    t->name = f8 && j == MOECTS_FM_W13S ? "w13_block_scale" : f8 && j == MOECTS_FM_W2S ? "w2_block_scale" : FM_NAMES[j];
     switch (j) {
     case MOECTS_FM_X: moects__tinfo_2d(t, MOECTS_BF16, s->T, H); return 0;
     case MOECTS_FM_IDS: moects__tinfo_2d(t, MOECTS_I32, s->T, s->k); return 0;
     case MOECTS_FM_W: moects__tinfo_2d(t, MOECTS_F32, s->T, s->k); return 0;
     case MOECTS_FM_MAP: return s->has_expert_map ? (moects__tinfo_2d(t, MOECTS_I32, s->E_global, 0), t->ndim = 1, 0) : 1;
     case MOECTS_FM_W13: dims3(t, w, E, N1, mx ? H / 2 : H); return 0;
-    case MOECTS_FM_W13S: return mx ? (dims3(t, MOECTS__DT_U8, E, N1, H / 32), 0) : 1;
+    case MOECTS_FM_W13S:
+        if (f8) return dims3(t, MOECTS_F32, E, N1 / 128, H / 128), 0; /* the block scales, FP32 */
+        return mx ? (dims3(t, MOECTS__DT_U8, E, N1, H / 32), 0) : 1;
     case MOECTS_FM_W2: dims3(t, w, E, H, mx ? I / 2 : I); return 0;
-    case MOECTS_FM_W2S: return mx ? (dims3(t, MOECTS__DT_U8, E, H, I / 32), 0) : 1;
+    case MOECTS_FM_W2S:
+        if (f8) return dims3(t, MOECTS_F32, E, H / 128, I / 128), 0;
+        return mx ? (dims3(t, MOECTS__DT_U8, E, H, I / 32), 0) : 1;
     case MOECTS_FM_B13: return s->has_bias ? (moects__tinfo_2d(t, MOECTS_F32, E, N1), 0) : 1;
     case MOECTS_FM_B2: return s->has_bias ? (moects__tinfo_2d(t, MOECTS_F32, E, H), 0) : 1;
     default: moects__tinfo_2d(t, MOECTS_F32, E, 0), t->ndim = 1; return 0;

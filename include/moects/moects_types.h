@@ -144,7 +144,11 @@ typedef enum {
 
 typedef enum {
     MOECTS_LAYER_BF16 = 1,  /* W13, W2 BF16; x BF16 */
-    MOECTS_LAYER_MXFP4 = 2  /* W13, W2 MXFP4 (E2M1 + UE8M0 per 32 along K, linear scales); x BF16 (W4A16) */
+    MOECTS_LAYER_MXFP4 = 2, /* W13, W2 MXFP4 (E2M1 + UE8M0 per 32 along K, linear scales); x BF16 (W4A16) */
+    MOECTS_LAYER_FP8_128 = 3 /* W8A8 block FP8 (DeepSeek-V3's release, vLLM w8a8 block / DeepGEMM): W13, W2
+                                E4M3 with an FP32 scale per 128 x 128 block; each GEMM's input quantized per
+                                token per 128 along K (x: as the recipe's FP8 scale says; GEMM2's: the
+                                recipe's mid, which must be fp8_128); H and I multiples of 128 */
 } moects_layer_format;
 
 typedef struct {
@@ -164,21 +168,27 @@ typedef struct {
 } moects_fused_moe_shape;
 
 /* N1 = 2I gated (every activation but RELU2), I for RELU2. Weights of expert e start at e times one
- * expert's bytes. MXFP4: W13 codes [E, N1, H/2] and scales [E, N1, H/32]; W2 [E, H, I/2] and [E, H, I/32]. */
+ * expert's bytes. MXFP4: W13 codes [E, N1, H/2] and scales [E, N1, H/32]; W2 [E, H, I/2] and [E, H, I/32].
+ * FP8_128: W13 E4M3 bytes [E, N1, H] (OCP E4M3FN: 0x7F and 0xFF NaN, no Inf) with FP32 scales
+ * w13_block_scale [E, N1/128, H/128] (block (n / 128, k / 128) scales element (n, k)); W2 [E, H, I] with
+ * w2_block_scale [E, H/128, I/128]; row-major, linear (DeepSeek-V3's weight_scale_inv). */
 typedef struct {
     const uint16_t *x;            /* [T, H] bf16 hidden states */
     const int32_t *topk_ids;      /* [T, k] global expert ids; < 0 or an id the map leaves out: no expert */
     const float *topk_weights;    /* [T, k] FP32 router weights */
     const int32_t *expert_map;    /* [E_global] local index or -1; NULL without EP */
-    const void *w13;              /* BF16 [E, N1, H] or MXFP4 codes [E, N1, H/2], rows in the recipe's order */
+    const void *w13;              /* BF16 [E, N1, H], MXFP4 codes [E, N1, H/2] or E4M3 [E, N1, H], rows in the
+                                     recipe's order */
     const uint8_t *w13_scale;     /* MXFP4: [E, N1, H/32] UE8M0; BF16: NULL */
-    const void *w2;               /* BF16 [E, H, I] or MXFP4 codes [E, H, I/2] */
+    const void *w2;               /* BF16 [E, H, I], MXFP4 codes [E, H, I/2] or E4M3 [E, H, I] */
     const uint8_t *w2_scale;      /* MXFP4: [E, H, I/32] UE8M0; BF16: NULL */
     const float *b13;             /* [E, N1] FP32 or NULL */
     const float *b2;              /* [E, H] FP32 or NULL */
     const float *mid_global_scale; /* [E] FP32: the NVFP4 intermediate's static per-expert global scale
                                       (encode direction, as trtllm-gen's fc2 input scale); always given */
     void *out;                    /* [T, H] out_dtype */
+    const float *w13_block_scale; /* FP8_128: [E, N1/128, H/128] FP32; else NULL */
+    const float *w2_block_scale;  /* FP8_128: [E, H/128, I/128] FP32; else NULL */
 } moects_fused_moe_args;
 
 /* ---- routing (moe_route), DESIGN.md "Routing", docs/moe_route.md ----

@@ -426,3 +426,33 @@ Test(derive, fused_gpt_oss_layer)
     cr_expect_eq(c->has_map, 1);
     moects__case_list_free(&l);
 }
+
+/* fused_moe FP8 block-128 (W8A8): the models released so (DeepSeek-V3, V3.2, Kimi K2) get fp8_128
+ * cases on their TP/EP grid (DeepSeek-V3 tp8: I = 2048 / 8 = 256, two blocks; H 7168, 56 blocks), a
+ * BF16-released model none; and the three models' smoke cases hold every data mode (plain,
+ * adversarial: a block scale of every FP32 class, nan: a NaN scale and code). */
+Test(derive, fused_fp8_128_models)
+{
+    static const char *const FP8[] = {"deepseek-v3", "deepseek-v3.2", "kimi-k2"};
+    int modes[3] = {0, 0, 0};
+    for (int i = 0; i < 3; i++) {
+        moects_case_list l = derive(FP8[i]);
+        char id[128];
+        snprintf(id, sizeof id, "fused_moe.fp8_128/%s/tp8/t16", FP8[i]);
+        const moects_case *c = find(&l, id);
+        cr_assert_not_null(c, "%s", id);
+        cr_expect(c->layer_format == MOECTS_LAYER_FP8_128 && c->H == 7168 && c->inter == 256);
+        for (size_t j = 0; j < l.n; j++) {
+            const moects_case *x = &l.v[j];
+            if (x->op == MOECTS_OP_FUSED_MOE && x->layer_format == MOECTS_LAYER_FP8_128 &&
+                (x->tiers & MOECTS_TIER_SMOKE) && x->data <= MOECTS_DATA_NAN)
+                modes[x->data]++;
+        }
+        moects__case_list_free(&l);
+    }
+    cr_expect(modes[MOECTS_DATA_EXACT] >= 1 && modes[MOECTS_DATA_ADVERSARIAL] >= 1 && modes[MOECTS_DATA_NAN] >= 1,
+              "smoke fp8_128 data modes: %d %d %d", modes[0], modes[1], modes[2]);
+    moects_case_list q = derive("qwen3-235b-a22b");
+    for (size_t j = 0; j < q.n; j++) cr_expect(q.v[j].layer_format != MOECTS_LAYER_FP8_128, "%s", q.v[j].id);
+    moects__case_list_free(&q);
+}

@@ -448,7 +448,7 @@ Test(fused_moe_kernels, supports_refuses)
     cr_expect(refuses("cpu.fused_moe.mxfp8", &c.s, "mxfp8"));
     c.s.format = MOECTS_LAYER_MXFP4, c.s.inter = 32, c.s.H = 16;
     cr_expect(refuses("cpu.fused_moe.vllm", &c.s, "MXFP4"));
-    c.s.format = (moects_layer_format)3;
+    c.s.format = (moects_layer_format)4;
     cr_expect(refuses("cpu.fused_moe.vllm", &c.s, "format"));
     c.s.format = MOECTS_LAYER_BF16, c.s.inter = 4, c.s.activation = MOECTS_ACT_SITU, c.s.act_alpha = 4.0f;
     cr_expect(find("cpu.fused_moe.vllm")->supports(&c.s, NULL, 0), "situ, L 0 (none)");
@@ -487,7 +487,7 @@ Test(fused_moe_kernels, registry)
         cr_expect(!strncmp(all[i]->name, prefix, strlen(prefix)), "%s", all[i]->name);
         *(all[i]->bug ? &mutants : &honest) += 1;
     }
-    cr_expect(honest >= 4 && mutants == 9, "%zu honest, %zu mutants", honest, mutants);
+    cr_expect(honest >= 4 && mutants == 10, "%zu honest, %zu mutants", honest, mutants);
 }
 
 /* The exactly rounded dot product: cancellation the double sum loses (2^60 + 1 - 2^60 = 1), an
@@ -532,4 +532,60 @@ Test(fused_moe_kernels, dot_agrees_with_xsum)
         float want = moects__xsum_round_f32(&x), got = moects__fml_dot(a, b, K);
         cr_assert(memcmp(&want, &got, sizeof got) == 0, "trial %d: %a, xsum %a", trial, got, want);
     }
+}
+
+/* W8A8 block FP8 (FP8_128 weights) by hand: T 1, top-1 (w 1), H 256, I 128, relu2, x = 1 (every x /
+ * fl(1 / 448) rounds to the E4M3 value 448), every weight code 0x38 (1.0): each 128-block dot is
+ * 57344 exactly and an element is its scale chain, acc = fmaf(57344, sa_b * sb_b, acc) over the
+ * blocks in order. GEMM1 (two K blocks, scales 2^-9 and 2^-10): g = fl(fl(57344 A 2^-9) + 57344 A
+ * 2^-10), A = fl(1 / 448), in long double (exact) rounded once; relu2 and its BF16 rounding (g1,
+ * act) give a, the intermediate's scale s = fl(a / 448), codes 448 again; GEMM2 (one K block) of
+ * column h in row block h / 128 (scales 2^-6, 3 2^-8): y = fl(57344 fl(s sb)). The mutant that reads
+ * row h's scales at block row h mod 2 takes the other block's scale on odd h < 128 and even h >= 128. */
+static float bf_round(float v)
+{
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u; /* RNE, finite v */
+    memcpy(&v, &u, sizeof u);
+    return v;
+}
+
+static float fp8_hand_y(int h)
+{
+    const float A = 1.0f / 448.0f, sb2[2] = {0x1p-6f, 0x3p-8f};
+    const float acc = (float)(57344.0L * (long double)(A * 0x1p-9f));
+    const float g = bf_round((float)((long double)acc + 57344.0L * (long double)(A * 0x1p-10f)));
+    const float a = bf_round(g * g), s = a / 448.0f;
+    return (float)(57344.0L * (long double)(s * sb2[h / 128]));
+}
+
+Test(fused_moe_kernels, fp8_128_weights_and_scale_row_mutant)
+{
+    static uint8_t w13[128 * 256], w2[256 * 128];
+    static uint16_t x[256];
+    static float out[256];
+    float sb1[2] = {0x1p-9f, 0x1p-10f}, sb2[2] = {0x1p-6f, 0x3p-8f}, tw = 1.0f, gs = 1.0f;
+    int32_t id = 0;
+    memset(w13, 0x38, sizeof w13), memset(w2, 0x38, sizeof w2);
+    for (int i = 0; i < 256; i++) x[i] = bf(1.0f);
+    const moects_fused_moe_shape s = {.T = 1, .k = 1, .H = 256, .inter = 128, .E = 1, .E_global = 1,
+                                      .format = MOECTS_LAYER_FP8_128, .activation = MOECTS_ACT_RELU2,
+                                      .out_dtype = MOECTS_F32};
+    const moects_fused_moe_args a = {.x = x, .topk_ids = &id, .topk_weights = &tw, .w13 = w13, .w2 = w2,
+                                     .mid_global_scale = &gs, .out = out, .w13_block_scale = sb1,
+                                     .w2_block_scale = sb2};
+    const moects_kernel *k = find("cpu.fused_moe.vllm_fp8"), *m = find("cpu.mutant.fused_moe.fp8_scale_per_row");
+    char why[200] = "";
+    cr_assert(k->supports(&s, why, sizeof why), "%s", why);
+    cr_assert_eq(k->run(&s, &a, NULL), 0);
+    for (int h = 0; h < 256; h++) cr_expect_eq(out[h], fp8_hand_y(h), "h %d: %a, hand %a", h, out[h], fp8_hand_y(h));
+    cr_assert_eq(m->run(&s, &a, NULL), 0);
+    cr_expect(out[0] == fp8_hand_y(0) && out[1] == fp8_hand_y(129) && out[128] == fp8_hand_y(0) &&
+              out[129] == fp8_hand_y(129));
+    cr_expect_neq(fp8_hand_y(0), fp8_hand_y(129));
+    moects_fused_moe_shape bad = s;
+    bad.H = 192;
+    cr_expect(refuses("cpu.fused_moe.vllm_fp8", &bad, "multiples of 128"));
+    cr_expect(refuses("cpu.fused_moe.vllm", &s, "mid=fp8_128"));
 }

@@ -57,7 +57,7 @@ static void lay_init(layer *L, int64_t T, int64_t k, int64_t H, int64_t I, int64
     L->hi = calloc((size_t)(T * H + 1), 4);
     L->sim = calloc((size_t)(T * H + 1), 4);
     L->a = (moects_fused_moe_args){L->x, L->ids, L->w, NULL, L->w13, f == MOECTS_LAYER_MXFP4 ? L->w13s : NULL,
-                                   L->w2, f == MOECTS_LAYER_MXFP4 ? L->w2s : NULL, NULL, NULL, L->gs, L->out};
+                                   L->w2, f == MOECTS_LAYER_MXFP4 ? L->w2s : NULL, NULL, NULL, L->gs, L->out, NULL, NULL};
 }
 
 static void lay_free(layer *L)

@@ -54,7 +54,7 @@ static void lay_init(layer *L, int64_t T, int64_t k, int64_t H, int64_t I, int64
     L->out2 = calloc((size_t)(T * H + 1), 4);
     (void)eb;
     L->a = (moects_fused_moe_args){L->x, L->ids, L->w, NULL, L->w13, f == MOECTS_LAYER_MXFP4 ? L->w13s : NULL,
-                                   L->w2, f == MOECTS_LAYER_MXFP4 ? L->w2s : NULL, NULL, NULL, L->gs, L->out};
+                                   L->w2, f == MOECTS_LAYER_MXFP4 ? L->w2s : NULL, NULL, NULL, L->gs, L->out, NULL, NULL};
 }
 
 static void lay_free(layer *L)
@@ -1106,4 +1106,91 @@ Test(fused_moe, refusals)
     L.s.T = 0;
     cr_assert_eq(moects__ref_fused_moe(&L.s, &L.a, &L.r), 0, "T = 0: nothing to do");
     lay_free(&L);
+}
+
+/* ---- FP8 block-128 weights (W8A8), worked by hand ----
+ * T 1, E 1, top-1 (w 0.75), H 256, I 256, relu2 (N1 = I), recipe mid=fp8_128, slot=f32, out FP32.
+ * x is 1.0 on block 0 and 2.0 on block 1: each block's amax/448 scale is sa_b = fl(b + 1 / 448) and
+ * every x/sa rounds to the E4M3 value 448. Every weight code is 0x38 (1.0), so each block dot is
+ * 128 * 448 = 57344 exactly, and an element is the scale chain alone:
+ *   acc = fl(57344 * fl(sa_0 * sb_0)); acc = fl(acc + 57344 * fl(sa_1 * sb_1))
+ * (fmaf: one rounding each), the exact products and sums taken in long double (27 + 24 bits: exact)
+ * and rounded once to float. The block scales differ per row block, so the two halves of GEMM1's
+ * rows and of GEMM2's columns differ, and each intermediate group of 128 has its own scale. */
+static float ld_fma(float p, float s, float acc) { return (float)((long double)p * (long double)s + (long double)acc); }
+
+static float hand_bf16(float v) { return moects__bf16_to_f32(moects__bf16_from_f32(v)); }
+
+typedef struct {
+    moects_fused_moe_shape s;
+    moects_fused_moe_args a;
+    moects_layer_recipe r;
+    uint16_t x[256];
+    uint8_t w13[256 * 256], w2[256 * 256];
+    float sb1[4], sb2[4], out[256], tw, gs;
+    int32_t id;
+} fp8_layer;
+
+static const float SB1[4] = {0x1p-10f, 0x3p-12f, 0x1p-11f, 0x5p-13f}; /* [row block][k block] */
+static const float SB2[4] = {0x1p-7f, 0x1p-8f, 0x3p-9f, 0x1p-6f};
+
+static void fp8_layer_init(fp8_layer *L)
+{
+    memset(L, 0, sizeof *L);
+    L->s = (moects_fused_moe_shape){.T = 1, .k = 1, .H = 256, .inter = 256, .E = 1, .E_global = 1,
+                                    .format = MOECTS_LAYER_FP8_128, .activation = MOECTS_ACT_RELU2,
+                                    .out_dtype = MOECTS_F32};
+    for (int i = 0; i < 256; i++) L->x[i] = moects__bf16_from_f32(i < 128 ? 1.0f : 2.0f);
+    memset(L->w13, 0x38, sizeof L->w13), memset(L->w2, 0x38, sizeof L->w2);
+    memcpy(L->sb1, SB1, sizeof SB1), memcpy(L->sb2, SB2, sizeof SB2);
+    L->tw = 0.75f, L->gs = 1.0f, L->id = 0;
+    L->a = (moects_fused_moe_args){.x = L->x, .topk_ids = &L->id, .topk_weights = &L->tw, .w13 = L->w13,
+                                   .w2 = L->w2, .mid_global_scale = &L->gs, .out = L->out,
+                                   .w13_block_scale = L->sb1, .w2_block_scale = L->sb2};
+    char err[160];
+    cr_assert_eq(moects__layer_recipe_parse("fused_moe.layer_v1(mid=fp8_128,slot=f32)", &L->r, err, sizeof err), 0);
+}
+
+/* The hand chain's output column h (row block h / 128). */
+static float fp8_hand(int h)
+{
+    const float sa0 = 1.0f / 448.0f, sa1 = 2.0f / 448.0f, P = 57344.0f;
+    float s2[2];
+    for (int g = 0; g < 2; g++) { /* GEMM1 rows of block g, relu2, g1 and act rounded to BF16 */
+        const float g1 = hand_bf16(ld_fma(P, sa1 * SB1[2 * g + 1], ld_fma(P, sa0 * SB1[2 * g], 0.0f)));
+        const float a = hand_bf16(g1 * g1);
+        s2[g] = a / 448.0f; /* the group's amax is a; its code 448 again */
+    }
+    const int hb = h / 128;
+    const float y = ld_fma(P, s2[1] * SB2[2 * hb + 1], ld_fma(P, s2[0] * SB2[2 * hb], 0.0f));
+    return y * 0.75f;
+}
+
+Test(ref_fused_moe, fp8_128_block_chain_by_hand)
+{
+    fp8_layer L;
+    fp8_layer_init(&L);
+    cr_assert_eq(moects__e4m3_encode(1.0f / (1.0f / 448.0f)), moects__e4m3_encode(448.0f)); /* the codes: 448 */
+    cr_assert_eq(moects__ref_fused_moe(&L.s, &L.a, &L.r), 0);
+    for (int h = 0; h < 256; h++) cr_expect_eq(L.out[h], fp8_hand(h), "h %d: %a, hand %a", h, L.out[h], fp8_hand(h));
+    cr_expect_neq(fp8_hand(0), fp8_hand(128)); /* the row blocks' scales show */
+    L.sb2[3] = NAN; /* W2's row block 1, k block 1: columns 128.. NaN, the others as before */
+    cr_assert_eq(moects__ref_fused_moe(&L.s, &L.a, &L.r), 0);
+    cr_expect(isnan(L.out[200]) && L.out[5] == fp8_hand(5));
+}
+
+/* The format's refusals: a recipe without mid=fp8_128, H or I not a multiple of 128, no block scales. */
+Test(ref_fused_moe, fp8_128_refusals)
+{
+    fp8_layer L;
+    fp8_layer_init(&L);
+    moects_layer_recipe r = L.r;
+    r.mid = MOECTS_MID_BF16;
+    cr_expect_not_null(moects__layer_recipe_inexact(&r, &L.s));
+    cr_expect_eq(moects__ref_fused_moe(&L.s, &L.a, &r), -1);
+    L.a.w2_block_scale = NULL;
+    cr_expect_eq(moects__ref_fused_moe(&L.s, &L.a, &L.r), -1);
+    fp8_layer_init(&L);
+    L.s.H = 192;
+    cr_expect_eq(moects__ref_fused_moe(&L.s, &L.a, &L.r), -1);
 }
