@@ -46,7 +46,8 @@ typedef struct {
 typedef enum {
     MOECTS_TIER_SMOKE = 1u, /* seconds: CI */
     MOECTS_TIER_FULL = 2u,  /* every model x layout: minutes on a GPU host */
-    MOECTS_TIER_LARGE = 4u  /* > 2^31 elements in one buffer */
+    MOECTS_TIER_LARGE = 4u, /* > 2^31 elements in one buffer */
+    MOECTS_TIER_LOCAL = 8u  /* a case made from captured tensors (`moects case add`, cases/local/) */
 } moects_tier;
 
 /* How topk_ids are drawn for an ep_gather case (harness/run/inputs.c builds the tensors). */
@@ -122,6 +123,9 @@ typedef struct {
     int renormalize, route_bias;
     float route_scale;
     moects_dtype logits_dtype;
+    /* a local case (tier local): its manifest (harness/run/localcase.c), whose tensors replace the
+     * generator's; "" for a registry case */
+    char file[512];
 } moects_case;
 
 typedef struct {
@@ -184,7 +188,8 @@ const char *moects__row_layout_name(moects_row_layout r);
 int moects__row_layout_parse(const char *s, moects_row_layout *out);
 
 /* Names used in ids and files: "uniform", "skewed", "zero-expert", "hot-rank", "stale-ids",
- * "neg-ids", "no-local", "dispatched"; "exact", "adversarial", "nan", "negzero"; "smoke", "full", "large".
+ * "neg-ids", "no-local", "dispatched"; "exact", "adversarial", "nan", "negzero"; "smoke", "full", "large",
+ * "local".
  * The parse functions return 0, or -1 for an unknown name. */
 const char *moects__routing_name(moects_routing r);
 int moects__routing_parse(const char *s, moects_routing *out);
@@ -194,6 +199,8 @@ int moects__tier_parse(const char *s, moects_tier *out);
 /* Tier words as `moects run --tier` and libmoects take them: comma-separated smoke, full, large and
  * all, into moects_tier bits. 0, or -1 for an unknown or empty word (cases/select.c). */
 int moects__tiers_parse(const char *s, unsigned *out);
+/* The tier words of bits t, comma-separated in the order smoke, full, large, local ("smoke,full"). */
+void moects__tiers_text(unsigned t, char *buf, size_t len);
 
 /* A case's shape in one line, in the op's terms (`moects list -v`): "out [T 128, H 3584] bf16; topk 8 of
  * E 384; EP rank 0 of 8; ids int32; routing skewed; data exact", "D [M 16, N 4096] bf16 = A [M, K 7168] x

@@ -39,6 +39,7 @@ int moects__tier_parse(const char *s, moects_tier *out)
     if (!strcmp(s, "smoke")) *out = MOECTS_TIER_SMOKE;
     else if (!strcmp(s, "full")) *out = MOECTS_TIER_FULL;
     else if (!strcmp(s, "large")) *out = MOECTS_TIER_LARGE;
+    else if (!strcmp(s, "local")) *out = MOECTS_TIER_LOCAL;
     else return -1;
     return 0;
 }

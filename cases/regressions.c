@@ -293,7 +293,7 @@ static int entry_head(rctx *r, const json_t *ent, entry *e)
     for (size_t i = 0; i < json_array_size(tv); i++) {
         const json_t *t = json_array_get(tv, i);
         moects_tier tier;
-        if (!json_is_string(t) || moects__tier_parse(json_string_value(t), &tier))
+        if (!json_is_string(t) || moects__tier_parse(json_string_value(t), &tier) || tier == MOECTS_TIER_LOCAL)
             return FAIL(r, "%s: cases[%zu].tiers[%zu]: not one of smoke, full, large", r->path, r->ci, i);
         e->tiers |= tier;
     }

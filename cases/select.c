@@ -18,7 +18,7 @@ int moects__tiers_parse(const char *s, unsigned *out)
     char *save = NULL;
     for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         moects_tier v;
-        if (!strcmp(t, "all")) *out |= MOECTS_TIER_SMOKE | MOECTS_TIER_FULL | MOECTS_TIER_LARGE;
+        if (!strcmp(t, "all")) *out |= MOECTS_TIER_SMOKE | MOECTS_TIER_FULL | MOECTS_TIER_LARGE | MOECTS_TIER_LOCAL;
         else if (moects__tier_parse(t, &v) == 0) *out |= (unsigned)v;
         else return -1;
     }
@@ -103,13 +103,13 @@ static int pick_lists(const moects_case_list *all, const moects_selection *s, ch
     return rc;
 }
 
-/* The tiers' names, "smoke,full". */
-static void tier_text(unsigned t, char *buf, size_t len)
+void moects__tiers_text(unsigned t, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s%s%s%s%s", t & MOECTS_TIER_SMOKE ? "smoke" : "",
-             (t & MOECTS_TIER_SMOKE) && (t & (MOECTS_TIER_FULL | MOECTS_TIER_LARGE)) ? "," : "",
-             t & MOECTS_TIER_FULL ? "full" : "", (t & MOECTS_TIER_FULL) && (t & MOECTS_TIER_LARGE) ? "," : "",
-             t & MOECTS_TIER_LARGE ? "large" : "");
+    static const char *const names[] = {"smoke", "full", "large", "local"};
+    size_t at = 0;
+    buf[0] = '\0';
+    for (unsigned i = 0; i < 4 && at < len; i++)
+        if (t & (1u << i)) at += (size_t)snprintf(buf + at, len - at, "%s%s", at ? "," : "", names[i]);
 }
 
 int moects__cases_pick(const moects_case_list *all, const moects_selection *s, char *sel, char ***missing,
@@ -137,8 +137,8 @@ int moects__cases_pick(const moects_case_list *all, const moects_selection *s, c
     if (chosen) return 0;
     if (!all->n)
         return moects__fail(err, errlen, "no cases registered under the root (cases/models, cases/regressions)"), -3;
-    char t[32];
-    tier_text(tiers, t, sizeof t);
-    return moects__fail(err, errlen, "%zu case%s match but none is in tier %s (use --tier full|large|all)", matched,
+    char t[40];
+    moects__tiers_text(tiers, t, sizeof t);
+    return moects__fail(err, errlen, "%zu case%s match but none is in tier %s (use --tier full|large|local|all)", matched,
                         matched == 1 ? "" : "s", t), -3;
 }

@@ -52,8 +52,22 @@ int moects__export_case(const char *dir, const moects_case *c, uint64_t seed, co
                         const char *const *recipes, const void *const *refs, int nrec, char *err, size_t errlen);
 /* Write an output (the case's output dtype and dims) as path with one tensor "out". */
 int moects__write_out(const char *path, const moects_inputs *in, const void *got, char *err, size_t errlen);
-/* The case of an exported file's moects.case metadata (path names the file in err). */
+/* The case of an exported file's moects.case metadata (path names the file in err); a moe_gemm case is
+ * the built-in registry's case of its id (api/export.c). */
 int moects__case_from_json(const char *path, const char *json, moects_case *c, char *err, size_t errlen);
+
+/* ---- run/localcase.c: local cases (issue 32), tier local ---- */
+/* The case of a case file's moects.case JSON for an op whose shape holds its case: 0; -1 with "PATH:
+ * moects.case: FIELD: problem" in err; -2 for an op whose shape names a registry case (moe_gemm), c's
+ * op and id set. */
+int moects__case_parse(const char *path, const char *json, moects_case *c, char *err, size_t errlen);
+/* `moects case add`: check a safetensors file of an op's inputs (export's names and layouts, its
+ * moects.case, moects.seed, moects.recipe and moects.scalars metadata; ref.* tensors ignored) against
+ * the op's contract, then store its tensors (blobs by content) and manifest in dir; the case's id
+ * ("<op prefix>/local/[name-]<16 hex digits of content hash>") into id, *existed 1 when it was there
+ * already. Nothing is written when the file is refused. 0, or -1 with one line "FILE: FIELD: rule". */
+int moects__case_add(const char *file, const char *dir, const char *name, char *id, size_t idlen, int *existed,
+                     char *err, size_t errlen);
 
 /* ---- kernel_py.c ---- */
 /* This build's libmoects: $MOECTS_LIB, else ../lib/libmoects.so.0 beside the running binary. 0 or -1. */

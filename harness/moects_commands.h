@@ -15,6 +15,7 @@ int moects__cmd_merge(int argc, char **argv);    /* harness/cli/cmd_merge.c */
 int moects__cmd_killmatrix(int argc, char **argv); /* harness/cli/cmd_killmatrix.c */
 int moects__cmd_export(int argc, char **argv);   /* harness/cli/cmd_export.c */
 int moects__cmd_verify(int argc, char **argv);   /* harness/cli/cmd_verify.c */
+int moects__cmd_case(int argc, char **argv);     /* harness/cli/cmd_case.c */
 int moects__cmd_hashes(int argc, char **argv);   /* harness/cli/cmd_hashes.c */
 
 /* The one-line error for an argument command cmd does not take: "moects CMD: ARG: missing value"

@@ -108,6 +108,34 @@ int moects__inputs_build_ex(const moects_case *c, uint64_t seed, int64_t pool_mi
                            moects_inputs *in, char *err, size_t errlen);
 void moects__inputs_free(moects_inputs *in);
 
+/* ---- local cases (tier local, harness/ops/local.c) ---- */
+/* A tensor from outside the generator (a safetensors file, a blob): its ABI name, safetensors dtype
+ * ("BF16", "I32", "U8"...), dims (ndim of them) and bytes over data. */
+typedef struct {
+    const char *name, *dtype;
+    int ndim;
+    const int64_t *dims;
+    size_t bytes;
+    const void *data;
+} moects__src_tensor;
+/* The name of a blob of bytes: XXH3-128 of its content, 32 lower-case hex digits. */
+void moects__blob_name(const void *data, size_t bytes, char hex[33]);
+/* Replace the bytes of every tensor slot of built inputs in (case c) with src's tensor of its name, then
+ * check the op's contract on them (moects__op_def.check). Each slot the case has must be in src with
+ * its dtype and dims (moects__tensor_describe), and src must hold nothing else. 0, or -1 with "WHERE:
+ * TENSOR: the rule broken" in err. */
+int moects__inputs_replace(const moects_case *c, moects_inputs *in, const moects__src_tensor *src, size_t n,
+                           const char *where, char *err, size_t errlen);
+/* The scalars of a case file or manifest ("alpha", "gs_a", "gs_b" in sc, a JSON object) over the generator's. */
+struct json_t;
+void moects__local_scalars(struct json_t *sc, moects_inputs *in);
+/* What the generator builds a local case's slots from: its manifest's (c->file) seed and c under the
+ * id of the case the tensors were captured as (the generator is keyed by the id). 0, or -1 with err. */
+int moects__local_gen(const moects_case *c, uint64_t *seed, moects_case *gen, char *err, size_t errlen);
+/* Built inputs of local case c take its manifest's tensors (blobs mapped read-only, each checked
+ * against its content hash) and scalars. 0, -1 with err, -2 out of memory. */
+int moects__local_fill(const moects_case *c, moects_inputs *in, char *err, size_t errlen);
+
 /* The op's args with tensor i at ptr[i] (host or device) and the output at out. */
 void moects__inputs_bind(const moects_inputs *in, void *const ptr[MOECTS_INPUTS_MAX], void *out,
                         moects_op_args *args);

@@ -85,6 +85,10 @@ typedef struct moects__op_def {
     void (*describe_out)(const moects_inputs *in, moects_tensor_info *t);
     /* The case's scalars (fp4_gemm "alpha", "gs_a", "gs_b") as a JSON object; NULL: none. */
     json_t *(*scalars)(const moects_inputs *in);
+    /* The op's contract on input values a case from outside the generator must keep (a local case,
+     * `moects case add`): ids in range, no NaN scale unless the case's data is nan. 0, or -1 with
+     * "WHERE: TENSOR: the rule broken" in err. NULL: no rule beyond dtype and shape. */
+    int (*check)(const moects_case *c, const moects_inputs *in, const char *where, char *err, size_t errlen);
 
     /* ---- reference, bound, verdict ---- */
     /* The reference under recipe r into a's output: 0, or -1 refused. */

@@ -157,4 +157,11 @@ size_t moects__sched_left(const moects__sched *s);
  * is when out of memory. */
 void moects__sched_order(size_t *order, size_t ng, const double *cost, const size_t *rank);
 
+/* ---- run/localcase.c: local cases (issue 32), tier local ---- */
+/* The user case folder: $MOECTS_CASES_DIR, else ROOT/cases/local. */
+void moects__local_dir(const char *root, char *buf, size_t len);
+/* The built-in registry of root (moects__cases_builtin) with the local cases of the user case folder
+ * appended (each manifest there, tier local). 0, or -1 with "FILE: problem" in err. */
+int moects__cases_registry(const char *root, moects_case_list *out, char *err, size_t errlen);
+
 #endif

@@ -27,7 +27,7 @@ typedef struct {
     size_t n;
     char **meta; /* key, value, key, value ... (2 * nmeta strings) */
     size_t nmeta;
-    unsigned char *buf; /* the whole file */
+    unsigned char *buf; /* the whole file, mapped read-only (NULL for an empty file) */
     size_t len;
 } moects__st_file;
 

@@ -85,14 +85,14 @@ moects_caselist *moects_cases_select(const char *root, const char *config, int t
 {
     unsigned tmask;
     if (moects__tiers_parse(tiers && *tiers ? tiers : "smoke", &tmask) != 0)
-        return moects__set_error("tiers: unknown tier in \"%s\" (smoke, full, large, all)", tiers), NULL;
+        return moects__set_error("tiers: unknown tier in \"%s\" (smoke, full, large, local, all)", tiers), NULL;
     if (tp < 0 || ep < 0 || (tp && ep)) return moects__set_error("tp %d, ep %d: give one of them, >= 0", tp, ep), NULL;
     if ((tp || ep) && !config) return moects__set_error("tp/ep: only with a config file"), NULL;
     moects_case_list all = {0};
     char err[1024];
     if (config) {
         if (config_cases(config, tp, ep, &all) != 0) return moects__case_list_free(&all), NULL;
-    } else if (moects__cases_builtin(root ? root : moects_default_root(), &all, err, sizeof err) != 0) {
+    } else if (moects__cases_registry(root ? root : moects_default_root(), &all, err, sizeof err) != 0) {
         moects__set_error("%s", err);
         moects__case_list_free(&all);
         return NULL;

@@ -55,12 +55,6 @@ long moects_export(const moects_caselist *l, uint64_t seed, const char *dir)
 
 /* ---------------------------------------------------------------- verify ---- */
 
-static void str_of(json_t *o, const char *k, char *dst, size_t n)
-{
-    const char *s = json_string_value(json_object_get(o, k));
-    snprintf(dst, n, "%s", s ? s : "");
-}
-
 /* An op whose shape does not hold its case (moe_gemm: its rows come from the model's routing): the
  * case of that id in the built-in registry; same_inputs then checks the file against it. */
 static int registry_case(const char *path, const char *id, moects_case *c, char *err, size_t errlen)
@@ -78,31 +72,9 @@ static int registry_case(const char *path, const char *id, moects_case *c, char 
 /* The case an exported file was made from (its moects.case metadata). */
 int moects__case_from_json(const char *path, const char *json, moects_case *c, char *err, size_t errlen)
 {
-    memset(c, 0, sizeof *c);
-    json_error_t je;
-    json_t *o = json ? json_loads(json, 0, &je) : NULL;
-    if (!json_is_object(o)) {
-        json_decref(o);
-        return snprintf(err, errlen, "%s: moects.case: %s", path, json ? je.text : "missing"), -1;
-    }
-    str_of(o, "id", c->id, sizeof c->id);
-    str_of(o, "model", c->model, sizeof c->model);
-    str_of(o, "layout", c->layout, sizeof c->layout);
-    str_of(o, "source", c->source, sizeof c->source);
-    int rc = 0;
-    moects_data dd;
-    if (moects__op_parse(json_string_value(json_object_get(o, "op")) ? json_string_value(json_object_get(o, "op")) : "", &c->op))
-        rc = (snprintf(err, errlen, "%s: moects.case: op: not ep_gather, fp4_gemm or moe_gemm", path), -1);
-    else if (!moects__op(c->op)->shape_parse) /* moe_gemm: its rows come from the registry's routing */
-        rc = registry_case(path, c->id, c, err, errlen);
-    else if (moects__data_parse(json_string_value(json_object_get(o, "data")) ? json_string_value(json_object_get(o, "data")) : "", &dd))
-        rc = (snprintf(err, errlen, "%s: moects.case: data: unknown", path), -1);
-    else if (!c->id[0])
-        rc = (snprintf(err, errlen, "%s: moects.case: id: missing", path), -1);
-    else
-        c->data = dd, rc = moects__op(c->op)->shape_parse(path, json_object_get(o, "shape"), c, err, errlen);
-    c->tiers = MOECTS_TIER_SMOKE;
-    json_decref(o);
+    int rc = moects__case_parse(path, json, c, err, errlen);
+    if (rc == -2) /* moe_gemm: its rows come from the registry's routing */
+        rc = registry_case(path, c->id, c, err, errlen), c->tiers = MOECTS_TIER_SMOKE;
     return rc;
 }
 

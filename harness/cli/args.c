@@ -160,7 +160,7 @@ int moects__cli_parse_args(cli *o, int argc, char **argv, int is_run)
         switch (c) {
         case OPT_TIER:
             if (moects__tiers_parse(a, &o->tiers) != 0)
-                return moects__cli_bad(o, "--tier: unknown tier \"%s\" (smoke, full, large, all, or a comma list)", a);
+                return moects__cli_bad(o, "--tier: unknown tier \"%s\" (smoke, full, large, local, all, or a comma list)", a);
             o->tier_given = 1;
             break;
         case OPT_CASES: if (moects__cli_push_str(&o->case_files, &o->ncase_files, a)) return moects__cli_bad(o, "out of memory"); break;
@@ -339,13 +339,7 @@ int moects__cli_select_kernels(cli *o, const moects_kernel **v, size_t *n)
 
 /* ----------------------------------------------------------------- cases ---- */
 
-void moects__cli_tier_names(unsigned t, char *buf, size_t len)
-{
-    snprintf(buf, len, "%s%s%s%s%s", t & MOECTS_TIER_SMOKE ? "smoke" : "",
-             (t & MOECTS_TIER_SMOKE) && (t & (MOECTS_TIER_FULL | MOECTS_TIER_LARGE)) ? "," : "",
-             t & MOECTS_TIER_FULL ? "full" : "", (t & MOECTS_TIER_FULL) && (t & MOECTS_TIER_LARGE) ? "," : "",
-             t & MOECTS_TIER_LARGE ? "large" : "");
-}
+void moects__cli_tier_names(unsigned t, char *buf, size_t len) { moects__tiers_text(t, buf, len); }
 
 /* Mark the selected cases in sel[] by the one rule (moects__cases_pick). Missing must-pass entries go
  * to *missing; *first_file: the first must-pass list. */
@@ -399,7 +393,7 @@ int moects__cli_load_cases(cli *o, const char *root, moects_case_list *all)
     char err[1024];
     memset(all, 0, sizeof *all);
     if (o->config) return load_config_cases(o, all);
-    if (moects__cases_builtin(root, all, err, sizeof err) != 0) return moects__cli_bad(o, "%s", err);
+    if (moects__cases_registry(root, all, err, sizeof err) != 0) return moects__cli_bad(o, "%s", err);
     return 0;
 }
 

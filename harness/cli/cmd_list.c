@@ -29,7 +29,7 @@
 
 static int usage_list(void)
 {
-    fputs("usage: moects list [GLOB...] [--tier smoke|full|large|all] [--root DIR] [-l | -v]\n"
+    fputs("usage: moects list [GLOB...] [--tier smoke|full|large|local|all] [--root DIR] [-l | -v]\n"
           "                   [--config CONFIG.json [--tp N]... [--ep N]...]\n"
           "       moects list --kernels [--kernel GLOB] [--kernel-lib LIB.so]\n"
           "Case ids, one a line (a valid `moects run --cases` file; `--cases -` reads it from a pipe): the\n"
@@ -37,7 +37,7 @@ static int usage_list(void)
           "device, recipe or tolerance, bug), tab-separated.\n"
           "  GLOB               fnmatch on case ids (default: every case of the tier); an exact id is listed\n"
           "                     whatever its tier unless --tier is given\n"
-          "  --tier T           smoke, full, large, all or a comma list (default: smoke, as moects run;\n"
+          "  --tier T           smoke, full, large, local, all or a comma list (default: smoke, as moects run;\n"
           "                     with --config: smoke,full); globs that match only cases of other tiers are an\n"
           "                     error\n"
           "  -l, --long         each case's tiers too, after a tab (\"smoke,full\")\n"

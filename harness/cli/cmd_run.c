@@ -41,7 +41,7 @@ static int usage_run(void)
           "Selection:\n"
           "  GLOB                   fnmatch on case ids; an exact id runs whatever its tier (default: all); a run\n"
           "                         narrowed by GLOB or --cases makes an escaping mutant a TODO, not a failure\n"
-          "  --tier T               smoke, full, large, all or a comma list (default: smoke; --config: smoke,full)\n"
+          "  --tier T               smoke, full, large, local, all or a comma list (default: smoke; --config: smoke,full)\n"
           "  --cases FILE           a must-pass list (ids or globs, # comments; one without ids is an error;\n"
           "                         - reads it from standard input, as `moects list ... | moects run --cases -`);\n"
           "                         honest kernels only unless --kernel is given\n"

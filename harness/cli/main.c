@@ -19,6 +19,7 @@ static void usage(FILE *f)
           "  merge     merge shard results into one run\n"
           "  export    cases as safetensors files (inputs, references) for a kernel in any language\n"
           "  verify    judge the outputs a program wrote beside exported cases\n"
+          "  case      case add FILE: a local case from an op's captured inputs (tier local)\n"
           "  hashes    compare the input and reference hashes of two runs\n"
           "  killmatrix  mutants x case families: which cases caught each mutant\n"
           "`moects COMMAND --help` for a command's options.\n",
@@ -39,6 +40,7 @@ int main(int argc, char **argv)
     if (!strcmp(c, "merge")) return moects__cmd_merge(argc - 1, argv + 1);
     if (!strcmp(c, "export")) return moects__cmd_export(argc - 1, argv + 1);
     if (!strcmp(c, "verify")) return moects__cmd_verify(argc - 1, argv + 1);
+    if (!strcmp(c, "case")) return moects__cmd_case(argc - 1, argv + 1);
     if (!strcmp(c, "hashes")) return moects__cmd_hashes(argc - 1, argv + 1);
     if (!strcmp(c, "killmatrix")) return moects__cmd_killmatrix(argc - 1, argv + 1);
     if (!strcmp(c, "--version") || !strcmp(c, "version")) {
@@ -49,6 +51,6 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    fprintf(stderr, "moects: unknown command \"%s\" (list, run, gate, coverage, merge, export, verify, hashes, killmatrix)\n", c);
+    fprintf(stderr, "moects: unknown command \"%s\" (list, run, gate, coverage, merge, export, verify, case, hashes, killmatrix)\n", c);
     return 2;
 }

@@ -42,6 +42,7 @@ char *moects__case_json(const moects_case *c, const moects_inputs *in)
     if (c->tiers & MOECTS_TIER_SMOKE) json_array_append_new(tiers, json_string("smoke"));
     if (c->tiers & MOECTS_TIER_FULL) json_array_append_new(tiers, json_string("full"));
     if (c->tiers & MOECTS_TIER_LARGE) json_array_append_new(tiers, json_string("large"));
+    if (c->tiers & MOECTS_TIER_LOCAL) json_array_append_new(tiers, json_string("local"));
     const moects__op_def *op = moects__op(c->op);
     json_t *o = json_pack("{ss ss ss ss ss so ss so}", "id", c->id, "op", op ? op->name : "?", "model", c->model,
                           "layout", c->layout, "source", c->source, "tiers", tiers, "data", moects__data_name(c->data),

@@ -405,6 +405,32 @@ static double eg_perf_bytes(const moects_inputs *in, long mnk[3])
     return (double)in->valid_slots * (double)in->eg.H * 2 + (double)in->eg.T * (double)in->eg.H * out;
 }
 
+/* The contract on outside inputs (moects__op_def.check): topk_ids in [0, E_global) unless the case's
+ * routing declares stale or negative ids; expert_map values in [-1, local experts); the input_index of
+ * every slot that reads x (its id maps to a local expert) in [0, M_sum). */
+static int eg_contract(const moects_case *c, const moects_inputs *in, const char *where, char *err, size_t errlen)
+{
+    const int64_t E = c->E_global, TK = c->T * c->k, nl = in->n_local, M = in->eg.M_sum;
+    const int32_t *map = c->has_map ? in->t[MOECTS_EG_MAP].host : NULL, *idx = in->t[MOECTS_EG_IDX].host;
+    const int odd = c->routing == MOECTS_ROUTE_STALE_IDS || c->routing == MOECTS_ROUTE_NEG_IDS;
+    for (int64_t e = 0; map && e < E; e++)
+        if (map[e] < -1 || map[e] >= nl)
+            return snprintf(err, errlen, "%s: expert_map[%lld] = %d: not in [-1, %lld) (the rank's local experts)", where,
+                            (long long)e, map[e], (long long)nl), -1;
+    for (int64_t s = 0; s < TK; s++) {
+        const int64_t e = get_id(in, s);
+        if ((e < 0 || e >= E) && !odd)
+            return snprintf(err, errlen, "%s: topk_ids[%lld] = %lld: not in [0, E_global %lld) (routing %s declares no "
+                            "stale or negative ids)", where, (long long)s, (long long)e, (long long)E,
+                            moects__routing_name(c->routing)), -1;
+        const int reads = map ? e >= 0 && e < E && map[e] >= 0 : e >= 0;
+        if (reads && (idx[s] < 0 || idx[s] >= M))
+            return snprintf(err, errlen, "%s: input_index[%lld] = %d: not a row of x [0, M_sum %lld)", where, (long long)s,
+                            idx[s], (long long)M), -1;
+    }
+    return 0;
+}
+
 const moects__op_def moects__op_ep_gather = {
     .op = MOECTS_OP_EP_GATHER, .name = "ep_gather",
     .case_shape = eg_case_shape, .shape_json = eg_shape_json, .shape_parse = eg_shape_parse, .recipes = eg_recipes,
@@ -413,7 +439,7 @@ const moects__op_def moects__op_ep_gather = {
     .secs_per_cost = 4.5e-9,
     .cost = eg_cost, .bytes = eg_bytes, .ref_flops = NULL, .shape_key = eg_shape_key, .dims = eg_dims,
     .build = eg_build, .shape = eg_shape, .bind = eg_bind, .row_bytes = eg_row_bytes, .describe = eg_describe,
-    .describe_out = eg_describe_out, .scalars = NULL,
+    .describe_out = eg_describe_out, .scalars = NULL, .check = eg_contract,
     .reference = eg_reference, .reference_pair = NULL, .bound = NULL, .reduction_k = NULL, .geometry = eg_geometry,
     .claim_refused = NULL,
     .perf_unit = "GB/s", .perf_key = "gbps", .perf_bytes = eg_perf_bytes,

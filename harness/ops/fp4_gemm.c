@@ -376,6 +376,30 @@ static double fg_perf_bytes(const moects_inputs *in, long mnk[3])
     return -1;
 }
 
+/* The contract on outside inputs (moects__op_def.check): no NaN scale code (UE8M0 0xFF, UE4M3 S.1111.111)
+ * and a finite alpha unless the case's data is nan. */
+static int fg_contract(const moects_case *c, const moects_inputs *in, const char *where, char *err, size_t errlen)
+{
+    if (c->data == MOECTS_DATA_NAN) return 0;
+    if (!isfinite(in->alpha)) return snprintf(err, errlen, "%s: alpha: %g is not finite (the case's data is %s)", where,
+                                              (double)in->alpha, moects__data_name(c->data)), -1;
+    const int64_t nkb = (in->fg.K + moects_fp4_block(in->fg.format) - 1) / moects_fp4_block(in->fg.format);
+    const int swz = in->fg.scale_layout != MOECTS_SCALES_LINEAR; /* its padding holds 0xff: not read */
+    for (int j = MOECTS_FG_SA; j <= MOECTS_FG_SB; j++) {
+        const uint8_t *p = in->t[j].host;
+        const int64_t rows = j == MOECTS_FG_SA ? in->fg.M : in->fg.N;
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t kb = 0; kb < nkb; kb++) {
+                const size_t i = swz ? moects__swizzle_offset(r, kb, nkb) : (size_t)(r * nkb + kb);
+                if (in->fg.format == MOECTS_FP4_MXFP4 ? p[i] == 0xff : (p[i] & 0x7f) == 0x7f)
+                    return snprintf(err, errlen, "%s: %s[%lld, block %lld] = 0x%02x: a NaN scale (the case's data is %s, "
+                                    "not nan)", where, in->t[j].name, (long long)r, (long long)kb, p[i],
+                                    moects__data_name(c->data)), -1;
+            }
+    }
+    return 0;
+}
+
 const moects__op_def moects__op_fp4_gemm = {
     .op = MOECTS_OP_FP4_GEMM, .name = "fp4_gemm",
     .case_shape = fg_case_shape, .shape_json = fg_shape_json, .shape_parse = fg_shape_parse, .recipes = fg_recipes,
@@ -385,7 +409,7 @@ const moects__op_def moects__op_fp4_gemm = {
     .cost = fg_cost, .bytes = fg_bytes, .ref_flops = fg_ref_flops, .shape_key = fg_shape_key, .dims = fg_dims,
     .split_prefix = fg_split_prefix, .split_label = fg_split_label,
     .build = fg_build, .shape = fg_shape, .bind = fg_bind, .row_bytes = fg_row_bytes, .describe = fg_describe,
-    .describe_out = fg_describe_out, .scalars = fg_scalars,
+    .describe_out = fg_describe_out, .scalars = fg_scalars, .check = fg_contract,
     .reference = fg_reference, .reference_pair = fg_reference_pair, .bound = fg_bound, .reduction_k = fg_reduction_k,
     .geometry = fg_geometry, .claim_refused = NULL,
     .perf_unit = "TFLOP/s", .perf_key = "tflops", .perf_bytes = fg_perf_bytes,

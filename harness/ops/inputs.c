@@ -195,7 +195,11 @@ int moects__inputs_build_ex(const moects_case *c, uint64_t seed, int64_t pool_mi
     const moects__op_def *op = moects__op(c->op);
     if (!op) return snprintf(err, errlen, "case %s: op: unknown (%d)", c->id, (int)c->op), -1;
     in->op = c->op;
-    int rc = op->build(c, seed, pool_min_elems, in, err, errlen);
+    /* a local case: the generator's slots and shape facts from the manifest's seed, then its tensors */
+    moects_case gen;
+    if (c->file[0] && moects__local_gen(c, &seed, &gen, err, errlen)) return -1;
+    int rc = op->build(c->file[0] ? &gen : c, seed, pool_min_elems, in, err, errlen);
+    if (!rc && c->file[0]) rc = moects__local_fill(c, in, err, errlen);
     if (rc) moects__inputs_free(in);
     return rc;
 }

@@ -49,7 +49,7 @@ int moects__cov_registry_load(moects__cov_registry *r, const char *dir, const ch
         snprintf(r->where, sizeof r->where, "%s/cases", tree);
         snprintf(r->models_dir, sizeof r->models_dir, "%s", models_dir);
         if ((r->nmodels = moects__models_load_dir(models_dir, &r->models, err, errlen)) < 0) return -1;
-        return moects__cases_builtin(tree, &r->cases, err, errlen);
+        return moects__cases_registry(tree, &r->cases, err, errlen);
     }
     if (!is_dir(dir)) {
         snprintf(err, errlen, "%s: --registry: not a directory", dir);

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "moects_registry.h"
+#include "moects_runner.h"
 #include "reports_commands.h"
 #include "reports_internal.h"
 
@@ -269,7 +270,7 @@ int moects__killmatrix(const moects__killmatrix_args *a)
     km_tiers t = {{0}, NULL};
     moects__buf b = {0};
     int rc = 2;
-    if (read_all(a->in, a->nin, &run, err, sizeof err) || moects__cases_builtin(a->root, &t.cl, err, sizeof err)) {
+    if (read_all(a->in, a->nin, &run, err, sizeof err) || moects__cases_registry(a->root, &t.cl, err, sizeof err)) {
         fprintf(stderr, "moects killmatrix: %s\n", err);
         goto done;
     }

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "moects_registry.h"
+#include "moects_runner.h"
 #include "moects_tap.h"
 #include "reports_commands.h"
 #include "reports_internal.h"
@@ -237,7 +238,7 @@ static int merge_order(merge_ctx *m)
         }
         for (int i = 0; i < m->n_order_ids && !oom; i++) map_rank(&m->cases, m->order_ids[i], 1, &oom);
     } else {
-        if (moects__cases_builtin(m->root ? m->root : moects__source_root(), &m->reg, err, sizeof err)) {
+        if (moects__cases_registry(m->root ? m->root : moects__source_root(), &m->reg, err, sizeof err)) {
             fprintf(stderr, "%s\n", err);
             return 2;
         }

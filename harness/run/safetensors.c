@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cases_internal.h"
@@ -26,22 +29,26 @@ void moects__st_free(moects__st_file *f)
     for (size_t i = 0; i < 2 * f->nmeta; i++) free(f->meta[i]);
     free(f->meta);
     free(f->t);
-    free(f->buf);
+    if (f->buf) munmap(f->buf, f->len);
     memset(f, 0, sizeof *f);
 }
 
+/* The whole file mapped read-only (a 1-10 GB case's tensors are never copied into a heap buffer). */
 static int load_file(const char *path, moects__st_file *f, char *err, size_t errlen)
 {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno)), -1;
-    int ok = fseek(fp, 0, SEEK_END) == 0;
-    long len = ok ? ftell(fp) : -1;
-    ok = ok && len >= 0 && fseek(fp, 0, SEEK_SET) == 0;
-    f->buf = ok ? malloc((size_t)len + 1) : NULL;
-    ok = ok && f->buf && fread(f->buf, 1, (size_t)len, fp) == (size_t)len;
-    fclose(fp);
-    if (!ok) return snprintf(err, errlen, "%s: cannot read: %s", path, f->buf ? strerror(errno) : "out of memory"), -1;
-    f->len = (size_t)len;
+    errno = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0) return snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno)), -1;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: cannot read: %s", path, errno ? strerror(errno) : "not a regular file");
+        return close(fd), -1;
+    }
+    f->len = (size_t)st.st_size;
+    void *p = f->len ? mmap(NULL, f->len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+    close(fd);
+    if (p == MAP_FAILED) return f->len = 0, snprintf(err, errlen, "%s: cannot map: %s", path, strerror(errno)), -1;
+    f->buf = p;
     return 0;
 }
 

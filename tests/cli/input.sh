@@ -141,7 +141,7 @@ JSON
     "$moects" list -l --tier all 'ep_gather/*' | cut -f2 | grep -qv smoke || fail "list --tier all: no case outside smoke"
     [ "$("$moects" list -l ep_gather/kimi-k3/tp8/t128)" = "ep_gather/kimi-k3/tp8/t128	full" ] || fail "list: exact full-tier id"
     "$moects" list --tier smoke ep_gather/kimi-k3/tp8/t128 > out.txt 2> err.txt; [ $? = 2 ] || fail "list --tier smoke: exit"
-    [ "$(cat err.txt)" = "moects list: 1 case match but none is in tier smoke (use --tier full|large|all)" ] ||
+    [ "$(cat err.txt)" = "moects list: 1 case match but none is in tier smoke (use --tier full|large|local|all)" ] ||
         { cat err.txt; fail "list --tier smoke of a full-tier id: message"; }
     "$moects" list --help | grep -q -- "--tier T .*(default: smoke, as moects run" || fail "list --help: default tier"
     # without --kernel a narrow selection (one W4A16 case) fails the kernels made for other formats; the
