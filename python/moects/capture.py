@@ -138,13 +138,26 @@ def _fp4_gemm_shape(t, out_dtype, scalars):
             "scale_layout": "linear" if linear else "swizzled_128x4", "out_dtype": out_dtype, "gemm": "captured"}
 
 
-def _case_json(op, arrays, scalars, out_dtype, data, shape):
+def _moe_route_shape(t, outputs):
+    """moe_route's shape from logits [T, E] and bias, k from the router's outputs when given (topk_ids
+    or topk_weights [T, k]); the router's method, k, groups, renormalize and scale come from shape=."""
+    T, E = _dims(t, "logits", 2, "T, E")
+    sh = {"T": T, "E": E, "has_bias": t.get("bias") is not None,
+          "logits_dtype": _ST_DTYPE.get(t["logits"].dtype.name, "?"), "n_group": 1, "topk_group": 1}
+    for o in outputs:
+        sh["k"] = _dims(outputs, o, 2, "k")[1]
+    return sh
+
+
+def _case_json(op, arrays, scalars, out_dtype, data, shape, outputs=None):
     """moects.case of the file: {"id", "op", "data", "shape"}, the shape read off the tensors with the
     caller's shape= fields over it."""
     if op == "ep_gather":
         sh = _ep_gather_shape(arrays, out_dtype)
     elif op == "fp4_gemm":
         sh = _fp4_gemm_shape(arrays, out_dtype, scalars)
+    elif op == "moe_route":
+        sh = _moe_route_shape(arrays, outputs or {})
     else:
         sh = {}  # an op without a shape of its own: libmoects says which it takes
     sh.update(shape or {})
@@ -162,28 +175,32 @@ def _adapt(op, layout, tensors):
 
 def case_from_tensors(op, recipe=None, cases_dir=None, *, name=None, layout=None, shape=None, seed=DEFAULT_SEED,
                       data="exact", **tensors):
-    """Store an engine's inputs of op ("ep_gather", "fp4_gemm": those `moects case add` takes) as a
+    """Store an engine's inputs of op ("ep_gather", "fp4_gemm", "moe_route": those `moects case add` takes) as a
     local case and return its id, "<op>/local/[name-]<16 hex digits>" (the same tensors give the
     same id; a second call finds the case there).
 
     tensors: the op's inputs by their export names (moects.h moects_casedata_input: ep_gather x,
-    topk_ids, topk_weights, input_index, expert_map; fp4_gemm a, b, sa, sb), numpy arrays or torch
+    topk_ids, topk_weights, input_index, expert_map; fp4_gemm a, b, sa, sb; moe_route logits, bias,
+    its outputs topk_ids or topk_weights giving k only), numpy arrays or torch
     tensors, BF16 as bfloat16 or uint16 bits; None for an input the case has none of. A number is a
     scalar (fp4_gemm alpha, gs_a, gs_b). `out` (the engine's output buffer) gives the output dtype and
     is not stored. recipe: the recipe the case is judged under (None: the op's first). cases_dir:
     the user case folder (None: $MOECTS_CASES_DIR, else <root>/cases/local). name: a label in the id.
     layout: an engine layout, converted by moects.adapters first. shape: fields over the shape read
     from the tensors (ep_gather without a map needs E_global; routing "stale-ids" or "neg-ids" lets
-    ids outside [0, E_global) through). seed: the generator's seed of the case's other facts.
+    ids outside [0, E_global) through; moe_route needs the model's method, k, n_group, topk_group,
+    renormalize, scale). seed: the generator's seed of the case's other facts.
     Raises CaseRefused with libmoects's one line when the op's contract refuses a tensor; nothing is
     written then. DESIGN.md "Local cases", issue 32."""
     if layout is not None:
         tensors = _adapt(op, layout, tensors)
     out = tensors.pop("out", None)
+    outputs = {k: to_numpy(tensors.pop(k)) for k in ("topk_ids", "topk_weights")
+               if op == "moe_route" and tensors.get(k) is not None}  # the router's outputs: k
     scalars = {k: float(v) for k, v in tensors.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     arrays = {k: to_numpy(v) for k, v in tensors.items() if v is not None and k not in scalars}
     out_dtype = _ST_DTYPE.get(to_numpy(out).dtype.name, "?") if out is not None else "BF16"
-    meta = {"moects.case": json.dumps(_case_json(op, arrays, scalars, out_dtype, data, shape)),
+    meta = {"moects.case": json.dumps(_case_json(op, arrays, scalars, out_dtype, data, shape, outputs)),
             "moects.seed": str(int(seed)), "moects.scalars": json.dumps(scalars)}
     if recipe:
         meta["moects.recipe"] = recipe

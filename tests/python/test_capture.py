@@ -18,15 +18,19 @@ from moects.capture import CaseRefused, case_from_tensors
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 EG = "ep_gather/kimi-k3/ep8/t16"
 ROUND_TRIP = [EG, "ep_gather/kimi-k3/tp8/t16", "ep_gather/regression/stale-ids/ep64/t16/int32",
-              "fp4_gemm.mxfp4/kimi-k3/tp8/gemm2/m16/swizzled", "fp4_gemm.nvfp4/kimi-k3/tp8/gemm1/m16"]
+              "fp4_gemm.mxfp4/kimi-k3/tp8/gemm2/m16/swizzled", "fp4_gemm.nvfp4/kimi-k3/tp8/gemm1/m16",
+              "moe_route/deepseek-v3/t16"]
+ROUTER = ("method", "n_group", "topk_group", "renormalize", "scale")  # the model's, not in the tensors
 
 
 def _added(case, cases_dir, **kw):
     """case's inputs handed to case_from_tensors as an engine would; the shape facts that are not in
     its tensors (a map-less E_global, a routing with stale ids) from the registry's shape."""
     sh = case.shape
-    extra = {k: sh[k] for k in ("E_global", "routing") if k in sh}
-    return case_from_tensors(case.op, cases_dir=str(cases_dir), shape=extra, **case.inputs(), **kw)
+    extra = {k: sh[k] for k in ("E_global", "routing") + ROUTER if k in sh}
+    a = case.args() if case.op == "moe_route" else case.inputs()  # a router's outputs give k
+    a.pop("out", None)
+    return case_from_tensors(case.op, cases_dir=str(cases_dir), shape=extra, **a, **kw)
 
 
 def _run(build_dir, ids, out, cases_dir, opts=()):
