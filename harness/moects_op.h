@@ -89,6 +89,11 @@ typedef struct moects__op_def {
      * `moects case add`): ids in range, no NaN scale unless the case's data is nan. 0, or -1 with
      * "WHERE: TENSOR: the rule broken" in err. NULL: no rule beyond dtype and shape. */
     int (*check)(const moects_case *c, const moects_inputs *in, const char *where, char *err, size_t errlen);
+    /* A local case's shape facts its own tensors decide, not the generator (ep_gather: M_sum, the rows of
+     * a captured x, which an engine pads its own way): before the tensors replace the generated ones,
+     * re-size in's slots to them. 0, -2 out of memory (err). NULL: every dim comes from the case. */
+    int (*local_shape)(const moects_case *c, moects_inputs *in, const moects__src_tensor *src, size_t n,
+                       char *err, size_t errlen);
 
     /* ---- reference, bound, verdict ---- */
     /* The reference under recipe r into a's output: 0, or -1 refused. */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "moects_guard.h"
 #include "moects_harness.h"
 #include "moects_op.h"
 #include "ops_internal.h"
@@ -431,6 +432,25 @@ static int eg_contract(const moects_case *c, const moects_inputs *in, const char
     return 0;
 }
 
+/* A local case's x keeps its own rows (moects__op_def.local_shape): an engine pads each expert's rows
+ * its own way, so M_sum is what the captured x holds (input_index is then checked against it). Only a
+ * 2-D x of the case's H and at most INT32_MAX rows is taken; any other stays for the shape check. */
+static int eg_local_shape(const moects_case *c, moects_inputs *in, const moects__src_tensor *src, size_t n, char *err,
+                          size_t errlen)
+{
+    for (size_t i = 0; i < n; i++) {
+        const moects__src_tensor *s = &src[i];
+        if (strcmp(s->name, "x") || s->ndim != 2 || s->dims[1] != c->H || s->dims[0] < 0 || s->dims[0] > INT32_MAX ||
+            s->dims[0] == in->eg.M_sum)
+            continue;
+        moects__guard_free(&in->t[MOECTS_EG_X].g);
+        in->eg.M_sum = s->dims[0];
+        in->pooled = 0;
+        return moects__input_alloc(in, MOECTS_EG_X, "x", (size_t)s->dims[0] * (size_t)c->H * 2, c->id, err, errlen);
+    }
+    return 0;
+}
+
 const moects__op_def moects__op_ep_gather = {
     .op = MOECTS_OP_EP_GATHER, .name = "ep_gather",
     .case_shape = eg_case_shape, .shape_json = eg_shape_json, .shape_parse = eg_shape_parse, .recipes = eg_recipes,
@@ -439,7 +459,7 @@ const moects__op_def moects__op_ep_gather = {
     .secs_per_cost = 4.5e-9,
     .cost = eg_cost, .bytes = eg_bytes, .ref_flops = NULL, .shape_key = eg_shape_key, .dims = eg_dims,
     .build = eg_build, .shape = eg_shape, .bind = eg_bind, .row_bytes = eg_row_bytes, .describe = eg_describe,
-    .describe_out = eg_describe_out, .scalars = NULL, .check = eg_contract,
+    .describe_out = eg_describe_out, .scalars = NULL, .check = eg_contract, .local_shape = eg_local_shape,
     .reference = eg_reference, .reference_pair = NULL, .bound = NULL, .reduction_k = NULL, .geometry = eg_geometry,
     .claim_refused = NULL,
     .perf_unit = "GB/s", .perf_key = "gbps", .perf_bytes = eg_perf_bytes,

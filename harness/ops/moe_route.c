@@ -38,6 +38,32 @@ static json_t *mr_shape_json(const moects_case *c, const moects_inputs *in)
                      moects__abi_dtype(c->logits_dtype));
 }
 
+/* The reverse of mr_shape_json, for a case file (a local case, issue 32): every field there, method by
+ * name, scale a number (FP32). The build then refuses a shape the router cannot have
+ * (moects__route_shape_invalid). */
+static int mr_shape_parse(const char *path, json_t *sh, moects_case *c, char *err, size_t errlen)
+{
+    const char *m = json_string_value(json_object_get(sh, "method"));
+    int method = 0;
+    for (int i = 1; m && i <= 4; i++)
+        if (!strcmp(m, METHOD_NAMES[i])) method = i;
+    if (moects__json_int(path, sh, "T", &c->T, err, errlen) || moects__json_int(path, sh, "E", &c->E, err, errlen) ||
+        moects__json_int(path, sh, "k", &c->k, err, errlen) ||
+        moects__json_int(path, sh, "n_group", &c->n_group, err, errlen) ||
+        moects__json_int(path, sh, "topk_group", &c->topk_group, err, errlen) ||
+        moects__json_dtype(path, "logits_dtype", sh, &c->logits_dtype, err, errlen))
+        return -1;
+    if (!method)
+        return snprintf(err, errlen, "%s: moects.case: shape.method: not softmax, topk_softmax, sigmoid or llama4", path), -1;
+    if (!json_is_number(json_object_get(sh, "scale")))
+        return snprintf(err, errlen, "%s: moects.case: shape.scale: not a number", path), -1;
+    c->route_method = (moects_route_method)method;
+    c->route_scale = (float)json_number_value(json_object_get(sh, "scale"));
+    c->renormalize = json_is_true(json_object_get(sh, "renormalize"));
+    c->route_bias = json_is_true(json_object_get(sh, "has_bias"));
+    return 0;
+}
+
 static int mr_recipes(const moects_case *c, const char **names)
 {
     (void)c;
@@ -267,7 +293,7 @@ static double mr_perf_bytes(const moects_inputs *in, long mnk[3])
 
 const moects__op_def moects__op_moe_route = {
     .op = MOECTS_OP_MOE_ROUTE, .name = "moe_route",
-    .case_shape = mr_case_shape, .shape_json = mr_shape_json, .shape_parse = NULL, .recipes = mr_recipes,
+    .case_shape = mr_case_shape, .shape_json = mr_shape_json, .shape_parse = mr_shape_parse, .recipes = mr_recipes,
     .secs_per_cost = 2e-8, /* a first guess: E exps and k passes over E per token */
     .cost = mr_cost, .bytes = mr_bytes, .ref_flops = NULL, .shape_key = mr_shape_key, .dims = mr_dims,
     .build = mr_build, .shape = mr_shape, .bind = mr_bind, .row_bytes = mr_row_bytes,

@@ -209,6 +209,17 @@ MOECTS_API long moects_export(const moects_caselist *l, uint64_t seed, const cha
  * FAIL_CRASH "no output written". Results appended to s (may be NULL). Returns the number of failing
  * cases, -1 on error (a malformed file: one line naming the file and field). */
 MOECTS_API long moects_verify(const char *dir, const moects_kernel *k, moects_resultset *s);
+/* `moects case add` (issue 32): check the safetensors file of an op's inputs (export's names and
+ * layouts, its moects.case, moects.seed, moects.recipe and moects.scalars metadata; ref.* tensors
+ * ignored) against the op's contract (dtype and shape of every input, ids in range, no NaN scale),
+ * then store it as a local case in cases_dir (NULL: $MOECTS_CASES_DIR, else
+ * moects_default_root()/cases/local): each tensor once by content in cases_dir/blobs, a manifest per
+ * case. name: a label in the id (1 to 64 of a-z 0-9 . - _; NULL: none). The case's id,
+ * "<op prefix>/local/[name-]<16 hex digits>", goes into id (idlen bytes; 192 hold any). Returns 0
+ * when added, 1 when that case was there already, -1 when refused: moects_errmsg() is the one line
+ * "FILE: TENSOR: the rule broken", and nothing was written. Added within API version 1: a binding
+ * that may load an older library looks it up (dlsym) and does without. */
+MOECTS_API int moects_case_add(const char *file, const char *cases_dir, const char *name, char *id, size_t idlen);
 
 /* ---------------------------------------------------------------- worker ---- */
 

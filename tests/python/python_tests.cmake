@@ -23,7 +23,7 @@ set(_pytest ${MOECTS_PYTHON} -m pytest -q -p moects.pytest_plugin -p no:cachepro
 add_test(NAME py_unit COMMAND ${_pytest} ${_py_dir}/test_fma.py ${_py_dir}/test_api.py ${_py_dir}/test_export.py
          ${_py_dir}/test_kernel_py.py ${_py_dir}/test_plugin.py ${_py_dir}/test_torch_examples.py
          ${_py_dir}/test_gpu_examples.py ${_py_dir}/test_gpu_moe_examples.py
-         ${_py_dir}/test_descriptions.py ${_py_dir}/test_saxpy_overflow.py)
+         ${_py_dir}/test_descriptions.py ${_py_dir}/test_saxpy_overflow.py ${_py_dir}/test_capture.py)
 # The three routes of test_equivalence.py, each in two shards of the cases, side by side.
 foreach(_route pytest_plugin kernel_py export_verify)
   foreach(_part 0 1)
