@@ -7,7 +7,9 @@
  * Ids: moe_route/<model>/t<T>[/<variant>]
  * Which cases (FULL): T in {1, 16, 128, 4096} (decode to prefill) with FP32 logits; at T 64 the
  * variants bf16 (BF16 logits), adversarial (rows of exact ties, near ties one ulp apart, one value,
- * -Inf among the logits; bias multiples of 1/16) and adversarial-bf16; and at T 16 the model's router
+ * -Inf and a NaN among the logits; bias multiples of 1/16), adversarial-bf16 and adversarial-tail (E
+ * less n_group: each group one expert short, so E is not a multiple of 32 and no warp's lanes fill the
+ * row's tail; synthetic, not the model's E); and at T 16 the model's router
  * with k in {1, 2, 4, 6, 8, 9, 16, 22} other than its own, where the method and the kept groups take
  * that k (Llama 4: top-1 only). Smoke: t16 and adversarial at T 40 (8 rows of each kind). */
 #include <stdio.h>
@@ -84,6 +86,10 @@ int moects__derive_route_cases(const moects_model *m, const moects_case *base, m
     moects_case c = route_case(m, base, 40);
     c.data = MOECTS_DATA_ADVERSARIAL;
     if (push(out, &c, "smoke-adversarial", 1)) return -1;
+    c = route_case(m, base, 64);
+    c.data = MOECTS_DATA_ADVERSARIAL;
+    c.E = c.E_global = c.E - c.n_group; /* each group one expert short: the row's tail is no full warp */
+    if (c.E % 32 && c.E / c.n_group >= 2 && takes_k(&c, c.k) && push(out, &c, "adversarial-tail", 0)) return -1;
     for (size_t i = 0; i < sizeof K_SWEEP / sizeof *K_SWEEP; i++) {
         c = route_case(m, base, 16);
         if (K_SWEEP[i] == c.k || !takes_k(&c, K_SWEEP[i])) continue;

@@ -237,18 +237,27 @@ static int route_row(const moects_moe_route_shape *s, const moects_moe_route_arg
     return 0;
 }
 
-int moects__ref_moe_route(const moects_moe_route_shape *s, const moects_moe_route_args *a)
+int moects__ref_moe_route_rows(const moects_moe_route_shape *s, const moects_moe_route_args *a, int64_t *undefined)
 {
     row_ws ws;
+    *undefined = 0;
     if (moects__route_shape_invalid(s) || ws_alloc(s, &ws)) return -1;
-    int rc = 0;
-    for (int64_t t = 0; t < s->T && !rc; t++) {
-        rc = route_row(s, a, t, &ws) ? -1 : 0;
+    for (int64_t t = 0; t < s->T; t++) {
+        if (route_row(s, a, t, &ws)) {
+            ++*undefined;
+            for (int64_t j = 0; j < s->k; j++) ws.ids[j] = -1, ws.w[j] = NAN;
+        }
         memcpy(a->topk_ids + t * s->k, ws.ids, (size_t)s->k * 4);
         memcpy(a->topk_weights + t * s->k, ws.w, (size_t)s->k * 4);
     }
     ws_free(&ws);
-    return rc;
+    return 0;
+}
+
+int moects__ref_moe_route(const moects_moe_route_shape *s, const moects_moe_route_args *a)
+{
+    int64_t undefined;
+    return moects__ref_moe_route_rows(s, a, &undefined) || undefined ? -1 : 0;
 }
 
 /* ---- a kernel's row ---- */
@@ -338,8 +347,10 @@ static int check_row(const moects_moe_route_shape *s, const moects_moe_route_arg
 {
     const int64_t k = s->k;
     *slot = -1;
-    if (route_row(s, a, t, ws)) return MOECTS_ROUTE_ROW_NAN;
+    const int undefined = route_row(s, a, t, ws);
+    /* ids of a row without a defined result are still ids: the combine after the router indexes with them */
     if ((*slot = bad_slot(s, ids, ws->kept)) >= 0) return MOECTS_ROUTE_ROW_BAD_ID;
+    if (undefined) return *slot = -1, MOECTS_ROUTE_ROW_NAN;
     if (moects__route_bounded(r)) return moects__route_encl_check(s, a, r, ws->x, ws->ids, ids, w, slot);
     memcpy(ws->tmp, ids, (size_t)k * 4);
     sort_selection(ws->sel, ws->tmp, k);

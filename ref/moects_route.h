@@ -75,6 +75,10 @@ const char *moects__route_shape_invalid(const moects_moe_route_shape *s);
  * and sorted slots. Host pointers. 0, or -1 for an invalid shape, a row holding a NaN, or out of
  * memory. */
 int moects__ref_moe_route(const moects_moe_route_shape *s, const moects_moe_route_args *a);
+/* The same, a row without a defined result (moects__route_load_row) given ids -1 and weights NaN and
+ * counted in *undefined: 0, or -1 for an invalid shape or out of memory. The op's reference: such rows
+ * are not judged (their ids only checked to be valid, moects__route_check_row). */
+int moects__ref_moe_route_rows(const moects_moe_route_shape *s, const moects_moe_route_args *a, int64_t *undefined);
 
 /* What one row of a kernel's output is, judged under recipe r (moects__route_check_row). */
 typedef enum {
@@ -84,7 +88,7 @@ typedef enum {
     MOECTS_ROUTE_ROW_IDS = 3,    /* ids that are not a top-k of the recipe's scores (under its tie rule) */
     MOECTS_ROUTE_ROW_ORDER = 4,  /* slots=sorted, but the slots are not in the selection order */
     MOECTS_ROUTE_ROW_WEIGHT = 5, /* the right ids, a weight not the recipe's bits */
-    MOECTS_ROUTE_ROW_NAN = 6     /* the row holds a NaN: not judged (no defined result) */
+    MOECTS_ROUTE_ROW_NAN = 6     /* the row holds a NaN: not judged (no defined result), its ids valid */
 } moects_route_row;
 
 /* Row t of a kernel's output (ids [k], w [k]) against the recipe (the inputs in a, its outputs

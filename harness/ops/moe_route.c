@@ -93,7 +93,8 @@ static int mr_dims(const moects_case *c, const char *op, char out[3][96])
 
 /* Logit e of token t. Exact data: uniform in [-4, 4) with every significand bit. Adversarial data, by
  * row (t % 5): as exact; exact ties (values from {-1, -1/2, 0, 1/2, 1}); near ties (one value and its
- * neighbours one FP32 ulp apart); a row of one value; some -Inf among exact values. */
+ * neighbours one FP32 ulp apart); a row of one value; some -Inf among exact values, and in every
+ * 8th such row (t % 40 == 39) one NaN: no defined result, only its ids judged (docs/moe_route.md). */
 static float logit(const moects_case *c, uint64_t key, int64_t t, int64_t e)
 {
     const uint64_t u = moects__draw(key, (uint64_t)(t * c->E + e));
@@ -103,7 +104,7 @@ static float logit(const moects_case *c, uint64_t key, int64_t t, int64_t e)
     case 1: return (float)((int)(u % 5) - 2) * 0.5f;
     case 2: return nextafterf(nextafterf(0.75f, 0.0f), (u & 4) ? 2.0f : 0.0f) + (float)(u & 1) * 0x1p-24f;
     case 3: return 0.25f;
-    case 4: return u % 7 == 0 ? -INFINITY : x;
+    case 4: return t % 40 == 39 && e == c->E / 2 ? NAN : u % 7 == 0 ? -INFINITY : x;
     default: return x;
     }
 }
@@ -180,7 +181,8 @@ static void mr_describe_out(const moects_inputs *in, moects_tensor_info *t)
 static int mr_reference(const moects_inputs *in, const moects_op_args *a, moects_recipe r)
 {
     moects_route_recipe rr;
-    return moects__route_recipe_of(r, &rr) ? -1 : moects__ref_moe_route(&in->mr, &a->mr);
+    int64_t undefined; /* rows holding a NaN: ids -1, weights NaN, not judged (mr_judge) */
+    return moects__route_recipe_of(r, &rr) ? -1 : moects__ref_moe_route_rows(&in->mr, &a->mr, &undefined);
 }
 
 static void mr_geometry(const moects_inputs *in, moects_out_geom *g)

@@ -177,6 +177,25 @@ Test(ref_moe_route, nan_row_refused)
     cr_assert_eq(check(&s, x, NULL, &ANY, (int32_t[]){3}, (float[]){1.0f}), MOECTS_ROUTE_ROW_NAN);
 }
 
+/* The op's reference over rows of which one holds a NaN: rows {0, NaN, 1, 2} and {1, 3, 2, 0}, top-1 on
+ * the logits. Row 0 has no defined result: ids -1, weight NaN, counted; row 1 takes expert 1 (3 is the
+ * largest) with weight exp(0) / exp(0) = 1. The check still wants valid ids in the NaN row: id 4 of
+ * E = 4 is BAD_ID there, id 3 is NAN (not judged). */
+Test(ref_moe_route, nan_row_ids_checked)
+{
+    const float x[8] = {0, NAN, 1, 2, 1, 3, 2, 0};
+    moects_moe_route_shape s = shape(4, 1, MOECTS_ROUTE_TOPK_SOFTMAX);
+    s.T = 2;
+    int32_t ids[2];
+    float w[2];
+    int64_t undefined = 0;
+    moects_moe_route_args a = {.logits = x, .topk_ids = ids, .topk_weights = w};
+    cr_assert_eq(moects__ref_moe_route_rows(&s, &a, &undefined), 0);
+    cr_assert(undefined == 1 && ids[0] == -1 && isnan(w[0]) && ids[1] == 1 && w[1] == 1.0f);
+    cr_assert_eq(check(&s, x, NULL, &LOW, (int32_t[]){4}, (float[]){1.0f}), MOECTS_ROUTE_ROW_BAD_ID);
+    cr_assert_eq(check(&s, x, NULL, &LOW, (int32_t[]){3}, (float[]){1.0f}), MOECTS_ROUTE_ROW_NAN);
+}
+
 Test(ref_moe_route, recipe_strings)
 {
     moects_route_recipe r;
