@@ -221,6 +221,31 @@ MOECTS_API long moects_verify(const char *dir, const moects_kernel *k, moects_re
  * that may load an older library looks it up (dlsym) and does without. */
 MOECTS_API int moects_case_add(const char *file, const char *cases_dir, const char *name, char *id, size_t idlen);
 
+/* ---------------------------------------------------------------- layout adapters ---- */
+
+/* The layout adapters (docs/adapters.md): a case's tensors in an engine's layout and back, each a
+ * named and versioned convention ("w13.interleave1.v1", "scales.nvfp4.swizzle_128x4.v1",
+ * "fp4.hi_first.v1"). A tensor is seen as its canonical (moects) layout [batch][rows][cols] of bytes:
+ * w13.* permute the rows = N1 = 2I rows of W13 ([gate | up] in moects) of each batch (expert), cols
+ * = one row's bytes (BF16 W13: 2H; MXFP4 codes: H/2; their scales: H/32; b13: 4); scales.* take
+ * linear block scales [batch][rows][K-blocks] to the 128x4 tiles of cuBLASLt/CUTLASS per batch,
+ * padding 0xFF (the NaN scale); fp4.* swap the nibbles of packed E2M1 bytes. inverse = 1 goes back:
+ * inverse(forward(x)) == x bit for bit. */
+MOECTS_API size_t moects_adapter_count(void);
+/* Adapter i's name, and one line naming the engine convention and the source it follows (NULL when i
+ * is out of range). */
+MOECTS_API const char *moects_adapter_name(size_t i);
+MOECTS_API const char *moects_adapter_convention(size_t i);
+/* Bytes moects_adapt writes for [batch][rows][cols] in that direction; -1 for an unknown name or a
+ * shape the adapter cannot take (odd rows for w13.*, rows not a multiple of 16 for interleave8). */
+MOECTS_API int64_t moects_adapter_bytes(const char *name, int inverse, int64_t batch, int64_t rows,
+                                        int64_t cols);
+/* Adapt src (src_bytes: moects_adapter_bytes of the other direction) into dst (dst_bytes:
+ * moects_adapter_bytes of this one); they must not overlap. 0, or -1 (unknown name, bad shape, a
+ * size that is not the one expected; dst untouched). */
+MOECTS_API int moects_adapt(const char *name, int inverse, int64_t batch, int64_t rows, int64_t cols,
+                            const void *src, size_t src_bytes, void *dst, size_t dst_bytes);
+
 /* ---------------------------------------------------------------- worker ---- */
 
 /* Inside a kernel's run() or supports() called by moects_worker_serve (the calling thread only): the

@@ -105,6 +105,12 @@ _PROTOS = {
     "moects_task_json": (c_char_p, []),
     "moects_task_tensor": (c_int, [c_int, POINTER(TensorInfo)]),
     "moects_task_stream": (c_void_p, []),
+    "moects_adapter_count": (c_size_t, []),
+    "moects_adapter_name": (c_char_p, [c_size_t]),
+    "moects_adapter_convention": (c_char_p, [c_size_t]),
+    "moects_adapter_bytes": (ctypes.c_int64, [c_char_p, c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]),
+    "moects_adapt": (c_int, [c_char_p, c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, c_void_p, c_size_t,
+                             c_void_p, c_size_t]),
     "moects_worker_serve": (c_int, [c_int, c_int, POINTER(POINTER(KernelStruct)), c_size_t]),
 }
 

@@ -151,14 +151,17 @@ class Case:
             infos.append(t)
         return infos
 
-    def inputs(self, device="cpu"):
+    def inputs(self, device="cpu", layout=None):
         """The input tensors by name in the kernel ABI's order: numpy arrays over the library's
         buffers (device "cpu", zero copy, read them only) or torch tensors (a "cuda" device gets a
         copy on the GPU; "torch" gives zero-copy CPU tensors). BF16 is uint16 bits in numpy and
         torch.bfloat16 in torch. An absent expert_map is None, and so is a moe_gemm tensor the case's
         format or row layout has none of (its pointer in moects_moe_gemm_args is NULL). fp4_gemm adds
-        "alpha" (and NVFP4 its "gs_a", "gs_b") as floats."""
-        out = {}
+        "alpha" (and NVFP4 its "gs_a", "gs_b") as floats.
+        layout: an adapter name or a list of them (moects.adapters, docs/adapters.md; fused_moe): the
+        tensors they touch come in that engine layout (new read-only arrays, W13 rows reordered, scale
+        tiles, nibbles swapped), the others as without it."""
+        out, dtypes = {}, {}
         for t in self._infos():
             name = t.name.decode()
             if _tensors.absent(t):
@@ -167,9 +170,15 @@ class Case:
             arr = _tensors.host_array(t, self._data)
             if device == "cpu":
                 arr.flags.writeable = False  # a kernel writing into an input raises at the write
-                out[name] = arr
-            else:
-                out[name] = _tensors.to_torch(arr, t.dtype.decode(), "cpu" if device == "torch" else device)
+            out[name], dtypes[name] = arr, t.dtype.decode()
+        if layout:
+            from . import adapters
+            out = adapters.convert(self.op, self.shape, out, layout)
+        if device != "cpu":
+            for name, arr in out.items():
+                if arr is not None:  # an adapted tensor (read-only, new) is copied for torch
+                    arr = arr if arr.flags.writeable else arr.copy()
+                    out[name] = _tensors.to_torch(arr, dtypes[name], "cpu" if device == "torch" else device)
         for name in ("alpha", "gs_a", "gs_b"):
             v = ctypes.c_double()
             if _lib.lib().moects_casedata_scalar(self._built(), name.encode(), ctypes.byref(v)) == 0:
@@ -193,11 +202,11 @@ class Case:
         self._margins.append((base, pad))
         return out
 
-    def args(self, device="cpu"):
-        """inputs(device) plus "out": empty_output(device); moe_route adds "topk_ids" [T, k] int32 and
-        "topk_weights" [T, k] F32, views of "out" (its ids rows, then its weights rows), as
+    def args(self, device="cpu", layout=None):
+        """inputs(device, layout) plus "out": empty_output(device); moe_route adds "topk_ids" [T, k] int32
+        and "topk_weights" [T, k] F32, views of "out" (its ids rows, then its weights rows), as
         moects_moe_route_args has them."""
-        a = self.inputs(device)
+        a = self.inputs(device, layout)
         a["out"] = self.empty_output(device)
         if self.op == "moe_route":
             a["topk_ids"], a["topk_weights"] = _tensors.route_views(a["out"])
