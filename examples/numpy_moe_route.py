@@ -23,8 +23,16 @@ boundary, all still rounded right. That is this libm's accuracy on these argumen
 exp_f32 below detects the arguments near a boundary and computes them by an exact method instead,
 which makes it correctly rounded for any float64 exp within 2^-40 (proof in its docstring).
 
-Run it under moects:
-    moects run --kernel-py examples/numpy_moe_route.py:kernel 'moe_route*'
+Two more kernels declare the recipe's other keys (docs/moe_route.md "The recipe a kernel declares"):
+kernel_vllm divides as vLLM's topkGating does (csrc/libtorch_stable/moe/topk_softmax_kernels.cu):
+p = e * (1 / S), and after the top-k w = v * (scale / sum), the scale folded in; it declares
+moe_route.v1(norm=recip,renorm=recip), an exact recipe (PASS_EXACT). kernel_fast takes numpy's own
+float32 exp (its AVX2/AVX512F loops, within 2.52 ulp of e^x per numpy 1.18's release notes, else the C
+library's expf) in place of exp_f32, and declares moe_route.v1(fn=ulp4): exp within 4 floats of the
+correctly rounded value, a bounded claim judged by the enclosure (PASS_BOUNDED).
+
+Run them under moects:
+    moects run --kernel-py examples/numpy_moe_route.py:kernels 'moe_route*'
 """
 import decimal
 import math
@@ -118,11 +126,17 @@ def exp_f32(x):
     return out
 
 
-def sigmoid_f32(x):
+def sigmoid_f32(x, exp=exp_f32):
     """1 / (1 + exp(-x)) in FP32, three roundings (exp, add, divide), as ref/moects_route.h."""
     with np.errstate(over="ignore"):
-        t = exp_f32(-np.asarray(x, dtype=np.float32))
+        t = exp(-np.asarray(x, dtype=np.float32))
         return np.float32(1.0) / (np.float32(1.0) + t)
+
+
+def fast_exp(x):
+    """numpy's float32 exp (not correctly rounded): a fast exp, declared fn=ulp4."""
+    with np.errstate(over="ignore", under="ignore"):
+        return np.exp(np.asarray(x, dtype=np.float32))
 
 
 F32_1E_20 = np.float32(round_f32(Fraction(1, 10 ** 20)))  # the C literal 1e-20f (one rounding of 10^-20)
@@ -144,19 +158,21 @@ def seq_sum(a):
     return s
 
 
-def scores(shape, x, bias):
+def scores(shape, x, bias, exp=exp_f32, recip=False, total=seq_sum):
     """(score, sel) [T, E]: the method's score (softmax p; sigmoid and llama4 s = sigmoid(x); the
     logits for topk_softmax, unused) and the selection score (score + bias; the logits for
-    topk_softmax and llama4)."""
+    topk_softmax and llama4). recip: softmax's p = e * (1 / S) (norm=recip), else e / S; total: the
+    FP32 sum over the last axis."""
     method = shape["method"]
     if method == "softmax":
         m = x.max(axis=1, keepdims=True)
-        e = exp_f32(x - m)
-        score = e / seq_sum(e)[:, None]
+        e = exp(x - m)
+        S = total(e)[:, None]
+        score = e * (np.float32(1.0) / S) if recip else e / S
     elif method == "sigmoid":
-        score = sigmoid_f32(x)
+        score = sigmoid_f32(x, exp)
     elif method == "llama4":  # select on the logits, weigh by their sigmoid
-        return sigmoid_f32(x), x
+        return sigmoid_f32(x, exp), x
     else:  # topk_softmax: select on the logits, weigh by a softmax over the k (weights())
         return x, x
     sel = score + bias if bias is not None else score
@@ -177,41 +193,57 @@ def select(shape, sel):
     return cand[np.argsort(-sel[cand], kind="stable")[:k]]
 
 
-def weights(shape, x, score, ids):
-    """The weights [T, k] of ids [T, k], sums over the slots in slot order (FP32)."""
+def weights(shape, x, score, ids, exp=exp_f32, recip=False, total=seq_sum):
+    """The weights [T, k] of ids [T, k], sums over the slots in slot order (FP32). recip: a division
+    after the top-k is w * (c / sum), c the scale (softmax, sigmoid) or 1 (renorm=recip, vLLM's
+    `scale /= denom; output *= scale`), else w / sum, then * scale."""
     method = shape["method"]
+    scale = np.float32(shape["scale"])  # the shape's scale is a float32 value (in a double)
     if method == "topk_softmax":
         xs = np.take_along_axis(x, ids, axis=1)
-        w = exp_f32(xs - xs[:, :1])
+        w = exp(xs - xs[:, :1])
     else:
         w = np.take_along_axis(score, ids, axis=1)
-    s = seq_sum(w)
+    s = total(w)
     if method == "sigmoid" and shape["renormalize"]:
         s = s + F32_1E_20
+    scaled = method in ("softmax", "sigmoid")
     if method == "topk_softmax" or (shape["renormalize"] and method != "llama4"):
+        if recip:
+            return w * ((scale if scaled else np.float32(1.0)) / s)[:, None]
         w = w / s[:, None]
-    if method in ("softmax", "sigmoid"):
-        w = w * np.float32(shape["scale"])  # the shape's scale is a float32 value (in a double)
-    return w
+    return w * scale if scaled else w
 
 
-def route(shape, logits, bias, select=select, weights=weights):
-    """(topk_ids [T, k] int32, topk_weights [T, k] float32) of the logits (and bias)."""
+def route(shape, logits, bias, select=select, weights=weights, **arith):
+    """(topk_ids [T, k] int32, topk_weights [T, k] float32) of the logits (and bias). arith: exp=,
+    recip= and total= for scores() and weights() (the exact recipe without)."""
     x = logits_f32(shape, logits)
     b = None if bias is None else np.asarray(bias, dtype=np.float32)
     with np.errstate(over="ignore", invalid="ignore"):
-        score, sel = scores(shape, x, b)
+        score, sel = scores(shape, x, b, **arith)
         ids = np.array([select(shape, sel[t]) for t in range(shape["T"])], dtype=np.int64).reshape(shape["T"],
                                                                                                  shape["k"])
-        w = weights(shape, x, score, ids)
+        w = weights(shape, x, score, ids, **arith)
     return ids.astype(np.int32), w.astype(np.float32)
 
 
-def run(shape, args):
-    ids, w = route(shape, args["logits"], args["bias"])
-    args["topk_ids"][...] = ids
-    args["topk_weights"][...] = w
+def runner(**arith):
+    """A kernel's run(shape, args) routing with arith (route()'s exp=, recip=, total=)."""
+    def run(shape, args):
+        ids, w = route(shape, args["logits"], args["bias"], **arith)
+        args["topk_ids"][...] = ids
+        args["topk_weights"][...] = w
+    return run
 
 
+run = runner()
 kernel = {"name": "numpy.moe_route", "op": "moe_route", "recipe": "moe_route.v1(ties=low,slots=sorted)",
           "batch_invariant": True, "run": run}
+# vLLM's reciprocals (norm=recip, renorm=recip): exact, PASS_EXACT
+kernel_vllm = {"name": "numpy.moe_route.vllm", "op": "moe_route", "recipe": "moe_route.v1(norm=recip,renorm=recip)",
+               "batch_invariant": True, "run": runner(recip=True)}
+# numpy's float32 exp, declared fn=ulp4: a bounded claim, PASS_BOUNDED
+kernel_fast = {"name": "numpy.moe_route.fast", "op": "moe_route", "recipe": "moe_route.v1(fn=ulp4)",
+               "batch_invariant": True, "run": runner(exp=fast_exp)}
+kernels = [kernel, kernel_vllm, kernel_fast]

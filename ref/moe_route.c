@@ -4,7 +4,10 @@
  * the sum of their top 2, masked groups, unbiased weights, renormalize, routed scaling factor),
  * the + 1e-20 of the denominator from transformers' DeepseekV3 router, HF's MoEGate and vLLM's CUDA
  * noaux_tc kernel (vLLM's Python grouped_topk and DeepSeek's inference Gate have none), gpt-oss's router (top-k on the logits,
- * softmax over the k), Llama 4's router (top-1 on the logits, sigmoid of the logit). */
+ * softmax over the k), Llama 4's router (top-1 on the logits, sigmoid of the logit). The declared keys
+ * norm=recip and renorm=recip: vLLM csrc/libtorch_stable/moe/topk_softmax_kernels.cu (topkGating,
+ * moeSoftmax: p = e * (1.f / row_sum); the epilogue: scale = routed_scaling_factor, scale /= denom,
+ * output *= scale). */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -28,6 +31,8 @@ static const route_key KEYS[] = {
     {"slots", {"sorted", "any", NULL}, offsetof(moects_route_recipe, slots_any)},
     {"fn", {"cr", "ulp1", "ulp2", "ulp4", "ulp8", NULL}, offsetof(moects_route_recipe, fn)},
     {"sum", {"ordered", "any", NULL}, offsetof(moects_route_recipe, sum_any)},
+    {"norm", {"div", "recip", NULL}, offsetof(moects_route_recipe, norm_recip)},
+    {"renorm", {"div", "recip", NULL}, offsetof(moects_route_recipe, renorm_recip)},
 };
 #define NKEYS (sizeof KEYS / sizeof KEYS[0])
 
@@ -42,9 +47,10 @@ static int parse_pair(const char *p, size_t n, moects_route_recipe *r, char *err
             if (strlen(KEYS[i].values[v]) == vl && !strncmp(KEYS[i].values[v], eq + 1, vl))
                 return *(int *)((char *)r + KEYS[i].offset) = v, 0;
         return snprintf(err, errlen, "\"%.*s\": ties is one of low|any, slots sorted|any, fn cr|ulp1|ulp2|ulp4|ulp8, "
-                        "sum ordered|any", (int)n, p), -1;
+                        "sum ordered|any, norm div|recip, renorm div|recip", (int)n, p), -1;
     }
-    return snprintf(err, errlen, "\"%.*s\" is not a route recipe key (ties, slots, fn, sum)", (int)n, p), -1;
+    return snprintf(err, errlen, "\"%.*s\" is not a route recipe key (ties, slots, fn, sum, norm, renorm)", (int)n,
+                    p), -1;
 }
 
 int moects__route_recipe_parse(const char *s, moects_route_recipe *r, char *err, size_t errlen)
@@ -52,8 +58,8 @@ int moects__route_recipe_parse(const char *s, moects_route_recipe *r, char *err,
     const size_t pl = strlen(MOECTS_ROUTE_RECIPE_V1);
     memset(r, 0, sizeof *r);
     if (!s || strncmp(s, MOECTS_ROUTE_RECIPE_V1, pl) != 0 || (s[pl] && s[pl] != '('))
-        return snprintf(err, errlen, "\"%s\" is not " MOECTS_ROUTE_RECIPE_V1 "[(ties=..,slots=..,fn=..,sum=..)]",
-                        s ? s : "(null)"), -1;
+        return snprintf(err, errlen, "\"%s\" is not " MOECTS_ROUTE_RECIPE_V1
+                        "[(ties=..,slots=..,fn=..,sum=..,norm=..,renorm=..)]", s ? s : "(null)"), -1;
     if (!s[pl]) return 0;
     const char *p = s + pl + 1, *end = strchr(p, ')');
     if (!end || end[1]) return snprintf(err, errlen, "\"%s\": the list must end with ')'", s), -1;
@@ -148,15 +154,17 @@ int moects__route_load_row(const moects_moe_route_shape *s, const moects_moe_rou
     return !finite;
 }
 
-/* ws->score and ws->sel of the loaded row, per the method. */
-static void row_scores(const moects_moe_route_shape *s, const moects_moe_route_args *a, row_ws *ws)
+/* ws->score and ws->sel of the loaded row, per the method and r's norm. */
+static void row_scores(const moects_moe_route_shape *s, const moects_moe_route_args *a, const moects_route_recipe *r,
+                       row_ws *ws)
 {
     const int64_t E = s->E;
     if (s->method == MOECTS_ROUTE_SOFTMAX) {
         float m = ws->x[0], sum = 0.0f;
         for (int64_t e = 1; e < E; e++) m = ws->x[e] > m ? ws->x[e] : m;
         for (int64_t e = 0; e < E; e++) ws->score[e] = moects_cr_expf(ws->x[e] - m), sum += ws->score[e];
-        for (int64_t e = 0; e < E; e++) ws->score[e] = ws->score[e] / sum;
+        const float rs = 1.0f / sum; /* norm=recip: vLLM's reciprocal_row_sum */
+        for (int64_t e = 0; e < E; e++) ws->score[e] = r->norm_recip ? ws->score[e] * rs : ws->score[e] / sum;
         for (int64_t e = 0; e < E; e++) ws->sel[e] = s->has_bias ? ws->score[e] + a->bias[e] : ws->score[e];
         return;
     }
@@ -209,8 +217,9 @@ static void select_topk(const moects_moe_route_shape *s, row_ws *ws)
     }
 }
 
-/* The weights w [k] of the ids [k] in selection order, per the method. */
-static void route_weights(const moects_moe_route_shape *s, const row_ws *ws, const int32_t *ids, float *w)
+/* The weights w [k] of the ids [k] in selection order, per the method and r's renorm. */
+static void route_weights(const moects_moe_route_shape *s, const moects_route_recipe *r, const row_ws *ws,
+                          const int32_t *ids, float *w)
 {
     const int64_t k = s->k;
     float sum = 0.0f;
@@ -220,30 +229,50 @@ static void route_weights(const moects_moe_route_shape *s, const row_ws *ws, con
     }
     if (s->method == MOECTS_ROUTE_SIGMOID && s->renormalize) sum = sum + 1e-20f;
     const int div = s->method == MOECTS_ROUTE_TOPK_SOFTMAX || (s->renormalize && s->method != MOECTS_ROUTE_LLAMA4);
+    const int scaled = s->method == MOECTS_ROUTE_SIGMOID || s->method == MOECTS_ROUTE_SOFTMAX;
+    if (div && r->renorm_recip) { /* renorm=recip: v * (scale / sum), vLLM's scale /= denom; output *= scale */
+        const float c = (scaled ? s->scale : 1.0f) / sum;
+        for (int64_t j = 0; j < k; j++) w[j] = w[j] * c;
+        return;
+    }
     for (int64_t j = 0; j < k; j++) {
         if (div) w[j] = w[j] / sum;
-        if (s->method == MOECTS_ROUTE_SIGMOID || s->method == MOECTS_ROUTE_SOFTMAX) w[j] = w[j] * s->scale;
+        if (scaled) w[j] = w[j] * s->scale;
     }
 }
 
-/* Row t's reference into ws->ids and ws->w: 0, or 1 for a row without a defined result. */
-static int route_row(const moects_moe_route_shape *s, const moects_moe_route_args *a, int64_t t, row_ws *ws)
+/* Row t's reference under r (norm, renorm) into ws->ids and ws->w: 0, or 1 for a row without a
+ * defined result. */
+static int route_row(const moects_moe_route_shape *s, const moects_moe_route_args *a, const moects_route_recipe *r,
+                     int64_t t, row_ws *ws)
 {
     if (moects__route_load_row(s, a, t, ws->x)) return 1;
-    row_scores(s, a, ws);
+    row_scores(s, a, r, ws);
     keep_groups(s, ws);
     select_topk(s, ws);
-    route_weights(s, ws, ws->ids, ws->w);
+    route_weights(s, r, ws, ws->ids, ws->w);
     return 0;
+}
+
+int moects__route_ref_row(const moects_moe_route_shape *s, const moects_moe_route_args *a,
+                          const moects_route_recipe *r, int64_t t, int32_t *ids, float *w)
+{
+    row_ws ws;
+    if (moects__route_shape_invalid(s) || ws_alloc(s, &ws)) return -1;
+    const int undefined = route_row(s, a, r, t, &ws);
+    if (!undefined) memcpy(ids, ws.ids, (size_t)s->k * 4), memcpy(w, ws.w, (size_t)s->k * 4);
+    ws_free(&ws);
+    return undefined;
 }
 
 int moects__ref_moe_route_rows(const moects_moe_route_shape *s, const moects_moe_route_args *a, int64_t *undefined)
 {
+    static const moects_route_recipe exact = {0};
     row_ws ws;
     *undefined = 0;
     if (moects__route_shape_invalid(s) || ws_alloc(s, &ws)) return -1;
     for (int64_t t = 0; t < s->T; t++) {
-        if (route_row(s, a, t, &ws)) {
+        if (route_row(s, a, &exact, t, &ws)) {
             ++*undefined;
             for (int64_t j = 0; j < s->k; j++) ws.ids[j] = -1, ws.w[j] = NAN;
         }
@@ -347,7 +376,7 @@ static int check_row(const moects_moe_route_shape *s, const moects_moe_route_arg
 {
     const int64_t k = s->k;
     *slot = -1;
-    const int undefined = route_row(s, a, t, ws);
+    const int undefined = route_row(s, a, r, t, ws);
     /* ids of a row without a defined result are still ids: the combine after the router indexes with them */
     if ((*slot = bad_slot(s, ids, ws->kept)) >= 0) return MOECTS_ROUTE_ROW_BAD_ID;
     if (undefined) return *slot = -1, MOECTS_ROUTE_ROW_NAN;
@@ -358,7 +387,7 @@ static int check_row(const moects_moe_route_shape *s, const moects_moe_route_arg
     if (!same && (!r->ties_any || !tie_admissible(s, ws, ws->tmp)))
         return *slot = first_outside(ids, ws->ids, k), MOECTS_ROUTE_ROW_IDS;
     if (!r->slots_any && (*slot = out_of_order(ws->sel, ids, k, r->ties_any)) >= 0) return MOECTS_ROUTE_ROW_ORDER;
-    route_weights(s, ws, ws->tmp, ws->wt);
+    route_weights(s, r, ws, ws->tmp, ws->wt);
     for (int64_t j = 0; j < k; j++) {
         int64_t p = 0;
         while (ws->tmp[p] != ids[j]) p++;

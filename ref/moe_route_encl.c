@@ -86,17 +86,20 @@ static int ews_alloc(const moects_moe_route_shape *s, encl_ws *ws)
     return -1;
 }
 
-/* ws->sc and ws->sel of a row x [E] (ref/moects_route.h's arithmetic on intervals). */
-static void row_scores(const moects_moe_route_shape *s, const moects_moe_route_args *a, uint32_t ulp, const float *x,
-                       encl_ws *ws)
+/* ws->sc and ws->sel of a row x [E] (ref/moects_route.h's arithmetic on intervals; norm=recip: e
+ * times the interval of 1 / S). */
+static void row_scores(const moects_moe_route_shape *s, const moects_moe_route_args *a, const moects_route_recipe *r,
+                       const float *x, encl_ws *ws)
 {
     const int64_t E = s->E;
+    const uint32_t ulp = moects__route_fn_ulp(r);
     if (s->method == MOECTS_ROUTE_SOFTMAX) {
         float m = x[0];
         for (int64_t e = 1; e < E; e++) m = x[e] > m ? x[e] : m;
         for (int64_t e = 0; e < E; e++) ws->sc[e] = iv_exp(x[e] - m, ulp);
-        const iv S = iv_sum(ws->sc, E);
-        for (int64_t e = 0; e < E; e++) ws->sc[e] = moects__ivf_div(ws->sc[e], S);
+        const iv S = iv_sum(ws->sc, E), R = moects__ivf_div(pt(1.0f), S);
+        for (int64_t e = 0; e < E; e++)
+            ws->sc[e] = r->norm_recip ? moects__ivf_mul(ws->sc[e], R) : moects__ivf_div(ws->sc[e], S);
     }
     for (int64_t e = 0; e < E; e++) {
         const int scored = s->method == MOECTS_ROUTE_SOFTMAX || s->method == MOECTS_ROUTE_SIGMOID;
@@ -174,11 +177,13 @@ static int set_admissible(const moects_moe_route_shape *s, const moects_route_re
     return 0;
 }
 
-/* The weights' intervals ws->w [k] of the set ids [k], x [E] the logits. */
-static void set_weights(const moects_moe_route_shape *s, uint32_t ulp, const float *x, const int32_t *ids,
-                        encl_ws *ws)
+/* The weights' intervals ws->w [k] of the set ids [k], x [E] the logits (renorm=recip: times the
+ * interval of c / P, the scale folded into c). */
+static void set_weights(const moects_moe_route_shape *s, const moects_route_recipe *r, const float *x,
+                        const int32_t *ids, encl_ws *ws)
 {
     const int64_t k = s->k;
+    const uint32_t ulp = moects__route_fn_ulp(r);
     const int tk = s->method == MOECTS_ROUTE_TOPK_SOFTMAX;
     float m = x[ids[0]];
     for (int64_t j = 1; j < k; j++) m = x[ids[j]] > m ? x[ids[j]] : m;
@@ -187,7 +192,10 @@ static void set_weights(const moects_moe_route_shape *s, uint32_t ulp, const flo
     if (tk || s->renormalize) {
         iv P = iv_sum(ws->w, k);
         if (s->method == MOECTS_ROUTE_SIGMOID) P = moects__ivf_add(P, pt(1e-20f));
-        for (int64_t j = 0; j < k; j++) ws->w[j] = moects__ivf_div(ws->w[j], P);
+        const iv C = moects__ivf_div(pt(tk ? 1.0f : s->scale), P);
+        for (int64_t j = 0; j < k; j++)
+            ws->w[j] = r->renorm_recip ? moects__ivf_mul(ws->w[j], C) : moects__ivf_div(ws->w[j], P);
+        if (r->renorm_recip) return;
     }
     for (int64_t j = 0; j < k && !tk; j++) ws->w[j] = moects__ivf_mul(ws->w[j], pt(s->scale));
 }
@@ -200,8 +208,8 @@ int moects__route_encl_weights(const moects_moe_route_shape *s, const moects_moe
     if (moects__route_shape_invalid(s) || !x || ews_alloc(s, &ws)) return free(x), -1;
     const int undefined = moects__route_load_row(s, a, t, x);
     if (!undefined) {
-        row_scores(s, a, moects__route_fn_ulp(r), x, &ws);
-        set_weights(s, moects__route_fn_ulp(r), x, ids, &ws);
+        row_scores(s, a, r, x, &ws);
+        set_weights(s, r, x, ids, &ws);
         for (int64_t j = 0; j < s->k; j++) lo[j] = ws.w[j].lo, hi[j] = ws.w[j].hi;
     }
     ews_free(&ws), free(x);
@@ -222,9 +230,8 @@ static int bad_order(const moects_moe_route_shape *s, const moects_route_recipe 
 static int check(const moects_moe_route_shape *s, const moects_moe_route_args *a, const moects_route_recipe *r,
                  const float *x, const int32_t *ref_ids, const int32_t *ids, const float *w, int *slot, encl_ws *ws)
 {
-    const uint32_t ulp = moects__route_fn_ulp(r);
     int same = 1;
-    row_scores(s, a, ulp, x, ws);
+    row_scores(s, a, r, x, ws);
     if (s->n_group > 1) group_scores(s, ws);
     memset(ws->in, 0, (size_t)s->E);
     for (int64_t j = 0; j < s->k; j++) ws->in[ids[j]] = 1;
@@ -236,7 +243,7 @@ static int check(const moects_moe_route_shape *s, const moects_moe_route_args *a
         return MOECTS_ROUTE_ROW_IDS;
     }
     if (!r->slots_any && (*slot = bad_order(s, r, ids, ws)) >= 0) return MOECTS_ROUTE_ROW_ORDER;
-    set_weights(s, ulp, x, ids, ws);
+    set_weights(s, r, x, ids, ws);
     for (int64_t j = 0; j < s->k; j++)
         if (!(w[j] >= ws->w[j].lo && w[j] <= ws->w[j].hi)) return *slot = (int)j, MOECTS_ROUTE_ROW_WEIGHT;
     *slot = -1;

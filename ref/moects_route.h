@@ -24,6 +24,13 @@
  *                        Groups not kept are out of the choice (-Inf: vLLM, DeepSeek's Gate), not
  *                        filled with 0.0 (transformers), which a negative s + b would lose to
  *               LLAMA4: w = sigmoid(x_0)
+ *   norm=recip  (a declared key) SOFTMAX's p_i = e_i * (1 / S), two roundings, for e_i / S (vLLM's
+ *               topkGatingSoftmax and moeSoftmax: reciprocal_row_sum / normalizing_factor)
+ *   renorm=recip  (a declared key) every division after the top-k (SOFTMAX, SIGMOID with
+ *               renormalize; TOPK_SOFTMAX) becomes w_j = v_j * (c / D), D the denominator above (with
+ *               its 1e-20), c the scale (SOFTMAX, SIGMOID) or 1 (TOPK_SOFTMAX), so the scale is folded
+ *               in and not applied again: vLLM's current topkGating epilogue (scale = routed_scaling_factor;
+ *               scale /= denom; output *= scale). Without renormalize, w = p * scale as above
  * The sums of the weights run in the canonical slot order whatever order a kernel writes its slots
  * in, so a set of ids has one set of weights. A row holding a NaN (logit or bias) has no defined
  * result: the reference refuses it. */
@@ -35,7 +42,7 @@
 #include "moects_ref.h"
 #include "moects_types.h"
 
-/* A kernel's route recipe, string form moects_route.v1[(ties=low|any,slots=sorted|any,fn=..,sum=..)]:
+/* A kernel's route recipe, string form moe_route.v1[(ties=low|any,slots=sorted|any,fn=..,sum=..,norm=..,renorm=..)]:
  *   ties=low    equal selection scores go to the lower id (vLLM's kernels); any: any of them
  *   slots=sorted  slots in the selection order; any: any order (torch.topk(sorted=False)), ids
  *                 compared as a set
@@ -43,6 +50,11 @@
  *               many floats of the correctly rounded value (a fast exp, libm's expf)
  *   sum=ordered the softmax denominator and the renormalization sums in the order above; any: FP32
  *               additions in any order (a tree, a warp shuffle, reversed)
+ *   norm=div    softmax's p_i = e_i / S; recip: e_i * (1 / S) (vLLM's topkGatingSoftmax)
+ *   renorm=div  the divisions after the top-k as above; recip: times (scale / sum), the scale folded in
+ *               (vLLM's topkGating since it took routed_scaling_factor)
+ * norm and renorm are exact recipes (the reference computes them; the judge reads them from the
+ * string like fn and sum), and combine with a bounded claim (the enclosure follows them).
  * fn != cr or sum=any is a bounded claim (moects__route_bounded): the weights are judged by their
  * enclosure and the ids by the scores' enclosure (moects__route_encl_check; docs/moe_route.md
  * "Bounded claims"). The recipe value (moects__route_recipe_value) holds ties and slots only: the
@@ -52,6 +64,8 @@ typedef struct {
     int ties_any, slots_any;
     int fn;      /* 0 cr; 1..4 ulp1, ulp2, ulp4, ulp8 (moects__route_fn_ulp) */
     int sum_any; /* the sums in any order */
+    int norm_recip;   /* softmax: e_i * (1 / S) */
+    int renorm_recip; /* after the top-k: v_j * (scale / sum) */
 } moects_route_recipe;
 
 /* The exp's allowance in floats (0: correctly rounded), and whether r's claim is bounded. */
@@ -79,6 +93,12 @@ int moects__ref_moe_route(const moects_moe_route_shape *s, const moects_moe_rout
  * counted in *undefined: 0, or -1 for an invalid shape or out of memory. The op's reference: such rows
  * are not judged (their ids only checked to be valid, moects__route_check_row). */
 int moects__ref_moe_route_rows(const moects_moe_route_shape *s, const moects_moe_route_args *a, int64_t *undefined);
+
+/* Row t's reference ids [k] (selection order) and weights [k] under recipe r's arithmetic (norm,
+ * renorm; fn and sum read as cr and ordered), ties=low: 0, 1 for a row without a defined result, -1
+ * for an invalid shape or out of memory. */
+int moects__route_ref_row(const moects_moe_route_shape *s, const moects_moe_route_args *a,
+                          const moects_route_recipe *r, int64_t t, int32_t *ids, float *w);
 
 /* What one row of a kernel's output is, judged under recipe r (moects__route_check_row). */
 typedef enum {

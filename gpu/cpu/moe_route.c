@@ -1,7 +1,9 @@
 /* moe_route.c: CPU router kernels (DESIGN.md "Routing"): the router written as the engines write it,
  * with a full sort of each token's candidates (torch.topk's way, not the reference's k passes), one
  * generic loop with a switch per known bug (the mutants of moe_route_mutants.c). Honest kernels:
- * cpu.moe_route.vllm (ties to the lower id, slots sorted by score: moe_route.v1) and cpu.moe_route.torch
+ * cpu.moe_route.vllm (ties to the lower id, slots sorted by score, and vLLM's reciprocals: softmax
+ * e * (1 / S) and the renormalization v * (scale / sum), as topkGating in vLLM
+ * csrc/libtorch_stable/moe/topk_softmax_kernels.cu: moe_route.v1(norm=recip,renorm=recip)) and cpu.moe_route.torch
  * (ties to the higher id and slots in ascending id order, as torch.topk(sorted=False) may: it declares
  * moe_route.v1(ties=any,slots=any), judged PASS_TIE where it chose other tied ids): exp correctly
  * rounded (ref/crmath.c), every FP32 operation in the order ref/moects_route.h gives. cpu.moe_route.fast:
@@ -63,8 +65,8 @@ static void scores(const moects__mr_kernel *k, const moects_moe_route_shape *s, 
         float m = x[0];
         for (int64_t e = 1; e < s->E; e++) m = x[e] > m ? x[e] : m;
         for (int64_t e = 0; e < s->E; e++) score[e] = kexp(k, x[e] - m);
-        const float sum = ksum(k, score, s->E, 0);
-        for (int64_t e = 0; e < s->E; e++) score[e] = score[e] / sum;
+        const float sum = ksum(k, score, s->E, 0), rs = 1.0f / sum;
+        for (int64_t e = 0; e < s->E; e++) score[e] = k->recip ? score[e] * rs : score[e] / sum;
     }
     for (int64_t e = 0; e < s->E; e++) {
         if (s->method == MOECTS_ROUTE_SIGMOID || s->method == MOECTS_ROUTE_LLAMA4) score[e] = sigmoid(k, x[e]);
@@ -111,7 +113,12 @@ static void weights(const moects__mr_kernel *k, const moects_moe_route_shape *s,
     }
     float sum = ksum(k, w, s->k, k->bug == MOECTS__MR_BUG_SUM_BF16);
     if (s->method == MOECTS_ROUTE_SIGMOID && s->renormalize) sum = sum + 1e-20f;
+    const float c = (scaled ? s->scale : 1.0f) / sum; /* vLLM: scale /= denom; output *= scale */
     for (int64_t j = 0; j < s->k; j++) {
+        if (renorm && k->recip) {
+            w[j] = w[j] * c;
+            continue;
+        }
         if (renorm) w[j] = w[j] / sum;
         if (scaled) w[j] = w[j] * s->scale;
         if (scaled && k->bug == MOECTS__MR_BUG_SCALE_TWICE) w[j] = w[j] * s->scale;
@@ -171,9 +178,9 @@ int moects__mr_run(const moects__mr_kernel *k, const void *shape, const void *ar
     return ok ? 0 : -1;
 }
 
-MOECTS__MR_DESCRIPTOR(moects_cpu_moe_route_vllm, "cpu.moe_route.vllm", MOECTS_ROUTE_RECIPE_V1, 0, 0, 0,
-                      MOECTS__MR_BUG_NONE, NULL);
+MOECTS__MR_DESCRIPTOR(moects_cpu_moe_route_vllm, "cpu.moe_route.vllm", MOECTS_ROUTE_RECIPE_V1 "(norm=recip,renorm=recip)",
+                      0, 0, 0, 1, MOECTS__MR_BUG_NONE, NULL);
 MOECTS__MR_DESCRIPTOR(moects_cpu_moe_route_torch, "cpu.moe_route.torch", MOECTS_ROUTE_RECIPE_V1 "(ties=any,slots=any)",
-                      1, 1, 0, MOECTS__MR_BUG_NONE, NULL);
+                      1, 1, 0, 0, MOECTS__MR_BUG_NONE, NULL);
 MOECTS__MR_DESCRIPTOR(moects_cpu_moe_route_fast, "cpu.moe_route.fast", MOECTS_ROUTE_RECIPE_V1 "(fn=ulp2,sum=any)",
-                      0, 0, 1, MOECTS__MR_BUG_NONE, NULL);
+                      0, 0, 1, 0, MOECTS__MR_BUG_NONE, NULL);

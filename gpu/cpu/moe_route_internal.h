@@ -23,6 +23,7 @@ typedef struct {
     int ties_high; /* equal scores to the higher id (groups and experts) */
     int unsorted;  /* slots in ascending id order */
     int fast;      /* libm's expf (within 1 ulp) and the sums in reverse order: moe_route.v1(fn=ulp2,sum=any) */
+    int recip;     /* softmax e * (1 / S), renormalization v * (scale / sum): moe_route.v1(norm=recip,renorm=recip) */
     moects__mr_bug bug;
 } moects__mr_kernel;
 
@@ -33,10 +34,10 @@ int moects__mr_supports(const moects__mr_kernel *k, const void *shape, char *why
  * weights [T, k]. 0, or -1 for an invalid shape or out of memory. */
 int moects__mr_run(const moects__mr_kernel *k, const void *shape, const void *args);
 
-/* A router kernel descriptor `sym` named nm: recipe rec, ties_high, unsorted, fast, bug bugv (bugtext
- * its one line, NULL for an honest kernel). */
-#define MOECTS__MR_DESCRIPTOR(sym, nm, rec, high, unsort, fst, bugv, bugtext)                         \
-    static const moects__mr_kernel sym##_k = {high, unsort, fst, bugv};                                    \
+/* A router kernel descriptor `sym` named nm: recipe rec, ties_high, unsorted, fast, recip, bug bugv
+ * (bugtext its one line, NULL for an honest kernel). */
+#define MOECTS__MR_DESCRIPTOR(sym, nm, rec, high, unsort, fst, rcp, bugv, bugtext)                    \
+    static const moects__mr_kernel sym##_k = {high, unsort, fst, rcp, bugv};                               \
     static int sym##_sup(const void *s, char *w, size_t l) { return moects__mr_supports(&sym##_k, s, w, l); } \
     static int sym##_run(const void *s, const void *a, void *st)                                      \
     {                                                                                                 \

@@ -6,10 +6,10 @@
 #include "moe_route_internal.h"
 
 #define MUTANT(sym, nm, high, bugv, bugtext) \
-    MOECTS__MR_DESCRIPTOR(sym, nm, MOECTS_ROUTE_RECIPE_V1, high, 0, 0, bugv, bugtext)
+    MOECTS__MR_DESCRIPTOR(sym, nm, MOECTS_ROUTE_RECIPE_V1, high, 0, 0, 0, bugv, bugtext)
 /* The fast kernel's loop (cpu.moe_route.fast) with a bug only an enclosure tighter than BF16 sees. */
 #define FAST_MUTANT(sym, nm, bugv, bugtext) \
-    MOECTS__MR_DESCRIPTOR(sym, nm, MOECTS_ROUTE_RECIPE_V1 "(fn=ulp2,sum=any)", 0, 0, 1, bugv, bugtext)
+    MOECTS__MR_DESCRIPTOR(sym, nm, MOECTS_ROUTE_RECIPE_V1 "(fn=ulp2,sum=any)", 0, 0, 1, 0, bugv, bugtext)
 
 MUTANT(moects_cpu_mutant_moe_route_softmax_after_topk, "cpu.mutant.moe_route.softmax_after_topk", 0,
        MOECTS__MR_BUG_SOFTMAX_AFTER_TOPK,

@@ -211,7 +211,8 @@ static const char *const ROW_WORDS_BOUNDED[] = {"", "tie", "an id outside [0, E)
                                                 "slots no scores in their enclosure sort so",
                                                 "a weight outside its enclosure", "NaN"};
 
-/* The failing row's want: the reference's id and weight at that slot, or, for a weight outside its
+/* The failing row's want: the reference's id and weight at that slot (under a declared norm=recip or
+ * renorm=recip, that recipe's reference row, moects__route_ref_row), or, for a weight outside its
  * enclosure under a bounded claim, that enclosure ("slot 0: [lo, hi]"). */
 static void fail_want(const moects_inputs *in, const moects_route_recipe *rr, const int32_t *ids, const int32_t *wid,
                       const float *ww, int64_t t, int slot, int kind, moects_result *r)
@@ -219,11 +220,14 @@ static void fail_want(const moects_inputs *in, const moects_route_recipe *rr, co
     const moects_moe_route_shape *s = &in->mr;
     const int64_t i = t * s->k + slot;
     float lo[64], hi[64];
+    int32_t rid[64];
     moects_op_args a;
     moects__host_args(in, NULL, &a);
     if (moects__route_bounded(rr) && kind == MOECTS_ROUTE_ROW_WEIGHT && s->k <= 64 &&
         moects__route_encl_weights(s, &a.mr, rr, t, ids + t * s->k, lo, hi) == 0)
         snprintf(r->want, sizeof r->want, "slot %d: [%a, %a]", slot, (double)lo[slot], (double)hi[slot]);
+    else if ((rr->norm_recip || rr->renorm_recip) && s->k <= 64 && moects__route_ref_row(s, &a.mr, rr, t, rid, lo) == 0)
+        snprintf(r->want, sizeof r->want, "slot %d: id %d w %a", slot, (int)rid[slot], (double)lo[slot]);
     else
         snprintf(r->want, sizeof r->want, "slot %d: id %d w %a", slot, (int)wid[i], (double)ww[i]);
 }

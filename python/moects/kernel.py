@@ -9,7 +9,10 @@ Python"):
     recipe     the exact recipe it claims ("ep_gather.fma_v1", "fp4_gemm.blockwise_v1", ...; fused_moe: its
                layer recipe, "fused_moe.layer_v1(w13=up_gate,mid=fp8_token,...)", ref/moects_layer.h,
                required, with a bound too when its GEMMs sum in any order: judged by the enclosure;
-               moe_route: "moe_route.v1(ties=low|any,slots=sorted|any)", required, exact only), or
+               moe_route: "moe_route.v1(ties=..,slots=..,fn=..,sum=..,norm=..,renorm=..)", required,
+               its keys those of ref/moects_route.h (ROUTE_KEYS; fn other than cr or sum=any is a
+               bounded claim, judged by the enclosure; norm=recip / renorm=recip are vLLM's
+               reciprocals, exact), no bound or tolerance), or
     bound      its accumulation class: bits (24 for FP32 accumulation), or (bits, truncation), or
                {"bits": 24, "truncation": False}, with "bf16_split_k": N where K may be split into at
                most N pieces whose FP32 partials are added in BF16 (torch's default
@@ -42,6 +45,9 @@ import traceback
 from . import _lib, _tensors
 
 OPS = {"ep_gather": 1, "fp4_gemm": 2, "moe_gemm": 3, "fused_moe": 4, "moe_route": 5}
+# moe_route.v1's keys and their values, the first the default (ref/moe_route.c's KEYS, docs/moe_route.md)
+ROUTE_KEYS = {"ties": ("low", "any"), "slots": ("sorted", "any"), "fn": ("cr", "ulp1", "ulp2", "ulp4", "ulp8"),
+              "sum": ("ordered", "any"), "norm": ("div", "recip"), "renorm": ("div", "recip")}
 DEVICES = {"cpu": 0, "cuda": 1}
 _FIELDS = ("name", "op", "device", "recipe", "bound", "tolerance", "bug", "supports", "run", "batch_invariant")
 
@@ -72,10 +78,15 @@ class Kernel:
             if not self.recipe or self.tolerance is not None:
                 raise ValueError("%s: fused_moe: declare a layer recipe (\"fused_moe.layer_v1(...)\"), exact or "
                                  "with a bound (its GEMMs' accumulation class); no tolerance" % where)
-        elif self.op == "moe_route":  # exact only: a bounded route claim has no enclosure yet
+        elif self.op == "moe_route":  # the recipe's own keys say exact or bounded (fn=, sum=)
             if not self.recipe or self.bound is not None or self.tolerance is not None:
-                raise ValueError("%s: moe_route: declare the exact recipe (\"moe_route.v1(ties=low|any,"
-                                 "slots=sorted|any)\"), no bound or tolerance" % where)
+                raise ValueError("%s: moe_route: declare a recipe (\"moe_route.v1(ties=..,slots=..,fn=..,sum=..,"
+                                 "norm=..,renorm=..)\"; a fast exp or sums in any order are its fn= and sum= "
+                                 "keys), no bound or tolerance" % where)
+            try:
+                route_recipe(self.recipe)
+            except ValueError as e:
+                raise ValueError("%s: %s" % (where, e)) from None
         elif self.recipe and (self.bound is not None or self.tolerance is not None):
             raise ValueError("%s: recipe with a bound or tolerance: declare one judgement (a recipe, or a bound "
                              "with an optional fallback tolerance)" % where)
@@ -115,6 +126,24 @@ def describe(obj):
     if fields.get("op") is None:
         raise ValueError("kernel %r: op: missing, expected one of %s" % (fields["name"], ", ".join(OPS)))
     return Kernel(**fields)
+
+
+def route_recipe(s):
+    """The keys of a moe_route recipe string "moe_route.v1[(key=value,...)]" as a dict over ROUTE_KEYS
+    (defaults filled in); ValueError naming the key or value that is not one, as the judge
+    (ref/moe_route.c, moects__route_recipe_parse) would refuse it."""
+    head, sep, rest = s.partition("(")
+    if head != "moe_route.v1" or (sep and not rest.endswith(")")):
+        raise ValueError("recipe %r: expected moe_route.v1 or moe_route.v1(key=value,...)" % (s,))
+    keys = {k: v[0] for k, v in ROUTE_KEYS.items()}
+    for pair in rest[:-1].split(",") if sep and rest != ")" else ():
+        k, eq, v = pair.partition("=")
+        if k not in ROUTE_KEYS:
+            raise ValueError("recipe %r: %r is not a route recipe key (%s)" % (s, k, ", ".join(ROUTE_KEYS)))
+        if not eq or v not in ROUTE_KEYS[k]:
+            raise ValueError("recipe %r: %s=%s: %s is one of %s" % (s, k, v, k, "|".join(ROUTE_KEYS[k])))
+        keys[k] = v
+    return keys
 
 
 def _np_bool(x):

@@ -59,3 +59,17 @@ def _run_ties_any(shape, args):
 ties_any = {"name": "numpy.moe_route.ties_high", "op": "moe_route", "recipe": "moe_route.v1(ties=any,slots=sorted)",
             "run": _run_ties_any}
 all_kernels = [nr.kernel, ties_any] + mutants
+
+
+def reversed_sum(a):
+    """The FP32 sum over the last axis, the last column first."""
+    return nr.seq_sum(a[..., ::-1])
+
+
+# Every sum (softmax denominator, renormalization) in reverse order: wrong under the exact recipe
+# (sum=ordered), admissible under sum=any (a bounded claim). Not in all_kernels: test_route_examples.py
+# judges it under both declarations.
+sum_reversed = {"name": "numpy.mutant.moe_route.sum_reversed", "op": "moe_route", "recipe": "moe_route.v1",
+                "bug": "sums the softmax denominator and the renormalization in reverse order while declaring "
+                       "the exact order (sum=ordered)", "run": nr.runner(total=reversed_sum)}
+sum_any = dict(sum_reversed, name="numpy.moe_route.sum_any", recipe="moe_route.v1(sum=any)", bug=None)

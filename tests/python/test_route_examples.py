@@ -1,9 +1,12 @@
 """Routing from Python: the shape and tensors a moe_route kernel gets (checked by hand against the
 model's config), examples/numpy_moe_route.py exact on every smoke moe_route case under `moects run
 --kernel-py`, two routing bugs (tests/python/route_mutants.py) each caught on exactly the cases where
-their output differs from the example's, and case.check in process."""
+their output differs from the example's, and case.check in process; the recipe's other keys from
+Python: vLLM's reciprocals (norm=recip,renorm=recip) exact, numpy's float32 exp under fn=ulp4 bounded,
+sums in reverse order caught under the exact recipe and admitted under sum=any."""
 import json
 import os
+import re
 import subprocess
 
 import numpy as np
@@ -42,11 +45,19 @@ def test_route_shape_and_tensors():
         assert c.args()["bias"] is None
 
 
-def test_route_kernel_declares_exact_recipe():
+def test_route_kernel_declares_its_recipe():
     moects.Kernel("x", "moe_route", recipe="moe_route.v1(ties=any,slots=any)")
+    moects.Kernel("x", "moe_route", recipe="moe_route.v1(fn=ulp4,sum=any,norm=recip,renorm=recip)")
     for bad in (dict(bound=24), dict(tolerance=(0.0, 1)), dict(recipe="moe_route.v1", bound=24)):
         with pytest.raises(ValueError, match="moe_route"):
             moects.Kernel("x", "moe_route", **bad)
+    # keys and values the judge would refuse (ref/moe_route.c), refused when the kernel is described
+    for bad, what in (("moe_route.v1(fn=ulp3)", "fn is one of cr|ulp1|ulp2|ulp4|ulp8"),
+                      ("moe_route.v1(norm=mul)", "norm is one of div|recip"),
+                      ("moe_route.v1(order=any)", "not a route recipe key"),
+                      ("moe_route.v1(fn=ulp4", "expected moe_route.v1")):
+        with pytest.raises(ValueError, match=re.escape(what)):
+            moects.Kernel("x", "moe_route", recipe=bad)
 
 
 def _out(kernel, case):
@@ -144,3 +155,57 @@ def test_exp_f32_is_correctly_rounded():
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
     assert nr.exp_f32(np.float32([-np.inf, np.inf])).tolist() == [0.0, np.inf]
     assert np.isnan(nr.exp_f32(np.float32([np.nan]))[0])
+
+
+def _differs(a, b, case):
+    """Whether outputs a and b (ids rows, then weights rows) differ in a row with a defined result."""
+    T, ok = case.shape["T"], _defined(case)
+    a, b = a.view(np.uint32), b.view(np.uint32)
+    return not (np.array_equal(a[:T][ok], b[:T][ok]) and np.array_equal(a[T:][ok], b[T:][ok]))
+
+
+def test_route_recipe_keys_from_python(build_dir, tmp_path):
+    import numpy_moe_route as nr
+    import route_mutants as rm
+    r = subprocess.run([os.path.join(build_dir, "bin", "moects"), "run", "--kernel-py",
+                        os.path.join(ROOT, "examples", "numpy_moe_route.py") + ":kernels", "--tier", "smoke",
+                        "--out", str(tmp_path), "moe_route*"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    n = {"vllm_differs": 0, "fast_bounded": 0, "fast_differs": 0, "reversed_caught": 0}
+    for c in moects.cases("moe_route*", tier="smoke"):
+        exact = _out(nr.kernel, c)
+        # vLLM's reciprocals: exact under their keys, caught under the dividing recipe where a bit moves
+        out = _out(nr.kernel_vllm, c)
+        assert c.judge(out, kernel=nr.kernel_vllm).verdict == "PASS_EXACT", c.id
+        if _differs(out, exact, c):
+            n["vllm_differs"] += 1
+            assert c.judge(out, recipe="moe_route.v1").verdict == "FAIL_MISMATCH", c.id
+        # numpy's float32 exp declared fn=ulp4: within the enclosure (a tie within it on near-tie rows)
+        out = _out(nr.kernel_fast, c)
+        v = c.judge(out, kernel=nr.kernel_fast).verdict
+        assert v == "PASS_BOUNDED" or (v == "PASS_TIE" and c.id.endswith("smoke-adversarial")), (c.id, v)
+        n["fast_bounded"] += v == "PASS_BOUNDED"
+        if _differs(out, exact, c):
+            n["fast_differs"] += 1
+            assert c.judge(out, recipe="moe_route.v1").verdict == "FAIL_MISMATCH", c.id
+        # sums in reverse order: caught under the exact recipe exactly where a bit moves, admitted as
+        # sum=any
+        out = _out(rm.sum_reversed, c)
+        moved = _differs(out, exact, c)
+        assert c.judge(out, kernel=rm.sum_reversed).verdict == ("FAIL_MISMATCH" if moved else "PASS_EXACT"), c.id
+        assert c.judge(out, kernel=rm.sum_any).verdict in ("PASS_BOUNDED", "PASS_TIE"), c.id
+        n["reversed_caught"] += moved
+        c.release()
+    # the keys are not no-ops on the smoke cases: each changes bits on several
+    assert n["vllm_differs"] >= 2 and n["fast_differs"] >= 2 and n["reversed_caught"] >= 2, n
+    assert n["fast_bounded"] >= 30, n
+
+
+def test_numpy_exp_is_within_ulp4():
+    """kernel_fast's claim: numpy's float32 exp within 4 floats (ordered bit patterns) of the
+    correctly rounded value, on the arguments a softmax or sigmoid router takes."""
+    import numpy_moe_route as nr
+    rng = np.random.default_rng(2)
+    x = np.concatenate([rng.uniform(-103, 88, 20000), rng.uniform(-9, 0, 20000)]).astype(np.float32)
+    got, want = nr.fast_exp(x).view(np.int32).astype(np.int64), nr.exp_f32(x).view(np.int32).astype(np.int64)
+    assert np.abs(got - want).max() <= 4

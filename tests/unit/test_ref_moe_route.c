@@ -11,7 +11,7 @@
 
 #include "moects_route.h"
 
-static const moects_route_recipe LOW = {0, 0, 0, 0}, ANY = {1, 0, 0, 0}, ANY_UNSORTED = {1, 1, 0, 0};
+static const moects_route_recipe LOW = {0}, ANY = {.ties_any = 1}, ANY_UNSORTED = {.ties_any = 1, .slots_any = 1};
 
 static moects_moe_route_shape shape(int64_t E, int64_t k, moects_route_method m)
 {

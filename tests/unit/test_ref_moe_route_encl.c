@@ -107,7 +107,7 @@ static float fp32_weight(const moects_moe_route_shape *s, const float *x, const 
  * renormalizing division, the scale), the real weight. */
 static void random_rows(moects_moe_route_shape s, int fn, int n)
 {
-    const moects_route_recipe r = {0, 0, fn, 1};
+    const moects_route_recipe r = {.fn = fn, .sum_any = 1};
     float x[256], b[256], w[32], lo[32], hi[32];
     int32_t ids[32];
     mpfr_t rw;
@@ -172,7 +172,7 @@ Test(ref_moe_route_encl, near_tie_row)
 {
     const float x[4] = {1.0f, 1.0f + 0x1p-23f, 0.0f, -1.0f};
     const moects_moe_route_shape s = shape(4, 1, MOECTS_ROUTE_SOFTMAX);
-    const moects_route_recipe ulp2 = {0, 0, 2, 0}, exact = {0, 0, 0, 0};
+    const moects_route_recipe ulp2 = {.fn = 2}, exact = {0};
     moects_moe_route_args a = {.logits = x};
     mpfr_t rw;
     mpfr_init2(rw, PREC);
@@ -196,7 +196,7 @@ Test(ref_moe_route_encl, near_tie_slot_order)
     const float x[4] = {1.0f, 1.0f + 0x1p-23f, -3.0f, -1.0f};
     moects_moe_route_shape s = shape(4, 2, MOECTS_ROUTE_SOFTMAX);
     s.renormalize = 1;
-    const moects_route_recipe ulp2 = {0, 0, 2, 0};
+    const moects_route_recipe ulp2 = {.fn = 2};
     moects_moe_route_args a = {.logits = x};
     const float w[2] = {0.5f, 0.5f};
     int slot;
