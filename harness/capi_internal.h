@@ -57,9 +57,10 @@ int moects__write_out(const char *path, const moects_inputs *in, const void *got
 int moects__case_from_json(const char *path, const char *json, moects_case *c, char *err, size_t errlen);
 
 /* ---- run/localcase.c: local cases (issue 32), tier local ---- */
-/* The case of a case file's moects.case JSON for an op whose shape holds its case: 0; -1 with "PATH:
- * moects.case: FIELD: problem" in err; -2 for an op whose shape names a registry case (moe_gemm), c's
- * op and id set. */
+/* The case of a case file's moects.case JSON for an op whose shape holds its case: 0; 1 for a shape
+ * whose rows per expert a local case's tensors give (moe_gemm: a registry case's come from its
+ * model's routing, so `verify` takes the registry's case of that id); -1 with "PATH: moects.case:
+ * FIELD: problem" in err; -2 for an op whose shape names a registry case, c's op and id set. */
 int moects__case_parse(const char *path, const char *json, moects_case *c, char *err, size_t errlen);
 /* `moects case add`: check a safetensors file of an op's inputs (export's names and layouts, its
  * moects.case, moects.seed, moects.recipe and moects.scalars metadata; ref.* tensors ignored) against

@@ -47,8 +47,10 @@ typedef struct moects__op_def {
     /* c's shape as the JSON object of a case file's and moects_case_json's "shape" (the ABI's field
      * names, enums by name); in: the built inputs (fix ep_gather M_sum, moe_gemm M) or NULL (-1). */
     json_t *(*shape_json)(const moects_case *c, const moects_inputs *in);
-    /* The reverse, from a case file's "shape" object into c: 0, or -1 with "PATH: moects.case:
-     * shape.FIELD: problem" in err. NULL: the case is the built-in registry's case of that id. */
+    /* The reverse, from a case file's "shape" object into c: 0; 1 when the rows per expert are not in
+     * the shape but in a local case's tensors (moe_gemm: local_shape reads them; `verify` takes the
+     * registry's case of that id); or -1 with "PATH: moects.case: shape.FIELD: problem" in err. NULL:
+     * the case is the built-in registry's case of that id. */
     int (*shape_parse)(const char *path, json_t *sh, moects_case *c, char *err, size_t errlen);
     /* The recipe names of c, the first the one `verify` uses unless told (the built-in kernels'
      * recipe); returns their count (at most 3). */
@@ -91,7 +93,9 @@ typedef struct moects__op_def {
     int (*check)(const moects_case *c, const moects_inputs *in, const char *where, char *err, size_t errlen);
     /* A local case's shape facts its own tensors decide, not the generator (ep_gather: M_sum, the rows of
      * a captured x, which an engine pads its own way): before the tensors replace the generated ones,
-     * re-size in's slots to them. 0, -2 out of memory (err). NULL: every dim comes from the case. */
+     * re-size in's slots to them (moe_gemm: the rows per expert of m_indices, masked_m or
+     * expert_offsets). 0; -1 with "TENSOR: the rule broken" in err (the caller puts the file or case
+     * before it); -2 out of memory (err). NULL: every dim comes from the case. */
     int (*local_shape)(const moects_case *c, moects_inputs *in, const moects__src_tensor *src, size_t n,
                        char *err, size_t errlen);
 

@@ -55,7 +55,7 @@ long moects_export(const moects_caselist *l, uint64_t seed, const char *dir)
 
 /* ---------------------------------------------------------------- verify ---- */
 
-/* An op whose shape does not hold its case (moe_gemm: its rows come from the model's routing): the
+/* A case whose shape does not hold it (moe_gemm: its rows come from the model's routing): the
  * case of that id in the built-in registry; same_inputs then checks the file against it. */
 static int registry_case(const char *path, const char *id, moects_case *c, char *err, size_t errlen)
 {
@@ -73,7 +73,7 @@ static int registry_case(const char *path, const char *id, moects_case *c, char 
 int moects__case_from_json(const char *path, const char *json, moects_case *c, char *err, size_t errlen)
 {
     int rc = moects__case_parse(path, json, c, err, errlen);
-    if (rc == -2) /* moe_gemm: its rows come from the registry's routing */
+    if (rc == -2 || rc == 1) /* moe_gemm: its rows come from the registry's routing */
         rc = registry_case(path, c->id, c, err, errlen), c->tiers = MOECTS_TIER_SMOKE;
     return rc;
 }

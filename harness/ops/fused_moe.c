@@ -210,11 +210,13 @@ static double fm_perf_bytes(const moects_inputs *in, long mnk[3])
 
 const moects__op_def moects__op_fused_moe = {
     .op = MOECTS_OP_FUSED_MOE, .name = "fused_moe",
-    .case_shape = fm_case_shape, .shape_json = fm_shape_json, .shape_parse = NULL, .recipes = fm_recipes,
+    .case_shape = fm_case_shape, .shape_json = fm_shape_json, .shape_parse = moects__fused_shape_parse,
+    .recipes = fm_recipes,
     .secs_per_cost = 2e-9, /* a first guess: the CPU layer kernels' naive loops */
     .cost = fm_cost, .bytes = fm_bytes, .ref_flops = fm_ref_flops, .shape_key = fm_shape_key, .dims = fm_dims,
     .build = moects__fused_build, .shape = fm_shape, .bind = fm_bind, .row_bytes = fm_row_bytes,
     .describe = fm_describe, .describe_out = fm_describe_out, .scalars = NULL,
+    .check = moects__fused_contract, .local_shape = moects__fused_local_shape, /* local cases: fused_local.c */
     .reference = fm_reference, .reference_pair = NULL, .bound = NULL, .reduction_k = NULL, .geometry = fm_geometry,
     .claim_refused = fm_claim_refused, .enclosure = fm_enclosure, .batch = moects__fused_batch,
     .perf_unit = "TFLOP/s", .perf_key = "tflops", .perf_bytes = fm_perf_bytes,

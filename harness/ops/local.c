@@ -51,7 +51,9 @@ int moects__inputs_replace(const moects_case *c, moects_inputs *in, const moects
 {
     const moects__op_def *op = moects__op_of_inputs(in);
     int used[64] = {0};
-    if (op->local_shape && op->local_shape(c, in, src, n, err, errlen)) return -1;
+    char e[2048];
+    if (op->local_shape && op->local_shape(c, in, src, n, e, sizeof e))
+        return snprintf(err, errlen, "%s: %s", where, e), -1;
     for (int j = 0; j < in->nt; j++) {
         moects_tensor_info t;
         moects__tensor_describe(in, j, &t);

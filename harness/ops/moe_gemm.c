@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "moects_guard.h"
 #include "moects_harness.h"
 #include "moects_op.h"
 #include "ops_internal.h"
@@ -581,6 +582,233 @@ static void mg_describe_out(const moects_inputs *in, moects_tensor_info *t)
     else t->dims[0] = in->mg.M, t->dims[1] = in->mg.N;
 }
 
+/* ---- local cases (issue 32, `moects case add`: harness/run/localcase.c) ---- */
+
+static int enum_at(const char *s, const char *const *names, int n)
+{
+    for (int i = 0; s && i < n; i++)
+        if (!strcmp(s, names[i])) return i;
+    return -1;
+}
+
+/* A case file's shape (mg_shape_json's fields) into c. Its rows per expert are the captured tensors'
+ * (mg_local_shape): until they are read, each expert gets M / E rows (masked: M), the size the memory
+ * budget and the first build go by. Returns 1 (a shape whose rows the tensors give), or -1 with err. */
+static int mg_shape_parse(const char *path, json_t *sh, moects_case *c, char *err, size_t errlen)
+{
+    static const char *const fp4[] = {"mxfp4", "nvfp4"}, *const lay[] = {"linear", "swizzled_128x4"};
+    const char *f = json_string_value(json_object_get(sh, "format")), *r = json_string_value(json_object_get(sh, "rows"));
+    const int bf = enum_at(json_string_value(json_object_get(sh, "b_format")), fp4, 2);
+    const int sl = enum_at(json_string_value(json_object_get(sh, "scale_layout")), lay, 2);
+    int64_t M = 0;
+    if (moects__json_int(path, sh, "E", &c->E, err, errlen) || moects__json_int(path, sh, "M", &M, err, errlen) ||
+        moects__json_int(path, sh, "N", &c->N, err, errlen) || moects__json_int(path, sh, "K", &c->K, err, errlen) ||
+        moects__json_int(path, sh, "align", &c->align, err, errlen) ||
+        moects__json_int(path, sh, "a_scale_block", &c->a_scale_block, err, errlen) ||
+        moects__json_dtype(path, "out_dtype", sh, &c->out_dtype, err, errlen))
+        return -1;
+    const char *bad = !f || moects__moe_format_parse(f, &c->moe_format) ? "format: not mxfp4, nvfp4, w4a8 or w4a16"
+                      : !r || moects__row_layout_parse(r, &c->rows) ? "rows: not contiguous, masked or offsets"
+                      : bf < 0 ? "b_format: not mxfp4 or nvfp4" : sl < 0 ? "scale_layout: not linear or swizzled_128x4"
+                      : c->E < 1 || c->E > INT32_MAX / 2 || M < 0 ? "E/M: out of range" : NULL;
+    if (bad) return snprintf(err, errlen, "%s: moects.case: shape.%s", path, bad), -1;
+    c->b_format = bf ? MOECTS_FP4_NVFP4 : MOECTS_FP4_MXFP4;
+    c->scale_layout = sl ? MOECTS_SCALES_SWIZZLED_128X4 : MOECTS_SCALES_LINEAR;
+    c->a_scale_f32 = json_is_true(json_object_get(sh, "a_scale_f32"));
+    const char *g = json_string_value(json_object_get(sh, "gemm"));
+    snprintf(c->gemm, sizeof c->gemm, "%s", g ? g : "");
+    c->E_global = c->E, c->ep_size = 1, c->ep_rank = 0;
+    c->n_counts = 1, c->counts[0] = c->rows == MOECTS_ROWS_MASKED ? M : (M + c->E - 1) / c->E;
+    return 1;
+}
+
+static const moects__src_tensor *src_named(const moects__src_tensor *src, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(src[i].name, name)) return &src[i];
+    return NULL;
+}
+
+/* Each row's expert (re, -1 padding) of a contiguous m_indices [M]: ids in [-1, E), M a multiple of
+ * align, each tile of align rows one expert's (kernels take a tile's expert from its first row), each
+ * expert's rows one run (its rows together). -1 with "m_indices...: rule" in err. */
+static int rows_contiguous(const moects_case *c, const int32_t *mi, int64_t M, int32_t *re, char *err, size_t errlen)
+{
+    const int64_t E = c->E, al = c->align;
+    if (M % al) return snprintf(err, errlen, "m_indices: %lld rows, not a multiple of align %lld", (long long)M, (long long)al), -1;
+    int64_t *next = calloc((size_t)E + 1, sizeof *next); /* 1 + the last row of expert e so far; 0 none */
+    if (!next) return snprintf(err, errlen, "m_indices: " MOECTS_HOST_OOM), -2;
+    int rc = 0;
+    for (int64_t r = 0, te = -1; r < M && !rc; r++) {
+        const int32_t v = mi[r];
+        if (r % al == 0) te = -1;
+        if (v < -1 || v >= E)
+            rc = snprintf(err, errlen, "m_indices[%lld] = %d: not in [-1, E %lld)", (long long)r, v, (long long)E);
+        else if (v >= 0 && te >= 0 && te != v)
+            rc = snprintf(err, errlen, "m_indices[%lld] = %d: the tile of %lld rows from row %lld holds experts %lld and "
+                          "%d (align)", (long long)r, v, (long long)al, (long long)(r - r % al), (long long)te, v);
+        else if (v >= 0 && next[v] && next[v] != r)
+            rc = snprintf(err, errlen, "m_indices[%lld] = %d: expert %d's rows are not one run (its row %lld before)",
+                          (long long)r, v, v, (long long)next[v] - 1);
+        if (v >= 0 && !rc) te = v, next[v] = r + 1;
+        re[r] = v;
+    }
+    free(next);
+    return rc ? -1 : 0;
+}
+
+/* Each row's expert (re) of masked_m [E] over max_m rows an expert: 0 <= masked_m[e] <= max_m. */
+static int rows_masked(const moects_case *c, const int32_t *mm, int64_t max_m, int32_t *re, char *err, size_t errlen)
+{
+    for (int64_t e = 0; e < c->E; e++) {
+        if (mm[e] < 0 || mm[e] > max_m)
+            return snprintf(err, errlen, "masked_m[%lld] = %d: not in [0, max_m %lld] (a's dim 1)", (long long)e, mm[e],
+                            (long long)max_m), -1;
+        for (int64_t i = 0; i < max_m; i++) re[e * max_m + i] = i < mm[e] ? (int32_t)e : -1;
+    }
+    return 0;
+}
+
+/* Each row's expert (re) of expert_offsets [E + 1]: 0 first, never decreasing (its last, the rows,
+ * already checked against INT32_MAX). */
+static int rows_offsets(const moects_case *c, const int64_t *off, int32_t *re, char *err, size_t errlen)
+{
+    if (off[0] != 0) return snprintf(err, errlen, "expert_offsets[0] = %lld: not 0", (long long)off[0]), -1;
+    for (int64_t e = 0; e < c->E; e++) {
+        if (off[e + 1] < off[e])
+            return snprintf(err, errlen, "expert_offsets[%lld] = %lld: below expert_offsets[%lld] = %lld", (long long)e + 1,
+                            (long long)off[e + 1], (long long)e, (long long)off[e]), -1;
+        for (int64_t r = off[e]; r < off[e + 1]; r++) re[r] = (int32_t)e;
+    }
+    return 0;
+}
+
+/* in's rows from a local case's: re (taken) each row's expert, rows of A and the output, M the
+ * shape's (rows; masked: max_m). A, its scales and the row tensor re-sized to them (their bytes are
+ * the capture's, copied next); row_valid, valid_rows and the output follow. 0, or -2 out of memory. */
+static int rows_apply(const moects_case *c, moects_inputs *in, int32_t *re, int64_t rows, int64_t M, char *err,
+                      size_t errlen)
+{
+    free(in->row_valid), free(in->row_expert);
+    in->row_expert = re, in->rows = rows, in->mg.M = M, in->valid_rows = 0, in->pooled = 0;
+    if (!(in->row_valid = calloc((size_t)rows + 1, 1))) return snprintf(err, errlen, "a: " MOECTS_HOST_OOM), -2;
+    for (int64_t r = 0; r < rows; r++) in->valid_rows += in->row_valid[r] = re[r] >= 0;
+    const a_layout al = a_layout_of(&in->mg, rows);
+    const int64_t E = c->E;
+    const int slot[5] = {MOECTS_MG_A, MOECTS_MG_SA, MOECTS_MG_M_INDICES, MOECTS_MG_MASKED_M, MOECTS_MG_EXPERT_OFFSETS};
+    const size_t bytes[5] = {(size_t)rows * (size_t)al.row_bytes, al.gbytes * (size_t)al.groups,
+                             c->rows == MOECTS_ROWS_CONTIGUOUS ? (size_t)M * 4 : 0,
+                             c->rows == MOECTS_ROWS_MASKED ? (size_t)E * 4 : 0,
+                             c->rows == MOECTS_ROWS_OFFSETS ? (size_t)(E + 1) * 8 : 0};
+    for (int i = 0; i < 5; i++) {
+        moects__guard_free(&in->t[slot[i]].g);
+        const int rc = moects__input_alloc(in, slot[i], MG_NAMES[slot[i]], bytes[i], c->id, err, errlen);
+        if (rc) return rc;
+    }
+    in->out_elems = rows * c->N;
+    in->out_bytes = (size_t)in->out_elems * (c->out_dtype == MOECTS_F32 ? 4 : 2);
+    return 0;
+}
+
+/* The row tensor of c's layout (m_indices [M] I32, masked_m [E] I32 beside a [E, max_m, ..],
+ * expert_offsets [E + 1] I64) and the rows and M it gives: 1; 0 when it (or masked's a) is not there
+ * as the layout wants (the shape check then names it); -1 too many rows for int32 (err). */
+static int rows_of_src(const moects_case *c, const moects__src_tensor *src, size_t n, const moects__src_tensor **rt,
+                       int64_t *rows, int64_t *M, char *err, size_t errlen)
+{
+    static const char *const name[] = {"?", "m_indices", "masked_m", "expert_offsets"};
+    const int64_t want = c->rows == MOECTS_ROWS_MASKED ? c->E : c->E + 1;
+    const moects__src_tensor *a = src_named(src, n, "a"), *t = *rt = src_named(src, n, name[c->rows]);
+    if (!t || t->ndim != 1 || strcmp(t->dtype, c->rows == MOECTS_ROWS_OFFSETS ? "I64" : "I32") ||
+        t->bytes != (size_t)t->dims[0] * (c->rows == MOECTS_ROWS_OFFSETS ? 8 : 4) ||
+        (c->rows != MOECTS_ROWS_CONTIGUOUS && t->dims[0] != want))
+        return 0;
+    if (c->rows == MOECTS_ROWS_MASKED && (!a || a->ndim != 3 || a->dims[0] != c->E)) return 0;
+    *M = c->rows == MOECTS_ROWS_CONTIGUOUS ? t->dims[0] : c->rows == MOECTS_ROWS_MASKED ? a->dims[1] : 0;
+    if (c->rows == MOECTS_ROWS_OFFSETS) memcpy(M, (const char *)t->data + 8 * c->E, 8); /* its last: the rows */
+    *rows = c->rows == MOECTS_ROWS_MASKED ? c->E * *M : *M;
+    if (*M < 0 || *rows > INT32_MAX)
+        return snprintf(err, errlen, "%s: %lld rows: not in [0, INT32_MAX] (m_indices and row ids are int32)", t->name,
+                        (long long)*rows), -1;
+    return 1;
+}
+
+/* A local case's rows per expert are its tensors' (moects__op_def.local_shape): m_indices, masked_m or
+ * expert_offsets, whichever the row layout has, checked (rows_contiguous, rows_masked, rows_offsets),
+ * then A, its scales and the output re-sized to them. 0; -1 with "TENSOR: rule" in err; -2. */
+static int mg_local_shape(const moects_case *c, moects_inputs *in, const moects__src_tensor *src, size_t n, char *err,
+                          size_t errlen)
+{
+    const moects__src_tensor *rt = NULL;
+    int64_t rows = 0, M = 0;
+    const int got = rows_of_src(c, src, n, &rt, &rows, &M, err, errlen);
+    if (got <= 0) return got;
+    int32_t *re = malloc(((size_t)rows + 1) * sizeof *re);
+    void *v = malloc(rt->bytes + 8); /* the row tensor aligned (a file's data need not be) */
+    if (!re || !v) return free(re), free(v), snprintf(err, errlen, "%s: " MOECTS_HOST_OOM, rt->name), -2;
+    memcpy(v, rt->data, rt->bytes);
+    int rc = c->rows == MOECTS_ROWS_CONTIGUOUS ? rows_contiguous(c, v, M, re, err, errlen)
+             : c->rows == MOECTS_ROWS_MASKED   ? rows_masked(c, v, M, re, err, errlen)
+                                               : rows_offsets(c, v, re, err, errlen);
+    free(v);
+    if (rc) return free(re), rc;
+    return rows_apply(c, in, re, rows, M, err, errlen);
+}
+
+/* 1 when scale code u is NaN: UE8M0 0xFF (MXFP4, W4A8's UE8M0 A scales), UE4M3 S.1111.111 (NVFP4). */
+static int nan_code(moects_fp4_format f, uint8_t u) { return f == MOECTS_FP4_NVFP4 ? (u & 0x7f) == 0x7f : u == 0xff; }
+
+/* The first NaN A scale of a valid row (the others are padding, never read): its row and block. */
+static int nan_a_scale(const moects_inputs *in, int64_t *row, int64_t *kb)
+{
+    const a_layout al = a_layout_of(&in->mg, in->rows);
+    const uint8_t *sa = in->t[MOECTS_MG_SA].host;
+    const moects_fp4_format sf = al.kind == 0 ? in->mg.b_format : MOECTS_FP4_MXFP4;
+    for (int64_t r = 0; sa && r < in->rows; r++)
+        for (int64_t b = 0; in->row_valid[r] && b < al.nkb; b++) {
+            const uint8_t *p = sa + a_scale_at(&al, r, b);
+            float f = 0;
+            if (al.esz == 4) memcpy(&f, p, 4);
+            if (al.esz == 4 ? isnan(f) : nan_code(sf, *p)) return *row = r, *kb = b, 1;
+        }
+    return 0;
+}
+
+/* The contract on a local case's values (moects__op_def.check; the rows were checked by
+ * mg_local_shape): unless the case's data is nan, no NaN scale in a valid row's A scales or in B's
+ * (swizzle padding holds 0xFF and is not read) and finite alpha and global scales. */
+static int mg_contract(const moects_case *c, const moects_inputs *in, const char *where, char *err, size_t errlen)
+{
+    if (c->data == MOECTS_DATA_NAN) return 0;
+    const moects_moe_gemm_shape *s = &in->mg;
+    const char *dn = moects__data_name(c->data);
+    int64_t r, kb;
+    if (nan_a_scale(in, &r, &kb))
+        return snprintf(err, errlen, "%s: sa[row %lld, block %lld]: a NaN scale (the case's data is %s, not nan)", where,
+                        (long long)r, (long long)kb, dn), -1;
+    const int64_t blk = moects_fp4_block(s->b_format), nkb = (s->K + blk - 1) / blk;
+    const size_t eb = scale_bytes(s->N, nkb, s->scale_layout);
+    const uint8_t *sb = in->t[MOECTS_MG_SB].host;
+    for (int64_t e = 0; sb && e < s->E; e++)
+        for (int64_t n = 0; n < s->N; n++)
+            for (kb = 0; kb < nkb; kb++) {
+                const uint8_t u = sb[(size_t)e * eb + scale_offset(n, kb, nkb, s->scale_layout)];
+                if (nan_code(s->b_format, u))
+                    return snprintf(err, errlen, "%s: sb[expert %lld, row %lld, block %lld] = 0x%02x: a NaN scale (the "
+                                    "case's data is %s, not nan)", where, (long long)e, (long long)n, (long long)kb, u,
+                                    dn), -1;
+            }
+    for (int j = MOECTS_MG_ALPHA; j <= MOECTS_MG_GS_B; j++)
+        for (int64_t e = 0; in->t[j].host && e < s->E; e++) {
+            float f;
+            memcpy(&f, (const char *)in->t[j].host + 4 * e, 4);
+            if (!isfinite(f))
+                return snprintf(err, errlen, "%s: %s[%lld] = %g: not finite (the case's data is %s)", where, in->t[j].name,
+                                (long long)e, (double)f, dn), -1;
+        }
+    return 0;
+}
+
 /* ---- reference, bound, verdict, perf ---- */
 
 static int mg_reference(const moects_inputs *in, const moects_op_args *a, moects_recipe r)
@@ -632,13 +860,13 @@ static double mg_perf_bytes(const moects_inputs *in, long mnk[3])
 
 const moects__op_def moects__op_moe_gemm = {
     .op = MOECTS_OP_MOE_GEMM, .name = "moe_gemm",
-    .case_shape = mg_case_shape, .shape_json = mg_shape_json, .shape_parse = NULL, .recipes = mg_recipes,
+    .case_shape = mg_case_shape, .shape_json = mg_shape_json, .shape_parse = mg_shape_parse, .recipes = mg_recipes,
     /* secs_per_cost: 155.5 s over 774 runs of summed cost 2.93e10 of a smoke run fitted on a loaded machine,
      * times 0.25: on 2 quiet cores the smoke run took 134 s where the fit said 600 s (run/progress.c) */
     .secs_per_cost = 1.3e-9,
     .cost = mg_cost, .bytes = mg_bytes, .ref_flops = mg_ref_flops, .shape_key = mg_shape_key, .dims = mg_dims,
     .build = mg_build, .shape = mg_shape, .bind = mg_bind, .row_bytes = mg_row_bytes, .describe = mg_describe,
-    .describe_out = mg_describe_out, .scalars = NULL,
+    .describe_out = mg_describe_out, .scalars = NULL, .check = mg_contract, .local_shape = mg_local_shape,
     .reference = mg_reference, .reference_pair = mg_reference_pair, .bound = mg_bound, .reduction_k = mg_reduction_k,
     .geometry = mg_geometry, .claim_refused = mg_claim_refused, .batch = mg_batch,
     .perf_unit = "TFLOP/s", .perf_key = "tflops", .perf_bytes = mg_perf_bytes,

@@ -36,6 +36,12 @@ int moects__fused_build(const moects_case *c, uint64_t seed, int64_t pool_min, m
 int moects__fused_batch(const moects_case *c, uint64_t seed, const moects_inputs *in, moects_inputs *big,
                         moects__batch *b, char *err, size_t errlen);
 
+/* fused_moe local cases (harness/ops/fused_local.c; moects__op_def.shape_parse, local_shape, check). */
+int moects__fused_shape_parse(const char *path, json_t *sh, moects_case *c, char *err, size_t errlen);
+int moects__fused_local_shape(const moects_case *c, moects_inputs *in, const moects__src_tensor *src, size_t n,
+                              char *err, size_t errlen);
+int moects__fused_contract(const moects_case *c, const moects_inputs *in, const char *where, char *err, size_t errlen);
+
 /* ---- describe.c: tensor descriptions and shape JSON ---- */
 #define MOECTS__DT_U8 ((moects_dtype)0) /* bytes: codes, UE8M0 / E4M3 scales ("U8") */
 /* "BF16", "F32", "I32", "I64"; "U8" for anything else. */

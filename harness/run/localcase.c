@@ -60,7 +60,7 @@ int moects__case_parse(const char *path, const char *json, moects_case *c, char 
     moects_data dd;
     if (moects__op_parse(op ? op : "", &c->op))
         rc = (snprintf(err, errlen, "%s: moects.case: op: not an op of moects", path), -1);
-    else if (!moects__op(c->op)->shape_parse) /* moe_gemm: its rows come from the registry's routing */
+    else if (!moects__op(c->op)->shape_parse) /* an op whose shape names a registry case */
         rc = (snprintf(err, errlen, "%s: moects.case: op %s: its shape names a registry case", path, op), -2);
     else if (moects__data_parse(data ? data : "", &dd))
         rc = (snprintf(err, errlen, "%s: moects.case: data: unknown", path), -1);
@@ -86,7 +86,7 @@ static int load_manifest(const char *dir, const char *name, moects_case *c, char
     char *cs = json_is_object(cj) ? json_dumps(cj, JSON_COMPACT) : NULL, own[1200];
     int rc = !m ? moects__fail(err, errlen, "%s: %s", path, je.text)
            : !id || !cs ? moects__fail(err, errlen, "%s: not a local case manifest (id, case)", path)
-                        : moects__case_parse(path, cs, c, err, errlen) ? -1 : 0;
+                        : moects__case_parse(path, cs, c, err, errlen) < 0 ? -1 : 0;
     if (!rc) moects__case_file(own, sizeof own, dir, id, ".json");
     if (!rc && strcmp(own, path)) rc = moects__fail(err, errlen, "%s: id %s: that case's manifest is %s", path, id, own);
     if (!rc && (strlen(id) >= sizeof c->id || strlen(path) >= sizeof c->file))
@@ -144,9 +144,8 @@ static double mem_budget(void)
 static int file_case(const char *file, const moects__st_file *f, moects_case *c, uint64_t *seed, const char **recipe,
                      char *err, size_t errlen)
 {
-    int rc = moects__case_parse(file, moects__st_meta(f, "moects.case"), c, err, errlen);
-    if (rc == -2) return -1; /* no shape of its own: the registry's routing makes its rows (moe_gemm) */
-    if (rc) return -1;
+    /* 1: a shape whose rows the tensors give (moe_gemm), as a local case's are */
+    if (moects__case_parse(file, moects__st_meta(f, "moects.case"), c, err, errlen) < 0) return -1;
     const char *sd = moects__st_meta(f, "moects.seed");
     if (!sd || sscanf(sd, "%" SCNu64, seed) != 1)
         return moects__fail(err, errlen, "%s: moects.seed: missing or not an integer", file);

@@ -149,6 +149,81 @@ def _moe_route_shape(t, outputs):
     return sh
 
 
+def _ep_split_n(emap, E):
+    """(ep_size, ep_rank) for a fused_moe map: the contiguous split that gives its local experts
+    (_ep_split), else one whose rank holds E experts (the generator's count; the map itself is what
+    the reference reads), else (1, 0), which the case's build refuses with a line."""
+    size, rank = _ep_split(emap)
+    base = len(emap)
+    for sz in range(2, base + 1) if size == 1 else ():
+        for r in range(sz):
+            if base // sz + (r < base % sz) == E:
+                return sz, r
+    return size, rank
+
+
+def _fused_moe_shape(t, out_dtype):
+    """fused_moe's shape (moects_fused_moe_shape) from x [T, H], topk_ids [T, k], w13 [E, N1, H'] and
+    w2 [E, H, I'] (BF16 as uint16; uint8 codes: FP8 block-128 beside w13_block_scale, else MXFP4
+    with two codes a byte), b13 (biases) and expert_map (E_global and the EP split). The activation
+    and its constants are not in the tensors: shape= gives them (default silu, no limit or alpha)."""
+    T, H = _dims(t, "x", 2, "T, H")
+    k = _dims(t, "topk_ids", 2, "k")[1]
+    E = _dims(t, "w13", 3, "E")[0]
+    fmt = "bf16" if t["w13"].dtype.itemsize == 2 else "fp8_128" if "w13_block_scale" in t else "mxfp4"
+    inter = _dims(t, "w2", 3, "I")[2] * (2 if fmt == "mxfp4" else 1)
+    emap = t.get("expert_map")
+    size, rank = _ep_split_n(emap, E) if emap is not None else (1, 0)
+    return {"T": T, "k": k, "H": H, "I": inter, "E": E, "E_global": len(emap) if emap is not None else E,
+            "has_expert_map": emap is not None, "format": fmt, "activation": "silu", "act_limit": 0.0,
+            "act_alpha": 0.0, "has_bias": t.get("b13") is not None, "out_dtype": out_dtype, "ep_size": size,
+            "ep_rank": rank, "routing": "uniform"}
+
+
+def _align(mi):
+    """The largest of 128, 64, .., 1 that the rows of m_indices come in: each tile of that many rows
+    one expert's (or padding, -1)."""
+    import numpy as np
+    for a in (128, 64, 32, 16, 8, 4, 2, 1):
+        if len(mi) % a == 0:
+            tiles = np.asarray(mi).reshape(-1, a)
+            top = tiles.max(axis=1, keepdims=True)
+            if np.all((tiles == top) | (tiles == -1)):
+                return a
+    return 1
+
+
+def _moe_gemm_shape(t, out_dtype, scalars):
+    """moe_gemm's shape (moects_moe_gemm_shape) from b [E, N, K/2], a ([M, ..] or masked [E, max_m, ..]:
+    BF16 W4A16, K/2 bytes FP4 x FP4, K bytes W4A8), sb (linear [E, N, K-blocks]: a block of 16 along
+    K NVFP4, of 32 MXFP4; or swizzled bytes [E, ..], NVFP4 when gs_b is given and both fit), sa (W4A8:
+    its block and FP32 or UE8M0) and the row tensor that is there: m_indices (contiguous, its align
+    read off the rows), masked_m or expert_offsets. The rows per expert are the row tensor's."""
+    E, N, half = _dims(t, "b", 3, "E, N, K")
+    K = 2 * half
+    rows = next((r for n, r in (("m_indices", "contiguous"), ("masked_m", "masked"), ("expert_offsets", "offsets"))
+                 if t.get(n) is not None), None)
+    if rows is None:
+        raise CaseRefused("m_indices, masked_m, expert_offsets: missing (one gives the rows per expert)")
+    a = _dims(t, "a", 3 if rows == "masked" else 2, "M")
+    sb, sa = t.get("sb"), t.get("sa")
+    linear = sb is not None and sb.ndim == 3
+    if linear:
+        nv = sb.shape[2] * 16 >= K > sb.shape[2] * 16 - 16
+    else:
+        size = [-(-N // 128) * 128 * -(-(-(-K // b)) // 4) * 4 for b in (16, 32)]
+        per = sb.size // E if sb is not None else -1
+        nv = per == size[0] and (per != size[1] or "gs_b" in t or "gs_b" in scalars)
+    kind = "w4a16" if t["a"].dtype.itemsize == 2 else "w4a8" if a[-1] == K else ("nvfp4" if nv else "mxfp4")
+    block = K // sa.shape[-1] if kind == "w4a8" and sa is not None and sa.shape[-1] else 0
+    return {"E": E, "M": a[1] if rows == "masked" else a[0], "N": N, "K": K, "format": kind,
+            "b_format": "nvfp4" if nv else "mxfp4", "rows": rows,
+            "align": _align(t["m_indices"]) if rows == "contiguous" else 1,
+            "a_scale_block": 128 if block > 64 else 32 if block else 0,
+            "a_scale_f32": kind == "w4a8" and sa is not None and sa.dtype.name == "float32",
+            "scale_layout": "linear" if linear else "swizzled_128x4", "out_dtype": out_dtype, "gemm": "captured"}
+
+
 def _case_json(op, arrays, scalars, out_dtype, data, shape, outputs=None):
     """moects.case of the file: {"id", "op", "data", "shape"}, the shape read off the tensors with the
     caller's shape= fields over it."""
@@ -158,12 +233,16 @@ def _case_json(op, arrays, scalars, out_dtype, data, shape, outputs=None):
         sh = _fp4_gemm_shape(arrays, out_dtype, scalars)
     elif op == "moe_route":
         sh = _moe_route_shape(arrays, outputs or {})
+    elif op == "fused_moe":
+        sh = _fused_moe_shape(arrays, out_dtype)
+    elif op == "moe_gemm":
+        sh = _moe_gemm_shape(arrays, out_dtype, scalars)
     else:
         sh = {}  # an op without a shape of its own: libmoects says which it takes
     sh.update(shape or {})
     if op == "ep_gather" and "E_global" not in sh:
         raise CaseRefused("ep_gather without expert_map: give shape={'E_global': N}, the model's routed experts")
-    prefix = op + ("." + sh["format"] if op == "fp4_gemm" else "")
+    prefix = op + ("." + sh["format"] if op in ("fp4_gemm", "moe_gemm", "fused_moe") else "")
     return {"id": prefix + "/captured", "op": op, "data": data, "shape": sh}
 
 
@@ -175,31 +254,43 @@ def _adapt(op, layout, tensors):
 
 def case_from_tensors(op, recipe=None, cases_dir=None, *, name=None, layout=None, shape=None, seed=DEFAULT_SEED,
                       data="exact", **tensors):
-    """Store an engine's inputs of op ("ep_gather", "fp4_gemm", "moe_route": those `moects case add` takes) as a
-    local case and return its id, "<op>/local/[name-]<16 hex digits>" (the same tensors give the
-    same id; a second call finds the case there).
+    """Store an engine's inputs of op (every op `moects case add` takes: "ep_gather", "fp4_gemm",
+    "moe_gemm", "fused_moe", "moe_route") as a local case and return its id,
+    "<op>[.<format>]/local/[name-]<16 hex digits>" (the same tensors give the same id; a second
+    call finds the case there).
 
     tensors: the op's inputs by their export names (moects.h moects_casedata_input: ep_gather x,
-    topk_ids, topk_weights, input_index, expert_map; fp4_gemm a, b, sa, sb; moe_route logits, bias,
-    its outputs topk_ids or topk_weights giving k only), numpy arrays or torch
+    topk_ids, topk_weights, input_index, expert_map; fp4_gemm a, b, sa, sb; moe_gemm a, sa, b, sb,
+    alpha, gs_a, gs_b and one of m_indices, masked_m, expert_offsets, which gives the rows per expert;
+    fused_moe x, topk_ids, topk_weights, expert_map, w13, w13_scale (FP8: w13_block_scale), w2,
+    w2_scale, b13, b2, mid_global_scale (left out: ones, read only by an NVFP4 intermediate);
+    moe_route logits, bias, its outputs topk_ids or topk_weights giving k only), numpy arrays or torch
     tensors, BF16 as bfloat16 or uint16 bits; None for an input the case has none of. A number is a
-    scalar (fp4_gemm alpha, gs_a, gs_b). `out` (the engine's output buffer) gives the output dtype and
+    scalar (fp4_gemm alpha, gs_a, gs_b); a string `activation` is the fused layer's (moects's names,
+    or vLLM's gelu, swigluoai, relu2_no_mul); other strings are left out. `out` (the engine's output buffer) gives the output dtype and
     is not stored. recipe: the recipe the case is judged under (None: the op's first). cases_dir:
     the user case folder (None: $MOECTS_CASES_DIR, else <root>/cases/local). name: a label in the id.
     layout: an engine layout, converted by moects.adapters first. shape: fields over the shape read
     from the tensors (ep_gather without a map needs E_global; routing "stale-ids" or "neg-ids" lets
     ids outside [0, E_global) through; moe_route needs the model's method, k, n_group, topk_group,
-    renormalize, scale). seed: the generator's seed of the case's other facts.
+    renormalize, scale; fused_moe takes its activation's act_limit and act_alpha from here; moe_gemm
+    its align where the rows do not tell it). seed: the generator's seed of the case's other facts.
     Raises CaseRefused with libmoects's one line when the op's contract refuses a tensor; nothing is
     written then. DESIGN.md "Local cases", issue 32."""
     if layout is not None:
         tensors = _adapt(op, layout, tensors)
     out = tensors.pop("out", None)
+    facts = {k: _ACTIVATIONS.get(v, v) for k, v in tensors.items() if k in _SHAPE_FACTS and isinstance(v, str)}
+    shape = dict(facts, **(shape or {}))
+    tensors = {k: v for k, v in tensors.items() if not isinstance(v, str)}  # flags and names are not inputs
     outputs = {k: to_numpy(tensors.pop(k)) for k in ("topk_ids", "topk_weights")
                if op == "moe_route" and tensors.get(k) is not None}  # the router's outputs: k
     scalars = {k: float(v) for k, v in tensors.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     arrays = {k: to_numpy(v) for k, v in tensors.items() if v is not None and k not in scalars}
     out_dtype = _ST_DTYPE.get(to_numpy(out).dtype.name, "?") if out is not None else "BF16"
+    if op == "fused_moe" and arrays.get("mid_global_scale") is None and getattr(arrays.get("w13"), "ndim", 0) == 3:
+        import numpy as np  # read only by a recipe with an NVFP4 intermediate; an engine's own, when it has one
+        arrays["mid_global_scale"] = np.ones(arrays["w13"].shape[0], np.float32)
     meta = {"moects.case": json.dumps(_case_json(op, arrays, scalars, out_dtype, data, shape, outputs)),
             "moects.seed": str(int(seed)), "moects.scalars": json.dumps(scalars)}
     if recipe:
@@ -257,6 +348,10 @@ def capture(op, cases_dir=None, argmap=None, limit=1, when=None, **options):
 
 
 _SCALARS = ("alpha", "gs_a", "gs_b")  # fp4_gemm's scalars (moects_casedata_scalar)
+_SHAPE_FACTS = ("activation",)  # a fused_moe call's string argument that is a fact of the case's shape
+# vLLM's fused_moe activation names (vllm/model_executor/layers/fused_moe) -> moects's (docs/fused_moe.md):
+# "gelu" is gelu_and_mul, the erf GELU; "swigluoai" gpt-oss's clamped SwiGLU; "relu2_no_mul" relu(x)^2
+_ACTIVATIONS = {"gelu": "gelu_erf", "swigluoai": "gpt_oss", "relu2_no_mul": "relu2"}
 
 
 def _mapped(args, argmap):
@@ -268,6 +363,7 @@ def _mapped(args, argmap):
     for k, v in args.items():
         n = m.get(k, k)
         number = isinstance(v, (int, float)) and not isinstance(v, bool)
-        if n is not None and (hasattr(v, "shape") or (number and n in _SCALARS)):
+        if n is not None and (hasattr(v, "shape") or (number and n in _SCALARS) or
+                              (isinstance(v, str) and n in _SHAPE_FACTS)):
             out[n] = v
     return out

@@ -7,7 +7,8 @@ MUTATION: truncated, dtype (x BF16 -> F16), id_range (topk_ids[0] = E_global + 5
 swapped), case_shape (moects.case's shape.H + 1), duplicate (the header names x twice), offsets (the
 header's data_offsets of the first tensor end 2 bytes later), missing (topk_weights dropped), extra
 (a tensor "bogus" added), flip_scale (sa[0] + 1: still a valid scale), header_len (the header length
-past the file's end). Standard library only: the safetensors layout is 8 bytes of little-endian
+past the file's end); fused_moe: w13_rows (W13 [E, N1, H'] as [E, N1 / 2, 2 H']), w13_scale_nan
+(w13_scale[0] = 0xff); moe_gemm: m_index_range (m_indices[0] = E + 3), sb_nan (sb[0] = 0xff). Standard library only: the safetensors layout is 8 bytes of little-endian
 header length, the JSON header, the data."""
 import json
 import struct
@@ -50,6 +51,15 @@ def main():
         put(h, data, "input_index", i, "i", sh["M_sum"])
     elif m == "map_range":
         put(h, data, "expert_map", 0, "i", 1000)
+    elif m == "w13_rows":  # fused_moe: W13 [E, N1, H'] read as [E, N1 / 2, 2 H'] (the same bytes)
+        E, n1, hc = h["w13"]["shape"]
+        h["w13"]["shape"] = [E, n1 // 2, 2 * hc]
+    elif m == "w13_scale_nan":  # fused_moe MXFP4: UE8M0 0xFF
+        data[h["w13_scale"]["data_offsets"][0]] = 0xFF
+    elif m == "m_index_range":  # moe_gemm contiguous: m_indices[0] = E + 3
+        put(h, data, "m_indices", 0, "i", sh["E"] + 3)
+    elif m == "sb_nan":  # moe_gemm: expert 0's first B scale (row 0, block 0 in either layout) 0xFF
+        data[h["sb"]["data_offsets"][0]] = 0xFF
     elif m in ("scale_nan", "flip_scale"):
         off = h["sa"]["data_offsets"][0]
         data[off] = 0xFF if m == "scale_nan" else (data[off] + 1 if data[off] < 0xFE else data[off] - 1)

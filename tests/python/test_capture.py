@@ -167,3 +167,96 @@ def test_readme_captured_case(tmp_path, build_dir):
     assert len(ids) == 1 and len(block.group(1).splitlines()) <= 12
     got = _run(build_dir, ids, tmp_path / "r", tmp_path / "cases" / "local", ["--kernel", "cpu.ep_gather"])
     assert [r["verdict"] for r in got.values()] == ["PASS_EXACT"]
+
+
+# fused_moe (MXFP4 relu2 under EP 8 with an expert_map, adversarial; MXFP4 gated, NaN data) and
+# moe_gemm in its three row layouts (contiguous padded to 128, masked, offsets; NaN data)
+FM = "fused_moe.mxfp4/nemotron-3-nano-30b-a3b/ep8/t1/smoke-adversarial"
+FQ = "fused_moe.mxfp4/qwen3-next-80b-a3b/tp16/t4/smoke-nan"
+LAYER = ("activation", "act_limit", "act_alpha")  # the layer's facts, not in its tensors
+GROUPED = [FM, FQ, "moe_gemm.mxfp4/regression/moe-layouts/e5/n256/k384/contiguous/bf16",
+           "moe_gemm.mxfp4/regression/moe-layouts/e5/n256/k384/masked/bf16",
+           "moe_gemm.nvfp4/regression/moe-layouts/e5/n256/k384/offsets/f32",
+           "moe_gemm.nvfp4/regression/moe-nan-leak/e2/m128/n128/k256/masked"]
+
+
+def _kernels(build_dir):
+    """--kernel for every default kernel but the FP8 layer's: they refuse every case here (no FP8 case),
+    which fails a run."""
+    r = subprocess.run([os.path.join(build_dir, "bin", "moects"), "list", "--kernels"], capture_output=True, text=True)
+    names = [line.split("\t")[0] for line in r.stdout.splitlines()]
+    return ["--kernel", ",".join(n for n in names if not any(x in n for x in ("vllm_fp8", "deepgemm", "fp8_scale")))]
+
+
+def _added_grouped(case, cases_dir, **kw):
+    """A fused_moe or moe_gemm case's inputs handed over as an engine would: the layer's activation
+    facts, the generator's routing, the output dtype (an engine's out buffer) and the data mode from
+    the registry's case, the rest read off the tensors (moe_gemm's align from m_indices)."""
+    sh = case.shape
+    extra = {k: sh[k] for k in LAYER + ("routing", "out_dtype") if k in sh}
+    return case_from_tensors(case.op, cases_dir=str(cases_dir), shape=extra, data=case.info["data"],
+                             **case.inputs(), **kw)
+
+
+def test_round_trip_fused_and_grouped(tmp_path, build_dir):
+    local = tmp_path / "local"
+    pairs = {cid: _added_grouped(moects.case(cid), local) for cid in GROUPED}
+    assert all(re.fullmatch(r"(fused_moe|moe_gemm)\.[a-z0-9_]+/local/[0-9a-f]{16}", v) for v in pairs.values()), pairs
+    reg = _run(build_dir, list(pairs), tmp_path / "reg", local, _kernels(build_dir))
+    loc = _run(build_dir, list(pairs.values()), tmp_path / "loc", local, _kernels(build_dir))
+    want = {(k, pairs[c]): r for (k, c), r in reg.items()}
+    assert want.keys() == loc.keys() and len(loc) >= 40
+    for key, r in want.items():
+        for f in ("verdict", "reference_xxh64", "input_xxh64", "mismatches"):
+            assert loc[key].get(f) == r.get(f), (key, f)
+    assert sum(1 for r in loc.values() if r.get("verdict") == "PASS_EXACT") >= 10
+
+
+def test_grouped_rules_refused(tmp_path):
+    """W13 with I rows where a gated layer wants 2 I (I read off w2: 32), an expert_map entry past
+    the rank's 16 experts, a masked_m past a's 128 rows an expert: one line each, nothing written."""
+    q = dict(moects.case(FQ).inputs())
+    E, n1, hc = q["w13"].shape
+    bad = [("fused_moe", dict(q, w13=q["w13"].reshape(E, n1 // 2, 2 * hc)), {"routing": "uniform"},
+            "w13: 32 rows per expert, the layer wants 2*I = 64")]
+    m = dict(moects.case(FM).inputs())
+    emap = m["expert_map"].copy()
+    emap[0] = 16
+    bad.append(("fused_moe", dict(m, expert_map=emap), {"activation": "relu2", "routing": "dispatched"},
+                "expert_map[0] = 16: not in [-1, E 16)"))
+    g = dict(moects.case(GROUPED[3]).inputs())
+    mm = g["masked_m"].copy()
+    mm[1] = 129
+    bad.append(("moe_gemm", dict(g, masked_m=mm), {}, "masked_m[1] = 129: not in [0, max_m 128]"))
+    for op, tensors, shape, want in bad:
+        with pytest.raises(CaseRefused) as e:
+            case_from_tensors(op, cases_dir=str(tmp_path / "local"), shape=shape, **tensors)
+        assert "\n" not in str(e.value) and want in str(e.value), (want, str(e.value))
+    assert not (tmp_path / "local").exists()
+
+
+def test_capture_vllm_fused_experts(tmp_path, build_dir):
+    """@moects.capture around a vLLM-style fused_experts (numpy stands in for torch): the call's W1/W2
+    and their scales under the export names, its activation string in vLLM's name; the case it saves
+    has the registry case's reference (mid_global_scale, not passed, is not read by the layer)."""
+    def fused_experts(hidden_states, w1, w2, topk_weights, topk_ids, inplace=False, activation="silu",
+                      apply_router_weight_on_input=False, global_num_experts=-1, expert_map=None, w1_scale=None,
+                      w2_scale=None, w1_bias=None, w2_bias=None):
+        """vllm/model_executor/layers/fused_moe/fused_moe.py's signature (the parts a layer passes)."""
+        return np.zeros_like(hidden_states)
+
+    a = moects.case(FM).inputs()
+    argmap = {"hidden_states": "x", "w1": "w13", "w1_scale": "w13_scale", "w2_scale": "w2_scale", "w1_bias": "b13",
+              "w2_bias": "b2"}
+    wrapped = moects.capture("fused_moe", cases_dir=str(tmp_path / "local"), argmap=argmap,
+                             shape={"routing": "dispatched"}, data="adversarial")(fused_experts)
+    out = wrapped(a["x"], a["w13"], a["w2"], a["topk_weights"], a["topk_ids"], activation="relu2_no_mul",
+                  global_num_experts=128, expert_map=a["expert_map"], w1_scale=a["w13_scale"], w2_scale=a["w2_scale"])
+    assert out.shape == a["x"].shape and wrapped.refused == [] and len(wrapped.cases) == 1
+    cid = wrapped.cases[0]
+    assert cid.startswith("fused_moe.mxfp4/local/")
+    opts = ["--kernel", "cpu.fused_moe.vllm"]
+    reg = _run(build_dir, [FM], tmp_path / "reg", tmp_path / "local", opts)
+    loc = _run(build_dir, [cid], tmp_path / "loc", tmp_path / "local", opts)
+    r, l = reg[("cpu.fused_moe.vllm", FM)], loc[("cpu.fused_moe.vllm", cid)]
+    assert l["verdict"] == r["verdict"] == "PASS_EXACT" and l["reference_xxh64"] == r["reference_xxh64"]
