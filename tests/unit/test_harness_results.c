@@ -53,7 +53,7 @@ Test(verdict, names_are_the_design_words)
 {
     static const char *const words[] = {"PASS_EXACT", "PASS_BOUNDED", "PASS_TOLERANCE", "PASS_TIE", "FAIL_MISMATCH",
                                         "FAIL_CRASH", "FAIL_TIMEOUT", "FAIL_OOB_WRITE", "FAIL_NONDETERMINISTIC",
-                                        "FAIL_BATCH_VARIANT", "UNSUPPORTED", "SKIP"};
+                                        "FAIL_BATCH_VARIANT", "UNSUPPORTED", "SKIP", "FAIL_REFERENCE"};
     cr_assert_eq(MOECTS_VERDICT_COUNT, 12);
     for (int v = 0; v < 12; v++) {
         cr_assert_str_eq(moects__verdict_name((moects_verdict)v), words[v]);
