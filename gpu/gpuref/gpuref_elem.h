@@ -12,10 +12,13 @@
 
 #ifdef __CUDACC__
 #define GR_HD __host__ __device__ static inline
+#else
+#define GR_HD static inline
+#endif
+#ifdef __CUDA_ARCH__ /* nvcc's device pass */
 #define GR_ADD(a, b) __fadd_rn((a), (b))
 #define GR_MUL(a, b) __fmul_rn((a), (b))
 #else
-#define GR_HD static inline
 #define GR_ADD(a, b) ((a) + (b)) /* gpu/gpuref.c is built with -ffp-contract=off */
 #define GR_MUL(a, b) ((a) * (b))
 #endif
