@@ -24,6 +24,8 @@ typedef enum {
     MOECTS_FAIL_BATCH_VARIANT,    /* a batch-invariant kernel's rows differ inside a larger batch */
     MOECTS_UNSUPPORTED,
     MOECTS_SKIP,
+    MOECTS_FAIL_REFERENCE, /* the GPU and CPU references of the case differ: a bug of the suite, never
+                              charged to the kernel; it fails the run (issue 31, docs/gpu_reference.md) */
     MOECTS_VERDICT_COUNT
 } moects_verdict;
 
@@ -126,6 +128,8 @@ typedef struct {
     double reference_s;     /* the CPU reference(s) */
     double kernel_s;        /* device set-up and input copies, launch to sync, copy back, --perf */
     double compare_s;       /* moects__compare and the verdict */
+    char reference[4];      /* where the reference compared against came from: "gpu", "cpu", "" none */
+    int ref_check;          /* the CPU re-check of a GPU reference: 0 not run, 1 identical, 2 differs */
     int ref_threads;        /* threads given to the reference this task computed; 0: none */
     /* Determinism evidence (DESIGN.md "Determinism"): XXH64 (seed 0; xxHash 0.8 by Y. Collet, its
      * spec xxhash_spec.md) of each input tensor's bytes, and of the reference output under `recipe`,
@@ -153,6 +157,12 @@ typedef struct {
         char sha256[65];
     } libs[MOECTS_RUN_LIBS];
     size_t nlibs;
+    /* --reference (issue 31): "gpu" or "cpu" ("gpu-standin", "gpu-broken": the tests' host stand-ins);
+     * under a GPU reference the seed of the 1% re-check sample and the sampled case ids (malloc'd) */
+    char reference[16];
+    uint64_t ref_sample_seed;
+    char **ref_sampled;
+    size_t nref_sampled;
     moects_result *v;
     size_t n, cap;
 } moects_run;

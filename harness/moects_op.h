@@ -104,6 +104,12 @@ typedef struct moects__op_def {
     int (*reference)(const moects_inputs *in, const moects_op_args *a, moects_recipe r);
     /* blockwise_v1 and exact_v1 from one pass, for a case whose recipes() lists at least two; NULL: none. */
     int (*reference_pair)(const moects_inputs *in, const moects_op_args *a, void *blockwise, void *exact);
+    /* The GPU reference under recipe r into a's output (host), in mode (moects_gpuref_mode, gpu/moects_gpuref.h:
+     * the device, or a test stand-in on the host): 0 done, bit-identical to reference() (docs/gpu_reference.md);
+     * 1 this case or recipe is not exact on the GPU path, -1 an error (why says which): the case takes the CPU
+     * path. NULL: the op has none (every case takes the CPU path). Issue 31. */
+    int (*reference_gpu)(const moects_inputs *in, const moects_op_args *a, moects_recipe r, int mode, char *why,
+                         size_t whylen);
     /* Per-element bounds of accumulation class cls (and the accumulation check's inputs, st); NULL:
      * the op has no bounded claim. 0, or -1. */
     int (*bound)(const moects_inputs *in, const moects_op_args *a, const moects_acc_class *cls, double *bound,

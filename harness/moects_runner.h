@@ -19,6 +19,12 @@ typedef struct {
     double timeout_s; /* per task, kernel phase; inputs + reference and compare 10x; each + 30 s/GiB; <= 0: none */
     int jobs;         /* worker processes, >= 1 */
     int perf;         /* time CUDA kernels (moects__perf_measure) */
+    /* --reference (issue 31): 0 the CPU reference alone; else the GPU reference where an op has one, in
+     * mode reference_gpu - 1 (moects_gpuref_mode: 1 the device, 2 and 3 the tests' host stand-ins), and
+     * refcheck[c] (NULL: none) set for the cases whose GPU references the CPU re-checks whatever the
+     * verdicts (smoke, the 1% sample); a FAIL is re-checked always. */
+    int reference_gpu;
+    const unsigned char *refcheck;
     int progress;     /* stderr: 1 one updating line (a terminal), 2 a line a minute (a log) */
     char **devices;   /* CUDA_VISIBLE_DEVICES of worker w: devices[w % ndevices]; NULL: inherit */
     size_t ndevices;

@@ -20,6 +20,11 @@ typedef struct {
     unsigned recipes; /* bit r: a kernel of this case compares under recipe r */
     void (*notify)(void *ctx, int phase, const moects_result *r);
     void *ctx;
+    /* issue 31: the GPU reference's mode (moects_gpuref_mode, gpu/moects_gpuref.h) or -1 (the CPU path
+     * alone), and whether this case's GPU references are re-checked by the CPU one whatever the verdicts
+     * (a smoke case, the 1% sample); a FAIL is re-checked always. */
+    int refmode;
+    int check;
 } moects__task_ctl;
 
 /* A worker's cache between tasks: the case in hand (its inputs, references, device copies, bounds). */

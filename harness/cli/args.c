@@ -100,7 +100,7 @@ const char *moects__cli_resolve_root(const char *given) { return given ? given :
 
 enum { OPT_TIER = 256, OPT_CASES, OPT_KERNEL, OPT_LIB, OPT_SEED, OPT_TIMEOUT, OPT_TAPV, OPT_SHARD, OPT_OUT,
        OPT_PERF, OPT_ROOT, OPT_KERNELS, OPT_FILTER, OPT_KNOWN, OPT_MAXF, OPT_MAXKF, OPT_DEAD, OPT_JUNIT, OPT_CONFIG, OPT_TP, OPT_EP,
-       OPT_KERNEL_PY, OPT_DUMP, OPT_RESUME };
+       OPT_KERNEL_PY, OPT_DUMP, OPT_RESUME, OPT_REFERENCE, OPT_REF_SEED, OPT_PERF_PHASES };
 
 /* A count 0..1000000000 for option opt: 0, or -1 (the caller names the option). */
 static int parse_count(const char *s, int *out)
@@ -116,6 +116,8 @@ static int parse_count(const char *s, int *out)
 /* The options that belong to `run` only, and those that would otherwise be ignored: 0, or 2 (bad). */
 static int check_args(cli *o, int is_run)
 {
+    if (!is_run && (o->reference || o->perf_phases || o->ref_seed_given))
+        return moects__cli_bad(o, "--reference, --reference-seed and --perf-phases belong to `moects run`");
     if (!is_run && (o->ncase_files || o->perf || o->out || o->shard_n || o->known_file || o->max_failures ||
                     o->max_kernel_failures || o->dead_after != 3 || o->junit || o->dump || o->resume))
         return moects__cli_bad(o, "--cases, --perf, --out, --shard, --known-findings, --junit, --dump, --resume and the fail-fast "
@@ -151,7 +153,9 @@ int moects__cli_parse_args(cli *o, int argc, char **argv, int is_run)
         {"config", required_argument, 0, OPT_CONFIG},   {"tp", required_argument, 0, OPT_TP},
         {"ep", required_argument, 0, OPT_EP},
         {"kernel-py", required_argument, 0, OPT_KERNEL_PY}, {"dump", required_argument, 0, OPT_DUMP},
-        {"resume", required_argument, 0, OPT_RESUME}, {0, 0, 0, 0}};
+        {"resume", required_argument, 0, OPT_RESUME}, {"reference", required_argument, 0, OPT_REFERENCE},
+        {"reference-seed", required_argument, 0, OPT_REF_SEED}, {"perf-phases", no_argument, 0, OPT_PERF_PHASES},
+        {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     int c;
@@ -205,6 +209,16 @@ int moects__cli_parse_args(cli *o, int argc, char **argv, int is_run)
             break;
         case OPT_OUT: o->out = a; break;
         case OPT_PERF: o->perf = 1; break;
+        case OPT_PERF_PHASES: o->perf_phases = 1; break;
+        case OPT_REFERENCE:
+            if (strcmp(a, "gpu") && strcmp(a, "cpu") && strcmp(a, "test-standin") && strcmp(a, "test-broken"))
+                return moects__cli_bad(o, "--reference: want gpu or cpu, got \"%s\"", a);
+            o->reference = a;
+            break;
+        case OPT_REF_SEED:
+            if (parse_u64(a, &o->ref_seed) != 0) return moects__cli_bad(o, "--reference-seed: not an unsigned integer: \"%s\"", a);
+            o->ref_seed_given = 1;
+            break;
         case OPT_ROOT: o->root = a; break;
         case OPT_KERNELS: o->list_kernels = 1; break;
         case OPT_FILTER: if (moects__cli_push_str(&o->globs, &o->nglobs, a)) return moects__cli_bad(o, "out of memory"); break;

@@ -40,6 +40,10 @@ typedef struct {
     const char *out;
     const char *root;
     int perf;
+    int perf_phases;     /* --perf-phases: each phase's throughput on stderr at the end */
+    const char *reference; /* --reference gpu|cpu (NULL: gpu on a CUDA host); test-standin, test-broken */
+    uint64_t ref_seed;   /* --reference-seed: the 1% re-check sample's seed (ref_seed_given 0: drawn) */
+    int ref_seed_given;
     int list_kernels;
     const char *known_file;
     int max_failures, max_kernel_failures, dead_after; /* fail fast (moects_runner_opts) */
@@ -53,6 +57,17 @@ typedef struct {
     char libmoects[4096];
     size_t nbuiltin; /* load_kernels: the first nbuiltin kernels are built in (the pool included) */
 } cli;
+
+/* ---- run_reference.c: --reference and --perf-phases (issue 31) ---- */
+/* The run's reference path (run->reference; under a GPU reference the re-check sample's seed and ids):
+ * 0 the CPU reference, else moects_runner_opts.reference_gpu, with *refcheck [n] (malloc'd) set for
+ * the cases re-checked whatever their verdicts (smoke, the 1% sample). -1 out of memory. */
+int moects__cli_reference_setup(const cli *o, const moects_case *cases, size_t n, moects_run *run,
+                                unsigned char **refcheck);
+/* stderr: the re-check's counts and any FAIL_REFERENCE; 1 when one fails the run, else 0. */
+int moects__cli_reference_status(const moects_run *run);
+/* stderr: each phase's worker seconds, share and rate (--perf-phases). */
+void moects__cli_perf_phases(const moects_run *run);
 
 /* "moects CMD: message" on stderr; returns 2 (bad usage). */
 int moects__cli_bad(const cli *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

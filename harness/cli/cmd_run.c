@@ -66,6 +66,10 @@ static int usage_run(void)
           "  --jobs N               worker processes (default: one per visible GPU when a CUDA kernel has\n"
           "                         work, else one per CPU core)\n"
           "  --perf                 time CUDA kernels with CUDA events; perf.md\n"
+          "  --perf-phases          print each phase's throughput (inputs, reference, kernel, compare) at the end\n"
+          "  --reference gpu|cpu    the reference path (default gpu on a host with a CUDA device, else cpu); a GPU\n"
+          "                         reference is re-checked by the CPU one on every FAIL, every smoke case and a\n"
+          "                         1% sample (--reference-seed N); a difference is FAIL_REFERENCE and fails the run\n"
           "  --known-findings FILE  understood failures, TODO points (default ROOT/cases/known-findings.txt;\n"
           "                         /dev/null for none; a FILE given must exist)\n"
           "Failing fast (honest kernels; mutants fail on purpose; an unrun case is SKIP \"not run: why\"):\n"
@@ -553,6 +557,9 @@ static int run_execute(run_ctx *x)
              "continues the run); any other report there is an earlier run's\n", x->outdir, MOECTS_JOURNAL, x->outdir);
     for (int i = 0; i < 3; i++) old_sig[i] = signal(int_sigs[i], on_interrupt); /* restored by run_free */
     if ((rc = stream_start(x))) return rc;
+    unsigned char *refcheck = NULL;
+    const int refgpu = moects__cli_reference_setup(o, x->cases, x->ncases, &x->run, &refcheck);
+    if (refgpu < 0) return moects__cli_bad(o, "out of memory");
     moects_runner_opts ro = {.cases = x->cases, .ncases = x->ncases, .kernels = x->kernels, .nkernels = x->nk,
                              .seed = o->seed, .timeout_s = o->timeout, .jobs = x->jobs, .perf = o->perf,
                              .progress = isatty(2) ? 1 : 2, .devices = x->devs, .ndevices = x->ndevs,
@@ -562,8 +569,10 @@ static int run_execute(run_ctx *x)
                              .kernel_py = (const char *const *)o->kernel_py, .nkernel_py = o->nkernel_py,
                              .libmoects = o->libmoects, .libs = (const char *const *)o->libs, .nlibs = o->nlibs,
                              .dump_dir = o->dump, .prior = x->prior, .on_result = journal_result, .on_result_ctx = x,
-                             .on_task = stream_task, .on_task_ctx = x};
+                             .on_task = stream_task, .on_task_ctx = x,
+                             .reference_gpu = refgpu, .refcheck = refcheck};
     rc = moects__runner_run(&ro, &x->run, err, sizeof err);
+    free(refcheck);
     if (x->stream && !moects__tap_stream_close(x->stream) && rc == 0)
         fprintf(stderr, "moects run: the TAP on stdout is cut short (out of memory); run.tap is whole\n");
     x->stream = NULL;
@@ -668,6 +677,8 @@ static int run_status(run_ctx *x, const moects_tap_opts *to, size_t nunj, long k
 {
     const moects_run *run = &x->run;
     int rc = x->nmissing || nunj ? 1 : 0;
+    if (x->o.perf_phases) moects__cli_perf_phases(run);
+    if (moects__cli_reference_status(run)) rc = 1;
     for (size_t k = 0; k < x->nk; k++)
         if (fails_run(run, x->kernels[k], to)) rc = 1;
     size_t noom = 0, first = 0;

@@ -90,7 +90,7 @@
 
 static const char *const verdict_names[MOECTS_VERDICT_COUNT] = {
     "PASS_EXACT", "PASS_BOUNDED", "PASS_TOLERANCE", "PASS_TIE", "FAIL_MISMATCH", "FAIL_CRASH", "FAIL_TIMEOUT",
-    "FAIL_OOB_WRITE", "FAIL_NONDETERMINISTIC", "FAIL_BATCH_VARIANT", "UNSUPPORTED", "SKIP",
+    "FAIL_OOB_WRITE", "FAIL_NONDETERMINISTIC", "FAIL_BATCH_VARIANT", "UNSUPPORTED", "SKIP", "FAIL_REFERENCE",
 };
 
 /* The words of DESIGN.md "Verdicts"; "?" for a value outside the enum. */
@@ -183,6 +183,8 @@ int moects__run_push(moects_run *run, const moects_result *r)
 void moects__run_free(moects_run *run)
 {
     free(run->v);
+    for (size_t i = 0; i < run->nref_sampled; i++) free(run->ref_sampled[i]);
+    free(run->ref_sampled);
     memset(run, 0, sizeof *run);
 }
 
@@ -322,6 +324,12 @@ void moects__buf_result(moects__buf *b, const moects_result *r)
         moects__buf_add(b, ", "); put_key(b, "ref_threads"); moects__buf_printf(b, "%d", r->ref_threads);
         moects__buf_add(b, "}");
     }
+    if (r->reference[0]) {
+        moects__buf_add(b, ", "); put_key(b, "reference"); moects__buf_json_str(b, r->reference);
+    }
+    if (r->ref_check) {
+        moects__buf_add(b, ", "); put_key(b, "reference_check"); moects__buf_json_str(b, r->ref_check == 1 ? "same" : "differs");
+    }
     if (r->n_hashes > 0) {
         moects__buf_add(b, ", "); put_key(b, "input_xxh64"); moects__buf_add(b, "{");
         for (int i = 0; i < r->n_hashes && i < MOECTS_RESULT_HASHES_MAX; i++) {
@@ -336,6 +344,24 @@ void moects__buf_result(moects__buf *b, const moects_result *r)
         moects__buf_printf(b, "\"%016" PRIx64 "\"", r->ref_xxh64);
     }
     moects__buf_add(b, "}");
+}
+
+/* "reference" (issue 31) and, under a GPU reference, "reference_check": the re-check sample's seed and
+ * case ids. Nothing when the run did not say (older callers). */
+static void put_reference(moects__buf *b, const moects_run *run)
+{
+    if (!run->reference[0]) return;
+    moects__buf_add(b, ",\n"); put_key(b, "reference"); moects__buf_json_str(b, run->reference);
+    if (strncmp(run->reference, "gpu", 3) != 0) return;
+    moects__buf_add(b, ",\n"); put_key(b, "reference_check"); moects__buf_add(b, "{");
+    put_key(b, "rechecked"); moects__buf_json_str(b, "every FAIL, every smoke case, a 1% sample of the rest");
+    moects__buf_add(b, ", "); put_key(b, "sample_seed"); put_u64(b, run->ref_sample_seed);
+    moects__buf_add(b, ", "); put_key(b, "sample"); moects__buf_add(b, "[");
+    for (size_t i = 0; i < run->nref_sampled; i++) {
+        moects__buf_add(b, i ? ", " : "");
+        moects__buf_json_str(b, run->ref_sampled[i]);
+    }
+    moects__buf_add(b, "]}");
 }
 
 /* The JSON text of run (the schema above) into b (b->oom on allocation failure). 0, or -1 with err:
@@ -365,6 +391,7 @@ static int render_results(moects__buf *b, const char *path, const moects_run *ru
         }
         moects__buf_add(b, "]");
     }
+    put_reference(b, run);
     moects__buf_add(b, ",\n"); put_key(b, "results"); moects__buf_add(b, "[");
     for (size_t i = 0; i < run->n; i++) {
         moects__buf_add(b, i ? ",\n  " : "\n  ");

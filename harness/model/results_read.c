@@ -219,9 +219,10 @@ static int read_refusal(rd *c, const json_t *v, const moects_result *r)
 static const char *const result_keys[] = {
     "kernel", "case", "model", "layout", "op", "mutant", "verdict", "recipe", "mismatches", "max_ulp",
     "calc_diff", "acc_check", "first_mismatch", "diag", "reason", "refusal", "known", "seed", "kernel_ms", "perf_value",
-    "perf_fraction", "timing", "input_xxh64", "reference_xxh64", NULL};
+    "perf_fraction", "timing", "input_xxh64", "reference_xxh64", "reference", "reference_check", NULL};
 static const char *const top_keys[] = {
-    "moects_version", "commit", "date", "machine", "filter", "shard", "seed", "kernel_libs", "results", NULL};
+    "moects_version", "commit", "date", "machine", "filter", "shard", "seed", "kernel_libs", "results",
+    "reference", "reference_check", NULL};
 
 /* Bits of a "0x3f80 (1)" value; its hex digits tell the dtype (4: BF16, 8: FP32). */
 static int read_bits(rd *c, const char *field, const json_t *v, uint32_t *bits, moects_dtype *dt)
@@ -332,12 +333,15 @@ static int read_result(rd *c, const json_t *o, moects_result *r)
     r->is_mutant = json_is_true(m);
     if (get_str(c, "verdict", json_object_get(o, "verdict"), tmp, sizeof tmp, 1)) return -1;
     if (moects__verdict_parse(tmp, &r->verdict)) return fail(c, "verdict", "unknown verdict \"%s\"", tmp);
+    if (get_str(c, "reference_check", json_object_get(o, "reference_check"), tmp, sizeof tmp, 0)) return -1;
+    r->ref_check = !strcmp(tmp, "same") ? 1 : !strcmp(tmp, "differs") ? 2 : 0;
     if (get_str(c, "recipe", json_object_get(o, "recipe"), r->recipe, sizeof r->recipe, 1) ||
         get_i64(c, "mismatches", json_object_get(o, "mismatches"), &r->mismatches) ||
         get_ulp(c, "max_ulp", json_object_get(o, "max_ulp"), &r->max_ulp) ||
         get_double(c, "calc_diff", json_object_get(o, "calc_diff"), &r->calc_diff) ||
         get_str(c, "reason", json_object_get(o, "reason"), r->reason, sizeof r->reason, 1) ||
         get_str(c, "known", json_object_get(o, "known"), r->known, sizeof r->known, 0) ||
+        get_str(c, "reference", json_object_get(o, "reference"), r->reference, sizeof r->reference, 0) ||
         get_u64(c, "seed", json_object_get(o, "seed"), &r->seed) ||
         get_double(c, "kernel_ms", json_object_get(o, "kernel_ms"), &r->kernel_ms) ||
         get_double(c, "perf_value", json_object_get(o, "perf_value"), &r->perf_value) ||
@@ -446,6 +450,7 @@ int moects__results_read(const char *path, moects_run *run, char *err, size_t er
         get_str(&c, "machine", json_object_get(root, "machine"), run->machine, sizeof run->machine, 1) ||
         get_str(&c, "filter", json_object_get(root, "filter"), run->filter, sizeof run->filter, 1) ||
         get_str(&c, "shard", json_object_get(root, "shard"), run->shard, sizeof run->shard, 1) ||
+        get_str(&c, "reference", json_object_get(root, "reference"), run->reference, sizeof run->reference, 0) ||
         get_u64(&c, "seed", json_object_get(root, "seed"), &run->seed) ||
         read_libs(&c, json_object_get(root, "kernel_libs"), run))
         goto out;

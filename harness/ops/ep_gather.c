@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "moects_gpuref.h"
 #include "moects_guard.h"
 #include "moects_harness.h"
 #include "moects_op.h"
@@ -451,6 +452,13 @@ static int eg_local_shape(const moects_case *c, moects_inputs *in, const moects_
     return 0;
 }
 
+/* moects__op_def.reference_gpu: gpu/moects_gpuref.h, every recipe of the op. */
+static int eg_reference_gpu(const moects_inputs *in, const moects_op_args *a, moects_recipe r, int mode, char *why,
+                            size_t whylen)
+{
+    return moects__gpuref_ep_gather((moects_gpuref_mode)mode, &in->eg, &a->eg, r, why, whylen);
+}
+
 const moects__op_def moects__op_ep_gather = {
     .op = MOECTS_OP_EP_GATHER, .name = "ep_gather",
     .case_shape = eg_case_shape, .shape_json = eg_shape_json, .shape_parse = eg_shape_parse, .recipes = eg_recipes,
@@ -460,7 +468,7 @@ const moects__op_def moects__op_ep_gather = {
     .cost = eg_cost, .bytes = eg_bytes, .ref_flops = NULL, .shape_key = eg_shape_key, .dims = eg_dims,
     .build = eg_build, .shape = eg_shape, .bind = eg_bind, .row_bytes = eg_row_bytes, .describe = eg_describe,
     .describe_out = eg_describe_out, .scalars = NULL, .check = eg_contract, .local_shape = eg_local_shape,
-    .reference = eg_reference, .reference_pair = NULL, .bound = NULL, .reduction_k = NULL, .geometry = eg_geometry,
+    .reference = eg_reference, .reference_pair = NULL, .reference_gpu = eg_reference_gpu, .bound = NULL, .reduction_k = NULL, .geometry = eg_geometry,
     .claim_refused = NULL,
     .perf_unit = "GB/s", .perf_key = "gbps", .perf_bytes = eg_perf_bytes,
 };

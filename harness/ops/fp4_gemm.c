@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "moects_gpuref.h"
 #include "moects_harness.h"
 #include "moects_op.h"
 #include "ops_internal.h"
@@ -400,6 +401,13 @@ static int fg_contract(const moects_case *c, const moects_inputs *in, const char
     return 0;
 }
 
+/* moects__op_def.reference_gpu: gpu/moects_gpuref.h, exact_v1 only (blockwise_v1 takes the CPU path). */
+static int fg_reference_gpu(const moects_inputs *in, const moects_op_args *a, moects_recipe r, int mode, char *why,
+                            size_t whylen)
+{
+    return moects__gpuref_fp4_gemm((moects_gpuref_mode)mode, &in->fg, &a->fg, r, why, whylen);
+}
+
 const moects__op_def moects__op_fp4_gemm = {
     .op = MOECTS_OP_FP4_GEMM, .name = "fp4_gemm",
     .case_shape = fg_case_shape, .shape_json = fg_shape_json, .shape_parse = fg_shape_parse, .recipes = fg_recipes,
@@ -410,7 +418,8 @@ const moects__op_def moects__op_fp4_gemm = {
     .split_prefix = fg_split_prefix, .split_label = fg_split_label,
     .build = fg_build, .shape = fg_shape, .bind = fg_bind, .row_bytes = fg_row_bytes, .describe = fg_describe,
     .describe_out = fg_describe_out, .scalars = fg_scalars, .check = fg_contract,
-    .reference = fg_reference, .reference_pair = fg_reference_pair, .bound = fg_bound, .reduction_k = fg_reduction_k,
+    .reference = fg_reference, .reference_pair = fg_reference_pair, .reference_gpu = fg_reference_gpu,
+    .bound = fg_bound, .reduction_k = fg_reduction_k,
     .geometry = fg_geometry, .claim_refused = NULL,
     .perf_unit = "TFLOP/s", .perf_key = "tflops", .perf_bytes = fg_perf_bytes,
 };

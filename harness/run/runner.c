@@ -57,6 +57,8 @@ typedef struct {
     uint32_t task, case_idx, kernel_idx;
     uint32_t threads; /* OpenBLAS threads for a reference this task computes */
     uint32_t recipes; /* bit r: a kernel of the case compares under recipe r */
+    int32_t refmode;  /* moects__task_ctl.refmode, check */
+    int32_t check;
     moects_case c;    /* the case itself: an exec'd worker (--kernel-py) has no copy of the run's cases */
 } task_msg;
 
@@ -142,7 +144,7 @@ static void worker_loop(const worker_cfg *w, int rfd, int wfd)
         result_msg m;
         memset(&m, 0, sizeof m);
         notify_ctx nc = {wfd, t.task};
-        task_ctl tc = {(int)t.threads, t.recipes, notify_phase, &nc};
+        task_ctl tc = {(int)t.threads, t.recipes, notify_phase, &nc, t.refmode, t.check};
         int ex = moects__worker_task(ws, (long)t.case_idx, &t.c, w->kernels[t.kernel_idx], w->seed, w->perf, &tc, &m.r);
         if (w->perf && w->is_py && w->is_py[t.kernel_idx] && m.r.kernel_ms > 0) {
             size_t l = strlen(m.r.reason);
@@ -629,8 +631,9 @@ static int hand_out(parent *p, char *err, size_t errlen)
         uint32_t ti = p->torder[W->g_next++];
         int held = p->sched.held[W->group];
         static task_msg m; /* a case is large: not on the stack */
-        m = (task_msg){MAGIC, ti, p->tasks[ti].case_idx, p->tasks[ti].kernel_idx,
-                       (uint32_t)(held * p->base_threads), p->recipes[W->group], o->cases[p->tasks[ti].case_idx]};
+        const uint32_t ci = p->tasks[ti].case_idx;
+        m = (task_msg){MAGIC, ti, ci, p->tasks[ti].kernel_idx, (uint32_t)(held * p->base_threads), p->recipes[W->group],
+                       o->reference_gpu - 1, o->refcheck && o->refcheck[ci], o->cases[ci]};
         drain(W, p->log_fd); /* what it printed before this task is not this task's */
         W->ntail = 0;
         W->busy = 1;

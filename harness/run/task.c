@@ -5,6 +5,7 @@
  * gives the verdict (harness/judge/judge.c). Python kernels ask for the task in flight
  * (moects_task_json, moects_task_tensor, moects_task_stream). */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "moects.h"
 #include "moects_compare.h"
 #include "moects_device.h"
+#include "moects_gpuref.h"
 #include "moects_judge.h"
 #include "moects_op.h"
 #include "moects_ref.h"
@@ -44,6 +46,9 @@ struct moects__worker {
     moects_inputs in;
     void *ref[NRECIPES];
     int ref_state[NRECIPES]; /* 0 not computed, 1 ok, -1 failed */
+    char ref_gpu[NRECIPES];   /* 1: ref[] came from the GPU reference (issue 31) */
+    char ref_check[NRECIPES]; /* its CPU re-check: 0 not run, 1 identical, 2 differs (ref_diff says where) */
+    char ref_diff[256];
     uint64_t in_hash[MOECTS_INPUTS_MAX], ref_hash[NRECIPES]; /* XXH64 of the inputs, of ref[] */
     long ntasks;   /* tasks this process ran before the one in flight: 0 in a fresh worker */
     int dev_alone; /* this worker has its device to itself: free device memory measures its kernels */
@@ -79,6 +84,7 @@ static void drop_case(worker_state *ws)
         free(ws->ref[i]);
         ws->ref[i] = NULL;
         ws->ref_state[i] = 0;
+        ws->ref_gpu[i] = ws->ref_check[i] = 0;
     }
     for (int i = 0; i < MOECTS_INPUTS_MAX; i++) moects__guard_free(&ws->dev[i]);
     ws->dev_state = 0;
@@ -147,6 +153,81 @@ int moects__kernel_recipe(const moects_kernel *k, moects_op op)
     return (int)rc;
 }
 
+static int cuda_probe(worker_state *ws, moects_result *r);
+
+/* The GPU reference of the cached case under recipe (issue 31, docs/gpu_reference.md), when the run asks
+ * for it (tc->refmode) and the op has one: 1 when it stands (ws->ref[recipe] set, state 1, hashed), 0 when
+ * the CPU path must compute it (no device, the op or case not exact on the GPU path, an error). Its time
+ * goes to r->reference_s. */
+static int gpu_reference(worker_state *ws, moects_recipe recipe, const task_ctl *tc, moects_result *r)
+{
+    moects_inputs *in = &ws->in;
+    const moects__op_def *op = moects__op_of_inputs(in);
+    if (tc->refmode < 0 || !op->reference_gpu) return 0;
+    if (tc->refmode == MOECTS_GPUREF_CUDA && !cuda_probe(ws, r)) return 0;
+    void *buf = xmalloc_ff(in->out_bytes);
+    if (!buf) return 0;
+    moects_op_args a;
+    moects__host_args(in, buf, &a);
+    char why[256] = "";
+    announce(tc, PH_REFERENCE, r);
+    const double t = now_s();
+    const int rc = op->reference_gpu(in, &a, recipe, tc->refmode, why, sizeof why);
+    if (rc == 0) {
+        ws->ref[recipe] = buf, ws->ref_state[recipe] = 1, ws->ref_gpu[recipe] = 1;
+        ws->ref_hash[recipe] = moects__xxh64(buf, in->out_bytes);
+    } else free(buf);
+    r->reference_s += now_s() - t;
+    announce(tc, PH_OTHER, r);
+    return rc == 0;
+}
+
+/* The CPU re-check of a GPU reference (issue 31): the CPU reference of recipe into a scratch buffer,
+ * compared bit for bit with ws->ref[recipe], once per (case, recipe): ws->ref_check 1 identical, 2 differs
+ * (ws->ref_diff names the first element that differs); left 0 when memory runs out. Time to reference_s. */
+static void recheck(worker_state *ws, moects_recipe recipe, const task_ctl *tc, moects_result *r)
+{
+    moects_inputs *in = &ws->in;
+    if (!ws->ref_gpu[recipe] || ws->ref_check[recipe]) return;
+    const moects__op_def *op = moects__op_of_inputs(in);
+    void *cpu = xmalloc_ff(in->out_bytes);
+    if (!cpu) return;
+    moects_op_args a;
+    moects__host_args(in, cpu, &a);
+    int before = openblas_get_num_threads(), th = op->ref_flops && tc->threads > 0 ? tc->threads : before;
+    announce(tc, PH_REFERENCE, r);
+    if (th != before) openblas_set_num_threads(th);
+    const double t = now_s();
+    const int rc = op->reference(in, &a, recipe);
+    if (th != before) openblas_set_num_threads(before);
+    const size_t es = in->out_elems > 0 ? in->out_bytes / (size_t)in->out_elems : 1;
+    size_t i = 0;
+    while (rc == 0 && i < in->out_bytes && ((unsigned char *)cpu)[i] == ((unsigned char *)ws->ref[recipe])[i]) i++;
+    ws->ref_check[recipe] = rc == 0 && i == in->out_bytes ? 1 : 2;
+    if (rc != 0) snprintf(ws->ref_diff, sizeof ws->ref_diff, "the CPU reference refused the case the GPU one computed");
+    else if (i < in->out_bytes) {
+        uint64_t g = 0, w = 0;
+        memcpy(&g, (unsigned char *)ws->ref[recipe] + i / es * es, es < 8 ? es : 8);
+        memcpy(&w, (unsigned char *)cpu + i / es * es, es < 8 ? es : 8);
+        snprintf(ws->ref_diff, sizeof ws->ref_diff, "output element %zu: GPU reference 0x%" PRIx64 ", CPU 0x%" PRIx64,
+                 i / es, g, w);
+    }
+    r->reference_s += now_s() - t;
+    announce(tc, PH_OTHER, r);
+    free(cpu);
+}
+
+/* FAIL_REFERENCE when the re-check found the references differ (a bug of the suite, not the kernel's):
+ * 1 with r set, else 0. */
+static int reference_differs(const worker_state *ws, moects_recipe recipe, moects_result *r)
+{
+    r->ref_check = ws->ref_check[recipe];
+    if (ws->ref_check[recipe] != 2) return 0;
+    r->verdict = MOECTS_FAIL_REFERENCE;
+    set_reason(r, "GPU and CPU references differ (a bug of the suite, not of the kernel): %s%s", ws->ref_diff, "");
+    return 1;
+}
+
 /* The reference(s) of the cached case under recipe, once per (case, recipe), on tc->threads
  * OpenBLAS threads. A case whose op computes blockwise_v1 and exact_v1 in one pass (its entry's
  * reference_pair) and whose kernels want both gets both at once. Timing and threads go to r. */
@@ -158,6 +239,7 @@ static void compute_reference(worker_state *ws, const moects_case *c, moects_rec
     const unsigned bw = 1u << MOECTS_RECIPE_FP4_BLOCKWISE_V1, ex = 1u << MOECTS_RECIPE_EXACT_V1;
     const char *names[4];
     int two = op->reference_pair && op->recipes(c, names) >= 2;
+    if (gpu_reference(ws, recipe, tc, r)) return;
     int both = two && (tc->recipes & bw) && (tc->recipes & ex) &&
                (recipe == MOECTS_RECIPE_FP4_BLOCKWISE_V1 || recipe == MOECTS_RECIPE_EXACT_V1) &&
                ws->ref_state[MOECTS_RECIPE_FP4_BLOCKWISE_V1] == 0 && ws->ref_state[MOECTS_RECIPE_EXACT_V1] == 0;
@@ -429,7 +511,7 @@ static int batch_task(worker_state *ws, const moects_case *c, const moects_kerne
 /* The worker's one device probe, made at its first CUDA task: 1 when a CUDA device is usable, else 0
  * with r a SKIP "no CUDA device (<the probe's error>)" (MOECTS__NO_DEVICE): on a host without one a
  * CUDA kernel is skipped, never UNSUPPORTED, whatever its supports() would say. */
-static int cuda_usable(worker_state *ws, moects_result *r)
+static int cuda_probe(worker_state *ws, moects_result *r)
 {
     if (!ws->cuda_checked) {
         double t = now_s();
@@ -440,7 +522,12 @@ static int cuda_usable(worker_state *ws, moects_result *r)
         snprintf(ws->nodev, sizeof ws->nodev, MOECTS__NO_DEVICE " (%s)", why[0] ? why : "none visible");
         r->kernel_s += now_s() - t;
     }
-    if (ws->ndev > 0) return 1;
+    return ws->ndev > 0;
+}
+
+static int cuda_usable(worker_state *ws, moects_result *r)
+{
+    if (cuda_probe(ws, r)) return 1;
     r->verdict = MOECTS_SKIP;
     set_reason(r, "%s%s", ws->nodev, "");
     return 0;
@@ -509,6 +596,9 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
         }
     }
     put_hashes(ws, (int)recipe, r);
+    snprintf(r->reference, sizeof r->reference, "%s", ws->ref_gpu[recipe] ? "gpu" : "cpu");
+    if (tc->check) recheck(ws, recipe, tc, r);
+    if (reference_differs(ws, recipe, r)) return 0;
     if (ws->ref_state[recipe] < 0) {
         r->verdict = MOECTS_FAIL_CRASH;
         set_reason(r, "the reference refused the case (harness or case bug), recipe %s%s", r->recipe, "");
@@ -535,6 +625,10 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
     if (env.retire) ws->retire = 1;
     announce(tc, PH_COMPARE, r); /* the harness's own work: not under the kernel's limit */
     if (!bad) judge_task(ws, c, k, seed, recipe, tc, &tw, r);
+    if (moects_verdict_is_fail(r->verdict)) { /* re-judged with the CPU reference: same bits, same verdict */
+        recheck(ws, recipe, tc, r);
+        if (reference_differs(ws, recipe, r)) bad = 1;
+    }
     if (!bad) exit_after |= batch_task(ws, c, k, seed, tc, tw.got[0], r);
     moects__twice_free(&tw);
     return exit_after;
@@ -575,7 +669,7 @@ void moects__runner_task(const moects_case *c, const moects_kernel *k, uint64_t 
     memset(&ws, 0, sizeof ws);
     ws.case_idx = -1;
     int rcp = moects__kernel_recipe(k, c->op);
-    task_ctl tc = {0, rcp >= 0 ? 1u << rcp : 0, NULL, NULL};
+    task_ctl tc = {0, rcp >= 0 ? 1u << rcp : 0, NULL, NULL, -1, 0};
     moects__worker_task(&ws, 0, c, k, seed, perf, &tc, r);
     drop_case(&ws);
 }

@@ -53,9 +53,9 @@ Test(verdict, names_are_the_design_words)
 {
     static const char *const words[] = {"PASS_EXACT", "PASS_BOUNDED", "PASS_TOLERANCE", "PASS_TIE", "FAIL_MISMATCH",
                                         "FAIL_CRASH", "FAIL_TIMEOUT", "FAIL_OOB_WRITE", "FAIL_NONDETERMINISTIC",
-                                        "FAIL_BATCH_VARIANT", "UNSUPPORTED", "SKIP"};
-    cr_assert_eq(MOECTS_VERDICT_COUNT, 12);
-    for (int v = 0; v < 12; v++) {
+                                        "FAIL_BATCH_VARIANT", "UNSUPPORTED", "SKIP", "FAIL_REFERENCE"};
+    cr_assert_eq(MOECTS_VERDICT_COUNT, 13);
+    for (int v = 0; v < 13; v++) {
         cr_assert_str_eq(moects__verdict_name((moects_verdict)v), words[v]);
         moects_verdict got;
         cr_assert_eq(moects__verdict_parse(words[v], &got), 0);
