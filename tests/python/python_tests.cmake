@@ -42,3 +42,9 @@ add_test(NAME py_pip_install COMMAND sh ${_py_dir}/pip_install.sh ${MOECTS_PYTHO
 set_tests_properties(py_pip_install PROPERTIES LABELS "python;pip" TIMEOUT 1800)
 set_tests_properties(py_unit py_moe_gemm py_fused_moe py_route py_adapters PROPERTIES ENVIRONMENT "${_py_env}")
 set_tests_properties(py_unit py_moe_gemm py_fused_moe py_route py_adapters PROPERTIES TIMEOUT 1200)
+# The Triton layer example (examples/triton_fused_moe.py) through the pytest plugin and --kernel-py:
+# on CUDA, or on CPU under Triton's interpreter with MOECTS_TRITON_INTERPRET=1 in ctest's environment
+# (about 4 minutes on 2 cores; MOECTS_PYTHON must have torch and triton); skipped otherwise, in
+# seconds, so the default run keeps it:  MOECTS_TRITON_INTERPRET=1 ctest -L triton
+add_test(NAME py_triton_fused_moe COMMAND ${_pytest} ${_py_dir}/test_triton_fused_moe.py)
+set_tests_properties(py_triton_fused_moe PROPERTIES LABELS "python;triton" ENVIRONMENT "${_py_env}" TIMEOUT 1800)
