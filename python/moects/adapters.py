@@ -145,51 +145,54 @@ def _rows_of(arr, axis_len):
     return axis_len, arr.nbytes // (arr.shape[0] * axis_len) if arr.shape[0] and axis_len else 0
 
 
-def _fused_w13(name, shape, t):
+def _fused_w13(name, shape, t, inverse=False):
     if shape["activation"] == "relu2":
         raise ValueError("%s: relu2 has no gate: W13 has one order" % name)
     N1 = 2 * shape["I"]
     for key in ("w13", "w13_scale", "b13"):
         if t.get(key) is not None:
             rows, cols = _rows_of(t[key], N1)
-            t[key] = adapt(name, t[key], rows, cols).view(t[key].dtype).reshape(t[key].shape)
+            t[key] = adapt(name, t[key], rows, cols, inverse).view(t[key].dtype).reshape(t[key].shape)
     if t.get("w13_block_scale") is not None:  # FP8 block-128: scale rows are 128 W13 rows
         if name != "w13.up_gate.v1" or shape["I"] % 128:
             raise ValueError("%s: FP8 block-128 scales cover 128 rows of W13: only whole 128-row blocks "
                              "can move (w13.up_gate.v1 with I a multiple of 128)" % name)
         b = t["w13_block_scale"]
-        t["w13_block_scale"] = adapt(name, b, N1 // 128, b.nbytes // (b.shape[0] * (N1 // 128))
-                                     ).view(b.dtype).reshape(b.shape)
+        t["w13_block_scale"] = adapt(name, b, N1 // 128, b.nbytes // (b.shape[0] * (N1 // 128)),
+                                     inverse).view(b.dtype).reshape(b.shape)
 
 
-def _fused_mx(name, shape, t):
+def _fused_mx(name, shape, t, inverse=False):
     if shape["format"] != "mxfp4":
         raise ValueError("%s: the case's weights are %s, not MXFP4" % (name, shape["format"]))
     if kind(name) == "scales":
         if not name.startswith("scales.mxfp4."):
             raise ValueError("%s: the case's scales are MXFP4 (UE8M0 per 32)" % name)
-        for key in ("w13_scale", "w2_scale"):
+        dims = {"w13_scale": (2 * shape["I"], shape["H"] // 32), "w2_scale": (shape["H"], shape["I"] // 32)}
+        for key, (rows, nkb) in dims.items():
             s = t[key]
-            E, rows, nkb = s.shape
-            t[key] = adapt(name, s, rows, nkb).reshape(E, -1)
+            E = s.shape[0]
+            t[key] = adapt(name, s, rows, nkb, inverse).reshape((E, rows, nkb) if inverse else (E, -1))
     else:
         for key in ("w13", "w2"):
             c = t[key]
-            t[key] = adapt(name, c, c.shape[1], c.shape[2]).reshape(c.shape)
+            t[key] = adapt(name, c, c.shape[1], c.shape[2], inverse).reshape(c.shape)
 
 
-def convert(op, shape, inputs, layout):
+def convert(op, shape, inputs, layout, inverse=False):
     """A case's inputs (numpy arrays by name, as Case.inputs() gives them) with the tensors each
     adapter of layout (a name or a list of names, at most one of each kind) touches replaced by new
     read-only arrays in that engine layout; the rest are the same arrays. fused_moe only: w13.* move
     the rows of w13, w13_scale, b13 (and the FP8 block scales, by whole 128-row blocks), scales.mxfp4.*
     take w13_scale, w2_scale to [E, tile bytes], fp4.* swap the nibbles of w13, w2. ValueError for an
-    adapter the case cannot take (relu2 has no gate; an MXFP4 adapter on BF16 weights)."""
+    adapter the case cannot take (relu2 has no gate; an MXFP4 adapter on BF16 weights). inverse: inputs
+    are in that engine layout and come back in moects's (case_from_tensors of an engine's tensors)."""
     if op != "fused_moe":
         raise ValueError("layout: adapters apply to fused_moe cases (this case is %s)" % op)
     t = dict(inputs)
-    for name in _layer_names(layout):
-        (_fused_w13 if kind(name) == "w13" else _fused_mx)(name, shape, t)
+    names_ = _layer_names(layout)
+    for name in reversed(names_) if inverse else names_:
+        (_fused_w13 if kind(name) == "w13" else _fused_mx)(name, shape, t, inverse)
     for key, v in t.items():
         if isinstance(v, np.ndarray) and v is not inputs.get(key):
             v.flags.writeable = False

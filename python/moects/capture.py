@@ -13,8 +13,8 @@ off the tensors (`shape=` overrides a field); the reference is moects's own, nev
                                    input_index=idx, expert_map=emap)
     moects.case(cid, tier="local")             # judged like a registry case; `moects run ID`
 
-An engine's layout (another name, order or packing) is the adapters' business: `layout=NAME` is
-handed with the tensors to `moects.adapters.adapt(op, layout, tensors)` before anything else.
+An engine's layout (W13 order, scale tiles, nibble order) is the adapters' business: `layout=NAME`
+(fused_moe) turns the tensors back into moects's layouts with moects.adapters.convert(..., inverse=True).
 """
 import ctypes
 import functools
@@ -246,12 +246,6 @@ def _case_json(op, arrays, scalars, out_dtype, data, shape, outputs=None):
     return {"id": prefix + "/captured", "op": op, "data": data, "shape": sh}
 
 
-def _adapt(op, layout, tensors):
-    """The engine layout's tensors in moects's export names and layouts (python/moects/adapters.py)."""
-    from . import adapters
-    return adapters.adapt(op, layout, tensors)
-
-
 def case_from_tensors(op, recipe=None, cases_dir=None, *, name=None, layout=None, shape=None, seed=DEFAULT_SEED,
                       data="exact", **tensors):
     """Store an engine's inputs of op (every op `moects case add` takes: "ep_gather", "fp4_gemm",
@@ -270,15 +264,13 @@ def case_from_tensors(op, recipe=None, cases_dir=None, *, name=None, layout=None
     or vLLM's gelu, swigluoai, relu2_no_mul); other strings are left out. `out` (the engine's output buffer) gives the output dtype and
     is not stored. recipe: the recipe the case is judged under (None: the op's first). cases_dir:
     the user case folder (None: $MOECTS_CASES_DIR, else <root>/cases/local). name: a label in the id.
-    layout: an engine layout, converted by moects.adapters first. shape: fields over the shape read
+    layout: the tensors' engine layout (adapter names, docs/adapters.md; fused_moe). shape: fields over the shape read
     from the tensors (ep_gather without a map needs E_global; routing "stale-ids" or "neg-ids" lets
     ids outside [0, E_global) through; moe_route needs the model's method, k, n_group, topk_group,
     renormalize, scale; fused_moe takes its activation's act_limit and act_alpha from here; moe_gemm
     its align where the rows do not tell it). seed: the generator's seed of the case's other facts.
     Raises CaseRefused with libmoects's one line when the op's contract refuses a tensor; nothing is
     written then. DESIGN.md "Local cases", issue 32."""
-    if layout is not None:
-        tensors = _adapt(op, layout, tensors)
     out = tensors.pop("out", None)
     facts = {k: _ACTIVATIONS.get(v, v) for k, v in tensors.items() if k in _SHAPE_FACTS and isinstance(v, str)}
     shape = dict(facts, **(shape or {}))
@@ -291,7 +283,11 @@ def case_from_tensors(op, recipe=None, cases_dir=None, *, name=None, layout=None
     if op == "fused_moe" and arrays.get("mid_global_scale") is None and getattr(arrays.get("w13"), "ndim", 0) == 3:
         import numpy as np  # read only by a recipe with an NVFP4 intermediate; an engine's own, when it has one
         arrays["mid_global_scale"] = np.ones(arrays["w13"].shape[0], np.float32)
-    meta = {"moects.case": json.dumps(_case_json(op, arrays, scalars, out_dtype, data, shape, outputs)),
+    case = _case_json(op, arrays, scalars, out_dtype, data, shape, outputs)
+    if layout is not None:  # the shape reads no tensor an adapter reshapes (the scales)
+        from . import adapters
+        arrays = adapters.convert(op, case["shape"], arrays, layout, inverse=True)
+    meta = {"moects.case": json.dumps(case),
             "moects.seed": str(int(seed)), "moects.scalars": json.dumps(scalars)}
     if recipe:
         meta["moects.recipe"] = recipe

@@ -212,6 +212,23 @@ def test_round_trip_fused_and_grouped(tmp_path, build_dir):
     assert sum(1 for r in loc.values() if r.get("verdict") == "PASS_EXACT") >= 10
 
 
+def test_engine_layout_gives_the_same_case(tmp_path):
+    """A layer's tensors handed over in an engine's layout (gpt-oss's row-interleaved W13, the 128x4
+    scale tiles, high nibble first) with layout= naming it are the same case, id for id, as the
+    tensors in moects's own layout: the adapters' inverses undo exactly what their forwards did."""
+    engine = ["w13.interleave1.v1", "scales.mxfp4.swizzle_128x4.v1", "fp4.hi_first.v1"]
+    case = moects.case(FQ)
+    moved = case.inputs(layout=engine)
+    assert any(not np.array_equal(moved[k], v) for k, v in case.inputs().items() if v is not None
+               and moved[k].shape == v.shape)
+    plain = _added_grouped(case, tmp_path / "a")
+    sh = case.shape
+    extra = {k: sh[k] for k in LAYER + ("routing", "out_dtype") if k in sh}
+    adapted = case_from_tensors(case.op, cases_dir=str(tmp_path / "b"), shape=extra, data=case.info["data"],
+                                layout=engine, **moved)
+    assert adapted == plain
+
+
 def test_grouped_rules_refused(tmp_path):
     """W13 with I rows where a gated layer wants 2 I (I read off w2: 32), an expert_map entry past
     the rank's 16 experts, a masked_m past a's 128 rows an expert: one line each, nothing written."""
