@@ -56,7 +56,7 @@ def pytest_configure(config):
     config._moects_shard = _shard(config)
     config.addinivalue_line("markers", "moects(*globs, tier='smoke', config=None, tp=0, ep=0, kernel=None): "
                                        "run the test once per moects case (fixture moects_case)")
-    config._moects_ran = []  # cases whose tests ran, in order
+    config._moects_ran = []  # (case id, that test's judgements) for each test that ran, in order
 
 
 def _select(config, marker):
@@ -93,11 +93,11 @@ def pytest_generate_tests(metafunc):
 @pytest.fixture
 def moects_case(request):
     """The moects.Case this test runs (its inputs are freed after the test)."""
-    c = request.param
-    c.judgements = []
+    c = request.param  # one Case object for every test of a parametrized function: each test gets a
+    c.judgements = []  # list of its own, which _moects_ran keeps (the next test's is a new one)
     c.repro_lines = lambda case, j: _repro.lines(request.node, case, j)
     request.node._moects_case = c
-    request.config._moects_ran.append(c)
+    request.config._moects_ran.append((c.id, c.judgements))
     yield c
     c.release()
 
@@ -148,10 +148,10 @@ def pytest_sessionfinish(session, exitstatus):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         return
     order = {}
-    for i, c in enumerate(ran):  # case-major, as a run writes them: by case, then test order
-        order.setdefault(c.id, i)
-    for c in sorted(ran, key=lambda c: order[c.id]):
-        for j in c.judgements:
+    for i, (cid, _) in enumerate(ran):  # case-major, as a run writes them: by case, then test order
+        order.setdefault(cid, i)
+    for _, judgements in sorted(ran, key=lambda r: order[r[0]]):
+        for j in judgements:
             if j is not None:
                 res.add(j)
     res.write(path)

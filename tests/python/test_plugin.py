@@ -123,3 +123,35 @@ def test_missing_libmoects_is_one_collection_line(tmp_path):
     assert r.returncode == 2 and "Traceback" not in out, out  # 2: interrupted by a collection error
     assert len(lines) == 1 and "libmoects not found (looked in %s" % (tmp_path / "pkg" / "moects" / "_native" / "lib") \
         in lines[0] and str(tmp_path / "w" / "build" / "lib") in lines[0], out
+
+
+PARAMETRIZED = '''
+import pytest
+import numpy_ep_gather as ne
+
+@pytest.mark.parametrize("flip", [False, True], ids=["honest", "flipped"])
+@pytest.mark.moects("ep_gather/kimi-k3/*", tier="smoke")
+def test_both(moects_case, flip):
+    a = moects_case.args()
+    ne.ep_gather(moects_case.shape, a)
+    if flip:
+        a["out"].reshape(-1)[0] ^= 0x8000   # the sign of element 0
+    moects_case.check(a["out"], recipe="ep_gather.fma_v1", name="py.flipped" if flip else "py.honest")
+'''
+
+
+def test_parametrized_kernels_each_keep_their_results(tmp_path):
+    """@pytest.mark.parametrize over kernels shares one Case object per case between the kernels'
+    tests: --moects-results holds every test's own verdict, once (each of the N cases: py.honest
+    PASS_EXACT and py.flipped FAIL_MISMATCH where the case has an output element, 2N results)."""
+    (tmp_path / "test_p.py").write_text(PARAMETRIZED)
+    res = tmp_path / "results.json"
+    r = pytest_run(tmp_path, "test_p.py", "--moects-results", str(res))
+    with open(res) as f:
+        got = [(x["kernel"], x["case"], x["verdict"]) for x in json.load(f)["results"]]
+    cases = sorted({c for _, c, _ in got})
+    assert len(cases) >= 2 and len(got) == 2 * len(cases), (got, r.stdout)
+    for c in cases:
+        assert ("py.honest", c, "PASS_EXACT") in got, (c, got)
+        assert [k for k, cc, _ in got if cc == c].count("py.flipped") == 1
+    assert "%d failed" % sum(v.startswith("FAIL") for _, _, v in got) in r.stdout, r.stdout
