@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "fused_moe_internal.h"
 
@@ -184,6 +185,18 @@ static int slot_expert(const layer *c, int32_t id, int64_t *e)
     return *e < s->E ? 1 : -1;
 }
 
+/* Slot sl's exposed intermediates (moects_fused_moe_args g1_out, act_out, mid_out), where asked: g1 and
+ * act as computed, the intermediate's value (FP8_128: its E4M3 values times their group's scale). */
+static void expose(const layer *c, int64_t sl)
+{
+    const moects_fused_moe_args *a = c->a;
+    const int64_t I = c->s->inter;
+    if (a->g1_out) memcpy(a->g1_out + sl * c->N1, c->g1, (size_t)c->N1 * sizeof *c->g1);
+    if (a->act_out) memcpy(a->act_out + sl * I, c->act, (size_t)I * sizeof *c->act);
+    for (int64_t i = 0; a->mid_out && i < I; i++)
+        a->mid_out[sl * I + i] = c->s->format == MOECTS_LAYER_FP8_128 ? c->m[i] * (double)c->sa[i / 128] : c->m[i];
+}
+
 /* GEMM1 then the activation of expert e: act[I] (weight=act: times w). */
 static void gemm1_act(layer *c, int64_t t, int64_t e, float w)
 {
@@ -266,6 +279,7 @@ static int token(layer *c, int64_t t)
         if (c->r->w_bf16) w = moects__fml_bf16(w);
         gemm1_act(c, t, e, w);
         mid_gemm2(c, e, w);
+        expose(c, t * s->k + j);
         combine(c, w);
     }
     for (int64_t n = 0; n < s->H; n++) {
@@ -314,7 +328,7 @@ int moects__fml_run(moects__fml_kernel *k, const void *shape, const void *args)
 
 /* ---- the honest kernels: one engine convention each ---- */
 #define HONEST(sym, nm, rec) \
-    MOECTS__FML_DESCRIPTOR(sym, nm, rec, MOECTS__FML_BUG_NONE, NULL, 0, MOECTS_KERNEL_BATCH_INVARIANT)
+    MOECTS__FML_DESCRIPTOR(sym, nm, rec, MOECTS__FML_BUG_NONE, NULL, 0, MOECTS_KERNEL_BATCH_INVARIANT | MOECTS_KERNEL_INTERMEDIATES)
 
 /* vLLM TritonExperts, BF16 (the default recipe) */
 HONEST(moects_cpu_fused_moe_vllm, "cpu.fused_moe.vllm", MOECTS_LAYER_RECIPE_V1);
@@ -336,4 +350,4 @@ HONEST(moects_cpu_fused_moe_mxfp8, "cpu.fused_moe.mxfp8", "fused_moe.layer_v1(w1
 /* vLLM's recipe as a GPU kernel computes it: FP32 accumulation in its own order, libm's exp, tanh and
  * erf (not correctly rounded): judged by the enclosure of class (24, RNE) with fn=ulp2 (PASS_BOUNDED) */
 MOECTS__FML_DESCRIPTOR(moects_cpu_fused_moe_fast, "cpu.fused_moe.fast", MOECTS_FML_FAST_RECIPE,
-                       MOECTS__FML_BUG_NONE, NULL, 24, MOECTS_KERNEL_BATCH_INVARIANT);
+                       MOECTS__FML_BUG_NONE, NULL, 24, MOECTS_KERNEL_BATCH_INVARIANT | MOECTS_KERNEL_INTERMEDIATES);

@@ -217,5 +217,6 @@ const moects__op_def moects__op_fused_moe = {
     .describe = fm_describe, .describe_out = fm_describe_out, .scalars = NULL,
     .reference = fm_reference, .reference_pair = NULL, .bound = NULL, .reduction_k = NULL, .geometry = fm_geometry,
     .claim_refused = fm_claim_refused, .enclosure = fm_enclosure, .batch = moects__fused_batch,
+    .stages = moects__fused_stages,
     .perf_unit = "TFLOP/s", .perf_key = "tflops", .perf_bytes = fm_perf_bytes,
 };
