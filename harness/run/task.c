@@ -355,9 +355,11 @@ static int run_kernel(void *ctx, const void *shape, const void *args)
     return k->run(shape, args, NULL);
 }
 
-/* A built-in CPU kernel with MOECTS_KERNEL_INTERMEDIATES whose exact claim failed (FAIL_MISMATCH) runs
- * once more, in this worker, with its intermediates asked for (its op's stages): the first stage
- * whose values left the exact reference's goes into the reason; its time to compare_s. */
+/* With MOECTS_STAGES=1 in the environment, a built-in CPU kernel with MOECTS_KERNEL_INTERMEDIATES whose
+ * exact claim failed (FAIL_MISMATCH) runs once more, in this worker, with its intermediates asked for
+ * (its op's stages): the first stage whose values left the exact reference's goes into the reason;
+ * its time to compare_s. Opt-in: a kernel run and a reference more per failure doubled the fused
+ * smoke tier's time (its 344 caught mutant runs). */
 static void locate_stage(const worker_state *ws, const moects_kernel *k, moects_recipe recipe, moects_result *r)
 {
     const moects__op_def *op = moects__op_of_inputs(&ws->in);
@@ -365,7 +367,9 @@ static void locate_stage(const worker_state *ws, const moects_kernel *k, moects_
     const moects_kernel *const *b = moects__builtin_kernels(&n);
     int builtin = 0;
     for (size_t i = 0; i < n; i++) builtin |= b[i] == k;
-    if (!op->stages || !(k->flags & MOECTS_KERNEL_INTERMEDIATES) || !builtin || k->device != MOECTS_DEVICE_CPU ||
+    const char *on = getenv("MOECTS_STAGES");
+    if (!on || strcmp(on, "1") || !op->stages || !(k->flags & MOECTS_KERNEL_INTERMEDIATES) || !builtin ||
+        k->device != MOECTS_DEVICE_CPU ||
         r->verdict != MOECTS_FAIL_MISMATCH || moects__judge_claim_bounded(k))
         return;
     char msg[400];

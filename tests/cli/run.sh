@@ -238,14 +238,14 @@ batch_invariance)
     grep -q 'FAIL_BATCH_VARIANT' out/summary.md || fail "summary.md: no FAIL_BATCH_VARIANT column"
     ;;
 stages)
-    # A layer mutant that exposes its intermediates (MOECTS_KERNEL_INTERMEDIATES) and fails its exact
-    # claim is named by the first stage that left the exact reference (docs/fused_moe.md "Exposed
+    # Under MOECTS_STAGES=1, a layer mutant that exposes its intermediates (MOECTS_KERNEL_INTERMEDIATES)
+    # and fails its exact claim is named by the first stage that left the exact reference (docs/fused_moe.md "Exposed
     # intermediates"). Expected from each bug's definition: reading the gate and up halves swapped, or
     # gpt-oss's activation without the + 1, leaves GEMM1's output exact and moves the activation's;
     # FP8 block scales read per row move GEMM1's own output; the router weight applied twice and a
     # BF16 combine act after the intermediate, which stays exact.
     g=fused_moe.bf16/gpt-oss-20b/tp16/t4/smoke f=fused_moe.fp8_128/deepseek-v3/tp16/t1/smoke-adversarial
-    "$moects" run --out out --kernel 'cpu.mutant.fused_moe.*' --kernel cpu.fused_moe.gpt_oss "$g" "$f" > run.tap 2> err.txt
+    MOECTS_STAGES=1 "$moects" run --out out --kernel 'cpu.mutant.fused_moe.*' --kernel cpu.fused_moe.gpt_oss "$g" "$f" > run.tap 2> err.txt
     rc=$?
     [ $rc -eq 0 ] || { cat run.tap err.txt; fail "exit status $rc (mutants caught, honest passing: want 0)"; }
     why() { jq -r --arg k "cpu.mutant.fused_moe.$1" --arg c "$2" '.results[] | select(.kernel == $k and .case == $c) | .reason' out/results.json; }
