@@ -53,6 +53,8 @@ typedef struct {
     void *host;       /* NULL when bytes == 0 (and for expert_map without a map) */
     size_t bytes;
     moects_guarded g; /* host is g.data: the tensor sits between guard pages (harness/run/guard.c) */
+    int borrowed;     /* 1: g is another moects_inputs' tensor (a batch's weights, moects__input_borrow),
+                         which outlives this one and owns the mapping: moects__inputs_free leaves it */
 } moects_tensor;
 
 typedef union {

@@ -138,6 +138,13 @@ typedef struct moects__op_def {
      * error the caller frees big and b->row_of. NULL: the op has no batch. */
     int (*batch)(const moects_case *c, uint64_t seed, const moects_inputs *in, moects_inputs *big, moects__batch *b,
                  char *err, size_t errlen);
+    /* Exposed intermediates (a kernel with MOECTS_KERNEL_INTERMEDIATES that failed an exact claim of
+     * recipe r): runs the kernel once more through run(ctx, shape, args) with its intermediates asked
+     * for, the reference with the same, and writes into msg the first stage whose values differ
+     * ("first stage off: act, slot (t 0, j 1), column 5: got ..., exact ..."), or that none does.
+     * 0, -1 the op cannot (msg says why), -2 out of memory. NULL: the op has none. */
+    int (*stages)(const moects_inputs *in, moects_recipe r, int (*run)(void *ctx, const void *shape, const void *args),
+                  void *ctx, char *msg, size_t cap);
 
     /* ---- --perf ---- */
     const char *perf_unit, *perf_key; /* "GB/s" "gbps" (bytes moved) or "TFLOP/s" "tflops" (2MNK) */

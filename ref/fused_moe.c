@@ -169,6 +169,18 @@ static float gemm2_fp8(const lctx *c, int64_t q, int64_t h)
                                      c->an2 + q * c->kb2, c->bn2 + h * c->kb2, sb);
 }
 
+/* Row q's intermediates where the args ask for them (moects_fused_moe_args g1_out, act_out, mid_out),
+ * at its slot's row: g1, act, and the intermediate's value (fp8_128: codes times their scales). */
+static void expose(const lctx *c, int64_t q)
+{
+    const moects_fused_moe_args *a = c->a;
+    const int64_t I = c->I, N1 = c->N1, sl = c->rows[q];
+    if (a->g1_out) memcpy(a->g1_out + sl * N1, c->g1 + q * N1, (size_t)N1 * sizeof *c->g1);
+    if (a->act_out) memcpy(a->act_out + sl * I, c->act + q * I, (size_t)I * sizeof *c->act);
+    for (int64_t i = 0; a->mid_out && i < I; i++)
+        a->mid_out[sl * I + i] = c->M[q * I + i] * (c->fp8 ? (double)c->sa2[q * c->kb2 + i / MOECTS_FP8_BLOCK] : 1.0);
+}
+
 /* Per row: GEMM1's outputs (exact rounding, bias, g1 rounding), the activation, the weight where
  * the recipe puts it there, the intermediate. */
 static void stage1(void *p, int64_t id, int64_t nth)
@@ -201,6 +213,7 @@ static void stage1(void *p, int64_t id, int64_t nth)
             moects__fused_mid(r, I, act, c->M + q * I);
         }
         c->nm[q] = moects__fused_norm(c->M + q * I, I, &c->lm[q]);
+        expose(c, q);
     }
 }
 

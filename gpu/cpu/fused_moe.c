@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "fused_moe_internal.h"
 
@@ -96,6 +97,7 @@ typedef struct {
     double *h, *wrow, *m; /* [H], [max(H, I)], [I] */
     float *sa;            /* FP8_128: [max(H, I) / 128] the block scales of the GEMM's input (h, then m) */
     float *g1, *act, *y, *acc; /* [N1], [I], [H], [H] */
+    double e4m3[256], ue8m0[256]; /* every E4M3 code's value; every UE8M0 scale's (0xFF: NaN) */
 } layer;
 
 /* Row n of expert e of a weight of `rows` rows by K (W13: N1 x H; W2: H x I), decoded to doubles. */
@@ -105,7 +107,7 @@ static void weight_row(const layer *c, const void *w, const uint8_t *sc, int64_t
     int64_t row = e * rows + n;
     if (c->s->format == MOECTS_LAYER_FP8_128) { /* E4M3 values, unscaled: the block scales apart */
         const uint8_t *p = (const uint8_t *)w + row * K;
-        for (int64_t k = 0; k < K; k++) dst[k] = moects__fml_e4m3(p[k]);
+        for (int64_t k = 0; k < K; k++) dst[k] = c->e4m3[p[k]];
         return;
     }
     if (c->s->format == MOECTS_LAYER_BF16) {
@@ -121,7 +123,7 @@ static void weight_row(const layer *c, const void *w, const uint8_t *sc, int64_t
     static const double e2m1[16] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0};
     const uint8_t *p = (const uint8_t *)w + row * (K / 2), *s = sc + row * (K / 32);
     for (int64_t b = 0; b < K / 32; b++) {
-        double scale = s[b] == 0xFF ? NAN : ldexp(1.0, (int)s[b] - 127);
+        double scale = c->ue8m0[s[b]];
         const uint8_t *q = p + b * 16;
         double *d = dst + b * 32;
         for (int i = 0; i < 16; i++) d[2 * i] = e2m1[q[i] & 15] * scale, d[2 * i + 1] = e2m1[q[i] >> 4] * scale;
@@ -181,6 +183,18 @@ static int slot_expert(const layer *c, int32_t id, int64_t *e)
     if (id >= s->E_global || c->a->expert_map[id] < 0) return 0;
     *e = c->a->expert_map[id];
     return *e < s->E ? 1 : -1;
+}
+
+/* Slot sl's exposed intermediates (moects_fused_moe_args g1_out, act_out, mid_out), where asked: g1 and
+ * act as computed, the intermediate's value (FP8_128: its E4M3 values times their group's scale). */
+static void expose(const layer *c, int64_t sl)
+{
+    const moects_fused_moe_args *a = c->a;
+    const int64_t I = c->s->inter;
+    if (a->g1_out) memcpy(a->g1_out + sl * c->N1, c->g1, (size_t)c->N1 * sizeof *c->g1);
+    if (a->act_out) memcpy(a->act_out + sl * I, c->act, (size_t)I * sizeof *c->act);
+    for (int64_t i = 0; a->mid_out && i < I; i++)
+        a->mid_out[sl * I + i] = c->s->format == MOECTS_LAYER_FP8_128 ? c->m[i] * (double)c->sa[i / 128] : c->m[i];
 }
 
 /* GEMM1 then the activation of expert e: act[I] (weight=act: times w). */
@@ -265,6 +279,7 @@ static int token(layer *c, int64_t t)
         if (c->r->w_bf16) w = moects__fml_bf16(w);
         gemm1_act(c, t, e, w);
         mid_gemm2(c, e, w);
+        expose(c, t * s->k + j);
         combine(c, w);
     }
     for (int64_t n = 0; n < s->H; n++) {
@@ -295,6 +310,7 @@ int moects__fml_run(moects__fml_kernel *k, const void *shape, const void *args)
     if (!moects__fml_supports(k, shape, NULL, 0) || !args_ok(s, args)) return -1;
     layer c = {.s = s, .a = args, .r = &k->r, .bug = k->bug};
     c.N1 = s->activation == MOECTS_ACT_RELU2 ? s->inter : 2 * s->inter;
+    for (int i = 0; i < 256; i++) c.e4m3[i] = moects__fml_e4m3((uint8_t)i), c.ue8m0[i] = i == 0xFF ? NAN : ldexp(1.0, i - 127);
     const size_t H = (size_t)s->H, I = (size_t)s->inter;
     c.h = malloc(H * sizeof *c.h);
     c.wrow = malloc((H > I ? H : I) * sizeof *c.wrow);
@@ -311,7 +327,8 @@ int moects__fml_run(moects__fml_kernel *k, const void *shape, const void *args)
 }
 
 /* ---- the honest kernels: one engine convention each ---- */
-#define HONEST(sym, nm, rec) MOECTS__FML_DESCRIPTOR(sym, nm, rec, MOECTS__FML_BUG_NONE, NULL, 0)
+#define HONEST(sym, nm, rec) \
+    MOECTS__FML_DESCRIPTOR(sym, nm, rec, MOECTS__FML_BUG_NONE, NULL, 0, MOECTS_KERNEL_BATCH_INVARIANT | MOECTS_KERNEL_INTERMEDIATES)
 
 /* vLLM TritonExperts, BF16 (the default recipe) */
 HONEST(moects_cpu_fused_moe_vllm, "cpu.fused_moe.vllm", MOECTS_LAYER_RECIPE_V1);
@@ -333,4 +350,4 @@ HONEST(moects_cpu_fused_moe_mxfp8, "cpu.fused_moe.mxfp8", "fused_moe.layer_v1(w1
 /* vLLM's recipe as a GPU kernel computes it: FP32 accumulation in its own order, libm's exp, tanh and
  * erf (not correctly rounded): judged by the enclosure of class (24, RNE) with fn=ulp2 (PASS_BOUNDED) */
 MOECTS__FML_DESCRIPTOR(moects_cpu_fused_moe_fast, "cpu.fused_moe.fast", MOECTS_FML_FAST_RECIPE,
-                       MOECTS__FML_BUG_NONE, NULL, 24);
+                       MOECTS__FML_BUG_NONE, NULL, 24, MOECTS_KERNEL_BATCH_INVARIANT | MOECTS_KERNEL_INTERMEDIATES);

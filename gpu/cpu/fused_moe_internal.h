@@ -62,9 +62,11 @@ static inline float moects__fml_bf16(float x)
 
 /* A layer kernel descriptor `sym` named nm over the generic loop: recipe rec, bug bugv (bugtext its
  * one line, NULL for an honest kernel), accumulation class bits (0: exact; 24: judged by the
- * enclosure, the fn=ulpN kernels). Batch invariant: the loop computes each token alone, in the same
- * order whatever the batch (the SPLIT_K_BATCH mutant declares it falsely). */
-#define MOECTS__FML_DESCRIPTOR(sym, nm, rec, bugv, bugtext, bits)                                  \
+ * enclosure, the fn=ulpN kernels), flags (MOECTS_KERNEL_*). The honest kernels declare batch
+ * invariance: the loop computes each token alone, in the same order whatever the batch. Of the
+ * mutants only SPLIT_K_BATCH declares it (falsely): the others' bugs are per token, so their batch
+ * runs would repeat the honest kernels' (the same loop) and cost the smoke tier time for nothing. */
+#define MOECTS__FML_DESCRIPTOR(sym, nm, rec, bugv, bugtext, bits, flagv)                           \
     static moects__fml_kernel sym##_k = MOECTS__FML_KERNEL_INIT(rec, bugv);                        \
     static int sym##_sup(const void *s, char *w, size_t l) { return moects__fml_supports(&sym##_k, s, w, l); } \
     static int sym##_run(const void *s, const void *a, void *st)                                   \
@@ -75,7 +77,7 @@ static inline float moects__fml_bf16(float x)
     const moects_kernel sym = {.abi_version = MOECTS_KERNEL_ABI_VERSION, .name = nm,               \
                                .op = MOECTS_OP_FUSED_MOE, .device = MOECTS_DEVICE_CPU,             \
                                .recipe = rec, .bug = bugtext, .supports = sym##_sup,               \
-                               .run = sym##_run, .acc = {bits, 0}, .flags = MOECTS_KERNEL_BATCH_INVARIANT}
+                               .run = sym##_run, .acc = {bits, 0}, .flags = (flagv)}
 
 /* ---- fused_moe.c: the generic kernel ---- */
 /* 1 when kernel k (its recipe, its bug) takes layer shape s (moects_fused_moe_shape*), else 0 with a

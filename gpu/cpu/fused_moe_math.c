@@ -5,6 +5,7 @@
  * rounding by its quantum (OCP FP8 E4M3FN: 3 fraction bits, normal from 2^-6, subnormal quantum 2^-9,
  * largest 448). */
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 
 #include "fused_moe_internal.h"
@@ -34,21 +35,31 @@ __attribute__((target_clones("arch=x86-64-v3", "default")))
 #endif
 static void sums(const double *a, const double *b, int64_t K, double *S, double *A)
 {
-    double s[4] = {0, 0, 0, 0}, m[4] = {0, 0, 0, 0};
+    /* four 4-wide running sums (GCC vector types: the adds' latency overlapped); any order is fine,
+     * decided()'s bound holds for every one */
+    typedef double v4d __attribute__((vector_size(32)));
+    typedef long long v4i __attribute__((vector_size(32)));
+    const v4i absmask = {0x7FFFFFFFFFFFFFFFll, 0x7FFFFFFFFFFFFFFFll, 0x7FFFFFFFFFFFFFFFll, 0x7FFFFFFFFFFFFFFFll};
+    v4d s[4] = {{0}}, m[4] = {{0}};
     int64_t k = 0;
-    for (; k + 4 <= K; k += 4)
+    for (; k + 16 <= K; k += 16)
         for (int i = 0; i < 4; i++) {
-            double p = a[k + i] * b[k + i];
+            v4d x, y;
+            memcpy(&x, a + k + 4 * i, sizeof x);
+            memcpy(&y, b + k + 4 * i, sizeof y);
+            const v4d p = x * y;
             s[i] += p;
-            m[i] += fabs(p);
+            m[i] += (v4d)((v4i)p & absmask);
         }
+    const v4d st = (s[0] + s[1]) + (s[2] + s[3]), mt = (m[0] + m[1]) + (m[2] + m[3]);
+    double ss = (st[0] + st[1]) + (st[2] + st[3]), mm = (mt[0] + mt[1]) + (mt[2] + mt[3]);
     for (; k < K; k++) {
         double p = a[k] * b[k];
-        s[0] += p;
-        m[0] += fabs(p);
+        ss += p;
+        mm += fabs(p);
     }
-    *S = (s[0] + s[1]) + (s[2] + s[3]);
-    *A = (m[0] + m[1]) + (m[2] + m[3]);
+    *S = ss;
+    *A = mm;
 }
 
 /* 1 with *f the IEEE value of a sum with a NaN or an infinite product (NaN when a product is NaN or
@@ -75,6 +86,63 @@ float moects__fml_dot_f32(const double *a, const double *b, int64_t K)
     return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
 }
 
+/* The FP32 rounding (RNE) of v 2^e, v a nonzero 128-bit integer: v cut to its top 52 bits plus one
+ * sticky bit (the OR of the bits dropped), a 53-bit integer exact in double and as far below the
+ * FP32 rounding position as the cut bits were, so the one rounding (double -> float) sees the same
+ * round and sticky information as the exact value's (normal, subnormal or overflowing alike). */
+static float f32_of_int(__int128 v, int e)
+{
+    const int neg = v < 0;
+    const unsigned __int128 m = neg ? -(unsigned __int128)v : (unsigned __int128)v;
+    int len = 0;
+    while (len < 128 && (m >> len) != 0) len++;
+    uint64_t t = (uint64_t)m; /* len <= 53: m itself */
+    if (len > 53) {
+        const int cut = len - 52;
+        const int sticky = (m & (((unsigned __int128)1 << cut) - 1)) != 0;
+        t = (uint64_t)(m >> cut) << 1 | (uint64_t)sticky;
+        e += cut - 1;
+    }
+    const double d = ldexp((double)t, e); /* exact: t < 2^53, e well inside double's range */
+    return (float)(neg ? -d : d);
+}
+
+/* 1 with *f the FP32 rounding of the exact sum of the K products, when they are finite and span at
+ * most 126 - bitlen(K) binades (a sum of them in a signed 128-bit integer cannot overflow); else 0.
+ * An exact zero is +0 (x + (-x) under RNE). The layer's products, at most 36 significant bits of
+ * magnitudes in [2^-282, 2^266], mostly fit: a cheap exact path where the double sum cannot decide. */
+static int int_sum(const double *a, const double *b, int64_t K, float *f)
+{
+    int lo = INT_MAX, hi = INT_MIN;
+    for (int64_t k = 0; k < K; k++) {
+        const double p = a[k] * b[k];
+        uint64_t u;
+        memcpy(&u, &p, sizeof u);
+        const int ex = (int)(u >> 52 & 0x7FF);
+        const uint64_t m = (u & 0xFFFFFFFFFFFFFull) | 1ull << 52;
+        if (ex == 0x7FF || (ex == 0 && (u << 1))) return 0; /* not finite, or a subnormal product */
+        if (ex == 0) continue;                               /* +-0 */
+        lo = ex - 1075 + __builtin_ctzll(m) < lo ? ex - 1075 + __builtin_ctzll(m) : lo;
+        hi = ex - 1075 + 53 > hi ? ex - 1075 + 53 : hi;
+    }
+    if (lo == INT_MAX) return *f = 0.0f, 1;
+    if (hi - lo + 64 - __builtin_clzll((uint64_t)K) > 126) return 0;
+    __int128 v = 0;
+    for (int64_t k = 0; k < K; k++) {
+        const double p = a[k] * b[k];
+        uint64_t u;
+        memcpy(&u, &p, sizeof u);
+        const int ex = (int)(u >> 52 & 0x7FF);
+        if (ex == 0) continue;
+        const uint64_t sig = (u & 0xFFFFFFFFFFFFFull) | 1ull << 52;
+        const int z = __builtin_ctzll(sig); /* p = (sig >> z) 2^(ex - 1075 + z), ex - 1075 + z >= lo */
+        const __int128 m = (__int128)(sig >> z) << (ex - 1075 + z - lo);
+        v += u >> 63 ? -m : m;
+    }
+    *f = v == 0 ? 0.0f : f32_of_int(v, lo);
+    return 1;
+}
+
 float moects__fml_dot(const double *a, const double *b, int64_t K)
 {
     double S, A;
@@ -82,6 +150,7 @@ float moects__fml_dot(const double *a, const double *b, int64_t K)
     sums(a, b, K, &S, &A);
     if (decided(S, A, K, &f)) return f;
     if (!isfinite(A) && special(a, b, K, &f)) return f; /* a NaN or infinite term: IEEE decides */
+    if (int_sum(a, b, K, &f)) return f;
     moects_xsum x;
     moects__xsum_init(&x);
     for (int64_t k = 0; k < K; k++) moects__xsum_add_product(&x, a[k], b[k]);

@@ -5,7 +5,9 @@
  * can show on (moects__fml_supports). */
 #include "fused_moe_internal.h"
 
-#define MUTANT(sym, nm, rec, bugv, bugtext) MOECTS__FML_DESCRIPTOR(sym, nm, rec, bugv, bugtext, 0)
+/* A mutant whose one bug is per token: it declares no batch invariance (fused_moe_internal.h); every
+ * layer kernel here exposes its intermediates (MOECTS_KERNEL_INTERMEDIATES) */
+#define MUTANT(sym, nm, rec, bugv, bugtext) MOECTS__FML_DESCRIPTOR(sym, nm, rec, bugv, bugtext, 0, MOECTS_KERNEL_INTERMEDIATES)
 
 #define GPT_OSS "fused_moe.layer_v1(w13=interleave1,g1=f32,act=f32,sig=rcp,mid=bf16,weight=gemm2,wdtype=bf16,slot=bf16)"
 #define DEEPGEMM "fused_moe.layer_v1(w13=interleave8,g1=bf16,act=f32,mid=fp8_128,weight=act,slot=f32,combine=f32_slots)"
@@ -37,13 +39,15 @@ MUTANT(moects_cpu_mutant_fused_moe_fp8_scale_per_row, "cpu.mutant.fused_moe.fp8_
        "FP8 block-128 weights: row n's block scales read at block row n mod (N / 128), a per-row scale "
        "layout, instead of n / 128");
 
-MUTANT(moects_cpu_mutant_fused_moe_split_k_batch, "cpu.mutant.fused_moe.split_k_batch", MOECTS_LAYER_RECIPE_V1,
-       MOECTS__FML_BUG_SPLIT_K_BATCH,
-       "declares batch invariance, but a batch of more than 4 tokens splits GEMM2's K in two, each partial "
-       "rounded to BF16 (split-K picked by T, reduced in the output type): exact alone, not in a larger batch");
+MOECTS__FML_DESCRIPTOR(moects_cpu_mutant_fused_moe_split_k_batch, "cpu.mutant.fused_moe.split_k_batch",
+                       MOECTS_LAYER_RECIPE_V1, MOECTS__FML_BUG_SPLIT_K_BATCH,
+                       "declares batch invariance, but a batch of more than 4 tokens splits GEMM2's K in two, each "
+                       "partial rounded to BF16 (split-K picked by T, reduced in the output type): exact alone, not "
+                       "in a larger batch",
+                       0, MOECTS_KERNEL_BATCH_INVARIANT | MOECTS_KERNEL_INTERMEDIATES);
 
 /* The combine mutant of a bounded kernel: only an enclosure narrower than the moved ULPs catches it. */
 MOECTS__FML_DESCRIPTOR(moects_cpu_mutant_fused_moe_fast_combine_bf16, "cpu.mutant.fused_moe.fast_combine_bf16",
                        MOECTS_FML_FAST_RECIPE, MOECTS__FML_BUG_COMBINE_BF16,
                        "bounded (FP32 accumulation, fn=ulp2): declares combine=f32_slots but sums the slots in BF16",
-                       24);
+                       24, MOECTS_KERNEL_INTERMEDIATES);

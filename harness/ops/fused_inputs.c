@@ -285,7 +285,7 @@ static void interleave(const uint8_t *cas, const uint8_t *fill, uint8_t *big, in
 
 /* The case's T tokens at rows 2t + 1 of a batch of 2T + 3, the other T + 3 drawn from the batch seed
  * with the case's routing: every expert sees other co-batched tokens. Weights, biases, scales and the
- * map are in's bytes. */
+ * map are in's tensors themselves (moects__input_borrow: in outlives big). */
 int moects__fused_batch(const moects_case *c, uint64_t seed, const moects_inputs *in, moects_inputs *big,
                         moects__batch *b, char *err, size_t errlen)
 {
@@ -298,10 +298,12 @@ int moects__fused_batch(const moects_case *c, uint64_t seed, const moects_inputs
     for (int i = 0; i < in->nt && !rc; i++) {
         const int tok = i == MOECTS_FM_X || i == MOECTS_FM_IDS || i == MOECTS_FM_W;
         const size_t row = i == MOECTS_FM_X ? (size_t)in->fm.H * 2 : (size_t)in->fm.k * 4; /* of a token tensor */
-        rc = moects__input_alloc(big, i, in->t[i].name, tok ? row * (size_t)T2 : in->t[i].bytes, c->id, err, errlen);
-        if (rc || !big->t[i].host) continue;
-        if (tok) interleave(in->t[i].host, fill.t[i].host, big->t[i].host, T, row);
-        else memcpy(big->t[i].host, in->t[i].host, in->t[i].bytes);
+        if (!tok) { /* weights, scales, biases, map: in's own (read-only) bytes */
+            moects__input_borrow(big, i, in);
+            continue;
+        }
+        rc = moects__input_alloc(big, i, in->t[i].name, row * (size_t)T2, c->id, err, errlen);
+        if (!rc && big->t[i].host) interleave(in->t[i].host, fill.t[i].host, big->t[i].host, T, row);
     }
     moects__inputs_free(&fill);
     if (rc) return rc;

@@ -219,5 +219,6 @@ const moects__op_def moects__op_fused_moe = {
     .check = moects__fused_contract, .local_shape = moects__fused_local_shape, /* local cases: fused_local.c */
     .reference = fm_reference, .reference_pair = NULL, .bound = NULL, .reduction_k = NULL, .geometry = fm_geometry,
     .claim_refused = fm_claim_refused, .enclosure = fm_enclosure, .batch = moects__fused_batch,
+    .stages = moects__fused_stages,
     .perf_unit = "TFLOP/s", .perf_key = "tflops", .perf_bytes = fm_perf_bytes,
 };

@@ -414,7 +414,7 @@ static void copy_a_row(const moects_inputs *in, moects_inputs *big, int64_t r, i
 /* Expert e's cnt[e] rows of the case become 2 cnt[e] + 3 rows of a batch in the same layout, the
  * case's row i of e at the expert's row 2i + 1, the others A rows of the batch seed: every expert
  * (one with no row too) computes beside other rows. B, its scales, alpha and the global scales are
- * in's bytes. */
+ * in's tensors themselves (moects__input_borrow: in outlives big). */
 static int mg_batch(const moects_case *c, uint64_t seed, const moects_inputs *in, moects_inputs *big,
                     moects__batch *b, char *err, size_t errlen)
 {
@@ -428,9 +428,7 @@ static int mg_batch(const moects_case *c, uint64_t seed, const moects_inputs *in
     big->mg = in->mg;
     int rc = moe_rows(c, cnt2, big, err, errlen);
     if (!rc) rc = moe_a(c, moects__batch_seed(seed), MOECTS_POOL_MIN_ELEMS, big, err, errlen);
-    for (int i = MOECTS_MG_B; i <= MOECTS_MG_GS_B && !rc; i++)
-        if (!(rc = moects__input_alloc(big, i, in->t[i].name, in->t[i].bytes, c->id, err, errlen)) && in->t[i].bytes)
-            memcpy(big->t[i].host, in->t[i].host, in->t[i].bytes);
+    for (int i = MOECTS_MG_B; i <= MOECTS_MG_GS_B && !rc; i++) moects__input_borrow(big, i, in);
     if (!rc) {
         memset(cnt2, 0, (size_t)E * sizeof *cnt2);
         expert_rows(big, cnt2, first2);

@@ -20,7 +20,15 @@ static inline uint64_t moects__draw(uint64_t key, uint64_t i) { return moects__i
  * out of host memory (N bytes for NAME)" in err. */
 int moects__input_alloc(moects_inputs *in, int i, const char *name, size_t bytes, const char *id, char *err,
                         size_t errlen);
+/* Tensor slot i of dst is src's tensor i, the same read-only mapping (no copy): a batch-invariance
+ * batch's weights, which its case's inputs hold and outlive it (task.c frees the batch first). A
+ * copy would fault in every page of the source, also the never-written weights of the experts no
+ * slot routes to (fused_moe: 1.4 GB for an FP8 block-128 DeepSeek-V3 case). */
+void moects__input_borrow(moects_inputs *dst, int i, const moects_inputs *src);
 float moects__f32_bits(uint32_t u);
+/* fused_moe's moects__op_def.stages (harness/ops/fused_stages.c). */
+int moects__fused_stages(const moects_inputs *in, moects_recipe r, int (*run)(void *ctx, const void *shape, const void *args),
+                         void *ctx, char *msg, size_t cap);
 /* One BF16 activation (bits) of column col for data mode d from a draw u (ep_gather x, moe_gemm W4A16 A). */
 uint16_t moects__bf16_input(moects_data d, uint64_t u, int64_t col);
 /* Expert j of token t under c's routing: distinct from prev[0..j), not excl, not in [xlo, xhi). */

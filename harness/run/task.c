@@ -21,6 +21,7 @@
 #include "moects_judge.h"
 #include "moects_op.h"
 #include "moects_ref.h"
+#include "moects_registry.h"
 #include "moects_runner.h"
 #include "moects_runner_internal.h"
 #include "moects_task_internal.h"
@@ -426,6 +427,40 @@ static void judge_task(worker_state *ws, const moects_case *c, const moects_kern
     if (r->verdict == MOECTS_FAIL_MISMATCH && ws->dump_dir) dump(ws, c, k, seed, recipe, t->got[run], r);
 }
 
+/* ---- exposed intermediates (docs/fused_moe.md "Exposed intermediates") ---- */
+
+static void add_note(moects_result *r, const char *note);
+
+static int run_kernel(void *ctx, const void *shape, const void *args)
+{
+    const moects_kernel *k = ctx;
+    return k->run(shape, args, NULL);
+}
+
+/* With MOECTS_STAGES=1 in the environment, a built-in CPU kernel with MOECTS_KERNEL_INTERMEDIATES whose
+ * exact claim failed (FAIL_MISMATCH) runs once more, in this worker, with its intermediates asked for
+ * (its op's stages): the first stage whose values left the exact reference's goes into the reason;
+ * its time to compare_s. Opt-in: a kernel run and a reference more per failure doubled the fused
+ * smoke tier's time (its 344 caught mutant runs). */
+static void locate_stage(const worker_state *ws, const moects_kernel *k, moects_recipe recipe, moects_result *r)
+{
+    const moects__op_def *op = moects__op_of_inputs(&ws->in);
+    size_t n;
+    const moects_kernel *const *b = moects__builtin_kernels(&n);
+    int builtin = 0;
+    for (size_t i = 0; i < n; i++) builtin |= b[i] == k;
+    const char *on = getenv("MOECTS_STAGES");
+    if (!on || strcmp(on, "1") || !op->stages || !(k->flags & MOECTS_KERNEL_INTERMEDIATES) || !builtin ||
+        k->device != MOECTS_DEVICE_CPU ||
+        r->verdict != MOECTS_FAIL_MISMATCH || moects__judge_claim_bounded(k))
+        return;
+    char msg[400];
+    const double t = now_s();
+    op->stages(&ws->in, recipe, run_kernel, (void *)k, msg, sizeof msg);
+    r->compare_s += now_s() - t;
+    add_note(r, msg);
+}
+
 /* ---- batch invariance (DESIGN.md "Batch invariance") ---- */
 
 /* The cached case's batch (its op's batch from the case's seed), once per case; its time to inputs_s. */
@@ -629,6 +664,7 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
         recheck(ws, recipe, tc, r);
         if (reference_differs(ws, recipe, r)) bad = 1;
     }
+    if (!bad) locate_stage(ws, k, recipe, r);
     if (!bad) exit_after |= batch_task(ws, c, k, seed, tc, tw.got[0], r);
     moects__twice_free(&tw);
     return exit_after;

@@ -14,6 +14,12 @@
  * batch beside other tokens give the same bits, or the case is FAIL_BATCH_VARIANT (DESIGN.md "Batch
  * invariance"). fused_moe and moe_gemm check it. */
 #define MOECTS_KERNEL_BATCH_INVARIANT 1u
+/* INTERMEDIATES (fused_moe): the kernel can write the layer's intermediates when its args ask for them
+ * (moects_fused_moe_args g1_out, act_out, mid_out). When such a kernel fails an exact claim, the
+ * harness runs it once more with them asked and names the first stage whose values left the exact
+ * reference's ("first stage off: act, slot (t 0, j 1), column 5: ..."; docs/fused_moe.md "Exposed
+ * intermediates"). Kernels without the bit get NULL there and need not know the fields exist. */
+#define MOECTS_KERNEL_INTERMEDIATES 2u
 
 typedef enum {
     MOECTS_DEVICE_CPU = 0, /* run() gets host pointers */

@@ -189,6 +189,14 @@ typedef struct {
     void *out;                    /* [T, H] out_dtype */
     const float *w13_block_scale; /* FP8_128: [E, N1/128, H/128] FP32; else NULL */
     const float *w2_block_scale;  /* FP8_128: [E, H/128, I/128] FP32; else NULL */
+    /* Exposed intermediates (optional outputs, asked only of a kernel whose flags hold
+     * MOECTS_KERNEL_INTERMEDIATES; NULL: not asked, and a kernel writes none). Row t * k + j is slot j
+     * of token t; a kernel writes the rows of the valid slots (the others are not read): */
+    float *g1_out;                /* [T * k, N1] GEMM1's output as the activation reads it: bias added,
+                                     the recipe's g1 rounding applied, rows in W13's order */
+    float *act_out;               /* [T * k, I] the activation's output (times w under weight=act) */
+    double *mid_out;              /* [T * k, I] the intermediate GEMM2 reads, its exact value (BF16, FP32;
+                                     FP8 / MXFP8: the E4M3 value times its group's scale, exact in double) */
 } moects_fused_moe_args;
 
 /* ---- routing (moe_route), DESIGN.md "Routing", docs/moe_route.md ----

@@ -1,8 +1,8 @@
 #!/bin/sh
-# run.sh: end-to-end CLI checks: --dump, fail fast, --resume, the TAP streamed while the run goes, and
-# batch invariance.
+# run.sh: end-to-end CLI checks: --dump, fail fast, --resume, the TAP streamed while the run goes,
+# batch invariance, and the stage a layer kernel's exposed intermediates locate.
 # Usage: run.sh NAME MOECTS_BIN PLUGIN_SO SOURCE_ROOT WORK_DIR (NAME: dump, fail_fast, resume, stream,
-# batch_invariance)
+# batch_invariance, stages)
 . "$(dirname "$0")/lib.sh"
 
 case $name in
@@ -236,6 +236,28 @@ batch_invariance)
         fail "the reason names both batch sizes, the element and its batch row"
     grep -q 'verdict: FAIL_BATCH_VARIANT' run.tap || fail "TAP: no FAIL_BATCH_VARIANT"
     grep -q 'FAIL_BATCH_VARIANT' out/summary.md || fail "summary.md: no FAIL_BATCH_VARIANT column"
+    ;;
+stages)
+    # Under MOECTS_STAGES=1, a layer mutant that exposes its intermediates (MOECTS_KERNEL_INTERMEDIATES)
+    # and fails its exact claim is named by the first stage that left the exact reference (docs/fused_moe.md "Exposed
+    # intermediates"). Expected from each bug's definition: reading the gate and up halves swapped, or
+    # gpt-oss's activation without the + 1, leaves GEMM1's output exact and moves the activation's;
+    # FP8 block scales read per row move GEMM1's own output; the router weight applied twice and a
+    # BF16 combine act after the intermediate, which stays exact.
+    g=fused_moe.bf16/gpt-oss-20b/tp16/t4/smoke f=fused_moe.fp8_128/deepseek-v3/tp16/t1/smoke-adversarial
+    MOECTS_STAGES=1 "$moects" run --out out --kernel 'cpu.mutant.fused_moe.*' --kernel cpu.fused_moe.gpt_oss "$g" "$f" > run.tap 2> err.txt
+    rc=$?
+    [ $rc -eq 0 ] || { cat run.tap err.txt; fail "exit status $rc (mutants caught, honest passing: want 0)"; }
+    why() { jq -r --arg k "cpu.mutant.fused_moe.$1" --arg c "$2" '.results[] | select(.kernel == $k and .case == $c) | .reason' out/results.json; }
+    for m in gate_up_swapped gpt_oss_no_plus1 act_on_up; do
+        why $m "$g" | grep -q "first stage off: act, slot (t [0-3], j [0-3]), column [0-9]*: got " || fail "$m: $(why $m "$g")"
+    done
+    why fp8_scale_per_row "$f" | grep -q "first stage off: gemm1, slot (t 0, j [0-7]), column" || fail "fp8_scale_per_row: $(why fp8_scale_per_row "$f")"
+    for m in weight_twice combine_bf16; do
+        why $m "$g" | grep -q "first stage off: after the intermediate" || fail "$m: $(why $m "$g")"
+    done
+    jq -r '.results[] | select(.kernel == "cpu.fused_moe.gpt_oss") | .reason' out/results.json | grep -q "first stage" &&
+        fail "a passing kernel's reason names a stage"
     ;;
 *)
     fail "unknown test"
