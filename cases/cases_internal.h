@@ -65,6 +65,10 @@ int moects__derive_fused_cases(const moects_model *m, const moects_case *base, i
  * memory. */
 int moects__derive_route_cases(const moects_model *m, const moects_case *base, moects_case_list *out);
 
+/* Append the ep_dispatch_combine cases of model m under EP ep (cases/derive_dispatch.c; EP 2, 4 and 8 only,
+ * none for another size), each a copy of base (model, layout, source set). -1 out of memory. */
+int moects__derive_dispatch_cases(const moects_model *m, const moects_case *base, int ep, moects_case_list *out);
+
 /* Copy src into dst[n] (NUL-terminated); returns -1 if it did not fit. */
 int moects__copy(char *dst, size_t n, const char *src);
 

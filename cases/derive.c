@@ -264,6 +264,14 @@ static void fused_cases(deriver *d, const layout *L, int grid, int smoke)
     if (moects__derive_fused_cases(d->m, &base, L->tp, L->ep, L->I, grid, smoke, d->out)) d->rc = -1;
 }
 
+/* ep_dispatch_combine cases of layout L (cases/derive_dispatch.c: EP 2, 4 and 8). */
+static void dispatch_cases(deriver *d, const layout *L)
+{
+    if (d->rc) return;
+    moects_case base = base_case(d, L, MOECTS_OP_EP_DISPATCH_COMBINE);
+    if (moects__derive_dispatch_cases(d->m, &base, L->ep, d->out)) d->rc = -1;
+}
+
 /* "1, 2, 4, 8, 16": a size table for a message. */
 static void sizes_text(char *dst, size_t cap, const int *v, size_t n)
 {
@@ -365,6 +373,7 @@ int moects__derive_cases(const moects_model *m, moects_case_list *out)
         gemm_cases(&d, &L, (e == 8 && smoke_ep8) ? 1 : 0);
         moe_cases(&d, &L, e == 8, e == smoke_moe_ep);
         fused_cases(&d, &L, e == 8, e == smoke_gather_ep && 3 * I * d.K <= FUSED_SMOKE_EP_WEIGHTS);
+        dispatch_cases(&d, &L);
     }
     route_cases(&d);
     return d.rc;

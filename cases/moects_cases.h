@@ -123,6 +123,10 @@ typedef struct {
     int renormalize, route_bias;
     float route_scale;
     moects_dtype logits_dtype;
+    /* ep_dispatch_combine (also T: tokens of a rank, k, H, E_global, ep_size: the ranks, routing:
+     * uniform, hot-rank (every slot on the last rank's experts) or neg-ids (-1 slots)): 1 when the odd
+     * ranks hold no token and rank 0 one more (cases/derive_dispatch.c) */
+    int empty_ranks;
     /* a local case (tier local): its manifest (harness/run/localcase.c), whose tensors replace the
      * generator's; "" for a registry case */
     char file[512];

@@ -69,6 +69,11 @@ void moects__case_shape(const moects_case *c, char *buf, size_t len)
                  moects__routing_name(c->routing), moects__data_name(c->data));
         return;
     }
+    case MOECTS_OP_EP_DISPATCH_COMBINE:
+        snprintf(buf, len, "%d ranks x x [T %lld, H %lld] bf16%s; topk %lld of E %lld; routing %s; recv rows, out [T, H] "
+                 "bf16", c->ep_size, (long long)c->T, (long long)c->H, c->empty_ranks ? " (odd ranks empty)" : "",
+                 (long long)c->k, (long long)c->E_global, moects__routing_name(c->routing));
+        return;
     default:
         snprintf(buf, len, "op %d", (int)c->op);
         return;

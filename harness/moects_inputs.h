@@ -24,6 +24,10 @@ enum {
 };
 /* moe_route: names = the moects_moe_route_args inputs */
 enum { MOECTS_MR_LOGITS, MOECTS_MR_BIAS, MOECTS_MR_NT };
+/* ep_dispatch_combine: the ranks' tensors stacked in rank order (names = moects_ep_dispatch_combine_args') */
+enum { MOECTS_ED_X, MOECTS_ED_IDS, MOECTS_ED_W, MOECTS_ED_EXPERT_FIRST, MOECTS_ED_SCALE, MOECTS_ED_TOKEN_FIRST, MOECTS_ED_NT };
+/* Rank count bound of ep_dispatch_combine cases (ref/moects_edc.h's MOECTS_EDC_MAX_WORLD). */
+#define MOECTS_ED_MAX_WORLD 64
 #define MOECTS_INPUTS_MAX 11
 
 /* One guarded buffer.
@@ -57,12 +61,21 @@ typedef struct {
                          which outlives this one and owns the mapping: moects__inputs_free leaves it */
 } moects_tensor;
 
+/* ep_dispatch_combine's args over all ranks (the op's launcher, harness/ops/ep_ranks.c, cuts each rank's
+ * own from them): a's tensors stacked in rank order, its outputs the case's one output buffer's parts:
+ * out [T_total, H], recv_x [recv_first[world], H], recv_src [recv_first[world]], recv_count [world]. */
+typedef struct {
+    moects_ep_dispatch_combine_args a;
+    const int64_t *recv_first; /* [world + 1]: rank r's received rows at [recv_first[r], recv_first[r + 1]) */
+} moects__ed_args;
+
 typedef union {
     moects_ep_gather_args eg;
     moects_fp4_gemm_args fg;
     moects_moe_gemm_args mg;
     moects_fused_moe_args fm;
     moects_moe_route_args mr;
+    moects__ed_args ed;
 } moects_op_args;
 
 typedef struct {
@@ -72,6 +85,7 @@ typedef struct {
     moects_moe_gemm_shape mg;
     moects_fused_moe_shape fm;
     moects_moe_route_shape mr;
+    moects_ep_dispatch_combine_shape ed; /* rank -1: the case as a whole (T, recv_cap: the most of any rank) */
     moects_tensor t[MOECTS_INPUTS_MAX];
     int nt;
     moects_dtype out_dtype;
@@ -89,6 +103,10 @@ typedef struct {
     unsigned char *row_valid;     /* [rows]: 1 when the row is compared (invalid rows are the kernel's) */
     int32_t *row_expert;          /* [rows]: the local expert of a compared row, -1 for the others */
     int64_t valid_rows;
+    /* ep_dispatch_combine facts: the reference's received rows per rank, and where the output buffer's
+     * parts start (bytes): recv_x, recv_src, recv_count */
+    int64_t ed_recv_first[MOECTS_ED_MAX_WORLD + 1];
+    size_t ed_off_recv_x, ed_off_recv_src, ed_off_recv_count;
 } moects_inputs;
 
 /* Key of one tensor's stream: SplitMix64 of (seed, FNV-1a(case id), FNV-1a(tensor name)). */

@@ -24,6 +24,7 @@ typedef union {
     moects_moe_gemm_shape mg;
     moects_fused_moe_shape fm;
     moects_moe_route_shape mr;
+    moects_ep_dispatch_combine_shape ed;
 } moects__kshape;
 
 /* A case's rows inside a larger batch (batch invariance: DESIGN.md "Batch invariance"): where each row
@@ -146,6 +147,12 @@ typedef struct moects__op_def {
     int (*stages)(const moects_inputs *in, moects_recipe r, int (*run)(void *ctx, const void *shape, const void *args),
                   void *ctx, char *msg, size_t cap);
 
+    /* ---- its kernels' call ---- */
+    /* An op whose kernel runs as several processes (ep_dispatch_combine: one a rank): k's call on the
+     * case's shape and args (bind's, over every rank), in place of k->run (moects__kernel_call). 0, or
+     * non-zero as run() returns. NULL: k->run is called once. */
+    int (*launch)(const moects_kernel *k, const void *shape, const void *args, void *stream);
+
     /* ---- --perf ---- */
     const char *perf_unit, *perf_key; /* "GB/s" "gbps" (bytes moved) or "TFLOP/s" "tflops" (2MNK) */
     /* Bytes moved by the kernel; or, for a GEMM, -1 with its M, N, K in mnk. */
@@ -166,6 +173,9 @@ void moects__case_kshape(const moects_case *c, moects__kshape *s);
 void moects__host_args(const moects_inputs *in, void *out, moects_op_args *a);
 /* The seed the other rows of a batch-invariance batch are drawn from (the case's seed is seed). */
 static inline uint64_t moects__batch_seed(uint64_t seed) { return seed ^ 0xba7c4ba7c4ba7c4bull; }
+
+/* Kernel k's call on a case's shape and args: its op's launch where it has one, else k->run. */
+int moects__kernel_call(const moects_kernel *k, const void *shape, const void *args, void *stream);
 
 /* The reference of built inputs under recipe r into out (out_bytes): 0, or -1 refused. */
 int moects__reference(const moects_inputs *in, moects_recipe r, void *out);

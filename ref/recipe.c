@@ -2,6 +2,7 @@
  * are parsed and interned by ref/layer_recipe.c, moe_route's parsed by ref/moe_route.c. */
 #include <string.h>
 
+#include "moects_edc.h"
 #include "moects_layer.h"
 #include "moects_ref.h"
 #include "moects_route.h"
@@ -32,6 +33,7 @@ int moects__recipe_parse(const char *name, moects_op op, moects_recipe *out)
         char err[256];
         return moects__route_recipe_parse(name, &r, err, sizeof err) ? -1 : (*out = moects__route_recipe_value(&r), 0);
     }
+    if (op == MOECTS_OP_EP_DISPATCH_COMBINE) return moects__edc_recipe_parse(name, out, NULL);
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (table[i].op == op && strcmp(table[i].name, name) == 0) {
             *out = table[i].recipe;

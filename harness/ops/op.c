@@ -47,6 +47,12 @@ void moects__host_args(const moects_inputs *in, void *out, moects_op_args *a)
     moects__inputs_bind(in, hp, out, a);
 }
 
+int moects__kernel_call(const moects_kernel *k, const void *shape, const void *args, void *stream)
+{
+    const moects__op_def *d = moects__op(k->op);
+    return d && d->launch ? d->launch(k, shape, args, stream) : k->run(shape, args, stream);
+}
+
 int moects__reference(const moects_inputs *in, moects_recipe r, void *out)
 {
     moects_op_args a;

@@ -50,6 +50,12 @@ int moects__fused_local_shape(const moects_case *c, moects_inputs *in, const moe
                               char *err, size_t errlen);
 int moects__fused_contract(const moects_case *c, const moects_inputs *in, const char *where, char *err, size_t errlen);
 
+/* ep_dispatch_combine (harness/ops/ep_dispatch_combine.c's entry): its judge (ep_dispatch_judge.c;
+ * moects__op_def.judge) and its kernels' launch, one process a rank over the CPU transport (ep_ranks.c;
+ * moects__op_def.launch). */
+int moects__ed_judge(const moects_inputs *in, const char *recipe, const void *got, const void *want, moects_result *r);
+int moects__ed_launch(const moects_kernel *k, const void *shape, const void *args, void *stream);
+
 /* ---- describe.c: tensor descriptions and shape JSON ---- */
 #define MOECTS__DT_U8 ((moects_dtype)0) /* bytes: codes, UE8M0 / E4M3 scales ("U8") */
 /* "BF16", "F32", "I32", "I64"; "U8" for anything else. */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "moects_device.h"
+#include "moects_op.h"
 
 void moects__poison_fill(void *p, size_t bytes, moects_dtype dt, int run)
 {
@@ -74,7 +75,7 @@ static void child(const moects_kernel *k, const void *shape, const void *args, c
     sigaction(SIGBUS, &sa, NULL);
     child_result = res;
     moects_mem_probe m0 = moects__mem_now(0);
-    int rc = k->run(shape, args, NULL);
+    int rc = moects__kernel_call(k, shape, args, NULL);
     moects_mem_probe m1 = moects__mem_now(0);
     res->kept_heap = m1.heap > m0.heap ? m1.heap - m0.heap : 0;
     res->kept_vm = m1.vm > m0.vm ? m1.vm - m0.vm : 0;

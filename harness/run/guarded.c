@@ -12,6 +12,7 @@
 #include "moects_compare.h"
 #include "moects_device.h"
 #include "moects_guard.h"
+#include "moects_op.h"
 #include "moects_registry.h"
 #include "moects_runner_internal.h"
 
@@ -197,7 +198,7 @@ static void call_here(const moects_kernel *k, const void *shape, const void *arg
 {
     memset(c, 0, sizeof *c);
     moects_mem_probe m0 = moects__mem_now(0);
-    c->rc = k->run(shape, args, NULL);
+    c->rc = moects__kernel_call(k, shape, args, NULL);
     moects_mem_probe m1 = moects__mem_now(0);
     c->kept_heap = m1.heap > m0.heap ? m1.heap - m0.heap : 0;
     c->kept_vm = m1.vm > m0.vm ? m1.vm - m0.vm : 0;
@@ -292,7 +293,7 @@ static int cuda_twice(const moects_kernel *k, const moects_inputs *in, moects_gu
         char cerr[600] = "", serr[200] = "";
         if (rc == 0) {
             moects_mem_probe m0 = moects__mem_now(env->dev_alone);
-            rc = k->run(moects__inputs_shape(in), &a, moects__cuda_stream());
+            rc = moects__kernel_call(k, moects__inputs_shape(in), &a, moects__cuda_stream());
             if (rc != 0) kernel_error(rc, last_error(k), cerr, sizeof cerr);
             moects_mem_probe m1 = moects__mem_now(m0.has_dev);
             measured(t, m1.heap > m0.heap ? m1.heap - m0.heap : 0, m1.vm > m0.vm ? m1.vm - m0.vm : 0,

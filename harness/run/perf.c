@@ -24,7 +24,7 @@ typedef struct {
 static int launch(void *p)
 {
     launch_ctx *c = p;
-    return c->k->run(c->shape, c->args, moects__cuda_stream());
+    return moects__kernel_call(c->k, c->shape, c->args, moects__cuda_stream());
 }
 
 /* Ceilings are cached per worker process: the copy rate once, the GEMM rate per (M, N, K). */

@@ -17,7 +17,9 @@ typedef enum {
     MOECTS_OP_FP4_GEMM = 2,  /* block-scaled FP4 GEMM, NT layout */
     MOECTS_OP_MOE_GEMM = 3,  /* grouped MoE GEMM over all local experts, DESIGN.md "Grouped MoE GEMM" */
     MOECTS_OP_FUSED_MOE = 4, /* the whole routed MoE layer, DESIGN.md "The fused MoE layer" */
-    MOECTS_OP_MOE_ROUTE = 5  /* the router: logits -> topk ids and weights, DESIGN.md "Routing" */
+    MOECTS_OP_MOE_ROUTE = 5, /* the router: logits -> topk ids and weights, DESIGN.md "Routing" */
+    MOECTS_OP_EP_DISPATCH_COMBINE = 6 /* EP all-to-all dispatch, expert transform, combine over R ranks,
+                                         docs/ep_dispatch_combine.md */
 } moects_op;
 
 typedef enum {
@@ -234,6 +236,67 @@ typedef struct {
     int32_t *topk_ids;           /* [T, k] out: distinct expert ids in [0, E) */
     float *topk_weights;         /* [T, k] out: FP32 weight of each slot's expert */
 } moects_moe_route_args;
+
+/* ---- expert-parallel dispatch and combine (ep_dispatch_combine), docs/ep_dispatch_combine.md ----
+ * R ranks (processes, one per GPU), each with its own tokens x [T, H] BF16, their routing (topk_ids [T, k]
+ * global expert ids, -1 for a slot routed nowhere; topk_weights [T, k] FP32) and the EP layout (rank r
+ * holds the experts [expert_first[r], expert_first[r+1]), vLLM's linear split). Dispatch: every valid slot
+ * (token t, slot j) sends row x[t] to the rank holding expert topk_ids[t][j]; that rank returns the rows
+ * it received (recv_x, recv_src, recv_count). Transform: the expert's output is y = x * expert_scale[e]
+ * (a power of two times +-1: exact in BF16). Combine: back on the token's own rank, out[t][d] = BF16 of
+ * the FP32 sum over its valid slots j ascending of weight * y (the recipe's fma or mul-add, as
+ * ep_gather's recipes); a token with no valid slot gives +0. Mirrors DeepEP's low-latency pair
+ * (deepseek-ai/DeepEP deep_ep/buffer.py: low_latency_dispatch packs received tokens per local expert,
+ * low_latency_combine "reduce with weights" on the token's rank). */
+typedef struct moects_ep_comm moects_ep_comm;
+/* The communicator moects gives each rank's run(). The CPU transport (harness/ops/ep_ranks.c) implements
+ * barrier, broadcast and alltoallv over shared memory; a kernel with its own transport (NCCL) needs only
+ * rank, world, device, barrier and broadcast: rank 0 makes an ncclUniqueId, broadcasts its bytes, every
+ * rank calls ncclCommInitRank(world, id, rank) on its device. Each call returns 0, or -1 when a peer
+ * failed or the arguments break the transport's limits (then the kernel returns non-zero). */
+struct moects_ep_comm {
+    int rank, world; /* this process's rank in [0, world) */
+    int device;      /* CUDA kernels: the device ordinal this rank runs on (its CUDA_VISIBLE_DEVICES); CPU: -1 */
+    /* Every rank waits until all have called it. */
+    int (*barrier)(moects_ep_comm *c);
+    /* bytes from root's buf into every other rank's buf (at most max_bytes). */
+    int (*broadcast)(moects_ep_comm *c, int root, void *buf, size_t bytes);
+    /* All-to-all: send holds, in rank order, send_bytes[d] bytes for each rank d (this rank's own too); recv
+     * gets, in rank order, recv_bytes[s] bytes from each rank s, which must equal what s sends here (a
+     * mismatch: -1 on both). At most max_bytes sent by one rank in one call. */
+    int (*alltoallv)(moects_ep_comm *c, const void *send, const size_t *send_bytes, void *recv,
+                     const size_t *recv_bytes);
+    size_t max_bytes; /* the transport's per-call limit (CPU: 2 * (T_max k + R) (H 2 + 64) + 64 KiB) */
+    void *impl;       /* the transport's own state */
+};
+
+typedef struct {
+    int64_t world;    /* R: ranks, the EP size */
+    int64_t rank;     /* this process's rank; -1 in supports(): the case as a whole */
+    int64_t T;        /* this rank's tokens (may be 0); supports(): the most of any rank */
+    int64_t T_total;  /* tokens over all ranks */
+    int64_t H;        /* row width (hidden_size, or the latent width) */
+    int64_t k;        /* slots per token */
+    int64_t E;        /* global routed experts */
+    int64_t recv_cap; /* rows recv_x and recv_src hold: at least the valid slots routed to this rank's
+                         experts; supports(): the most of any rank */
+} moects_ep_dispatch_combine_shape;
+
+typedef struct {
+    moects_ep_comm *comm;
+    const uint16_t *x;            /* [T, H] bf16: this rank's tokens */
+    const int32_t *topk_ids;      /* [T, k] global expert ids; -1: the slot goes nowhere */
+    const float *topk_weights;    /* [T, k] (an invalid slot's weight is NaN: never read it) */
+    const int64_t *expert_first;  /* [world + 1]: rank r holds experts [expert_first[r], expert_first[r+1]) */
+    const float *expert_scale;    /* [E]: expert e's transform y = x * expert_scale[e] */
+    const int64_t *token_first;   /* [world + 1]: rank r's tokens are global tokens [token_first[r], +T) */
+    uint16_t *recv_x;             /* out [recv_cap, H] bf16: the rows this rank received, in the order the
+                                     recipe declares (order=expert: by local expert, then source rank, then
+                                     token) or any order (order=any) */
+    int64_t *recv_src;            /* out [recv_cap]: each received row's slot, (token_first[src] + t) * k + j */
+    int64_t *recv_count;          /* out [1]: rows received */
+    uint16_t *out;                /* out [T, H] bf16: the combined outputs of this rank's tokens */
+} moects_ep_dispatch_combine_args;
 
 /* Scale block size along K: 32 for MXFP4, 16 for NVFP4. */
 static inline int64_t moects_fp4_block(moects_fp4_format f) { return f == MOECTS_FP4_NVFP4 ? 16 : 32; }

@@ -45,6 +45,8 @@ Test(builtin, ids_unique_well_formed_and_matching_the_op, .init = load_all, .fin
             snprintf(want, sizeof want, "fused_moe.%s/%s/", moects__layer_format_name(c->layer_format), c->model);
         else if (c->op == MOECTS_OP_MOE_ROUTE)
             snprintf(want, sizeof want, "moe_route/%s/t", c->model); /* no layout: the router is replicated */
+        else if (c->op == MOECTS_OP_EP_DISPATCH_COMBINE)
+            snprintf(want, sizeof want, "ep_dispatch_combine/%s/", c->model);
         else
             snprintf(want, sizeof want, "fp4_gemm.%s/%s/", c->format == MOECTS_FP4_NVFP4 ? "nvfp4" : "mxfp4", c->model);
         cr_expect_eq(strncmp(c->id, want, strlen(want)), 0, "%s does not start with %s", c->id, want);
