@@ -249,9 +249,12 @@ int moects__fused_build(const moects_case *c, uint64_t seed, int64_t pool_min, m
         (rc = moects__input_alloc(in, MOECTS_FM_W2S, f8 ? "w2_block_scale" : "w2_scale", s2b, c->id, err, errlen)) ||
         (rc = moects__input_alloc(in, MOECTS_FM_B13, "b13", s->has_bias ? (size_t)(E * N1) * 4 : 0, c->id, err, errlen)) ||
         (rc = moects__input_alloc(in, MOECTS_FM_B2, "b2", s->has_bias ? (size_t)(E * H) * 4 : 0, c->id, err, errlen)) ||
-        (rc = moects__input_alloc(in, MOECTS_FM_MID_GS, "mid_global_scale", (size_t)E * 4, c->id, err, errlen)) ||
-        (rc = moects__input_alloc(in, MOECTS_FM_W13A, "w13_alpha", nv ? (size_t)E * 4 : 0, c->id, err, errlen)) ||
-        (rc = moects__input_alloc(in, MOECTS_FM_W2A, "w2_alpha", nv ? (size_t)E * 4 : 0, c->id, err, errlen)))
+        (rc = moects__input_alloc(in, MOECTS_FM_MID_GS, "mid_global_scale", (size_t)E * 4, c->id, err, errlen)))
+        return rc;
+    /* NVFP4's alphas; other formats leave the slots unnamed (no tensor, no input hash: their results
+     * keep the inputs they had before the slots existed) */
+    if (nv && ((rc = moects__input_alloc(in, MOECTS_FM_W13A, "w13_alpha", (size_t)E * 4, c->id, err, errlen)) ||
+               (rc = moects__input_alloc(in, MOECTS_FM_W2A, "w2_alpha", (size_t)E * 4, c->id, err, errlen))))
         return rc;
     if ((rc = gen_routing(c, seed, in, err, errlen))) return rc;
     gen_small(c, seed, in);
