@@ -7,12 +7,16 @@
  *
  * A raw config whose activation moects does not map (activation 0) derives none.
  *
- * Ids: fused_moe.<bf16|mxfp4|fp8_128>/<model>/<layout>/t<T>[/<variant>]
+ * Ids: fused_moe.<bf16|mxfp4|fp8_128|nvfp4|w4a8>/<model>/<layout>/t<T>[/<variant>]
  * Which cases: on the grid layouts (tp8, or the largest TP, and ep8) both weight formats at T in
  * {1, 16, 128}, and the variants below; on every other layout both formats at T = 16. MXFP4 needs
  * H and I multiples of 32 (else only BF16). Models released in W8A8 block FP8 (DeepSeek-V3, V3.2,
  * Kimi K2: release_quantization "fp8 e4m3, 128x128 ...") add FP8_128 where H and I are multiples of
- * 128, and one smoke case on the largest TP (plain, adversarial or nan: smoke_fp8).
+ * 128, and one smoke case on the largest TP (plain, adversarial or nan: smoke_fp8). Models with a
+ * published NVFP4 checkpoint (NVFP4_CHECKPOINTS) add NVFP4 (H and I multiples of 16), models whose
+ * routed experts are released in FP4 (release_quantization naming mxfp4 or fp4 experts: gpt-oss,
+ * Kimi K3, DeepSeek-V4) add W4A8 (their MXFP4 experts with FP8 activations, H and I multiples of 32),
+ * each with one smoke case on the largest TP as FP8's.
  * Tiers: E*3*I*H weights above 2^31 (DeepSeek-V3 tp1) LARGE, else FULL. Smoke (the CPU kernels'
  * loops: about SMOKE_PRODUCTS products a case): per model, on its largest TP, T in 1..4 in the format
  * picked by the model name's hash, the same case with adversarial data (GEMM1 outputs past the
@@ -51,16 +55,16 @@ static const fused_variant VARIANTS[] = {
 };
 #define NVARIANTS (sizeof VARIANTS / sizeof *VARIANTS)
 
-static const char *const FORMAT_NAMES[] = {"?", "bf16", "mxfp4", "fp8_128"};
+static const char *const FORMAT_NAMES[] = {"?", "bf16", "mxfp4", "fp8_128", "nvfp4", "w4a8"};
 
 const char *moects__layer_format_name(moects_layer_format f)
 {
-    return f >= MOECTS_LAYER_BF16 && f <= MOECTS_LAYER_FP8_128 ? FORMAT_NAMES[f] : "?";
+    return f >= MOECTS_LAYER_BF16 && f <= MOECTS_LAYER_W4A8 ? FORMAT_NAMES[f] : "?";
 }
 
 int moects__layer_format_parse(const char *s, moects_layer_format *out)
 {
-    for (int f = MOECTS_LAYER_BF16; f <= MOECTS_LAYER_FP8_128; f++)
+    for (int f = MOECTS_LAYER_BF16; f <= MOECTS_LAYER_W4A8; f++)
         if (!strcmp(s, FORMAT_NAMES[f])) return *out = (moects_layer_format)f, 0;
     return -1;
 }
@@ -170,16 +174,43 @@ static int fp8_128_release(const moects_model *m, int64_t H, int64_t I_rank)
     return !strncmp(m->release_quantization, "fp8 e4m3, 128x128", 17) && H % 128 == 0 && I_rank % 128 == 0;
 }
 
-/* The FP8 block-128 smoke case of such a model on its largest TP, one a model (an FP8 case allocates
- * 1.4 GB of weights at DeepSeek's size): plain, adversarial (a block scale of every FP32 class) or nan
- * (a NaN scale, a NaN code) as the name's hash picks; DeepSeek-V3, V3.2 and Kimi K2 take the three
- * (test_cases_derive checks that the smoke tier holds each). */
-static int smoke_fp8(const moects_model *m, const moects_case *base, int64_t I_rank, moects_case_list *out)
+/* Registry models with a published NVFP4 checkpoint of their MoE (ModelOpt's NVFP4: E2M1, E4M3 scales
+ * per 16, FP32 global scales), the checkpoint named: GLM-4.6's is the one the registry's glm-4.5 entry
+ * cites; the others are NVIDIA's ModelOpt releases as named on Hugging Face (not stored here). */
+static const char *const NVFP4_CHECKPOINTS[][2] = {
+    {"glm-4.5", "RedHatAI/GLM-4.6-NVFP4"},
+    {"deepseek-v3", "nvidia/DeepSeek-V3-0324-FP4"},
+    {"qwen3-235b-a22b", "nvidia/Qwen3-235B-A22B-FP4"},
+    {"llama-4-scout", "nvidia/Llama-4-Scout-17B-16E-Instruct-FP4"},
+};
+
+static int nvfp4_release(const moects_model *m, int64_t H, int64_t I_rank)
+{
+    for (size_t i = 0; i < sizeof NVFP4_CHECKPOINTS / sizeof *NVFP4_CHECKPOINTS; i++)
+        if (!strcmp(m->name, NVFP4_CHECKPOINTS[i][0])) return H % 16 == 0 && I_rank % 16 == 0;
+    return 0;
+}
+
+/* 1 when the model's routed experts are released in FP4 (MXFP4: gpt-oss, Kimi K3; DeepSeek-V4's FP4
+ * experts), served W4A8 (FP8 activations) by trtllm-gen / FlashInfer, and H and I take whole blocks. */
+static int w4a8_release(const moects_model *m, int64_t H, int64_t I_rank)
+{
+    const char *q = m->release_quantization;
+    return (strstr(q, "mxfp4") || strstr(q, "experts fp4")) && H % 32 == 0 && I_rank % 32 == 0;
+}
+
+/* The FP8 block-128 (NVFP4, W4A8) smoke case of such a model on its largest TP, one a model (an FP8
+ * case allocates 1.4 GB of weights at DeepSeek's size): plain, adversarial (a block scale of every
+ * class) or nan (a NaN scale, a NaN code) as the name's hash picks; DeepSeek-V3, V3.2 and Kimi K2
+ * take the three FP8 ones (test_cases_derive checks that the smoke tier holds each). */
+static int smoke_fmt(const moects_model *m, const moects_case *base, int64_t I_rank, moects_layer_format f,
+                     moects_case_list *out)
 {
     static const moects_data DATA[] = {MOECTS_DATA_EXACT, MOECTS_DATA_ADVERSARIAL, MOECTS_DATA_NAN};
     static const char *const NAMES[] = {"smoke", "smoke-adversarial", "smoke-nan"};
-    const uint32_t i = (name_hash(m->name) >> 11) % 3;
-    moects_case c = layer_case(m, base, 0, 0, I_rank, MOECTS_LAYER_FP8_128, 1);
+    /* the hash's bits per format chosen so that the registry's models of each take all three */
+    const uint32_t i = (name_hash(m->name) >> (f == MOECTS_LAYER_FP8_128 ? 11 : f == MOECTS_LAYER_NVFP4 ? 12 : 9)) % 3;
+    moects_case c = layer_case(m, base, 0, 0, I_rank, f, 1);
     c.T = smoke_t(&c);
     c.data = DATA[i];
     return push_smoke(out, &c, NAMES[i]);
@@ -190,12 +221,15 @@ int moects__derive_fused_cases(const moects_model *m, const moects_case *base, i
 {
     const int64_t H = m->latent_size > 0 ? m->latent_size : m->hidden_size;
     const int nf = H % 32 == 0 && I_rank % 32 == 0 ? 2 : 1; /* MXFP4: whole scale blocks along K */
-    moects_layer_format fmts[3] = {MOECTS_LAYER_BF16, MOECTS_LAYER_MXFP4, MOECTS_LAYER_FP8_128};
+    moects_layer_format fmts[5] = {MOECTS_LAYER_BF16, MOECTS_LAYER_MXFP4};
     int nfmt = nf;
     if (fp8_128_release(m, H, I_rank)) fmts[nfmt++] = MOECTS_LAYER_FP8_128;
+    if (nvfp4_release(m, H, I_rank)) fmts[nfmt++] = MOECTS_LAYER_NVFP4;
+    if (w4a8_release(m, H, I_rank)) fmts[nfmt++] = MOECTS_LAYER_W4A8;
     if (!m->activation) return 0; /* a raw config whose activation moects does not know: no layer to derive */
     if (smoke && smoke_cases(m, base, ep, I_rank, nf, out)) return -1;
-    if (smoke && !ep && nfmt > nf && smoke_fp8(m, base, I_rank, out)) return -1;
+    for (int fi = nf; smoke && !ep && fi < nfmt; fi++)
+        if (smoke_fmt(m, base, I_rank, fmts[fi], out)) return -1;
     for (int fi = 0; fi < nfmt; fi++) {
         moects_layer_format f = fmts[fi];
         for (size_t i = 0; i < (grid ? sizeof T_GRID / sizeof *T_GRID : 1); i++) {

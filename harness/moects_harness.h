@@ -79,7 +79,7 @@ static inline size_t moects__pass_count(const size_t *n)
 }
 
 /* A tensor's name ("x", "topk_ids", "a", ...) and the XXH64 of its bytes. */
-#define MOECTS_RESULT_HASHES_MAX 12
+#define MOECTS_RESULT_HASHES_MAX 16
 typedef struct {
     char name[24];
     uint64_t xxh64;

@@ -20,7 +20,7 @@ enum {
 /* fused_moe: names = the moects_fused_moe_args fields (out aside) */
 enum {
     MOECTS_FM_X, MOECTS_FM_IDS, MOECTS_FM_W, MOECTS_FM_MAP, MOECTS_FM_W13, MOECTS_FM_W13S, MOECTS_FM_W2,
-    MOECTS_FM_W2S, MOECTS_FM_B13, MOECTS_FM_B2, MOECTS_FM_MID_GS, MOECTS_FM_NT
+    MOECTS_FM_W2S, MOECTS_FM_B13, MOECTS_FM_B2, MOECTS_FM_MID_GS, MOECTS_FM_W13A, MOECTS_FM_W2A, MOECTS_FM_NT
 };
 /* moe_route: names = the moects_moe_route_args inputs */
 enum { MOECTS_MR_LOGITS, MOECTS_MR_BIAS, MOECTS_MR_NT };
@@ -28,7 +28,7 @@ enum { MOECTS_MR_LOGITS, MOECTS_MR_BIAS, MOECTS_MR_NT };
 enum { MOECTS_ED_X, MOECTS_ED_IDS, MOECTS_ED_W, MOECTS_ED_EXPERT_FIRST, MOECTS_ED_SCALE, MOECTS_ED_TOKEN_FIRST, MOECTS_ED_NT };
 /* Rank count bound of ep_dispatch_combine cases (ref/moects_edc.h's MOECTS_EDC_MAX_WORLD). */
 #define MOECTS_ED_MAX_WORLD 64
-#define MOECTS_INPUTS_MAX 11
+#define MOECTS_INPUTS_MAX 13 /* fused_moe's 13 (NVFP4 weights' alphas the last two) */
 
 /* One guarded buffer.
  * Host (device 0): one anonymous shared mapping (a forked child's output writes are seen by its parent):

@@ -21,11 +21,11 @@
 
 static double gamma_n(double n, double u) { return n * u < 1.0 ? n * u / (1.0 - n * u) : INFINITY; }
 
-moects__encl_gemm moects__encl_gemm_consts(int64_t K, int fp8, const moects_layer_claim *cl)
+moects__encl_gemm moects__encl_gemm_consts(int64_t K, int terms, double nodes, const moects_layer_claim *cl)
 {
     const double u = ldexp(1.0, cl->truncation ? 1 - (int)cl->bits : -(int)cl->bits);
-    const double dg = gamma_n((double)K + 1.0, 0x1p-53), nodes = fp8 ? (double)((K + 31) / 32) : 0.0;
-    return (moects__encl_gemm){K, gamma_n(fp8 ? 2.0 : 1.0, u), gamma_n((double)K + nodes, u), dg, 1.0 + 2.0 * dg,
+    const double dg = gamma_n((double)K + 1.0, 0x1p-53);
+    return (moects__encl_gemm){K, gamma_n((double)terms, u), gamma_n((double)K + nodes, u), dg, 1.0 + 2.0 * dg,
                                (int)cl->bits, 0.0};
 }
 
@@ -76,6 +76,13 @@ static void decode_row(const moects__ectx *c, int w2, int64_t n, double *out)
             memcpy(&f, &u, sizeof f);
             out[k] = f;
         }
+        return;
+    }
+    if (c->s->format == MOECTS_LAYER_NVFP4) { /* e2m1 * dec(e4m3 scale): exact; a NaN scale NaN */
+        const uint8_t *codes = (const uint8_t *)w + row * (K / 2);
+        const uint8_t *sc = (w2 ? c->a->w2_scale : c->a->w13_scale) + row * (K / 16);
+        for (int64_t k = 0; k < K; k++)
+            out[k] = e2m1[(codes[k / 2] >> (4 * (k & 1))) & 0xF] * (double)moects__e4m3_decode(sc[k / 16]);
         return;
     }
     if (c->s->format == MOECTS_LAYER_FP8_128) { /* the value e4m3 * sb: exact (4 + 24 bits) */
@@ -130,13 +137,18 @@ static int split_finite(double *out, double *abs, int64_t K, int *low)
     return bad;
 }
 
-/* FP8_128: the largest block scale of weight row n (NaN ignored; +Inf when one is), for the check
- * that no scale product sa * sb overflows. */
+/* FP8_128, W4A8: the largest block scale of weight row n (NaN ignored; +Inf when one is), for the
+ * check that no scale product sa * sb overflows. */
 static double row_smax(const moects__ectx *c, int w2, int64_t n)
 {
-    const int64_t N = w2 ? c->H : c->N1, nkb = (w2 ? c->I : c->H) / MOECTS_FP8_BLOCK;
-    const float *sb = (w2 ? c->a->w2_block_scale : c->a->w13_block_scale) + (c->e * (N / MOECTS_FP8_BLOCK) + n / MOECTS_FP8_BLOCK) * nkb;
+    const int64_t N = w2 ? c->H : c->N1, nkb = (w2 ? c->I : c->H) / c->blk;
     double mx = 0.0;
+    if (c->s->format == MOECTS_LAYER_W4A8) { /* UE8M0 bytes, 0xFF NaN */
+        const uint8_t *sb = (w2 ? c->a->w2_scale : c->a->w13_scale) + (c->e * N + n) * nkb;
+        for (int64_t b = 0; b < nkb; b++) mx = sb[b] != 0xFF && ldexp(1.0, sb[b] - 127) > mx ? ldexp(1.0, sb[b] - 127) : mx;
+        return mx;
+    }
+    const float *sb = (w2 ? c->a->w2_block_scale : c->a->w13_block_scale) + (c->e * (N / MOECTS_FP8_BLOCK) + n / MOECTS_FP8_BLOCK) * nkb;
     for (int64_t b = 0; b < nkb; b++) mx = fabs((double)sb[b]) > mx ? fabs((double)sb[b]) : mx;
     return mx;
 }
@@ -151,15 +163,15 @@ static void decode_rows(void *p, int64_t id, int64_t nth)
         double *out = (w2 ? c->w2 : c->w1) + r * K, *abs = (w2 ? c->w2a : c->w1a) + r * K;
         decode_row(c, w2, r, out);
         (w2 ? c->w2bad : c->w1bad)[r] = (uint8_t)split_finite(out, abs, K, (w2 ? c->w2low : c->w1low) + r);
-        if (c->s->format == MOECTS_LAYER_FP8_128) (w2 ? c->w2smax : c->w1smax)[r] = row_smax(c, w2, r);
+        if (c->blk) (w2 ? c->w2smax : c->w1smax)[r] = row_smax(c, w2, r);
     }
 }
 
 void moects__encl_decode(moects__ectx *c) { moects__parallel(c->N1 + c->H, decode_rows, c); }
 
-/* h of slot `slot` (x[t], or bf16(x * w) under weight=input), exact in double; FP8_128: quantized per
- * 128 (the exact reference's moects__fused_fp8_groups), e4m3 * sa exactly. The largest scale sa: the
- * return value (0 without FP8). */
+/* h of slot `slot` (x[t], or bf16(x * w) under weight=input), exact in double; FP8_128, W4A8:
+ * quantized per group of c->G (the exact reference's moects__fused_fp8_groups), e4m3 * sa exactly.
+ * The largest scale sa: the return value (0 without FP8). */
 static double h_row(const moects__ectx *c, int64_t slot, double *out)
 {
     const uint16_t *x = c->a->x + (slot / c->k) * c->H;
@@ -170,10 +182,10 @@ static double h_row(const moects__ectx *c, int64_t slot, double *out)
         const float xv = moects__bf16_to_f32(x[h]);
         out[h] = c->r->weight == MOECTS_WEIGHT_INPUT ? moects__bf16_to_f32(moects__bf16_from_f32(xv * w)) : xv;
     }
-    for (int64_t b = 0; c->s->format == MOECTS_LAYER_FP8_128 && b < c->H; b += MOECTS_FP8_BLOCK) {
-        for (int i = 0; i < MOECTS_FP8_BLOCK; i++) v[i] = (float)out[b + i];
-        moects__fused_fp8_groups(v, MOECTS_FP8_BLOCK, MOECTS_FP8_BLOCK, c->r->scale_ue8m0, out + b, &sa);
-        for (int i = 0; i < MOECTS_FP8_BLOCK; i++) out[b + i] *= sa;
+    for (int64_t b = 0; c->blk && b < c->H; b += c->G) {
+        for (int64_t i = 0; i < c->G; i++) v[i] = (float)out[b + i];
+        moects__fused_fp8_groups(v, c->G, c->G, c->r->scale_ue8m0, out + b, &sa);
+        for (int64_t i = 0; i < c->G; i++) out[b + i] *= sa;
         smax = fabs((double)sa) > smax ? fabs((double)sa) : smax;
     }
     return smax;
@@ -185,7 +197,7 @@ static void fill_a(void *p, int64_t id, int64_t nth)
     for (int64_t q = id * c->nr / nth; q < (id + 1) * c->nr / nth; q++) {
         c->asmax[q] = h_row(c, c->rows[q], c->A + q * c->H);
         c->abad[q] = (uint8_t)split_finite(c->A + q * c->H, c->Aa + q * c->H, c->H, &c->alow[q]);
-        if (c->s->format == MOECTS_LAYER_FP8_128) c->alow[q] = MOECTS_ENCL_NO_GRID; /* scale products round */
+        if (c->blk) c->alow[q] = MOECTS_ENCL_NO_GRID; /* scale products round */
     }
 }
 
@@ -227,11 +239,22 @@ static double *tmp_rows(moects__ectx *c, double **buf)
     return *buf;
 }
 
-/* FP8_128: 1 when a block's scale product sa * sb (sa <= amax, sb <= wmax) may overflow FP32 (or
- * a scale is +Inf): p_b times it may be Inf or NaN (0 * Inf) where the values' sum is finite. */
+/* FP8_128, W4A8: 1 when a block's scale product sa * sb (sa <= amax, sb <= wmax) may overflow FP32
+ * (or a scale is +Inf): p_b times it may be Inf or NaN (0 * Inf) where the values' sum is finite. */
 static int scale_may_overflow(const moects__ectx *c, double amax, double wmax)
 {
-    return c->s->format == MOECTS_LAYER_FP8_128 && !(amax * wmax < 0x1p126);
+    return c->blk && !(amax * wmax < 0x1p126);
+}
+
+/* The GEMM constants of a weight row whose largest block scale is wmax: under bscale=a_b_fma or
+ * a_b_add, p * sa may underflow (absolute error below ETA / 2) and is then multiplied by sb <= wmax,
+ * and (a_b_add) the product with sb may underflow: each block adds (wmax + 1) ETA, doubled by the
+ * later roundings. */
+static moects__encl_gemm row_consts(const moects__ectx *c, const moects__encl_gemm *g, double wmax)
+{
+    moects__encl_gemm r = *g;
+    if (c->blk && c->r->bscale != MOECTS_BSCALE_AB_FMA) r.uabs += (double)(g->K / c->blk) * (wmax + 1.0) * 2.0 * ETA;
+    return r;
 }
 
 /* Row q's GEMM1 outputs (with the bias and g1's rounding) into c->g1. */
@@ -250,8 +273,10 @@ static void gemm1_row(moects__ectx *c, int64_t q, double **buf)
             decode_row(c, 0, n, t + H);
             g = special_dot(t, t, 1, t + H, H, c->S1[o] * c->g1c.sup);
         } else {
-            g = moects__encl_gemm_iv(c->D1[o], c->S1[o], 0.0, c->alow[q] + c->w1low[n], &c->g1c);
+            const moects__encl_gemm gc = row_consts(c, &c->g1c, c->blk ? c->w1smax[n] : 0.0);
+            g = moects__encl_gemm_iv(c->D1[o], c->S1[o], 0.0, c->alow[q] + c->w1low[n], &gc);
         }
+        if (c->mul1) g = moects__ivf_mul(g, moects__ivf_point(c->alpha1));
         if (c->s->has_bias) g = moects__ivf_add(g, moects__ivf_point(c->a->b13[c->e * N1 + n]));
         c->g1[o] = c->r->g1_bf16 ? moects__ivf_bf16(g) : g;
     }
@@ -306,7 +331,8 @@ static void stage1(void *p, int64_t id, int64_t nth)
             act[i] = moects__encl_act(c->s, r, c->cl->fn_ulp, g1[gi], g1[ui]);
             if (r->weight == MOECTS_WEIGHT_ACT) act[i] = moects__ivf_mul(act[i], moects__ivf_point(w));
         }
-        moects__encl_mid(r, I, act, c->m + q * I, c->scr + q * I);
+        if (r->mid == MOECTS_MID_NVFP4) moects__encl_mid_nvfp4(I, act, c->a->mid_global_scale[c->e], c->m + q * I, c->scr + q * I);
+        else moects__encl_mid(r, I, act, c->m + q * I, c->scr + q * I);
         gemm2_inputs(c, q);
     }
     free(buf);
@@ -327,7 +353,8 @@ static moects__ivf gemm2_elem(moects__ectx *c, int64_t q, int64_t h, double **bu
         const moects__ivd *m = c->m + q * I;
         return special_dot(&m[0].lo, &m[0].hi, 2, t, I, sabs * c->g2c.sup);
     }
-    return moects__encl_gemm_iv(c->D2[q * H + h], sabs, c->RS[q * H + h], c->mlow[q] + c->w2low[h], &c->g2c);
+    const moects__encl_gemm gc = row_consts(c, &c->g2c, c->blk ? c->w2smax[h] : 0.0);
+    return moects__encl_gemm_iv(c->D2[q * H + h], sabs, c->RS[q * H + h], c->mlow[q] + c->w2low[h], &gc);
 }
 
 /* Per row: GEMM2 with the bias, the weight in the epilogue and the slot's rounding, into c->y. */
@@ -341,6 +368,7 @@ static void stage2(void *p, int64_t id, int64_t nth)
         const moects__ivf w = moects__ivf_point(moects__encl_weight(c, c->rows[q]));
         for (int64_t h = 0; h < H; h++) {
             moects__ivf v = gemm2_elem(c, q, h, &buf);
+            if (c->mul2) v = moects__ivf_mul(v, moects__ivf_point(c->alpha2));
             if (c->s->has_bias) v = moects__ivf_add(v, moects__ivf_point(c->a->b2[c->e * H + h]));
             if (c->r->weight == MOECTS_WEIGHT_GEMM2) v = moects__ivf_mul(v, w);
             y[h] = c->r->slot_bf16 ? moects__ivf_bf16(v) : v;

@@ -137,6 +137,7 @@ static float cube(float g) { return g * g * g; } /* non-decreasing: fl(g * g) gr
  * gpt_oss's glu = g sigmoid(alpha g) (g clamped already), or situ's (a tanh(g (1 / a))) sigmoid(g):
  * its x = a t and its sigmoid's 1 + exp(-g) taken as independent intervals (not monotone in g). */
 static moects__ivf gate1(const moects_fused_moe_shape *s, int rcp, uint32_t ulp, moects__ivf g)
+/* rcp: bit 0 sig=rcp, bit 1 situ=div */
 {
     const float BETA = (float)(M_SQRT2 * M_2_SQRTPI * 0.5), KAPPA = 0.044715f, ALPHA = (float)M_SQRT1_2;
     if (s->activation == MOECTS_ACT_GELU_TANH) {
@@ -150,10 +151,11 @@ static moects__ivf gate1(const moects_fused_moe_shape *s, int rcp, uint32_t ulp,
     const moects__ivf e = fn(neg(s->activation == MOECTS_ACT_GPT_OSS ? moects__ivf_mul(g, pt(s->act_alpha)) : g),
                              moects_cr_expf, ulp);
     if (s->activation == MOECTS_ACT_SITU) {
-        const moects__ivf t = fn(moects__ivf_mul(g, pt(1.0f / s->act_alpha)), moects_cr_tanhf, ulp);
-        return sig_mul(moects__ivf_mul(pt(s->act_alpha), t), e, rcp);
+        const moects__ivf z = rcp & 2 ? moects__ivf_div(g, pt(s->act_alpha)) : moects__ivf_mul(g, pt(1.0f / s->act_alpha));
+        const moects__ivf t = fn(z, moects_cr_tanhf, ulp); /* g / a and g (1 / a): non-decreasing (a > 0) */
+        return sig_mul(moects__ivf_mul(pt(s->act_alpha), t), e, rcp & 1);
     }
-    return sig_mul(g, e, rcp); /* silu, gpt_oss */
+    return sig_mul(g, e, rcp & 1); /* silu, gpt_oss */
 }
 
 /* gate1 on a finite interval cut into GATE_PIECES pieces, the hull of theirs: g enters the gate
@@ -201,9 +203,11 @@ moects__ivf moects__encl_act(const moects_fused_moe_shape *s, const moects_layer
         g = clamp(g, L, 0);
         u = clamp(u, L, 1);
     }
-    if (s->activation == MOECTS_ACT_SITU && L > 0.0f) /* L tanh(u (1 / L)): non-decreasing in u */
-        u = moects__ivf_mul(pt(L), fn(moects__ivf_mul(u, pt(1.0f / L)), moects_cr_tanhf, ulp));
-    moects__ivf ga = gate(s, r->sig_rcp, ulp, g);
+    if (s->activation == MOECTS_ACT_SITU && L > 0.0f) { /* L tanh(u (1 / L)) or L tanh(u / L): non-decreasing */
+        const moects__ivf z = r->situ_div ? moects__ivf_div(u, pt(L)) : moects__ivf_mul(u, pt(1.0f / L));
+        u = moects__ivf_mul(pt(L), fn(z, moects_cr_tanhf, ulp));
+    }
+    moects__ivf ga = gate(s, r->sig_rcp | r->situ_div << 1, ulp, g);
     if (r->act_bf16) ga = moects__ivf_bf16(ga);
     if (s->activation == MOECTS_ACT_GPT_OSS) return moects__ivf_mul(moects__ivf_add(u, pt(1.0f)), ga);
     return moects__ivf_mul(ga, u);
@@ -312,4 +316,54 @@ void moects__encl_mid(const moects_layer_recipe *r, int64_t I, const moects__ivf
     const int64_t G = r->mid == MOECTS_MID_FP8_TOKEN ? I : r->mid == MOECTS_MID_FP8_128 ? 128 : 32;
     const int ue8m0 = r->scale_ue8m0 || r->mid == MOECTS_MID_MXFP8;
     for (int64_t i0 = 0; i0 < I; i0 += G) fp8_group(a + i0, I - i0 < G ? I - i0 : G, ue8m0, m + i0, scratch);
+}
+
+/* m of v under one NVFP4 block scale b with its factor o: [dec(e2m1(v.lo o)) b, dec(e2m1(v.hi o)) b]
+ * (v -> fl(v o) non-decreasing for o >= 0, e2m1's RNE too; exact in double: 2 + 4 bits). */
+static moects__ivd at_nvfp4(moects__ivf v, float b, float o)
+{
+    const double lo = (double)moects__e2m1_decode(moects__e2m1_encode(v.lo * o, MOECTS_ROUND_RNE)) * b;
+    const double hi = (double)moects__e2m1_decode(moects__e2m1_encode(v.hi * o, MOECTS_ROUND_RNE)) * b;
+    return (moects__ivd){lo, hi};
+}
+
+/* One NVFP4 group of n: v = bf16(a) (into scratch), the amax interval, m over its candidates. */
+static void nvfp4_group(const moects__ivf *a, int64_t n, float gs, moects__ivd *m, moects__ivf *v)
+{
+    int nan = 0, top = 0;
+    float alo = 0.0f, ahi = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        v[i] = moects__ivf_bf16(a[i]);
+        nan |= moects__ivf_is_nan(v[i]);
+        top |= moects__ivf_is_top(v[i]);
+        const float l = fabsf(v[i].lo), h = fabsf(v[i].hi);
+        const float lower = v[i].lo <= 0.0f && v[i].hi >= 0.0f ? 0.0f : (l < h ? l : h), upper = l > h ? l : h;
+        alo = lower > alo ? lower : alo;
+        ahi = upper > ahi ? upper : ahi;
+    }
+    if (nan || top || !(ahi < INFINITY)) { /* a NaN: the group NaN; top or an Inf amax: no claim */
+        for (int64_t i = 0; i < n; i++) m[i] = nan ? NAN_IVD : TOP_IVD;
+        return;
+    }
+    const int b0 = moects__bf16_from_f32(alo), b1 = moects__bf16_from_f32(ahi); /* >= 0: ordered */
+    for (int64_t i = 0; i < n; i++) {
+        if (b1 - b0 + 1 > MOECTS_ENCL_AMAX_CANDIDATES) { /* |dec(q)| <= 6, the sign of v (or 0) */
+            float o;
+            const double bmax = moects__fused_nvfp4_scale(ahi, gs, &o); /* b is non-decreasing in amax */
+            m[i] = (moects__ivd){v[i].lo < 0.0f ? -6.0 * bmax : 0.0, v[i].hi > 0.0f ? 6.0 * bmax : 0.0};
+            continue;
+        }
+        for (int j = 0; j <= b1 - b0; j++) {
+            float o;
+            const float b = moects__fused_nvfp4_scale(moects__bf16_to_f32((uint16_t)(b0 + j)), gs, &o);
+            const moects__ivd x = at_nvfp4(v[i], b, o);
+            if (j == 0) m[i] = x;
+            else hull_d(&m[i], x);
+        }
+    }
+}
+
+void moects__encl_mid_nvfp4(int64_t I, const moects__ivf *a, float gs, moects__ivd *m, moects__ivf *scratch)
+{
+    for (int64_t i0 = 0; i0 < I; i0 += 16) nvfp4_group(a + i0, I - i0 < 16 ? I - i0 : 16, gs, m + i0, scratch);
 }

@@ -118,6 +118,10 @@ static int run_chunk(moects__ectx *c, int64_t *order, int64_t *cnt, void *lo, vo
     for (int64_t e = 0, first = 0; e < s->E; first = cnt[e++]) {
         if (cnt[e] == first) continue;
         c->e = e;
+        const int nv = s->format == MOECTS_LAYER_NVFP4, nvm = c->r->mid == MOECTS_MID_NVFP4;
+        const float rg = nvm ? 1.0f / c->a->mid_global_scale[e] : 1.0f; /* the exact reference's factors */
+        c->mul1 = nv, c->mul2 = nv || nvm, c->alpha1 = nv ? c->a->w13_alpha[e] : 1.0f;
+        c->alpha2 = nv && nvm ? rg * c->a->w2_alpha[e] : nv ? c->a->w2_alpha[e] : rg;
         moects__encl_decode(c);
         for (int64_t r0 = first; r0 < cnt[e]; r0 += c->rc) {
             c->rows = order + r0;
@@ -240,6 +244,30 @@ static int bad_claim(const moects_layer_claim *cl)
     return cl->bits < 2 || cl->bits > 64 || (cl->truncation != 0 && cl->truncation != 1);
 }
 
+/* The GEMMs' constants (docs/fused_moe_enclosure.md "The GEMMs"): block-scaled formats (FP8_128,
+ * W4A8) a scale product per term and up to 3 nodes a block (bscale's chain: fl(sa sb) or fl(p sa),
+ * fl(. sb), the add); an FP8 intermediate a scale product per term and one per group of 32; NVFP4
+ * weights and an NVFP4 intermediate a block scale per operand (term and node, per 16). */
+static void consts(moects__ectx *c)
+{
+    const int64_t H = c->H, I = c->I;
+    const int nv = c->s->format == MOECTS_LAYER_NVFP4, fp8m = c->r->mid >= MOECTS_MID_FP8_TOKEN && c->r->mid != MOECTS_MID_NVFP4;
+    const int nvm = c->r->mid == MOECTS_MID_NVFP4;
+    if (c->blk) {
+        const double n1 = 3.0 * (double)(H / c->blk), n2 = 3.0 * (double)(I / c->blk); /* FP8_128: as before, */
+        const double f1 = (double)((H + 31) / 32), f2 = (double)((I + 31) / 32);        /* ceil(K / 32) */
+        c->g1c = moects__encl_gemm_consts(H, 2, n1 > f1 ? n1 : f1, c->cl);
+        c->g2c = moects__encl_gemm_consts(I, 2, n2 > f2 ? n2 : f2, c->cl);
+        /* a block's scale product sa * sb may underflow: ETA/2 times |p_b| < 2^25, doubled */
+        c->g1c.uabs = (double)(H / c->blk) * 0x1p-124, c->g2c.uabs = (double)(I / c->blk) * 0x1p-124;
+        return;
+    }
+    c->g1c = moects__encl_gemm_consts(H, nv ? 2 : 1, nv ? (double)((H + 15) / 16) : 0.0, c->cl);
+    c->g2c = moects__encl_gemm_consts(I, 1 + (fp8m || nvm) + nv,
+                                      (fp8m ? (double)((I + 31) / 32) : 0.0) + (double)(nv + nvm) * (double)((I + 15) / 16),
+                                      c->cl);
+}
+
 /* Every output +0 (no slot). */
 static void zeros(const moects_fused_moe_shape *s, void *lo, void *hi)
 {
@@ -258,11 +286,8 @@ int moects__ref_fused_moe_enclosure(const moects_fused_moe_shape *s, const moect
     if (s->T > 0 && (!lo || !hi)) return -1;
     moects__ectx c = {.s = s, .a = a, .r = r, .cl = cl, .H = s->H, .I = s->inter, .k = s->k};
     c.N1 = s->activation == MOECTS_ACT_RELU2 ? s->inter : 2 * s->inter;
-    const int fp8w = s->format == MOECTS_LAYER_FP8_128;
-    c.g1c = moects__encl_gemm_consts(c.H, fp8w, cl);
-    c.g2c = moects__encl_gemm_consts(c.I, r->mid >= MOECTS_MID_FP8_TOKEN, cl);
-    if (fp8w) /* a block's scale product sa * sb may underflow: ETA/2 times |p_b| < 2^25, doubled */
-        c.g1c.uabs = (double)(c.H / MOECTS_FP8_BLOCK) * 0x1p-124, c.g2c.uabs = (double)(c.I / MOECTS_FP8_BLOCK) * 0x1p-124;
+    c.blk = moects__fused_blk(s->format), c.G = c.blk ? moects__fused_in_group(s->format, r) : 0;
+    consts(&c);
     int rc = 0;
     if (s->T > 0 && s->k == 0) zeros(s, lo, hi);
     if (s->T > 0 && s->k > 0) {

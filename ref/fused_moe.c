@@ -9,9 +9,12 @@
  *   out[t][h] = the combine over the valid slots in slot order (f32_slots: acc = acc + y, or
  *          fmaf(y, w, acc) under weight=combine, from acc = 0; bf16_chain: each step rounded to
  *          BF16), then to out_dtype; a token without a valid slot gets +0.
- * FP8_128 (W8A8 block FP8): h is quantized per 128 along H (moects__fused_fp8_groups, the recipe's
- * scale), the intermediate is fp8_128's codes and scales, and each GEMM element is the recipe's
- * block chain (moects__fused_block_chain) over exact block dots (ref/fused_moe_gemm.c).
+ * FP8_128 (W8A8 block FP8) and W4A8 (MXFP4 weights, E4M3 inputs): h is quantized per group along H
+ * (128, or 32 under W4A8 with mid=mxfp8; moects__fused_fp8_groups, the recipe's scale), the
+ * intermediate is the mid's codes and scales, and each GEMM element is the recipe's block chain
+ * (moects__fused_block_chain, blocks of 128 or 32) over exact block dots (ref/fused_moe_gemm.c).
+ * NVFP4 weights: each GEMM's exact rounding times the expert's alpha (w13_alpha, w2_alpha), one FP32
+ * multiply, before the bias; mid=nvfp4: GEMM2's times fl(1 / gs) (or fl(fl(1 / gs) * w2_alpha)).
  * Slot validity: without expert_map, 0 <= id < E (an id >= E names no local expert: no
  * contribution); with it, 0 <= id < E_global and expert_map[id] >= 0 (an entry >= E is bad input).
  *
@@ -52,10 +55,12 @@ typedef struct {
     float *y;                        /* [(t1 - t0) * k][H] per-slot GEMM2 outputs */
     /* FP8_128 only: D1 [rc][N1][H/128], D2 [rc][H][I/128] block dots; A's and M's block scales and
      * NaN flags; W13's and W2's NaN flags; xf [rc][H] the rows of h in FP32 before quantization */
-    int fp8;
-    int64_t kb1, kb2;
-    float *sa1, *sa2, *xf;
+    int fp8;                         /* a block-scaled format (FP8_128, W4A8) */
+    int64_t kb1, kb2, blk, G;        /* blocks of K, the block, the inputs' quantization group */
+    float *sa1, *sa2, *xf, *sb1, *sb2; /* sb1 [N1][kb1], sb2 [H][kb2]: expert e's weight block scales */
     uint8_t *an1, *an2, *bn1, *bn2;
+    int mul1, mul2;                  /* GEMM1's, GEMM2's result multiplied by alpha1, alpha2 (expert e's) */
+    float alpha1, alpha2;
 } lctx;
 
 static float bf(float v) { return moects__bf16_to_f32(moects__bf16_from_f32(v)); }
@@ -75,7 +80,8 @@ static void share(int64_t n, int64_t id, int64_t nth, int64_t *r0, int64_t *r1)
 
 int moects__fused_bad_recipe(const moects_layer_recipe *r)
 {
-    return (unsigned)r->w13 > MOECTS_W13_INTERLEAVE8 || (unsigned)r->mid > MOECTS_MID_MXFP8 ||
+    return (unsigned)r->w13 > MOECTS_W13_INTERLEAVE8 || (unsigned)r->mid > MOECTS_MID_NVFP4 ||
+           (unsigned)r->situ_div > 1 || (unsigned)r->bscale > MOECTS_BSCALE_A_B_ADD ||
            (unsigned)r->weight > MOECTS_WEIGHT_COMBINE || (unsigned)r->combine > MOECTS_COMBINE_F32_ANY ||
            (unsigned)r->g1_bf16 > 1 || (unsigned)r->act_bf16 > 1 || (unsigned)r->sig_rcp > 1 ||
            (unsigned)r->scale_ue8m0 > 1 || (unsigned)r->w_bf16 > 1 || (unsigned)r->slot_bf16 > 1 ||
@@ -89,14 +95,18 @@ int moects__fused_bad_shape(const moects_fused_moe_shape *s, const moects_fused_
     if (s->T > big || s->k > 4096 || s->H > big || s->inter > big || s->E > big || s->E_global > big) return 1;
     if ((double)s->E * 2.0 * (double)s->inter * (double)s->H > 0x1p60) return 1;
     if (s->has_expert_map && (s->E_global < 1 || !a->expert_map)) return 1;
-    if (s->format < MOECTS_LAYER_BF16 || s->format > MOECTS_LAYER_FP8_128) return 1;
+    if (s->format < MOECTS_LAYER_BF16 || s->format > MOECTS_LAYER_W4A8) return 1;
     if (s->activation < MOECTS_ACT_SILU || s->activation > MOECTS_ACT_SITU) return 1;
     if (s->activation == MOECTS_ACT_SITU && !(s->act_alpha > 0.0f && isfinite(s->act_alpha) && s->act_limit >= 0.0f &&
                                               isfinite(s->act_limit)))
         return 1; /* situ: 0 < a < Inf; L = 0 (none) or finite */
     if (s->out_dtype != MOECTS_BF16 && s->out_dtype != MOECTS_F32) return 1;
     if (s->has_bias && (!a->b13 || !a->b2)) return 1;
-    if (s->format == MOECTS_LAYER_MXFP4 && (s->H % 32 || s->inter % 32 || !a->w13_scale || !a->w2_scale))
+    if ((s->format == MOECTS_LAYER_MXFP4 || s->format == MOECTS_LAYER_W4A8) &&
+        (s->H % 32 || s->inter % 32 || !a->w13_scale || !a->w2_scale))
+        return 1;
+    if (s->format == MOECTS_LAYER_NVFP4 &&
+        (s->H % 16 || s->inter % 16 || !a->w13_scale || !a->w2_scale || !a->w13_alpha || !a->w2_alpha))
         return 1;
     if (s->format == MOECTS_LAYER_FP8_128 &&
         (s->H % 128 || s->inter % 128 || !a->w13_block_scale || !a->w2_block_scale))
@@ -146,27 +156,25 @@ static void fill_a(void *p, int64_t id, int64_t nth)
             A[h] = c->r->weight == MOECTS_WEIGHT_INPUT ? bf(v * w) : v;
             if (xf) xf[h] = (float)A[h];
         }
-        if (c->fp8) { /* W8A8: x quantized per 128 along H, the recipe's FP8 scale */
-            moects__fused_fp8_groups(xf, H, MOECTS_FP8_BLOCK, c->r->scale_ue8m0, A, c->sa1 + r * c->kb1);
-            moects__fused_fp8_nans(A, 1, H, c->an1 + r * c->kb1);
+        if (c->fp8) { /* W8A8, W4A8: x quantized per group along H, the recipe's FP8 scale */
+            moects__fused_block_quant(xf, H, c->G, c->blk, c->r->scale_ue8m0, A, c->sa1 + r * c->kb1);
+            moects__fused_fp8_nans(A, 1, H, c->blk, c->an1 + r * c->kb1);
         }
         c->na[r] = moects__fused_norm(A, H, &c->la[r]);
     }
 }
 
-/* FP8_128: GEMM1's (row q, column n) and GEMM2's (row q, column h) block chains. */
+/* Block-scaled formats: GEMM1's (row q, column n) and GEMM2's (row q, column h) block chains. */
 static float gemm1_fp8(const lctx *c, int64_t q, int64_t n)
 {
-    const float *sb = c->a->w13_block_scale + (c->e * (c->N1 / MOECTS_FP8_BLOCK) + n / MOECTS_FP8_BLOCK) * c->kb1;
     return moects__fused_block_chain(c->D1 + (q * c->N1 + n) * c->kb1, c->kb1, c->sa1 + q * c->kb1,
-                                     c->an1 + q * c->kb1, c->bn1 + n * c->kb1, sb);
+                                     c->an1 + q * c->kb1, c->bn1 + n * c->kb1, c->sb1 + n * c->kb1, c->r->bscale);
 }
 
 static float gemm2_fp8(const lctx *c, int64_t q, int64_t h)
 {
-    const float *sb = c->a->w2_block_scale + (c->e * (c->H / MOECTS_FP8_BLOCK) + h / MOECTS_FP8_BLOCK) * c->kb2;
     return moects__fused_block_chain(c->D2 + (q * c->H + h) * c->kb2, c->kb2, c->sa2 + q * c->kb2,
-                                     c->an2 + q * c->kb2, c->bn2 + h * c->kb2, sb);
+                                     c->an2 + q * c->kb2, c->bn2 + h * c->kb2, c->sb2 + h * c->kb2, c->r->bscale);
 }
 
 /* Row q's intermediates where the args ask for them (moects_fused_moe_args g1_out, act_out, mid_out),
@@ -196,6 +204,7 @@ static void stage1(void *p, int64_t id, int64_t nth)
             float v = c->fp8 ? gemm1_fp8(c, q, n)
                              : moects__fused_dot(c->D1[q * N1 + n], c->na[q] * c->nb1[n], c->la[q] + c->lb1[n],
                                                  c->A + q * H, c->b1 + n * H, H);
+            if (c->mul1) v = v * c->alpha1;
             if (c->s->has_bias) v = v + c->a->b13[c->e * N1 + n];
             g1[n] = r->g1_bf16 ? bf(v) : v;
         }
@@ -206,9 +215,11 @@ static void stage1(void *p, int64_t id, int64_t nth)
             act[i] = moects__fused_act(c->s, r, g1[gi], g1[ui]);
             if (r->weight == MOECTS_WEIGHT_ACT) act[i] = act[i] * w;
         }
-        if (c->fp8) { /* GEMM2's A: the fp8_128 intermediate's codes, its scales apart */
-            moects__fused_fp8_groups(act, I, MOECTS_FP8_BLOCK, r->scale_ue8m0, c->M + q * I, c->sa2 + q * c->kb2);
-            moects__fused_fp8_nans(c->M + q * I, 1, I, c->an2 + q * c->kb2);
+        if (c->fp8) { /* GEMM2's A: the FP8 intermediate's codes, its scales apart */
+            moects__fused_block_quant(act, I, c->G, c->blk, r->scale_ue8m0, c->M + q * I, c->sa2 + q * c->kb2);
+            moects__fused_fp8_nans(c->M + q * I, 1, I, c->blk, c->an2 + q * c->kb2);
+        } else if (r->mid == MOECTS_MID_NVFP4) { /* dec(q) * dec(b); 1 / gs is GEMM2's alpha */
+            moects__fused_nvfp4_groups(act, I, c->a->mid_global_scale[c->e], c->M + q * I);
         } else {
             moects__fused_mid(r, I, act, c->M + q * I);
         }
@@ -233,6 +244,7 @@ static void stage2(void *p, int64_t id, int64_t nth)
             float v = c->fp8 ? gemm2_fp8(c, q, h)
                              : moects__fused_dot(c->D2[q * H + h], c->nm[q] * c->nb2[h], c->lm[q] + c->lb2[h],
                                                  c->M + q * I, c->b2 + h * I, I);
+            if (c->mul2) v = v * c->alpha2;
             if (c->s->has_bias) v = v + c->a->b2[c->e * H + h];
             if (r->weight == MOECTS_WEIGHT_GEMM2) v = v * w;
             y[h] = r->slot_bf16 ? bf(v) : v;
@@ -240,17 +252,31 @@ static void stage2(void *p, int64_t id, int64_t nth)
     }
 }
 
+/* d = a b^T: per block (block-scaled formats) or whole. */
+static int gemm(const lctx *c, int64_t M, int64_t N, int64_t K, const double *a, const double *b, double *d)
+{
+    return c->fp8 ? moects__fused_dgemm_blocks(M, N, K, c->blk, a, b, d) : moects__fused_dgemm(M, N, K, a, b, d);
+}
+
 /* One row chunk of expert c->e: c->nr slots at c->rows. 0, or -1 out of memory. */
 static int run_rows(lctx *c)
 {
-    int (*gemm)(int64_t, int64_t, int64_t, const double *, const double *, double *) =
-        c->fp8 ? moects__fused_dgemm_blocks : moects__fused_dgemm;
     moects__parallel(c->nr, fill_a, c);
-    if (gemm(c->nr, c->N1, c->H, c->A, c->b1, c->D1)) return -1;
+    if (gemm(c, c->nr, c->N1, c->H, c->A, c->b1, c->D1)) return -1;
     moects__parallel(c->nr, stage1, c);
-    if (gemm(c->nr, c->H, c->I, c->M, c->b2, c->D2)) return -1;
+    if (gemm(c, c->nr, c->H, c->I, c->M, c->b2, c->D2)) return -1;
     moects__parallel(c->nr, stage2, c);
     return 0;
+}
+
+/* Expert e's GEMM result factors: NVFP4 weights' alphas; mid=nvfp4's fl(1 / gs), times W2's alpha. */
+static void expert_alphas(lctx *c, int64_t e)
+{
+    const int nv = c->s->format == MOECTS_LAYER_NVFP4, nvm = c->r->mid == MOECTS_MID_NVFP4;
+    c->mul1 = nv, c->mul2 = nv || nvm;
+    c->alpha1 = nv ? c->a->w13_alpha[e] : 1.0f;
+    const float rg = nvm ? 1.0f / c->a->mid_global_scale[e] : 1.0f;
+    c->alpha2 = nv && nvm ? rg * c->a->w2_alpha[e] : nv ? c->a->w2_alpha[e] : rg;
 }
 
 /* out[t] for the chunk's tokens from their slots' y. */
@@ -288,7 +314,11 @@ static int run_chunk(lctx *c, int64_t *order, int64_t *cnt)
         c->e = e;
         moects__fused_decode(c->a->w13, c->a->w13_scale, s->format, e, c->N1, c->H, c->b1, c->nb1, c->lb1);
         moects__fused_decode(c->a->w2, c->a->w2_scale, s->format, e, c->H, c->I, c->b2, c->nb2, c->lb2);
-        if (c->fp8) moects__fused_fp8_nans(c->b1, c->N1, c->H, c->bn1), moects__fused_fp8_nans(c->b2, c->H, c->I, c->bn2);
+        if (c->fp8) {
+            moects__fused_fp8_nans(c->b1, c->N1, c->H, c->blk, c->bn1), moects__fused_fp8_nans(c->b2, c->H, c->I, c->blk, c->bn2);
+            moects__fused_block_scales(s, c->a, 0, e, c->sb1), moects__fused_block_scales(s, c->a, 1, e, c->sb2);
+        }
+        expert_alphas(c, e);
         for (int64_t r0 = first; r0 < cnt[e]; r0 += c->rc) {
             c->rows = order + r0;
             c->nr = cnt[e] - r0 < c->rc ? cnt[e] - r0 : c->rc;
@@ -323,6 +353,7 @@ static size_t layout(lctx *c, char *base, int64_t tc, int64_t **order, int64_t *
     c->sa1 = carve(&base, &u, rc * kb1, 4), c->sa2 = carve(&base, &u, rc * kb2, 4);
     c->an1 = carve(&base, &u, rc * kb1, 1), c->an2 = carve(&base, &u, rc * kb2, 1);
     c->bn1 = carve(&base, &u, N1 * kb1, 1), c->bn2 = carve(&base, &u, H * kb2, 1);
+    c->sb1 = carve(&base, &u, c->fp8 ? N1 * kb1 : 0, 4), c->sb2 = carve(&base, &u, c->fp8 ? H * kb2 : 0, 4);
     c->xf = carve(&base, &u, c->fp8 ? rc * H : 0, 4);
     c->na = carve(&base, &u, rc, 8), c->nm = carve(&base, &u, rc, 8);
     c->la = carve(&base, &u, rc, sizeof(int)), c->lm = carve(&base, &u, rc, sizeof(int));
@@ -355,10 +386,11 @@ int moects__ref_fused_moe(const moects_fused_moe_shape *s, const moects_fused_mo
                           const moects_layer_recipe *r)
 {
     if (!s || !a || !r || moects__fused_bad_recipe(r) || moects__fused_bad_shape(s, a, 1) || moects__layer_recipe_inexact(r, s)) return -1;
+    if (r->mid == MOECTS_MID_NVFP4 && s->T > 0 && s->k > 0 && !a->mid_global_scale) return -1;
     lctx c = {.s = s, .a = a, .r = r, .H = s->H, .I = s->inter, .k = s->k};
     c.N1 = s->activation == MOECTS_ACT_RELU2 ? s->inter : 2 * s->inter;
-    c.fp8 = s->format == MOECTS_LAYER_FP8_128;
-    c.kb1 = c.fp8 ? s->H / MOECTS_FP8_BLOCK : 1, c.kb2 = c.fp8 ? s->inter / MOECTS_FP8_BLOCK : 1;
+    c.blk = moects__fused_blk(s->format), c.fp8 = c.blk != 0, c.G = moects__fused_in_group(s->format, r);
+    c.kb1 = c.fp8 ? s->H / c.blk : 1, c.kb2 = c.fp8 ? s->inter / c.blk : 1;
     if (s->T == 0) return 0;
     if (s->k == 0) { /* no slot: every output +0 */
         memset(a->out, 0, (size_t)(s->T * s->H) * (s->out_dtype == MOECTS_BF16 ? 2 : 4));

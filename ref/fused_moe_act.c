@@ -15,7 +15,8 @@
  *   situ       vLLM situ_and_mul_kernel (Kimi K3; a = activation_situ_beta, L = its linear_beta):
  *              ia = 1 / a, gate = (a * tanhf(g * ia)) / (1 + expf(-g)) (sig=div; rcp: times
  *              1 / (1 + e)), and when L > 0, iL = 1 / L, u' = L * tanhf(u * iL) (else u' = u);
- *              gate * u'. No clamp. The reciprocals are FP32 divisions, as the kernel's.
+ *              gate * u'. No clamp. The reciprocals are FP32 divisions, as the kernel's; situ=div
+ *              divides instead (g / a, u / L: PyTorch's SituAndMul.forward_native).
  * act=bf16 rounds the gate's activation (silu(g), gelu(g), gpt_oss's glu, situ's gate; relu2's
  * square, the whole activation there: a recipe decision) to BF16 before the product with up.
  *
@@ -46,7 +47,7 @@ void moects__fused_gate_up(moects_w13_order o, int64_t I, int64_t i, int64_t *ga
 static float sig_mul(float x, float e, int rcp) { return rcp ? x * (1.0f / (1.0f + e)) : x / (1.0f + e); }
 
 /* The gate's activation of the gated forms (silu, gelu, situ with its a), before the product with up. */
-static float gate_act(moects_activation act, float a, float g, int rcp)
+static float gate_act(moects_activation act, float a, float g, int rcp, int div)
 {
     const float BETA = (float)(M_SQRT2 * M_2_SQRTPI * 0.5), KAPPA = 0.044715f, ALPHA = (float)M_SQRT1_2;
     if (act == MOECTS_ACT_GELU_TANH) {
@@ -55,7 +56,7 @@ static float gate_act(moects_activation act, float a, float g, int rcp)
         return 0.5f * g * (1.0f + moects_cr_tanhf(inner));
     }
     if (act == MOECTS_ACT_GELU_ERF) return g * 0.5f * (1.0f + moects_cr_erff(g * ALPHA));
-    if (act == MOECTS_ACT_SITU) return sig_mul(a * moects_cr_tanhf(g * (1.0f / a)), moects_cr_expf(-g), rcp);
+    if (act == MOECTS_ACT_SITU) return sig_mul(a * moects_cr_tanhf(div ? g / a : g * (1.0f / a)), moects_cr_expf(-g), rcp);
     return sig_mul(g, moects_cr_expf(-g), rcp); /* silu */
 }
 
@@ -71,14 +72,14 @@ float moects__fused_act(const moects_fused_moe_shape *s, const moects_layer_reci
         g = g > L ? L : g;
         u = u > L ? L : (u < -L ? -L : u);
     }
-    if (s->activation == MOECTS_ACT_SITU && L > 0.0f) u = L * moects_cr_tanhf(u * (1.0f / L));
+    if (s->activation == MOECTS_ACT_SITU && L > 0.0f) u = L * moects_cr_tanhf(r->situ_div ? u / L : u * (1.0f / L));
     if (s->activation == MOECTS_ACT_GPT_OSS) {
         float glu = sig_mul(g, moects_cr_expf(-(g * s->act_alpha)), r->sig_rcp);
         if (r->act_bf16) glu = bf(glu);
         return (u + 1.0f) * glu;
     }
     const moects_activation ga_act = s->activation == MOECTS_ACT_SILU_CLAMP ? MOECTS_ACT_SILU : s->activation;
-    float ga = gate_act(ga_act, s->act_alpha, g, r->sig_rcp);
+    float ga = gate_act(ga_act, s->act_alpha, g, r->sig_rcp, r->situ_div);
     if (r->act_bf16) ga = bf(ga);
     return ga * u;
 }
@@ -127,5 +128,31 @@ void moects__fused_mid(const moects_layer_recipe *r, int64_t I, const float *a, 
         const int64_t len = I - i0 < G ? I - i0 : G;
         moects__fused_fp8_groups(a + i0, len, G, ue8m0, m + i0, sc);
         for (int64_t i = i0; i < i0 + len; i++) m[i] *= sc[0]; /* exact: 4 + 24 bits */
+    }
+}
+
+float moects__fused_nvfp4_scale(float amax, float gs, float *o)
+{
+    const float sf = gs * (amax * (1.0f / 6.0f)); /* TRT-LLM: SFScaleVal * (vecMax * rcp(6)) */
+    const float b = moects__e4m3_decode(moects__e4m3_encode(sf)); /* RNE, saturating at 448; NaN stays */
+    *o = b != 0.0f ? 1.0f / (b * (1.0f / gs)) : 0.0f;
+    return b;
+}
+
+void moects__fused_nvfp4_groups(const float *a, int64_t n, float gs, double *m)
+{
+    for (int64_t g0 = 0; g0 < n; g0 += 16) {
+        const int64_t len = n - g0 < 16 ? n - g0 : 16;
+        float amax = 0.0f;
+        int nan = 0;
+        for (int64_t i = g0; i < g0 + len; i++) {
+            const float v = fabsf(bf(a[i]));
+            nan |= v != v;
+            amax = v > amax ? v : amax;
+        }
+        float o;
+        const float b = moects__fused_nvfp4_scale(amax, gs, &o);
+        for (int64_t i = g0; i < g0 + len; i++) /* exact: 2 + 4 bits */
+            m[i] = nan ? NAN : (double)moects__e2m1_decode(moects__e2m1_encode(bf(a[i]) * o, MOECTS_ROUND_RNE)) * b;
     }
 }

@@ -46,7 +46,14 @@
  * 2^-18 below 2^25, 43 bits, exact in double. One OpenBLAS dgemm per 128-block
  * (moects__fused_dgemm_blocks) is therefore the exact block dot, in any order and kernel, and one
  * conversion rounds it to FP32. NaN codes are zeroed for the dgemm and flagged per block
- * (moects__fused_fp8_nans): a flagged block's dot is NaN, as IEEE's sum with a NaN term. */
+ * (moects__fused_fp8_nans): a flagged block's dot is NaN, as IEEE's sum with a NaN term.
+ *
+ * MOECTS_LAYER_W4A8 (MXFP4 weights, E4M3 inputs): the same per 32-block of the E4M3 input values and
+ * the E2M1 codes' values (unscaled; the UE8M0 scales apart): a product is a multiple of 2^-10 below
+ * 448 * 6 < 2^12, a block of 32 sums below 2^17: multiples of 2^-10 below 2^17, exact in double.
+ *
+ * MOECTS_LAYER_NVFP4: a weight is e2m1 * dec(e4m3 scale), 2 + 4 significant bits, exact in double,
+ * between 2^-10 and 6 * 448: the products' bounds above hold with room to spare. */
 #include <cblas.h>
 #include <limits.h>
 #include <math.h>
@@ -68,6 +75,16 @@ typedef struct {
     int *lb;
     double e2m1[16], ue8m0[256], e4m3[256];
 } dctx;
+
+/* Row `row`'s decoded values into b: codes [K/2] with one scale per gk elements (sc: a byte
+ * table of 256, NULL: unscaled). */
+static void fp4_row(const dctx *c, int64_t row, int64_t gk, const double *sc, double *b)
+{
+    const int64_t K = c->K;
+    const uint8_t *codes = (const uint8_t *)c->w + row * (K / 2), *s = c->scale + row * (K / gk);
+    for (int64_t k = 0; k < K; k++) /* exact: 2 significant bits times a scale of at most 4 */
+        b[k] = c->e2m1[(codes[k / 2] >> (4 * (k & 1))) & 0xF] * (sc ? sc[s[k / gk]] : 1.0);
+}
 
 double moects__fused_norm(const double *x, int64_t K, int *low)
 {
@@ -107,10 +124,10 @@ static void decode_rows(void *p, int64_t id, int64_t nth)
         } else if (c->f == MOECTS_LAYER_FP8_128) { /* the codes' values, unscaled (the block scales apart) */
             const uint8_t *codes = (const uint8_t *)c->w + row * K;
             for (int64_t k = 0; k < K; k++) b[k] = c->e4m3[codes[k]];
-        } else {
-            const uint8_t *codes = (const uint8_t *)c->w + row * (K / 2), *sc = c->scale + row * (K / 32);
-            for (int64_t k = 0; k < K; k++) /* exact: 2 significant bits times a power of two */
-                b[k] = c->e2m1[(codes[k / 2] >> (4 * (k & 1))) & 0xF] * c->ue8m0[sc[k / 32]];
+        } else if (c->f == MOECTS_LAYER_NVFP4) { /* e2m1 * dec(e4m3 scale): 0x7F/0xFF NaN */
+            fp4_row(c, row, 16, c->e4m3, b);
+        } else { /* MXFP4 e2m1 * 2^(x - 127); W4A8 the codes' values, the scales apart */
+            fp4_row(c, row, 32, c->f == MOECTS_LAYER_W4A8 ? NULL : c->ue8m0, b);
         }
         c->nb[n] = moects__fused_norm(b, K, &c->lb[n]);
     }
@@ -131,6 +148,7 @@ typedef struct {
     const double *a, *b;
     double *d;
     int failed;
+    int64_t blk; /* moects__fused_dgemm_blocks: the block along K */
 } gctx;
 
 /* Columns [n0, n1) of d: chunk 0 straight into d, every later chunk into tmp, then added. */
@@ -159,7 +177,7 @@ int moects__fused_dgemm(int64_t M, int64_t N, int64_t K, const double *a, const 
 {
     memset(d, 0, (size_t)(M * N) * sizeof *d);
     if (M == 0 || N == 0 || K == 0) return 0;
-    gctx c = {M, N, K, a, b, d, 0};
+    gctx c = {M, N, K, a, b, d, 0, 0};
     moects__parallel(moects__cdiv(N, 64), gemm_slab, &c); /* slabs of >= 64 columns */
     return c.failed ? -1 : 0;
 }
@@ -167,44 +185,70 @@ int moects__fused_dgemm(int64_t M, int64_t N, int64_t K, const double *a, const 
 /* Thread id's share of the blocks: block kb's dot products into d[(i N + j) nkb + kb]. */
 static void gemm_block(void *p, int64_t id, int64_t nth)
 {
-    gctx *c = p; /* the dgemm's context: a, b, d and the shape */
-    const int64_t M = c->M, N = c->N, nkb = c->K / MOECTS_FP8_BLOCK;
+    gctx *c = p; /* the dgemm's context: a, b, d, the shape and the block */
+    const int64_t M = c->M, N = c->N, blk = c->blk, nkb = c->K / blk;
     double *tmp = malloc((size_t)(M * N) * sizeof *tmp);
     if (!tmp) {
         __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
         return;
     }
     for (int64_t kb = id * nkb / nth; kb < (id + 1) * nkb / nth; kb++) {
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, MOECTS_FP8_BLOCK, 1.0,
-                    c->a + kb * MOECTS_FP8_BLOCK, (int)c->K, c->b + kb * MOECTS_FP8_BLOCK, (int)c->K, 0.0, tmp, (int)N);
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)blk, 1.0, c->a + kb * blk, (int)c->K,
+                    c->b + kb * blk, (int)c->K, 0.0, tmp, (int)N);
         for (int64_t i = 0; i < M * N; i++) c->d[i * nkb + kb] = tmp[i];
     }
     free(tmp);
 }
 
-int moects__fused_dgemm_blocks(int64_t M, int64_t N, int64_t K, const double *a, const double *b, double *d)
+int moects__fused_dgemm_blocks(int64_t M, int64_t N, int64_t K, int64_t blk, const double *a, const double *b,
+                               double *d)
 {
     if (M == 0 || N == 0 || K == 0) return 0;
-    gctx c = {M, N, K, a, b, d, 0};
-    moects__parallel(K / MOECTS_FP8_BLOCK, gemm_block, &c); /* blocks split over the threads */
+    gctx c = {M, N, K, a, b, d, 0, blk};
+    moects__parallel(K / blk, gemm_block, &c); /* blocks split over the threads */
     return c.failed ? -1 : 0;
 }
 
-void moects__fused_fp8_nans(double *x, int64_t rows, int64_t K, uint8_t *flags)
+void moects__fused_fp8_nans(double *x, int64_t rows, int64_t K, int64_t blk, uint8_t *flags)
 {
-    const int64_t nkb = K / MOECTS_FP8_BLOCK;
+    const int64_t nkb = K / blk;
     memset(flags, 0, (size_t)(rows * nkb));
     for (int64_t i = 0; i < rows * K; i++)
-        if (x[i] != x[i]) x[i] = 0.0, flags[(i / K) * nkb + (i % K) / MOECTS_FP8_BLOCK] = 1;
+        if (x[i] != x[i]) x[i] = 0.0, flags[(i / K) * nkb + (i % K) / blk] = 1;
+}
+
+void moects__fused_block_scales(const moects_fused_moe_shape *s, const moects_fused_moe_args *a, int w2, int64_t e,
+                                float *sb)
+{
+    const int64_t N = w2 ? s->H : (s->activation == MOECTS_ACT_RELU2 ? s->inter : 2 * s->inter);
+    const int64_t K = w2 ? s->inter : s->H, blk = moects__fused_blk(s->format), nkb = K / blk;
+    for (int64_t n = 0; n < N; n++) {
+        float *dst = sb + n * nkb;
+        if (s->format == MOECTS_LAYER_FP8_128) {
+            const float *src = (w2 ? a->w2_block_scale : a->w13_block_scale) + (e * (N / blk) + n / blk) * nkb;
+            memcpy(dst, src, (size_t)nkb * sizeof *dst);
+            continue;
+        }
+        const uint8_t *src = (w2 ? a->w2_scale : a->w13_scale) + (e * N + n) * nkb; /* UE8M0: 2^-127..2^127 */
+        for (int64_t kb = 0; kb < nkb; kb++) dst[kb] = src[kb] == 0xFF ? NAN : ldexpf(1.0f, (int)src[kb] - 127);
+    }
+}
+
+void moects__fused_block_quant(const float *a, int64_t n, int64_t G, int64_t blk, int ue8m0, double *q, float *sa)
+{
+    moects__fused_fp8_groups(a, n, G, ue8m0, q, sa); /* sa[0 .. n / G) the groups' scales */
+    for (int64_t kb = n / blk - 1; kb >= 0; kb--) sa[kb] = sa[kb * blk / G]; /* kb * blk / G <= kb */
 }
 
 float moects__fused_block_chain(const double *d, int64_t nkb, const float *sa, const uint8_t *anan,
-                                const uint8_t *bnan, const float *sb)
+                                const uint8_t *bnan, const float *sb, moects_bscale_order o)
 {
     float acc = 0.0f;
     for (int64_t kb = 0; kb < nkb; kb++) {
         const float p = anan[kb] || bnan[kb] ? NAN : d[kb] == 0.0 ? 0.0f : (float)d[kb]; /* d exact: RNE once */
-        acc = fmaf(p, sa[kb] * sb[kb], acc);
+        if (o == MOECTS_BSCALE_AB_FMA) acc = fmaf(p, sa[kb] * sb[kb], acc);
+        else if (o == MOECTS_BSCALE_A_B_FMA) acc = fmaf(p * sa[kb], sb[kb], acc);
+        else acc = acc + (p * sa[kb]) * sb[kb];
     }
     return acc;
 }

@@ -9,7 +9,7 @@
 /* One key: its values in enum order (the first the default) and where it goes in the struct. */
 typedef struct {
     const char *key;
-    const char *values[6];
+    const char *values[8];
     size_t offset;
 } layer_key;
 
@@ -19,13 +19,15 @@ static const layer_key keys[] = {
     KEY("g1", g1_bf16, "f32", "bf16"),
     KEY("act", act_bf16, "f32", "bf16"),
     KEY("sig", sig_rcp, "div", "rcp"),
-    KEY("mid", mid, "bf16", "f32", "fp8_token", "fp8_128", "mxfp8"),
+    KEY("mid", mid, "bf16", "f32", "fp8_token", "fp8_128", "mxfp8", "nvfp4"),
     KEY("scale", scale_ue8m0, "div", "ue8m0"),
     KEY("weight", weight, "input", "act", "gemm2", "combine"),
     KEY("wdtype", w_bf16, "f32", "bf16"),
     KEY("slot", slot_bf16, "f32", "bf16"),
     KEY("combine", combine, "f32_slots", "bf16_chain", "f32_any"),
     KEY("fn", fn, "cr", "ulp1", "ulp2", "ulp4", "ulp8"),
+    KEY("situ", situ_div, "rcp", "div"),
+    KEY("bscale", bscale, "ab_fma", "a_b_fma", "a_b_add"),
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -69,7 +71,7 @@ static int parse_pair(const char *p, size_t n, moects_layer_recipe *r, unsigned 
         return -1;
     }
     snprintf(err, errlen, "\"%.*s\" is not a layer recipe key (w13, g1, act, sig, mid, scale, weight, wdtype, "
-             "slot, combine, fn)", (int)kl, p);
+             "slot, combine, fn, situ, bscale)", (int)kl, p);
     return -1;
 }
 
@@ -99,7 +101,7 @@ int moects__layer_recipe_format(const moects_layer_recipe *r, char *buf, size_t 
     for (size_t i = 0; i < NKEYS && n < (int)len; i++) {
         int v = *field((moects_layer_recipe *)r, &keys[i]);
         n += snprintf(buf + n, len - (size_t)n, "%s%s=%s", i ? "," : "", keys[i].key,
-                      v >= 0 && v < 6 && keys[i].values[v] ? keys[i].values[v] : "?");
+                      v >= 0 && v < 8 && keys[i].values[v] ? keys[i].values[v] : "?");
     }
     if (n < (int)len) n += snprintf(buf + n, len - (size_t)n, ")");
     return n;
@@ -147,6 +149,11 @@ const char *moects__layer_recipe_inexact(const moects_layer_recipe *r, const moe
     if (r->mid == MOECTS_MID_FP8_128 && s->inter % 128) return "fp8_128 needs I a multiple of 128";
     if (s->format == MOECTS_LAYER_FP8_128 && r->mid != MOECTS_MID_FP8_128)
         return "FP8 block-128 weights (W8A8) need mid=fp8_128: GEMM2 reads FP8 per 128 columns";
+    if (s->format == MOECTS_LAYER_W4A8 && r->mid != MOECTS_MID_FP8_128 && r->mid != MOECTS_MID_MXFP8)
+        return "W4A8 needs mid=fp8_128 or mxfp8: both GEMMs read FP8 inputs in that grouping";
+    if (r->mid == MOECTS_MID_NVFP4 && s->inter % 16) return "nvfp4 needs I a multiple of 16";
+    if (s->format == MOECTS_LAYER_W4A8 && r->mid == MOECTS_MID_FP8_128 && s->H % 128)
+        return "W4A8 with mid=fp8_128 quantizes x per 128: H a multiple of 128";
     if (r->w13 == MOECTS_W13_INTERLEAVE8 && s->inter % 8) return "interleave8 needs I a multiple of 8";
     return NULL;
 }

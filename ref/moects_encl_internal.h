@@ -57,6 +57,11 @@ moects__ivf moects__encl_act(const moects_fused_moe_shape *s, const moects_layer
 #define MOECTS_ENCL_AMAX_CANDIDATES 16
 void moects__encl_mid(const moects_layer_recipe *r, int64_t inter, const moects__ivf *a, moects__ivd *m,
                       moects__ivf *scratch);
+/* mid=nvfp4 of a [inter] under the expert's global scale gs (moects__fused_nvfp4_groups on
+ * intervals): per group of 16 the amax interval's BF16 candidates (at most
+ * MOECTS_ENCL_AMAX_CANDIDATES), each with its exact block scale and factor, m the hull over them;
+ * more: |m| <= 6 times the largest candidate's block scale, with v's sign. */
+void moects__encl_mid_nvfp4(int64_t inter, const moects__ivf *a, float gs, moects__ivd *m, moects__ivf *scratch);
 
 /* ---- the run (ref/fused_enclosure.c drives, ref/fused_encl_gemm.c computes the GEMM stages) ---- */
 /* The GEMMs' constants of a reduction length K under the claim (docs/fused_moe_enclosure.md, "The
@@ -84,8 +89,11 @@ typedef struct {
     double *w1, *w1a, *w2, *w2a;  /* expert e's W13 [N1][H], W2 [H][I]: finite values (others 0), |.| */
     uint8_t *w1bad, *w2bad;       /* [N1], [H]: the row holds a NaN or Inf */
     int *w1low, *w2low;           /* [N1], [H]: every finite value of the row a multiple of 2^low */
-    double *w1smax, *w2smax;      /* FP8_128: [N1], [H] the row's largest block scale (Inf: an Inf one) */
-    double *asmax, *msmax;        /* FP8_128: [rc] bounds of h's and m's largest block scale */
+    double *w1smax, *w2smax;      /* FP8_128, W4A8: [N1], [H] the row's largest block scale (Inf: an Inf one) */
+    double *asmax, *msmax;        /* FP8_128, W4A8: [rc] bounds of h's and m's largest block scale */
+    int64_t blk, G;               /* block-scaled formats: the K-block, the inputs' group; else 0 */
+    int mul1, mul2;               /* GEMM1's, GEMM2's result times alpha1, alpha2 (expert e's) */
+    float alpha1, alpha2;
     int64_t e, t0, t1;            /* the expert; the chunk's tokens */
     const int64_t *rows;          /* the row chunk's slots (global slot index) */
     int64_t nr, rc;               /* rows in the row chunk; its capacity */
@@ -101,8 +109,11 @@ typedef struct {
 } moects__ectx;
 enum { MOECTS__ENCL_ROW_NAN = 1, MOECTS__ENCL_ROW_TOP = 2, MOECTS__ENCL_ROW_SPECIAL = 3 };
 
-/* The GEMM constants of K under cl; fp8: GEMM2 reading an FP8 intermediate (scale products). */
-moects__encl_gemm moects__encl_gemm_consts(int64_t K, int fp8, const moects_layer_claim *cl);
+/* The GEMM constants of K under cl: terms roundings on a term's own path (its product, and scale
+ * products applied to it: 1 to 3), nodes rounding nodes beyond K (scale products applied to a block's
+ * partial sum: ceil(K / 32) for an FP8 intermediate, ceil(K / 16) per NVFP4 operand, up to 3 per
+ * block of a block-scaled format's chain). */
+moects__encl_gemm moects__encl_gemm_consts(int64_t K, int terms, double nodes, const moects_layer_claim *cl);
 /* The router weight of a slot (bf16 under wdtype=bf16). */
 float moects__encl_weight(const moects__ectx *c, int64_t slot);
 /* Expert c->e's weights into w1, w1a, w1bad, w2, w2a, w2bad. */

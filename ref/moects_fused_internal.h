@@ -27,21 +27,41 @@ double moects__fused_norm(const double *x, int64_t K, int *low);
  * moects__fused_dot bounds. Returns 0, or -1 out of memory. */
 int moects__fused_dgemm(int64_t M, int64_t N, int64_t K, const double *a, const double *b, double *d);
 
-/* ---- FP8 block-128 GEMMs (MOECTS_LAYER_FP8_128; ref/fused_moe_gemm.c's opening comment proves
- * them exact) ---- */
+/* ---- block-scaled GEMMs (MOECTS_LAYER_FP8_128, MOECTS_LAYER_W4A8; ref/fused_moe_gemm.c's opening
+ * comment proves them exact) ---- */
 #define MOECTS_FP8_BLOCK 128
-/* d [M][N][K/128]: per 128-block kb of K (K a multiple of 128) the dot products of a [M][K] and
- * b [N][K], E4M3 values with no NaN: exact. One dgemm per block on moects__parallel's threads.
- * Returns 0, or -1 out of memory. */
-int moects__fused_dgemm_blocks(int64_t M, int64_t N, int64_t K, const double *a, const double *b, double *d);
-/* x [rows][K]: every NaN zeroed, flags [rows][K/128] 1 for a block that held one. */
-void moects__fused_fp8_nans(double *x, int64_t rows, int64_t K, uint8_t *flags);
-/* One output element of an FP8_128 GEMM under the recipe (ref/moects_layer.h): acc = +0, then per
- * block kb in order, p = fp32_rne(d[kb]) (NaN when anan[kb] or bnan[kb]; an exact zero +0) and
- * acc = fmaf(p, sa[kb] * sb[kb], acc) (the scale product one FP32 multiply). d [nkb] exact block
- * dots, sa, sb [nkb] the FP32 scales of the activation's and the weight's block. */
+#define MOECTS_W4A8_BLOCK 32
+/* The K-block of a block-scaled format (128, 32), 0 for the others. */
+static inline int64_t moects__fused_blk(moects_layer_format f)
+{
+    return f == MOECTS_LAYER_FP8_128 ? MOECTS_FP8_BLOCK : f == MOECTS_LAYER_W4A8 ? MOECTS_W4A8_BLOCK : 0;
+}
+/* The group of a block-scaled format's inputs (x and the intermediate): 128 (FP8_128; W4A8 with
+ * mid=fp8_128) or 32 (W4A8 with mid=mxfp8). */
+static inline int64_t moects__fused_in_group(moects_layer_format f, const moects_layer_recipe *r)
+{
+    return f == MOECTS_LAYER_W4A8 && r->mid == MOECTS_MID_MXFP8 ? 32 : 128;
+}
+/* Expert e's weight block scales as FP32, sb [N][K / blk] (row n's K-blocks): FP8_128 block (n / 128,
+ * kb); W4A8 the UE8M0 byte of (n, kb), 2^(x - 127) (0xFF NaN). w2: W2's, else W13's. */
+void moects__fused_block_scales(const moects_fused_moe_shape *s, const moects_fused_moe_args *a, int w2, int64_t e,
+                                float *sb);
+/* Quantize a [n] per group of G as moects__fused_fp8_groups (q the unscaled E4M3 values), then give
+ * each blk-block its group's scale: sa [n / blk]. G a multiple of blk, n of G. */
+void moects__fused_block_quant(const float *a, int64_t n, int64_t G, int64_t blk, int ue8m0, double *q, float *sa);
+/* d [M][N][K/blk]: per blk-block kb of K (K a multiple of blk) the dot products of a [M][K] and
+ * b [N][K], E4M3 (or E2M1) values with no NaN: exact. One dgemm per block on moects__parallel's
+ * threads. Returns 0, or -1 out of memory. */
+int moects__fused_dgemm_blocks(int64_t M, int64_t N, int64_t K, int64_t blk, const double *a, const double *b,
+                               double *d);
+/* x [rows][K]: every NaN zeroed, flags [rows][K/blk] 1 for a block that held one. */
+void moects__fused_fp8_nans(double *x, int64_t rows, int64_t K, int64_t blk, uint8_t *flags);
+/* One output element of a block-scaled GEMM under the recipe (ref/moects_layer.h): acc = +0, then per
+ * block kb in order, p = fp32_rne(d[kb]) (NaN when anan[kb] or bnan[kb]; an exact zero +0) and the
+ * recipe's bscale order: fmaf(p, sa * sb, acc), fmaf(p * sa, sb, acc) or acc + (p * sa) * sb. d [nkb]
+ * exact block dots, sa, sb [nkb] the FP32 scales of the activation's and the weight's block. */
 float moects__fused_block_chain(const double *d, int64_t nkb, const float *sa, const uint8_t *anan,
-                                const uint8_t *bnan, const float *sb);
+                                const uint8_t *bnan, const float *sb, moects_bscale_order o);
 
 /* fp32_rne of the exact sum_k a[k] b[k] (every product exact in double; an exact zero is +0; NaN
  * if a product is NaN or +Inf and -Inf are both there, else the Inf), given this element's d of
@@ -81,6 +101,13 @@ double moects__fused_fp8_scale(float amax, int ue8m0);
  * saturating): q [n] the decoded E4M3 values (NaN for a NaN code), sc [ceil(n / G)] the FP32 scales.
  * The intermediate's FP8 formats, and x under MOECTS_LAYER_FP8_128 (G = 128). */
 void moects__fused_fp8_groups(const float *a, int64_t n, int64_t G, int ue8m0, double *q, float *sc);
+/* The NVFP4 intermediate's block scale of a group with amax (>= 0, a BF16 value) under the static
+ * global scale gs (ref/moects_layer.h MOECTS_MID_NVFP4): dec(e4m3(gs * (amax * fl(1 / 6)))), and into
+ * *o the factor the elements are multiplied by before their E2M1 rounding (0 when the scale is 0). */
+float moects__fused_nvfp4_scale(float amax, float gs, float *o);
+/* mid=nvfp4 of a [n] (n a multiple of 16 or not: the last group shorter) under gs: m [n] = dec(q) *
+ * dec(b) exactly (the 1 / gs factor is GEMM2's, not here); a group holding a NaN: all NaN. */
+void moects__fused_nvfp4_groups(const float *a, int64_t n, float gs, double *m);
 /* The intermediate of one row: a [inter] (the activation, times the weight where the recipe puts it
  * there) -> m [inter], the exact value GEMM2 multiplies (BF16, FP32, or e4m3 * scale in double). */
 void moects__fused_mid(const moects_layer_recipe *r, int64_t inter, const float *a, double *m);

@@ -27,8 +27,27 @@ typedef enum {
     MOECTS_MID_F32 = 1,       /* a itself (FP32) */
     MOECTS_MID_FP8_TOKEN = 2, /* E4M3, one FP32 scale per token row of I */
     MOECTS_MID_FP8_128 = 3,   /* E4M3, one FP32 scale per 128 columns (DeepSeek) */
-    MOECTS_MID_MXFP8 = 4      /* E4M3, one UE8M0 scale per 32 columns, 2^ceil(log2(amax / 448)) */
+    MOECTS_MID_MXFP8 = 4,     /* E4M3, one UE8M0 scale per 32 columns, 2^ceil(log2(amax / 448)) */
+    MOECTS_MID_NVFP4 = 5      /* E2M1, one UE4M3 scale per 16 columns from the expert's static global scale
+                                 gs = mid_global_scale[e] (TRT-LLM cvt_warp_fp16_to_fp4, IEEE reciprocals):
+                                 v = bf16(a), amax = max |v|, sf = gs * (amax * fl(1 / 6)), b = e4m3(sf),
+                                 o = b != 0 ? 1 / (dec(b) * fl(1 / gs)) : 0, q = e2m1(v * o) (RNE,
+                                 saturating); GEMM2 reads dec(q) * dec(b) exactly and its FP32 result is
+                                 multiplied by fl(1 / gs) (with NVFP4 weights: by fl(fl(1 / gs) * w2_alpha[e]),
+                                 vLLM's g2_alphas = input_scale * weight_scale_2); a NaN in a group: all NaN */
 } moects_mid_format;
+
+/* The order of a block-scaled GEMM's scale products (FP8_128 and W4A8 weights), p the block's dot
+ * rounded to FP32, sa and sb the input's and the weight's block scales (FP32). */
+typedef enum {
+    MOECTS_BSCALE_AB_FMA = 0,  /* acc = fmaf(p, sa * sb, acc): DeepGEMM's promotion; vLLM Triton
+                                  fused_moe_kernel when BLOCK_SIZE_N <= group_n, `dot * (a_scale * b_scale)`
+                                  contracted by Triton's default enable_fp_fusion */
+    MOECTS_BSCALE_A_B_FMA = 1, /* acc = fmaf(p * sa, sb, acc): vLLM Triton when BLOCK_SIZE_N > group_n,
+                                  `accumulator += tl.dot(a, b) * a_scale[:, None] * b_scale[None, :]` (left
+                                  to right, the last multiply and the add contracted) */
+    MOECTS_BSCALE_A_B_ADD = 2  /* acc = acc + (p * sa) * sb: the same with enable_fp_fusion=False */
+} moects_bscale_order;
 
 typedef enum {
     MOECTS_WEIGHT_INPUT = 0,   /* h = bf16(x * w) (top-1 only: Llama 4) */
@@ -53,12 +72,15 @@ typedef enum {
  *                      act_and_mul in the activation dtype) or kept FP32; relu2 (no up): its square
  *   sig=div|rcp        sigmoid as g / (1 + exp(-g)) (vLLM silu_kernel) or g * (1 / (1 + exp(-g)))
  *                      (vLLM swigluoai); situ's x = a * tanh(g * (1 / a)) takes g's place
- *   mid=bf16|f32|fp8_token|fp8_128|mxfp8
+ *   mid=bf16|f32|fp8_token|fp8_128|mxfp8|nvfp4
  *   scale=div|ue8m0    FP8 scale amax / 448, or its next power of two (mxfp8: always ue8m0)
  *   weight=gemm2|input|act|combine
  *   wdtype=f32|bf16    the router weight as given, or rounded to BF16 first (trtllm-gen, triton_kernels)
  *   slot=bf16|f32      GEMM2's per-slot output (with the weight, in GEMM2's epilogue) rounded to BF16
  *   combine=f32_slots|bf16_chain|f32_any
+ *   situ=rcp|div      situ's 1 / a and 1 / L: multiplied by as FP32 reciprocals (vLLM's CUDA
+ *                      situ_and_mul_kernel) or divided by (PyTorch SituAndMul.forward_native: g / a, u / L)
+ *   bscale=ab_fma|a_b_fma|a_b_add   a block-scaled GEMM's scale order (moects_bscale_order)
  *   fn=cr|ulp1|ulp2|ulp4|ulp8   a bounded kernel's exp, tanh and erf: correctly rounded, or within
  *                      that many ulps (its enclosure's allowance, moects_layer_claim.fn_ulp; the exact
  *                      reference is always correctly rounded, so a kernel claiming exactness says cr)
@@ -85,6 +107,8 @@ typedef struct {
     int w_bf16, slot_bf16;
     moects_combine combine;
     int fn; /* 0 cr, 1..4: ulp1, ulp2, ulp4, ulp8 (moects__layer_fn_ulp) */
+    int situ_div;               /* situ=div */
+    moects_bscale_order bscale; /* bscale= */
 } moects_layer_recipe;
 
 /* The ulps of r's fn: 0, 1, 2, 4 or 8. */

@@ -24,10 +24,18 @@ typedef enum {
     MOECTS__FML_BUG_COMBINE_BF16,       /* combine=f32_slots declared: slots summed in BF16 (bf16_chain) */
     MOECTS__FML_BUG_FP8_SCALE_PER_ROW,  /* FP8_128 weights: row n's block scale read at block row n mod
                                            (N / 128) (a per-row scale layout) instead of n / 128 */
-    MOECTS__FML_BUG_SPLIT_K_BATCH       /* a batch of more than MOECTS__FML_SPLIT_T tokens: GEMM2's K in two
+    MOECTS__FML_BUG_SPLIT_K_BATCH,      /* a batch of more than MOECTS__FML_SPLIT_T tokens: GEMM2's K in two
                                            halves, each partial rounded to BF16, then added in FP32 (exact up
                                            to that T) */
+    MOECTS__FML_BUG_NVFP4_ALPHA_TWICE,  /* NVFP4 weights: GEMM1's per-expert alpha (1 / global scale) applied
+                                           twice (folded into the dequantized weights and again in the epilogue) */
+    MOECTS__FML_BUG_W4A8_SCALE_NEXT     /* W4A8: the weights' UE8M0 scale of K-block kb read at kb + 1 (the last
+                                           block keeps its own): a block scale index off by one */
 } moects__fml_bug;
+
+/* What a kernel takes beyond its recipe (moects__fml_kernel.scope; 0: every format and activation). */
+#define MOECTS__FML_SCOPE_FORMAT(f) (1u << (f)) /* only these weight formats (moects_layer_format) */
+#define MOECTS__FML_SCOPE_SITU (1u << 16)       /* only situ layers */
 
 /* The SPLIT_K_BATCH mutant's tile choice: batches of more tokens split GEMM2's K (the smoke tier's
  * fused_moe cases hold at most 4 tokens, their batch-invariance batches 2T + 3 >= 5). */
@@ -37,6 +45,7 @@ typedef enum {
 typedef struct {
     const char *recipe;
     moects__fml_bug bug;
+    unsigned scope; /* MOECTS__FML_SCOPE_*: 0 all */
     pthread_mutex_t mu;
     int state; /* 0: not parsed yet, 1: r holds the recipe, -1: err says why it does not parse */
     moects_layer_recipe r;
@@ -46,7 +55,7 @@ typedef struct {
 /* The bounded kernels' recipe: vLLM's, with exp/tanh/erf within 2 ulps (libm's). */
 #define MOECTS_FML_FAST_RECIPE "fused_moe.layer_v1(fn=ulp2)"
 
-#define MOECTS__FML_KERNEL_INIT(rec, bugv) {rec, bugv, PTHREAD_MUTEX_INITIALIZER, 0, {0}, ""}
+#define MOECTS__FML_KERNEL_INIT(rec, bugv, scopev) {rec, bugv, scopev, PTHREAD_MUTEX_INITIALIZER, 0, {0}, ""}
 
 /* FP32 -> BF16, round to nearest even (NaN stays NaN), as a float. */
 static inline float moects__fml_bf16(float x)
@@ -67,7 +76,10 @@ static inline float moects__fml_bf16(float x)
  * mutants only SPLIT_K_BATCH declares it (falsely): the others' bugs are per token, so their batch
  * runs would repeat the honest kernels' (the same loop) and cost the smoke tier time for nothing. */
 #define MOECTS__FML_DESCRIPTOR(sym, nm, rec, bugv, bugtext, bits, flagv)                           \
-    static moects__fml_kernel sym##_k = MOECTS__FML_KERNEL_INIT(rec, bugv);                        \
+    MOECTS__FML_SCOPED(sym, nm, rec, bugv, bugtext, bits, flagv, 0)
+/* The same, taking only the shapes of scope (MOECTS__FML_SCOPE_*; others refused "scope: ..."). */
+#define MOECTS__FML_SCOPED(sym, nm, rec, bugv, bugtext, bits, flagv, scopev)                       \
+    static moects__fml_kernel sym##_k = MOECTS__FML_KERNEL_INIT(rec, bugv, scopev);                \
     static int sym##_sup(const void *s, char *w, size_t l) { return moects__fml_supports(&sym##_k, s, w, l); } \
     static int sym##_run(const void *s, const void *a, void *st)                                   \
     {                                                                                              \
@@ -117,6 +129,10 @@ void moects__fml_mid(const moects_layer_recipe *r, const float *a, int64_t I, do
  * fmaxf(amax, 1e-10f) / 448.0f; ue8m0: the smallest power of two >= amax / 448), q = e4m3(v / s):
  * q [n] the E4M3 values (NaN for a NaN group), sc [n / G] the FP32 scales. W8A8's inputs. */
 void moects__fml_quant(const float *a, int64_t n, int64_t G, int ue8m0, double *q, float *sc);
+/* The NVFP4 intermediate (ref/moects_layer.h MOECTS_MID_NVFP4) of a [I] under the expert's global
+ * scale gs: per 16, v = bf16(a), amax, sf = gs * (amax * (1 / 6)), b = e4m3(sf),
+ * o = b ? 1 / (b * (1 / gs)) : 0, m = e2m1(v * o) * b exactly (the 1 / gs is GEMM2's); NaN group: NaN. */
+void moects__fml_nvfp4(const float *a, int64_t I, float gs, double *m);
 /* The OCP E4M3FN value of a code (0x7F, 0xFF: NaN). */
 double moects__fml_e4m3(uint8_t code);
 #endif

@@ -183,8 +183,8 @@ static float gated(const moects_fused_moe_shape *s, const moects_layer_recipe *r
     }
     case MOECTS_ACT_GELU_ERF: return act_round(r, (g * 0.5f) * (1.0f + fn_erf(r, g * (float)M_SQRT1_2)));
     case MOECTS_ACT_SITU: {
-        float inv_a = 1.0f / s->act_alpha;
-        return act_round(r, sig_prod(r, s->act_alpha * fn_tanh(r, g * inv_a), fn_exp(r, -g)));
+        float inv_a = 1.0f / s->act_alpha, z = r->situ_div ? g / s->act_alpha : g * inv_a;
+        return act_round(r, sig_prod(r, s->act_alpha * fn_tanh(r, z), fn_exp(r, -g)));
     }
     default: return act_round(r, sig_prod(r, g, fn_exp(r, -g))); /* SILU, SILU_CLAMP */
     }
@@ -204,7 +204,7 @@ float moects__fml_act(const moects_fused_moe_shape *s, const moects_layer_recipe
     }
     if (s->activation == MOECTS_ACT_SITU && L > 0.0f) { /* up squashed: L * tanh(u * (1 / L)) */
         float inv_l = 1.0f / L;
-        u = L * fn_tanh(r, u * inv_l);
+        u = L * fn_tanh(r, r->situ_div ? u / L : u * inv_l);
     }
     if (bug == MOECTS__FML_BUG_ACT_ON_UP) { /* each half clamped (squashed) as itself, then the roles swapped */
         float t = g;
@@ -282,5 +282,36 @@ void moects__fml_mid(const moects_layer_recipe *r, const float *a, int64_t I, do
         int64_t n = I - g0 < G ? I - g0 : G;
         float sc = fp8_group(a + g0, n, ue8m0, m + g0);
         for (int64_t i = 0; i < n; i++) m[g0 + i] *= (double)sc;
+    }
+}
+
+/* x rounded to E2M1 (RNE on the grid 0, 0.5, 1, 1.5, 2, 3, 4, 6, saturating at 6), as its value: below
+ * 2 the quantum is 0.5, from 2 to 4 it is 1, from 4 it is 2. */
+static double e2m1_value(float x)
+{
+    double ax = fabs((double)x);
+    if (!(ax < 6.0)) return copysign(6.0, (double)x); /* Inf saturates; a NaN group never comes here */
+    double q = ax < 2.0 ? 0.5 : ax < 4.0 ? 1.0 : 2.0;
+    double v = nearbyint(ax / q) * q; /* RNE; 1.75 -> 2 and 3.5 -> 4 move to the next quantum's grid */
+    return copysign(v, (double)x);
+}
+
+void moects__fml_nvfp4(const float *a, int64_t I, float gs, double *m)
+{
+    for (int64_t g0 = 0; g0 < I; g0 += 16) {
+        int64_t n = I - g0 < 16 ? I - g0 : 16;
+        float amax = 0.0f;
+        int nan = 0;
+        for (int64_t i = 0; i < n; i++) {
+            float v = fabsf(moects__fml_bf16(a[g0 + i]));
+            nan |= v != v;
+            if (v > amax) amax = v;
+        }
+        float sixth = 1.0f / 6.0f, inv_gs = 1.0f / gs;
+        float sf = gs * (amax * sixth);
+        float b = (float)e4m3_value(sf);
+        float o = b != 0.0f ? 1.0f / (b * inv_gs) : 0.0f;
+        for (int64_t i = 0; i < n; i++)
+            m[g0 + i] = nan ? NAN : e2m1_value(moects__fml_bf16(a[g0 + i]) * o) * (double)b;
     }
 }

@@ -51,3 +51,14 @@ MOECTS__FML_DESCRIPTOR(moects_cpu_mutant_fused_moe_fast_combine_bf16, "cpu.mutan
                        MOECTS_FML_FAST_RECIPE, MOECTS__FML_BUG_COMBINE_BF16,
                        "bounded (FP32 accumulation, fn=ulp2): declares combine=f32_slots but sums the slots in BF16",
                        24, MOECTS_KERNEL_INTERMEDIATES);
+
+MUTANT(moects_cpu_mutant_fused_moe_nvfp4_alpha_twice, "cpu.mutant.fused_moe.nvfp4_alpha_twice",
+       "fused_moe.layer_v1(w13=up_gate,g1=f32,act=f32,mid=nvfp4,weight=combine,slot=f32)",
+       MOECTS__FML_BUG_NVFP4_ALPHA_TWICE,
+       "NVFP4 weights: GEMM1's per-expert global scale (alpha = 1 / gs) applied twice, folded into the "
+       "dequantized weights and again in the epilogue");
+MUTANT(moects_cpu_mutant_fused_moe_w4a8_scale_next, "cpu.mutant.fused_moe.w4a8_scale_next",
+       "fused_moe.layer_v1(w13=up_gate,g1=f32,act=f32,mid=mxfp8,weight=combine,slot=f32)",
+       MOECTS__FML_BUG_W4A8_SCALE_NEXT,
+       "W4A8: the weights' UE8M0 scale of K-block kb read at kb + 1 (the last block its own): a block scale "
+       "index off by one");

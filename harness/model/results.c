@@ -58,7 +58,7 @@
  *                                           files written before it existed
  *        "input_xxh64": {"x": "0f1e2d3c4b5a6978", ...},   optional: XXH64 (seed 0) of each input
  *                                           tensor's bytes, 16 lower-case hex digits, in the
- *                                           case's tensor order (at most 12); written whenever
+ *                                           case's tensor order (at most 16); written whenever
  *                                           the worker built the inputs (harness/report/hashes.c)
  *        "reference_xxh64": "8899aabbccddeeff"}   optional: XXH64 of the reference output under
  *                                           "recipe", written whenever it was computed; both

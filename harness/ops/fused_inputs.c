@@ -4,7 +4,10 @@
  * data scales GEMM1 up 8x, so outputs pass the activation's limit on both halves, and puts FP4 scale
  * bytes of every value class (2^-127, 2^127 and 1 beside the usual) into expert 0's weights; NaN
  * data gives expert 0 a NaN scale (UE8M0 0xFF, FP32 NaN) or NaN weights and token 0 one NaN input.
- * FP8 block-128 weights: E4M3 codes times FP32 block scales (gen_fp8_weights). */
+ * FP8 block-128 weights: E4M3 codes times FP32 block scales (gen_fp8_weights). NVFP4 weights: E2M1
+ * codes with E4M3 block scales of [1, 16) and a per-expert FP32 alpha (gen_alphas); adversarial data
+ * puts a scale byte of every E4M3 class (+0, -0, the smallest subnormal, the smallest normal, 448)
+ * into expert 0, NaN data the NaN byte 0x7F. W4A8 weights are MXFP4's. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +41,8 @@ static int half_log2(int64_t n)
 static void gen_weights(const moects_case *c, const uint8_t *used, uint64_t key, uint64_t kscale, int64_t rows,
                         int64_t K, int sh, int exact, void *w, uint8_t *sc)
 {
-    const int64_t E = c->E, per = rows * K, nb = rows * (K / 32); /* one expert's elements, scale blocks */
+    const int nv = c->layer_format == MOECTS_LAYER_NVFP4;
+    const int64_t E = c->E, per = rows * K, nb = rows * (K / (nv ? 16 : 32)); /* one expert's elements, scale blocks */
     for (int64_t e = 0; e < E; e++) {
         if (!used[e]) continue;
         if (c->layer_format == MOECTS_LAYER_BF16) {
@@ -50,7 +54,11 @@ static void gen_weights(const moects_case *c, const uint8_t *used, uint64_t key,
         if (c->layer_format == MOECTS_LAYER_FP8_128) continue; /* gen_fp8_weights */
         uint8_t *q = (uint8_t *)w + e * per / 2;
         for (int64_t i = 0; i < per / 2; i++) q[i] = (uint8_t)(moects__draw(key, (uint64_t)(e * per / 2 + i) / 8) >> (8 * (i % 8)));
-        for (int64_t i = 0; i < nb; i++) sc[e * nb + i] = (uint8_t)(127 - sh - 2 + (int)(moects__draw(kscale, (uint64_t)(e * nb + i)) % 3));
+        for (int64_t i = 0; i < nb; i++) {
+            const uint64_t u = moects__draw(kscale, (uint64_t)(e * nb + i));
+            sc[e * nb + i] = nv ? (uint8_t)((7 + u % 4) << 3 | (u >> 2 & 7)) /* E4M3 in [1, 16) */
+                                : (uint8_t)(127 - sh - 2 + (int)(u % 3));
+        }
     }
     if (!used[0]) return;
     if (c->layer_format == MOECTS_LAYER_FP8_128) return;
@@ -59,8 +67,10 @@ static void gen_weights(const moects_case *c, const uint8_t *used, uint64_t key,
         if (c->data == MOECTS_DATA_NAN && per > 0) b[0] = 0x7fc1, b[per / 2] = 0xff80; /* NaN, -Inf */
         return;
     }
-    if (c->data == MOECTS_DATA_ADVERSARIAL && nb >= 4) sc[1] = 0, sc[nb / 3] = 254, sc[nb / 2] = 127, sc[nb - 1] = 1;
-    if (c->data == MOECTS_DATA_NAN && nb >= 2) sc[nb / 2] = 0xff;
+    if (nv && c->data == MOECTS_DATA_ADVERSARIAL && nb >= 6)
+        sc[1] = 0x00, sc[nb / 5] = 0x80, sc[nb / 4] = 0x01, sc[nb / 3] = 0x08, sc[nb / 2] = 0x7E;
+    else if (c->data == MOECTS_DATA_ADVERSARIAL && nb >= 4) sc[1] = 0, sc[nb / 3] = 254, sc[nb / 2] = 127, sc[nb - 1] = 1;
+    if (c->data == MOECTS_DATA_NAN && nb >= 2) sc[nb / 2] = nv ? 0x7F : 0xff;
 }
 
 /* FP8_128 weights [E, rows, K] of the routed experts (used[e]): E4M3 codes of magnitude [1/4, 4)
@@ -91,6 +101,14 @@ static void gen_fp8_weights(const moects_case *c, const uint8_t *used, uint64_t 
         if (w2) sc[nb - 1] = INFINITY;
     }
     if (c->data == MOECTS_DATA_NAN && w2) sc[nb / 2] = NAN, ((uint8_t *)w)[0] = 0x7F;
+}
+
+/* NVFP4: the per-expert alphas [E] of one GEMM, 2^-(sh + 3) times [1, 2) with a full significand (1 /
+ * a global scale 448 * 6 / amax; the E4M3 block scales average ~4): every expert's differs. */
+static void gen_alphas(const moects_case *c, uint64_t key, int sh, float *alpha)
+{
+    for (int64_t e = 0; alpha && e < c->E; e++)
+        alpha[e] = ldexpf(1.0f + (float)(moects__draw(key, (uint64_t)e) >> 40) * 0x1p-24f, -sh - 3);
 }
 
 /* topk ids by the case's routing over the global experts (rank 0's are [first, first + n_local)), and
@@ -174,10 +192,12 @@ static int fm_check(const moects_case *c, char *err, size_t errlen)
 #define BAD(...) return snprintf(err, errlen, __VA_ARGS__), -1
     if (c->T < 0 || c->k < 1 || c->k > c->E_global) BAD("case %s: T/k: T %lld, topk %lld of %lld", id, (long long)c->T, (long long)c->k, (long long)c->E_global);
     if (c->H < 1 || c->inter < 1) BAD("case %s: H/inter: H %lld, I %lld", id, (long long)c->H, (long long)c->inter);
-    if (c->layer_format < MOECTS_LAYER_BF16 || c->layer_format > MOECTS_LAYER_FP8_128) BAD("case %s: layer_format: unknown", id);
+    if (c->layer_format < MOECTS_LAYER_BF16 || c->layer_format > MOECTS_LAYER_W4A8) BAD("case %s: layer_format: unknown", id);
+    if (c->layer_format == MOECTS_LAYER_NVFP4 && (c->H % 16 || c->inter % 16))
+        BAD("case %s: H/inter: NVFP4 needs multiples of 16 (H %lld, I %lld)", id, (long long)c->H, (long long)c->inter);
     if (c->layer_format == MOECTS_LAYER_FP8_128 && (c->H % 128 || c->inter % 128))
         BAD("case %s: H/inter: FP8 block-128 needs multiples of 128 (H %lld, I %lld)", id, (long long)c->H, (long long)c->inter);
-    if (c->layer_format == MOECTS_LAYER_MXFP4 && (c->H % 32 || c->inter % 32))
+    if ((c->layer_format == MOECTS_LAYER_MXFP4 || c->layer_format == MOECTS_LAYER_W4A8) && (c->H % 32 || c->inter % 32))
         BAD("case %s: H/inter: MXFP4 needs multiples of 32 (H %lld, I %lld)", id, (long long)c->H, (long long)c->inter);
     if (c->activation < MOECTS_ACT_SILU || c->activation > MOECTS_ACT_SITU) BAD("case %s: activation: unknown", id);
     if (c->out_dtype != MOECTS_BF16 && c->out_dtype != MOECTS_F32) BAD("case %s: out_dtype: not bf16/f32", id);
@@ -211,11 +231,13 @@ int moects__fused_build(const moects_case *c, uint64_t seed, int64_t pool_min, m
     const moects_fused_moe_shape *s = &in->fm;
     const int64_t T = s->T, k = s->k, H = s->H, I = s->inter, E = s->E;
     const int64_t N1 = s->activation == MOECTS_ACT_RELU2 ? I : 2 * I;
-    const int mx = s->format == MOECTS_LAYER_MXFP4, f8 = s->format == MOECTS_LAYER_FP8_128;
+    const int nv = s->format == MOECTS_LAYER_NVFP4, f8 = s->format == MOECTS_LAYER_FP8_128;
+    const int mx = s->format == MOECTS_LAYER_MXFP4 || s->format == MOECTS_LAYER_W4A8 || nv; /* E2M1 codes */
+    const int64_t g = nv ? 16 : 32;
     const size_t el2 = mx ? 1 : f8 ? 2 : 4; /* bytes of two weights */
     const size_t w13b = (size_t)(E * N1 * H / 2) * el2, w2b = (size_t)(E * H * I / 2) * el2;
-    const size_t s13b = mx ? (size_t)(E * N1 * H / 32) : f8 ? (size_t)(E * (N1 / 128) * (H / 128)) * 4 : 0;
-    const size_t s2b = mx ? (size_t)(E * H * I / 32) : f8 ? (size_t)(E * (H / 128) * (I / 128)) * 4 : 0;
+    const size_t s13b = mx ? (size_t)(E * N1 * H / g) : f8 ? (size_t)(E * (N1 / 128) * (H / 128)) * 4 : 0;
+    const size_t s2b = mx ? (size_t)(E * H * I / g) : f8 ? (size_t)(E * (H / 128) * (I / 128)) * 4 : 0;
     in->op = MOECTS_OP_FUSED_MOE;
     if ((rc = moects__input_alloc(in, MOECTS_FM_X, "x", (size_t)(T * H) * 2, c->id, err, errlen)) ||
         (rc = moects__input_alloc(in, MOECTS_FM_IDS, "topk_ids", (size_t)(T * k) * 4, c->id, err, errlen)) ||
@@ -228,6 +250,11 @@ int moects__fused_build(const moects_case *c, uint64_t seed, int64_t pool_min, m
         (rc = moects__input_alloc(in, MOECTS_FM_B13, "b13", s->has_bias ? (size_t)(E * N1) * 4 : 0, c->id, err, errlen)) ||
         (rc = moects__input_alloc(in, MOECTS_FM_B2, "b2", s->has_bias ? (size_t)(E * H) * 4 : 0, c->id, err, errlen)) ||
         (rc = moects__input_alloc(in, MOECTS_FM_MID_GS, "mid_global_scale", (size_t)E * 4, c->id, err, errlen)))
+        return rc;
+    /* NVFP4's alphas; other formats leave the slots unnamed (no tensor, no input hash: their results
+     * keep the inputs they had before the slots existed) */
+    if (nv && ((rc = moects__input_alloc(in, MOECTS_FM_W13A, "w13_alpha", (size_t)E * 4, c->id, err, errlen)) ||
+               (rc = moects__input_alloc(in, MOECTS_FM_W2A, "w2_alpha", (size_t)E * 4, c->id, err, errlen))))
         return rc;
     if ((rc = gen_routing(c, seed, in, err, errlen))) return rc;
     gen_small(c, seed, in);
@@ -244,6 +271,8 @@ int moects__fused_build(const moects_case *c, uint64_t seed, int64_t pool_min, m
         gen_fp8_weights(c, used, moects__input_key(seed, c->id, "w2"), moects__input_key(seed, c->id, "w2_scale"), H, I,
                         sh2, 1, in->t[MOECTS_FM_W2].host, in->t[MOECTS_FM_W2S].host);
     }
+    gen_alphas(c, moects__input_key(seed, c->id, "w13_alpha"), sh1, in->t[MOECTS_FM_W13A].host);
+    gen_alphas(c, moects__input_key(seed, c->id, "w2_alpha"), sh2, in->t[MOECTS_FM_W2A].host);
     free(used);
     in->out_dtype = s->out_dtype;
     in->out_elems = T * H;

@@ -48,8 +48,9 @@ int moects__fused_shape_parse(const char *path, json_t *sh, moects_case *c, char
         json_f32(path, sh, "act_limit", &c->act_limit, err, errlen) ||
         json_f32(path, sh, "act_alpha", &c->act_alpha, err, errlen))
         return -1;
-    if (!f || moects__layer_format_parse(f, &c->layer_format))
-        return snprintf(err, errlen, "%s: moects.case: shape.format: not bf16, mxfp4 or fp8_128", path), -1;
+    if (!f || moects__layer_format_parse(f, &c->layer_format) || c->layer_format > MOECTS_LAYER_FP8_128)
+        return snprintf(err, errlen, "%s: moects.case: shape.format: not bf16, mxfp4 or fp8_128 (local nvfp4 and w4a8 "
+                        "cases: not yet)", path), -1;
     if (activation_parse(a, &c->activation))
         return snprintf(err, errlen, "%s: moects.case: shape.activation: not silu, gelu_tanh, gelu_erf, relu2, "
                         "silu_clamp, gpt_oss or situ", path), -1;

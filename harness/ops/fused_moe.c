@@ -59,7 +59,9 @@ static double fm_cost(const moects_case *c)
 
 static double fm_bytes(const moects_case *c)
 {
-    const double w = c->layer_format == MOECTS_LAYER_MXFP4 ? 0.55 : c->layer_format == MOECTS_LAYER_FP8_128 ? 1.0 : 2;
+    const moects_layer_format f = c->layer_format;
+    const double w = f == MOECTS_LAYER_MXFP4 || f == MOECTS_LAYER_W4A8 ? 0.55 : f == MOECTS_LAYER_NVFP4 ? 0.57
+                     : f == MOECTS_LAYER_FP8_128 ? 1.0 : 2;
     return (double)c->E * 3.0 * (double)c->inter * (double)c->H * w + (double)c->T * (double)c->H * 8;
 }
 
@@ -86,29 +88,32 @@ static const void *fm_shape(const moects_inputs *in) { return &in->fm; }
 static void fm_bind(const moects_inputs *in, void *const ptr[MOECTS_INPUTS_MAX], void *out, moects_op_args *args)
 {
     const moects_fused_moe_shape *s = &in->fm;
-    const int mx = s->format == MOECTS_LAYER_MXFP4, f8 = s->format == MOECTS_LAYER_FP8_128;
+    const int mx = s->format == MOECTS_LAYER_MXFP4 || s->format == MOECTS_LAYER_W4A8 || s->format == MOECTS_LAYER_NVFP4;
+    const int f8 = s->format == MOECTS_LAYER_FP8_128, nv = s->format == MOECTS_LAYER_NVFP4;
     args->fm = (moects_fused_moe_args){
         .x = ptr[MOECTS_FM_X], .topk_ids = ptr[MOECTS_FM_IDS], .topk_weights = ptr[MOECTS_FM_W],
         .expert_map = s->has_expert_map ? ptr[MOECTS_FM_MAP] : NULL, .w13 = ptr[MOECTS_FM_W13],
         .w13_scale = mx ? ptr[MOECTS_FM_W13S] : NULL, .w2 = ptr[MOECTS_FM_W2], .w2_scale = mx ? ptr[MOECTS_FM_W2S] : NULL,
         .b13 = s->has_bias ? ptr[MOECTS_FM_B13] : NULL, .b2 = s->has_bias ? ptr[MOECTS_FM_B2] : NULL,
         .mid_global_scale = ptr[MOECTS_FM_MID_GS], .out = out,
-        .w13_block_scale = f8 ? ptr[MOECTS_FM_W13S] : NULL, .w2_block_scale = f8 ? ptr[MOECTS_FM_W2S] : NULL};
+        .w13_block_scale = f8 ? ptr[MOECTS_FM_W13S] : NULL, .w2_block_scale = f8 ? ptr[MOECTS_FM_W2S] : NULL,
+        .w13_alpha = nv ? ptr[MOECTS_FM_W13A] : NULL, .w2_alpha = nv ? ptr[MOECTS_FM_W2A] : NULL};
 }
 
 static size_t fm_row_bytes(const moects_inputs *in, int i)
 {
     const moects_fused_moe_shape *s = &in->fm;
-    const int f8 = s->format == MOECTS_LAYER_FP8_128;
-    const size_t el = s->format == MOECTS_LAYER_MXFP4 ? 1 : f8 ? 2 : 4; /* bytes of 2 values */
+    const int f8 = s->format == MOECTS_LAYER_FP8_128, nv = s->format == MOECTS_LAYER_NVFP4;
+    const size_t el = s->format == MOECTS_LAYER_BF16 ? 4 : f8 ? 2 : 1; /* bytes of 2 values */
+    const size_t g = nv ? 16 : 32;                                    /* an FP4 scale's elements */
     switch (i) {
     case -1: return (size_t)s->H * (s->out_dtype == MOECTS_F32 ? 4 : 2);
     case MOECTS_FM_X: return (size_t)s->H * 2;
     case MOECTS_FM_IDS: case MOECTS_FM_W: return (size_t)s->k * 4;
     case MOECTS_FM_W13: return (size_t)s->H * el / 2;
     case MOECTS_FM_W2: return (size_t)s->inter * el / 2;
-    case MOECTS_FM_W13S: return f8 ? (size_t)s->H / 128 * 4 : (size_t)s->H / 32; /* FP8: a block row */
-    case MOECTS_FM_W2S: return f8 ? (size_t)s->inter / 128 * 4 : (size_t)s->inter / 32;
+    case MOECTS_FM_W13S: return f8 ? (size_t)s->H / 128 * 4 : (size_t)s->H / g; /* FP8: a block row */
+    case MOECTS_FM_W2S: return f8 ? (size_t)s->inter / 128 * 4 : (size_t)s->inter / g;
     case MOECTS_FM_B13: return (size_t)n1_of(s) * 4;
     case MOECTS_FM_B2: return (size_t)s->H * 4;
     default: return 4;
@@ -116,7 +121,8 @@ static size_t fm_row_bytes(const moects_inputs *in, int i)
 }
 
 static const char *const FM_NAMES[MOECTS_FM_NT] = {"x", "topk_ids", "topk_weights", "expert_map", "w13", "w13_scale",
-                                                   "w2", "w2_scale", "b13", "b2", "mid_global_scale"};
+                                                   "w2", "w2_scale", "b13", "b2", "mid_global_scale",
+                                                   "w13_alpha", "w2_alpha"};
 
 static void dims3(moects_tensor_info *t, moects_dtype dt, int64_t a, int64_t b, int64_t c)
 {
@@ -129,7 +135,9 @@ static int fm_describe(const moects_inputs *in, int j, moects_tensor_info *t)
 {
     const moects_fused_moe_shape *s = &in->fm;
     const int64_t E = s->E, H = s->H, I = s->inter, N1 = n1_of(s);
-    const int mx = s->format == MOECTS_LAYER_MXFP4, f8 = s->format == MOECTS_LAYER_FP8_128;
+    const int nv = s->format == MOECTS_LAYER_NVFP4, f8 = s->format == MOECTS_LAYER_FP8_128;
+    const int mx = s->format == MOECTS_LAYER_MXFP4 || s->format == MOECTS_LAYER_W4A8 || nv; /* E2M1 codes */
+    const int64_t g = nv ? 16 : 32;
     const moects_dtype w = mx || f8 ? MOECTS__DT_U8 : MOECTS_BF16;
     t->name = f8 && j == MOECTS_FM_W13S ? "w13_block_scale" : f8 && j == MOECTS_FM_W2S ? "w2_block_scale" : FM_NAMES[j];
     switch (j) {
@@ -140,13 +148,14 @@ static int fm_describe(const moects_inputs *in, int j, moects_tensor_info *t)
     case MOECTS_FM_W13: dims3(t, w, E, N1, mx ? H / 2 : H); return 0;
     case MOECTS_FM_W13S:
         if (f8) return dims3(t, MOECTS_F32, E, N1 / 128, H / 128), 0; /* the block scales, FP32 */
-        return mx ? (dims3(t, MOECTS__DT_U8, E, N1, H / 32), 0) : 1;
+        return mx ? (dims3(t, MOECTS__DT_U8, E, N1, H / g), 0) : 1;
     case MOECTS_FM_W2: dims3(t, w, E, H, mx ? I / 2 : I); return 0;
     case MOECTS_FM_W2S:
         if (f8) return dims3(t, MOECTS_F32, E, H / 128, I / 128), 0;
-        return mx ? (dims3(t, MOECTS__DT_U8, E, H, I / 32), 0) : 1;
+        return mx ? (dims3(t, MOECTS__DT_U8, E, H, I / g), 0) : 1;
     case MOECTS_FM_B13: return s->has_bias ? (moects__tinfo_2d(t, MOECTS_F32, E, N1), 0) : 1;
     case MOECTS_FM_B2: return s->has_bias ? (moects__tinfo_2d(t, MOECTS_F32, E, H), 0) : 1;
+    case MOECTS_FM_W13A: case MOECTS_FM_W2A: return nv ? (moects__tinfo_2d(t, MOECTS_F32, E, 0), t->ndim = 1, 0) : 1;
     default: moects__tinfo_2d(t, MOECTS_F32, E, 0), t->ndim = 1; return 0;
     }
 }

@@ -131,6 +131,8 @@ typedef struct {
  *   g1   = h * W13[e]^T (+ b13[e])                 [2I] (gated) or [I] (relu2)
  *   a    = act(gate half, up half)                  [I], halves as the recipe's W13 order says
  *   m    = the intermediate (BF16, FP8, MXFP8, NVFP4) of a (times w when the recipe puts it there)
+ *   (NVFP4 weights: each GEMM's FP32 result times the expert's alpha; an NVFP4 intermediate: GEMM2's
+ *   times 1 / mid_global_scale[e], folded into one FP32 factor with W2's alpha, ref/moects_layer.h)
  *   y    = m * W2[e]^T (+ b2[e])                   [H]
  *   out[t] = combine over the valid slots of y (times w where the recipe puts it)
  * Every rounding and its place is the kernel's layer recipe (moects_layer_recipe, ref/layer_recipe.c). */
@@ -147,10 +149,17 @@ typedef enum {
 typedef enum {
     MOECTS_LAYER_BF16 = 1,  /* W13, W2 BF16; x BF16 */
     MOECTS_LAYER_MXFP4 = 2, /* W13, W2 MXFP4 (E2M1 + UE8M0 per 32 along K, linear scales); x BF16 (W4A16) */
-    MOECTS_LAYER_FP8_128 = 3 /* W8A8 block FP8 (DeepSeek-V3's release, vLLM w8a8 block / DeepGEMM): W13, W2
+    MOECTS_LAYER_FP8_128 = 3, /* W8A8 block FP8 (DeepSeek-V3's release, vLLM w8a8 block / DeepGEMM): W13, W2
                                 E4M3 with an FP32 scale per 128 x 128 block; each GEMM's input quantized per
                                 token per 128 along K (x: as the recipe's FP8 scale says; GEMM2's: the
                                 recipe's mid, which must be fp8_128); H and I multiples of 128 */
+    MOECTS_LAYER_NVFP4 = 4,  /* W13, W2 NVFP4 (E2M1 + UE4M3 per 16 along K, linear scales) with a per-expert FP32
+                                alpha (the global scale's decode direction, ModelOpt weight_scale_2 = 1 / gs):
+                                GEMM = fp32(exact h . (e2m1 * scale)) * alpha[e]; x BF16 (W4A16); H, I % 16 == 0 */
+    MOECTS_LAYER_W4A8 = 5    /* W13, W2 MXFP4 as MOECTS_LAYER_MXFP4; each GEMM's input E4M3 (moe_gemm's W4A8):
+                                x quantized as the recipe's mid (fp8_128: FP32 scale per 128; mxfp8: UE8M0 per
+                                32), GEMM2 reads the mid; each 32-block's exact dot rounded to FP32, then the
+                                recipe's block-scale chain; H, I % 128 (fp8_128) or % 32 (mxfp8) == 0 */
 } moects_layer_format;
 
 typedef struct {
@@ -170,7 +179,8 @@ typedef struct {
 } moects_fused_moe_shape;
 
 /* N1 = 2I gated (every activation but RELU2), I for RELU2. Weights of expert e start at e times one
- * expert's bytes. MXFP4: W13 codes [E, N1, H/2] and scales [E, N1, H/32]; W2 [E, H, I/2] and [E, H, I/32].
+ * expert's bytes. MXFP4 (and W4A8): W13 codes [E, N1, H/2] and scales [E, N1, H/32]; W2 [E, H, I/2] and
+ * [E, H, I/32]. NVFP4: codes as MXFP4, E4M3 scale bytes [E, N1, H/16] and [E, H, I/16] (0x7F/0xFF NaN).
  * FP8_128: W13 E4M3 bytes [E, N1, H] (OCP E4M3FN: 0x7F and 0xFF NaN, no Inf) with FP32 scales
  * w13_block_scale [E, N1/128, H/128] (block (n / 128, k / 128) scales element (n, k)); W2 [E, H, I] with
  * w2_block_scale [E, H/128, I/128]; row-major, linear (DeepSeek-V3's weight_scale_inv). */
@@ -181,9 +191,9 @@ typedef struct {
     const int32_t *expert_map;    /* [E_global] local index or -1; NULL without EP */
     const void *w13;              /* BF16 [E, N1, H], MXFP4 codes [E, N1, H/2] or E4M3 [E, N1, H], rows in the
                                      recipe's order */
-    const uint8_t *w13_scale;     /* MXFP4: [E, N1, H/32] UE8M0; BF16: NULL */
+    const uint8_t *w13_scale;     /* MXFP4, W4A8: [E, N1, H/32] UE8M0; NVFP4: [E, N1, H/16] UE4M3; BF16: NULL */
     const void *w2;               /* BF16 [E, H, I], MXFP4 codes [E, H, I/2] or E4M3 [E, H, I] */
-    const uint8_t *w2_scale;      /* MXFP4: [E, H, I/32] UE8M0; BF16: NULL */
+    const uint8_t *w2_scale;      /* MXFP4, W4A8: [E, H, I/32] UE8M0; NVFP4: [E, H, I/16] UE4M3; BF16: NULL */
     const float *b13;             /* [E, N1] FP32 or NULL */
     const float *b2;              /* [E, H] FP32 or NULL */
     const float *mid_global_scale; /* [E] FP32: the NVFP4 intermediate's static per-expert global scale
@@ -199,6 +209,8 @@ typedef struct {
     float *act_out;               /* [T * k, I] the activation's output (times w under weight=act) */
     double *mid_out;              /* [T * k, I] the intermediate GEMM2 reads, its exact value (BF16, FP32;
                                      FP8 / MXFP8: the E4M3 value times its group's scale, exact in double) */
+    const float *w13_alpha;       /* NVFP4: [E] FP32 GEMM1's per-expert multiplier (1 / W13's global scale); else NULL */
+    const float *w2_alpha;        /* NVFP4: [E] FP32 GEMM2's per-expert multiplier (1 / W2's global scale); else NULL */
 } moects_fused_moe_args;
 
 /* ---- routing (moe_route), DESIGN.md "Routing", docs/moe_route.md ----

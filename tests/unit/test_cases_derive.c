@@ -456,3 +456,41 @@ Test(derive, fused_fp8_128_models)
     for (size_t j = 0; j < q.n; j++) cr_expect(q.v[j].layer_format != MOECTS_LAYER_FP8_128, "%s", q.v[j].id);
     moects__case_list_free(&q);
 }
+
+/* NVFP4 for the models with a published NVFP4 checkpoint (Qwen3-235B tp8: H 4096, I = 1536 / 8 = 192,
+ * a multiple of 16), W4A8 for the FP4-released ones (Kimi K3 tp8: latent H 3584, I = 3072 / 8 = 384; a
+ * multiple of 32); none for a BF16-released model without one (Mixtral 8x7B); the smoke tier holds
+ * every data mode of each format. */
+Test(derive, fused_nvfp4_w4a8_models)
+{
+    static const char *const M[] = {"glm-4.5", "deepseek-v3", "qwen3-235b-a22b", "llama-4-scout",
+                                    "deepseek-v4-flash", "deepseek-v4-pro", "kimi-k3"};
+    int modes[2][3] = {{0}};
+    for (size_t i = 0; i < sizeof M / sizeof *M; i++) {
+        moects_case_list l = derive(M[i]);
+        for (size_t j = 0; j < l.n; j++) {
+            const moects_case *x = &l.v[j];
+            const int f = x->layer_format == MOECTS_LAYER_NVFP4 ? 0 : x->layer_format == MOECTS_LAYER_W4A8 ? 1 : -1;
+            if (x->op == MOECTS_OP_FUSED_MOE && f >= 0 && (x->tiers & MOECTS_TIER_SMOKE) && x->data <= MOECTS_DATA_NAN)
+                modes[f][x->data]++;
+        }
+        moects__case_list_free(&l);
+    }
+    for (int f = 0; f < 2; f++)
+        cr_expect(modes[f][0] >= 1 && modes[f][1] >= 1 && modes[f][2] >= 1, "format %d smoke modes %d %d %d", f,
+                  modes[f][0], modes[f][1], modes[f][2]);
+    moects_case_list q = derive("qwen3-235b-a22b");
+    const moects_case *c = find(&q, "fused_moe.nvfp4/qwen3-235b-a22b/tp8/t16");
+    cr_assert_not_null(c);
+    cr_expect(c->H == 4096 && c->inter == 192);
+    moects__case_list_free(&q);
+    moects_case_list k = derive("kimi-k3");
+    c = find(&k, "fused_moe.w4a8/kimi-k3/tp8/t16");
+    cr_assert_not_null(c);
+    cr_expect(c->H == 3584 && c->inter == 384);
+    moects__case_list_free(&k);
+    moects_case_list x = derive("mixtral-8x7b");
+    for (size_t j = 0; j < x.n; j++)
+        cr_expect(x.v[j].layer_format != MOECTS_LAYER_NVFP4 && x.v[j].layer_format != MOECTS_LAYER_W4A8, "%s", x.v[j].id);
+    moects__case_list_free(&x);
+}

@@ -77,7 +77,7 @@ static void run(const char *name, layer_case *c)
 /* The same through a kernel of any recipe (not registered). */
 static void run_recipe(const char *recipe, layer_case *c)
 {
-    moects__fml_kernel k = MOECTS__FML_KERNEL_INIT(recipe, MOECTS__FML_BUG_NONE);
+    moects__fml_kernel k = MOECTS__FML_KERNEL_INIT(recipe, MOECTS__FML_BUG_NONE, 0);
     for (int i = 0; i < 64; i++) c->out[i] = NAN;
     char why[200] = "";
     cr_assert(moects__fml_supports(&k, &c->s, why, sizeof why), "%s: %s", recipe, why);
@@ -448,8 +448,21 @@ Test(fused_moe_kernels, supports_refuses)
     cr_expect(refuses("cpu.fused_moe.mxfp8", &c.s, "mxfp8"));
     c.s.format = MOECTS_LAYER_MXFP4, c.s.inter = 32, c.s.H = 16;
     cr_expect(refuses("cpu.fused_moe.vllm", &c.s, "MXFP4"));
-    c.s.format = (moects_layer_format)4;
+    c.s.format = (moects_layer_format)6; /* past W4A8 */
     cr_expect(refuses("cpu.fused_moe.vllm", &c.s, "format"));
+    c.s.format = MOECTS_LAYER_W4A8, c.s.H = 64, c.s.inter = 32;
+    cr_expect(refuses("cpu.fused_moe.vllm", &c.s, "mid=fp8_128 or mxfp8"), "W4A8 reads FP8 inputs");
+    cr_expect(find("cpu.fused_moe.w4a8")->supports(&c.s, NULL, 0));
+    cr_expect(refuses("cpu.fused_moe.w4a8", &(moects_fused_moe_shape){.T = 1, .k = 1, .H = 64, .inter = 32, .E = 1,
+                                                                      .E_global = 1, .format = MOECTS_LAYER_BF16,
+                                                                      .activation = MOECTS_ACT_SILU, .out_dtype = MOECTS_BF16},
+                      "scope"));
+    c.s.format = MOECTS_LAYER_NVFP4, c.s.H = 16, c.s.inter = 24;
+    cr_expect(refuses("cpu.fused_moe.vllm", &c.s, "NVFP4"));
+    c.s.inter = 16;
+    cr_expect(find("cpu.mutant.fused_moe.nvfp4_alpha_twice")->supports(&c.s, NULL, 0));
+    cr_expect(refuses("cpu.fused_moe.situ_native", &c.s, "situ"));
+    c.s.H = 16;
     c.s.format = MOECTS_LAYER_BF16, c.s.inter = 4, c.s.activation = MOECTS_ACT_SITU, c.s.act_alpha = 4.0f;
     cr_expect(find("cpu.fused_moe.vllm")->supports(&c.s, NULL, 0), "situ, L 0 (none)");
     c.s.act_alpha = 0.0f;
@@ -463,7 +476,7 @@ Test(fused_moe_kernels, supports_refuses)
                                              {"fused_moe.layer_v1(w13=bogus)", "w13"},
                                              {"fused_moe.layer_v2", "layer_v1"}};
     for (int i = 0; i < 5; i++) {
-        moects__fml_kernel k = MOECTS__FML_KERNEL_INIT(recipes[i][0], MOECTS__FML_BUG_NONE);
+        moects__fml_kernel k = MOECTS__FML_KERNEL_INIT(recipes[i][0], MOECTS__FML_BUG_NONE, 0);
         char why[200] = "";
         cr_expect(!moects__fml_supports(&k, &c.s, why, sizeof why), "%s", recipes[i][0]);
         cr_expect(strstr(why, recipes[i][1]), "%s: \"%s\"", recipes[i][0], why);
@@ -487,7 +500,7 @@ Test(fused_moe_kernels, registry)
         cr_expect(!strncmp(all[i]->name, prefix, strlen(prefix)), "%s", all[i]->name);
         *(all[i]->bug ? &mutants : &honest) += 1;
     }
-    cr_expect(honest >= 4 && mutants == 10, "%zu honest, %zu mutants", honest, mutants);
+    cr_expect(honest >= 4 && mutants == 12, "%zu honest, %zu mutants", honest, mutants);
 }
 
 /* The exactly rounded dot product: cancellation the double sum loses (2^60 + 1 - 2^60 = 1), an

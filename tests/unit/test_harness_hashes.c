@@ -138,8 +138,9 @@ Test(results_json, bad_hashes_are_one_line_errors)
         {", \"input_xxh64\": {\"x\": null}}", "results[0].input_xxh64.x: expected a string of 16 hex digits, got null"},
         {", \"input_xxh64\": {\"\": \"0123456789abcdef\"}}", "input_xxh64.(key): tensor name empty or too long"},
         {", \"input_xxh64\": {\"a\": \"0\", \"b\": \"0\", \"c\": \"0\", \"d\": \"0\", \"e\": \"0\", \"f\": \"0\", "
-         "\"g\": \"0\", \"h\": \"0\", \"i\": \"0\", \"j\": \"0\", \"k\": \"0\", \"l\": \"0\", \"m\": \"0\"}}",
-         ".input_xxh64: more than 12 tensors"},
+         "\"g\": \"0\", \"h\": \"0\", \"i\": \"0\", \"j\": \"0\", \"k\": \"0\", \"l\": \"0\", \"m\": \"0\", "
+         "\"n\": \"0\", \"o\": \"0\", \"p\": \"0\", \"q\": \"0\"}}",
+         ".input_xxh64: more than 16 tensors"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char text[2048];

@@ -45,25 +45,25 @@ static void enclose(layer *L, const moects_layer_claim *cl, moects_layer_tightne
 Test(fused_encl_pieces, gemm_interval)
 {
     moects_layer_claim c24 = {24, 0, 0}, t24 = {24, 1, 0}, c40 = {40, 0, 0};
-    moects__encl_gemm g = moects__encl_gemm_consts(2, 0, &c24);
+    moects__encl_gemm g = moects__encl_gemm_consts(2, 1, 0.0, &c24);
     moects__ivf v = moects__encl_gemm_iv(1.0, 1.0, 0.0, MOECTS_ENCL_NO_GRID, &g);
     cr_assert(v.lo == 1.0f - 0x3p-24f && v.hi == 1.0f + 0x1p-22f, "[%a, %a]", (double)v.lo, (double)v.hi);
-    g = moects__encl_gemm_consts(2, 0, &t24);
+    g = moects__encl_gemm_consts(2, 1, 0.0, &t24);
     v = moects__encl_gemm_iv(1.0, 1.0, 0.0, MOECTS_ENCL_NO_GRID, &g);
     cr_assert(v.lo == 1.0f - 0x6p-24f && v.hi == 1.0f + 0x3p-23f, "[%a, %a]", (double)v.lo, (double)v.hi);
-    g = moects__encl_gemm_consts(2, 0, &c40);
+    g = moects__encl_gemm_consts(2, 1, 0.0, &c40);
     v = moects__encl_gemm_iv(1.0, 1.0, 0.0, MOECTS_ENCL_NO_GRID, &g);
     cr_assert(v.lo == 1.0f && v.hi == 1.0f);
     v = moects__encl_gemm_iv(0.0, 0.0, 0.0, MOECTS_ENCL_NO_GRID, &g);
     cr_assert(v.lo == 0.0f && v.hi == 0.0f && !signbit(v.lo));
     v = moects__encl_gemm_iv(1.0, 0x1p127, 0.0, MOECTS_ENCL_NO_GRID, &g);
     cr_assert(moects__ivf_is_top(v), "a partial sum may overflow: no claim");
-    g = moects__encl_gemm_consts(1, 0, &c40);
+    g = moects__encl_gemm_consts(1, 1, 0.0, &c40);
     v = moects__encl_gemm_iv(2.0, 2.0, 0x1p-10, MOECTS_ENCL_NO_GRID, &g);
     cr_assert(v.lo == 2.0f - 0x1p-10f && v.hi == 2.0f + 0x1p-10f, "[%a, %a]", (double)v.lo, (double)v.hi);
     /* the grid: integer products (q = 0) summing to |partial sums| <= S = 3 < 2^24 are exact in every
      * order: the point, also from a d a dgemm left 2^-40 off, and +0 for 1 + 1 - 2 (S 4) */
-    g = moects__encl_gemm_consts(2, 0, &c24);
+    g = moects__encl_gemm_consts(2, 1, 0.0, &c24);
     v = moects__encl_gemm_iv(3.0 + 0x1p-40, 3.0, 0.0, 0, &g);
     cr_assert(v.lo == 3.0f && v.hi == 3.0f);
     v = moects__encl_gemm_iv(0.0, 4.0, 0.0, 0, &g);
