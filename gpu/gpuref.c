@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "gpuref/gpuref_elem.h"
+#include "moects_fused_internal.h"
 #include "moects_gpuref.h"
 #include "moects_quant.h"
 
@@ -24,6 +25,13 @@ int moects__gpuref_cuda_fg(const void *params, size_t sa_bytes, size_t sb_bytes,
     snprintf(why, whylen, "built without CUDA");
     return -1;
 }
+int moects__gpuref_cuda_fm(const moects_fused_moe_shape *s, const moects_fused_moe_args *a,
+                           const moects_layer_recipe *r, unsigned *flags, char *why, size_t whylen)
+{
+    (void)s, (void)a, (void)r, (void)flags;
+    snprintf(why, whylen, "built without CUDA");
+    return -1;
+}
 #endif
 
 /* What the flags of a case's elements mean for it: 0 the result stands, else 1 with why. */
@@ -31,6 +39,7 @@ static int flags_verdict(unsigned f, char *why, size_t whylen)
 {
     if (f & GR_REFUSE) snprintf(why, whylen, "a valid slot's row is out of range (the CPU reference decides)");
     else if (f & GR_NAN) snprintf(why, whylen, "NaN output (its payload is the CPU's to choose)");
+    else if (f & GR_CRMISS) snprintf(why, whylen, "an exp/tanh/erf input near a rounding boundary is not in the table");
     else if (f & GR_INEXACT) snprintf(why, whylen, "FP64 accumulation not proven exact on some element");
     return f ? 1 : 0;
 }
@@ -83,5 +92,24 @@ int moects__gpuref_fp4_gemm(moects_gpuref_mode mode, const moects_fp4_gemm_shape
     for (int64_t m = 0; m < s->M; m++)
         for (int64_t n = 0; n < s->N; n++) f |= gr_fg_elem(&p, m, n);
     if (mode == MOECTS_GPUREF_BROKEN) break_bit(a->d, (size_t)(s->M * s->N) * (p.out_bf16 ? 2 : 4));
+    return flags_verdict(f, why, whylen);
+}
+
+int moects__gpuref_fused_moe(moects_gpuref_mode mode, const moects_fused_moe_shape *s,
+                             const moects_fused_moe_args *a, moects_recipe r, char *why, size_t whylen)
+{
+    const moects_layer_recipe *lr = moects__layer_recipe_of(r);
+    if (!lr) return snprintf(why, whylen, "not a layer recipe"), 1;
+    moects_layer_recipe point = *lr; /* the exact point of a bounded recipe (harness/ops/fused_moe.c) */
+    if (point.combine == MOECTS_COMBINE_F32_ANY) point.combine = MOECTS_COMBINE_F32_SLOTS;
+    point.fn = 0;
+    if (moects__fused_bad_recipe(&point) || moects__fused_bad_shape(s, a, 1) || moects__layer_recipe_inexact(&point, s))
+        return snprintf(why, whylen, "recipe or shape the CPU reference decides"), 1;
+    if (s->H > (1 << 20) || s->inter > (1 << 20)) return snprintf(why, whylen, "H or I above 2^20"), 1;
+    unsigned f = 0;
+    const int rc = mode == MOECTS_GPUREF_CUDA ? moects__gpuref_cuda_fm(s, a, &point, &f, why, whylen)
+                                              : moects__gpuref_host_fm(s, a, &point, &f, why, whylen);
+    if (rc) return -1;
+    if (mode == MOECTS_GPUREF_BROKEN) break_bit(a->out, (size_t)(s->T * s->H) * (s->out_dtype == MOECTS_BF16 ? 2 : 4));
     return flags_verdict(f, why, whylen);
 }

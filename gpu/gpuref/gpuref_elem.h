@@ -27,6 +27,7 @@
 #define GR_INEXACT 1u /* exactness not proven for this element (docs/gpu_reference.md, lemma 1) */
 #define GR_NAN 2u     /* a NaN output whose payload the CPU's libm/x86 may set otherwise */
 #define GR_REFUSE 4u  /* the CPU reference refuses the case (a valid slot's row out of range) */
+#define GR_CRMISS 8u  /* an exp/tanh/erf input near a rounding boundary missing from ref/crmath_table.c */
 
 /* Recipes as the references number them (ref/moects_ref.h moects_recipe). */
 enum { GR_EXACT = 0, GR_FMA = 1, GR_MULADD = 2 };
