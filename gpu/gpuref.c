@@ -3,6 +3,7 @@
  * on the host (the stand-in and the broken stand-in); the flags of its elements decide whether the
  * result stands (docs/gpu_reference.md). Built with -ffp-contract=off (gpu/CMakeLists.txt), like ref/. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gpuref/gpuref_elem.h"
@@ -22,6 +23,12 @@ int moects__gpuref_cuda_fg(const void *params, size_t sa_bytes, size_t sb_bytes,
                            size_t whylen)
 {
     (void)params, (void)sa_bytes, (void)sb_bytes, (void)flags;
+    snprintf(why, whylen, "built without CUDA");
+    return -1;
+}
+int moects__gpuref_cuda_mg(const void *params, const size_t sizes[6], unsigned *flags, char *why, size_t whylen)
+{
+    (void)params, (void)sizes, (void)flags;
     snprintf(why, whylen, "built without CUDA");
     return -1;
 }
@@ -111,5 +118,91 @@ int moects__gpuref_fused_moe(moects_gpuref_mode mode, const moects_fused_moe_sha
                                               : moects__gpuref_host_fm(s, a, &point, &f, why, whylen);
     if (rc) return -1;
     if (mode == MOECTS_GPUREF_BROKEN) break_bit(a->out, (size_t)(s->T * s->H) * (s->out_dtype == MOECTS_BF16 ? 2 : 4));
+    return flags_verdict(f, why, whylen);
+}
+
+/* moe_gemm's row tables (ref/moe_gemm.c make_runs' checks): each row's expert (-1 not valid), the byte
+ * offset of its A scale tensor and its row there. 0, or 1 for metadata the CPU reference decides. */
+static int mg_rows(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a, int64_t nkb, int32_t *row_e,
+                   int64_t *base, int64_t *row)
+{
+    const int64_t E = s->E, M = s->M, rows = s->rows == MOECTS_ROWS_MASKED ? E * M : M;
+    for (int64_t r = 0; r < rows; r++) row_e[r] = -1, base[r] = 0, row[r] = r;
+    if (s->rows == MOECTS_ROWS_CONTIGUOUS) {
+        if (M > 0 && !a->m_indices) return 1;
+        for (int64_t i = 0; i < M; i++) {
+            if (a->m_indices[i] < -1 || a->m_indices[i] >= E) return 1;
+            row_e[i] = a->m_indices[i];
+        }
+    } else if (s->rows == MOECTS_ROWS_MASKED) {
+        if (!a->masked_m) return 1;
+        for (int64_t e = 0; e < E; e++) {
+            if (a->masked_m[e] < 0 || a->masked_m[e] > M) return 1;
+            for (int64_t i = 0; i < a->masked_m[e]; i++)
+                row_e[e * M + i] = (int32_t)e, base[e * M + i] = e * moects__scale_bytes(M, nkb, s->scale_layout),
+                              row[e * M + i] = i;
+        }
+    } else {
+        const int64_t *off = a->expert_offsets;
+        if (!off || off[0] != 0 || off[E] != M) return 1;
+        for (int64_t e = 0; e < E; e++) {
+            if (off[e + 1] < off[e]) return 1;
+            for (int64_t i = off[e]; i < off[e + 1]; i++) row_e[i] = (int32_t)e;
+        }
+    }
+    return 0;
+}
+
+/* A moe_gemm shape this path takes: FP4 x FP4 (MXFP4 or NVFP4, B alike), K > 0, rows and columns. */
+static int mg_shape_ok(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a)
+{
+    const int fp4 = (s->format == MOECTS_MOE_MXFP4 && s->b_format == MOECTS_FP4_MXFP4) ||
+                    (s->format == MOECTS_MOE_NVFP4 && s->b_format == MOECTS_FP4_NVFP4);
+    return fp4 && s->E >= 1 && s->M > 0 && s->N > 0 && s->K > 0 &&
+           (s->out_dtype == MOECTS_BF16 || s->out_dtype == MOECTS_F32) &&
+           (s->scale_layout == MOECTS_SCALES_LINEAR || s->scale_layout == MOECTS_SCALES_SWIZZLED_128X4) &&
+           (s->rows == MOECTS_ROWS_CONTIGUOUS || s->rows == MOECTS_ROWS_MASKED || s->rows == MOECTS_ROWS_OFFSETS) &&
+           (s->rows != MOECTS_ROWS_CONTIGUOUS || s->align >= 1) && a->a && a->b && a->sa && a->sb;
+}
+
+/* p's elements on the device or the host (mode); *f their flags. 0, or -1 (why). */
+static int mg_run(moects_gpuref_mode mode, const moects_moe_gemm_shape *s, const gr_mg *p, int64_t nkb, unsigned *f,
+                  char *why, size_t whylen)
+{
+    if (mode == MOECTS_GPUREF_CUDA) {
+        const int64_t rows = p->rows, rb = (s->K + 1) / 2;
+        const int64_t sab = s->rows == MOECTS_ROWS_MASKED  ? s->E * moects__scale_bytes(s->M, nkb, s->scale_layout)
+                            : s->rows == MOECTS_ROWS_OFFSETS ? moects__scale_bytes(s->M, nkb, MOECTS_SCALES_LINEAR)
+                                                             : moects__scale_bytes(s->M, nkb, s->scale_layout);
+        const size_t sizes[6] = {(size_t)(rows * rb), (size_t)(s->E * s->N * rb), (size_t)sab,
+                                 (size_t)(s->E * p->sb_bytes), p->alpha ? (size_t)s->E * 4 : 0,
+                                 (size_t)(rows * s->N) * (p->out_bf16 ? 2 : 4)};
+        return moects__gpuref_cuda_mg(p, sizes, f, why, whylen);
+    }
+    for (int64_t r = 0; r < p->rows; r++)
+        for (int64_t n = 0; n < p->N; n++) *f |= gr_mg_elem(p, r, n);
+    return 0;
+}
+
+int moects__gpuref_moe_gemm(moects_gpuref_mode mode, const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a,
+                            moects_recipe r, char *why, size_t whylen)
+{
+    if (r != MOECTS_RECIPE_EXACT_V1) return snprintf(why, whylen, "no GPU reference of this recipe"), 1;
+    if (!mg_shape_ok(s, a)) return snprintf(why, whylen, "W4A8, W4A16 or a shape the CPU reference decides"), 1;
+    const int nv = s->format == MOECTS_MOE_NVFP4;
+    const int64_t nkb = (s->K + (nv ? 15 : 31)) / (nv ? 16 : 32), rows = s->rows == MOECTS_ROWS_MASKED ? s->E * s->M : s->M;
+    int32_t *row_e = malloc((size_t)rows * sizeof *row_e);
+    int64_t *base = malloc((size_t)rows * sizeof *base), *row = malloc((size_t)rows * sizeof *row);
+    int rc = !row_e || !base || !row ? (snprintf(why, whylen, "GPU reference: out of memory"), -1) : 0;
+    if (!rc && mg_rows(s, a, nkb, row_e, base, row)) rc = 1, snprintf(why, whylen, "row layout the CPU reference decides");
+    gr_mg p = {rows, s->N, s->K, moects__scale_bytes(s->N, nkb, s->scale_layout), nv,
+               s->scale_layout == MOECTS_SCALES_SWIZZLED_128X4, s->out_dtype == MOECTS_BF16,
+               s->rows != MOECTS_ROWS_OFFSETS && s->scale_layout == MOECTS_SCALES_SWIZZLED_128X4,
+               row_e, base, row, a->a, a->b, a->sa, a->sb, a->alpha, a->d};
+    unsigned f = 0;
+    if (!rc) rc = mg_run(mode, s, &p, nkb, &f, why, whylen);
+    free(row_e), free(base), free(row);
+    if (rc) return rc;
+    if (mode == MOECTS_GPUREF_BROKEN) break_bit(a->d, (size_t)(rows * s->N) * (p.out_bf16 ? 2 : 4));
     return flags_verdict(f, why, whylen);
 }

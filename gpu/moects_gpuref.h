@@ -32,6 +32,12 @@ int moects__gpuref_ep_gather(moects_gpuref_mode mode, const moects_ep_gather_sha
  * not proven exact, docs/gpu_reference.md). */
 int moects__gpuref_fp4_gemm(moects_gpuref_mode mode, const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a,
                             moects_recipe r, char *why, size_t whylen);
+/* moe_gemm under exact_v1 (any other recipe: 1) into a->d ([rows, N] out_dtype, host; rows not valid in
+ * the layout left as they are): MXFP4 and NVFP4 (W4A8, W4A16: 1), every row layout and scale layout.
+ * Returns as moects__gpuref_fp4_gemm (1 also for metadata the CPU reference decides, and K = 0). */
+int moects__gpuref_moe_gemm(moects_gpuref_mode mode, const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a,
+                            moects_recipe r, char *why, size_t whylen);
+
 /* fused_moe under a layer recipe r (ref/moects_layer.h; the exact point of a bounded recipe, as
  * harness/ops/fused_moe.c's reference: combine=f32_any summed in slot order, fn=cr) into a->out
  * ([T, H] out_dtype, host): ref/fused_moe.c's stages on the device (gpu/gpuref/gpuref_layer.cuh).
@@ -56,6 +62,9 @@ int moects__gpuref_cuda_eg(const void *params, size_t x_bytes, size_t ids_bytes,
                            char *why, size_t whylen);
 int moects__gpuref_cuda_fg(const void *params, size_t sa_bytes, size_t sb_bytes, unsigned *flags, char *why,
                            size_t whylen);
+/* gpuref_elem.h's gr_mg_elem over every element of the struct gr_mg at params; sizes: the bytes of A, B,
+ * A's scales, B's scales, alpha (0: none) and D (copied in: rows not valid keep their bytes). */
+int moects__gpuref_cuda_mg(const void *params, const size_t sizes[6], unsigned *flags, char *why, size_t whylen);
 
 #ifdef __cplusplus
 }

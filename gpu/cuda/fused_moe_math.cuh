@@ -147,7 +147,7 @@ __device__ __forceinline__ int acc_bit(const Acc &a, int b) { return (int)((a.d[
 
 /* The exact sum rounded once to FP32, RNE: subnormals from 2^-149 (bit LSB - 149), overflow to Inf; an exact
  * zero is +0 (as ref/exact.c's xsum); Inf/NaN as the flags say. */
-__device__ float acc_round(Acc &a)
+__device__ inline float acc_round(Acc &a)
 {
     if (a.nan || (a.pinf && a.ninf)) return __uint_as_float(0x7FC00000u);
     if (a.pinf || a.ninf) return a.pinf ? INFINITY : -INFINITY;
@@ -193,7 +193,7 @@ __device__ __forceinline__ double cr_ulps_from(double a, double b)
     const unsigned long long e = ((__double_as_longlong(b) >> 52) - 52) << 52;
     return fabs(a - b) / __longlong_as_double((long long)e);
 }
-__device__ double cr_boundary_ulps(double y)
+__device__ inline double cr_boundary_ulps(double y)
 {
     const double a = fabs(y);
     if (!(a < INFINITY)) return INFINITY;
@@ -203,7 +203,7 @@ __device__ double cr_boundary_ulps(double y)
     if (u < 0x7F800000u) d = fmin(d, cr_ulps_from(a, (cr_grid(u) + cr_grid(u + 1)) * 0.5));
     return d;
 }
-__device__ float cr_round(const CrTab &tb, int fn, float x, double y, int *err)
+__device__ inline float cr_round(const CrTab &tb, int fn, float x, double y, int *err)
 {
     if (x != x) return __fadd_rn(x, x);
     if (!(cr_boundary_ulps(y) <= 16.0)) return __double2float_rn(y);
@@ -251,7 +251,7 @@ struct Fn {
 
 /* The gate's activation, act rounding applied: silu (and silu_clamp after its clamp), gelu_tanh,
  * gelu_erf, situ. Constants as gpu/cpu/fused_moe_math.c: fl(sqrt(2/pi)), 0.044715f, fl(1/sqrt 2). */
-__device__ float gated(const Fn &f, float g)
+__device__ inline float gated(const Fn &f, float g)
 {
     const float BETA = (float)(1.41421356237309504880 * 1.12837916709551257390 * 0.5), KAPPA = 0.044715f;
     switch (f.p.act) {
@@ -271,7 +271,7 @@ __device__ float gated(const Fn &f, float g)
 }
 
 /* act(g, u) of one column (relu2 reads g only). */
-__device__ float activation(const Fn &f, float g, float u)
+__device__ inline float activation(const Fn &f, float g, float u)
 {
     if (f.p.act == MOECTS_ACT_RELU2) {
         const float m = g > 0.0f ? g : (g == g ? 0.0f : g);

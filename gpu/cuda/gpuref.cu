@@ -216,3 +216,40 @@ extern "C" int moects__gpuref_cuda_fm(const moects_fused_moe_shape *shape, const
     set_free(&s);
     return rc ? -1 : 0;
 }
+
+/* ---- moe_gemm exact_v1, FP4 x FP4 (gpuref_elem.h gr_mg_elem) ---- */
+
+__global__ void gpuref_mg_kernel(gr_mg p, unsigned *flags)
+{
+    const int64_t n = p.rows * p.N;
+    unsigned f = 0;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        f |= gr_mg_elem(&p, i / p.N, i % p.N);
+    if (f) atomicOr(flags, f);
+}
+
+extern "C" int moects__gpuref_cuda_mg(const void *params, const size_t sizes[6], unsigned *flags, char *why,
+                                      size_t whylen)
+{
+    const gr_mg *h = (const gr_mg *)params;
+    gr_mg p = *h;
+    dev_set s = {};
+    const size_t rows = (size_t)h->rows;
+    const void *re, *sb0, *sr, *a, *b, *sa, *sb, *al, *d;
+    void *none;
+    int rc = put(&s, h->row_e, rows * 4, &re, why, whylen) || put(&s, h->sa_base, rows * 8, &sb0, why, whylen) ||
+             put(&s, h->sa_row, rows * 8, &sr, why, whylen) || put(&s, h->a, sizes[0], &a, why, whylen) ||
+             put(&s, h->b, sizes[1], &b, why, whylen) || put(&s, h->sa, sizes[2], &sa, why, whylen) ||
+             put(&s, h->sb, sizes[3], &sb, why, whylen) || put(&s, h->alpha, sizes[4], &al, why, whylen) ||
+             put(&s, h->d, sizes[5], &d, why, whylen) || alloc_out(&s, 0, &none, why, whylen);
+    if (!rc) {
+        p.row_e = (const int32_t *)re, p.sa_base = (const int64_t *)sb0, p.sa_row = (const int64_t *)sr;
+        p.a = (const uint8_t *)a, p.b = (const uint8_t *)b, p.sa = (const uint8_t *)sa, p.sb = (const uint8_t *)sb;
+        p.alpha = (const float *)al, p.d = (void *)d;
+        cudaStream_t st = (cudaStream_t)moects__cuda_stream();
+        gpuref_mg_kernel<<<GRID, 256, 0, st>>>(p, s.flags);
+        rc = fetch(&s, st, h->d, p.d, sizes[5], flags, why, whylen);
+    }
+    set_free(&s);
+    return rc ? -1 : 0;
+}

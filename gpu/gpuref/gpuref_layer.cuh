@@ -196,7 +196,8 @@ __device__ __forceinline__ void el_g1(const Lp &p, const moects_fused_moe_args &
     } else {
         Acc acc;
         acc_init(acc);
-        for (int64_t c = 0; c < p.H; c++) acc_add(acc, dec_bf16(h_bits(p, a, pi, c)), dec_w(p.mx, a.w13, a.w13_scale, row, p.H, c));
+        for (int64_t c = 0; c < p.H; c++)
+            acc_add(acc, dec_bf16(h_bits(p, a, pi, c)), dec_w(p.mx, a.w13, a.w13_scale, row, p.H, c));
         v = acc_round(acc);
     }
     if (p.has_bias) v = __fadd_rn(v, a.b13[row]);
