@@ -153,16 +153,40 @@ static int mg_rows(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a
     return 0;
 }
 
-/* A moe_gemm shape this path takes: FP4 x FP4 (MXFP4 or NVFP4, B alike), K > 0, rows and columns. */
+/* A moe_gemm shape this path takes (ref/moe_gemm.c bad_shape's formats), K > 0, rows and columns. */
 static int mg_shape_ok(const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a)
 {
-    const int fp4 = (s->format == MOECTS_MOE_MXFP4 && s->b_format == MOECTS_FP4_MXFP4) ||
-                    (s->format == MOECTS_MOE_NVFP4 && s->b_format == MOECTS_FP4_NVFP4);
-    return fp4 && s->E >= 1 && s->M > 0 && s->N > 0 && s->K > 0 &&
+    int fmt = 0;
+    switch (s->format) {
+    case MOECTS_MOE_MXFP4: fmt = s->b_format == MOECTS_FP4_MXFP4; break;
+    case MOECTS_MOE_NVFP4: fmt = s->b_format == MOECTS_FP4_NVFP4; break;
+    case MOECTS_MOE_W4A8:
+        fmt = s->b_format == MOECTS_FP4_MXFP4 && (s->a_scale_block == 32 || s->a_scale_block == 128) &&
+              (s->a_scale_f32 == 0 || s->a_scale_f32 == 1);
+        break;
+    case MOECTS_MOE_W4A16: fmt = s->b_format == MOECTS_FP4_MXFP4 || s->b_format == MOECTS_FP4_NVFP4; break;
+    }
+    return fmt && s->E >= 1 && s->M > 0 && s->N > 0 && s->K > 0 &&
            (s->out_dtype == MOECTS_BF16 || s->out_dtype == MOECTS_F32) &&
            (s->scale_layout == MOECTS_SCALES_LINEAR || s->scale_layout == MOECTS_SCALES_SWIZZLED_128X4) &&
            (s->rows == MOECTS_ROWS_CONTIGUOUS || s->rows == MOECTS_ROWS_MASKED || s->rows == MOECTS_ROWS_OFFSETS) &&
-           (s->rows != MOECTS_ROWS_CONTIGUOUS || s->align >= 1) && a->a && a->b && a->sa && a->sb;
+           (s->rows != MOECTS_ROWS_CONTIGUOUS || s->align >= 1) && a->a && a->b && a->sb &&
+           (a->sa || s->format == MOECTS_MOE_W4A16);
+}
+
+/* The bytes of A and of A's scales. */
+static void mg_a_bytes(const moects_moe_gemm_shape *s, int64_t rows, int64_t nkb, size_t *ab, size_t *sab)
+{
+    const int64_t rb = (s->K + 1) / 2, nsa = (s->K + s->a_scale_block - 1) / (s->a_scale_block ? s->a_scale_block : 1);
+    switch (s->format) {
+    case MOECTS_MOE_W4A8: *ab = (size_t)(rows * s->K), *sab = (size_t)(rows * nsa * (s->a_scale_f32 ? 4 : 1)); return;
+    case MOECTS_MOE_W4A16: *ab = (size_t)(rows * s->K * 2), *sab = 0; return;
+    default: break;
+    }
+    *ab = (size_t)(rows * rb);
+    *sab = (size_t)(s->rows == MOECTS_ROWS_MASKED  ? s->E * moects__scale_bytes(s->M, nkb, s->scale_layout)
+                    : s->rows == MOECTS_ROWS_OFFSETS ? moects__scale_bytes(s->M, nkb, MOECTS_SCALES_LINEAR)
+                                                     : moects__scale_bytes(s->M, nkb, s->scale_layout));
 }
 
 /* p's elements on the device or the host (mode); *f their flags. 0, or -1 (why). */
@@ -171,12 +195,10 @@ static int mg_run(moects_gpuref_mode mode, const moects_moe_gemm_shape *s, const
 {
     if (mode == MOECTS_GPUREF_CUDA) {
         const int64_t rows = p->rows, rb = (s->K + 1) / 2;
-        const int64_t sab = s->rows == MOECTS_ROWS_MASKED  ? s->E * moects__scale_bytes(s->M, nkb, s->scale_layout)
-                            : s->rows == MOECTS_ROWS_OFFSETS ? moects__scale_bytes(s->M, nkb, MOECTS_SCALES_LINEAR)
-                                                             : moects__scale_bytes(s->M, nkb, s->scale_layout);
-        const size_t sizes[6] = {(size_t)(rows * rb), (size_t)(s->E * s->N * rb), (size_t)sab,
-                                 (size_t)(s->E * p->sb_bytes), p->alpha ? (size_t)s->E * 4 : 0,
-                                 (size_t)(rows * s->N) * (p->out_bf16 ? 2 : 4)};
+        size_t ab, sab;
+        mg_a_bytes(s, rows, nkb, &ab, &sab);
+        const size_t sizes[6] = {ab, (size_t)(s->E * s->N * rb), sab, (size_t)(s->E * p->sb_bytes),
+                                 p->alpha ? (size_t)s->E * 4 : 0, (size_t)(rows * s->N) * (p->out_bf16 ? 2 : 4)};
         return moects__gpuref_cuda_mg(p, sizes, f, why, whylen);
     }
     for (int64_t r = 0; r < p->rows; r++)
@@ -188,8 +210,8 @@ int moects__gpuref_moe_gemm(moects_gpuref_mode mode, const moects_moe_gemm_shape
                             moects_recipe r, char *why, size_t whylen)
 {
     if (r != MOECTS_RECIPE_EXACT_V1) return snprintf(why, whylen, "no GPU reference of this recipe"), 1;
-    if (!mg_shape_ok(s, a)) return snprintf(why, whylen, "W4A8, W4A16 or a shape the CPU reference decides"), 1;
-    const int nv = s->format == MOECTS_MOE_NVFP4;
+    if (!mg_shape_ok(s, a)) return snprintf(why, whylen, "a shape the CPU reference decides"), 1;
+    const int nv = s->b_format == MOECTS_FP4_NVFP4, wxa = s->format == MOECTS_MOE_W4A8 || s->format == MOECTS_MOE_W4A16;
     const int64_t nkb = (s->K + (nv ? 15 : 31)) / (nv ? 16 : 32), rows = s->rows == MOECTS_ROWS_MASKED ? s->E * s->M : s->M;
     int32_t *row_e = malloc((size_t)rows * sizeof *row_e);
     int64_t *base = malloc((size_t)rows * sizeof *base), *row = malloc((size_t)rows * sizeof *row);
@@ -198,7 +220,8 @@ int moects__gpuref_moe_gemm(moects_gpuref_mode mode, const moects_moe_gemm_shape
     gr_mg p = {rows, s->N, s->K, moects__scale_bytes(s->N, nkb, s->scale_layout), nv,
                s->scale_layout == MOECTS_SCALES_SWIZZLED_128X4, s->out_dtype == MOECTS_BF16,
                s->rows != MOECTS_ROWS_OFFSETS && s->scale_layout == MOECTS_SCALES_SWIZZLED_128X4,
-               row_e, base, row, a->a, a->b, a->sa, a->sb, a->alpha, a->d};
+               wxa, s->format == MOECTS_MOE_W4A16, s->a_scale_f32, s->a_scale_block, row_e, base, row, a->a, a->b, a->sa,
+               a->sb, a->alpha, a->d};
     unsigned f = 0;
     if (!rc) rc = mg_run(mode, s, &p, nkb, &f, why, whylen);
     free(row_e), free(base), free(row);
