@@ -211,17 +211,20 @@ int moects__gpuref_moe_gemm(moects_gpuref_mode mode, const moects_moe_gemm_shape
 {
     if (r != MOECTS_RECIPE_EXACT_V1) return snprintf(why, whylen, "no GPU reference of this recipe"), 1;
     if (!mg_shape_ok(s, a)) return snprintf(why, whylen, "a shape the CPU reference decides"), 1;
-    const int nv = s->b_format == MOECTS_FP4_NVFP4, wxa = s->format == MOECTS_MOE_W4A8 || s->format == MOECTS_MOE_W4A16;
-    const int64_t nkb = (s->K + (nv ? 15 : 31)) / (nv ? 16 : 32), rows = s->rows == MOECTS_ROWS_MASKED ? s->E * s->M : s->M;
+    const int nv = s->b_format == MOECTS_FP4_NVFP4;
+    const int wxa = s->format == MOECTS_MOE_W4A8 || s->format == MOECTS_MOE_W4A16;
+    const int64_t nkb = (s->K + (nv ? 15 : 31)) / (nv ? 16 : 32);
+    const int64_t rows = s->rows == MOECTS_ROWS_MASKED ? s->E * s->M : s->M;
     int32_t *row_e = malloc((size_t)rows * sizeof *row_e);
     int64_t *base = malloc((size_t)rows * sizeof *base), *row = malloc((size_t)rows * sizeof *row);
     int rc = !row_e || !base || !row ? (snprintf(why, whylen, "GPU reference: out of memory"), -1) : 0;
-    if (!rc && mg_rows(s, a, nkb, row_e, base, row)) rc = 1, snprintf(why, whylen, "row layout the CPU reference decides");
+    if (!rc && mg_rows(s, a, nkb, row_e, base, row))
+        rc = 1, snprintf(why, whylen, "row layout the CPU reference decides");
     gr_mg p = {rows, s->N, s->K, moects__scale_bytes(s->N, nkb, s->scale_layout), nv,
                s->scale_layout == MOECTS_SCALES_SWIZZLED_128X4, s->out_dtype == MOECTS_BF16,
                s->rows != MOECTS_ROWS_OFFSETS && s->scale_layout == MOECTS_SCALES_SWIZZLED_128X4,
-               wxa, s->format == MOECTS_MOE_W4A16, s->a_scale_f32, s->a_scale_block, row_e, base, row, a->a, a->b, a->sa,
-               a->sb, a->alpha, a->d};
+               wxa, s->format == MOECTS_MOE_W4A16, s->a_scale_f32, s->a_scale_block, row_e, base, row,
+               a->a, a->b, a->sa, a->sb, a->alpha, a->d};
     unsigned f = 0;
     if (!rc) rc = mg_run(mode, s, &p, nkb, &f, why, whylen);
     free(row_e), free(base), free(row);

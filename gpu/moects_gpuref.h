@@ -1,10 +1,10 @@
 /* moects_gpuref.h: the GPU references (issue 31, docs/gpu_reference.md): ep_gather's three recipes,
- * fp4_gemm.exact_v1 and fused_moe's exact layer recipes computed on the CUDA device, bit-identical to
- * ref/ where the per-element checks of gpu/gpuref/ prove it, else refused so that the case takes the CPU path. The same element
- * code runs on the host as a test stand-in (CTest has no GPU), and a broken stand-in (one output bit
- * flipped) lets the tests see the cross-check catch a wrong GPU reference (FAIL_REFERENCE). Inputs are
- * host pointers (the reference's own copies go to the device and back); the output is the host buffer
- * in the args (out / d). Internal (moects__ names). */
+ * fp4_gemm.exact_v1, moe_gemm.exact_v1 and fused_moe's exact layer recipes computed on the CUDA device,
+ * bit-identical to ref/ where the per-element checks of gpu/gpuref/ prove it, else refused so that the
+ * case takes the CPU path. The same element code runs on the host as a test stand-in (CTest has no
+ * GPU), and a broken stand-in (one output bit flipped) lets the tests see the cross-check catch a wrong
+ * GPU reference (FAIL_REFERENCE). Inputs are host pointers (the reference's own copies go to the device
+ * and back); the output is the host buffer in the args (out / d). Internal (moects__ names). */
 #ifndef MOECTS_GPUREF_H
 #define MOECTS_GPUREF_H
 #include <stddef.h>
@@ -33,8 +33,9 @@ int moects__gpuref_ep_gather(moects_gpuref_mode mode, const moects_ep_gather_sha
 int moects__gpuref_fp4_gemm(moects_gpuref_mode mode, const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a,
                             moects_recipe r, char *why, size_t whylen);
 /* moe_gemm under exact_v1 (any other recipe: 1) into a->d ([rows, N] out_dtype, host; rows not valid in
- * the layout left as they are): MXFP4 and NVFP4 (W4A8, W4A16: 1), every row layout and scale layout.
- * Returns as moects__gpuref_fp4_gemm (1 also for metadata the CPU reference decides, and K = 0). */
+ * the layout left as they are): every format, row layout and scale layout. Returns as
+ * moects__gpuref_fp4_gemm (1 also for metadata the CPU reference decides, K = 0, and W4A8/W4A16 with a
+ * non-finite scale or term). */
 int moects__gpuref_moe_gemm(moects_gpuref_mode mode, const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a,
                             moects_recipe r, char *why, size_t whylen);
 
