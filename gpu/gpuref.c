@@ -102,6 +102,29 @@ int moects__gpuref_fp4_gemm(moects_gpuref_mode mode, const moects_fp4_gemm_shape
     return flags_verdict(f, why, whylen);
 }
 
+/* 1 when r sets only the layer recipe keys this path implements: a key added later (at a value other
+ * than its default) makes the formatted strings differ, and the case takes the CPU path. */
+static int fm_keys_known(const moects_layer_recipe *r)
+{
+    moects_layer_recipe k;
+    char err[160], a[512], b[512];
+    if (moects__layer_recipe_parse(MOECTS_LAYER_RECIPE_V1, &k, err, sizeof err)) return 0;
+    k.w13 = r->w13, k.g1_bf16 = r->g1_bf16, k.act_bf16 = r->act_bf16, k.sig_rcp = r->sig_rcp, k.mid = r->mid;
+    k.scale_ue8m0 = r->scale_ue8m0, k.weight = r->weight, k.w_bf16 = r->w_bf16, k.slot_bf16 = r->slot_bf16;
+    k.combine = r->combine, k.fn = r->fn;
+    moects__layer_recipe_format(&k, a, sizeof a);
+    moects__layer_recipe_format(r, b, sizeof b);
+    return !strcmp(a, b);
+}
+
+/* 1 when the layer's weight format, activation and intermediate are ones gpuref_layer.cuh implements. */
+static int fm_implemented(const moects_fused_moe_shape *s, const moects_layer_recipe *r)
+{
+    return (s->format == MOECTS_LAYER_BF16 || s->format == MOECTS_LAYER_MXFP4 || s->format == MOECTS_LAYER_FP8_128) &&
+           s->activation >= MOECTS_ACT_SILU && s->activation <= MOECTS_ACT_SITU && r->mid >= MOECTS_MID_BF16 &&
+           r->mid <= MOECTS_MID_MXFP8 && fm_keys_known(r);
+}
+
 int moects__gpuref_fused_moe(moects_gpuref_mode mode, const moects_fused_moe_shape *s,
                              const moects_fused_moe_args *a, moects_recipe r, char *why, size_t whylen)
 {
@@ -113,6 +136,7 @@ int moects__gpuref_fused_moe(moects_gpuref_mode mode, const moects_fused_moe_sha
     if (moects__fused_bad_recipe(&point) || moects__fused_bad_shape(s, a, 1) || moects__layer_recipe_inexact(&point, s))
         return snprintf(why, whylen, "recipe or shape the CPU reference decides"), 1;
     if (s->H > (1 << 20) || s->inter > (1 << 20)) return snprintf(why, whylen, "H or I above 2^20"), 1;
+    if (!fm_implemented(s, &point)) return snprintf(why, whylen, "a weight format or recipe key not on the GPU"), 1;
     unsigned f = 0;
     const int rc = mode == MOECTS_GPUREF_CUDA ? moects__gpuref_cuda_fm(s, a, &point, &f, why, whylen)
                                               : moects__gpuref_host_fm(s, a, &point, &f, why, whylen);
