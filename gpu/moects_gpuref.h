@@ -1,14 +1,15 @@
-/* moects_gpuref.h: the GPU references (issue 31, docs/gpu_reference.md): ep_gather's three recipes and
- * fp4_gemm.exact_v1 computed on the CUDA device, bit-identical to ref/ where the per-element checks of
- * gpu/gpuref/gpuref_elem.h prove it, else refused so that the case takes the CPU path. The same element
- * code runs on the host as a test stand-in (CTest has no GPU), and a broken stand-in (one output bit
- * flipped) lets the tests see the cross-check catch a wrong GPU reference (FAIL_REFERENCE). Inputs are
- * host pointers (the reference's own copies go to the device and back); the output is the host buffer
- * in the args (out / d). Internal (moects__ names). */
+/* moects_gpuref.h: the GPU references (issue 31, docs/gpu_reference.md): ep_gather's three recipes,
+ * fp4_gemm.exact_v1, moe_gemm.exact_v1 and fused_moe's exact layer recipes computed on the CUDA device,
+ * bit-identical to ref/ where the per-element checks of gpu/gpuref/ prove it, else refused so that the
+ * case takes the CPU path. The same element code runs on the host as a test stand-in (CTest has no
+ * GPU), and a broken stand-in (one output bit flipped) lets the tests see the cross-check catch a wrong
+ * GPU reference (FAIL_REFERENCE). Inputs are host pointers (the reference's own copies go to the device
+ * and back); the output is the host buffer in the args (out / d). Internal (moects__ names). */
 #ifndef MOECTS_GPUREF_H
 #define MOECTS_GPUREF_H
 #include <stddef.h>
 
+#include "moects_layer.h"
 #include "moects_ref.h"
 #include "moects_types.h"
 #ifdef __cplusplus
@@ -31,6 +32,29 @@ int moects__gpuref_ep_gather(moects_gpuref_mode mode, const moects_ep_gather_sha
  * not proven exact, docs/gpu_reference.md). */
 int moects__gpuref_fp4_gemm(moects_gpuref_mode mode, const moects_fp4_gemm_shape *s, const moects_fp4_gemm_args *a,
                             moects_recipe r, char *why, size_t whylen);
+/* moe_gemm under exact_v1 (any other recipe: 1) into a->d ([rows, N] out_dtype, host; rows not valid in
+ * the layout left as they are): every format, row layout and scale layout. Returns as
+ * moects__gpuref_fp4_gemm (1 also for metadata the CPU reference decides, K = 0, and W4A8/W4A16 with a
+ * non-finite scale or term). */
+int moects__gpuref_moe_gemm(moects_gpuref_mode mode, const moects_moe_gemm_shape *s, const moects_moe_gemm_args *a,
+                            moects_recipe r, char *why, size_t whylen);
+
+/* fused_moe under a layer recipe r (ref/moects_layer.h; the exact point of a bounded recipe, as
+ * harness/ops/fused_moe.c's reference: combine=f32_any summed in slot order, fn=cr) into a->out
+ * ([T, H] out_dtype, host): ref/fused_moe.c's stages on the device (gpu/gpuref/gpuref_layer.cuh).
+ * Returns as moects__gpuref_ep_gather (1: a recipe or shape the CPU reference decides (refuses), H or I
+ * above 2^20, a NaN output, an expert_map entry >= E, an exp/tanh/erf input missing from the hard-case
+ * table). */
+int moects__gpuref_fused_moe(moects_gpuref_mode mode, const moects_fused_moe_shape *s,
+                             const moects_fused_moe_args *a, moects_recipe r, char *why, size_t whylen);
+
+/* ---- the layer's element code run (moects_layer_recipe r exact, the shape valid: the callers check) --- */
+/* On the host (gpu/gpuref_layer.cpp: the stand-ins) and on the device (gpu/cuda/gpuref.cu): a->out
+ * written, *flags the elements' flags (gpuref_elem.h GR_*). 0, or -1 (why). */
+int moects__gpuref_host_fm(const moects_fused_moe_shape *s, const moects_fused_moe_args *a,
+                           const moects_layer_recipe *r, unsigned *flags, char *why, size_t whylen);
+int moects__gpuref_cuda_fm(const moects_fused_moe_shape *s, const moects_fused_moe_args *a,
+                           const moects_layer_recipe *r, unsigned *flags, char *why, size_t whylen);
 
 /* ---- gpu/cuda/gpuref.cu (CUDA builds; gpu/gpuref.c answers "built without CUDA" otherwise) ---- */
 /* The element code of gpuref_elem.h over every element on the current device; the parameters as the
@@ -39,6 +63,9 @@ int moects__gpuref_cuda_eg(const void *params, size_t x_bytes, size_t ids_bytes,
                            char *why, size_t whylen);
 int moects__gpuref_cuda_fg(const void *params, size_t sa_bytes, size_t sb_bytes, unsigned *flags, char *why,
                            size_t whylen);
+/* gpuref_elem.h's gr_mg_elem over every element of the struct gr_mg at params; sizes: the bytes of A, B,
+ * A's scales, B's scales, alpha (0: none) and D (copied in: rows not valid keep their bytes). */
+int moects__gpuref_cuda_mg(const void *params, const size_t sizes[6], unsigned *flags, char *why, size_t whylen);
 
 #ifdef __cplusplus
 }

@@ -148,6 +148,8 @@ FMCU_KERNEL_FNS(fp8_atomic_weight_twice, FP8_ATOMIC_RECIPE, BUG_WEIGHT_TWICE)
 
 } // namespace
 
+int fmcu::device_cr_table(CrTab *out) { return cr_table(out); }
+
 /* Descriptors: exact kernels declare no class ({0, 0}) and batch invariance; the atomic ones (24, RNE). */
 #define FMCU_DESC(sym, cname, nm, rec, bugtext, bits, fl)                                                       \
     extern const moects_kernel cname;                                                                          \

@@ -85,13 +85,16 @@ __device__ __forceinline__ double w_double(int mx, const void *w, const uint8_t 
 
 /* ---- the exact dot product ---- */
 
-/* A fixed-point sum of products in units of 2^-266 (BF16 x BF16 products reach 2^-266, BF16 x MXFP4
- * 2^-261; the largest is below 2^(16 + 240)): NDIG signed 64-bit words of 32-bit digits, so a term
- * touches two words and carries wait until the end (each word absorbs 2^30 terms below 2^32). Digit
- * 17's top: 2^(544 - 266) > 2^20 x 2^256, any K up to 2^20. Inf and NaN terms in flags, as IEEE adds
- * them (NaN: a NaN term, Inf x 0, +Inf meeting -Inf). */
-#define FMCU_NDIG 18
-#define FMCU_LSB 266
+/* A fixed-point sum of products in units of 2^-288: BF16 x BF16 products reach 2^-266, BF16 x MXFP4
+ * 2^-261; the GPU reference's GEMM2 (gpu/gpuref/gpuref_layer.cuh) multiplies an FP32 or FP8-times-scale
+ * intermediate (down to 2^-149) by a BF16 weight (2^-133): 2^-282. The largest product is below 2^264
+ * (448 x 2^127, an Inf group's FP8 value, times a BF16 below 2^128). NDIG signed 64-bit words of
+ * 32-bit digits, so a term touches two words (acc_add) or three (acc_add_wide) and carries wait until
+ * the end (each word absorbs 2^30 terms below 2^32). Digit 19's top: 2^(640 - 288) > 2^20 x 2^264, any
+ * K up to 2^20. Inf and NaN terms in flags, as IEEE adds them (NaN: a NaN term, Inf x 0, +Inf meeting
+ * -Inf). */
+#define FMCU_NDIG 20
+#define FMCU_LSB 288
 struct Acc {
     long long d[FMCU_NDIG];
     int nan, pinf, ninf;
@@ -118,6 +121,19 @@ __device__ __forceinline__ void acc_add(Acc &a, Opd x, Opd w)
     if (x.neg ^ w.neg) a.d[d] -= lo, a.d[d + 1] -= hi;
     else a.d[d] += lo, a.d[d + 1] += hi;
 }
+/* acc_add for operands whose significands' product may reach 2^64 (x.m, w.m below 2^32 each): the
+ * shifted product spread over three words. */
+__device__ __forceinline__ void acc_add_wide(Acc &a, Opd x, Opd w)
+{
+    if (x.cls != 1 || w.cls != 1) return acc_add(a, x, w); /* zero, Inf, NaN: no digits */
+    const int pos = x.q + w.q + FMCU_LSB, s = pos & 31, d = pos >> 5;
+    const unsigned long long P = (unsigned long long)x.m * w.m;
+    const unsigned long long r = s ? P >> (32 - s) : P >> 32; /* the digits above the first word */
+    const long long w0 = (long long)((P << s) & 0xFFFFFFFFull), w1 = (long long)(r & 0xFFFFFFFFull);
+    const long long w2 = (long long)(r >> 32);
+    if (x.neg ^ w.neg) a.d[d] -= w0, a.d[d + 1] -= w1, a.d[d + 2] -= w2;
+    else a.d[d] += w0, a.d[d + 1] += w1, a.d[d + 2] += w2;
+}
 /* Carries up: every word but the top one in [0, 2^32), the value unchanged. */
 __device__ __forceinline__ void acc_norm(Acc &a)
 {
@@ -129,9 +145,9 @@ __device__ __forceinline__ void acc_norm(Acc &a)
 }
 __device__ __forceinline__ int acc_bit(const Acc &a, int b) { return (int)((a.d[b >> 5] >> (b & 31)) & 1); }
 
-/* The exact sum rounded once to FP32, RNE: subnormals from 2^-149 (bit 117), overflow to Inf; an exact
+/* The exact sum rounded once to FP32, RNE: subnormals from 2^-149 (bit LSB - 149), overflow to Inf; an exact
  * zero is +0 (as ref/exact.c's xsum); Inf/NaN as the flags say. */
-__device__ float acc_round(Acc &a)
+__device__ inline float acc_round(Acc &a)
 {
     if (a.nan || (a.pinf && a.ninf)) return __uint_as_float(0x7FC00000u);
     if (a.pinf || a.ninf) return a.pinf ? INFINITY : -INFINITY;
@@ -146,7 +162,7 @@ __device__ float acc_round(Acc &a)
     if (top < 0) return 0.0f;
     /* the top word may exceed 32 bits only past the range (K > 2^20, refused) */
     const int P = top * 32 + 63 - __clzll(a.d[top]);
-    const int Lb = P - 23 > 117 ? P - 23 : 117;
+    const int Lb = P - 23 > FMCU_LSB - 149 ? P - 23 : FMCU_LSB - 149;
     uint32_t M = 0;
     for (int b = P; b >= Lb; b--) M = M << 1 | (uint32_t)acc_bit(a, b);
     const int rnd = acc_bit(a, Lb - 1);
@@ -155,7 +171,7 @@ __device__ float acc_round(Acc &a)
     for (int i = 0; i < sw; i++) sticky |= a.d[i] != 0;
     sticky |= (a.d[sw] & ((1LL << ((Lb - 1) & 31)) - 1)) != 0;
     if (rnd && (sticky || (M & 1u))) M++;
-    /* M 2^(Lb - 266): exact in double; on the FP32 grid, or >= 2^128 (Inf) */
+    /* M 2^(Lb - LSB): exact in double; on the FP32 grid, or >= 2^128 (Inf) */
     const float f = __double2float_rn((double)M * __longlong_as_double((long long)(Lb - FMCU_LSB + 1023) << 52));
     return neg ? -f : f;
 }
@@ -177,7 +193,7 @@ __device__ __forceinline__ double cr_ulps_from(double a, double b)
     const unsigned long long e = ((__double_as_longlong(b) >> 52) - 52) << 52;
     return fabs(a - b) / __longlong_as_double((long long)e);
 }
-__device__ double cr_boundary_ulps(double y)
+__device__ inline double cr_boundary_ulps(double y)
 {
     const double a = fabs(y);
     if (!(a < INFINITY)) return INFINITY;
@@ -187,7 +203,7 @@ __device__ double cr_boundary_ulps(double y)
     if (u < 0x7F800000u) d = fmin(d, cr_ulps_from(a, (cr_grid(u) + cr_grid(u + 1)) * 0.5));
     return d;
 }
-__device__ float cr_round(const CrTab &tb, int fn, float x, double y, int *err)
+__device__ inline float cr_round(const CrTab &tb, int fn, float x, double y, int *err)
 {
     if (x != x) return __fadd_rn(x, x);
     if (!(cr_boundary_ulps(y) <= 16.0)) return __double2float_rn(y);
@@ -203,6 +219,12 @@ __device__ float cr_round(const CrTab &tb, int fn, float x, double y, int *err)
     atomicExch(err, 2);
     return __uint_as_float(0x7FC00000u);
 }
+
+#ifndef FMCU_HOST_EMU
+/* ref/crmath_table.c on the current device, copied once per process (gpu/cuda/fused_moe.cu; the layer
+ * kernels and the GPU reference share it). 0, or -1 (CUDA error, on stderr). */
+int device_cr_table(CrTab *out);
+#endif
 
 /* ---- the activations (ref/moects_layer.h's order; gpu/cpu/fused_moe_math.c moects__fml_act) ---- */
 
@@ -229,7 +251,7 @@ struct Fn {
 
 /* The gate's activation, act rounding applied: silu (and silu_clamp after its clamp), gelu_tanh,
  * gelu_erf, situ. Constants as gpu/cpu/fused_moe_math.c: fl(sqrt(2/pi)), 0.044715f, fl(1/sqrt 2). */
-__device__ float gated(const Fn &f, float g)
+__device__ inline float gated(const Fn &f, float g)
 {
     const float BETA = (float)(1.41421356237309504880 * 1.12837916709551257390 * 0.5), KAPPA = 0.044715f;
     switch (f.p.act) {
@@ -249,11 +271,11 @@ __device__ float gated(const Fn &f, float g)
 }
 
 /* act(g, u) of one column (relu2 reads g only). */
-__device__ float activation(const Fn &f, float g, float u)
+__device__ inline float activation(const Fn &f, float g, float u)
 {
     if (f.p.act == MOECTS_ACT_RELU2) {
         const float m = g > 0.0f ? g : (g == g ? 0.0f : g);
-        return __fmul_rn(m, m);
+        return f.rnd(__fmul_rn(m, m)); /* act=bf16 rounds relu2's square (ref/fused_moe_act.c) */
     }
     const float L = f.p.L;
     if (f.p.act == MOECTS_ACT_SILU_CLAMP || f.p.act == MOECTS_ACT_GPT_OSS) {

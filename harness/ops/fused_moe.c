@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "moects_gpuref.h"
 #include "moects_harness.h"
 #include "moects_layer.h"
 #include "moects_op.h"
@@ -177,6 +178,14 @@ static int fm_reference(const moects_inputs *in, const moects_op_args *a, moects
     return moects__ref_fused_moe(&in->fm, &a->fm, &point);
 }
 
+/* moects__op_def.reference_gpu: gpu/moects_gpuref.h, every exact layer recipe (the exact point of a
+ * bounded one, as fm_reference); the enclosure of a bounded verdict stays on the CPU (bounds.c). */
+static int fm_reference_gpu(const moects_inputs *in, const moects_op_args *a, moects_recipe r, int mode, char *why,
+                            size_t whylen)
+{
+    return moects__gpuref_fused_moe((moects_gpuref_mode)mode, &in->fm, &a->fm, r, why, whylen);
+}
+
 static int fm_enclosure(const moects_inputs *in, const moects_op_args *a, moects_recipe r, const moects_acc_class *cls,
                         void *lo, void *hi, moects_layer_tightness *tight)
 {
@@ -226,7 +235,7 @@ const moects__op_def moects__op_fused_moe = {
     .build = moects__fused_build, .shape = fm_shape, .bind = fm_bind, .row_bytes = fm_row_bytes,
     .describe = fm_describe, .describe_out = fm_describe_out, .scalars = NULL,
     .check = moects__fused_contract, .local_shape = moects__fused_local_shape, /* local cases: fused_local.c */
-    .reference = fm_reference, .reference_pair = NULL, .bound = NULL, .reduction_k = NULL, .geometry = fm_geometry,
+    .reference = fm_reference, .reference_pair = NULL, .reference_gpu = fm_reference_gpu, .bound = NULL, .reduction_k = NULL, .geometry = fm_geometry,
     .claim_refused = fm_claim_refused, .enclosure = fm_enclosure, .batch = moects__fused_batch,
     .stages = moects__fused_stages,
     .perf_unit = "TFLOP/s", .perf_key = "tflops", .perf_bytes = fm_perf_bytes,

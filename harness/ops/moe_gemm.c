@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "moects_gpuref.h"
 #include "moects_guard.h"
 #include "moects_harness.h"
 #include "moects_op.h"
@@ -819,6 +820,14 @@ static int mg_reference_pair(const moects_inputs *in, const moects_op_args *a, v
     return moects__ref_moe_gemm_recipes(&in->mg, &a->mg, blockwise, exact);
 }
 
+/* moects__op_def.reference_gpu: gpu/moects_gpuref.h, exact_v1 of MXFP4 and NVFP4 (W4A8, W4A16 and
+ * blockwise_v1 take the CPU path). */
+static int mg_reference_gpu(const moects_inputs *in, const moects_op_args *a, moects_recipe r, int mode, char *why,
+                            size_t whylen)
+{
+    return moects__gpuref_moe_gemm((moects_gpuref_mode)mode, &in->mg, &a->mg, r, why, whylen);
+}
+
 static int mg_bound(const moects_inputs *in, const moects_op_args *a, const moects_acc_class *cls, double *bound,
                     const moects_bound_stats *st)
 {
@@ -865,7 +874,8 @@ const moects__op_def moects__op_moe_gemm = {
     .cost = mg_cost, .bytes = mg_bytes, .ref_flops = mg_ref_flops, .shape_key = mg_shape_key, .dims = mg_dims,
     .build = mg_build, .shape = mg_shape, .bind = mg_bind, .row_bytes = mg_row_bytes, .describe = mg_describe,
     .describe_out = mg_describe_out, .scalars = NULL, .check = mg_contract, .local_shape = mg_local_shape,
-    .reference = mg_reference, .reference_pair = mg_reference_pair, .bound = mg_bound, .reduction_k = mg_reduction_k,
+    .reference = mg_reference, .reference_pair = mg_reference_pair, .reference_gpu = mg_reference_gpu,
+    .bound = mg_bound, .reduction_k = mg_reduction_k,
     .geometry = mg_geometry, .claim_refused = mg_claim_refused, .batch = mg_batch,
     .perf_unit = "TFLOP/s", .perf_key = "tflops", .perf_bytes = mg_perf_bytes,
 };
