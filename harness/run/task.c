@@ -250,13 +250,16 @@ static int share_get(worker_state *ws, moects_recipe recipe, const task_ctl *tc,
 /* References that took less than this to compute are computed again rather than shared: writing and
  * reading them back would cost about as much. */
 #define SHARE_MIN_S 0.01
+/* Nor are references of more than this: RAM (/dev/shm) is what large cases run short of, and their
+ * mutants run in a child process per call (harness/run/guarded.c), so they seldom end the worker. */
+#define SHARE_MAX_BYTES ((size_t)1 << 30)
 
 /* Writes the cached case's computed references (state 1) of the recipes in mask, which took spent
  * seconds, to the share directory when the parent says a later task of the case may end this worker
  * (tc->share); time to reference_s. */
 static void share_put(worker_state *ws, unsigned mask, double spent, const task_ctl *tc, moects_result *r)
 {
-    if (!tc->share_dir || !tc->share || spent < SHARE_MIN_S) return;
+    if (!tc->share_dir || !tc->share || spent < SHARE_MIN_S || ws->in.out_bytes > SHARE_MAX_BYTES) return;
     const double t = now_s();
     for (int i = 0; i < NRECIPES && i < 32; i++)
         if ((mask & (1u << i)) && ws->ref_state[i] == 1)
