@@ -25,6 +25,11 @@ typedef struct {
      * (a smoke case, the 1% sample); a FAIL is re-checked always. */
     int refmode;
     int check;
+    /* issue 31, item 4: the run's share directory (harness/run/refshare.c; NULL none), where a
+     * reference computed here is written when share is set (a later task of the case may kill its
+     * worker) and where a worker without the case's reference looks first */
+    const char *share_dir;
+    int share;
 } moects__task_ctl;
 
 /* A worker's cache between tasks: the case in hand (its inputs, references, device copies, bounds). */
@@ -47,6 +52,23 @@ int moects__kernel_recipe(const moects_kernel *k, moects_op op);
 /* r's phase times rounded to whole microseconds (down; the wall time up), so they never add up to
  * more than the wall time. */
 void moects__round_timing(moects_result *r);
+
+/* ---- harness/run/refshare.c: a case's references shared between its workers (issue 31, item 4) ---- */
+/* A fresh directory for the run's shared references in dir[len] (/dev/shm, else $TMPDIR or /tmp). 0, or
+ * -1 (dir ""): the run goes on without sharing. */
+int moects__refshare_mkdir(char *dir, size_t len);
+/* Writes the reference (bytes of ref, its XXH64, whether it came from the GPU and its CPU re-check
+ * state) of case ci (id, seed) under recipe: 0, or -1 (nothing left behind). */
+int moects__refshare_put(const char *dir, long ci, const char *id, uint64_t seed, int recipe, const void *ref,
+                         size_t bytes, uint64_t xxh64, int gpu, int check);
+/* The reference written so, in a malloc'd buffer of bytes, when its header names this case, seed, recipe
+ * and size and its bytes hash to its XXH64; else NULL (then compute it). */
+void *moects__refshare_get(const char *dir, long ci, const char *id, uint64_t seed, int recipe, size_t bytes,
+                           uint64_t *xxh64, int *gpu, int *check);
+/* Removes case ci's files for the recipes of bitmask recipes (its group is over). */
+void moects__refshare_drop(const char *dir, long ci, unsigned recipes);
+/* Removes the directory and whatever is left in it (a killed worker's temporary file). */
+void moects__refshare_rmdir(const char *dir);
 
 /* Seconds on a monotonic clock. */
 double moects__now_s(void);

@@ -15,3 +15,9 @@ add_test(NAME merge_equals_unsharded
          COMMAND sh ${PROJECT_SOURCE_DIR}/tests/cli/merge_shards.sh $<TARGET_FILE:moects>
                  ${CMAKE_CURRENT_BINARY_DIR}/merge_shards)
 set_tests_properties(merge_equals_unsharded PROPERTIES TIMEOUT 600)
+# scale_out_examples: examples/scale-out/ (Slurm job array, Kubernetes Indexed Job) run on 3 local
+# shards as the schedulers would; the merged verdicts must equal an unsharded run's.
+add_test(NAME scale_out_examples
+         COMMAND sh ${PROJECT_SOURCE_DIR}/tests/cli/scale_out.sh $<TARGET_FILE:moects> ${PROJECT_SOURCE_DIR}
+                 ${CMAKE_CURRENT_BINARY_DIR}/scale_out)
+set_tests_properties(scale_out_examples PROPERTIES TIMEOUT 600)

@@ -59,6 +59,7 @@ typedef struct {
     uint32_t recipes; /* bit r: a kernel of the case compares under recipe r */
     int32_t refmode;  /* moects__task_ctl.refmode, check */
     int32_t check;
+    int32_t share;    /* moects__task_ctl.share: a later task of the case may end this worker */
     moects_case c;    /* the case itself: an exec'd worker (--kernel-py) has no copy of the run's cases */
 } task_msg;
 
@@ -128,7 +129,11 @@ typedef struct {
     int perf;
     const char *dump_dir;
     int dev_alone; /* the worker has its device to itself (resource-fault probes of device memory) */
+    const char *share_dir; /* the run's shared references (harness/run/refshare.c), NULL none */
 } worker_cfg;
+
+/* The run's share directory ("" none): made by the parent before it forks its workers, which read it. */
+static char share_dir[512];
 
 /* The worker loop of every worker, forked or exec'd: a task at a time until the parent closes rfd. */
 static void worker_loop(const worker_cfg *w, int rfd, int wfd)
@@ -144,7 +149,7 @@ static void worker_loop(const worker_cfg *w, int rfd, int wfd)
         result_msg m;
         memset(&m, 0, sizeof m);
         notify_ctx nc = {wfd, t.task};
-        task_ctl tc = {(int)t.threads, t.recipes, notify_phase, &nc, t.refmode, t.check};
+        task_ctl tc = {(int)t.threads, t.recipes, notify_phase, &nc, t.refmode, t.check, w->share_dir, t.share};
         int ex = moects__worker_task(ws, (long)t.case_idx, &t.c, w->kernels[t.kernel_idx], w->seed, w->perf, &tc, &m.r);
         if (w->perf && w->is_py && w->is_py[t.kernel_idx] && m.r.kernel_ms > 0) {
             size_t l = strlen(m.r.reason);
@@ -180,7 +185,7 @@ static void worker_main(const moects_runner_opts *o, int rfd, int wfd, int widx,
     if (o->nkernel_py) exec_python(o, rfd, wfd); /* does not return */
     openblas_set_num_threads(base_threads);
     worker_cfg w = {o->kernels, o->nkernels, NULL, o->seed, o->perf, o->dump_dir,
-                    o->ndevices ? o->jobs <= (int)o->ndevices : o->jobs == 1};
+                    o->ndevices ? o->jobs <= (int)o->ndevices : o->jobs == 1, share_dir[0] ? share_dir : NULL};
     worker_loop(&w, rfd, wfd);
     MOECTS_WORKER_LEAK_CHECK(); /* a report goes to the kernel log, as the worker's stderr */
     _exit(0);
@@ -315,7 +320,7 @@ int moects_worker_serve(int rfd, int wfd, const moects_kernel *const *kernels, s
     setvbuf(stdout, NULL, _IONBF, 0);
     openblas_set_num_threads(s.threads > 0 ? s.threads : 1);
     s.dump_dir[sizeof s.dump_dir - 1] = '\0';
-    worker_cfg w = {table, s.nkernels, is_py, s.seed, s.perf, s.dump_dir[0] ? s.dump_dir : NULL, 0};
+    worker_cfg w = {table, s.nkernels, is_py, s.seed, s.perf, s.dump_dir[0] ? s.dump_dir : NULL, 0, NULL};
     worker_loop(&w, rfd, wfd);
     free(table), free(is_py);
     return 0;
@@ -596,9 +601,23 @@ static void task_over(parent *p, worker *W, uint32_t ti)
                           p->o->cases[p->tasks[ti].case_idx].id);
     W->busy = 0;
     if (W->group >= 0 && W->g_next >= W->g_end) {
+        if (share_dir[0]) moects__refshare_drop(share_dir, (long)p->tasks[p->gstart[W->group]].case_idx, p->recipes[W->group]);
         moects__sched_done(&p->sched, (size_t)W->group);
         W->group = -1;
     }
+}
+
+/* Whether a task of W's group after the one just sent may end its worker, so that the reference the
+ * worker computes now is worth sharing (harness/run/refshare.c): a mutant (it runs in the worker unless
+ * its case is huge) or a CUDA kernel on a host with a device (a sticky CUDA error ends its worker). */
+static int may_end_worker(const parent *p, const worker *W)
+{
+    if (!share_dir[0]) return 0;
+    for (size_t i = W->g_next; i < W->g_end; i++) {
+        const moects_kernel *k = p->o->kernels[p->tasks[p->torder[i]].kernel_idx];
+        if (k->bug || (k->device == MOECTS_DEVICE_CUDA && p->o->ndevices)) return 1;
+    }
+    return 0;
 }
 
 /* Start groups on idle workers, send each worker without a task in flight its group's next task,
@@ -629,11 +648,11 @@ static int hand_out(parent *p, char *err, size_t errlen)
         }
         if (!W->pid && spawn(o, p->ws, p->nw, w, p->base_threads, err, errlen) != 0) return -1;
         uint32_t ti = p->torder[W->g_next++];
-        int held = p->sched.held[W->group];
+        int held = p->sched.held[W->group], share = may_end_worker(p, W);
         static task_msg m; /* a case is large: not on the stack */
         const uint32_t ci = p->tasks[ti].case_idx;
         m = (task_msg){MAGIC, ti, ci, p->tasks[ti].kernel_idx, (uint32_t)(held * p->base_threads), p->recipes[W->group],
-                       o->reference_gpu - 1, o->refcheck && o->refcheck[ci], o->cases[ci]};
+                       o->reference_gpu - 1, o->refcheck && o->refcheck[ci], share, o->cases[ci]};
         drain(W, p->log_fd); /* what it printed before this task is not this task's */
         W->ntail = 0;
         W->busy = 1;
@@ -899,7 +918,9 @@ int moects__runner_run(const moects_runner_opts *o, moects_run *run, char *err, 
         return -1;
     }
     plan_tasks(p);
+    if (p->nt && !o->nkernel_py) moects__refshare_mkdir(share_dir, sizeof share_dir); /* else "": no sharing */
     if (plan_schedule(p, slots, err, errlen) != 0) {
+        if (share_dir[0]) moects__refshare_rmdir(share_dir), share_dir[0] = '\0';
         parent_free(p);
         return -1;
     }
@@ -917,6 +938,7 @@ int moects__runner_run(const moects_runner_opts *o, moects_run *run, char *err, 
             reap(&p->ws[w], NULL, p->log_fd);
         }
     signal(SIGPIPE, old_pipe);
+    if (share_dir[0]) moects__refshare_rmdir(share_dir), share_dir[0] = '\0';
     moects__progress_end(&p->prog);
     if (rc == 0 && push_results(p, run) != 0) {
         snprintf(err, errlen, "out of memory for results");

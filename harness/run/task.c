@@ -42,6 +42,7 @@ double moects__now_s(void)
 struct moects__worker {
     long case_idx; /* cached case, -1 none */
     const moects_case *c;
+    uint64_t seed; /* its inputs' seed */
     int build_rc;
     char build_err[256];
     moects_inputs in;
@@ -229,6 +230,45 @@ static int reference_differs(const worker_state *ws, moects_recipe recipe, moect
     return 1;
 }
 
+/* The cached case's reference under recipe from the run's share directory (harness/run/refshare.c), as
+ * a worker that ran an earlier task of the case wrote it: 1 when it stands (ws->ref[recipe] set, state 1,
+ * its hash, GPU flag and re-check state as written), else 0. Its time goes to r->reference_s. */
+static int share_get(worker_state *ws, moects_recipe recipe, const task_ctl *tc, moects_result *r)
+{
+    if (!tc->share_dir) return 0;
+    const double t = now_s();
+    int gpu = 0, check = 0;
+    uint64_t h = 0;
+    void *buf = moects__refshare_get(tc->share_dir, ws->case_idx, ws->c->id, ws->seed, (int)recipe, ws->in.out_bytes, &h,
+                                     &gpu, &check);
+    if (!buf) return 0;
+    ws->ref[recipe] = buf, ws->ref_state[recipe] = 1, ws->ref_hash[recipe] = h;
+    ws->ref_gpu[recipe] = (char)gpu, ws->ref_check[recipe] = (char)(check == 1 ? 1 : 0);
+    r->reference_s += now_s() - t;
+    return 1;
+}
+
+/* References that took less than this to compute are computed again rather than shared: writing and
+ * reading them back would cost about as much. */
+#define SHARE_MIN_S 0.01
+/* Nor are references of more than this: RAM (/dev/shm) is what large cases run short of, and their
+ * mutants run in a child process per call (harness/run/guarded.c), so they seldom end the worker. */
+#define SHARE_MAX_BYTES ((size_t)1 << 30)
+
+/* Writes the cached case's computed references (state 1) of the recipes in mask, which took spent
+ * seconds, to the share directory when the parent says a later task of the case may end this worker
+ * (tc->share); time to reference_s. */
+static void share_put(worker_state *ws, unsigned mask, double spent, const task_ctl *tc, moects_result *r)
+{
+    if (!tc->share_dir || !tc->share || spent < SHARE_MIN_S || ws->in.out_bytes > SHARE_MAX_BYTES) return;
+    const double t = now_s();
+    for (int i = 0; i < NRECIPES && i < 32; i++)
+        if ((mask & (1u << i)) && ws->ref_state[i] == 1)
+            moects__refshare_put(tc->share_dir, ws->case_idx, ws->c->id, ws->seed, i, ws->ref[i], ws->in.out_bytes,
+                                 ws->ref_hash[i], ws->ref_gpu[i], ws->ref_check[i]);
+    r->reference_s += now_s() - t;
+}
+
 /* The reference(s) of the cached case under recipe, once per (case, recipe), on tc->threads
  * OpenBLAS threads. A case whose op computes blockwise_v1 and exact_v1 in one pass (its entry's
  * reference_pair) and whose kernels want both gets both at once. Timing and threads go to r. */
@@ -240,7 +280,12 @@ static void compute_reference(worker_state *ws, const moects_case *c, moects_rec
     const unsigned bw = 1u << MOECTS_RECIPE_FP4_BLOCKWISE_V1, ex = 1u << MOECTS_RECIPE_EXACT_V1;
     const char *names[4];
     int two = op->reference_pair && op->recipes(c, names) >= 2;
-    if (gpu_reference(ws, recipe, tc, r)) return;
+    if (share_get(ws, recipe, tc, r)) return;
+    const double t0 = now_s();
+    if (gpu_reference(ws, recipe, tc, r)) {
+        share_put(ws, 1u << recipe, now_s() - t0, tc, r);
+        return;
+    }
     int both = two && (tc->recipes & bw) && (tc->recipes & ex) &&
                (recipe == MOECTS_RECIPE_FP4_BLOCKWISE_V1 || recipe == MOECTS_RECIPE_EXACT_V1) &&
                ws->ref_state[MOECTS_RECIPE_FP4_BLOCKWISE_V1] == 0 && ws->ref_state[MOECTS_RECIPE_EXACT_V1] == 0;
@@ -273,6 +318,7 @@ static void compute_reference(worker_state *ws, const moects_case *c, moects_rec
         if (ws->ref_state[i] == 1 && (i == (int)recipe || (both && i == (int)other)))
             ws->ref_hash[i] = moects__xxh64(ws->ref[i], in->out_bytes);
     r->reference_s += now_s() - t;
+    share_put(ws, (1u << recipe) | (both ? 1u << other : 0), now_s() - t0, tc, r);
     announce(tc, PH_OTHER, r);
 }
 
@@ -585,6 +631,7 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
         drop_case(ws);
         ws->case_idx = ci;
         ws->c = c;
+        ws->seed = seed;
         announce(tc, PH_INPUTS, r);
         double t = now_s();
         ws->build_rc = moects__inputs_build(c, seed, &ws->in, ws->build_err, sizeof ws->build_err);
@@ -705,7 +752,7 @@ void moects__runner_task(const moects_case *c, const moects_kernel *k, uint64_t 
     memset(&ws, 0, sizeof ws);
     ws.case_idx = -1;
     int rcp = moects__kernel_recipe(k, c->op);
-    task_ctl tc = {0, rcp >= 0 ? 1u << rcp : 0, NULL, NULL, -1, 0};
+    task_ctl tc = {0, rcp >= 0 ? 1u << rcp : 0, NULL, NULL, -1, 0, NULL, 0};
     moects__worker_task(&ws, 0, c, k, seed, perf, &tc, r);
     drop_case(&ws);
 }
