@@ -42,27 +42,9 @@ FAILED=0
 STEPS=${MOECTS_LAYER_STEPS:-smoke,memcheck,racecheck,synccheck,perf,full}
 has() { case ",$STEPS," in *",$1,"*) return 0 ;; esac; return 1; }
 
-pack() {
-  [ -n "${MOECTS_PACK:-}" ] || return 0
-  tar -czf "$MOECTS_PACK.tmp" -C "$(dirname "$D")" "$(basename "$D")" || return
-  rm -f "$MOECTS_PACK" "$MOECTS_PACK".[0-9][0-9]
-  if [ "$(stat -c %s "$MOECTS_PACK.tmp")" -gt 15728640 ]; then
-    split -d -a 2 -b 15728640 "$MOECTS_PACK.tmp" "$MOECTS_PACK." && rm -f "$MOECTS_PACK.tmp"
-  else mv -f "$MOECTS_PACK.tmp" "$MOECTS_PACK"; fi
-}
-# step NAME LIMIT_S CMD...: stdout to NAME.log, stderr to NAME.err; OK_RC (default 0) is success
-step() {
-  local name=$1 lim=$2 t0=$SECONDS; shift 2
-  local left=$((BUDGET - SECONDS - 15))
-  [ "$left" -lt "$lim" ] && lim=$left
-  if [ "$lim" -lt 20 ]; then echo "$name skipped: ${left}s left" | tee -a "$D/status.txt"; FAILED=1; return 1; fi
-  timeout "$lim" "$@" > "$D/$name.log" 2> "$D/$name.err"
-  local rc=$?
-  echo "$name rc=$rc seconds=$((SECONDS - t0)) limit=$lim" | tee -a "$D/status.txt"
-  [ "$rc" -eq "${OK_RC:-0}" ] || FAILED=1
-  pack
-  return $rc
-}
+STEP_MARGIN=15 STEP_MIN=20
+# shellcheck source=tools/h200_steps.sh
+. "$(dirname "$0")/h200_steps.sh"
 
 { echo "date: $(date -u +%FT%TZ)"; echo "commit: $COMMIT"; echo "cpus: $(nproc)"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader

@@ -27,23 +27,9 @@ mkdir -p "$D" && D=$(cd "$D" && pwd)
 : > "$D/status.txt"
 FAILED=0
 
-pack() {
-  [ -n "${MOECTS_PACK:-}" ] || return 0
-  tar -czf "$MOECTS_PACK.tmp" -C "$(dirname "$D")" "$(basename "$D")" && mv -f "$MOECTS_PACK.tmp" "$MOECTS_PACK"
-}
-# step NAME LIMIT_S CMD...: stdout to NAME.log, stderr to NAME.err; exit 0 is success
-step() {
-  local name=$1 lim=$2 t0=$SECONDS; shift 2
-  local left=$((BUDGET - SECONDS - 10))
-  [ "$left" -lt "$lim" ] && lim=$left
-  if [ "$lim" -lt 10 ]; then echo "$name skipped: ${left}s left" | tee -a "$D/status.txt"; FAILED=1; return 1; fi
-  timeout "$lim" "$@" > "$D/$name.log" 2> "$D/$name.err"
-  local rc=$?
-  echo "$name rc=$rc seconds=$((SECONDS - t0))" | tee -a "$D/status.txt"
-  [ "$rc" -eq 0 ] || FAILED=1
-  pack
-  return $rc
-}
+STEP_MARGIN=10 STEP_MIN=10
+# shellcheck source=tools/h200_steps.sh
+. "$(dirname "$0")/h200_steps.sh"
 
 { echo "date: $(date -u +%FT%TZ)"; echo "commit: $COMMIT"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader

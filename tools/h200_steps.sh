@@ -1,0 +1,33 @@
+# h200_steps.sh: the step runner of the GPU-host scripts (h200_check.sh, h200_layer.sh,
+# h200_route.sh), sourced by them, not run. The sourcing script sets D (its OUTDIR, made), BUDGET
+# (the seconds its device call may take) and FAILED=0; STEP_MARGIN (seconds kept for what follows
+# the last step, default 15) and STEP_MIN (a step with less left is skipped, default 20) tune it.
+# MOECTS_PACK=FILE: OUTDIR packed into FILE (.tar.gz, split into FILE.00, ... over 15 MiB) after
+# every step, for a device call that returns files.
+
+pack() {
+  [ -n "${MOECTS_PACK:-}" ] || return 0
+  tar -czf "$MOECTS_PACK.tmp" -C "$(dirname "$D")" "$(basename "$D")" || return
+  rm -f "$MOECTS_PACK" "$MOECTS_PACK".[0-9][0-9]
+  if [ "$(stat -c %s "$MOECTS_PACK.tmp")" -gt 15728640 ]; then
+    split -d -a 2 -b 15728640 "$MOECTS_PACK.tmp" "$MOECTS_PACK." && rm -f "$MOECTS_PACK.tmp"
+  else mv -f "$MOECTS_PACK.tmp" "$MOECTS_PACK"; fi
+}
+
+# step NAME LIMIT_S CMD...: CMD under timeout (LIMIT_S, cut to what the budget leaves), stdout to
+# $D/NAME.log, stderr to $D/NAME.err, a line in $D/status.txt; exit OK_RC (default 0) is success,
+# anything else (a skip included) sets FAILED=1. Returns CMD's exit status.
+step() {
+  local name=$1 lim=$2 t0=$SECONDS; shift 2
+  local left=$((BUDGET - SECONDS - ${STEP_MARGIN:-15}))
+  [ "$left" -lt "$lim" ] && lim=$left
+  if [ "$lim" -lt "${STEP_MIN:-20}" ]; then
+    echo "$name skipped: ${left}s left" | tee -a "$D/status.txt"; FAILED=1; return 1
+  fi
+  timeout "$lim" "$@" > "$D/$name.log" 2> "$D/$name.err"
+  local rc=$?
+  echo "$name rc=$rc seconds=$((SECONDS - t0)) limit=$lim" | tee -a "$D/status.txt"
+  [ "$rc" -eq "${OK_RC:-0}" ] || FAILED=1
+  pack
+  return $rc
+}
