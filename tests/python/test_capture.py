@@ -181,11 +181,12 @@ GROUPED = [FM, FQ, "moe_gemm.mxfp4/regression/moe-layouts/e5/n256/k384/contiguou
 
 
 def _kernels(build_dir):
-    """--kernel for every default kernel but the FP8 layer's: they refuse every case here (no FP8 case),
-    which fails a run."""
+    """--kernel for every default kernel but the FP8, NVFP4, W4A8 and situ layer kernels: they refuse
+    every case here (none of those formats or activations), which fails a run."""
     r = subprocess.run([os.path.join(build_dir, "bin", "moects"), "list", "--kernels"], capture_output=True, text=True)
     names = [line.split("\t")[0] for line in r.stdout.splitlines()]
-    return ["--kernel", ",".join(n for n in names if not any(x in n for x in ("vllm_fp8", "deepgemm", "fp8_scale")))]
+    return ["--kernel", ",".join(n for n in names if not any(x in n for x in ("vllm_fp8", "deepgemm", "fp8_scale"))
+                                 and not re.search(r"fused_moe\.(.*nvfp4|.*w4a8|vllm_triton_fp8|situ_native)", n))]
 
 
 def _added_grouped(case, cases_dir, **kw):

@@ -48,6 +48,9 @@ def test_numpy_fused_moe_and_its_mutants(build_dir, tmp_path):
         if c.id.startswith("fused_moe.fp8_128/"):  # W8A8 needs mid=fp8_128: the BF16 recipe is refused
             assert v == "UNSUPPORTED", (c.id, v)
             continue
+        if c.shape["format"] not in ("bf16", "mxfp4"):  # the example writes these two formats only
+            assert v == "UNSUPPORTED", (c.id, v)
+            continue
         assert v == "PASS_BOUNDED", (c.id, v)
         for m in caught:
             caught[m] += res[("numpy.mutant.fused_moe." + m, c.id)].startswith("FAIL")
