@@ -39,13 +39,16 @@ if "$M" run --tier smoke 'moe_gemm.nvfp4/regression/moe-layouts/e5/n256/k384/mas
 fi
 grep -q '"verdict": "FAIL_REFERENCE"' "$T/mb/results.json" || fail "no FAIL_REFERENCE on moe_gemm"
 
-# fused_moe: seven layer recipes (cpu.fused_moe.*: every w13 order, mid bf16/fp8_token/fp8_128/mxfp8,
+# fused_moe: seven layer recipes (seven cpu.fused_moe kernels, FK: every w13 order, mid bf16/fp8_token/fp8_128/mxfp8,
 # weight at gemm2/act/combine, a bounded recipe's exact point) on BF16, MXFP4 and FP8_128 weights; the
 # NaN case takes the CPU path (a NaN output's payload is the CPU's).
+# (named: the NVFP4, W4A8 and situ kernels refuse every case here, which fails a run)
+FK=cpu.fused_moe.vllm,cpu.fused_moe.cutlass,cpu.fused_moe.gpt_oss,cpu.fused_moe.deepgemm,cpu.fused_moe.mxfp8
+FK=$FK,cpu.fused_moe.vllm_fp8,cpu.fused_moe.fast
 L='fused_moe.bf16/gpt-oss-20b/tp16/t4/smoke fused_moe.fp8_128/deepseek-v3.2/tp16/t1/smoke
    fused_moe.mxfp4/deepseek-v4-flash/tp16/t2/smoke fused_moe.mxfp4/kimi-k2/tp16/t1/smoke-nan'
-"$M" run --tier smoke $L --kernel 'cpu.fused_moe.*' --out "$T/fc" --reference cpu >/dev/null 2>&1 || fail "cpu run fused_moe"
-"$M" run --tier smoke $L --kernel 'cpu.fused_moe.*' --out "$T/fs" --reference test-standin >/dev/null 2>&1 ||
+"$M" run --tier smoke $L --kernel "$FK" --out "$T/fc" --reference cpu >/dev/null 2>&1 || fail "cpu run fused_moe"
+"$M" run --tier smoke $L --kernel "$FK" --out "$T/fs" --reference test-standin >/dev/null 2>&1 ||
     fail "stand-in run fused_moe"
 "$M" hashes "$T/fc/results.json" "$T/fs/results.json" 2>&1 | grep -q ' 0 differ;' || fail "hashes differ on fused_moe"
 [ "$(grep -o '"reference": "gpu"' "$T/fs/results.json" | wc -l)" -ge 13 ] || fail "fused_moe: too few GPU references"
