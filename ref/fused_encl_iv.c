@@ -276,20 +276,28 @@ static moects__ivd at_scales(moects__ivf v, double s0, double s1)
     return m;
 }
 
+/* A group of n: v = bf16(a) (into scratch), whether one holds a NaN or the top interval, and the
+ * interval [alo, ahi] of the group's amax. */
+static void group_amax(const moects__ivf *a, int64_t n, moects__ivf *v, int *nan, int *top, float *alo, float *ahi)
+{
+    *nan = 0, *top = 0, *alo = 0.0f, *ahi = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        v[i] = moects__ivf_bf16(a[i]);
+        *nan |= moects__ivf_is_nan(v[i]);
+        *top |= moects__ivf_is_top(v[i]);
+        const float l = fabsf(v[i].lo), h = fabsf(v[i].hi);
+        const float lower = v[i].lo <= 0.0f && v[i].hi >= 0.0f ? 0.0f : (l < h ? l : h), upper = l > h ? l : h;
+        *alo = lower > *alo ? lower : *alo;
+        *ahi = upper > *ahi ? upper : *ahi;
+    }
+}
+
 /* One FP8 group of n: v = bf16(a) (into scratch), the amax interval, m over its candidates. */
 static void fp8_group(const moects__ivf *a, int64_t n, int ue8m0, moects__ivd *m, moects__ivf *v)
 {
-    int nan = 0, top = 0;
-    float alo = 0.0f, ahi = 0.0f;
-    for (int64_t i = 0; i < n; i++) {
-        v[i] = moects__ivf_bf16(a[i]);
-        nan |= moects__ivf_is_nan(v[i]);
-        top |= moects__ivf_is_top(v[i]);
-        const float l = fabsf(v[i].lo), h = fabsf(v[i].hi);
-        const float lower = v[i].lo <= 0.0f && v[i].hi >= 0.0f ? 0.0f : (l < h ? l : h), upper = l > h ? l : h;
-        alo = lower > alo ? lower : alo;
-        ahi = upper > ahi ? upper : ahi;
-    }
+    int nan, top;
+    float alo, ahi;
+    group_amax(a, n, v, &nan, &top, &alo, &ahi);
     if (nan || top) { /* a NaN makes the group's scale NaN: all of it NaN; top may be NaN */
         for (int64_t i = 0; i < n; i++) m[i] = nan ? NAN_IVD : TOP_IVD;
         return;
@@ -330,17 +338,9 @@ static moects__ivd at_nvfp4(moects__ivf v, float b, float o)
 /* One NVFP4 group of n: v = bf16(a) (into scratch), the amax interval, m over its candidates. */
 static void nvfp4_group(const moects__ivf *a, int64_t n, float gs, moects__ivd *m, moects__ivf *v)
 {
-    int nan = 0, top = 0;
-    float alo = 0.0f, ahi = 0.0f;
-    for (int64_t i = 0; i < n; i++) {
-        v[i] = moects__ivf_bf16(a[i]);
-        nan |= moects__ivf_is_nan(v[i]);
-        top |= moects__ivf_is_top(v[i]);
-        const float l = fabsf(v[i].lo), h = fabsf(v[i].hi);
-        const float lower = v[i].lo <= 0.0f && v[i].hi >= 0.0f ? 0.0f : (l < h ? l : h), upper = l > h ? l : h;
-        alo = lower > alo ? lower : alo;
-        ahi = upper > ahi ? upper : ahi;
-    }
+    int nan, top;
+    float alo, ahi;
+    group_amax(a, n, v, &nan, &top, &alo, &ahi);
     if (nan || top || !(ahi < INFINITY)) { /* a NaN: the group NaN; top or an Inf amax: no claim */
         for (int64_t i = 0; i < n; i++) m[i] = nan ? NAN_IVD : TOP_IVD;
         return;
