@@ -29,16 +29,9 @@ export MOECTS_ROOT=$PWD MOECTS_LIB=$B/lib/libmoects.so.0 PYTHONUNBUFFERED=1
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/moects-triton-cache}
 rm -rf "$D" && mkdir -p "$D"
 D=$(cd "$D" && pwd)
-step() { # step NAME LIMIT_S CMD...; stdout to $D/NAME.log, stderr to $D/NAME.err
-  local name=$1 lim=$2 t0=$SECONDS; shift 2
-  local left=$((BUDGET - SECONDS - 30))
-  [ "$left" -lt "$lim" ] && lim=$left
-  if [ "$lim" -lt 20 ]; then echo "$name skipped: ${left}s left" | tee -a "$D/status.txt"; return 1; fi
-  timeout "$lim" "$@" > "$D/$name.log" 2> "$D/$name.err"
-  local rc=$?
-  echo "$name rc=$rc seconds=$((SECONDS - t0))" | tee -a "$D/status.txt"
-  return $rc
-}
+FAILED=0 STEP_MARGIN=30 STEP_MIN=20
+# shellcheck source=tools/h200_steps.sh
+. "$(dirname "$0")/h200_steps.sh"
 
 # 1. the package: pip install into the Python that holds torch and triton (on the GPU host that
 # python3 is itself a venv, and a venv made from it with --system-site-packages would not see them),
@@ -51,14 +44,7 @@ else # not installed: no pytest11 entry point, name the plugin
   echo "install: PYTHONPATH (pip failed, see install.log)" >> "$D/status.txt"
 fi
 export MOECTS_PYTHON=$PY
-{ echo "date: $(date -u +%FT%TZ)"
-  echo "commit: ${MOECTS_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"
-  "$PY" -c 'import sys, numpy, pytest, torch, triton, moects
-print("python:", sys.version.split()[0], "numpy:", numpy.__version__, "pytest:", pytest.__version__)
-print("torch:", torch.__version__, "cuda:", torch.version.cuda, "triton:", triton.__version__)
-print("moects package:", moects.__file__, "libmoects:", moects.library_version())'
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  echo "cpus: $(nproc)"; } > "$D/machine.txt" 2>&1
+py_machine "$PY" > "$D/machine.txt"
 
 # MOECTS_PY_STEPS: ep_gather (steps 2-5, the Triton ep_gather check), moe (step 6); default both
 has() { case ",${MOECTS_PY_STEPS:-ep_gather,moe}," in *",$1,"*) return 0 ;; esac; return 1; }

@@ -1,5 +1,5 @@
 # h200_steps.sh: the step runner of the GPU-host scripts (h200_check.sh, h200_layer.sh,
-# h200_route.sh), sourced by them, not run. The sourcing script sets D (its OUTDIR, made), BUDGET
+# h200_route.sh, h200_python.sh, h200_triton_layer.sh), sourced by them, not run. The sourcing script sets D (its OUTDIR, made), BUDGET
 # (the seconds its device call may take) and FAILED=0; STEP_MARGIN (seconds kept for what follows
 # the last step, default 15) and STEP_MIN (a step with less left is skipped, default 20) tune it.
 # MOECTS_PACK=FILE: OUTDIR packed into FILE (.tar.gz, split into FILE.00, ... over 15 MiB) after
@@ -30,4 +30,16 @@ step() {
   [ "$rc" -eq "${OK_RC:-0}" ] || FAILED=1
   pack
   return $rc
+}
+
+# py_machine PY: the Python scripts' machine.txt lines (date, commit, Python and its packages, GPU)
+py_machine() {
+  echo "date: $(date -u +%FT%TZ)"
+  echo "commit: ${MOECTS_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"
+  "$1" -c 'import sys, numpy, pytest, torch, triton, moects
+print("python:", sys.version.split()[0], "numpy:", numpy.__version__, "pytest:", pytest.__version__)
+print("torch:", torch.__version__, "cuda:", torch.version.cuda, "triton:", triton.__version__)
+print("moects package:", moects.__file__, "libmoects:", moects.library_version())' 2>&1
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
+  echo "cpus: $(nproc)"
 }

@@ -30,25 +30,11 @@ export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/moects-triton-cache}
 if [ "${MOECTS_TRITON_INTERPRET:-}" = 1 ]; then export TRITON_INTERPRET=1; else unset TRITON_INTERPRET; fi
 rm -rf "$D" && mkdir -p "$D"
 D=$(cd "$D" && pwd)
-step() { # step NAME LIMIT_S CMD...; stdout to $D/NAME.log, stderr to $D/NAME.err
-  local name=$1 lim=$2 t0=$SECONDS; shift 2
-  local left=$((BUDGET - SECONDS - 15))
-  [ "$left" -lt "$lim" ] && lim=$left
-  if [ "$lim" -lt 20 ]; then echo "$name skipped: ${left}s left" | tee -a "$D/status.txt"; return 1; fi
-  timeout "$lim" "$@" > "$D/$name.log" 2> "$D/$name.err"
-  local rc=$?
-  echo "$name rc=$rc seconds=$((SECONDS - t0))" | tee -a "$D/status.txt"
-  return $rc
-}
+FAILED=0 STEP_MARGIN=15 STEP_MIN=20
+# shellcheck source=tools/h200_steps.sh
+. "$(dirname "$0")/h200_steps.sh"
 
-{ echo "date: $(date -u +%FT%TZ)"
-  echo "commit: ${MOECTS_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"
-  "$PY" -c 'import sys, numpy, pytest, torch, triton, moects
-print("python:", sys.version.split()[0], "numpy:", numpy.__version__, "pytest:", pytest.__version__)
-print("torch:", torch.__version__, "cuda:", torch.version.cuda, "triton:", triton.__version__)
-print("moects package:", moects.__file__, "libmoects:", moects.library_version())'
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  echo "cpus: $(nproc)"; } > "$D/machine.txt" 2>&1
+py_machine "$PY" > "$D/machine.txt"
 
 # 1. the cases: every BF16 fused_moe smoke case (MOECTS_LAYER_CASES: other globs, any tier)
 if [ -n "${MOECTS_LAYER_CASES:-}" ]; then
