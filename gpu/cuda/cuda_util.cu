@@ -118,7 +118,8 @@ const moects__cublas *moects__cublas_get(char *why, size_t why_len)
                  * that call (compute-sanitizer initcheck on the H200, results correct): a workspace
                  * zeroed once keeps initcheck's reports to the kernels under test. */
                 if (g_cublas.set_workspace && cudaMalloc(&g_cublas.ws, MOECTS__CUBLAS_WS_BYTES) == cudaSuccess &&
-                    cudaMemset(g_cublas.ws, 0, MOECTS__CUBLAS_WS_BYTES) != cudaSuccess) {
+                    (cudaMemset(g_cublas.ws, 0, MOECTS__CUBLAS_WS_BYTES) != cudaSuccess ||
+                     cudaDeviceSynchronize() != cudaSuccess)) { /* done before a non-blocking stream uses it */
                     cudaFree(g_cublas.ws);
                     g_cublas.ws = NULL;
                 }

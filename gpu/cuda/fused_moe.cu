@@ -63,7 +63,8 @@ int cr_table(CrTab *out)
         static_assert(sizeof(moects_cr_entry) == sizeof(uint2), "table entry layout");
         void *d = NULL;
         if (MOECTS_CU(cudaMalloc(&d, bytes)) ||
-            (n && MOECTS_CU(cudaMemcpy(d, moects__cr_table[fn], n * sizeof(uint2), cudaMemcpyHostToDevice)))) {
+            (n && MOECTS_CU(cudaMemcpy(d, moects__cr_table[fn], n * sizeof(uint2), cudaMemcpyHostToDevice))) ||
+            MOECTS_CU(cudaDeviceSynchronize())) { /* the legacy stream's copy done before any stream reads it */
             state = -1;
             break;
         }

@@ -3,7 +3,10 @@
  * the elements' flags ORed into one word, the output copied back; the fused MoE layer's reference
  * (gpuref_layer.cuh) stage by stage, one launch per stage. Built like every kernel here: no
  * fast-math, no flush-to-zero; the element code spells its roundings (fmaf, __fadd_rn, __fmul_rn), so
- * -fmad=true cannot contract them. Plain cudaMalloc, the worker's stream, synchronous. */
+ * -fmad=true cannot contract them. Plain cudaMalloc; every copy, fill and launch on the worker's stream
+ * (moects__cuda_stream, non-blocking: cudaMemcpy and cudaMemset on the legacy stream would race with
+ * the launches, and did: stale device memory read as a reference, FAIL_REFERENCE on the H100 at
+ * 63d9eea), waited for before the output is read. */
 #include <cuda_runtime.h>
 #include <stdio.h>
 
@@ -51,7 +54,8 @@ static int put(dev_set *s, const void *host, size_t bytes, const void **dev, cha
     if (!host || !bytes) return 0;
     void *p = NULL;
     cudaError_t e = cudaMalloc(&p, bytes);
-    if (e == cudaSuccess) s->d[s->n++] = p, e = cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess)
+        s->d[s->n++] = p, e = cudaMemcpyAsync(p, host, bytes, cudaMemcpyHostToDevice, (cudaStream_t)moects__cuda_stream());
     if (e != cudaSuccess) return snprintf(why, whylen, "GPU reference: %s", cudaGetErrorString(e)), -1;
     *dev = p;
     return 0;
@@ -62,7 +66,7 @@ static int alloc_out(dev_set *s, size_t out_bytes, void **dev_out, char *why, si
 {
     *dev_out = NULL;
     cudaError_t e = cudaMalloc((void **)&s->flags, sizeof(unsigned));
-    if (e == cudaSuccess) e = cudaMemset(s->flags, 0, sizeof(unsigned));
+    if (e == cudaSuccess) e = cudaMemsetAsync(s->flags, 0, sizeof(unsigned), (cudaStream_t)moects__cuda_stream());
     if (e == cudaSuccess && out_bytes) e = cudaMalloc(dev_out, out_bytes);
     if (e == cudaSuccess && out_bytes) s->d[s->n++] = *dev_out;
     if (e != cudaSuccess) return snprintf(why, whylen, "GPU reference: %s", cudaGetErrorString(e)), -1;
@@ -75,8 +79,9 @@ static int fetch(dev_set *s, cudaStream_t st, void *host_out, const void *dev_ou
 {
     cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess) e = cudaStreamSynchronize(st);
-    if (e == cudaSuccess && out_bytes) e = cudaMemcpy(host_out, dev_out, out_bytes, cudaMemcpyDeviceToHost);
-    if (e == cudaSuccess) e = cudaMemcpy(flags, s->flags, sizeof(unsigned), cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess && out_bytes) e = cudaMemcpyAsync(host_out, dev_out, out_bytes, cudaMemcpyDeviceToHost, st);
+    if (e == cudaSuccess) e = cudaMemcpyAsync(flags, s->flags, sizeof(unsigned), cudaMemcpyDeviceToHost, st);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(st);
     if (e != cudaSuccess) return snprintf(why, whylen, "GPU reference: %s", cudaGetErrorString(e)), -1;
     return 0;
 }
@@ -180,7 +185,7 @@ static int fm_workspace(dev_set *s, const grl::Lp &p, grl::Ws *w, char *why, siz
     for (int i = 0; i < 9; i++) off[i] = total, total += (n[i] + 255) & ~(size_t)255;
     char *b = NULL;
     cudaError_t e = cudaMalloc((void **)&b, total);
-    if (e == cudaSuccess) s->d[s->n++] = b, e = cudaMemset(b, 0, total);
+    if (e == cudaSuccess) s->d[s->n++] = b, e = cudaMemsetAsync(b, 0, total, (cudaStream_t)moects__cuda_stream());
     if (e != cudaSuccess) return snprintf(why, whylen, "GPU reference: %s", cudaGetErrorString(e)), -1;
     *w = grl::Ws{(int *)(b + off[0]), (float *)(b + off[1]), (float *)(b + off[2]), (float *)(b + off[3]),
                  (float *)(b + off[4]), (double *)(b + off[5]), (float *)(b + off[6]), (float *)(b + off[7]),
@@ -210,7 +215,9 @@ extern "C" int moects__gpuref_cuda_fm(const moects_fused_moe_shape *shape, const
         }
         rc = fetch(&s, st, args->out, out, out_bytes, flags, why, whylen);
         int err = 0;
-        if (!rc && cudaMemcpy(&err, w.err, sizeof err, cudaMemcpyDeviceToHost) != cudaSuccess) rc = -1;
+        if (!rc && (cudaMemcpyAsync(&err, w.err, sizeof err, cudaMemcpyDeviceToHost, st) != cudaSuccess ||
+                    cudaStreamSynchronize(st) != cudaSuccess))
+            rc = -1;
         if (err) *flags |= GR_CRMISS;
     }
     set_free(&s);
