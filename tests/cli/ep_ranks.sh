@@ -1,8 +1,9 @@
 #!/bin/sh
 # ep_ranks.sh: end-to-end CLI checks of ep_dispatch_combine's ranks (docs/ep_dispatch_combine.md "Ranks
-# and the transport"): the exec'd ranks a CUDA kernel gets, tried with the CPU kernels on a host
-# without a GPU.
-# Usage: ep_ranks.sh NAME MOECTS_BIN PLUGIN_SO SOURCE_ROOT WORK_DIR (NAME: ep_ranks_exec, ep_rank_usage)
+# and the transport", "The GPU transport"): the exec'd ranks a CUDA kernel gets, tried with the CPU
+# kernels on a host without a GPU, and the CUDA kernels' SKIP there.
+# Usage: ep_ranks.sh NAME MOECTS_BIN PLUGIN_SO SOURCE_ROOT WORK_DIR (NAME: ep_ranks_exec, ep_rank_usage,
+# ep_ranks_cuda_skip)
 . "$(dirname "$0")/lib.sh"
 
 verdicts() { jq -r '.results[] | [.kernel, .case, .verdict] | @tsv' "$1/results.json" | sort; }
@@ -44,6 +45,18 @@ ep_rank_usage)
     "$moects" __ep-rank 0 0 > out.txt 2> err.txt < /dev/null
     [ $? -eq 2 ] || fail "fd 0 without a region: want exit 2"
     grep -q "^ep_dispatch_combine: fd 0 holds no launch region of this moects build" err.txt || { cat err.txt; fail "region line"; }
+    ;;
+ep_ranks_cuda_skip)
+    # a build with the CUDA kernels, on a host without a GPU: each CUDA kernel of the op SKIP "no CUDA
+    # device (...)" on every case (the launcher is never reached), the CPU kernels unaffected
+    "$moects" list --kernels | grep -q '^cuda\.ep_dispatch_combine\.ipc	' || { echo "built without CUDA: nothing to check"; exit 0; }
+    [ "$(nvidia-smi -L 2> /dev/null | wc -l)" -eq 0 ] || { echo "a GPU here: nothing to check"; exit 0; }
+    id=$(pick 'ep_dispatch_combine/*' 1)
+    "$moects" run --out out --kernel 'cuda.*ep_dispatch_combine*' "$id" > run.tap 2> err.txt
+    [ "$(verdicts out | cut -f3 | sort -u)" = SKIP ] || { verdicts out; fail "not SKIP"; }
+    [ "$(verdicts out | wc -l)" -eq 5 ] || fail "$(verdicts out | wc -l) results, want the 5 CUDA kernels of the op"
+    jq -r '.results[].reason' out/results.json | grep -qv '^no CUDA device (' && fail "a reason without 'no CUDA device ('"
+    true
     ;;
 *) fail "unknown check $name" ;;
 esac
