@@ -177,6 +177,11 @@ static inline uint64_t moects__batch_seed(uint64_t seed) { return seed ^ 0xba7c4
 /* Kernel k's call on a case's shape and args: its op's launch where it has one, else k->run. */
 int moects__kernel_call(const moects_kernel *k, const void *shape, const void *args, void *stream);
 
+/* `moects __ep-rank FD RANK` (argv from "__ep-rank" on): a CUDA kernel's rank of an ep_dispatch_combine
+ * launch, exec'd by the launcher (harness/ops/ep_rank_exec.c). Its result goes into the launch region;
+ * returns 0, or 2 when FD holds no region. */
+int moects__ed_rank_main(int argc, char **argv);
+
 /* The reference of built inputs under recipe r into out (out_bytes): 0, or -1 refused. */
 int moects__reference(const moects_inputs *in, moects_recipe r, void *out);
 

@@ -1,9 +1,13 @@
 /* main.c: the moects command line: `moects list|run|gate|coverage|merge ...` (DESIGN.md
  * "Harness"). Each subcommand parses its own options; see moects_commands.h. */
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "moects_commands.h"
+#include "moects_op.h"
 
 #ifndef MOECTS_VERSION
 #define MOECTS_VERSION "0.1"
@@ -26,8 +30,21 @@ static void usage(FILE *f)
           f);
 }
 
+/* MOECTS_EXE: this binary, for the processes of a run that start moects again (the ranks of an
+ * ep_dispatch_combine CUDA kernel: `moects __ep-rank`), unless the caller named another. */
+static void name_self(void)
+{
+    char self[PATH_MAX];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0 || getenv("MOECTS_EXE")) return;
+    self[n] = '\0';
+    setenv("MOECTS_EXE", self, 0);
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && !strcmp(argv[1], "__ep-rank")) return moects__ed_rank_main(argc - 1, argv + 1);
+    name_self();
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -261,14 +261,17 @@ typedef struct {
  * (deepseek-ai/DeepEP deep_ep/buffer.py: low_latency_dispatch packs received tokens per local expert,
  * low_latency_combine "reduce with weights" on the token's rank). */
 typedef struct moects_ep_comm moects_ep_comm;
-/* The communicator moects gives each rank's run(). The CPU transport (harness/ops/ep_ranks.c) implements
- * barrier, broadcast and alltoallv over shared memory; a kernel with its own transport (NCCL) needs only
- * rank, world, device, barrier and broadcast: rank 0 makes an ncclUniqueId, broadcasts its bytes, every
- * rank calls ncclCommInitRank(world, id, rank) on its device. Each call returns 0, or -1 when a peer
- * failed or the arguments break the transport's limits (then the kernel returns non-zero). */
+/* The communicator moects gives each rank's run(), CPU and CUDA kernels alike. The transport
+ * (harness/ops/ep_ranks.c) implements barrier, broadcast and alltoallv over host shared memory; a kernel
+ * with its own device transport uses it for set-up and phases only: cuda.ep_dispatch_combine.ipc passes
+ * its CUDA IPC handles with alltoallv and separates its phases with barrier; an NCCL kernel: rank 0 makes
+ * an ncclUniqueId, broadcasts its bytes, every rank calls ncclCommInitRank(world, id, rank) on its device.
+ * Each call returns 0, or -1 when a peer failed or the arguments break the transport's limits (then the
+ * kernel returns non-zero). */
 struct moects_ep_comm {
     int rank, world; /* this process's rank in [0, world) */
-    int device;      /* CUDA kernels: the device ordinal this rank runs on (its CUDA_VISIBLE_DEVICES); CPU: -1 */
+    int device;      /* CUDA kernels: the device this rank's process made current (rank when it sees at least
+                        world devices, else 0: one GPU runs every rank); CPU: -1 */
     /* Every rank waits until all have called it. */
     int (*barrier)(moects_ep_comm *c);
     /* bytes from root's buf into every other rank's buf (at most max_bytes). */
