@@ -254,16 +254,17 @@ static int slot_expert(const layer *c, int32_t id, int64_t *e)
     return *e < s->E ? 1 : -1;
 }
 
-/* Slot sl's exposed intermediates (moects_fused_moe_args g1_out, act_out, mid_out), where asked: g1 and
- * act as computed, the intermediate's value (FP8_128: its E4M3 values times their group's scale). */
+/* Slot sl's exposed intermediates (moects_fused_moe_args g1_out, act_out, mid_out, y_out), where
+ * asked: g1, act and y as computed, the intermediate's value (FP8_128, W4A8: its E4M3 values times
+ * their block's scale). */
 static void expose(const layer *c, int64_t sl)
 {
     const moects_fused_moe_args *a = c->a;
-    const int64_t I = c->s->inter;
+    const int64_t I = c->s->inter, blk = blk_of(c);
     if (a->g1_out) memcpy(a->g1_out + sl * c->N1, c->g1, (size_t)c->N1 * sizeof *c->g1);
     if (a->act_out) memcpy(a->act_out + sl * I, c->act, (size_t)I * sizeof *c->act);
-    for (int64_t i = 0; a->mid_out && i < I; i++)
-        a->mid_out[sl * I + i] = c->s->format == MOECTS_LAYER_FP8_128 ? c->m[i] * (double)c->sa[i / 128] : c->m[i];
+    for (int64_t i = 0; a->mid_out && i < I; i++) a->mid_out[sl * I + i] = blk ? c->m[i] * (double)c->sa[i / blk] : c->m[i];
+    if (a->y_out) memcpy(a->y_out + sl * c->s->H, c->y, (size_t)c->s->H * sizeof *c->y);
 }
 
 /* GEMM1 then the activation of expert e: act[I] (weight=act: times w). */

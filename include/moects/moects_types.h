@@ -211,6 +211,9 @@ typedef struct {
                                      FP8 / MXFP8: the E4M3 value times its group's scale, exact in double) */
     const float *w13_alpha;       /* NVFP4: [E] FP32 GEMM1's per-expert multiplier (1 / W13's global scale); else NULL */
     const float *w2_alpha;        /* NVFP4: [E] FP32 GEMM2's per-expert multiplier (1 / W2's global scale); else NULL */
+    float *y_out;                 /* [T * k, H] (an exposed intermediate, as g1_out) GEMM2's per-slot output as the
+                                     combine reads it: its epilogue (alpha, b2, the router weight under
+                                     weight=gemm2) and the recipe's slot rounding applied */
 } moects_fused_moe_args;
 
 /* ---- routing (moe_route), DESIGN.md "Routing", docs/moe_route.md ----
