@@ -193,9 +193,9 @@ static float gated(const moects_fused_moe_shape *s, const moects_layer_recipe *r
 float moects__fml_act(const moects_fused_moe_shape *s, const moects_layer_recipe *r, moects__fml_bug bug, float g,
                       float u)
 {
-    if (s->activation == MOECTS_ACT_RELU2) {
+    if (s->activation == MOECTS_ACT_RELU2) { /* act=bf16 rounds the square (ref/moects_layer.h) */
         float m = g > 0.0f ? g : (g == g ? 0.0f : g);
-        return m * m;
+        return act_round(r, m * m);
     }
     const float L = s->act_limit;
     if (s->activation == MOECTS_ACT_SILU_CLAMP || s->activation == MOECTS_ACT_GPT_OSS) {
