@@ -323,8 +323,10 @@ static void mid_gemm2(layer *c, int64_t e, float w)
     const int split = c->bug == MOECTS__FML_BUG_SPLIT_K_BATCH && s->T > MOECTS__FML_SPLIT_T;
     for (int64_t n = 0; n < H; n++) {
         weight_row(c, c->a->w2, c->a->w2_scale, H, I, e, n, c->wrow);
-        float y = f8 ? block_row(c, 1, c->m, e, n)
-                  : r->fn ? moects__fml_dot_f32(c->m, c->wrow, I) : moects__fml_dot(c->m, c->wrow, I);
+        float y = f8                                        ? block_row(c, 1, c->m, e, n)
+                  : c->bug == MOECTS__FML_BUG_GEMM2_BF16_ACC ? moects__fml_dot_bf16(c->m, c->wrow, I)
+                  : r->fn                                    ? moects__fml_dot_f32(c->m, c->wrow, I)
+                                                             : moects__fml_dot(c->m, c->wrow, I);
         if (split) /* split-K reduced in the output type (cuBLASLt's REDUCTION_SCHEME_OUTPUT_TYPE) */
             y = moects__fml_bf16(moects__fml_dot(c->m, c->wrow, I / 2)) + moects__fml_bf16(moects__fml_dot(c->m + I / 2, c->wrow + I / 2, I - I / 2));
         if (nv || nvm) y = y * al2;

@@ -244,7 +244,9 @@ stages)
     # gpt-oss's activation without the + 1, leaves GEMM1's output exact and moves the activation's;
     # FP8 block scales read per row move GEMM1's own output; the router weight applied twice (GEMM2's
     # epilogue applies it once, as declared, the combine again) and a BF16 combine act after GEMM2's
-    # per-slot output, which stays exact. Bounded claims (every case, whatever MOECTS_STAGES): a BF16
+    # per-slot output, which stays exact. Bounded claims (every case, whatever MOECTS_STAGES): a GEMM2
+    # summed in BF16 leaves GEMM1, the activation and the intermediate to the honest code, so gemm2 is
+    # the first stage outside its enclosure, and the accumulation check of that stage fails; a BF16
     # combine leaves every exposed stage inside its enclosure.
     g=fused_moe.bf16/gpt-oss-20b/tp16/t4/smoke f=fused_moe.fp8_128/deepseek-v3/tp16/t1/smoke-adversarial
     MOECTS_STAGES=1 "$moects" run --out out --kernel 'cpu.mutant.fused_moe.*' --kernel cpu.fused_moe.gpt_oss \
@@ -261,6 +263,10 @@ stages)
     for b in weight_twice combine_bf16; do
         why $m.$b "$g" | grep -q "first stage off: none of the exposed stages (gemm1, act, mid, gemm2)" || fail "$b: $(why $m.$b "$g")"
     done
+    why $m.gemm2_bf16_acc "$g" | grep -q "first stage outside its enclosure: gemm2, slot (t [0-3], j [0-3]), column [0-9]*: got [-0-9.e]*, enclosure \[" ||
+        fail "gemm2_bf16_acc: $(why $m.gemm2_bf16_acc "$g")"
+    why $m.gemm2_bf16_acc "$g" | grep -q "the accumulation check of stage gemm2 (a GEMM's output, exposed) fails" ||
+        fail "gemm2_bf16_acc, accumulation check: $(why $m.gemm2_bf16_acc "$g")"
     why $m.fast_combine_bf16 "$g" | grep -q "first stage outside its enclosure: none of the exposed stages (gemm1, act, mid, gemm2)" ||
         fail "fast_combine_bf16: $(why $m.fast_combine_bf16 "$g")"
     jq -r '.results[] | select(.kernel == "cpu.fused_moe.gpt_oss" or .kernel == "cpu.fused_moe.fast") | .reason' out/results.json |
