@@ -7,12 +7,13 @@
  * with E[a^2] <= sigma^2 for weights of random signs (the generator's draw), three dgemms giving
  * sum t_k, sum |t_k| and sum t_k^2. The stage a kernel exposes is that result through its epilogue:
  * g1 = rnd_g1(fl(fl(G alpha1) + b13)), y = rnd_slot(fl(fl(fl(G alpha2) + b2) w)) (each step where the
- * recipe and format have it). x is that chain in real arithmetic; every FP32 rounding of the chain
- * adds at most half an FP32 ULP of its value's bound z (z 2^-24 + 2^-150) to det, scaled by the
- * factors after it, so that got = rnd(x + a' + d) with |d| <= det and a' = a times those factors
- * (sigma scaled with it); the last rounding to the stage's type is the judge's half output ULP (for an
- * FP32 stage counted twice: det's share is one FP32 half ULP, conservative). |G| <= z = S (1 + gt)
- * (1 + gn) + U, the enclosure's bound (docs/fused_moe_enclosure.md, "The GEMMs"). */
+ * recipe and format have it). x is that chain in real arithmetic. G's own rounding to FP32 is one of
+ * the K + 1 roundings sigma counts; every epilogue rounding adds at most half an FP32 ULP of its
+ * value's bound z (z 2^-24 + 2^-150) to det, scaled by the factors after it, so that got = rnd(x + a' +
+ * d) with |d| <= det and a' = a times those factors (sigma scaled with it); the last rounding to the
+ * stage's type is the judge's half output ULP (for an FP32 stage also in det: conservative). A value's
+ * bound z is |x| + eb + det, eb the enclosure's bound of |G - V| (docs/fused_moe_enclosure.md, "The
+ * GEMMs") scaled as x is. */
 #include <math.h>
 #include <string.h>
 
@@ -44,32 +45,36 @@ static float up_f(double v)
 
 static double half_ulp32(double z) { return z * 0x1p-24 + 0x1p-150; }
 
-/* An epilogue step: got's value times m (|m| scales what came before) plus the step's own rounding. */
+/* The stage's value through the epilogue: x (exact chain), det, sigma, and eb the bound of |G - V| an
+ * admissible kernel keeps (the enclosure's, scaled as x is): every value on the way lies within
+ * |x| + eb + det of 0. */
 typedef struct {
-    double x, det, sig, z;
+    double x, det, sig, eb;
 } chain;
 
+/* Times m, then that product's FP32 rounding. */
 static void times(chain *ch, double m)
 {
-    ch->x *= m, ch->det *= fabs(m), ch->sig *= fabs(m), ch->z *= fabs(m);
-    ch->det += half_ulp32(ch->z);
+    const double a = fabs(m);
+    ch->x *= m, ch->det *= a, ch->sig *= a, ch->eb *= a;
+    ch->det += half_ulp32(fabs(ch->x) + ch->eb + ch->det);
 }
 
-/* Element o of st from the GEMM's sums (S the upper bound of sum |t_k|), g its constants, then the
- * epilogue: times alpha (mul), plus b (bias), times w (wmul). */
+/* Element o of st from the GEMM's sums (S the upper bound of sum |t_k|, d the signed sum, q the sum of
+ * squares) and g its constants, then the epilogue: times alpha (mul), plus b (bias), times w (wmul).
+ * G's own rounding to FP32 is one of the K + 1 roundings sigma counts (ref/bound.c, as moe_gemm's). */
 static void element(const moects__encl_gemm *g, double sig_rel, double d, double S, double q, int mul, float alpha,
                     int bias, float b, int wmul, float w, const moects_bound_stats *st, int64_t o)
 {
     const double U = 4.0 * ETA * ((double)g->K + 2.0) + g->uabs;
-    chain ch;
+    const double pn = 0.5 * (S + fabs(d) + g->dg * S); /* max(P, N): docs/fused_moe_enclosure.md */
+    chain ch = {0, 0, 0, g->gt * S + g->gn * (1.0 + g->gt) * pn + U};
     moects__acc_stats(g->K, sig_rel, 1.0f, S, d, q, U, &ch.x, &ch.det, &ch.sig);
-    ch.z = S * (1.0 + g->gt) * (1.0 + g->gn) + U;
-    ch.det += half_ulp32(ch.z); /* G's own rounding to FP32 */
     if (mul) times(&ch, alpha);
-    if (bias) ch.x += b, ch.z += fabs((double)b), ch.det += half_ulp32(ch.z);
+    if (bias) ch.x += b, ch.det += half_ulp32(fabs(ch.x) + ch.eb + ch.det);
     if (wmul) times(&ch, w);
     ch.det += fabs(ch.x) * 0x1p-50; /* x's epilogue in double */
-    if (!(ch.det < INFINITY) || !(ch.z < 0x1p127)) {
+    if (!(ch.det < INFINITY) || !(S < 0x1p127)) {
         moects__stats_unchecked(st, o);
         return;
     }

@@ -895,8 +895,10 @@ static double gam(double n, double u) { return n * u / (1.0 - n * u); }
 /* The silu layer by hand (silu_layer above): GEMM1's terms x_k w_k are [0.5, 0.5, 2^-30] for the
  * gate (x = 1 + 2^-30, sum of squares 0.5 + 2^-60) and [1, 2, 0] for up (x = 3, squares 5); sigma =
  * (gamma(K + 1, 2^-24) + gamma(5, 2^-24)) sqrt(squares) with K = H = 3 (DESIGN.md "Bounded
- * verdicts"), det at least G's own FP32 rounding's half ULP (2^-24 of |x|, x near 1: >= 2^-24) and far
- * below sigma's scale. GEMM2 from a given intermediate m = 2: terms [2 * 1], [2 * 0.5], [2 * 0]: x
+ * verdicts"); G's own FP32 rounding is one of sigma's K + 1, and this recipe has no epilogue (no
+ * alpha, bias or weight=gemm2), so det is x's own error: gamma(3, 2^-53) S (S = sum |t_k|, the
+ * dgemm's) + |x| 2^-52 (moe_gemm's alpha) + |x| 2^-50 (the epilogue in double) + 4 2^-149 (K + 2)
+ * (underflow): for up, 9 2^-53 + 15 2^-53 + 15 2^-53 = 39 2^-53. GEMM2 from a given intermediate m = 2: terms [2 * 1], [2 * 0.5], [2 * 0]: x
  * = [2, 1, 0], sigma = (gamma(2, u) + gamma(5, u)) [2, 1, 0]; the zero row (S 0) has sigma 0. Under
  * weight=gemm2 with w 0.5 GEMM2's stage is y * w: x and sigma halve. With bits 60 every stage is
  * the exact value's point: g1 = [fl32(1 + 2^-30) = 1, 3], act = mid = a = 0x1.18b9fcp+1, y = [a,
@@ -911,11 +913,13 @@ Test(fused_encl_stages, silu_layer_by_hand)
     const double mid[1] = {2.0};
     enclose_stages(&L, &FP32_CLAIM, &b, mid);
     const double sg[2] = {(gam(4, u) + gam(5, u)) * sqrt(0.5 + 0x1p-60), (gam(4, u) + gam(5, u)) * sqrt(5.0)};
+    cr_expect(fabs(39 * 0x1p-53 - (gam(3, 0x1p-53) * 3 + 3 * (0x1p-52 + 0x1p-50))) < 0x1p-60, "the comment's sum");
     const double gx[2] = {1.0 + 0x1p-30, 3.0};
     for (int n = 0; n < 2; n++) {
         cr_expect(b.sx[0][n] == gx[n], "g1 x %a", b.sx[0][n]);
         cr_expect(b.ss[0][n] >= sg[n] && b.ss[0][n] <= sg[n] * (1 + 0x1p-20), "g1 sigma %a, %a", (double)b.ss[0][n], sg[n]);
-        cr_expect(b.sd[0][n] >= 0x1p-24 * gx[n] && b.sd[0][n] < 0x1p-20 * gx[n], "g1 det %a", (double)b.sd[0][n]);
+        const double dt = gam(3, 0x1p-53) * (n ? 3.0 : 1.0 + 0x1p-30) + gx[n] * (0x1p-52 + 0x1p-50) + 20 * 0x1p-149;
+        cr_expect(b.sd[0][n] >= dt && b.sd[0][n] <= dt * (1 + 0x1p-20), "g1 det %a, %a", (double)b.sd[0][n], dt);
     }
     const double yx[3] = {2.0, 1.0, 0.0}, g2 = gam(2, u) + gam(5, u);
     for (int h = 0; h < 3; h++) {
