@@ -434,7 +434,8 @@ HONEST(moects_cpu_fused_moe_vllm_fp8, "cpu.fused_moe.vllm_fp8", "fused_moe.layer
 /* MXFP8 intermediate (E4M3, UE8M0 per 32) */
 HONEST(moects_cpu_fused_moe_mxfp8, "cpu.fused_moe.mxfp8", "fused_moe.layer_v1(w13=gate_up,mid=mxfp8)");
 
-#define SCOPED(sym, nm, rec, scope) MOECTS__FML_SCOPED(sym, nm, rec, MOECTS__FML_BUG_NONE, NULL, 0, MOECTS_KERNEL_BATCH_INVARIANT, scope)
+#define SCOPED(sym, nm, rec, scope)                                                                      \
+    MOECTS__FML_SCOPED(sym, nm, rec, MOECTS__FML_BUG_NONE, NULL, 0, MOECTS_KERNEL_BATCH_INVARIANT | MOECTS_KERNEL_INTERMEDIATES, scope)
 /* TRT-LLM / FlashInfer NVFP4 MoE (CUTLASS fused MoE): [up, gate], FP32 GEMM1 and activation, the
  * intermediate re-quantized to NVFP4 with the expert's static global scale, FP32 slots, the router
  * weight in the finalize; on NVFP4 weights (W4A16 here: x BF16) */
@@ -463,7 +464,9 @@ MOECTS__FML_DESCRIPTOR(moects_cpu_fused_moe_fast, "cpu.fused_moe.fast", MOECTS_F
  * libm's exp: their enclosures (the NVFP4 intermediate's candidate scales, W4A8's block chains) */
 MOECTS__FML_SCOPED(moects_cpu_fused_moe_fast_nvfp4, "cpu.fused_moe.fast_nvfp4",
                    "fused_moe.layer_v1(w13=up_gate,g1=f32,act=f32,mid=nvfp4,weight=combine,slot=f32,fn=ulp2)",
-                   MOECTS__FML_BUG_NONE, NULL, 24, MOECTS_KERNEL_BATCH_INVARIANT, MOECTS__FML_SCOPE_FORMAT(MOECTS_LAYER_NVFP4));
+                   MOECTS__FML_BUG_NONE, NULL, 24, MOECTS_KERNEL_BATCH_INVARIANT | MOECTS_KERNEL_INTERMEDIATES,
+                   MOECTS__FML_SCOPE_FORMAT(MOECTS_LAYER_NVFP4));
 MOECTS__FML_SCOPED(moects_cpu_fused_moe_fast_w4a8, "cpu.fused_moe.fast_w4a8",
                    "fused_moe.layer_v1(w13=up_gate,g1=f32,act=f32,mid=mxfp8,weight=combine,slot=f32,fn=ulp2)",
-                   MOECTS__FML_BUG_NONE, NULL, 24, MOECTS_KERNEL_BATCH_INVARIANT, MOECTS__FML_SCOPE_FORMAT(MOECTS_LAYER_W4A8));
+                   MOECTS__FML_BUG_NONE, NULL, 24, MOECTS_KERNEL_BATCH_INVARIANT | MOECTS_KERNEL_INTERMEDIATES,
+                   MOECTS__FML_SCOPE_FORMAT(MOECTS_LAYER_W4A8));
