@@ -1,8 +1,9 @@
 #!/bin/sh
 # run.sh: end-to-end CLI checks: --dump, fail fast, --resume, the TAP streamed while the run goes,
-# batch invariance, and the stage a layer kernel's exposed intermediates locate.
+# batch invariance, and the stage a layer kernel's exposed intermediates locate (CPU kernels, and the
+# CUDA ones' stages compiled for the host).
 # Usage: run.sh NAME MOECTS_BIN PLUGIN_SO SOURCE_ROOT WORK_DIR (NAME: dump, fail_fast, resume, stream,
-# batch_invariance, stages)
+# batch_invariance, stages, stages_cuda)
 . "$(dirname "$0")/lib.sh"
 
 case $name in
@@ -273,6 +274,28 @@ stages)
         grep -q "first stage" && fail "a passing kernel's reason names a stage"
     why cpu.fused_moe.fast "$g" | grep -q "accumulation check of the stages (RMS): gemm1 [0-9.e-]* sigma over [0-9]*, gemm2 " ||
         fail "the honest bounded kernel's reason: $(why cpu.fused_moe.fast "$g")"
+    ;;
+stages_cuda)
+    # The CUDA layer kernels' exposed intermediates (gpu/cuda/fused_moe_stages.cuh), judged through their
+    # host build (emu.cuda.*: the same stage source; a --kernel-lib, so the stage run goes through a child
+    # process and shared buffers, as any kernel from outside the tree). By each bug's definition: gate and
+    # up read swapped leave GEMM1's rows exact and move the activation; the weight applied again in the
+    # combine (weight=gemm2 declared: GEMM2's epilogue applies it once) leaves every stage exact; under
+    # fp8_atomic's weight=combine the same bug puts the weight into GEMM2's epilogue, so gemm2 is the first
+    # stage outside its enclosure. The honest bounded kernel passes with its stages' accumulation RMS.
+    g=fused_moe.bf16/qwen3-30b-a3b/tp16/t4/smoke
+    MOECTS_STAGES=1 "$moects" run --out out --kernel-lib "$emu" --kernel 'emu.*' "$g" > run.tap 2> err.txt
+    rc=$?
+    [ $rc -eq 0 ] || { cat run.tap err.txt; fail "exit status $rc (mutants caught, honest passing: want 0)"; }
+    why() { jq -r --arg k "emu.cuda.$1" '.results[] | select(.kernel == $k) | .reason' out/results.json; }
+    why mutant.fused_moe.gate_up_swapped | grep -q "^first stage off: act, slot (t [0-3], j [0-7]), column [0-9]*: got " ||
+        fail "gate_up_swapped: $(why mutant.fused_moe.gate_up_swapped)"
+    why mutant.fused_moe.weight_twice | grep -q "^first stage off: none of the exposed stages (gemm1, act, mid, gemm2)" ||
+        fail "weight_twice: $(why mutant.fused_moe.weight_twice)"
+    why mutant.fused_moe.fp8_atomic_weight_twice | grep -q "first stage outside its enclosure: gemm2, slot (t [0-3], j [0-7])" ||
+        fail "fp8_atomic_weight_twice: $(why mutant.fused_moe.fp8_atomic_weight_twice)"
+    why fused_moe.fp8_atomic | grep -q "accumulation check of the stages (RMS): gemm1 [0-9.e-]* sigma over [1-9][0-9]*, gemm2 " ||
+        fail "fp8_atomic: $(why fused_moe.fp8_atomic)"
     ;;
 *)
     fail "unknown test"
