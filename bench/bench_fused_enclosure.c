@@ -125,7 +125,7 @@ static int build(const opts *o, lay *L)
     }
     fill_weights(mx, E * N1 * H, H, w13, w13, s13);
     fill_weights(mx, E * H * I, I, w2, w2, s2);
-    L->a = (moects_fused_moe_args){x, ids, w, NULL, w13, mx ? s13 : NULL, w2, mx ? s2 : NULL, NULL, NULL, NULL, L->out, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    L->a = (moects_fused_moe_args){x, ids, w, NULL, w13, mx ? s13 : NULL, w2, mx ? s2 : NULL, NULL, NULL, NULL, L->out, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     return 0;
 }
 

@@ -20,6 +20,10 @@ rounding to 24 bits adds at most half an ulp), hence fn=ulp1. Everything else is
 operation in the recipe's order, as numpy does float32 arithmetic (no fused multiply-add).
 
     moects run --kernel-py examples/numpy_fused_moe.py:kernel 'fused_moe*'
+
+fused_moe(shape, args, stages) also fills stages (intermediates(shape)) with its exposed
+intermediates, which case.check(out, intermediates=stages) holds to their enclosures stage by stage
+(docs/fused_moe.md "Exposed intermediates").
 """
 import math
 
@@ -104,9 +108,23 @@ def supports(shape):
     return True
 
 
-def fused_moe(shape, args):
-    """args["out"] [T, H] (BF16 bits or FP32): the layer of the module docstring."""
+def intermediates(shape):
+    """Empty exposed intermediates of the layer, as moects_fused_moe_args names them (row t * k + j per
+    slot): g1_out [T*k, N1] and act_out [T*k, I] float32, mid_out [T*k, I] float64, y_out [T*k, H]
+    float32; NaN until fused_moe writes a valid slot's rows."""
+    rows, I, H = shape["T"] * shape["k"], shape["I"], shape["H"]
+    n1 = I if shape["activation"] == "relu2" else 2 * I
+    return {"g1_out": np.full((rows, n1), np.nan, _F), "act_out": np.full((rows, I), np.nan, _F),
+            "mid_out": np.full((rows, I), np.nan), "y_out": np.full((rows, H), np.nan, _F)}
+
+
+def fused_moe(shape, args, stages=None, act=None):
+    """args["out"] [T, H] (BF16 bits or FP32): the layer of the module docstring. stages (from
+    intermediates(shape)), when given, receives each valid slot's GEMM1 output, activation, the
+    intermediate and GEMM2's per-slot output. act: the activation (default activation(); a test
+    hands in a wrong one)."""
     T, k, H, I = shape["T"], shape["k"], shape["H"], shape["I"]
+    act = act or activation
     out = args["out"].reshape(T, H)
     x = bf16_to_f32(np.asarray(args["x"]).reshape(T, H))
     w = np.asarray(args["topk_weights"], dtype=_F).reshape(T, k)
@@ -120,12 +138,14 @@ def fused_moe(shape, args):
             if b13 is not None:
                 g1 = g1 + np.asarray(b13)[e]
             g1 = bf16_round(g1)
-            a = activation(shape, g1[:, :I], g1[:, I:]) if shape["activation"] != "relu2" else \
-                activation(shape, g1, None)
+            a = act(shape, g1[:, :I], g1[:, I:]) if shape["activation"] != "relu2" else act(shape, g1, None)
             v = bf16_round(a) @ weights(shape, args, "w2", e).T
             if b2 is not None:
                 v = v + np.asarray(b2)[e]
             y[t, j] = bf16_round(v * w[t, j][:, None])
+            if stages is not None:
+                for name, val in (("g1_out", g1), ("act_out", a), ("mid_out", bf16_round(a)), ("y_out", y[t, j])):
+                    stages[name][t * k + j] = val
         acc = np.zeros((T, H), dtype=_F)
         for j in range(k):  # FP32 in slot order, invalid slots skipped
             acc = np.where((slot_e[:, j] >= 0)[:, None], acc + y[:, j], acc)

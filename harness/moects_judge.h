@@ -62,6 +62,36 @@ int moects__judge_acc_check_applies(const moects_case *c);
  * partials are not exact). */
 int moects__judge_claim_ok(const moects_case *c, const moects_kernel *k, moects_recipe recipe, moects_result *r);
 
+/* ---- the pieces of the bounded rules the stage judge (harness/judge/stages.c) shares ---- */
+/* The least accumulation error |a| that explains value g of element i under the accumulation check's
+ * inputs st (ref/moects_ref.h moects_bound_stats): |g - x| less half an ULP at |g| of the last
+ * rounding's type (bf16: BF16, else FP32) and det; -1 where the check does not apply (det +Inf, sigma
+ * 0 or not finite, g not finite). DESIGN.md "Bounded verdicts". */
+double moects__judge_implied_acc(const moects_bound_stats *st, int64_t i, double g, int bf16);
+/* The text of a failed accumulation check into buf: "HEAD fails: the accumulation error the NOUN
+ * implies ... has an RMS of RMS sigma over N elements; ... consistent with ..." (the classes whose
+ * error would explain rms at reduction length K, against the declared class cls). */
+void moects__judge_acc_text(int64_t K, const moects_acc_class *cls, double rms, int64_t n, const char *head,
+                            const char *noun, char *buf, size_t len);
+/* Whether value g lies in an enclosure [l, h]: NaN expected (l NaN) takes only NaN, an unbounded one
+ * (-Inf, +Inf) anything, else l <= g <= h. */
+int moects__judge_in_enclosure(double g, double l, double h);
+
+/* The exposed intermediates' rule (harness/judge/stages.c; docs/fused_moe.md "Exposed intermediates"):
+ * the kernel's stages got[i] (ref's geometry; NULL, or no valid element written (every byte
+ * MOECTS__STAGE_POISON): not exposed) against ref's reference, after r's verdict on the output.
+ * Exact (ref's want): the first stage, in the op's order, with an element whose bits differ is named
+ * in r's reason ("first stage off: act, slot (t 0, j 1), column 5: got ..., exact ..."). Bounded
+ * (ref's lo, hi; cls the claim's class): a failed output's reason names the first stage with an
+ * element outside its enclosure, its place, value and interval ("first stage outside its enclosure:
+ * ..."), or that every exposed stage lies inside; and every stage with accumulation check inputs
+ * (ref's st) is checked as the output of a bounded GEMM is (its RMS in r's acc_rms, acc_n: the larger
+ * one's): a stage over the limit makes a passing verdict FAIL_MISMATCH (its reason the check's, its
+ * mismatches the stage's elements over MOECTS_ACC_CHECK_LIMIT sigma), and is named in a failing one's.
+ * Returns 1 when it changed r's verdict, else 0. */
+int moects__judge_stages(const moects__stages *ref, const void *const *got, const moects_acc_class *cls,
+                         moects_result *r);
+
 /* dst = src cut to n - 1 bytes (no format-truncation warnings on fixed fields). */
 void moects__copy_str(char *dst, size_t n, const char *src);
 

@@ -38,6 +38,46 @@ typedef struct {
     const char *unit; /* "tokens", "rows" */
 } moects__batch;
 
+/* ---- exposed intermediates (fused_moe: docs/fused_moe.md "Exposed intermediates") ---- */
+#define MOECTS_STAGES_MAX 4
+/* The byte a stage buffer holds where the kernel wrote nothing (a NaN pattern, float and double,
+ * that no arithmetic makes): a stage with no valid element written counts as not exposed. */
+#define MOECTS__STAGE_POISON 0xFF
+
+/* One stage a kernel may expose, [rows, cols] of float (f64: double) elements, and its reference. */
+typedef struct {
+    const char *name;  /* in the op's order: "gemm1", "act", "mid", "gemm2" */
+    const char *arg;   /* its field of the op's args, the Python key: "g1_out", "act_out", ... */
+    size_t arg_off;    /* offsetof(moects_op_args, that field): where a harness binds its buffer */
+    int64_t cols;
+    int f64;           /* double elements, else float */
+    /* A GEMM's output stage: the type its last rounding makes (MOECTS_BF16 or MOECTS_F32: the
+     * accumulation check's output rounding) and the reduction length; 0 otherwise. */
+    moects_dtype round;
+    int64_t K;
+    /* The reference (the op's stages() given the kernel's stages): exact values want, or an enclosure
+     * [lo, hi] (NaN in lo: NaN expected; lo -Inf and hi +Inf: no claim); st: the accumulation check's
+     * inputs (x NULL: not checked). malloc'd, each NULL when not computed. */
+    void *want, *lo, *hi;
+    moects_bound_stats st;
+} moects__stage;
+
+typedef struct {
+    int n;              /* stages */
+    int64_t rows;       /* every stage's rows */
+    int64_t group;      /* row r is slot r % group of token r / group */
+    uint8_t *valid;     /* [rows]: 1 where the row is compared (a valid slot); malloc'd */
+    moects__stage s[MOECTS_STAGES_MAX];
+} moects__stages;
+
+/* Frees what st holds (its reference and valid), keeping the geometry. */
+void moects__stages_free(moects__stages *st);
+/* Bytes of stage i's buffer. */
+static inline size_t moects__stage_bytes(const moects__stages *st, int i)
+{
+    return (size_t)(st->rows * st->s[i].cols) * (st->s[i].f64 ? 8 : 4);
+}
+
 typedef struct moects__op_def {
     moects_op op;
     const char *name; /* "ep_gather": results.json, case files, kernel ids; = ops.def's name */
@@ -139,13 +179,14 @@ typedef struct moects__op_def {
      * error the caller frees big and b->row_of. NULL: the op has no batch. */
     int (*batch)(const moects_case *c, uint64_t seed, const moects_inputs *in, moects_inputs *big, moects__batch *b,
                  char *err, size_t errlen);
-    /* Exposed intermediates (a kernel with MOECTS_KERNEL_INTERMEDIATES that failed an exact claim of
-     * recipe r): runs the kernel once more through run(ctx, shape, args) with its intermediates asked
-     * for, the reference with the same, and writes into msg the first stage whose values differ
-     * ("first stage off: act, slot (t 0, j 1), column 5: got ..., exact ..."), or that none does.
-     * 0, -1 the op cannot (msg says why), -2 out of memory. NULL: the op has none. */
-    int (*stages)(const moects_inputs *in, moects_recipe r, int (*run)(void *ctx, const void *shape, const void *args),
-                  void *ctx, char *msg, size_t cap);
+    /* Exposed intermediates (a kernel with MOECTS_KERNEL_INTERMEDIATES): into st (zeroed) the stages'
+     * geometry and valid rows; with got (got[i]: the kernel's stage i, NULL where it has none) also
+     * their reference under recipe r: exact values (cls NULL: an exact claim), or the enclosures of a
+     * bounded claim of class cls with the accumulation check's inputs of the GEMM stages (GEMM2's from
+     * the kernel's own intermediate). 0; -1 the reference refused (why says so); -2 out of memory. On
+     * an error st is freed. NULL: the op has none. */
+    int (*stages)(const moects_inputs *in, moects_recipe r, const moects_acc_class *cls, const void *const *got,
+                  moects__stages *st, char *why, size_t cap);
 
     /* ---- its kernels' call ---- */
     /* An op whose kernel runs as several processes (ep_dispatch_combine: one a rank): k's call on the

@@ -57,6 +57,14 @@ void moects__inputs_readonly(const moects_inputs *in);
 int moects__kernel_twice(const moects_kernel *k, const moects_inputs *in, moects_guarded dev[MOECTS_INPUTS_MAX],
                          int perf, moects__kernel_env *env, moects__twice *t, moects_result *r, int *exit_after);
 void moects__twice_free(moects__twice *t);
+/* One more run of k on the case with its op's intermediates asked for (geometry sg, harness/moects_op.h;
+ * docs/fused_moe.md "Exposed intermediates"): the output and every stage buffer guarded (CPU: shared,
+ * so a child's writes come back; CUDA: on the device, from its device inputs dev), each stage filled
+ * with MOECTS__STAGE_POISON before the run, stage i's bytes then copied into host[i]
+ * (moects__stage_bytes). 0; -1 with why (the run failed, wrote past a stage, no memory): the judged
+ * runs' verdict stands. *exit_after 1 after a CUDA error that may be sticky. */
+int moects__kernel_stages(const moects_kernel *k, const moects_inputs *in, moects_guarded dev[MOECTS_INPUTS_MAX],
+                          const moects__stages *sg, void *const *host, char *why, size_t cap, int *exit_after);
 /* Guarded device copies of the case's inputs. 0, or -1 with err (*fatal: 1 a copy failed). */
 int moects__dev_inputs(const moects_inputs *in, moects_guarded dev[MOECTS_INPUTS_MAX], char *err, size_t len,
                        int *fatal);

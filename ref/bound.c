@@ -216,6 +216,17 @@ void moects__stats_unchecked(const moects_bound_stats *st, int64_t o)
     st->x[o] = 0.0, st->det[o] = INFINITY, st->sigma[o] = 0.0f;
 }
 
+void moects__acc_stats(int64_t K, double sig_rel, float alpha, double S, double xm, double qm, double abs_err,
+                       double *x, double *det, double *sigma)
+{
+    const double a = fabs((double)alpha), s_up = 1.0 + 2.0 * gamma_n((double)K, 0x1p-53);
+    *x = (double)alpha * xm;
+    /* x's error: the dgemm's (terms of either sign: gamma_K(2^-53) S) and the alpha multiply's */
+    const double xerr = a * gamma_n((double)K, 0x1p-53) * S * s_up + fabs(*x) * 0x1p-52;
+    *det = (abs_err + xerr) * (1.0 + 0x1p-40);
+    *sigma = a * sig_rel * sqrt(qm * s_up) * (1.0 + 0x1p-40);
+}
+
 /* v rounded up to float. */
 static float up_f(double v)
 {
@@ -257,12 +268,11 @@ static void element(const moects__gemm_job *j, const elem_consts *c, double *bou
         moects__stats_unchecked(st, o);
         return;
     }
-    /* x: the dgemm's error (terms of either sign: gamma_K(2^-53) S) and the alpha multiply's */
-    double x = (double)j->alpha * xm, xerr = c->alpha * gamma_n((double)K, 0x1p-53) * S * c->s_up + fabs(x) * 0x1p-52;
-    double sigma = c->alpha * c->sig_rel * sqrt(qm * c->s_up);
+    double x, det, sigma;
+    moects__acc_stats(K, c->sig_rel, j->alpha, S, xm, qm, c->alpha * under + ETA + c->split_abs, &x, &det, &sigma);
     st->x[o] = x;
-    st->det[o] = up_f((c->alpha * under + ETA + c->split_abs + xerr) * (1.0 + 0x1p-40));
-    st->sigma[o] = up_f(sigma * (1.0 + 0x1p-40));
+    st->det[o] = up_f(det);
+    st->sigma[o] = up_f(sigma);
 }
 
 /* One chunk's sums: pm[q] = A[q] B[q]^T for q < nmat (|.|, signed, squared), [mm][nn]. */

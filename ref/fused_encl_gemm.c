@@ -241,7 +241,7 @@ static double *tmp_rows(moects__ectx *c, double **buf)
 
 /* FP8_128, W4A8: 1 when a block's scale product sa * sb (sa <= amax, sb <= wmax) may overflow FP32
  * (or a scale is +Inf): p_b times it may be Inf or NaN (0 * Inf) where the values' sum is finite. */
-static int scale_may_overflow(const moects__ectx *c, double amax, double wmax)
+int moects__encl_scale_may_overflow(const moects__ectx *c, double amax, double wmax)
 {
     return c->blk && !(amax * wmax < 0x1p126);
 }
@@ -250,7 +250,7 @@ static int scale_may_overflow(const moects__ectx *c, double amax, double wmax)
  * a_b_add, p * sa may underflow (absolute error below ETA / 2) and is then multiplied by sb <= wmax,
  * and (a_b_add) the product with sb may underflow: each block adds (wmax + 1) ETA, doubled by the
  * later roundings. */
-static moects__encl_gemm row_consts(const moects__ectx *c, const moects__encl_gemm *g, double wmax)
+moects__encl_gemm moects__encl_row_consts(const moects__ectx *c, const moects__encl_gemm *g, double wmax)
 {
     moects__encl_gemm r = *g;
     if (c->blk && c->r->bscale != MOECTS_BSCALE_AB_FMA) r.uabs += (double)(g->K / c->blk) * (wmax + 1.0) * 2.0 * ETA;
@@ -264,7 +264,7 @@ static void gemm1_row(moects__ectx *c, int64_t q, double **buf)
     for (int64_t n = 0; n < N1; n++) {
         const int64_t o = q * N1 + n;
         moects__ivf g;
-        if (scale_may_overflow(c, c->asmax[q], c->w1smax[n])) {
+        if (moects__encl_scale_may_overflow(c, c->asmax[q], c->w1smax[n])) {
             g = moects__ivf_top();
         } else if (c->abad[q] || c->w1bad[n]) {
             double *t = tmp_rows(c, buf);
@@ -273,7 +273,7 @@ static void gemm1_row(moects__ectx *c, int64_t q, double **buf)
             decode_row(c, 0, n, t + H);
             g = special_dot(t, t, 1, t + H, H, c->S1[o] * c->g1c.sup);
         } else {
-            const moects__encl_gemm gc = row_consts(c, &c->g1c, c->blk ? c->w1smax[n] : 0.0);
+            const moects__encl_gemm gc = moects__encl_row_consts(c, &c->g1c, c->blk ? c->w1smax[n] : 0.0);
             g = moects__encl_gemm_iv(c->D1[o], c->S1[o], 0.0, c->alow[q] + c->w1low[n], &gc);
         }
         if (c->mul1) g = moects__ivf_mul(g, moects__ivf_point(c->alpha1));
@@ -313,6 +313,16 @@ static void gemm2_inputs(moects__ectx *c, int64_t q)
     c->mrow[q] = nan ? MOECTS__ENCL_ROW_NAN : top ? MOECTS__ENCL_ROW_TOP : special ? MOECTS__ENCL_ROW_SPECIAL : 0;
 }
 
+/* Row q's g1, act and mid intervals into the stages wanted (c->st), at its slot's row. */
+static void stages1(const moects__ectx *c, int64_t q)
+{
+    const moects_layer_stages *st = c->st;
+    const int64_t N1 = c->N1, I = c->I, sl = c->rows[q];
+    for (int64_t n = 0; st->g1_lo && n < N1; n++) st->g1_lo[sl * N1 + n] = c->g1[q * N1 + n].lo, st->g1_hi[sl * N1 + n] = c->g1[q * N1 + n].hi;
+    for (int64_t i = 0; st->act_lo && i < I; i++) st->act_lo[sl * I + i] = c->act[q * I + i].lo, st->act_hi[sl * I + i] = c->act[q * I + i].hi;
+    for (int64_t i = 0; st->mid_lo && i < I; i++) st->mid_lo[sl * I + i] = c->m[q * I + i].lo, st->mid_hi[sl * I + i] = c->m[q * I + i].hi;
+}
+
 /* Per row: GEMM1, the activation, the weight where the recipe puts it, the intermediate. */
 static void stage1(void *p, int64_t id, int64_t nth)
 {
@@ -334,6 +344,7 @@ static void stage1(void *p, int64_t id, int64_t nth)
         if (r->mid == MOECTS_MID_NVFP4) moects__encl_mid_nvfp4(I, act, c->a->mid_global_scale[c->e], c->m + q * I, c->scr + q * I);
         else moects__encl_mid(r, I, act, c->m + q * I, c->scr + q * I);
         gemm2_inputs(c, q);
+        if (c->st) stages1(c, q);
     }
     free(buf);
 }
@@ -345,7 +356,7 @@ static moects__ivf gemm2_elem(moects__ectx *c, int64_t q, int64_t h, double **bu
     if (c->mrow[q] == MOECTS__ENCL_ROW_NAN) return moects__ivf_point(NAN);
     if (c->mrow[q] == MOECTS__ENCL_ROW_TOP) return moects__ivf_top();
     const double sabs = c->RS[(nr + q) * H + h];
-    if (scale_may_overflow(c, c->msmax[q], c->w2smax[h])) return moects__ivf_top();
+    if (moects__encl_scale_may_overflow(c, c->msmax[q], c->w2smax[h])) return moects__ivf_top();
     if (c->mrow[q] == MOECTS__ENCL_ROW_SPECIAL || c->w2bad[h]) {
         double *t = tmp_rows(c, buf);
         if (!t) return moects__ivf_top();
@@ -353,11 +364,12 @@ static moects__ivf gemm2_elem(moects__ectx *c, int64_t q, int64_t h, double **bu
         const moects__ivd *m = c->m + q * I;
         return special_dot(&m[0].lo, &m[0].hi, 2, t, I, sabs * c->g2c.sup);
     }
-    const moects__encl_gemm gc = row_consts(c, &c->g2c, c->blk ? c->w2smax[h] : 0.0);
+    const moects__encl_gemm gc = moects__encl_row_consts(c, &c->g2c, c->blk ? c->w2smax[h] : 0.0);
     return moects__encl_gemm_iv(c->D2[q * H + h], sabs, c->RS[q * H + h], c->mlow[q] + c->w2low[h], &gc);
 }
 
-/* Per row: GEMM2 with the bias, the weight in the epilogue and the slot's rounding, into c->y. */
+/* Per row: GEMM2 with the bias, the weight in the epilogue and the slot's rounding, into c->y (and
+ * the stages' y where wanted). */
 static void stage2(void *p, int64_t id, int64_t nth)
 {
     moects__ectx *c = p;
@@ -372,6 +384,7 @@ static void stage2(void *p, int64_t id, int64_t nth)
             if (c->s->has_bias) v = moects__ivf_add(v, moects__ivf_point(c->a->b2[c->e * H + h]));
             if (c->r->weight == MOECTS_WEIGHT_GEMM2) v = moects__ivf_mul(v, w);
             y[h] = c->r->slot_bf16 ? moects__ivf_bf16(v) : v;
+            if (c->st && c->st->y_lo) c->st->y_lo[c->rows[q] * H + h] = y[h].lo, c->st->y_hi[c->rows[q] * H + h] = y[h].hi;
         }
     }
     free(buf);
@@ -389,5 +402,6 @@ int moects__encl_rows(moects__ectx *c)
         moects__fused_dgemm(2 * nr, c->H, c->I, c->MRS, c->w2a, c->RS))
         return -1;
     moects__parallel(nr, stage2, c);
+    if (!c->failed && moects__encl_stats_wanted(c) && moects__encl_stats_rows(c)) return -1;
     return c->failed ? -1 : 0;
 }

@@ -9,7 +9,9 @@
  * chunks through both GEMMs (ref/fused_encl_gemm.c); then the combine of the chunk's tokens in slot
  * order (f32_slots, bf16_chain: interval arithmetic of the same operations) or in any order
  * (f32_any: the sum's real interval widened by the forward error bound of summation in any order),
- * and the out_dtype rounding of both ends. */
+ * and the out_dtype rounding of both ends. moects__ref_fused_moe_enclosure_stages also hands out each
+ * stage's intervals per slot (ref/fused_encl_gemm.c) and its GEMMs' accumulation check inputs
+ * (ref/fused_encl_stats.c), computed in the same row chunks. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,6 +125,7 @@ static int run_chunk(moects__ectx *c, int64_t *order, int64_t *cnt, void *lo, vo
         c->mul1 = nv, c->mul2 = nv || nvm, c->alpha1 = nv ? c->a->w13_alpha[e] : 1.0f;
         c->alpha2 = nv && nvm ? rg * c->a->w2_alpha[e] : nv ? c->a->w2_alpha[e] : rg;
         moects__encl_decode(c);
+        moects__encl_stats_decode(c);
         for (int64_t r0 = first; r0 < cnt[e]; r0 += c->rc) {
             c->rows = order + r0;
             c->nr = cnt[e] - r0 < c->rc ? cnt[e] - r0 : c->rc;
@@ -163,6 +166,13 @@ static size_t layout(moects__ectx *c, char *base, int64_t tc, int64_t **order, i
     c->Mc = carve(&base, &u, rc * I, 8), c->MRS = carve(&base, &u, 2 * rc * I, 8);
     c->D2 = carve(&base, &u, rc * H, 8), c->RS = carve(&base, &u, 2 * rc * H, 8);
     c->y = carve(&base, &u, tc * c->k * H, iv);
+    const int64_t sw = moects__encl_stats_wanted(c); /* the stages' statistics: 0 elements when not wanted */
+    c->w1q = carve(&base, &u, sw * N1 * H, 8), c->w2q = carve(&base, &u, sw * H * I, 8);
+    c->Aq = carve(&base, &u, sw * rc * H, 8), c->Q1 = carve(&base, &u, sw * rc * N1, 8);
+    c->Mk = carve(&base, &u, sw * rc * I, 8), c->Mka = carve(&base, &u, sw * rc * I, 8);
+    c->Mkq = carve(&base, &u, sw * rc * I, 8), c->mkbad = carve(&base, &u, sw * rc, 1);
+    c->Dk = carve(&base, &u, sw * rc * H, 8), c->Sk = carve(&base, &u, sw * rc * H, 8);
+    c->Qk = carve(&base, &u, sw * rc * H, 8);
     c->slot_e = carve(&base, &u, c->s->T * c->k, 4);
     *order = carve(&base, &u, tc * c->k, 8), *cnt = carve(&base, &u, c->s->E + 1, 8);
     return u;
@@ -174,7 +184,8 @@ static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo :
 static void *alloc_all(moects__ectx *c, int64_t *tc, int64_t **order, int64_t **cnt)
 {
     const int64_t H = c->H, N1 = c->N1, I = c->I;
-    const int64_t per_row = (6 * H + 2 * N1 + 4 * I) * 8 + (N1 + 2 * I) * 8 + I * 16 + 26;
+    const int64_t per_row = (6 * H + 2 * N1 + 4 * I) * 8 + (N1 + 2 * I) * 8 + I * 16 + 26 +
+                            moects__encl_stats_wanted(c) * (4 * H + N1 + 3 * I + 1) * 8;
     c->rc = clamp64(ROW_BUDGET / per_row, 1, ROWS_MAX);
     *tc = clamp64(Y_BUDGET / (c->k * H * (int64_t)sizeof(moects__ivf)), 1, c->s->T);
     char *block = malloc(layout(c, NULL, *tc, order, cnt));
@@ -280,11 +291,18 @@ int moects__ref_fused_moe_enclosure(const moects_fused_moe_shape *s, const moect
                                     const moects_layer_recipe *r, const moects_layer_claim *cl, void *lo,
                                     void *hi, moects_layer_tightness *tight)
 {
+    return moects__ref_fused_moe_enclosure_stages(s, a, r, cl, lo, hi, tight, NULL);
+}
+
+int moects__ref_fused_moe_enclosure_stages(const moects_fused_moe_shape *s, const moects_fused_moe_args *a,
+                                           const moects_layer_recipe *r, const moects_layer_claim *cl, void *lo,
+                                           void *hi, moects_layer_tightness *tight, const moects_layer_stages *st)
+{
     if (!s || !a || !r || !cl || moects__fused_bad_recipe(r) || moects__fused_bad_shape(s, a, 0) || refused(r, s) ||
         bad_claim(cl))
         return -1; /* the exact reference's checks, a->out aside (lo and hi are the outputs) */
     if (s->T > 0 && (!lo || !hi)) return -1;
-    moects__ectx c = {.s = s, .a = a, .r = r, .cl = cl, .H = s->H, .I = s->inter, .k = s->k};
+    moects__ectx c = {.s = s, .a = a, .r = r, .cl = cl, .H = s->H, .I = s->inter, .k = s->k, .st = st};
     c.N1 = s->activation == MOECTS_ACT_RELU2 ? s->inter : 2 * s->inter;
     c.blk = moects__fused_blk(s->format), c.G = c.blk ? moects__fused_in_group(s->format, r) : 0;
     consts(&c);

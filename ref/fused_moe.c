@@ -178,7 +178,8 @@ static float gemm2_fp8(const lctx *c, int64_t q, int64_t h)
 }
 
 /* Row q's intermediates where the args ask for them (moects_fused_moe_args g1_out, act_out, mid_out),
- * at its slot's row: g1, act, and the intermediate's value (fp8_128: codes times their scales). */
+ * at its slot's row: g1, act, and the intermediate's value (block-scaled formats: codes times their
+ * block's scale); y_out: stage2. */
 static void expose(const lctx *c, int64_t q)
 {
     const moects_fused_moe_args *a = c->a;
@@ -186,7 +187,7 @@ static void expose(const lctx *c, int64_t q)
     if (a->g1_out) memcpy(a->g1_out + sl * N1, c->g1 + q * N1, (size_t)N1 * sizeof *c->g1);
     if (a->act_out) memcpy(a->act_out + sl * I, c->act + q * I, (size_t)I * sizeof *c->act);
     for (int64_t i = 0; a->mid_out && i < I; i++)
-        a->mid_out[sl * I + i] = c->M[q * I + i] * (c->fp8 ? (double)c->sa2[q * c->kb2 + i / MOECTS_FP8_BLOCK] : 1.0);
+        a->mid_out[sl * I + i] = c->M[q * I + i] * (c->fp8 ? (double)c->sa2[q * c->kb2 + i / c->blk] : 1.0);
 }
 
 /* Per row: GEMM1's outputs (exact rounding, bias, g1 rounding), the activation, the weight where
@@ -229,7 +230,7 @@ static void stage1(void *p, int64_t id, int64_t nth)
 }
 
 /* Per row: GEMM2's outputs (exact rounding, bias, the weight in the epilogue, slot rounding) into
- * the chunk's y. */
+ * the chunk's y, and y_out where the args ask for it. */
 static void stage2(void *p, int64_t id, int64_t nth)
 {
     lctx *c = p;
@@ -249,6 +250,7 @@ static void stage2(void *p, int64_t id, int64_t nth)
             if (r->weight == MOECTS_WEIGHT_GEMM2) v = v * w;
             y[h] = r->slot_bf16 ? bf(v) : v;
         }
+        if (c->a->y_out) memcpy(c->a->y_out + c->rows[q] * H, y, (size_t)H * sizeof *y);
     }
 }
 

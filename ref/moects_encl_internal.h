@@ -106,6 +106,14 @@ typedef struct {
     uint8_t *mrow;                /* [rc]: 0, MOECTS__ENCL_ROW_NAN, _TOP, _SPECIAL (a point +-Inf) */
     moects__ivf *y;               /* [(t1 - t0) k][H] per-slot GEMM2 outputs */
     int failed;                   /* out of memory in a thread */
+    /* the stages (moects__ref_fused_moe_enclosure_stages), NULL: none; their accumulation check's
+     * inputs (ref/fused_encl_stats.c), when st->g1_st.x or st->y_st.x (NULL buffers otherwise): */
+    const moects_layer_stages *st;
+    double *w1q, *w2q;            /* expert e's W13 [N1][H], W2 [H][I] finite values squared */
+    double *Aq, *Q1;              /* [rc][H] h squared; [rc][N1] h^2 (W13^2)^T */
+    double *Mk, *Mka, *Mkq;       /* [rc][I] the kernel's intermediate (finite values, others 0), |.|, squared */
+    double *Dk, *Sk, *Qk;         /* [rc][H] its GEMM2 sums: signed, |.|, squared */
+    uint8_t *mkbad;               /* [rc]: the kernel's intermediate row holds a NaN or Inf */
 } moects__ectx;
 enum { MOECTS__ENCL_ROW_NAN = 1, MOECTS__ENCL_ROW_TOP = 2, MOECTS__ENCL_ROW_SPECIAL = 3 };
 
@@ -121,6 +129,19 @@ void moects__encl_decode(moects__ectx *c);
 /* The row chunk (c->rows, c->nr of expert c->e): GEMM1, activation, intermediate, GEMM2 and its
  * epilogue into c->y. 0, or -1 out of memory. */
 int moects__encl_rows(moects__ectx *c);
+/* The GEMM constants of a weight row whose largest block scale is wmax (ref/fused_encl_gemm.c):
+ * g's, with bscale=a_b_fma / a_b_add's underflow allowance added. */
+moects__encl_gemm moects__encl_row_consts(const moects__ectx *c, const moects__encl_gemm *g, double wmax);
+/* FP8_128, W4A8: 1 when a block's scale product sa * sb (sa <= amax, sb <= wmax) may overflow FP32. */
+int moects__encl_scale_may_overflow(const moects__ectx *c, double amax, double wmax);
+/* Whether the stages' accumulation check inputs are wanted (ref/fused_encl_stats.c). */
+int moects__encl_stats_wanted(const moects__ectx *c);
+/* Expert c->e's W13 and W2 squared into w1q, w2q (after moects__encl_decode), when stats are wanted. */
+void moects__encl_stats_decode(moects__ectx *c);
+/* The row chunk's stage statistics (after its GEMM dgemms and stage1): GEMM1's from h into
+ * st->g1_st, GEMM2's from the kernel's st->mid_in into st->y_st. 0, or -1 out of memory. */
+int moects__encl_stats_rows(moects__ectx *c);
+
 /* The interval of an FP32 GEMM result whose exact value lies within rad of the dgemm's d, given the
  * dgemm's sum of nonnegative terms sabs (>= S up to g->sup) and radius sum rdg (0 for GEMM1):
  * [fl(d - (B + e + R)), fl(d + (B + e + R))] rounded outward (docs/fused_moe_enclosure.md). With

@@ -42,6 +42,16 @@ typedef struct {
 /* 1 when bq's class is one the bound takes (bits 2..64, truncation 0 or 1, bf16_splits 0..256) and its st, if any, has
  * all three arrays; else 0 (the public bound functions then return -1). */
 int moects__bound_req_ok(const moects__bound_req *bq);
+/* The accumulation check's inputs (moects_bound_stats, DESIGN.md "Bounded verdicts") of one GEMM element
+ * of K terms t_k (exact in double), from dgemm sums over them: S >= sum |t_k| (already an upper bound),
+ * xm = sum t_k, qm = sum t_k^2; times alpha. sig_rel: sigma's factor of the class at K
+ * (moects__ref_acc_sigma_factor); abs_err: the absolute allowances (underflow, alpha's rounding...)
+ * beside x's own error, which this adds. Out: x = alpha xm, det = abs_err + x's error, sigma =
+ * |alpha| sig_rel sqrt(qm (1 + 2 gamma(K, 2^-53))), det and sigma widened by 2^-40 for their own
+ * roundings (the caller rounds them up to float). moe_gemm's bound (ref/bound.c) and the fused layer's
+ * stage checks (ref/fused_encl_stats.c) share it. */
+void moects__acc_stats(int64_t K, double sig_rel, float alpha, double S, double xm, double qm, double abs_err,
+                       double *x, double *det, double *sigma);
 /* Element o of st marked as one the accumulation check does not judge (det +Inf). */
 void moects__stats_unchecked(const moects_bound_stats *st, int64_t o);
 

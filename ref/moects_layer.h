@@ -181,4 +181,31 @@ typedef struct {
 int moects__ref_fused_moe_enclosure(const moects_fused_moe_shape *s, const moects_fused_moe_args *a,
                                     const moects_layer_recipe *r, const moects_layer_claim *cl, void *lo,
                                     void *hi, moects_layer_tightness *tight);
+
+/* The enclosure's stages (docs/fused_moe.md "Exposed intermediates"): for each valid slot's row
+ * t * k + j (other rows untouched), the interval every admissible implementation's stage lies in, the
+ * stages as moects_fused_moe_args's exposed intermediates name them: g1 [T * k, N1] (GEMM1's output as
+ * the activation reads it), act [T * k, I], mid [T * k, I] (the intermediate's value), y [T * k, H]
+ * (GEMM2's per-slot output as the combine reads it); each interval the one the output's enclosure is
+ * computed through (so a stage inside its interval is consistent with an output inside its own). And
+ * the accumulation check's inputs (moects_bound_stats, ref/moects_ref.h; DESIGN.md "Bounded
+ * verdicts") of the two GEMMs' stages, g1 and y, under the claim's class (bits, truncation): x the
+ * stage's value with the GEMM exact and its epilogue (alpha, bias, weight=gemm2's weight) in real
+ * arithmetic, det every FP32 rounding of that chain but the last one to the stage's type (and x's own
+ * error), sigma moe_gemm's (ref/bound.c moects__acc_stats); GEMM1's inputs are h, GEMM2's the kernel's
+ * own intermediate mid_in, so the check judges GEMM2 alone, whatever the stages before it did. Elements
+ * the check does not judge (a NaN or an Inf among a term's operands, a sum that may overflow): det
+ * +Inf. Every pointer may be NULL (not wanted); y_st needs mid_in. */
+typedef struct {
+    float *g1_lo, *g1_hi, *act_lo, *act_hi;
+    double *mid_lo, *mid_hi;
+    float *y_lo, *y_hi;
+    moects_bound_stats g1_st, y_st;
+    const double *mid_in; /* [T * k, I]: the kernel's intermediate (its mid_out), GEMM2's inputs for y_st */
+} moects_layer_stages;
+
+/* moects__ref_fused_moe_enclosure with the stages st (NULL: none) filled too. Same errors. */
+int moects__ref_fused_moe_enclosure_stages(const moects_fused_moe_shape *s, const moects_fused_moe_args *a,
+                                           const moects_layer_recipe *r, const moects_layer_claim *cl, void *lo,
+                                           void *hi, moects_layer_tightness *tight, const moects_layer_stages *st);
 #endif

@@ -6,7 +6,12 @@
 # reports/h200/layer/<commit>) receives, step by step:
 #   machine.txt   date, commit, GPU, driver, compute-sanitizer
 #   smoke/        the fused_moe smoke tier, every CUDA layer kernel and mutant (cuda.*fused_moe*):
-#                 honest kernels pass every case they take, every mutant is caught
+#                 honest kernels pass every case they take, every mutant is caught; under MOECTS_STAGES=1,
+#                 so a failing exact kernel's reason names its first stage off (the bounded ones' stages
+#                 are judged on every case: enclosure, accumulation check)
+#   stages.txt    from smoke/: per kernel, the stages its failures name ("first stage off: act" 54, ...),
+#                 and its largest accumulation RMS of the exposed GEMM stages (docs/fused_moe.md
+#                 "Exposed intermediates")
 #   memcheck/     the same smoke cases under compute-sanitizer memcheck, honest CUDA layer kernels;
 #                 memcheck.txt counts its error lines (ERROR SUMMARY: 0 errors expected)
 #   racecheck/    every MOECTS_RACECHECK_EVERY-th (default 2) of those smoke cases under compute-sanitizer
@@ -55,7 +60,20 @@ echo "honest: $HONEST" >> "$D/machine.txt"
 # 1. smoke tier, every CUDA layer kernel and mutant
 if has smoke; then
   rm -rf "$D/smoke"
-  step smoke 110 "$M" run --tier smoke 'fused_moe*' --kernel 'cuda.*fused_moe*' --jobs "$JOBS" --out "$D/smoke"
+  step smoke 110 env MOECTS_STAGES=1 "$M" run --tier smoke 'fused_moe*' --kernel 'cuda.*fused_moe*' --jobs "$JOBS" \
+    --out "$D/smoke"
+  python3 - "$D/smoke/results.json" > "$D/stages.txt" <<'EOF'
+import collections, json, re, sys
+named, rms = collections.defaultdict(collections.Counter), collections.defaultdict(float)
+for r in json.load(open(sys.argv[1]))["results"]:
+    for m in re.finditer(r"first stage (off|outside its enclosure): [a-z0-9]+|accumulation check of stage [a-z0-9]+ ", r["reason"]):
+        named[r["kernel"]][m.group(0).strip()] += 1
+    if r.get("acc_check"):
+        rms[r["kernel"]] = max(rms[r["kernel"]], r["acc_check"]["rms_sigma"])
+for k in sorted(set(named) | set(rms)):
+    print("%-48s %s%s" % (k, ", ".join("%s %d" % kv for kv in sorted(named[k].items())) or "-",
+                          "; accumulation RMS at most %.3g sigma" % rms[k] if k in rms else ""))
+EOF
 fi
 
 # 2. compute-sanitizer memcheck on the smoke tier, honest kernels (globs: no must-pass list)

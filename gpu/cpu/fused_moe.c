@@ -254,16 +254,17 @@ static int slot_expert(const layer *c, int32_t id, int64_t *e)
     return *e < s->E ? 1 : -1;
 }
 
-/* Slot sl's exposed intermediates (moects_fused_moe_args g1_out, act_out, mid_out), where asked: g1 and
- * act as computed, the intermediate's value (FP8_128: its E4M3 values times their group's scale). */
+/* Slot sl's exposed intermediates (moects_fused_moe_args g1_out, act_out, mid_out, y_out), where
+ * asked: g1, act and y as computed, the intermediate's value (FP8_128, W4A8: its E4M3 values times
+ * their block's scale). */
 static void expose(const layer *c, int64_t sl)
 {
     const moects_fused_moe_args *a = c->a;
-    const int64_t I = c->s->inter;
+    const int64_t I = c->s->inter, blk = blk_of(c);
     if (a->g1_out) memcpy(a->g1_out + sl * c->N1, c->g1, (size_t)c->N1 * sizeof *c->g1);
     if (a->act_out) memcpy(a->act_out + sl * I, c->act, (size_t)I * sizeof *c->act);
-    for (int64_t i = 0; a->mid_out && i < I; i++)
-        a->mid_out[sl * I + i] = c->s->format == MOECTS_LAYER_FP8_128 ? c->m[i] * (double)c->sa[i / 128] : c->m[i];
+    for (int64_t i = 0; a->mid_out && i < I; i++) a->mid_out[sl * I + i] = blk ? c->m[i] * (double)c->sa[i / blk] : c->m[i];
+    if (a->y_out) memcpy(a->y_out + sl * c->s->H, c->y, (size_t)c->s->H * sizeof *c->y);
 }
 
 /* GEMM1 then the activation of expert e: act[I] (weight=act: times w). */
@@ -322,8 +323,10 @@ static void mid_gemm2(layer *c, int64_t e, float w)
     const int split = c->bug == MOECTS__FML_BUG_SPLIT_K_BATCH && s->T > MOECTS__FML_SPLIT_T;
     for (int64_t n = 0; n < H; n++) {
         weight_row(c, c->a->w2, c->a->w2_scale, H, I, e, n, c->wrow);
-        float y = f8 ? block_row(c, 1, c->m, e, n)
-                  : r->fn ? moects__fml_dot_f32(c->m, c->wrow, I) : moects__fml_dot(c->m, c->wrow, I);
+        float y = f8                                        ? block_row(c, 1, c->m, e, n)
+                  : c->bug == MOECTS__FML_BUG_GEMM2_BF16_ACC ? moects__fml_dot_bf16(c->m, c->wrow, I)
+                  : r->fn                                    ? moects__fml_dot_f32(c->m, c->wrow, I)
+                                                             : moects__fml_dot(c->m, c->wrow, I);
         if (split) /* split-K reduced in the output type (cuBLASLt's REDUCTION_SCHEME_OUTPUT_TYPE) */
             y = moects__fml_bf16(moects__fml_dot(c->m, c->wrow, I / 2)) + moects__fml_bf16(moects__fml_dot(c->m + I / 2, c->wrow + I / 2, I - I / 2));
         if (nv || nvm) y = y * al2;
@@ -431,7 +434,8 @@ HONEST(moects_cpu_fused_moe_vllm_fp8, "cpu.fused_moe.vllm_fp8", "fused_moe.layer
 /* MXFP8 intermediate (E4M3, UE8M0 per 32) */
 HONEST(moects_cpu_fused_moe_mxfp8, "cpu.fused_moe.mxfp8", "fused_moe.layer_v1(w13=gate_up,mid=mxfp8)");
 
-#define SCOPED(sym, nm, rec, scope) MOECTS__FML_SCOPED(sym, nm, rec, MOECTS__FML_BUG_NONE, NULL, 0, MOECTS_KERNEL_BATCH_INVARIANT, scope)
+#define SCOPED(sym, nm, rec, scope)                                                                      \
+    MOECTS__FML_SCOPED(sym, nm, rec, MOECTS__FML_BUG_NONE, NULL, 0, MOECTS_KERNEL_BATCH_INVARIANT | MOECTS_KERNEL_INTERMEDIATES, scope)
 /* TRT-LLM / FlashInfer NVFP4 MoE (CUTLASS fused MoE): [up, gate], FP32 GEMM1 and activation, the
  * intermediate re-quantized to NVFP4 with the expert's static global scale, FP32 slots, the router
  * weight in the finalize; on NVFP4 weights (W4A16 here: x BF16) */
@@ -460,7 +464,9 @@ MOECTS__FML_DESCRIPTOR(moects_cpu_fused_moe_fast, "cpu.fused_moe.fast", MOECTS_F
  * libm's exp: their enclosures (the NVFP4 intermediate's candidate scales, W4A8's block chains) */
 MOECTS__FML_SCOPED(moects_cpu_fused_moe_fast_nvfp4, "cpu.fused_moe.fast_nvfp4",
                    "fused_moe.layer_v1(w13=up_gate,g1=f32,act=f32,mid=nvfp4,weight=combine,slot=f32,fn=ulp2)",
-                   MOECTS__FML_BUG_NONE, NULL, 24, MOECTS_KERNEL_BATCH_INVARIANT, MOECTS__FML_SCOPE_FORMAT(MOECTS_LAYER_NVFP4));
+                   MOECTS__FML_BUG_NONE, NULL, 24, MOECTS_KERNEL_BATCH_INVARIANT | MOECTS_KERNEL_INTERMEDIATES,
+                   MOECTS__FML_SCOPE_FORMAT(MOECTS_LAYER_NVFP4));
 MOECTS__FML_SCOPED(moects_cpu_fused_moe_fast_w4a8, "cpu.fused_moe.fast_w4a8",
                    "fused_moe.layer_v1(w13=up_gate,g1=f32,act=f32,mid=mxfp8,weight=combine,slot=f32,fn=ulp2)",
-                   MOECTS__FML_BUG_NONE, NULL, 24, MOECTS_KERNEL_BATCH_INVARIANT, MOECTS__FML_SCOPE_FORMAT(MOECTS_LAYER_W4A8));
+                   MOECTS__FML_BUG_NONE, NULL, 24, MOECTS_KERNEL_BATCH_INVARIANT | MOECTS_KERNEL_INTERMEDIATES,
+                   MOECTS__FML_SCOPE_FORMAT(MOECTS_LAYER_W4A8));

@@ -29,8 +29,10 @@ typedef enum {
                                            to that T) */
     MOECTS__FML_BUG_NVFP4_ALPHA_TWICE,  /* NVFP4 weights: GEMM1's per-expert alpha (1 / global scale) applied
                                            twice (folded into the dequantized weights and again in the epilogue) */
-    MOECTS__FML_BUG_W4A8_SCALE_NEXT     /* W4A8: the weights' UE8M0 scale of K-block kb read at kb + 1 (the last
+    MOECTS__FML_BUG_W4A8_SCALE_NEXT,    /* W4A8: the weights' UE8M0 scale of K-block kb read at kb + 1 (the last
                                            block keeps its own): a block scale index off by one */
+    MOECTS__FML_BUG_GEMM2_BF16_ACC      /* a bounded claim of FP32 accumulation: GEMM2 sums in a BF16
+                                           accumulator (moects__fml_dot_bf16) */
 } moects__fml_bug;
 
 /* What a kernel takes beyond its recipe (moects__fml_kernel.scope; 0: every format and activation). */
@@ -113,6 +115,9 @@ float moects__fml_dot(const double *a, const double *b, int64_t K);
  * to FP32, eight FP32 running sums over k mod 8, added pairwise: within the enclosure of class
  * (24, RNE). */
 float moects__fml_dot_f32(const double *a, const double *b, int64_t K);
+/* The same sum in a BF16 accumulator (the GEMM2_BF16_ACC mutant's): each product rounded to FP32,
+ * added in K order to a running sum rounded to BF16 after every addition. */
+float moects__fml_dot_bf16(const double *a, const double *b, int64_t K);
 /* The activation of one pair (g gate, u up; relu2 reads g only), act rounding as r says, FP32 op by
  * op, exp/tanh/erf correctly rounded (ref/moects_crmath.h), or libm's under fn=ulpN; situ takes a =
  * act_alpha and squashes up by L = act_limit when L > 0 (ref/moects_layer.h's order). bug:

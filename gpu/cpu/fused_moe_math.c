@@ -86,6 +86,13 @@ float moects__fml_dot_f32(const double *a, const double *b, int64_t K)
     return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
 }
 
+float moects__fml_dot_bf16(const double *a, const double *b, int64_t K)
+{
+    float acc = 0.0f;
+    for (int64_t k = 0; k < K; k++) acc = moects__fml_bf16(acc + (float)(a[k] * b[k]));
+    return acc;
+}
+
 /* The FP32 rounding (RNE) of v 2^e, v a nonzero 128-bit integer: v cut to its top 52 bits plus one
  * sticky bit (the OR of the bits dropped), a 53-bit integer exact in double and as far below the
  * FP32 rounding position as the cut bits were, so the one rounding (double -> float) sees the same
@@ -193,9 +200,9 @@ static float gated(const moects_fused_moe_shape *s, const moects_layer_recipe *r
 float moects__fml_act(const moects_fused_moe_shape *s, const moects_layer_recipe *r, moects__fml_bug bug, float g,
                       float u)
 {
-    if (s->activation == MOECTS_ACT_RELU2) {
+    if (s->activation == MOECTS_ACT_RELU2) { /* act=bf16 rounds the square (ref/moects_layer.h) */
         float m = g > 0.0f ? g : (g == g ? 0.0f : g);
-        return m * m;
+        return act_round(r, m * m);
     }
     const float L = s->act_limit;
     if (s->activation == MOECTS_ACT_SILU_CLAMP || s->activation == MOECTS_ACT_GPT_OSS) {

@@ -52,6 +52,13 @@ MOECTS__FML_DESCRIPTOR(moects_cpu_mutant_fused_moe_fast_combine_bf16, "cpu.mutan
                        "bounded (FP32 accumulation, fn=ulp2): declares combine=f32_slots but sums the slots in BF16",
                        24, MOECTS_KERNEL_INTERMEDIATES);
 
+/* The accumulation check's mutant (DESIGN.md "Bounded verdicts"): GEMM2's sums lossier than declared. */
+MOECTS__FML_DESCRIPTOR(moects_cpu_mutant_fused_moe_gemm2_bf16_acc, "cpu.mutant.fused_moe.gemm2_bf16_acc",
+                       MOECTS_FML_FAST_RECIPE, MOECTS__FML_BUG_GEMM2_BF16_ACC,
+                       "bounded, declares FP32 accumulation (24, RNE) but sums GEMM2 in a BF16 accumulator (a "
+                       "BF16 running sum, each addition rounded to BF16)",
+                       24, MOECTS_KERNEL_INTERMEDIATES);
+
 MUTANT(moects_cpu_mutant_fused_moe_nvfp4_alpha_twice, "cpu.mutant.fused_moe.nvfp4_alpha_twice",
        "fused_moe.layer_v1(w13=up_gate,g1=f32,act=f32,mid=nvfp4,weight=combine,slot=f32)",
        MOECTS__FML_BUG_NVFP4_ALPHA_TWICE,

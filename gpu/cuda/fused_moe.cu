@@ -95,7 +95,7 @@ int launch(const Lp &p, const moects_fused_moe_args &a, const CrTab &tb, uint8_t
         gemm1_kernel<<<blocks_for(P * p.I), 256, 0, st>>>(p, a, tb, slot_e, mid, err);
         if (p.mid == MOECTS_MID_FP8_TOKEN)
             fp8_scale_kernel<<<(unsigned)(P < 65536 ? P : 65536), 256, 0, st>>>(p, static_cast<float *>(mid), slot_e, sc);
-        if (!p.ap.exact) mid_kernel<<<blocks_for(P * p.I), 256, 0, st>>>(p, static_cast<float *>(mid), slot_e, sc);
+        if (!p.ap.exact) mid_kernel<<<blocks_for(P * p.I), 256, 0, st>>>(p, static_cast<float *>(mid), slot_e, sc, a.mid_out);
         gemm2_kernel<<<blocks_for(P * p.H), 256, 0, st>>>(p, a, slot_e, mid, ys);
     }
     if (p.atomic) finish_kernel<<<blocks_for(p.T * p.H), 256, 0, st>>>(p, a, ys);
@@ -151,22 +151,25 @@ FMCU_KERNEL_FNS(fp8_atomic_weight_twice, FP8_ATOMIC_RECIPE, BUG_WEIGHT_TWICE)
 
 int fmcu::device_cr_table(CrTab *out) { return cr_table(out); }
 
-/* Descriptors: exact kernels declare no class ({0, 0}) and batch invariance; the atomic ones (24, RNE). */
+/* Descriptors: exact kernels declare no class ({0, 0}) and batch invariance; the atomic ones (24, RNE).
+ * Every one exposes its intermediates (MOECTS_KERNEL_INTERMEDIATES: g1_out, act_out, mid_out, y_out
+ * written by the stages where the args give them, device pointers). */
 #define FMCU_DESC(sym, cname, nm, rec, bugtext, bits, fl)                                                       \
     extern const moects_kernel cname;                                                                          \
     const moects_kernel cname = {MOECTS_KERNEL_ABI_VERSION, nm, MOECTS_OP_FUSED_MOE, MOECTS_DEVICE_CUDA, rec,  \
                                  {0, 0}, bugtext, sym##_sup, sym##_run, {bits, 0}, last_error, {0, MOECTS_BF16}, fl};
 extern "C" {
 FMCU_DESC(vllm, moects_cuda_fused_moe_vllm, "cuda.fused_moe.vllm", MOECTS_LAYER_RECIPE_V1, NULL, 0,
-          MOECTS_KERNEL_BATCH_INVARIANT)
-FMCU_DESC(fp8_atomic, moects_cuda_fused_moe_fp8_atomic, "cuda.fused_moe.fp8_atomic", FP8_ATOMIC_RECIPE, NULL, 24, 0)
+          MOECTS_KERNEL_BATCH_INVARIANT | MOECTS_KERNEL_INTERMEDIATES)
+FMCU_DESC(fp8_atomic, moects_cuda_fused_moe_fp8_atomic, "cuda.fused_moe.fp8_atomic", FP8_ATOMIC_RECIPE, NULL, 24,
+          MOECTS_KERNEL_INTERMEDIATES)
 FMCU_DESC(gate_up_swapped, moects_cuda_mutant_fused_moe_gate_up_swapped, "cuda.mutant.fused_moe.gate_up_swapped",
           MOECTS_LAYER_RECIPE_V1, "W13's gate rows read as up and up rows as gate ([up | gate] under a [gate | up] claim)",
-          0, MOECTS_KERNEL_BATCH_INVARIANT)
+          0, MOECTS_KERNEL_BATCH_INVARIANT | MOECTS_KERNEL_INTERMEDIATES)
 FMCU_DESC(weight_twice, moects_cuda_mutant_fused_moe_weight_twice, "cuda.mutant.fused_moe.weight_twice",
           MOECTS_LAYER_RECIPE_V1, "the router weight applied in GEMM2's epilogue and again in the combine", 0,
-          MOECTS_KERNEL_BATCH_INVARIANT)
+          MOECTS_KERNEL_BATCH_INVARIANT | MOECTS_KERNEL_INTERMEDIATES)
 FMCU_DESC(fp8_atomic_weight_twice, moects_cuda_mutant_fused_moe_fp8_atomic_weight_twice,
           "cuda.mutant.fused_moe.fp8_atomic_weight_twice", FP8_ATOMIC_RECIPE,
-          "the router weight applied in GEMM2's epilogue and again in the atomic combine", 24, 0)
+          "the router weight applied in GEMM2's epilogue and again in the atomic combine", 24, MOECTS_KERNEL_INTERMEDIATES)
 }

@@ -80,7 +80,16 @@ __device__ float g1_val(const Lp &p, const moects_fused_moe_args &a, const uint1
     return p.g1_bf16 ? bf16r(v) : v;
 }
 
-/* One thread per (pair, column i): the activation; exact: the BF16 intermediate's bits, else FP32. */
+/* The exposed intermediates (moects_fused_moe_args g1_out, act_out, mid_out, y_out), written where the
+ * args ask for them (non-NULL: a kernel with MOECTS_KERNEL_INTERMEDIATES; docs/fused_moe.md "Exposed
+ * intermediates"), row pi of each. */
+__device__ __forceinline__ void put_f(float *out, int64_t row, int64_t n, int64_t i, float v)
+{
+    if (out) out[row * n + i] = v;
+}
+
+/* One thread per (pair, column i): the activation; exact: the BF16 intermediate's bits, else FP32.
+ * Exposes GEMM1's gate and up rows of column i, the activation and (exact) the BF16 intermediate. */
 __global__ void gemm1_kernel(Lp p, moects_fused_moe_args a, CrTab tb, const int *slot_e, void *mid, int *err)
 {
     const Fn f{p.ap, tb, err};
@@ -96,6 +105,10 @@ __global__ void gemm1_kernel(Lp p, moects_fused_moe_args a, CrTab tb, const int 
         }
         const float g = g1_val(p, a, x, e, gr), u = ur >= 0 ? g1_val(p, a, x, e, ur) : 0.0f;
         const float v = activation(f, g, u);
+        put_f(a.g1_out, pi, p.N1, gr, g);
+        if (ur >= 0) put_f(a.g1_out, pi, p.N1, ur, u);
+        put_f(a.act_out, pi, p.I, i, v);
+        if (p.ap.exact && a.mid_out) a.mid_out[idx] = (double)bf16r(v);
         if (p.ap.exact) static_cast<uint16_t *>(mid)[idx] = bf16_bits(v);
         else static_cast<float *>(mid)[idx] = v;
     }
@@ -128,21 +141,23 @@ __global__ void fp8_scale_kernel(Lp p, const float *act, const int *slot_e, floa
     }
 }
 
-/* The bounded intermediate in place: bf16(a), a itself, or RN32(e4m3(bf16(a) / s) * s). */
-__global__ void mid_kernel(Lp p, float *act, const int *slot_e, const float *scale)
+/* The bounded intermediate in place: bf16(a), a itself, or RN32(e4m3(bf16(a) / s) * s); exposed as its
+ * exact value (mid_out: FP8, the E4M3 value times s in double, as the recipe defines it). */
+__global__ void mid_kernel(Lp p, float *act, const int *slot_e, const float *scale, double *mid_out)
 {
     for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < p.T * p.k * p.I;
          idx += (int64_t)gridDim.x * blockDim.x) {
         const int64_t pi = idx / p.I;
-        if (slot_e[pi] < 0 || p.mid == MOECTS_MID_F32) continue;
-        const float v = bf16r(act[idx]);
-        if (p.mid == MOECTS_MID_BF16) act[idx] = v;
-        else act[idx] = __fmul_rn(e4m3_rne(__fdiv_rn(v, scale[pi])), scale[pi]);
+        if (slot_e[pi] < 0) continue;
+        const float v = p.mid == MOECTS_MID_F32 ? act[idx] : bf16r(act[idx]);
+        const float q = p.mid == MOECTS_MID_FP8_TOKEN ? e4m3_rne(__fdiv_rn(v, scale[pi])) : v;
+        act[idx] = p.mid == MOECTS_MID_FP8_TOKEN ? __fmul_rn(q, scale[pi]) : v;
+        if (mid_out) mid_out[idx] = p.mid == MOECTS_MID_FP8_TOKEN ? (double)q * (double)scale[pi] : (double)v;
     }
 }
 
-/* One thread per (pair, n): y = GEMM2 + b2, the weight in the epilogue, slot rounding; stored to
- * ys [P, H], or (atomic) added to sums [T, H] (times w under weight=combine). */
+/* One thread per (pair, n): y = GEMM2 + b2, the weight in the epilogue, slot rounding (exposed as
+ * y_out); stored to ys [P, H], or (atomic) added to sums [T, H] (times w under weight=combine). */
 __global__ void gemm2_kernel(Lp p, moects_fused_moe_args a, const int *slot_e, const void *mid, float *ys)
 {
     for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < p.T * p.k * p.H;
@@ -156,6 +171,7 @@ __global__ void gemm2_kernel(Lp p, moects_fused_moe_args a, const int *slot_e, c
         const float w = gw(p, a, pi);
         if (p.w_gemm2) y = __fmul_rn(y, w);
         if (p.slot_bf16) y = bf16r(y);
+        put_f(a.y_out, pi, p.H, n, y);
         if (p.atomic) atomicAdd(ys + (pi / p.k) * p.H + n, p.w_combine ? __fmul_rn(y, w) : y);
         else ys[idx] = y;
     }

@@ -259,6 +259,43 @@ static int recipe_of(const moects_case *c, const char *name, moects_recipe *r)
     return 0;
 }
 
+/* The stages' geometry of d (the op's default recipe: the dims do not depend on it); n 0 when the op has
+ * none. 0, or -1 (error set). */
+static int stage_geometry(const moects_casedata *d, moects__stages *sg)
+{
+    const moects__op_def *op = moects__op_of_inputs(&d->in);
+    const char *names[3] = {NULL};
+    moects_recipe r;
+    char why[300];
+    memset(sg, 0, sizeof *sg);
+    if (!op->stages) return 0;
+    op->recipes(&d->c, names);
+    if (recipe_of(&d->c, names[0], &r)) return -1;
+    if (op->stages(&d->in, r, NULL, NULL, sg, why, sizeof why)) return moects__set_error("%s: %s", d->c.id, why), -1;
+    return 0;
+}
+
+int moects_casedata_nstages(const moects_casedata *d)
+{
+    moects__stages sg;
+    if (!d) return moects__set_error("no case data"), -1;
+    if (stage_geometry(d, &sg)) return -1;
+    moects__stages_free(&sg);
+    return sg.n;
+}
+
+int moects_casedata_stage(const moects_casedata *d, int j, moects_tensor_info *t)
+{
+    moects__stages sg;
+    if (!d || !t) return moects__set_error("no case data"), -1;
+    if (stage_geometry(d, &sg)) return -1;
+    moects__stages_free(&sg);
+    if (j < 0 || j >= sg.n) return moects__set_error("%s: no stage %d (%d stages)", d->c.id, j, sg.n), -1;
+    *t = (moects_tensor_info){.name = sg.s[j].arg, .dtype = sg.s[j].f64 ? "F64" : "F32", .ndim = 2,
+                              .dims = {sg.rows, sg.s[j].cols}, .data = NULL, .bytes = moects__stage_bytes(&sg, j)};
+    return 0;
+}
+
 const void *moects__casedata_ref(moects_casedata *d, moects_recipe r)
 {
     if (d->ref[r]) return d->ref[r];
@@ -336,6 +373,28 @@ static void put_hashes(const moects_casedata *d, const void *ref, moects_result 
     r->ref_xxh64 = moects__xxh64(ref, d->in.out_bytes);
 }
 
+/* The kernel's exposed intermediates stages[0..n) (NULL: none) judged after r's verdict on the output:
+ * their reference under the claim (the op's stages()) and the judge's stage rule (harness/judge/stages.c),
+ * as the runner's stage_task judges a kernel's (harness/run/task.c). */
+static void judge_stages(const moects_casedata *d, const moects_kernel *k, moects_recipe recipe,
+                         const void *const *stages, int n, moects_result *r)
+{
+    const moects__op_def *op = moects__op_of_inputs(&d->in);
+    const void *got[MOECTS_STAGES_MAX] = {0};
+    for (int i = 0; i < n && i < MOECTS_STAGES_MAX; i++) got[i] = stages[i];
+    if (!op->stages || !stages || (r->verdict != MOECTS_PASS_BOUNDED && r->verdict != MOECTS_FAIL_MISMATCH &&
+                                   r->verdict != MOECTS_PASS_EXACT))
+        return;
+    const moects_acc_class cls = {k->acc.bits, k->acc.truncation, k->split_k.max_splits};
+    const moects_acc_class *claim = moects__judge_claim_bounded(k) ? &cls : NULL;
+    moects__stages sg;
+    char why[300], msg[340];
+    if (op->stages(&d->in, recipe, claim, got, &sg, why, sizeof why) == 0) moects__judge_stages(&sg, got, claim, r);
+    else snprintf(msg, sizeof msg, "intermediates not compared: %s", why), snprintf(r->reason + strlen(r->reason),
+                  sizeof r->reason - strlen(r->reason), "%s%s", r->reason[0] ? "; " : "", msg);
+    moects__stages_free(&sg);
+}
+
 /* The verdict of bytes out for kernel k under recipe: the judge (harness/judge/judge.c) on the case
  * data's reference and, for a bounded claim, its bounds; one run (the caller's bytes). */
 static void judge_bytes(moects_casedata *d, const moects_kernel *k, moects_recipe recipe, const void *out,
@@ -369,6 +428,12 @@ static void judge_bytes(moects_casedata *d, const moects_kernel *k, moects_recip
 
 moects_judgement *moects_judge(moects_casedata *d, const moects_kernel *k, const void *out, size_t bytes)
 {
+    return moects_judge_stages(d, k, out, bytes, NULL, 0);
+}
+
+moects_judgement *moects_judge_stages(moects_casedata *d, const moects_kernel *k, const void *out, size_t bytes,
+                                      const void *const *stages, int nstages)
+{
     if (!d || !k || !k->name) return moects__set_error("judge: no case data or kernel description"), NULL;
     if (k->op != d->c.op)
         return moects__set_error("kernel %s: op %s, case %s is %s", k->name, moects__op_name(k->op), d->c.id,
@@ -383,6 +448,7 @@ moects_judgement *moects_judge(moects_casedata *d, const moects_kernel *k, const
     moects_result res;
     moects__result_identity(&res, &d->c, &jk, d->seed);
     judge_bytes(d, &jk, r, out, &res);
+    judge_stages(d, &jk, r, stages, nstages, &res);
     return judgement_new(&res);
 }
 

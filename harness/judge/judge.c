@@ -56,14 +56,19 @@ typedef struct {
 /* The least accumulation error |a| that explains got's element i (ref/moects_ref.h,
  * moects_bound_stats): |got - x| less half an output ULP at |got| and det; -1 where the check does
  * not apply (det +Inf, sigma 0 or not finite, got not finite). */
-static double implied_acc(const moects_inputs *in, const moects_bound_stats *st, double g, int64_t i)
+double moects__judge_implied_acc(const moects_bound_stats *st, int64_t i, double g, int bf16)
 {
     const double det = st->det[i], sg = st->sigma[i];
     if (!isfinite(det) || !isfinite(sg) || !(sg > 0) || !isfinite(g)) return -1;
     const int e = g != 0 ? ilogb(g) : -126;
-    const double half = ldexp(1.0, (e > -126 ? e : -126) - (in->out_dtype == MOECTS_BF16 ? 8 : 24));
+    const double half = ldexp(1.0, (e > -126 ? e : -126) - (bf16 ? 8 : 24));
     const double a = fabs(g - st->x[i]) - half - det;
     return a > 0 ? a : 0;
+}
+
+static double implied_acc(const moects_inputs *in, const moects_bound_stats *st, double g, int64_t i)
+{
+    return moects__judge_implied_acc(st, i, g, in->out_dtype == MOECTS_BF16);
 }
 
 /* Whether compared element i of got is outside its bound of exact_v1 (NaN only against NaN, an
@@ -151,19 +156,26 @@ static void consistent_classes(int64_t K, const moects_acc_class *cls, double rm
     if (!splits && !rne && !trunc) snprintf(buf, len, "consistent with no accumulation class moects knows");
 }
 
+void moects__judge_acc_text(int64_t K, const moects_acc_class *cls, double rms, int64_t n, const char *head,
+                            const char *noun, char *buf, size_t len)
+{
+    char fit[400], split[48] = "";
+    consistent_classes(K, cls, rms, fit, sizeof fit);
+    if (cls->bf16_splits) snprintf(split, sizeof split, ", split-K in BF16 over at most %u", cls->bf16_splits);
+    snprintf(buf, len,
+             "%s fails: the accumulation error the %s implies (|got - exact| less the %s rounding) has an RMS of "
+             "%.3g sigma over %lld elements; a kernel of the declared class (%u-bit, %s%s) stays within %g sigma "
+             "(sigma: an upper estimate of each element's expected accumulation error for that class); %s",
+             head, noun, noun, rms, (long long)n, cls->bits, cls->truncation ? "truncation" : "RNE", split,
+             MOECTS_ACC_CHECK_LIMIT, fit);
+}
+
 /* The reason of a failed accumulation check, with the classes its error would fit. */
 static void accumulation_reason(const moects_inputs *in, const moects_acc_class *cls, moects_result *r)
 {
-    char fit[400], split[48] = "", buf[1024];
-    consistent_classes(reduction_k(in), cls, r->acc_rms, fit, sizeof fit);
-    if (cls->bf16_splits) snprintf(split, sizeof split, ", split-K in BF16 over at most %u", cls->bf16_splits);
-    snprintf(buf, sizeof buf,
-             "no element outside its bound, but the accumulation check fails: the accumulation error the output "
-             "implies (|got - exact| less the output rounding) has an RMS of %.3g sigma over %lld elements; a "
-             "kernel of the declared class (%u-bit, %s%s) stays within %g sigma (sigma: an upper estimate of each "
-             "element's expected accumulation error for that class); %s",
-             r->acc_rms, (long long)r->acc_n, cls->bits, cls->truncation ? "truncation" : "RNE", split,
-             MOECTS_ACC_CHECK_LIMIT, fit);
+    char buf[1024];
+    moects__judge_acc_text(reduction_k(in), cls, r->acc_rms, r->acc_n,
+                           "no element outside its bound, but the accumulation check", "output", buf, sizeof buf);
     moects__copy_str(r->reason, sizeof r->reason, buf);
 }
 
@@ -249,9 +261,7 @@ static void judge_with_bound(const moects_judge_ref *ref, const moects_kernel *k
     snprintf(r->want, sizeof r->want, "%s", cr.want);
 }
 
-/* Whether value g lies in element i's enclosure [l, h]: NaN expected (l NaN) takes only NaN, an
- * unbounded one (-Inf, +Inf) anything, else l <= g <= h. */
-static int in_enclosure(double g, double l, double h)
+int moects__judge_in_enclosure(double g, double l, double h)
 {
     if (isnan(l)) return isnan(g);
     if (l == -INFINITY && h == INFINITY) return 1;
@@ -271,7 +281,7 @@ static void judge_enclosure(const moects_judge_ref *ref, void *got, moects_resul
     for (int64_t i = 0; i < in->out_elems; i++) {
         double g = out_value(in->out_dtype, got, i), l = out_value(in->out_dtype, ref->lo, i);
         double h = out_value(in->out_dtype, ref->hi, i);
-        int ok = in_enclosure(g, l, h);
+        int ok = moects__judge_in_enclosure(g, l, h);
         outside += !ok;
         if (*near)
             memcpy((char *)*near + (size_t)i * es, ok ? (const char *)got + (size_t)i * es

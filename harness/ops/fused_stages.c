@@ -1,9 +1,11 @@
 /* fused_stages.c: the fused_moe op's exposed intermediates (moects__op_def.stages; docs/fused_moe.md
- * "Exposed intermediates"): a layer kernel with MOECTS_KERNEL_INTERMEDIATES that failed an exact claim
- * runs once more with g1_out, act_out and mid_out asked for, the exact reference (ref/fused_moe.c)
- * fills the same, and the first stage, in the layer's order, whose values differ is named. */
-#include <inttypes.h>
-#include <math.h>
+ * "Exposed intermediates"): the four stages a layer kernel with MOECTS_KERNEL_INTERMEDIATES may write
+ * (moects_fused_moe_args g1_out, act_out, mid_out, y_out; one row per slot, valid slots compared) and
+ * their reference: the exact reference's values (ref/fused_moe.c) for an exact claim, or for a bounded
+ * one the enclosure's per-stage intervals with the accumulation check's inputs of GEMM1's and GEMM2's
+ * stages (ref/fused_enclosure.c, moects__ref_fused_moe_enclosure_stages). The judge
+ * (harness/judge/stages.c) compares. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,30 +14,6 @@
 #include "moects_layer.h"
 #include "moects_op.h"
 #include "ops_internal.h"
-
-/* One side's intermediates ([T * k] rows of N1, I, I) and output. */
-typedef struct {
-    float *g1, *act;
-    double *mid;
-    void *out;
-} stage_bufs;
-
-static void bufs_free(stage_bufs *b) { free(b->g1), free(b->act), free(b->mid), free(b->out); }
-
-static int bufs_alloc(const moects_inputs *in, int64_t n1, stage_bufs *b)
-{
-    const size_t slots = (size_t)(in->fm.T * in->fm.k), I = (size_t)in->fm.inter;
-    b->g1 = calloc(slots * (size_t)n1 + 1, sizeof *b->g1);
-    b->act = calloc(slots * I + 1, sizeof *b->act);
-    b->mid = calloc(slots * I + 1, sizeof *b->mid);
-    b->out = calloc(in->out_bytes + 1, 1);
-    return b->g1 && b->act && b->mid && b->out ? 0 : -2;
-}
-
-static void ask(moects_op_args *a, const stage_bufs *b)
-{
-    a->fm.g1_out = b->g1, a->fm.act_out = b->act, a->fm.mid_out = b->mid;
-}
 
 /* 1 when slot sl (t * k + j) has an expert here (moects_fused_moe_args: the map's rule). */
 static int slot_valid(const moects_inputs *in, int64_t sl)
@@ -48,67 +26,92 @@ static int slot_valid(const moects_inputs *in, int64_t sl)
     return id < s->E_global && map[id] >= 0 && map[id] < s->E;
 }
 
-/* The first element (slot row, column) of a [T * k, n] stage whose values differ (bits; NaN equals
- * NaN), valid slots only, into *sl, *col: 1, or 0 none. */
-static int first_off(const moects_inputs *in, const float *gf, const float *wf, const double *gd, const double *wd,
-                     int64_t n, int64_t *sl, int64_t *col)
+/* The four stages' geometry under recipe lr, and the valid rows. 0, or -2 out of memory. */
+static int geometry(const moects_inputs *in, const moects_layer_recipe *lr, moects__stages *st)
 {
-    for (int64_t r = 0; r < in->fm.T * in->fm.k; r++) {
-        if (!slot_valid(in, r)) continue;
-        for (int64_t i = 0; i < n; i++) {
-            const double g = gf ? gf[r * n + i] : gd[r * n + i], w = wf ? wf[r * n + i] : wd[r * n + i];
-            if ((g == w && signbit(g) == signbit(w)) || (g != g && w != w)) continue;
-            *sl = r, *col = i;
-            return 1;
-        }
-    }
+    const moects_fused_moe_shape *s = &in->fm;
+    const int64_t I = s->inter, N1 = s->activation == MOECTS_ACT_RELU2 ? I : 2 * I;
+    const moects_dtype g1r = lr->g1_bf16 ? MOECTS_BF16 : MOECTS_F32, yr = lr->slot_bf16 ? MOECTS_BF16 : MOECTS_F32;
+    memset(st, 0, sizeof *st);
+    st->n = 4, st->rows = s->T * s->k, st->group = s->k;
+#define STAGE(nm, ar, field, n, f8, rnd, k) \
+    (moects__stage) { .name = nm, .arg = ar, .arg_off = offsetof(moects_op_args, fm.field), .cols = n, .f64 = f8, .round = rnd, .K = k }
+    st->s[0] = STAGE("gemm1", "g1_out", g1_out, N1, 0, g1r, s->H);
+    st->s[1] = STAGE("act", "act_out", act_out, I, 0, 0, 0);
+    st->s[2] = STAGE("mid", "mid_out", mid_out, I, 1, 0, 0);
+    st->s[3] = STAGE("gemm2", "y_out", y_out, s->H, 0, yr, I);
+#undef STAGE
+    if (!(st->valid = malloc((size_t)st->rows + 1))) return -2;
+    for (int64_t r = 0; r < st->rows; r++) st->valid[r] = (uint8_t)slot_valid(in, r);
     return 0;
 }
 
-/* msg: the first of gemm1, act, mid that differs between kernel kb and reference rb. */
-static void name_stage(const moects_inputs *in, int64_t n1, const stage_bufs *kb, const stage_bufs *rb, char *msg,
-                       size_t cap)
+/* a's stage pointers at bufs[0..4). */
+static void bind_stages(moects_op_args *a, const moects__stages *st, void *const *bufs)
 {
-    const int64_t I = in->fm.inter, k = in->fm.k;
-    static const char *const names[3] = {"gemm1", "act", "mid"};
-    for (int st = 0; st < 3; st++) {
-        int64_t sl, col, n = st == 0 ? n1 : I;
-        const int off = st == 0   ? first_off(in, kb->g1, rb->g1, NULL, NULL, n, &sl, &col)
-                        : st == 1 ? first_off(in, kb->act, rb->act, NULL, NULL, n, &sl, &col)
-                                  : first_off(in, NULL, NULL, kb->mid, rb->mid, n, &sl, &col);
-        if (!off) continue;
-        const double g = st == 0 ? kb->g1[sl * n + col] : st == 1 ? kb->act[sl * n + col] : kb->mid[sl * n + col];
-        const double w = st == 0 ? rb->g1[sl * n + col] : st == 1 ? rb->act[sl * n + col] : rb->mid[sl * n + col];
-        snprintf(msg, cap, "first stage off: %s, slot (t %" PRId64 ", j %" PRId64 "), column %" PRId64 ": got %.9g, exact %.9g",
-                 names[st], sl / k, sl % k, col, g, w);
-        return;
-    }
-    snprintf(msg, cap, "first stage off: after the intermediate (gemm1, act and mid exact: GEMM2, its epilogue or the combine)");
+    for (int i = 0; i < st->n; i++) memcpy((char *)a + st->s[i].arg_off, &bufs[i], sizeof(void *));
 }
 
-int moects__fused_stages(const moects_inputs *in, moects_recipe r, int (*run)(void *ctx, const void *shape, const void *args),
-                         void *ctx, char *msg, size_t cap)
+/* The exact reference's stages (the exact point of recipe lr) into want. 0, -1, -2. */
+static int exact(const moects_inputs *in, const moects_layer_recipe *lr, moects__stages *st, char *why, size_t cap)
 {
-    const moects_layer_recipe *lr = moects__layer_recipe_of(r);
-    if (!lr) return snprintf(msg, cap, "intermediates not compared: not a layer recipe"), -1;
     moects_layer_recipe point = *lr;
     if (point.combine == MOECTS_COMBINE_F32_ANY) point.combine = MOECTS_COMBINE_F32_SLOTS;
     point.fn = 0;
-    const int64_t n1 = in->fm.activation == MOECTS_ACT_RELU2 ? in->fm.inter : 2 * in->fm.inter;
-    stage_bufs kb = {0}, rb = {0};
-    int rc = bufs_alloc(in, n1, &kb);
-    if (!rc) rc = bufs_alloc(in, n1, &rb);
-    if (rc) return bufs_free(&kb), bufs_free(&rb), snprintf(msg, cap, "intermediates not compared: " MOECTS_HOST_OOM), -2;
-    void *ptr[MOECTS_INPUTS_MAX] = {0};
-    for (int i = 0; i < in->nt; i++) ptr[i] = in->t[i].host;
-    moects_op_args ka, ra;
-    moects__inputs_bind(in, ptr, kb.out, &ka);
-    moects__host_args(in, rb.out, &ra);
-    ask(&ka, &kb), ask(&ra, &rb);
-    if (run(ctx, &in->fm, &ka)) rc = -1, snprintf(msg, cap, "intermediates not compared: the kernel's run with them failed");
-    else if (moects__ref_fused_moe(&in->fm, &ra.fm, &point))
-        rc = -1, snprintf(msg, cap, "intermediates not compared: the reference refused them");
-    else name_stage(in, n1, &kb, &rb, msg, cap);
-    bufs_free(&kb), bufs_free(&rb);
+    void *out = calloc(in->out_bytes + 1, 1), *bufs[MOECTS_STAGES_MAX];
+    int rc = out ? 0 : -2;
+    for (int i = 0; i < st->n && rc == 0; i++) rc = (bufs[i] = st->s[i].want = calloc(moects__stage_bytes(st, i) + 1, 1)) ? 0 : -2;
+    moects_op_args a;
+    moects__host_args(in, out, &a);
+    if (rc == 0) bind_stages(&a, st, bufs);
+    if (rc == 0 && moects__ref_fused_moe(&in->fm, &a.fm, &point))
+        rc = -1, snprintf(why, cap, "the exact reference refused the stages");
+    free(out);
+    return rc;
+}
+
+/* Stats arrays [n] into *b: 0, or -2. */
+static int stats_alloc(moects_bound_stats *b, size_t n)
+{
+    *b = (moects_bound_stats){malloc(n * 8 + 8), malloc(n * 4 + 4), malloc(n * 4 + 4)};
+    return b->x && b->det && b->sigma ? 0 : -2;
+}
+
+/* The enclosure's stages of recipe lr under class cls into lo, hi; the GEMM stages' accumulation
+ * check inputs (GEMM2's from the kernel's intermediate mid, when given). 0, -1, -2. */
+static int enclosure(const moects_inputs *in, const moects_layer_recipe *lr, const moects_acc_class *cls,
+                     const double *mid, moects__stages *st, char *why, size_t cap)
+{
+    const moects_layer_claim cl = {cls->bits, cls->truncation, moects__layer_fn_ulp(lr)};
+    void *lo = malloc(in->out_bytes + 1), *hi = malloc(in->out_bytes + 1);
+    int rc = lo && hi ? 0 : -2;
+    for (int i = 0; i < st->n && rc == 0; i++) {
+        const size_t b = moects__stage_bytes(st, i);
+        rc = (st->s[i].lo = malloc(b + 1)) && (st->s[i].hi = malloc(b + 1)) ? 0 : -2;
+    }
+    const size_t n1 = (size_t)(st->rows * st->s[0].cols), n2 = (size_t)(st->rows * st->s[3].cols);
+    if (rc == 0) rc = stats_alloc(&st->s[0].st, n1);
+    if (rc == 0 && mid) rc = stats_alloc(&st->s[3].st, n2);
+    moects_op_args a;
+    moects__host_args(in, lo, &a);
+    const moects_layer_stages ls = {st->s[0].lo, st->s[0].hi, st->s[1].lo, st->s[1].hi, st->s[2].lo, st->s[2].hi,
+                                    st->s[3].lo, st->s[3].hi, st->s[0].st, st->s[3].st, mid};
+    if (rc == 0 && cls->bf16_splits > 1) rc = -1, snprintf(why, cap, "a layer claim has no split-K class");
+    else if (rc == 0 && moects__ref_fused_moe_enclosure_stages(&in->fm, &a.fm, lr, &cl, lo, hi, NULL, &ls))
+        rc = -1, snprintf(why, cap, "the enclosure refused the stages");
+    free(lo), free(hi);
+    return rc;
+}
+
+int moects__fused_stages(const moects_inputs *in, moects_recipe r, const moects_acc_class *cls, const void *const *got,
+                         moects__stages *st, char *why, size_t cap)
+{
+    const moects_layer_recipe *lr = moects__layer_recipe_of(r);
+    memset(st, 0, sizeof *st);
+    if (!lr) return snprintf(why, cap, "not a layer recipe"), -1;
+    int rc = geometry(in, lr, st);
+    if (rc == 0 && got) rc = cls ? enclosure(in, lr, cls, got[2], st, why, cap) : exact(in, lr, st, why, cap);
+    if (rc == -2) snprintf(why, cap, MOECTS_HOST_OOM " (the stages' reference)");
+    if (rc) moects__stages_free(st);
     return rc;
 }

@@ -68,3 +68,15 @@ void moects__out_geom_of(const moects_inputs *in, moects_out_geom *g)
     g->col_tile = 128;
     moects__op_of_inputs(in)->geometry(in, g);
 }
+
+void moects__stages_free(moects__stages *st)
+{
+    for (int i = 0; i < MOECTS_STAGES_MAX; i++) {
+        moects__stage *s = &st->s[i];
+        free(s->want), free(s->lo), free(s->hi), free(s->st.x), free(s->st.det), free(s->st.sigma);
+        s->want = s->lo = s->hi = NULL;
+        memset(&s->st, 0, sizeof s->st);
+    }
+    free(st->valid);
+    st->valid = NULL;
+}

@@ -27,8 +27,8 @@ int moects__input_alloc(moects_inputs *in, int i, const char *name, size_t bytes
 void moects__input_borrow(moects_inputs *dst, int i, const moects_inputs *src);
 float moects__f32_bits(uint32_t u);
 /* fused_moe's moects__op_def.stages (harness/ops/fused_stages.c). */
-int moects__fused_stages(const moects_inputs *in, moects_recipe r, int (*run)(void *ctx, const void *shape, const void *args),
-                         void *ctx, char *msg, size_t cap);
+int moects__fused_stages(const moects_inputs *in, moects_recipe r, const moects_acc_class *cls, const void *const *got,
+                         moects__stages *st, char *why, size_t cap);
 /* One BF16 activation (bits) of column col for data mode d from a draw u (ep_gather x, moe_gemm W4A16 A). */
 uint16_t moects__bf16_input(moects_data d, uint64_t u, int64_t col);
 /* Expert j of token t under c's routing: distinct from prev[0..j), not excl, not in [xlo, xhi). */

@@ -328,3 +328,75 @@ int moects__kernel_twice(const moects_kernel *k, const moects_inputs *in, moects
     if (t->measured) kept_memory(k, t->kept_host, t->kept_vm, t->kept_dev, env, r);
     return rc;
 }
+
+/* ---- a run with the intermediates asked for (moects__kernel_stages) ---- */
+
+/* The output g[0] and the stage buffers g[1..n] (device or shared), stage i poisoned in host[i] and
+ * there. 0, or -1 (why). */
+static int stage_bufs(const moects_kernel *k, const moects_inputs *in, const moects__stages *sg, void *const *host,
+                      moects_guarded *g, char *why, size_t cap)
+{
+    const int cuda = k->device == MOECTS_DEVICE_CUDA, where = cuda ? MOECTS_GUARD_DEVICE : MOECTS_GUARD_SHARED;
+    if (moects__guard_alloc(&g[0], "out", in->out_bytes, moects__guard_row_bytes(in, -1), where))
+        return snprintf(why, cap, "no memory for the output"), -1;
+    for (int i = 0; i < sg->n; i++) {
+        const size_t b = moects__stage_bytes(sg, i), row = (size_t)sg->s[i].cols * (sg->s[i].f64 ? 8 : 4);
+        memset(host[i], MOECTS__STAGE_POISON, b);
+        if (moects__guard_alloc(&g[i + 1], sg->s[i].arg, b, row, where))
+            return snprintf(why, cap, "no memory for %s (%zu bytes)", sg->s[i].arg, b), -1;
+        if (g[i + 1].data && (cuda ? moects__cuda_h2d(g[i + 1].data, host[i], b) : (memcpy(g[i + 1].data, host[i], b), 0)))
+            return snprintf(why, cap, "copying %s's poison to the device failed", sg->s[i].arg), -1;
+    }
+    for (int i = 0; i <= sg->n; i++)
+        if (moects__guard_arm(&g[i], CANARY[0])) return snprintf(why, cap, "arming the guards failed"), -1;
+    return 0;
+}
+
+/* k's call with args a: CPU in this process (trusted) or a child, CUDA on the task's stream and
+ * synchronized. 0, or -1 (why; *exit_after after a device error). */
+static int stage_call(const moects_kernel *k, const moects_inputs *in, const moects_op_args *a, const moects_guarded *out,
+                      char *why, size_t cap, int *exit_after)
+{
+    const void *shape = moects__inputs_shape(in);
+    moects_result r = {0};
+    if (k->device == MOECTS_DEVICE_CUDA) {
+        char serr[200] = "";
+        const int rc = moects__kernel_call(k, shape, a, moects__cuda_stream());
+        const int src = moects__cuda_sync(moects__cuda_stream(), serr, sizeof serr);
+        *exit_after = src != 0;
+        if (rc) kernel_error(rc, last_error(k), why, cap);
+        else if (src) snprintf(why, cap, "%s", serr);
+        return rc || src ? -1 : 0;
+    }
+    moects_guarded ro[MOECTS_INPUTS_MAX];
+    for (int i = 0; i < MOECTS_INPUTS_MAX; i++) ro[i] = in->t[i].g;
+    moects_cpu_call c;
+    if (trusted(k, in)) call_here(k, shape, a, &c);
+    else if (moects__guard_cpu_call(k, shape, a, ro, (size_t)in->nt, &c)) return snprintf(why, cap, "no process for the call"), -1;
+    return call_verdict(&c, in, out, &r) ? (snprintf(why, cap, "%s", r.reason), -1) : 0;
+}
+
+int moects__kernel_stages(const moects_kernel *k, const moects_inputs *in, moects_guarded dev[MOECTS_INPUTS_MAX],
+                          const moects__stages *sg, void *const *host, char *why, size_t cap, int *exit_after)
+{
+    moects_guarded g[MOECTS_STAGES_MAX + 1];
+    memset(g, 0, sizeof g);
+    *exit_after = 0;
+    int rc = stage_bufs(k, in, sg, host, g, why, cap);
+    void *ptr[MOECTS_INPUTS_MAX] = {0};
+    for (int i = 0; i < in->nt; i++) ptr[i] = k->device == MOECTS_DEVICE_CUDA ? dev[i].data : in->t[i].host;
+    moects_op_args a;
+    moects__inputs_bind(in, ptr, g[0].data, &a);
+    for (int i = 0; i < sg->n; i++) memcpy((char *)&a + sg->s[i].arg_off, &g[i + 1].data, sizeof(void *));
+    moects__task_ptrs(ptr, g[0].data, k->device == MOECTS_DEVICE_CUDA ? moects__cuda_stream() : NULL);
+    if (rc == 0) rc = stage_call(k, in, &a, &g[0], why, cap, exit_after);
+    for (int i = 0; rc == 0 && i <= sg->n; i++) rc = moects__guard_check(&g[i], why, cap) ? -1 : 0;
+    for (int i = 0; rc == 0 && i < sg->n; i++) {
+        const size_t b = moects__stage_bytes(sg, i);
+        if (k->device == MOECTS_DEVICE_CUDA) rc = g[i + 1].data && moects__cuda_d2h(host[i], g[i + 1].data, b) ? -1 : 0;
+        else if (g[i + 1].data) memcpy(host[i], g[i + 1].data, b);
+        if (rc) snprintf(why, cap, "copying %s back failed", sg->s[i].arg);
+    }
+    for (int i = 0; i <= sg->n; i++) moects__guard_free(&g[i]);
+    return rc;
+}

@@ -70,9 +70,10 @@ static int check_kernel(const char *path, size_t i, const moects_kernel *k, char
         return -1;
     }
     const uint32_t flags = k->abi_version >= 4 ? k->flags : 0;
-    if (flags & ~MOECTS_KERNEL_BATCH_INVARIANT) {
+    if (flags & ~(MOECTS_KERNEL_BATCH_INVARIANT | MOECTS_KERNEL_INTERMEDIATES)) {
         snprintf(err, errlen, "%s: kernel %zu (%s): flags: 0x%x: the known bits are MOECTS_KERNEL_BATCH_INVARIANT "
-                 "(0x%x)", path, i, name, flags, MOECTS_KERNEL_BATCH_INVARIANT);
+                 "(0x%x) and MOECTS_KERNEL_INTERMEDIATES (0x%x)", path, i, name, flags, MOECTS_KERNEL_BATCH_INVARIANT,
+                 MOECTS_KERNEL_INTERMEDIATES);
         return -1;
     }
     const int tol = k->tol.max_calc_diff > 0 || k->tol.max_ulp > 0;

@@ -477,34 +477,49 @@ static void judge_task(worker_state *ws, const moects_case *c, const moects_kern
 
 static void add_note(moects_result *r, const char *note);
 
-static int run_kernel(void *ctx, const void *shape, const void *args)
+/* Whether the task runs k once more with its intermediates asked for: a kernel with
+ * MOECTS_KERNEL_INTERMEDIATES of an op with stages, and a bounded claim judged by its enclosure (every
+ * case: the stages' enclosures, the accumulation check of the GEMM stages) or, with MOECTS_STAGES=1 in
+ * the environment, an exact claim that failed (FAIL_MISMATCH; opt-in: a kernel run and a reference more
+ * per failure doubled the fused smoke tier's time, its 344 caught mutant runs). */
+static int stages_wanted(const moects__op_def *op, const moects_kernel *k, const moects_result *r)
 {
-    const moects_kernel *k = ctx;
-    return k->run(shape, args, NULL);
+    if (!op->stages || !(k->flags & MOECTS_KERNEL_INTERMEDIATES)) return 0;
+    if (moects__judge_claim_bounded(k)) return r->verdict == MOECTS_PASS_BOUNDED || r->verdict == MOECTS_FAIL_MISMATCH;
+    const char *on = getenv("MOECTS_STAGES");
+    return on && !strcmp(on, "1") && r->verdict == MOECTS_FAIL_MISMATCH;
 }
 
-/* With MOECTS_STAGES=1 in the environment, a built-in CPU kernel with MOECTS_KERNEL_INTERMEDIATES whose
- * exact claim failed (FAIL_MISMATCH) runs once more, in this worker, with its intermediates asked for
- * (its op's stages): the first stage whose values left the exact reference's goes into the reason;
- * its time to compare_s. Opt-in: a kernel run and a reference more per failure doubled the fused
- * smoke tier's time (its 344 caught mutant runs). */
-static void locate_stage(const worker_state *ws, const moects_kernel *k, moects_recipe recipe, moects_result *r)
+/* The stages of k on the case: their geometry, k's run with them (moects__kernel_stages, its time to
+ * kernel_s), their reference under the claim and the judge (moects__judge_stages; to compare_s); what
+ * could not be done is a note in the reason. Returns 1 when the worker must exit after the task. */
+static int stage_task(worker_state *ws, const moects_kernel *k, moects_recipe recipe, const task_ctl *tc,
+                      moects_result *r)
 {
     const moects__op_def *op = moects__op_of_inputs(&ws->in);
-    size_t n;
-    const moects_kernel *const *b = moects__builtin_kernels(&n);
-    int builtin = 0;
-    for (size_t i = 0; i < n; i++) builtin |= b[i] == k;
-    const char *on = getenv("MOECTS_STAGES");
-    if (!on || strcmp(on, "1") || !op->stages || !(k->flags & MOECTS_KERNEL_INTERMEDIATES) || !builtin ||
-        k->device != MOECTS_DEVICE_CPU ||
-        r->verdict != MOECTS_FAIL_MISMATCH || moects__judge_claim_bounded(k))
-        return;
-    char msg[400];
-    const double t = now_s();
-    op->stages(&ws->in, recipe, run_kernel, (void *)k, msg, sizeof msg);
+    if (!stages_wanted(op, k, r)) return 0;
+    const moects_acc_class cls = {k->acc.bits, k->acc.truncation, k->split_k.max_splits};
+    const moects_acc_class *claim = moects__judge_claim_bounded(k) ? &cls : NULL;
+    moects__stages sg;
+    void *got[MOECTS_STAGES_MAX] = {0};
+    char why[300] = "", msg[360];
+    int exit_after = 0, rc = op->stages(&ws->in, recipe, NULL, NULL, &sg, why, sizeof why);
+    for (int i = 0; rc == 0 && i < sg.n; i++)
+        if (!(got[i] = malloc(moects__stage_bytes(&sg, i) + 1))) rc = -2, snprintf(why, sizeof why, MOECTS_HOST_OOM);
+    announce(tc, PH_KERNEL, r);
+    double t = now_s();
+    if (rc == 0) rc = moects__kernel_stages(k, &ws->in, ws->dev, &sg, got, why, sizeof why, &exit_after);
+    r->kernel_s += now_s() - t;
+    announce(tc, PH_COMPARE, r);
+    t = now_s();
+    moects__stages_free(&sg);
+    if (rc == 0) rc = op->stages(&ws->in, recipe, claim, (const void *const *)got, &sg, why, sizeof why);
+    if (rc == 0) moects__judge_stages(&sg, (const void *const *)got, claim, r);
+    else snprintf(msg, sizeof msg, "intermediates not compared: %s", why), add_note(r, msg);
+    moects__stages_free(&sg);
+    for (int i = 0; i < MOECTS_STAGES_MAX; i++) free(got[i]);
     r->compare_s += now_s() - t;
-    add_note(r, msg);
+    return exit_after;
 }
 
 /* ---- batch invariance (DESIGN.md "Batch invariance") ---- */
@@ -711,7 +726,7 @@ static int task_body(worker_state *ws, long ci, const moects_case *c, const moec
         recheck(ws, recipe, tc, r);
         if (reference_differs(ws, recipe, r)) bad = 1;
     }
-    if (!bad) locate_stage(ws, k, recipe, r);
+    if (!bad) exit_after |= stage_task(ws, k, recipe, tc, r);
     if (!bad) exit_after |= batch_task(ws, c, k, seed, tc, tw.got[0], r);
     moects__twice_free(&tw);
     return exit_after;

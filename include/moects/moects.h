@@ -97,7 +97,7 @@ typedef struct {
     const char *name;  /* "x", "topk_ids", "topk_weights", "input_index", "expert_map";
                           "a", "b", "sa", "sb"; moe_gemm also "alpha", "gs_a", "gs_b", "m_indices",
                           "masked_m", "expert_offsets" (moects_moe_gemm_args); "out" for the output */
-    const char *dtype; /* "BF16", "F32", "I32", "I64", "U8" */
+    const char *dtype; /* "BF16", "F32", "I32", "I64", "U8"; "F64" (an exposed intermediate) */
     int ndim;          /* 1 to 3; 0: a moe_gemm tensor the case's format and row layout do not have
                           (its pointer in moects_moe_gemm_args is NULL) */
     int64_t dims[4];   /* elements per dim, outermost first (unused dims 0) */
@@ -127,6 +127,11 @@ MOECTS_API int moects_casedata_input(const moects_casedata *d, int j, moects_ten
  * [E, max_m, N]; BF16 or F32); data NULL. moe_gemm inputs: A [M, .] or masked [E, max_m, .], B [E, N, K/2],
  * linear scales [.., nkb] (swizzled: bytes, sb [E, bytes per expert]). */
 MOECTS_API int moects_casedata_output(const moects_casedata *d, moects_tensor_info *t);
+/* The exposed intermediates a kernel of d's op may write (fused_moe: g1_out [T*k, N1] F32, act_out
+ * [T*k, I] F32, mid_out [T*k, I] F64, y_out [T*k, H] F32; moects_fused_moe_args): their number (0:
+ * none), and stage j's name, dtype and dims into *t (data NULL; bytes its size). -1 on an error. */
+MOECTS_API int moects_casedata_nstages(const moects_casedata *d);
+MOECTS_API int moects_casedata_stage(const moects_casedata *d, int j, moects_tensor_info *t);
 /* Scalars a kernel takes besides tensors, by name: "alpha" (fp4_gemm: 1 for MXFP4, 1/(gs_a*gs_b) in
  * FP32 for NVFP4), "gs_a", "gs_b" (NVFP4 global scales). -1 when the case has no such scalar. */
 MOECTS_API int moects_casedata_scalar(const moects_casedata *d, const char *name, double *value);
@@ -151,6 +156,15 @@ typedef struct moects_judgement moects_judgement;
  * unknown recipe, the reference refusing the case. */
 MOECTS_API moects_judgement *moects_judge(moects_casedata *d, const moects_kernel *k, const void *out,
                                           size_t bytes);
+/* moects_judge with the kernel's exposed intermediates (docs/fused_moe.md "Exposed intermediates"):
+ * stages[j] the host bytes of stage j as moects_casedata_stage describes it (NULL, j >= nstages, or
+ * no valid row written: not given). After the output's verdict, an exact claim that failed names
+ * the first stage whose values left the exact reference's; a bounded claim's stages are held to their
+ * enclosures (a failure names the first stage outside its enclosure, the element and its interval)
+ * and its GEMM stages (g1_out, y_out) to the accumulation check of its class, which can fail a
+ * passing output. The runner judges a kernel with MOECTS_KERNEL_INTERMEDIATES by the same rule. */
+MOECTS_API moects_judgement *moects_judge_stages(moects_casedata *d, const moects_kernel *k, const void *out,
+                                                 size_t bytes, const void *const *stages, int nstages);
 /* A verdict without an output: UNSUPPORTED (the kernel's supports() refused: reason), FAIL_CRASH (the
  * kernel raised or returned an error: reason), FAIL_TIMEOUT, FAIL_OOB_WRITE (a write found outside the
  * output: reason names side and byte offset), SKIP (reason). verdict: one of those names. */

@@ -15,10 +15,12 @@
  * invariance"). fused_moe and moe_gemm check it. */
 #define MOECTS_KERNEL_BATCH_INVARIANT 1u
 /* INTERMEDIATES (fused_moe): the kernel can write the layer's intermediates when its args ask for them
- * (moects_fused_moe_args g1_out, act_out, mid_out). When such a kernel fails an exact claim, the
- * harness runs it once more with them asked and names the first stage whose values left the exact
- * reference's ("first stage off: act, slot (t 0, j 1), column 5: ..."; docs/fused_moe.md "Exposed
- * intermediates"). Kernels without the bit get NULL there and need not know the fields exist. */
+ * (moects_fused_moe_args g1_out, act_out, mid_out, y_out; a field left unwritten is not judged). A
+ * bounded claim's kernel runs once more with them asked on every case: each exposed stage is held to
+ * its enclosure ("first stage outside its enclosure: act, slot (t 0, j 1), column 5: ...") and its
+ * GEMMs' outputs (g1_out, y_out) to the accumulation check of the declared class; an exact claim's,
+ * when it fails under MOECTS_STAGES=1, to the exact reference's ("first stage off: ..."; docs/fused_moe.md
+ * "Exposed intermediates"). Kernels without the bit get NULL there and need not know the fields exist. */
 #define MOECTS_KERNEL_INTERMEDIATES 2u
 
 typedef enum {

@@ -208,9 +208,13 @@ typedef struct {
                                      the recipe's g1 rounding applied, rows in W13's order */
     float *act_out;               /* [T * k, I] the activation's output (times w under weight=act) */
     double *mid_out;              /* [T * k, I] the intermediate GEMM2 reads, its exact value (BF16, FP32;
-                                     FP8 / MXFP8: the E4M3 value times its group's scale, exact in double) */
+                                     FP8 / MXFP8: the E4M3 value times its group's scale, exact in double;
+                                     NVFP4: the E2M1 value times its block's scale, 1 / gs left to GEMM2) */
     const float *w13_alpha;       /* NVFP4: [E] FP32 GEMM1's per-expert multiplier (1 / W13's global scale); else NULL */
     const float *w2_alpha;        /* NVFP4: [E] FP32 GEMM2's per-expert multiplier (1 / W2's global scale); else NULL */
+    float *y_out;                 /* [T * k, H] (an exposed intermediate, as g1_out) GEMM2's per-slot output as the
+                                     combine reads it: its epilogue (alpha, b2, the router weight under
+                                     weight=gemm2) and the recipe's slot rounding applied */
 } moects_fused_moe_args;
 
 /* ---- routing (moe_route), DESIGN.md "Routing", docs/moe_route.md ----

@@ -9,7 +9,7 @@ import ctypes
 
 # safetensors dtype name -> (numpy dtype name, __cuda_array_interface__ typestr, bytes)
 DTYPES = {"BF16": ("uint16", "<i2", 2), "F32": ("float32", "<f4", 4), "I32": ("int32", "<i4", 4),
-          "I64": ("int64", "<i8", 8), "U8": ("uint8", "|u1", 1)}
+          "I64": ("int64", "<i8", 8), "U8": ("uint8", "|u1", 1), "F64": ("float64", "<f8", 8)}
 
 
 def absent(info):
@@ -131,6 +131,22 @@ def as_host_bytes(out):
     else:
         arr = np.ascontiguousarray(out)
     return arr, arr.ctypes.data, arr.nbytes
+
+
+def as_host_values(x, dtype_name, shape):
+    """An exposed intermediate (numpy array, torch tensor on any device, or a nested list) as a
+    C-contiguous numpy array of dtype_name ("F32" or "F64") and shape, in host memory: its values
+    converted (a torch bfloat16 by value, not by bits). Returns (array, address). ValueError when
+    its element count is not shape's."""
+    import numpy as np
+    if type(x).__module__.startswith("torch"):
+        x = x.detach().to("cpu").double().numpy()
+    arr = np.ascontiguousarray(np.asarray(x), dtype=DTYPES[dtype_name][0])
+    n = int(np.prod(shape, dtype=np.int64))
+    if arr.size != n:
+        raise ValueError("%d elements, %s wants %d (%s)" % (arr.size, "x".join(map(str, shape)), n, dtype_name))
+    arr = arr.reshape(shape)
+    return arr, arr.ctypes.data
 
 
 def route_views(out):

@@ -232,10 +232,46 @@ class Case:
         return Kernel(name or (base.name if base else "python"), self.op, recipe=recipe, bound=bound,
                       tolerance=tolerance, device=base.device if base else "cpu")
 
-    def judge(self, out, kernel=None, recipe=None, bound=None, tolerance=None, name=None):
+    def stages(self):
+        """The intermediates a kernel of this case's op may expose, in the op's order, as
+        {name: (dtype, dims)}: fused_moe's "g1_out" [T*k, N1] F32, "act_out" [T*k, I] F32, "mid_out"
+        [T*k, I] F64, "y_out" [T*k, H] F32 (moects_fused_moe_args; docs/fused_moe.md "Exposed
+        intermediates"); {} for an op without any."""
+        L, out = _lib.lib(), {}
+        for j in range(_lib.check(L.moects_casedata_nstages(self._built()))):
+            t = _lib.TensorInfo()
+            _lib.check(L.moects_casedata_stage(self._built(), j, ctypes.byref(t)))
+            out[t.name.decode()] = (t.dtype.decode(), _tensors.dims(t))
+        return out
+
+    def _stage_ptrs(self, intermediates):
+        """intermediates {name: values} as moects_judge_stages takes them: (a ctypes array of host
+        addresses in the op's stage order, NULL where not given; the arrays that keep them alive)."""
+        known = self.stages()
+        bad = sorted(set(intermediates) - set(known))
+        if bad:
+            raise ValueError("%s: intermediates: %s not among %s" % (self.id, ", ".join(bad), ", ".join(known) or "none"))
+        ptrs, keep = (ctypes.c_void_p * max(len(known), 1))(), []
+        for j, (name, (dtype, dims)) in enumerate(known.items()):
+            if intermediates.get(name) is None:
+                continue
+            try:
+                arr, ptrs[j] = _tensors.as_host_values(intermediates[name], dtype, dims)
+            except ValueError as e:
+                raise ValueError("%s: intermediates[%r]: %s" % (self.id, name, e)) from None
+            keep.append(arr)
+        return ptrs, len(known), keep
+
+    def judge(self, out, kernel=None, recipe=None, bound=None, tolerance=None, name=None, intermediates=None):
         """Judge out (numpy array, torch tensor on any device, or a buffer of the output's bytes)
         exactly as `moects run` does; returns the Judgement (recorded in self.judgements). moe_route:
-        out may also be (topk_ids, topk_weights) or a dict holding those two (args() itself)."""
+        out may also be (topk_ids, topk_weights) or a dict holding those two (args() itself).
+        intermediates: the kernel's exposed stages by name (stages(): fused_moe's g1_out, act_out,
+        mid_out, y_out, any subset, values of any float dtype and the stage's size), judged by the C
+        side's stage rule (moects_judge_stages, the runner's): an exact claim's failure names the first
+        stage off the exact reference; a bounded claim's stages are held to their enclosures (a failure
+        names the first stage outside, its element and interval) and its GEMM stages to the
+        accumulation check, which can fail a passing output."""
         k = self._kernel(kernel, recipe, bound, tolerance, name)
         if self.op == "moe_route":
             if isinstance(out, dict):
@@ -250,7 +286,11 @@ class Case:
                 return self.outcome("FAIL_OOB_WRITE", "out: " + where, kernel=k)
         arr, addr, nbytes = _tensors.as_host_bytes(out)
         desc = descriptor(k)
-        h = _lib.lib().moects_judge(self._built(), ctypes.byref(desc), addr, nbytes)
+        if intermediates:
+            ptrs, n, keep = self._stage_ptrs(intermediates)
+            h = _lib.lib().moects_judge_stages(self._built(), ctypes.byref(desc), addr, nbytes, ptrs, n)
+        else:
+            h = _lib.lib().moects_judge(self._built(), ctypes.byref(desc), addr, nbytes)
         return self._keep(Judgement(_lib.check(h), self.id), k, kernel)
 
     def _keep(self, j, k, given):
@@ -259,10 +299,10 @@ class Case:
         self.judgements.append(j)
         return j
 
-    def check(self, out, kernel=None, recipe=None, bound=None, tolerance=None, name=None):
+    def check(self, out, kernel=None, recipe=None, bound=None, tolerance=None, name=None, intermediates=None):
         """judge(), then raise AssertionError carrying the TAP's diagnostics unless it passed."""
         __tracebackhide__ = True  # pytest: the failure points at the test's line, not at this one
-        j = self.judge(out, kernel, recipe, bound, tolerance, name)
+        j = self.judge(out, kernel, recipe, bound, tolerance, name, intermediates)
         if not j.passed:
             lines = self.repro_lines(self, j) if self.repro_lines else []
             raise AssertionError("%s: %s\n%s%s" % (self.id, j.verdict, j.text, "".join(l + "\n" for l in lines)))

@@ -9,5 +9,6 @@ fail() { echo "FAIL [$name]: $*" >&2; exit 1; }
 export MOECTS_ROOT="$root" MOECTS_COMMIT=cli-test
 unset TEST_TOTAL_SHARDS TEST_SHARD_INDEX TEST_SHARD_STATUS_FILE
 planted=$(dirname "$plugin")/libmoects_plugin_planted.so # tests/fixtures/plugins/plugin_planted.c
+emu=$(dirname "$plugin")/libmoects_fused_moe_cuda_emu.so # tests/fixtures/plugins/fused_moe_cuda_emu.cpp
 # a few cheap smoke cases, whatever the registry holds
 pick() { "$moects" list --tier smoke "$1" | cut -f1 | head -n "$2"; }

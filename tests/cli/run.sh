@@ -1,8 +1,9 @@
 #!/bin/sh
 # run.sh: end-to-end CLI checks: --dump, fail fast, --resume, the TAP streamed while the run goes,
-# batch invariance, and the stage a layer kernel's exposed intermediates locate.
+# batch invariance, and the stage a layer kernel's exposed intermediates locate (CPU kernels, and the
+# CUDA ones' stages compiled for the host).
 # Usage: run.sh NAME MOECTS_BIN PLUGIN_SO SOURCE_ROOT WORK_DIR (NAME: dump, fail_fast, resume, stream,
-# batch_invariance, stages)
+# batch_invariance, stages, stages_cuda)
 . "$(dirname "$0")/lib.sh"
 
 case $name in
@@ -242,22 +243,59 @@ stages)
     # and fails its exact claim is named by the first stage that left the exact reference (docs/fused_moe.md "Exposed
     # intermediates"). Expected from each bug's definition: reading the gate and up halves swapped, or
     # gpt-oss's activation without the + 1, leaves GEMM1's output exact and moves the activation's;
-    # FP8 block scales read per row move GEMM1's own output; the router weight applied twice and a
-    # BF16 combine act after the intermediate, which stays exact.
+    # FP8 block scales read per row move GEMM1's own output; the router weight applied twice (GEMM2's
+    # epilogue applies it once, as declared, the combine again) and a BF16 combine act after GEMM2's
+    # per-slot output, which stays exact. Bounded claims (every case, whatever MOECTS_STAGES): a GEMM2
+    # summed in BF16 leaves GEMM1, the activation and the intermediate to the honest code, so gemm2 is
+    # the first stage outside its enclosure, and the accumulation check of that stage fails; a BF16
+    # combine leaves every exposed stage inside its enclosure.
     g=fused_moe.bf16/gpt-oss-20b/tp16/t4/smoke f=fused_moe.fp8_128/deepseek-v3/tp16/t1/smoke-adversarial
-    MOECTS_STAGES=1 "$moects" run --out out --kernel 'cpu.mutant.fused_moe.*' --kernel cpu.fused_moe.gpt_oss "$g" "$f" > run.tap 2> err.txt
+    MOECTS_STAGES=1 "$moects" run --out out --kernel 'cpu.mutant.fused_moe.*' --kernel cpu.fused_moe.gpt_oss \
+        --kernel cpu.fused_moe.fast "$g" "$f" > run.tap 2> err.txt
     rc=$?
     [ $rc -eq 0 ] || { cat run.tap err.txt; fail "exit status $rc (mutants caught, honest passing: want 0)"; }
-    why() { jq -r --arg k "cpu.mutant.fused_moe.$1" --arg c "$2" '.results[] | select(.kernel == $k and .case == $c) | .reason' out/results.json; }
-    for m in gate_up_swapped gpt_oss_no_plus1 act_on_up; do
-        why $m "$g" | grep -q "first stage off: act, slot (t [0-3], j [0-3]), column [0-9]*: got " || fail "$m: $(why $m "$g")"
+    why() { jq -r --arg k "$1" --arg c "$2" '.results[] | select(.kernel == $k and .case == $c) | .reason' out/results.json; }
+    m=cpu.mutant.fused_moe
+    for b in gate_up_swapped gpt_oss_no_plus1 act_on_up; do
+        why $m.$b "$g" | grep -q "first stage off: act, slot (t [0-3], j [0-3]), column [0-9]*: got " || fail "$b: $(why $m.$b "$g")"
     done
-    why fp8_scale_per_row "$f" | grep -q "first stage off: gemm1, slot (t 0, j [0-7]), column" || fail "fp8_scale_per_row: $(why fp8_scale_per_row "$f")"
-    for m in weight_twice combine_bf16; do
-        why $m "$g" | grep -q "first stage off: after the intermediate" || fail "$m: $(why $m "$g")"
+    why $m.fp8_scale_per_row "$f" | grep -q "first stage off: gemm1, slot (t 0, j [0-7]), column" ||
+        fail "fp8_scale_per_row: $(why $m.fp8_scale_per_row "$f")"
+    for b in weight_twice combine_bf16; do
+        why $m.$b "$g" | grep -q "first stage off: none of the exposed stages (gemm1, act, mid, gemm2)" || fail "$b: $(why $m.$b "$g")"
     done
-    jq -r '.results[] | select(.kernel == "cpu.fused_moe.gpt_oss") | .reason' out/results.json | grep -q "first stage" &&
-        fail "a passing kernel's reason names a stage"
+    why $m.gemm2_bf16_acc "$g" | grep -q "first stage outside its enclosure: gemm2, slot (t [0-3], j [0-3]), column [0-9]*: got [-0-9.e]*, enclosure \[" ||
+        fail "gemm2_bf16_acc: $(why $m.gemm2_bf16_acc "$g")"
+    why $m.gemm2_bf16_acc "$g" | grep -q "the accumulation check of stage gemm2 (a GEMM's output, exposed) fails" ||
+        fail "gemm2_bf16_acc, accumulation check: $(why $m.gemm2_bf16_acc "$g")"
+    why $m.fast_combine_bf16 "$g" | grep -q "first stage outside its enclosure: none of the exposed stages (gemm1, act, mid, gemm2)" ||
+        fail "fast_combine_bf16: $(why $m.fast_combine_bf16 "$g")"
+    jq -r '.results[] | select(.kernel == "cpu.fused_moe.gpt_oss" or .kernel == "cpu.fused_moe.fast") | .reason' out/results.json |
+        grep -q "first stage" && fail "a passing kernel's reason names a stage"
+    why cpu.fused_moe.fast "$g" | grep -q "accumulation check of the stages (RMS): gemm1 [0-9.e-]* sigma over [0-9]*, gemm2 " ||
+        fail "the honest bounded kernel's reason: $(why cpu.fused_moe.fast "$g")"
+    ;;
+stages_cuda)
+    # The CUDA layer kernels' exposed intermediates (gpu/cuda/fused_moe_stages.cuh), judged through their
+    # host build (emu.cuda.*: the same stage source; a --kernel-lib, so the stage run goes through a child
+    # process and shared buffers, as any kernel from outside the tree). By each bug's definition: gate and
+    # up read swapped leave GEMM1's rows exact and move the activation; the weight applied again in the
+    # combine (weight=gemm2 declared: GEMM2's epilogue applies it once) leaves every stage exact; under
+    # fp8_atomic's weight=combine the same bug puts the weight into GEMM2's epilogue, so gemm2 is the first
+    # stage outside its enclosure. The honest bounded kernel passes with its stages' accumulation RMS.
+    g=fused_moe.bf16/qwen3-30b-a3b/tp16/t4/smoke
+    MOECTS_STAGES=1 "$moects" run --out out --kernel-lib "$emu" --kernel 'emu.*' "$g" > run.tap 2> err.txt
+    rc=$?
+    [ $rc -eq 0 ] || { cat run.tap err.txt; fail "exit status $rc (mutants caught, honest passing: want 0)"; }
+    why() { jq -r --arg k "emu.cuda.$1" '.results[] | select(.kernel == $k) | .reason' out/results.json; }
+    why mutant.fused_moe.gate_up_swapped | grep -q "^first stage off: act, slot (t [0-3], j [0-7]), column [0-9]*: got " ||
+        fail "gate_up_swapped: $(why mutant.fused_moe.gate_up_swapped)"
+    why mutant.fused_moe.weight_twice | grep -q "^first stage off: none of the exposed stages (gemm1, act, mid, gemm2)" ||
+        fail "weight_twice: $(why mutant.fused_moe.weight_twice)"
+    why mutant.fused_moe.fp8_atomic_weight_twice | grep -q "first stage outside its enclosure: gemm2, slot (t [0-3], j [0-7])" ||
+        fail "fp8_atomic_weight_twice: $(why mutant.fused_moe.fp8_atomic_weight_twice)"
+    why fused_moe.fp8_atomic | grep -q "accumulation check of the stages (RMS): gemm1 [0-9.e-]* sigma over [1-9][0-9]*, gemm2 " ||
+        fail "fp8_atomic: $(why fused_moe.fp8_atomic)"
     ;;
 *)
     fail "unknown test"

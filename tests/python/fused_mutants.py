@@ -1,6 +1,7 @@
 """Fused MoE layer bugs as users make them, one each, over examples/numpy_fused_moe.py (the layer's
 recipe and bound declared unchanged): tests/python/test_fused_examples.py runs them under
-`moects run --kernel-py` and expects each caught."""
+`moects run --kernel-py` and expects each caught, and act_on_up with its exposed intermediates,
+named by the stage it breaks."""
 import os
 import sys
 
@@ -40,6 +41,12 @@ def bf16_combine(shape, args):
     for y in per_slot:
         acc = nf.bf16_round(acc + y)
     args["out"].reshape(T, H)[...] = f32_to_bf16(acc) if shape["out_dtype"] == "BF16" else acc
+
+
+def act_on_up(shape, args, stages=None):
+    """Bug: the gate's activation applied to the up half and multiplied by the gate (act(u) * g):
+    GEMM1 as the honest layer's, the activation's output wrong."""
+    nf.fused_moe(shape, args, stages, act=lambda s, g, u: nf.activation(s, u, g))
 
 
 def _mutant(name, run, bug):

@@ -1,7 +1,8 @@
 """The fused MoE layer from Python: a case's shape and tensors (by hand from the model's config),
 examples/numpy_fused_moe.py within its layer recipe's enclosure on every smoke fused_moe case under
-`moects run --kernel-py`, the same judgement in process through case.check(), and two bugs users
-make in such a layer (tests/python/fused_mutants.py), each caught."""
+`moects run --kernel-py`, the same judgement in process through case.check(), two bugs users
+make in such a layer (tests/python/fused_mutants.py), each caught, and a layer wrong in one stage
+named by that stage through case.check(out, intermediates=...)."""
 import json
 import os
 import subprocess
@@ -9,6 +10,7 @@ import subprocess
 import numpy as np
 import pytest
 
+import fused_mutants as fm
 import moects
 import numpy_fused_moe as nf
 from conftest import ROOT
@@ -69,3 +71,26 @@ def test_case_check_in_process():
         c.check(np.zeros_like(args["out"]), recipe=nf.RECIPE, bound=BOUND)
     with pytest.raises(ValueError):  # a layer is judged by its recipe: a tolerance is refused
         c.check(args["out"], recipe=nf.RECIPE, tolerance=(1e-2, 4))
+
+
+def test_case_check_names_the_stage():
+    # qwen3-30b-a3b's layer (silu, BF16 weights, EP8). Its intermediates, handed to check(), are held
+    # to their stage enclosures and GEMM1's and GEMM2's to the accumulation check (the C side's rule,
+    # moects_judge_stages): the honest layer passes with each GEMM stage's RMS noted. act_on_up
+    # computes GEMM1 with the honest code, so g1_out is inside its enclosure, and its activation is
+    # act(u) * g where act(g) * u is declared: the first stage outside its enclosure is act (by the
+    # bug's definition; the output fails too).
+    c = moects.case("fused_moe.bf16/qwen3-30b-a3b/ep8/t2/smoke")
+    assert list(c.stages()) == ["g1_out", "act_out", "mid_out", "y_out"]
+    assert c.stages()["mid_out"] == ("F64", (c.shape["T"] * c.shape["k"], c.shape["I"]))
+    args, st = c.args(), nf.intermediates(c.shape)
+    nf.fused_moe(c.shape, args, st)
+    j = c.check(args["out"], recipe=nf.RECIPE, bound=BOUND, intermediates=st)
+    assert "accumulation check of the stages (RMS): gemm1 " in j.text and ", gemm2 " in j.text, j.text
+    args, st = c.args(), nf.intermediates(c.shape)
+    fm.act_on_up(c.shape, args, st)
+    with pytest.raises(AssertionError) as e:
+        c.check(args["out"], recipe=nf.RECIPE, bound=BOUND, intermediates=st)
+    assert "first stage outside its enclosure: act, slot (t " in str(e.value), str(e.value)
+    with pytest.raises(ValueError):  # a stage the op does not have
+        c.check(args["out"], recipe=nf.RECIPE, bound=BOUND, intermediates={"h_out": st["g1_out"]})

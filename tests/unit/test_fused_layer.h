@@ -46,7 +46,7 @@ static inline void lay_init(layer *L, int64_t T, int64_t k, int64_t H, int64_t I
     void **outs[] = {&L->out, &L->out2, &L->lo, &L->hi, &L->sim};
     for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) *outs[i] = calloc((size_t)(T * H + 1), 4);
     L->a = (moects_fused_moe_args){L->x, L->ids, L->w, NULL, L->w13, f == MOECTS_LAYER_MXFP4 ? L->w13s : NULL,
-                                   L->w2, f == MOECTS_LAYER_MXFP4 ? L->w2s : NULL, NULL, NULL, L->gs, L->out, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+                                   L->w2, f == MOECTS_LAYER_MXFP4 ? L->w2s : NULL, NULL, NULL, L->gs, L->out, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 }
 
 static inline void lay_free(layer *L)

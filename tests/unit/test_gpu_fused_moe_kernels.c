@@ -501,7 +501,30 @@ Test(fused_moe_kernels, registry)
         cr_expect(!strncmp(all[i]->name, prefix, strlen(prefix)), "%s", all[i]->name);
         *(all[i]->bug ? &mutants : &honest) += 1;
     }
-    cr_expect(honest >= 4 && mutants == 12, "%zu honest, %zu mutants", honest, mutants);
+    cr_expect(honest >= 4 && mutants == 13, "%zu honest, %zu mutants", honest, mutants);
+}
+
+/* GEMM2 in a BF16 accumulator (cpu.mutant.fused_moe.gemm2_bf16_acc) against FP32 (cpu.fused_moe.fast):
+ * T 1, k 1, H 2, I 5, E 1, silu, w 1. Gate rows [16, 16]: g = 32, silu(32) = 32 (exp(-32) < 2^-24);
+ * up rows [2^-6, 2^-6]: u = 2^-5; a = 32 * 2^-5 = 1 in every column (BF16 exact). W2 row 0 [1, 2^-9,
+ * 2^-9, 2^-9, 2^-9]: FP32 sums 1 + 4 * 2^-9 = 1 + 2^-7 exactly (a BF16 value, so the slot keeps it);
+ * a BF16 running sum adds 2^-9, a quarter of BF16's ULP at 1 (2^-7), and rounds back to 1 each time:
+ * 1. Row 1 all 0: 0 either way. */
+Test(fused_moe_kernels, gemm2_bf16_acc_loses_what_fp32_keeps)
+{
+    layer_case c;
+    init(&c, 1, 1, 2, 5, 1, MOECTS_ACT_SILU);
+    for (int i = 0; i < 5; i++) w13(&c, 0, i, 16, 16), w13(&c, 0, 5 + i, 0x1p-6f, 0x1p-6f);
+    w2(&c, 0, 0, 0, 1);
+    for (int i = 1; i < 5; i++) w2(&c, 0, 0, i, 0x1p-9f);
+    c.ids[0] = 0, c.tw[0] = 1.0f;
+    run("cpu.fused_moe.fast", &c);
+    cr_expect(c.out[0] == 1.0f + 0x1p-7f && c.out[1] == 0.0f, "fast: %a %g", c.out[0], c.out[1]);
+    run("cpu.mutant.fused_moe.gemm2_bf16_acc", &c);
+    cr_expect(c.out[0] == 1.0f && c.out[1] == 0.0f, "gemm2_bf16_acc: %a %g", c.out[0], c.out[1]);
+    cr_expect_eq(find("cpu.mutant.fused_moe.gemm2_bf16_acc")->acc.bits, 24);
+    const double a[5] = {1, 0x1p-9, 0x1p-9, 0x1p-9, 0x1p-9}, one[5] = {1, 1, 1, 1, 1};
+    cr_expect_eq(moects__fml_dot_bf16(a, one, 5), 1.0f);
 }
 
 /* The exactly rounded dot product: cancellation the double sum loses (2^60 + 1 - 2^60 = 1), an

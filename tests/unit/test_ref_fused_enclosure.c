@@ -803,3 +803,143 @@ Test(fused_encl_special, refusals)
 #undef ENCL
     lay_free(&L);
 }
+
+/* ---- the stages (moects__ref_fused_moe_enclosure_stages) ---- */
+/* Per-stage buffers of a layer: intervals [rows][n] of the four stages, the exact reference's stages,
+ * the accumulation check's inputs of g1 and y. */
+typedef struct {
+    float *g1l, *g1h, *al, *ah, *yl, *yh, *g1x, *ax, *yx;
+    double *ml, *mh, *mx, *sx[2];
+    float *sd[2], *ss[2];
+} stage_bufs;
+
+static void stages_alloc(const layer *L, stage_bufs *b)
+{
+    const size_t R = (size_t)(L->s.T * L->s.k) + 1, N1 = (size_t)L->N1, I = (size_t)L->s.inter, H = (size_t)L->s.H;
+    float **f[] = {&b->g1l, &b->g1h, &b->g1x}, **fi[] = {&b->al, &b->ah, &b->ax}, **fh[] = {&b->yl, &b->yh, &b->yx};
+    for (int i = 0; i < 3; i++) *f[i] = calloc(R * N1, 4), *fi[i] = calloc(R * I, 4), *fh[i] = calloc(R * H, 4);
+    b->ml = calloc(R * I, 8), b->mh = calloc(R * I, 8), b->mx = calloc(R * I, 8);
+    for (int g = 0; g < 2; g++) {
+        const size_t n = R * (g ? H : N1);
+        b->sx[g] = calloc(n, 8), b->sd[g] = calloc(n, 4), b->ss[g] = calloc(n, 4);
+    }
+}
+
+static void stages_free(stage_bufs *b)
+{
+    void *all[] = {b->g1l, b->g1h, b->al, b->ah, b->yl, b->yh, b->g1x, b->ax, b->yx, b->ml, b->mh, b->mx,
+                   b->sx[0], b->sx[1], b->sd[0], b->sd[1], b->ss[0], b->ss[1]};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]);
+}
+
+/* The enclosure's stages of L under cl, GEMM2's statistics from mid (NULL: none). */
+static void enclose_stages(layer *L, const moects_layer_claim *cl, stage_bufs *b, const double *mid)
+{
+    const moects_layer_stages st = {b->g1l, b->g1h, b->al, b->ah, b->ml, b->mh, b->yl, b->yh,
+                                    {b->sx[0], b->sd[0], b->ss[0]}, {b->sx[1], b->sd[1], b->ss[1]}, mid};
+    cr_assert_eq(moects__ref_fused_moe_enclosure_stages(&L->s, &L->a, &L->r, cl, L->lo, L->hi, NULL, &st), 0);
+}
+
+/* The exact reference's stages into b's g1x, ax, mx, yx (the args' exposed intermediates). */
+static void exact_stages(layer *L, stage_bufs *b)
+{
+    L->a.g1_out = b->g1x, L->a.act_out = b->ax, L->a.mid_out = b->mx, L->a.y_out = b->yx;
+    exact(L);
+    L->a.g1_out = NULL, L->a.act_out = NULL, L->a.mid_out = NULL, L->a.y_out = NULL;
+}
+
+static int inside(double v, double lo, double hi)
+{
+    return lo != lo ? v != v : (lo == -INFINITY && hi == INFINITY) || (lo <= v && v <= hi);
+}
+
+/* Random layers of every activation, intermediate and format: each stage of the exact reference
+ * (one admissible implementation) lies in its stage's interval, on every valid slot's row. */
+Test(fused_encl_stages, hold_the_exact_stages)
+{
+    uint64_t seed = 9000;
+    int64_t n = 0;
+    for (int act = MOECTS_ACT_SILU; act <= MOECTS_ACT_SITU; act++)
+        for (int mid = 0; mid <= MOECTS_MID_MXFP8; mid++)
+            for (int f = MOECTS_LAYER_BF16; f <= MOECTS_LAYER_MXFP4; f++) {
+                rng_state = ++seed * 7919;
+                cfg c = {(moects_activation)act, (moects_mid_format)mid, (moects_weight_pos)(rnd() % 4),
+                         (moects_layer_format)f, (moects_combine)(rnd() % 3), 0, 0, 0, 0, 0};
+                layer L;
+                gen_layer(&L, &c);
+                stage_bufs b;
+                stages_alloc(&L, &b);
+                const moects_layer_claim cl = {24, 0, (uint32_t)(rnd() % 3)};
+                enclose_stages(&L, &cl, &b, NULL);
+                exact_stages(&L, &b);
+                const int64_t I = L.s.inter, H = L.s.H, N1 = L.N1;
+                for (int64_t sl = 0; sl < L.s.T * L.s.k; sl++) {
+                    if (s_expert(&L, sl) < 0) continue;
+                    for (int64_t j = 0; j < N1; j++) cr_assert(inside(b.g1x[sl * N1 + j], b.g1l[sl * N1 + j], b.g1h[sl * N1 + j]), "g1");
+                    for (int64_t j = 0; j < I; j++) {
+                        cr_assert(inside(b.ax[sl * I + j], b.al[sl * I + j], b.ah[sl * I + j]), "act");
+                        cr_assert(inside(b.mx[sl * I + j], b.ml[sl * I + j], b.mh[sl * I + j]), "mid");
+                    }
+                    for (int64_t j = 0; j < H; j++) cr_assert(inside(b.yx[sl * H + j], b.yl[sl * H + j], b.yh[sl * H + j]), "y");
+                    n++;
+                }
+                stages_free(&b);
+                lay_free(&L);
+            }
+    cr_assert(n > 100, "%lld slots checked", (long long)n);
+}
+
+/* gamma(n, u) of DESIGN.md "Bounded verdicts". */
+static double gam(double n, double u) { return n * u / (1.0 - n * u); }
+
+/* The silu layer by hand (silu_layer above): GEMM1's terms x_k w_k are [0.5, 0.5, 2^-30] for the
+ * gate (x = 1 + 2^-30, sum of squares 0.5 + 2^-60) and [1, 2, 0] for up (x = 3, squares 5); sigma =
+ * (gamma(K + 1, 2^-24) + gamma(5, 2^-24)) sqrt(squares) with K = H = 3 (DESIGN.md "Bounded
+ * verdicts"); G's own FP32 rounding is one of sigma's K + 1, and this recipe has no epilogue (no
+ * alpha, bias or weight=gemm2), so det is x's own error: gamma(3, 2^-53) S (S = sum |t_k|, the
+ * dgemm's) + |x| 2^-52 (moe_gemm's alpha) + |x| 2^-50 (the epilogue in double) + 4 2^-149 (K + 2)
+ * (underflow): for up, 9 2^-53 + 15 2^-53 + 15 2^-53 = 39 2^-53. GEMM2 from a given intermediate m = 2: terms [2 * 1], [2 * 0.5], [2 * 0]: x
+ * = [2, 1, 0], sigma = (gamma(2, u) + gamma(5, u)) [2, 1, 0]; the zero row (S 0) has sigma 0. Under
+ * weight=gemm2 with w 0.5 GEMM2's stage is y * w: x and sigma halve. With bits 60 every stage is
+ * the exact value's point: g1 = [fl32(1 + 2^-30) = 1, 3], act = mid = a = 0x1.18b9fcp+1, y = [a,
+ * a / 2, 0] (silu_layer's values). */
+Test(fused_encl_stages, silu_layer_by_hand)
+{
+    const double u = 0x1p-24, a = 0x1.18b9fcp+1;
+    layer L;
+    silu_layer(&L);
+    stage_bufs b;
+    stages_alloc(&L, &b);
+    const double mid[1] = {2.0};
+    enclose_stages(&L, &FP32_CLAIM, &b, mid);
+    const double sg[2] = {(gam(4, u) + gam(5, u)) * sqrt(0.5 + 0x1p-60), (gam(4, u) + gam(5, u)) * sqrt(5.0)};
+    cr_expect(fabs(39 * 0x1p-53 - (gam(3, 0x1p-53) * 3 + 3 * (0x1p-52 + 0x1p-50))) < 0x1p-60, "the comment's sum");
+    const double gx[2] = {1.0 + 0x1p-30, 3.0};
+    for (int n = 0; n < 2; n++) {
+        cr_expect(b.sx[0][n] == gx[n], "g1 x %a", b.sx[0][n]);
+        cr_expect(b.ss[0][n] >= sg[n] && b.ss[0][n] <= sg[n] * (1 + 0x1p-20), "g1 sigma %a, %a", (double)b.ss[0][n], sg[n]);
+        const double dt = gam(3, 0x1p-53) * (n ? 3.0 : 1.0 + 0x1p-30) + gx[n] * (0x1p-52 + 0x1p-50) + 20 * 0x1p-149;
+        cr_expect(b.sd[0][n] >= dt && b.sd[0][n] <= dt * (1 + 0x1p-20), "g1 det %a, %a", (double)b.sd[0][n], dt);
+    }
+    const double yx[3] = {2.0, 1.0, 0.0}, g2 = gam(2, u) + gam(5, u);
+    for (int h = 0; h < 3; h++) {
+        cr_expect(b.sx[1][h] == yx[h], "y x %a", b.sx[1][h]);
+        cr_expect(b.ss[1][h] >= g2 * yx[h] && b.ss[1][h] <= g2 * yx[h] * (1 + 0x1p-20), "y sigma %a", (double)b.ss[1][h]);
+    }
+    set_recipe(&L, MOECTS_LAYER_RECIPE_V1 "(g1=f32,act=f32,mid=f32,slot=f32,weight=gemm2)");
+    L.w[0] = 0.5f;
+    enclose_stages(&L, &FP32_CLAIM, &b, mid);
+    for (int h = 0; h < 2; h++) {
+        cr_expect(b.sx[1][h] == yx[h] / 2, "y x under weight=gemm2 %a", b.sx[1][h]);
+        cr_expect(b.ss[1][h] >= g2 * yx[h] / 2 && b.ss[1][h] <= g2 * yx[h] / 2 * (1 + 0x1p-20));
+    }
+    set_recipe(&L, MOECTS_LAYER_RECIPE_V1 "(g1=f32,act=f32,mid=f32,slot=f32,weight=combine)");
+    L.w[0] = 1.0f;
+    const moects_layer_claim c60 = {60, 0, 0};
+    enclose_stages(&L, &c60, &b, NULL);
+    cr_expect(b.g1l[0] == 1.0f && b.g1h[0] == 1.0f && b.g1l[1] == 3.0f && b.g1h[1] == 3.0f);
+    cr_expect(b.al[0] == (float)a && b.ah[0] == (float)a && b.ml[0] == a && b.mh[0] == a);
+    cr_expect(b.yl[0] == (float)a && b.yh[0] == (float)a && b.yl[1] == (float)(a / 2) && b.yh[2] == 0.0f);
+    stages_free(&b);
+    lay_free(&L);
+}
