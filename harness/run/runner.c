@@ -7,7 +7,10 @@
  * moects_result. Groups start op by op (the kernels' order), costliest first, on weighted slots
  * (harness/run/sched.c): a huge FP4 case holds several of the --jobs slots, and its reference runs on as many times the threads,
  * until its worker announces the reference done. A worker that dies costs only its task
- * (FAIL_CRASH); a fresh worker resumes with the next one. The parent never touches CUDA. */
+ * (FAIL_CRASH); a fresh worker resumes with the next one. Worker w belongs to the set of GPU
+ * w % ndevices (--gpus): started with that CUDA_VISIBLE_DEVICES, replaced in the same set, its results
+ * stamped with it; the groups go to whichever worker is free, so every GPU works until the last
+ * group has started (issue 33). The parent never touches CUDA. */
 #include "moects_runner.h"
 
 #include <errno.h>
@@ -167,6 +170,15 @@ static void worker_loop(const worker_cfg *w, int rfd, int wfd)
 
 static void exec_python(const moects_runner_opts *o, int rfd, int wfd);
 
+/* The CUDA_VISIBLE_DEVICES of worker w's set (moects_runner_opts.devices), NULL when the run has no GPU list. */
+static const char *worker_gpu(const moects_runner_opts *o, int w)
+{
+    return o->devices && o->ndevices ? o->devices[(size_t)w % o->ndevices] : NULL;
+}
+
+/* Whether a CUDA device is behind the run's GPU list (a CUDA kernel runs, rather than SKIP at once). */
+static int has_device(const moects_runner_opts *o) { return o->ndevices && !o->fake_devices; }
+
 static void worker_main(const moects_runner_opts *o, int rfd, int wfd, int widx, int base_threads, int log_fd)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* no orphaned workers holding a GPU */
@@ -180,11 +192,11 @@ static void worker_main(const moects_runner_opts *o, int rfd, int wfd, int widx,
     }
     dup2(2, 1);
     setvbuf(stdout, NULL, _IONBF, 0);
-    if (o->devices && o->ndevices) setenv("CUDA_VISIBLE_DEVICES", o->devices[(size_t)widx % o->ndevices], 1);
+    if (worker_gpu(o, widx)) setenv("CUDA_VISIBLE_DEVICES", worker_gpu(o, widx), 1); /* before any CUDA call */
     if (o->nkernel_py) exec_python(o, rfd, wfd); /* does not return */
     openblas_set_num_threads(base_threads);
     worker_cfg w = {o->kernels, o->nkernels, NULL, o->seed, o->perf, o->dump_dir,
-                    o->ndevices ? o->jobs <= (int)o->ndevices : o->jobs == 1, share_dir[0] ? share_dir : NULL};
+                    has_device(o) ? o->jobs <= (int)o->ndevices : o->jobs == 1, share_dir[0] ? share_dir : NULL};
     worker_loop(&w, rfd, wfd);
     MOECTS_WORKER_LEAK_CHECK(); /* a report goes to the kernel log, as the worker's stderr */
     _exit(0);
@@ -582,14 +594,17 @@ static int fail_fast_skip(parent *p, uint32_t ti)
 static double task_est(const parent *p, uint32_t ti)
 {
     const moects_runner_opts *o = p->o;
-    if (o->kernels[p->tasks[ti].kernel_idx]->device == MOECTS_DEVICE_CUDA && !o->ndevices) return 0;
+    if (o->kernels[p->tasks[ti].kernel_idx]->device == MOECTS_DEVICE_CUDA && !has_device(o)) return 0;
     return moects__progress_run_s(&o->cases[p->tasks[ti].case_idx]);
 }
 
-/* Task ti of worker W is over (result in p->res[ti]); the group ends with its last task. */
+/* Task ti of worker W is over (result in p->res[ti], given W's GPU when it ran); the group ends with its
+ * last task. */
 static void task_over(parent *p, worker *W, uint32_t ti)
 {
-    const moects_result *r = &p->res[ti];
+    moects_result *r = &p->res[ti];
+    const char *gpu = worker_gpu(p->o, (int)(W - p->ws));
+    if (gpu && strncmp(r->reason, MOECTS_NOT_RUN, strlen(MOECTS_NOT_RUN))) snprintf(r->gpu, sizeof r->gpu, "%s", gpu);
     fail_fast_note(p, p->tasks[ti].kernel_idx, r);
     if (p->o->on_result && strncmp(r->reason, MOECTS_NOT_RUN, strlen(MOECTS_NOT_RUN)))
         p->o->on_result(p->o->on_result_ctx, r);
@@ -614,7 +629,7 @@ static int may_end_worker(const parent *p, const worker *W)
     if (!share_dir[0]) return 0;
     for (size_t i = W->g_next; i < W->g_end; i++) {
         const moects_kernel *k = p->o->kernels[p->tasks[p->torder[i]].kernel_idx];
-        if (k->bug || (k->device == MOECTS_DEVICE_CUDA && p->o->ndevices)) return 1;
+        if (k->bug || (k->device == MOECTS_DEVICE_CUDA && has_device(p->o))) return 1;
     }
     return 0;
 }
@@ -820,10 +835,12 @@ static int plan_schedule(parent *p, int slots, char *err, size_t errlen)
     }
     if (cost && rank) moects__sched_order(p->gord, p->ng, cost, rank); /* else case order */
     free(cost), free(rank);
-    if (o->progress) moects__progress_start(&p->prog, o->progress, o->ncases, p->nk_used, p->nt + p->nprior, p->nprior, est, slots);
+    p->nw = (size_t)slots > p->ng ? (p->ng ? (int)p->ng : 1) : slots;
+    if (o->progress) /* the GPUs that get a worker: worker w is in GPU w % ndevices's set */
+        moects__progress_start(&p->prog, o->progress, o->ncases, p->nk_used, p->nt + p->nprior, p->nprior, est, slots,
+                               (size_t)p->nw < o->ndevices ? (size_t)p->nw : o->ndevices);
     if (moects__sched_init(&p->sched, p->ng, p->gord, p->want, slots) != 0)
         return snprintf(err, errlen, "out of memory for %zu tasks", p->nt), -1;
-    p->nw = (size_t)slots > p->ng ? (p->ng ? (int)p->ng : 1) : slots;
     if (o->kernel_log) {
         p->log_fd = open(o->kernel_log, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0666);
         if (p->log_fd < 0) return snprintf(err, errlen, "%s: cannot open: %s", o->kernel_log, strerror(errno)), -1;
