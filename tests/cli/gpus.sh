@@ -8,6 +8,7 @@
 #   (tests/fixtures/plugins/plugin_planted.c odd_gpu) fails exactly the cases whose results name GPU 1
 #   or 3, 8 workers over 4 GPUs (sets of 2), and --gpus 2,3 uses those two alone.
 # gpus_bad: bad lists exit 2 with one line naming the option; one GPU, and none, as before.
+# gpus_host_script: tools/h200_gpus.sh, the GPU host's check, passes here over 1 and over 2 fake GPUs.
 # Usage: gpus.sh NAME MOECTS_BIN PLUGIN_SO SOURCE_ROOT WORK_DIR
 . "$(dirname "$0")/lib.sh"
 check="python3 $root/tools/gpus_check.py"
@@ -91,5 +92,15 @@ gpus_bad)
     grep -q '"gpu"' none/results.json && fail "no GPU, yet a result names one"
     grep -q '^## GPUs' none/summary.md && fail "no GPU, yet summary.md has a GPUs section"
     cmp -s one.tap none.tap || fail "one GPU: the TAP differs from the run without any"
+    ;;
+gpus_host_script)
+    for n in 1 2; do
+        (cd "$root" && MOECTS_FAKE_GPUS=$n MOECTS_COMMIT=cli-test MOECTS_JOBS=2 \
+            MOECTS_GPUS_SELECTION="--tier smoke ep_gather/kimi-k3/* --kernel cpu.ep_gather*,cuda.ep_gather*" \
+            bash tools/h200_gpus.sh "$(dirname "$(dirname "$moects")")" "$work/h$n") > h$n.out 2>&1 ||
+            { cat h$n.out; fail "h200_gpus.sh over $n fake GPU(s)"; }
+        grep -q "^check all: ok: [0-9]* cases over $n GPU(s);.* [0-9]* results identical to " "$work/h$n/status.txt" ||
+            { cat "$work/h$n/status.txt"; fail "h200_gpus.sh over $n: the check of --gpus all"; }
+    done
     ;;
 esac
