@@ -15,7 +15,8 @@
 #   check-*.txt   tools/gpus_check.py's lines for each; beyond.err: --gpus N (one past the last GPU)
 #                 must exit 2 with one line
 #   status.txt    each step's exit status and seconds (the time of each run: the speed-up)
-# MOECTS_GPUS_SELECTION (default "--tier smoke --kernel cuda.*"): the runs' selection, word-split;
+# MOECTS_GPUS_SELECTION (default "--tier smoke --kernel cuda.*": every smoke case's reference is under
+# MOECTS_BIG_CASE_FLOPS, so each takes one --jobs slot, as the bound assumes): the runs' selection;
 # MOECTS_JOBS (default nproc): --jobs; MOECTS_BUDGET_S (default 560): the seconds this call may take;
 # MOECTS_PACK=FILE: OUTDIR packed into FILE after every step. MOECTS_FAKE_GPUS=N (a host without a
 # GPU: the script's own test) stands in for N GPUs. Exit 1 when any step or check failed.
