@@ -131,6 +131,10 @@ typedef struct {
     char reference[4];      /* where the reference compared against came from: "gpu", "cpu", "" none */
     int ref_check;          /* the CPU re-check of a GPU reference: 0 not run, 1 identical, 2 differs */
     int ref_threads;        /* threads given to the reference this task computed; 0: none */
+    /* The GPU whose worker set ran the task (issue 33): the CUDA_VISIBLE_DEVICES its worker was
+     * started with ("0", "GPU-<uuid>", ...; --gpus, harness/run/runner.c); "" none (no GPU list:
+     * a host without one, a task fail-fast left unrun, older results.json). */
+    char gpu[64];
     /* Determinism evidence (DESIGN.md "Determinism"): XXH64 (seed 0; xxHash 0.8 by Y. Collet, its
      * spec xxhash_spec.md) of each input tensor's bytes, and of the reference output under `recipe`,
      * computed by the worker that holds them (harness/report/hashes.c). n_hashes 0 / has_ref_hash 0: not

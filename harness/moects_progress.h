@@ -17,10 +17,10 @@ typedef struct {
 /* A run's estimated seconds on one worker (its case's cost times its op's fitted rate: rough). */
 double moects__progress_run_s(const moects_case *c);
 /* The first line, at once: "moects run: 1,038 cases, 24 kernels: 7,926 runs (...); about 6 min on this
- * machine (2 jobs; rough ...)". nruns: all runs, nprior of them kept (--resume); est_s: the estimated
- * seconds of the others on one worker, divided here by jobs. */
+ * machine (2 jobs; rough ...)", "(8 jobs over 4 GPUs; ...)" when gpus > 1. nruns: all runs, nprior of
+ * them kept (--resume); est_s: the estimated seconds of the others on one worker, divided here by jobs. */
 void moects__progress_start(moects__progress *pg, int mode, size_t ncases, size_t nkernels, size_t nruns, size_t nprior,
-                           double est_s, int jobs);
+                           double est_s, int jobs, size_t gpus);
 /* A run (kernel on case_id, est_s its estimated seconds) finished: counted, and the line redrawn (a
  * terminal) or said if due. */
 void moects__progress_done(moects__progress *pg, double est_s, const char *kernel, const char *case_id);

@@ -26,8 +26,14 @@ typedef struct {
     int reference_gpu;
     const unsigned char *refcheck;
     int progress;     /* stderr: 1 one updating line (a terminal), 2 a line a minute (a log) */
-    char **devices;   /* CUDA_VISIBLE_DEVICES of worker w: devices[w % ndevices]; NULL: inherit */
+    /* The GPUs (issue 33): worker w is in the set of GPU w % ndevices, started with CUDA_VISIBLE_DEVICES
+     * = devices[w % ndevices] (a worker that dies is replaced in its set), and each result it gives
+     * records that value (moects_result.gpu). NULL: the workers inherit the variable, no result
+     * records one. fake_devices: the list stands in for GPUs on a host without any (MOECTS_FAKE_GPUS,
+     * the tests): no CUDA device behind it. */
+    char **devices;
     size_t ndevices;
+    int fake_devices;
     /* Weighted scheduling (harness/run/sched.c): an FP4 GEMM case of F = 2MNK flops takes
      * w = ceil(F / big_case_flops) of the jobs slots (1..jobs) until its reference is done, and
      * its reference runs on w * (ncpu / jobs) OpenBLAS threads. <= 0: MOECTS_BIG_CASE_FLOPS_DEFAULT. */
@@ -83,7 +89,9 @@ typedef struct {
  * jobs, prior results in their places (and the results'
  * verdicts and comparisons do not depend on it: the references are thread-count invariant).
  * A case's tasks (a group) run in one worker; groups start op by op in the kernels' order,
- * costliest first within an op, weighted (above).
+ * costliest first within an op, weighted (above), each on the next free worker whatever its GPU
+ * (devices): every GPU's workers stay busy until the last group starts, so with groups of one slot
+ * the GPUs' busy times differ by at most (workers per GPU) x (the longest group), docs/scale-out.md.
  * Each result carries its timing (moects_result.wall_s ...). A worker that
  * dies makes its task FAIL_CRASH (signal or exit status in reason) and a fresh worker goes on;
  * a task past its time is killed: FAIL_TIMEOUT. Returns 0, or -1 with err when the run itself

@@ -72,5 +72,9 @@ void moects__refshare_rmdir(const char *dir);
 
 /* Seconds on a monotonic clock. */
 double moects__now_s(void);
+/* The runner's pipe I/O (harness/run/runner.c): all n bytes written, 0, or -1; all n bytes read, 1,
+ * or 0 at EOF before any byte, -1 short or an error (EINTR retried). */
+int moects__write_full(int fd, const void *p, size_t n);
+int moects__read_full(int fd, void *p, size_t n);
 
 #endif

@@ -59,6 +59,18 @@ void moects__filter_carried(moects__buf *b, const char *filter);
 /* Markdown counts of a run: one row per verdict, one column per honest/mutant split. */
 void moects__md_counts(moects__buf *b, const moects_run *run);
 
+/* One GPU's share of a run (issue 33: moects run --gpus): the results whose worker set ran with that
+ * CUDA_VISIBLE_DEVICES (moects_result.gpu), the cases among them, their wall_s summed (seconds). */
+typedef struct {
+    const char *gpu; /* points into the run */
+    size_t cases, results;
+    double wall_s;
+} moects__gpu_share;
+/* The GPUs the results of a run name, in order ("2" before "10", then by strcmp); results without one
+ * are left out (a merged run adds up the like-named GPUs of its shards). *out malloc'ed (free it even
+ * when the count is 0). The count, or -1 out of memory. */
+long moects__gpu_shares(const moects_run *run, moects__gpu_share **out);
+
 /* Natural order of layout names: tp1 < tp2 < tp16 < ep2 < ep64 < anything else (strcmp). */
 int moects__layout_cmp(const char *a, const char *b);
 

@@ -1,9 +1,27 @@
 # h200_steps.sh: the step runner of the GPU-host scripts (h200_check.sh, h200_layer.sh,
-# h200_route.sh, h200_python.sh, h200_triton_layer.sh), sourced by them, not run. The sourcing script sets D (its OUTDIR, made), BUDGET
-# (the seconds its device call may take) and FAILED=0; STEP_MARGIN (seconds kept for what follows
+# h200_route.sh, h200_gpus.sh, h200_python.sh, h200_triton_layer.sh), sourced by them, not run. The
+# sourcing script sets D (its OUTDIR, made), BUDGET (the seconds its device call may take) and
+# FAILED=0, or has steps_begin set them; STEP_MARGIN (seconds kept for what follows
 # the last step, default 15) and STEP_MIN (a step with less left is skipped, default 20) tune it.
 # MOECTS_PACK=FILE: OUTDIR packed into FILE (.tar.gz, split into FILE.00, ... over 15 MiB) after
 # every step, for a device call that returns files.
+
+# steps_begin USAGE SUBDIR BUDGET BUILD [OUTDIR]: what a GPU-host script sets first (h200_gpus.sh): B
+# (BUILD, absolute; missing: USAGE and exit), COMMIT (MOECTS_COMMIT, else git's short HEAD), D (OUTDIR,
+# default reports/h200/SUBDIR/COMMIT; made, absolute), BUDGET (MOECTS_BUDGET_S, else BUDGET seconds),
+# JOBS (MOECTS_JOBS, else nproc), MOECTS_ROOT (here) and MOECTS_COMMIT exported, an empty
+# $D/status.txt, FAILED=0.
+steps_begin() {
+  B=$(cd "${4:?usage: $1}" && pwd) || exit 2
+  COMMIT=${MOECTS_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+  D=${5:-reports/h200/$2/$COMMIT}
+  BUDGET=${MOECTS_BUDGET_S:-$3}
+  JOBS=${MOECTS_JOBS:-$(nproc)}
+  export MOECTS_ROOT=$PWD MOECTS_COMMIT=$COMMIT
+  mkdir -p "$D" && D=$(cd "$D" && pwd) || exit 2
+  : > "$D/status.txt"
+  FAILED=0
+}
 
 pack() {
   [ -n "${MOECTS_PACK:-}" ] || return 0

@@ -100,7 +100,7 @@ const char *moects__cli_resolve_root(const char *given) { return given ? given :
 
 enum { OPT_TIER = 256, OPT_CASES, OPT_KERNEL, OPT_LIB, OPT_SEED, OPT_TIMEOUT, OPT_TAPV, OPT_SHARD, OPT_OUT,
        OPT_PERF, OPT_ROOT, OPT_KERNELS, OPT_FILTER, OPT_KNOWN, OPT_MAXF, OPT_MAXKF, OPT_DEAD, OPT_JUNIT, OPT_CONFIG, OPT_TP, OPT_EP,
-       OPT_KERNEL_PY, OPT_DUMP, OPT_RESUME, OPT_REFERENCE, OPT_REF_SEED, OPT_PERF_PHASES };
+       OPT_KERNEL_PY, OPT_DUMP, OPT_RESUME, OPT_REFERENCE, OPT_REF_SEED, OPT_PERF_PHASES, OPT_GPUS };
 
 /* A count 0..1000000000 for option opt: 0, or -1 (the caller names the option). */
 static int parse_count(const char *s, int *out)
@@ -116,8 +116,8 @@ static int parse_count(const char *s, int *out)
 /* The options that belong to `run` only, and those that would otherwise be ignored: 0, or 2 (bad). */
 static int check_args(cli *o, int is_run)
 {
-    if (!is_run && (o->reference || o->perf_phases || o->ref_seed_given))
-        return moects__cli_bad(o, "--reference, --reference-seed and --perf-phases belong to `moects run`");
+    if (!is_run && (o->reference || o->perf_phases || o->ref_seed_given || o->gpus))
+        return moects__cli_bad(o, "--reference, --reference-seed, --perf-phases and --gpus belong to `moects run`");
     if (!is_run && (o->ncase_files || o->perf || o->out || o->shard_n || o->known_file || o->max_failures ||
                     o->max_kernel_failures || o->dead_after != 3 || o->junit || o->dump || o->resume))
         return moects__cli_bad(o, "--cases, --perf, --out, --shard, --known-findings, --junit, --dump, --resume and the fail-fast "
@@ -155,6 +155,7 @@ int moects__cli_parse_args(cli *o, int argc, char **argv, int is_run)
         {"kernel-py", required_argument, 0, OPT_KERNEL_PY}, {"dump", required_argument, 0, OPT_DUMP},
         {"resume", required_argument, 0, OPT_RESUME}, {"reference", required_argument, 0, OPT_REFERENCE},
         {"reference-seed", required_argument, 0, OPT_REF_SEED}, {"perf-phases", no_argument, 0, OPT_PERF_PHASES},
+        {"gpus", required_argument, 0, OPT_GPUS},
         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -190,13 +191,10 @@ int moects__cli_parse_args(cli *o, int argc, char **argv, int is_run)
             o->timeout = t;
             break;
         }
-        case 'j': {
-            char *e;
-            long j = strtol(a, &e, 10);
-            if (*e || j < 1 || j > 1024) return moects__cli_bad(o, "--jobs: not a count 1..1024: \"%s\"", a);
-            o->jobs = (int)j;
+        case 'j':
+            if (parse_count(a, &o->jobs) || o->jobs < 1 || o->jobs > 1024)
+                return moects__cli_bad(o, "--jobs: not a count 1..1024: \"%s\"", a);
             break;
-        }
         case 'v': o->verbose = 1; break;
         case 'l': o->long_list = 1; break;
         case OPT_TAPV:
@@ -246,6 +244,7 @@ int moects__cli_parse_args(cli *o, int argc, char **argv, int is_run)
         case OPT_KERNEL_PY: if (moects__cli_push_str(&o->kernel_py, &o->nkernel_py, a)) return moects__cli_bad(o, "out of memory"); break;
         case OPT_DUMP: o->dump = a; break;
         case OPT_RESUME: o->resume = a; break;
+        case OPT_GPUS: if (moects__cli_gpus_parse(o, a)) return 2; break;
         case 'h': return -1;
         case ':': return moects__cli_bad(o, "%s needs a value", argv[optind - 1]);
         default: return moects__cli_bad(o, "unknown option %s", argv[optind - 1]);

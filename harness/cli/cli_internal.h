@@ -8,6 +8,7 @@
 #include "moects.h"
 #include "moects_cases.h"
 #include "moects_kernel.h"
+#include "moects_runner.h"
 #include "moects_tap.h"
 
 #ifndef MOECTS_VERSION
@@ -15,6 +16,8 @@
 int moects__cli_fail(const char *cmd, const char *msg);
 
 #endif
+
+#define MOECTS_GPUS_MAX 1024 /* GPUs a --gpus list may name (ordinals 0..MOECTS_GPUS_MAX-1) */
 
 typedef struct {
     const char *cmd;
@@ -54,16 +57,39 @@ typedef struct {
     size_t nkernel_py;
     const char *dump;
     const char *resume; /* --resume DIR: continue the run whose journal is DIR/results.journal */
+    const char *gpus;   /* --gpus LIST|all as given (NULL: not given, all) */
+    int gpu_ids[MOECTS_GPUS_MAX]; /* its ordinals, in its order; ngpu_ids 0: all */
+    size_t ngpu_ids;
     char libmoects[4096];
     size_t nbuiltin; /* load_kernels: the first nbuiltin kernels are built in (the pool included) */
 } cli;
 
+/* ---- run_gpus.c: --gpus (issue 33) ---- */
+/* The GPUs of a run: the CUDA_VISIBLE_DEVICES value of each GPU's worker set, in --gpus order. */
+typedef struct {
+    char **ids;   /* [n] */
+    size_t n;
+    int fake;     /* MOECTS_FAKE_GPUS's: no CUDA device behind them */
+    char **all;   /* every visible GPU's value, by ordinal (ids point to the same strings) */
+    char *buf;    /* what the strings are in */
+} moects_gpu_list;
+/* --gpus SPEC's syntax into o (gpus, gpu_ids): "all", or decimal ordinals separated by commas, each
+ * once. 0, or 2 with one line naming the option ("--gpus 0,0: GPU 0 listed twice"). */
+int moects__cli_gpus_parse(cli *o, const char *spec);
+/* The run's GPUs into g: o's ordinals (none: all) of the devices dev reports (probed; its count
+ * 0: MOECTS_FAKE_GPUS's, if set), numbered as the driver numbers them for this process (an already
+ * set CUDA_VISIBLE_DEVICES: its entries). g->n 0: no GPU. 0, or 2 with one line: an ordinal beyond
+ * the count, MOECTS_FAKE_GPUS not a count, out of memory. Freed by moects__cli_gpus_free. */
+int moects__cli_gpus_resolve(const cli *o, const moects_device_info *dev, moects_gpu_list *g);
+void moects__cli_gpus_free(moects_gpu_list *g);
+
 /* ---- run_reference.c: --reference and --perf-phases (issue 31) ---- */
 /* The run's reference path (run->reference; under a GPU reference the re-check sample's seed and ids):
  * 0 the CPU reference, else moects_runner_opts.reference_gpu, with *refcheck [n] (malloc'd) set for
- * the cases re-checked whatever their verdicts (smoke, the 1% sample). -1 out of memory. */
-int moects__cli_reference_setup(const cli *o, const moects_case *cases, size_t n, moects_run *run,
-                                unsigned char **refcheck);
+ * the cases re-checked whatever their verdicts (smoke, the 1% sample). dev: the devices probed (asked
+ * whenever --reference is gpu, the default). -1 out of memory. */
+int moects__cli_reference_setup(const cli *o, const moects_device_info *dev, const moects_case *cases, size_t n,
+                                moects_run *run, unsigned char **refcheck);
 /* stderr: the re-check's counts and any FAIL_REFERENCE; 1 when one fails the run, else 0. */
 int moects__cli_reference_status(const moects_run *run);
 /* stderr: each phase's worker seconds, share and rate (--perf-phases). */

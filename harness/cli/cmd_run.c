@@ -63,8 +63,14 @@ static int usage_run(void)
           "  --timeout SEC          a kernel is killed after SEC s (FAIL_TIMEOUT), inputs and reference, and\n"
           "                         the comparison, after 10 x SEC; each + 30 s per GiB of the case's\n"
           "                         buffers (default 120; 0: no limit)\n"
-          "  --jobs N               worker processes (default: one per visible GPU when a CUDA kernel has\n"
-          "                         work, else one per CPU core)\n"
+          "  --jobs N               worker processes (default: one per GPU when a CUDA kernel has work, else\n"
+          "                         one per CPU core and at least one per GPU of a --gpus list)\n"
+          "  --gpus LIST|all        the GPUs the workers are spread over, one worker set per GPU, each worker\n"
+          "                         started with CUDA_VISIBLE_DEVICES set to its GPU, cases to whichever worker\n"
+          "                         is free (costliest first); results.json records each result's \"gpu\".\n"
+          "                         LIST: ordinals of the GPUs the driver reports (0,1,3; with\n"
+          "                         CUDA_VISIBLE_DEVICES set, of its entries). Default all; MOECTS_FAKE_GPUS=N\n"
+          "                         stands in for N GPUs on a host without one (tests)\n"
           "  --perf                 time CUDA kernels with CUDA events; perf.md\n"
           "  --perf-phases          print each phase's throughput (inputs, reference, kernel, compare) at the end\n"
           "  --reference gpu|cpu    the reference path (default gpu on a host with a CUDA device, else cpu); a GPU\n"
@@ -234,8 +240,7 @@ typedef struct {
     size_t nknown; /* honest failures that are known findings (moects__known_apply) */
     char outdir[4096];
     moects_device_info dev;
-    char **devs, *devbuf;
-    size_t ndevs;
+    moects_gpu_list gpus; /* --gpus: one worker set per GPU */
     int jobs;
     moects_run run;
     char klog[4200];
@@ -322,8 +327,10 @@ static int run_select(run_ctx *x)
     return 0;
 }
 
-/* Stage 4: --out proved writable before any case runs; the devices (asked of a throwaway child, only
- * when a CUDA kernel has work) and --jobs (default one worker per visible GPU, else one per core). */
+/* Stage 4: --out proved writable before any case runs; the devices (asked of a throwaway child when a
+ * CUDA kernel has work, the reference may be the GPU's, --gpus or MOECTS_FAKE_GPUS is given), the GPUs
+ * (--gpus) and --jobs (default one worker per GPU when a CUDA kernel has work, else one per core and
+ * at least one per GPU a --gpus list names; given, it must cover such a list). */
 static int run_prepare(run_ctx *x)
 {
     cli *o = &x->o;
@@ -339,28 +346,17 @@ static int run_prepare(run_ctx *x)
     for (size_t k = 0; k < x->nk && !need_cuda; k++)
         if (x->kernels[k]->device == MOECTS_DEVICE_CUDA)
             for (size_t c = 0; c < x->ncases && !need_cuda; c++) need_cuda = x->cases[c].op == x->kernels[k]->op;
-    if (need_cuda) moects__probe_devices(&x->dev);
-    if (x->dev.count > 0) {
-        const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
-        if (cvd && *cvd) {
-            x->devbuf = strdup(cvd);
-            char *save = NULL;
-            for (char *t = x->devbuf ? strtok_r(x->devbuf, ",", &save) : NULL; t; t = strtok_r(NULL, ",", &save))
-                moects__cli_push_str(&x->devs, &x->ndevs, t);
-        } else {
-            x->devbuf = malloc((size_t)x->dev.count * 12);
-            for (int i = 0; x->devbuf && i < x->dev.count && i < 100000; i++) {
-                snprintf(x->devbuf + 12 * i, 12, "%d", i);
-                moects__cli_push_str(&x->devs, &x->ndevs, x->devbuf + 12 * i);
-            }
-        }
-        if (x->ndevs > (size_t)x->dev.count) x->ndevs = (size_t)x->dev.count;
-    }
+    const char *fake = getenv("MOECTS_FAKE_GPUS");
+    if (need_cuda || !o->reference || !strcmp(o->reference, "gpu") || o->gpus || (fake && *fake))
+        moects__probe_devices(&x->dev);
+    if ((rc = moects__cli_gpus_resolve(o, &x->dev, &x->gpus))) return rc;
+    const int ngpus = (int)x->gpus.n;
     long ncores = sysconf(_SC_NPROCESSORS_ONLN);
-    x->jobs = o->jobs ? o->jobs
-              : x->dev.count > 0 ? x->dev.count
-              : ncores > 1       ? (int)(ncores < 1024 ? ncores : 1024)
-                                 : 1;
+    x->jobs = o->jobs ? o->jobs : need_cuda && ngpus ? ngpus : ncores > 1 ? (int)(ncores < 1024 ? ncores : 1024) : 1;
+    if (o->ngpu_ids && x->jobs < ngpus && o->jobs)
+        return moects__cli_bad(o, "--jobs %d is fewer than the %d GPUs of --gpus %s (one worker set per GPU): "
+                               "--jobs %d or more, or fewer GPUs", o->jobs, ngpus, o->gpus, ngpus);
+    if (o->ngpu_ids && x->jobs < ngpus) x->jobs = ngpus;
     return 0;
 }
 
@@ -429,8 +425,10 @@ static void run_metadata(run_ctx *x)
     strftime(run->date, sizeof run->date, "%Y-%m-%dT%H:%M:%SZ", &tm);
     char host[64] = "";
     gethostname(host, sizeof host - 1);
-    snprintf(run->machine, sizeof run->machine, "%.60s%s%.60s", host, x->dev.count > 0 ? ", " : "",
-             x->dev.count > 0 ? x->dev.name : "");
+    if (x->dev.count > 1)
+        snprintf(run->machine, sizeof run->machine, "%.60s, %d x %.50s", host, x->dev.count, x->dev.name);
+    else snprintf(run->machine, sizeof run->machine, "%.60s%s%.60s", host, x->dev.count > 0 ? ", " : "",
+                  x->dev.count > 0 ? x->dev.name : "");
     run_filter(o, run);
     if (o->shard_n) snprintf(run->shard, sizeof run->shard, "%d/%d", o->shard_i, o->shard_n);
     run->seed = o->seed;
@@ -558,11 +556,12 @@ static int run_execute(run_ctx *x)
     for (int i = 0; i < 3; i++) old_sig[i] = signal(int_sigs[i], on_interrupt); /* restored by run_free */
     if ((rc = stream_start(x))) return rc;
     unsigned char *refcheck = NULL;
-    const int refgpu = moects__cli_reference_setup(o, x->cases, x->ncases, &x->run, &refcheck);
+    const int refgpu = moects__cli_reference_setup(o, &x->dev, x->cases, x->ncases, &x->run, &refcheck);
     if (refgpu < 0) return moects__cli_bad(o, "out of memory");
     moects_runner_opts ro = {.cases = x->cases, .ncases = x->ncases, .kernels = x->kernels, .nkernels = x->nk,
                              .seed = o->seed, .timeout_s = o->timeout, .jobs = x->jobs, .perf = o->perf,
-                             .progress = isatty(2) ? 1 : 2, .devices = x->devs, .ndevices = x->ndevs,
+                             .progress = isatty(2) ? 1 : 2, .devices = x->gpus.ids, .ndevices = x->gpus.n,
+                             .fake_devices = x->gpus.fake,
                              .big_case_flops = x->big_case_flops, .kernel_log = klog_tmp,
                              .max_failures = o->max_failures, .max_kernel_failures = o->max_kernel_failures,
                              .dead_after = o->dead_after,
@@ -760,8 +759,7 @@ static void run_free(run_ctx *x)
     free(x->missing);
     free(x->sel);
     free(x->cases);
-    free(x->devs);
-    free(x->devbuf);
+    moects__cli_gpus_free(&x->gpus);
     moects__case_list_free(&x->all);
     free(x->kernels);
     moects__cli_free(&x->o);

@@ -13,6 +13,7 @@
 #include "moects_harness.h"
 #include "moects_inputs.h"
 #include "moects_runner.h"
+#include "reports_internal.h"
 
 #define SAMPLE_PER 100 /* one case in SAMPLE_PER of those outside smoke */
 
@@ -22,20 +23,16 @@ static int sampled(uint64_t seed, const char *id)
     return moects__input_u64(moects__input_key(seed, id, "reference-check"), 0) % SAMPLE_PER == 0;
 }
 
-int moects__cli_reference_setup(const cli *o, const moects_case *cases, size_t n, moects_run *run,
-                                unsigned char **refcheck)
+int moects__cli_reference_setup(const cli *o, const moects_device_info *dev, const moects_case *cases, size_t n,
+                                moects_run *run, unsigned char **refcheck)
 {
     *refcheck = NULL;
     const char *want = o->reference ? o->reference : "gpu";
     int mode = !strcmp(want, "test-standin") ? 2 : !strcmp(want, "test-broken") ? 3 : !strcmp(want, "gpu") ? 1 : 0;
-    if (mode == 1) {
-        moects_device_info d;
-        moects__probe_devices(&d);
-        if (d.count <= 0) {
-            if (o->reference)
-                fprintf(stderr, "moects run: --reference gpu: no CUDA device (%s): the CPU reference\n", d.why);
-            mode = 0;
-        }
+    if (mode == 1 && dev->count <= 0) {
+        if (o->reference)
+            fprintf(stderr, "moects run: --reference gpu: no CUDA device (%s): the CPU reference\n", dev->why);
+        mode = 0;
     }
     snprintf(run->reference, sizeof run->reference, "%s",
              mode == 0 ? "cpu" : mode == 1 ? "gpu" : mode == 2 ? "gpu-standin" : "gpu-broken");
@@ -96,4 +93,10 @@ void moects__cli_perf_phases(const moects_run *run)
                 wall > 0 ? 100 * s[p] / wall : 0.0, n[p], unit[p], s[p] > 0 ? n[p] / s[p] : 0.0,
                 p == 1 ? (gpu ? " (some on the GPU)" : " (CPU)") : "");
     fprintf(stderr, "  %-9s %10.3f s over %zu results\n", "all", wall, run->n);
+    moects__gpu_share *g;
+    long ng = moects__gpu_shares(run, &g); /* --gpus: each GPU's worker set */
+    for (long i = 0; i < ng; i++)
+        fprintf(stderr, "  GPU %-5s %10.3f s over %zu results, %zu cases\n", g[i].gpu, g[i].wall_s, g[i].results,
+                g[i].cases);
+    free(g);
 }

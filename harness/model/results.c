@@ -60,9 +60,12 @@
  *                                           tensor's bytes, 16 lower-case hex digits, in the
  *                                           case's tensor order (at most 16); written whenever
  *                                           the worker built the inputs (harness/report/hashes.c)
- *        "reference_xxh64": "8899aabbccddeeff"}   optional: XXH64 of the reference output under
+ *        "reference_xxh64": "8899aabbccddeeff",   optional: XXH64 of the reference output under
  *                                           "recipe", written whenever it was computed; both
  *                                           absent from files written before they existed
+ *        "gpu": "0"}                      optional: the CUDA_VISIBLE_DEVICES of the worker set that
+ *                                           ran the task (moects run --gpus; issue 33); absent
+ *                                           when the run had no GPU list or the task was not run
  *     ]
  *   }
  *
@@ -342,6 +345,9 @@ void moects__buf_result(moects__buf *b, const moects_result *r)
     if (r->has_ref_hash) {
         moects__buf_add(b, ", "); put_key(b, "reference_xxh64");
         moects__buf_printf(b, "\"%016" PRIx64 "\"", r->ref_xxh64);
+    }
+    if (r->gpu[0]) {
+        moects__buf_add(b, ", "); put_key(b, "gpu"); moects__buf_json_str(b, r->gpu);
     }
     moects__buf_add(b, "}");
 }

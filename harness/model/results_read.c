@@ -219,7 +219,7 @@ static int read_refusal(rd *c, const json_t *v, const moects_result *r)
 static const char *const result_keys[] = {
     "kernel", "case", "model", "layout", "op", "mutant", "verdict", "recipe", "mismatches", "max_ulp",
     "calc_diff", "acc_check", "first_mismatch", "diag", "reason", "refusal", "known", "seed", "kernel_ms", "perf_value",
-    "perf_fraction", "timing", "input_xxh64", "reference_xxh64", "reference", "reference_check", NULL};
+    "perf_fraction", "timing", "input_xxh64", "reference_xxh64", "reference", "reference_check", "gpu", NULL};
 static const char *const top_keys[] = {
     "moects_version", "commit", "date", "machine", "filter", "shard", "seed", "kernel_libs", "results",
     "reference", "reference_check", NULL};
@@ -342,6 +342,7 @@ static int read_result(rd *c, const json_t *o, moects_result *r)
         get_str(c, "reason", json_object_get(o, "reason"), r->reason, sizeof r->reason, 1) ||
         get_str(c, "known", json_object_get(o, "known"), r->known, sizeof r->known, 0) ||
         get_str(c, "reference", json_object_get(o, "reference"), r->reference, sizeof r->reference, 0) ||
+        get_str(c, "gpu", json_object_get(o, "gpu"), r->gpu, sizeof r->gpu, 0) ||
         get_u64(c, "seed", json_object_get(o, "seed"), &r->seed) ||
         get_double(c, "kernel_ms", json_object_get(o, "kernel_ms"), &r->kernel_ms) ||
         get_double(c, "perf_value", json_object_get(o, "perf_value"), &r->perf_value) ||

@@ -1,5 +1,6 @@
 /* shared.c: what several reports share (reports_internal.h): repro lines and their folder, the
- * Markdown verdict counts, layout order, the (kernel, case) index and the model x layout cells. */
+ * Markdown verdict counts, the GPUs' shares, layout order, the (kernel, case) index and the model x
+ * layout cells. */
 #include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -143,6 +144,46 @@ void moects__md_counts(moects__buf *b, const moects_run *run)
     size_t t0 = 0, t1 = 0;
     for (int v = 0; v < MOECTS_VERDICT_COUNT; v++) t0 += cnt[0][v], t1 += cnt[1][v];
     moects__buf_printf(b, "| total | %zu | %zu |\n", t0, t1);
+}
+
+/* GPU names in order: decimal ordinals by value ("2" < "10"), before anything else, which goes by strcmp. */
+static int gpu_cmp(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    int da = la && strspn(a, "0123456789") == la, db = lb && strspn(b, "0123456789") == lb;
+    if (da != db) return da ? -1 : 1;
+    if (da && la != lb) return la < lb ? -1 : 1;
+    return strcmp(a, b);
+}
+
+/* qsort_r: result indices by (gpu, case id). */
+static int by_gpu_case(const void *x, const void *y, void *ctx)
+{
+    const moects_run *run = ctx;
+    const moects_result *a = &run->v[*(const size_t *)x], *b = &run->v[*(const size_t *)y];
+    int c = gpu_cmp(a->gpu, b->gpu);
+    return c ? c : strcmp(a->case_id, b->case_id);
+}
+
+long moects__gpu_shares(const moects_run *run, moects__gpu_share **out)
+{
+    size_t *ix = malloc((run->n + 1) * sizeof *ix), m = 0;
+    moects__gpu_share *v = *out = malloc((run->n + 1) * sizeof *v);
+    if (!ix || !v) return free(ix), -1;
+    for (size_t i = 0; i < run->n; i++)
+        if (run->v[i].gpu[0]) ix[m++] = i;
+    qsort_r(ix, m, sizeof *ix, by_gpu_case, (void *)run);
+    long n = 0;
+    for (size_t j = 0; j < m; j++) {
+        const moects_result *r = &run->v[ix[j]], *prev = j ? &run->v[ix[j - 1]] : NULL;
+        int new_gpu = !prev || strcmp(prev->gpu, r->gpu);
+        if (new_gpu) v[n++] = (moects__gpu_share){.gpu = r->gpu};
+        v[n - 1].cases += new_gpu || strcmp(prev->case_id, r->case_id);
+        v[n - 1].results++;
+        v[n - 1].wall_s += r->wall_s;
+    }
+    free(ix);
+    return n;
 }
 
 static int layout_rank(const char *s, long *num)

@@ -18,6 +18,7 @@
 
 #include "moects_compare.h"
 #include "moects_op.h"
+#include "reports_internal.h"
 
 moects_kernel_status moects__kernel_status_of(const moects_run *run, const char *name, int is_mutant,
                                              size_t counts[MOECTS_VERDICT_COUNT])
@@ -654,6 +655,25 @@ static int summary_timing(FILE *f, const moects_run *run)
     return 0;
 }
 
+/* "## GPUs" (issue 33): per GPU the results name (moects run --gpus), its cases, results and worker
+ * seconds: how the run was spread. Nothing when no result names a GPU. Returns -1 out of memory. */
+static int summary_gpus(FILE *f, const moects_run *run)
+{
+    moects__gpu_share *g;
+    long n = moects__gpu_shares(run, &g);
+    if (n > 0)
+        fputs("\n## GPUs\n\nOne worker set per GPU, each worker started with CUDA_VISIBLE_DEVICES set to its GPU "
+              "(`moects run --gpus`); the cases go to whichever worker is free, costliest first.\n\n"
+              "| GPU | cases | results | worker seconds |\n|---|---:|---:|---:|\n", f);
+    for (long i = 0; i < n; i++) {
+        fputs("| ", f);
+        md_text(f, g[i].gpu);
+        fprintf(f, " | %zu | %zu | %.1f |\n", g[i].cases, g[i].results, g[i].wall_s);
+    }
+    free(g);
+    return n < 0 ? -1 : 0;
+}
+
 /* "## Accumulation check": per kernel whose bounded results ran it (acc_n > 0), the cases checked,
  * those over the limit, and the largest RMS with its case: how far each kernel is from the limit. */
 static void summary_acc_check(FILE *f, const moects_run *run, const moects_kernel *const *kernels, size_t nk)
@@ -811,7 +831,7 @@ char *moects__summary_render(const moects_run *run, const moects_kernel *const *
     }
     summary_failures(f, run);
     summary_known(f, run, tot_known, tot_fixed);
-    int oom = summary_timing(f, run) != 0;
+    int oom = summary_timing(f, run) != 0 || summary_gpus(f, run) != 0;
     if (fclose(f) != 0 || oom) {
         free(buf);
         return NULL;

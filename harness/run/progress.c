@@ -52,7 +52,7 @@ static const char *span(double s, char *buf, size_t len)
 }
 
 void moects__progress_start(moects__progress *pg, int mode, size_t ncases, size_t nkernels, size_t nruns, size_t nprior,
-                           double est_s, int jobs)
+                           double est_s, int jobs, size_t gpus)
 {
     memset(pg, 0, sizeof *pg);
     pg->mode = mode;
@@ -67,8 +67,10 @@ void moects__progress_start(moects__progress *pg, int mode, size_t ncases, size_
             commas(nruns, c, sizeof c), nruns == 1 ? "" : "s");
     if (nprior) fprintf(stderr, ", %s kept from the journal", commas(nprior, d, sizeof d));
     double wall = est_s / (jobs > 0 ? jobs : 1);
-    fprintf(stderr, "; %s%s on this machine (%d job%s; rough, from the cases' sizes)\n", wall < 1 ? "under a second" : "about ",
+    fprintf(stderr, "; %s%s on this machine (%d job%s", wall < 1 ? "under a second" : "about ",
             wall < 1 ? "" : span(wall, t, sizeof t), jobs, jobs == 1 ? "" : "s");
+    if (gpus > 1) fprintf(stderr, " over %zu GPUs", gpus);
+    fputs("; rough, from the cases' sizes)\n", stderr);
 }
 
 /* "N of M runs done after T, R runs/s, about L left" (L once anything is done). L blends the first

@@ -7,7 +7,10 @@
  * moects_result. Groups start op by op (the kernels' order), costliest first, on weighted slots
  * (harness/run/sched.c): a huge FP4 case holds several of the --jobs slots, and its reference runs on as many times the threads,
  * until its worker announces the reference done. A worker that dies costs only its task
- * (FAIL_CRASH); a fresh worker resumes with the next one. The parent never touches CUDA. */
+ * (FAIL_CRASH); a fresh worker resumes with the next one. Worker w belongs to the set of GPU
+ * w % ndevices (--gpus): started with that CUDA_VISIBLE_DEVICES, replaced in the same set, its results
+ * stamped with it; the groups go to whichever worker is free, so every GPU works until the last
+ * group has started (issue 33). The parent never touches CUDA. */
 #include "moects_runner.h"
 
 #include <errno.h>
@@ -74,7 +77,7 @@ typedef struct {
 
 #define MAGIC 0x6d6f6563u /* "moec" */
 
-static int write_full(int fd, const void *p, size_t n)
+int moects__write_full(int fd, const void *p, size_t n)
 {
     const char *c = p;
     while (n) {
@@ -87,8 +90,7 @@ static int write_full(int fd, const void *p, size_t n)
     return 0;
 }
 
-/* 1 full message, 0 EOF before any byte, -1 short/error. */
-static int read_full(int fd, void *p, size_t n)
+int moects__read_full(int fd, void *p, size_t n)
 {
     char *c = p;
     size_t got = 0;
@@ -117,7 +119,7 @@ static void notify_phase(void *p, int phase, const moects_result *r)
     m.task = n->task;
     m.arg = (uint32_t)phase;
     m.r = *r;
-    if (write_full(n->fd, &m, sizeof m) != 0) _exit(3);
+    if (moects__write_full(n->fd, &m, sizeof m) != 0) _exit(3);
 }
 
 /* The kernels a worker runs (kernel_idx of a task indexes kernels) and how. */
@@ -142,7 +144,7 @@ static void worker_loop(const worker_cfg *w, int rfd, int wfd)
     if (!ws) _exit(4);
     static task_msg t; /* the case stays here while the worker holds its inputs */
     for (;;) {
-        int rc = read_full(rfd, &t, sizeof t);
+        int rc = moects__read_full(rfd, &t, sizeof t);
         if (rc == 0) break;
         if (rc < 0 || t.magic != MAGIC || t.kernel_idx >= w->nkernels || t.threads > 4096) _exit(4);
         t.c.id[sizeof t.c.id - 1] = '\0';
@@ -160,13 +162,22 @@ static void worker_loop(const worker_cfg *w, int rfd, int wfd)
         m.type = MSG_RESULT;
         m.task = t.task;
         m.arg = (uint32_t)ex;
-        if (write_full(wfd, &m, sizeof m) != 0) _exit(3);
+        if (moects__write_full(wfd, &m, sizeof m) != 0) _exit(3);
         if (ex) _exit(0);
     }
     moects__worker_free(ws);
 }
 
 static void exec_python(const moects_runner_opts *o, int rfd, int wfd);
+
+/* The CUDA_VISIBLE_DEVICES of worker w's set (moects_runner_opts.devices), NULL when the run has no GPU list. */
+static const char *worker_gpu(const moects_runner_opts *o, int w)
+{
+    return o->devices && o->ndevices ? o->devices[(size_t)w % o->ndevices] : NULL;
+}
+
+/* Whether a CUDA device is behind the run's GPU list (a CUDA kernel runs, rather than SKIP at once). */
+static int has_device(const moects_runner_opts *o) { return o->ndevices && !o->fake_devices; }
 
 static void worker_main(const moects_runner_opts *o, int rfd, int wfd, int widx, int base_threads, int log_fd)
 {
@@ -181,11 +192,11 @@ static void worker_main(const moects_runner_opts *o, int rfd, int wfd, int widx,
     }
     dup2(2, 1);
     setvbuf(stdout, NULL, _IONBF, 0);
-    if (o->devices && o->ndevices) setenv("CUDA_VISIBLE_DEVICES", o->devices[(size_t)widx % o->ndevices], 1);
+    if (worker_gpu(o, widx)) setenv("CUDA_VISIBLE_DEVICES", worker_gpu(o, widx), 1); /* before any CUDA call */
     if (o->nkernel_py) exec_python(o, rfd, wfd); /* does not return */
     openblas_set_num_threads(base_threads);
     worker_cfg w = {o->kernels, o->nkernels, NULL, o->seed, o->perf, o->dump_dir,
-                    o->ndevices ? o->jobs <= (int)o->ndevices : o->jobs == 1, share_dir[0] ? share_dir : NULL};
+                    has_device(o) ? o->jobs <= (int)o->ndevices : o->jobs == 1, share_dir[0] ? share_dir : NULL};
     worker_loop(&w, rfd, wfd);
     MOECTS_WORKER_LEAK_CHECK(); /* a report goes to the kernel log, as the worker's stderr */
     _exit(0);
@@ -239,16 +250,16 @@ static int send_setup(const moects_runner_opts *o, int fd, int threads)
     s.nkernels = (uint32_t)o->nkernels, s.nlibs = (uint32_t)o->nlibs;
     s.perf = o->perf, s.threads = threads, s.seed = o->seed;
     snprintf(s.dump_dir, sizeof s.dump_dir, "%s", o->dump_dir ? o->dump_dir : "");
-    if (write_full(fd, &s, sizeof s)) return -1;
+    if (moects__write_full(fd, &s, sizeof s)) return -1;
     for (size_t i = 0; i < o->nkernels; i++) {
         name_slot nm = {0};
         snprintf(nm, sizeof nm, "%s", o->kernels[i]->name);
-        if (write_full(fd, nm, sizeof nm)) return -1;
+        if (moects__write_full(fd, nm, sizeof nm)) return -1;
     }
     for (size_t i = 0; i < o->nlibs; i++) {
         path_slot pa = {0};
         snprintf(pa, sizeof pa, "%s", o->libs[i]);
-        if (write_full(fd, pa, sizeof pa)) return -1;
+        if (moects__write_full(fd, pa, sizeof pa)) return -1;
     }
     return 0;
 }
@@ -277,10 +288,10 @@ static int setup_table(int rfd, const setup_msg *s, const moects_kernel *const *
     const moects_kernel **libk = NULL;
     size_t nlibk = 0;
     char err[4400];
-    int rc = names && read_full(rfd, names, s->nkernels * sizeof *names) == (s->nkernels ? 1 : 0) ? 0 : -1;
+    int rc = names && moects__read_full(rfd, names, s->nkernels * sizeof *names) == (s->nkernels ? 1 : 0) ? 0 : -1;
     for (uint32_t i = 0; rc == 0 && i < s->nlibs; i++) {
         path_slot pa;
-        if (read_full(rfd, pa, sizeof pa) != 1) rc = -1;
+        if (moects__read_full(rfd, pa, sizeof pa) != 1) rc = -1;
         pa[sizeof pa - 1] = '\0';
         if (rc == 0 && moects__plugin_load(pa, &libk, &nlibk, err, sizeof err) != 0)
             rc = -1, fprintf(stderr, "moects worker: --kernel-lib %s\n", err);
@@ -300,7 +311,7 @@ static int setup_table(int rfd, const setup_msg *s, const moects_kernel *const *
 int moects_worker_serve(int rfd, int wfd, const moects_kernel *const *kernels, size_t n)
 {
     setup_msg s;
-    if (read_full(rfd, &s, sizeof s) != 1 || s.magic != SETUP_MAGIC) {
+    if (moects__read_full(rfd, &s, sizeof s) != 1 || s.magic != SETUP_MAGIC) {
         fprintf(stderr, "moects worker: no setup from the runner on fd %d\n", rfd);
         return 2;
     }
@@ -583,14 +594,17 @@ static int fail_fast_skip(parent *p, uint32_t ti)
 static double task_est(const parent *p, uint32_t ti)
 {
     const moects_runner_opts *o = p->o;
-    if (o->kernels[p->tasks[ti].kernel_idx]->device == MOECTS_DEVICE_CUDA && !o->ndevices) return 0;
+    if (o->kernels[p->tasks[ti].kernel_idx]->device == MOECTS_DEVICE_CUDA && !has_device(o)) return 0;
     return moects__progress_run_s(&o->cases[p->tasks[ti].case_idx]);
 }
 
-/* Task ti of worker W is over (result in p->res[ti]); the group ends with its last task. */
+/* Task ti of worker W is over (result in p->res[ti], given W's GPU when it ran); the group ends with its
+ * last task. */
 static void task_over(parent *p, worker *W, uint32_t ti)
 {
-    const moects_result *r = &p->res[ti];
+    moects_result *r = &p->res[ti];
+    const char *gpu = worker_gpu(p->o, (int)(W - p->ws));
+    if (gpu && strncmp(r->reason, MOECTS_NOT_RUN, strlen(MOECTS_NOT_RUN))) snprintf(r->gpu, sizeof r->gpu, "%s", gpu);
     fail_fast_note(p, p->tasks[ti].kernel_idx, r);
     if (p->o->on_result && strncmp(r->reason, MOECTS_NOT_RUN, strlen(MOECTS_NOT_RUN)))
         p->o->on_result(p->o->on_result_ctx, r);
@@ -615,7 +629,7 @@ static int may_end_worker(const parent *p, const worker *W)
     if (!share_dir[0]) return 0;
     for (size_t i = W->g_next; i < W->g_end; i++) {
         const moects_kernel *k = p->o->kernels[p->tasks[p->torder[i]].kernel_idx];
-        if (k->bug || (k->device == MOECTS_DEVICE_CUDA && p->o->ndevices)) return 1;
+        if (k->bug || (k->device == MOECTS_DEVICE_CUDA && has_device(p->o))) return 1;
     }
     return 0;
 }
@@ -661,7 +675,7 @@ static int hand_out(parent *p, char *err, size_t errlen)
         W->t_task = W->t_phase = now_s();
         memset(&W->part, 0, sizeof W->part);
         W->deadline = phase_deadline(o, &o->cases[p->tasks[ti].case_idx], PH_OTHER, W->t_task);
-        if (write_full(W->to, &m, sizeof m) != 0) {
+        if (moects__write_full(W->to, &m, sizeof m) != 0) {
             /* died while idle: count the task as crashed rather than loop */
             int st;
             reap(W, &st, p->log_fd);
@@ -682,7 +696,7 @@ static void on_message(parent *p, worker *W)
 {
     const moects_runner_opts *o = p->o;
     result_msg m;
-    int r = read_full(W->from, &m, sizeof m);
+    int r = moects__read_full(W->from, &m, sizeof m);
     uint32_t ti = W->task;
     if (r == 1 && m.magic == MAGIC && m.task == ti && m.type == MSG_PHASE && m.arg <= PH_COMPARE) {
         if (W->phase == PH_REFERENCE && W->group >= 0) /* its reference is done: keep one slot */
@@ -821,10 +835,12 @@ static int plan_schedule(parent *p, int slots, char *err, size_t errlen)
     }
     if (cost && rank) moects__sched_order(p->gord, p->ng, cost, rank); /* else case order */
     free(cost), free(rank);
-    if (o->progress) moects__progress_start(&p->prog, o->progress, o->ncases, p->nk_used, p->nt + p->nprior, p->nprior, est, slots);
+    p->nw = (size_t)slots > p->ng ? (p->ng ? (int)p->ng : 1) : slots;
+    if (o->progress) /* the GPUs that get a worker: worker w is in GPU w % ndevices's set */
+        moects__progress_start(&p->prog, o->progress, o->ncases, p->nk_used, p->nt + p->nprior, p->nprior, est, slots,
+                               (size_t)p->nw < o->ndevices ? (size_t)p->nw : o->ndevices);
     if (moects__sched_init(&p->sched, p->ng, p->gord, p->want, slots) != 0)
         return snprintf(err, errlen, "out of memory for %zu tasks", p->nt), -1;
-    p->nw = (size_t)slots > p->ng ? (p->ng ? (int)p->ng : 1) : slots;
     if (o->kernel_log) {
         p->log_fd = open(o->kernel_log, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0666);
         if (p->log_fd < 0) return snprintf(err, errlen, "%s: cannot open: %s", o->kernel_log, strerror(errno)), -1;
@@ -946,50 +962,4 @@ int moects__runner_run(const moects_runner_opts *o, moects_run *run, char *err, 
     }
     parent_free(p);
     return rc;
-}
-
-/* ------------------------------------------------------------------ device probe ---- */
-
-void moects__probe_devices(moects_device_info *d)
-{
-    memset(d, 0, sizeof *d);
-    int p[2];
-    if (pipe(p) != 0) {
-        snprintf(d->why, sizeof d->why, "device probe: pipe: %s", strerror(errno));
-        return;
-    }
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        snprintf(d->why, sizeof d->why, "device probe: fork: %s", strerror(errno));
-        close(p[0]);
-        close(p[1]);
-        return;
-    }
-    if (pid == 0) {
-        close(p[0]);
-        dup2(2, 1);
-        moects_device_info c;
-        memset(&c, 0, sizeof c);
-        c.count = moects__cuda_device_count(c.why, sizeof c.why);
-        if (c.count > 0) {
-            char e[128];
-            if (moects__cuda_set_device(0, e, sizeof e) == 0) moects__cuda_device_name(c.name, sizeof c.name);
-        }
-        write_full(p[1], &c, sizeof c);
-        _exit(0);
-    }
-    close(p[1]);
-    struct pollfd pf = {.fd = p[0], .events = POLLIN};
-    int r = poll(&pf, 1, 120000);
-    if (r <= 0 || read_full(p[0], d, sizeof *d) != 1) {
-        memset(d, 0, sizeof *d);
-        snprintf(d->why, sizeof d->why, "device probe %s", r <= 0 ? "timed out" : "died");
-        kill(pid, SIGKILL);
-    }
-    close(p[0]);
-    int st;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-    if (d->count < 0) d->count = 0;
-    d->why[sizeof d->why - 1] = d->name[sizeof d->name - 1] = '\0';
 }

@@ -190,8 +190,10 @@ run_input)
     # --help says what the defaults are
     "$moects" run --help > help.txt || fail "run --help"
     grep -q "(default 120; 0: no limit)" help.txt || fail "--help: timeout default"
-    grep -q "(default: one per visible GPU when a CUDA kernel has" help.txt &&
-        grep -q "work, else one per CPU core)" help.txt || fail "--help: jobs default"
+    grep -q "(default: one per GPU when a CUDA kernel has work, else" help.txt &&
+        grep -q "one per CPU core and at least one per GPU of a --gpus list)" help.txt || fail "--help: jobs default"
+    grep -q "^  --gpus LIST|all .*one worker set per GPU" help.txt && grep -q "Default all; MOECTS_FAKE_GPUS=N" help.txt ||
+        fail "--help: --gpus and its default"
     grep -q "kernels.log there holds what the kernels printed" help.txt || fail "--help: kernels.log"
     ;;
 run_config)

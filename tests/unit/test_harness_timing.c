@@ -1,6 +1,8 @@
 /* test_harness_timing.c: the task timing in results.json (harness/model/results.c) and summary.md's
- * "Where the time went" (harness/report/tap.c). Expected texts and sums are worked out by hand; files
- * written before the timing existed (the committed gate baseline) must keep loading. */
+ * "Where the time went" (harness/report/tap.c), and where the tasks ran: each result's "gpu" and the
+ * GPUs' shares of a run (moects__gpu_shares, summary.md's "GPUs"; issue 33). Expected texts and sums
+ * are worked out by hand; files written before the timing existed (the committed gate baseline) must
+ * keep loading. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +10,7 @@
 
 #include "moects_harness.h"
 #include "moects_tap.h"
+#include "reports_internal.h"
 #include "test_slurp.h"
 #include "test_tmpdir.h"
 
@@ -222,6 +225,82 @@ Test(timing, summary_lists_the_slowest_cases, .init = setup, .fini = rm_tmp)
     }
     md = moects__summary_render(&run, NULL, 0, NULL, &len);
     cr_assert_null(strstr(md, "Where the time went"));
+    free(md);
+    moects__run_free(&run);
+}
+
+/* "gpu": written last in a result that has one, read back as written; absent (no GPU list, older
+ * files): none written, read as "". Not a string: a one-line error naming the field. */
+Test(timing, gpu_round_trip_and_type, .init = setup, .fini = rm_tmp)
+{
+    moects_run run, back;
+    memset(&run, 0, sizeof run);
+    snprintf(run.moects_version, sizeof run.moects_version, "0.1");
+    moects_result r = res("k", "c1"), u = res("k", "c2");
+    snprintf(r.gpu, sizeof r.gpu, "GPU-8f6c2a1e");
+    cr_assert_eq(moects__run_push(&run, &r), 0);
+    cr_assert_eq(moects__run_push(&run, &u), 0);
+    char err[512], path[300];
+    snprintf(path, sizeof path, "%s/g.json", tmpdir);
+    cr_assert_eq(moects__results_write(path, &run, err, sizeof err), 0, "%s", err);
+    char *t = slurp(path);
+    cr_assert_not_null(strstr(t, "\"perf_fraction\": 0.0, \"gpu\": \"GPU-8f6c2a1e\"}"), "%s", t);
+    cr_assert_eq(strstr(strstr(t, "\"gpu\"") + 1, "\"gpu\""), NULL, "second result has a gpu: %s", t);
+    free(t);
+    cr_assert_eq(moects__results_read(path, &back, err, sizeof err), 0, "%s", err);
+    cr_assert_str_eq(back.v[0].gpu, "GPU-8f6c2a1e");
+    cr_assert_str_eq(back.v[1].gpu, "");
+    moects__run_free(&back);
+    moects__run_free(&run);
+    char text[1024];
+    snprintf(text, sizeof text, "%s, \"gpu\": 3}\n]}\n", head_json);
+    write_text(path, text);
+    cr_assert_eq(moects__results_read(path, &back, err, sizeof err), -1);
+    char want[400];
+    snprintf(want, sizeof want, "%s: results[0].gpu: expected a string, got an integer", path);
+    cr_assert_str_eq(err, want);
+}
+
+/* Seven results over five cases: c1 twice on "10" (1 s, 2 s), c2 and c3 on "2" (0.5 s, 0.25 s), c4
+ * with no GPU (left out), c5 on "0" (4 s), c6 on "GPU-x" (1 s). In order: "0" (1 case, 1 result,
+ * 4 s), "2" (2, 2, 0.75 s), "10" (1, 2, 3 s: numbers by value), "GPU-x" (1, 1, 1 s: names after them). */
+Test(timing, gpu_shares_and_summary, .init = setup, .fini = rm_tmp)
+{
+    static const struct { const char *c, *gpu; double wall; } in[] = {
+        {"c1", "10", 1}, {"c1", "10", 2}, {"c2", "2", 0.5}, {"c3", "2", 0.25}, {"c4", "", 7}, {"c5", "0", 4},
+        {"c6", "GPU-x", 1}};
+    moects_run run;
+    memset(&run, 0, sizeof run);
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
+        char k[8];
+        snprintf(k, sizeof k, "k%zu", i);
+        moects_result r = res(k, in[i].c);
+        snprintf(r.gpu, sizeof r.gpu, "%s", in[i].gpu);
+        r.wall_s = in[i].wall;
+        cr_assert_eq(moects__run_push(&run, &r), 0);
+    }
+    moects__gpu_share *g;
+    cr_assert_eq(moects__gpu_shares(&run, &g), 4);
+    static const struct { const char *gpu; size_t cases, results; double wall; } want[] = {
+        {"0", 1, 1, 4}, {"2", 2, 2, 0.75}, {"10", 1, 2, 3}, {"GPU-x", 1, 1, 1}};
+    for (int i = 0; i < 4; i++) {
+        cr_assert_str_eq(g[i].gpu, want[i].gpu);
+        cr_assert(g[i].cases == want[i].cases && g[i].results == want[i].results && g[i].wall_s == want[i].wall,
+                  "GPU %s: %zu cases, %zu results, %g s", g[i].gpu, g[i].cases, g[i].results, g[i].wall_s);
+    }
+    free(g);
+    size_t len;
+    char *md = moects__summary_render(&run, NULL, 0, NULL, &len);
+    const char *t = md ? strstr(md, "| GPU | cases | results | worker seconds |\n|---|---:|---:|---:|\n") : NULL;
+    cr_assert_not_null(t, "%s", md);
+    cr_assert_str_eq(strchr(strchr(t, '\n') + 1, '\n') + 1,
+                     "| 0 | 1 | 1 | 4.0 |\n| 2 | 2 | 2 | 0.8 |\n| 10 | 1 | 2 | 3.0 |\n| GPU-x | 1 | 1 | 1.0 |\n");
+    free(md);
+    for (size_t i = 0; i < run.n; i++) run.v[i].gpu[0] = '\0'; /* no GPU named: no section, no share */
+    cr_assert_eq(moects__gpu_shares(&run, &g), 0);
+    free(g);
+    md = moects__summary_render(&run, NULL, 0, NULL, &len);
+    cr_assert_null(strstr(md, "## GPUs"), "%s", md);
     free(md);
     moects__run_free(&run);
 }
